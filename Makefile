@@ -1,0 +1,78 @@
+# lipi — build, test and benchmark.
+#
+#   make            build/lipi and build/liblipi.a
+#   make deps       check (and, as root, install) the Debian packages lipi needs
+#   make test       build and run every cmocka test binary
+#   make check      the same tests under ASan + UBSan
+#   make bench      benchmarks against the anchor tools (never part of test)
+#   make demo       the README's first command
+#
+# BUILD=dir puts objects elsewhere (parallel builds from several work trees).
+
+BUILD    ?= build
+CC       ?= cc
+PKGS     := icu-uc icu-i18n libpcre2-8 cmocka jansson openblas zlib liblzma libzstd
+DEB_PKGS := pkg-config libicu-dev libpcre2-dev uthash-dev libcmocka-dev libjansson-dev \
+            libopenblas-dev zlib1g-dev liblzma-dev libzstd-dev
+
+OPT      ?= -O2 -g
+WERROR   ?= $(if $(CI),-Werror,)
+CFLAGS   ?= $(OPT)
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter $(WERROR) \
+            -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS   += $(shell pkg-config --libs $(filter-out cmocka,$(PKGS)) 2>/dev/null) -lpthread -lm
+TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
+DEPFLAGS  = -MMD -MP
+
+MODULES  := tokenizer trainer encoder pipeline
+LIB_SRC  := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
+CLI_SRC  := $(wildcard cli/*.c)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_HELPER_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all deps test check bench demo fuzz clean
+all: $(BUILD)/lipi $(BUILD)/liblipi.a
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/liblipi.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/lipi: $(CLI_OBJ) $(BUILD)/liblipi.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER_OBJ) $(BUILD)/liblipi.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(TEST_LIBS) $(LDLIBS)
+
+deps:
+	@sh tests/deps.sh $(DEB_PKGS)
+
+# Each test binary runs from the repository root so fixture paths are stable.
+# LIPI_BIN lets tests drive the CLI built into the same BUILD.
+test: deps
+	@$(MAKE) --no-print-directory all $(TEST_BIN)
+	@LIPI_BIN=$(BUILD)/lipi sh tests/run_tests.sh $(TEST_BIN)
+
+check: deps
+	@$(MAKE) --no-print-directory BUILD=build-san \
+	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
+	  LDFLAGS="-fsanitize=address,undefined" test
+
+bench: all
+	@sh bench/run.sh $(BUILD)
+
+demo: all
+	@sh cli/demo.sh $(BUILD)/lipi
+
+clean:
+	rm -rf build build-san build-*
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d) $(TEST_HELPER_OBJ:.o=.d)

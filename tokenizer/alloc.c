@@ -1,0 +1,64 @@
+/* The one allocation hook. jansson is routed through it too, so a test that
+ * fails the Nth allocation reaches every allocation lipi makes (ICU and
+ * PCRE2 keep their own heaps: their failures surface as LIPI_EICU/EREGEX). */
+#include "tokenizer/tokenizer.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static lipi_alloc_hooks hooks = {malloc, realloc, free};
+
+void lipi_set_alloc_hooks(const lipi_alloc_hooks *h)
+{
+    if (h)
+        hooks = *h;
+    else
+        hooks = (lipi_alloc_hooks){malloc, realloc, free};
+    json_set_alloc_funcs(hooks.malloc_fn, hooks.free_fn);
+}
+
+void *lipi_malloc(size_t size)
+{
+    return hooks.malloc_fn(size ? size : 1);
+}
+
+void *lipi_calloc(size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    void *p = lipi_malloc(n * size);
+    if (p)
+        memset(p, 0, n * size);
+    return p;
+}
+
+void *lipi_realloc(void *p, size_t size)
+{
+    return hooks.realloc_fn(p, size ? size : 1);
+}
+
+void *lipi_reallocarray(void *p, size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    return lipi_realloc(p, n * size);
+}
+
+void lipi_free(void *p)
+{
+    if (p)
+        hooks.free_fn(p);
+}
+
+char *lipi_strndup(const char *s, size_t len)
+{
+    if (len == SIZE_MAX)
+        return NULL;
+    char *d = lipi_malloc(len + 1);
+    if (!d)
+        return NULL;
+    memcpy(d, s, len);
+    d[len] = '\0';
+    return d;
+}

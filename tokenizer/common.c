@@ -1,0 +1,62 @@
+/* Small shared helpers: growable buffers and the invariant check. */
+#include "tokenizer/common_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Thread_local int lipi_hash_oom_flag;
+
+_Noreturn void lipi_assert_fail(const char *what, const char *file, int line)
+{
+    /* A broken invariant is a lipi bug, not bad input: stop loudly. */
+    fprintf(stderr, "lipi: internal error: %s (%s:%d)\n", what, file, line);
+    abort();
+}
+
+lipi_status lipi_grow(void **p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return LIPI_OK;
+    size_t ncap = *cap ? *cap : 16;
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2)
+            return LIPI_ENOMEM;
+        ncap *= 2;
+    }
+    void *np = lipi_reallocarray(*p, ncap, size);
+    if (!np)
+        return LIPI_ENOMEM;
+    *p = np;
+    *cap = ncap;
+    return LIPI_OK;
+}
+
+lipi_status lipi_buf_reserve(lipi_buf *b, size_t extra)
+{
+    if (extra > SIZE_MAX - b->len - 1)
+        return LIPI_ENOMEM;
+    void *p = b->p;
+    lipi_status st = lipi_grow(&p, &b->cap, b->len + extra + 1, 1);
+    b->p = p;
+    return st;
+}
+
+lipi_status lipi_buf_append(lipi_buf *b, const void *data, size_t len)
+{
+    lipi_status st = lipi_buf_reserve(b, len);
+    if (st != LIPI_OK)
+        return st;
+    if (len)
+        memcpy(b->p + b->len, data, len);
+    b->len += len;
+    b->p[b->len] = '\0';
+    return LIPI_OK;
+}
+
+void lipi_buf_free(lipi_buf *b)
+{
+    lipi_free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}

@@ -1,0 +1,270 @@
+/* lipi tokenizer module: errors and allocation, UTF-8 input, normalizers,
+ * pre-tokenizers, grapheme clusters and the tokenizer object.
+ *
+ *   lipi_error err;
+ *   lipi_tokenizer *tok = NULL;
+ *   if (lipi_tokenizer_load("tokenizer.json", &tok, &err) != LIPI_OK)
+ *       fprintf(stderr, "%s:%zu: %s\n", err.path, err.offset, err.msg);
+ *   lipi_tokenizer_free(tok);
+ *
+ * Conventions (see docs/ARCHITECTURE.md):
+ *  - every fallible function returns lipi_status and, when `err` is not NULL,
+ *    fills it; the library never prints and never exits;
+ *  - text is a byte span (const char *s, size_t len), never NUL-terminated;
+ *  - lipi_x_new / _load return owned objects freed with lipi_x_free (NULL ok);
+ *    lipi_x_get_* return borrowed pointers; lipi_x_take_* steal their argument
+ *    (freed even on error);
+ *  - immutable objects (normalizer, pre-tokenizer, tokenizer) are shared by
+ *    threads; per-thread scratch lives in the output structs passed in.
+ */
+#ifndef LIPI_TOKENIZER_H
+#define LIPI_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ======================================================================== */
+/* Errors                                                                    */
+/* ======================================================================== */
+
+typedef enum {
+    LIPI_OK = 0,
+    LIPI_ENOMEM,  /* an allocation failed */
+    LIPI_EINVAL,  /* bad argument or option value */
+    LIPI_EIO,     /* a file could not be opened, read or written */
+    LIPI_EFORMAT, /* input is not what was expected (bad UTF-8, bad JSON, ...) */
+    LIPI_ETRUNC,  /* input ended too early */
+    LIPI_EICU,    /* an ICU call failed */
+    LIPI_EREGEX,  /* a PCRE2 pattern failed to compile or match */
+} lipi_status;
+
+typedef struct {
+    lipi_status code;
+    char path[256];  /* file (or JSON path) involved, "" if none */
+    size_t line;     /* 1-based line, 0 if unknown */
+    size_t offset;   /* byte offset (from the start of the file, or of the
+                        line when `line` is set), 0 if unknown */
+    char msg[256];   /* "expected ..., found ..." */
+} lipi_error;
+
+/* Short stable name of a status, e.g. "ENOMEM". */
+const char *lipi_status_name(lipi_status code);
+
+/* Fills `err` (if not NULL) and returns `code`, so callers can write
+ * `return lipi_error_set(err, LIPI_EFORMAT, path, line, off, "expected %s", x);`.
+ * `path` may be NULL. Messages longer than the buffer are truncated. */
+lipi_status lipi_error_set(lipi_error *err, lipi_status code, const char *path,
+                           size_t line, size_t offset, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* Prepends "prefix: " to err->msg (keeps code and position). No-op on NULL. */
+void lipi_error_prefix(lipi_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ======================================================================== */
+/* Allocation: every allocation in lipi (and uthash and jansson inside it)   */
+/* goes through these, so tests can fail the Nth one.                        */
+/* ======================================================================== */
+
+typedef struct {
+    void *(*malloc_fn)(size_t size);
+    void *(*realloc_fn)(void *p, size_t size);
+    void (*free_fn)(void *p);
+} lipi_alloc_hooks;
+
+/* Installs process-wide allocation functions (NULL restores libc). Call it
+ * before creating any lipi object; objects must be freed with the hooks that
+ * allocated them. */
+void lipi_set_alloc_hooks(const lipi_alloc_hooks *hooks);
+
+void *lipi_malloc(size_t size);
+void *lipi_calloc(size_t n, size_t size);          /* NULL on overflow */
+void *lipi_realloc(void *p, size_t size);
+void *lipi_reallocarray(void *p, size_t n, size_t size); /* NULL on overflow */
+void lipi_free(void *p);
+char *lipi_strndup(const char *s, size_t len);     /* NUL-terminated copy */
+
+/* ======================================================================== */
+/* UTF-8                                                                     */
+/* ======================================================================== */
+
+/* Decodes one code point at s[0..len). Returns the bytes consumed (1..4), or 0
+ * if the bytes there are not well-formed UTF-8 (overlongs, surrogates, values
+ * above U+10FFFF and truncated sequences are all rejected). */
+size_t lipi_utf8_decode(const char *s, size_t len, uint32_t *cp);
+
+/* Encodes `cp` (must be a scalar value) into out; returns 1..4. */
+size_t lipi_utf8_encode(uint32_t cp, char out[4]);
+
+/* Offset of the first byte that does not start a well-formed sequence, or
+ * `len` when all of s is valid. Fast path for ASCII. */
+size_t lipi_utf8_valid_prefix(const char *s, size_t len);
+
+/* Copies s into a new buffer with every ill-formed subsequence replaced by
+ * U+FFFD (one per maximal subpart, as WHATWG and ICU do). *out is owned by
+ * the caller (lipi_free) and NUL-terminated for convenience. */
+lipi_status lipi_utf8_repair(const char *s, size_t len, char **out, size_t *out_len);
+
+/* What to do with invalid UTF-8 in input text. */
+typedef enum {
+    LIPI_INVALID_ERROR = 0, /* stop with LIPI_EFORMAT naming file, line, byte */
+    LIPI_INVALID_REPLACE,   /* replace bad bytes with U+FFFD and go on */
+} lipi_invalid_mode;
+
+/* ------------------------------------------------------------------------ */
+/* Line reader: streams a text file (or stdin for "-") line by line.         */
+/* Lines end at "\n"; a "\r\n" ending loses its "\r", a lone "\r" is text.   */
+/* A UTF-8 BOM at the start of the file is skipped. NUL bytes are text.      */
+/* Lines of any length work (the buffer grows). Files ending in .gz, .xz or  */
+/* .zst are decompressed on the fly.                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct lipi_line_reader lipi_line_reader;
+
+lipi_status lipi_line_reader_open(const char *path, lipi_invalid_mode mode,
+                                  lipi_line_reader **out, lipi_error *err);
+
+/* Next line, without its terminator. *line is borrowed until the next call
+ * and is valid UTF-8 (repaired or rejected per the mode). At end of input
+ * returns LIPI_OK with *line = NULL. Errors carry path, 1-based line and the
+ * byte offset of the bad byte from the start of the file. */
+lipi_status lipi_line_reader_next(lipi_line_reader *r, const char **line,
+                                  size_t *len, lipi_error *err);
+
+size_t lipi_line_reader_line_no(const lipi_line_reader *r);     /* last line read */
+uint64_t lipi_line_reader_bytes_read(const lipi_line_reader *r); /* raw input bytes */
+void lipi_line_reader_close(lipi_line_reader *r);
+
+/* ======================================================================== */
+/* Normalizers                                                               */
+/* ======================================================================== */
+
+/* Byte span [start, end) of some text. */
+typedef struct {
+    size_t start, end;
+} lipi_span;
+
+typedef struct lipi_normalizer lipi_normalizer; /* immutable, thread-shareable */
+
+typedef struct {
+    bool lowercase;      /* full Unicode lowercase (ICU u_strToLower, root locale) */
+    bool strip_accents;  /* drop combining marks of Latin/Greek/Cyrillic letters only */
+    bool fold_digits;    /* indic: fold Indic digits (Devanagari ०..९, ...) to ASCII */
+} lipi_normalizer_options;
+
+/* Builds a normalizer from a name: "none", "nfc", "nfd", "nfkc", "nfkd",
+ * "indic" (NFC, canonical nukta forms, ZWJ/ZWNJ kept only between letters
+ * or marks), "bert" (BERT cleanup and CJK spacing). Options add lowercase /
+ * strip-accents / digit folding after the form. Unknown names: LIPI_EINVAL
+ * with the list of known names in err->msg. */
+lipi_status lipi_normalizer_new(const char *name, const lipi_normalizer_options *opt,
+                                lipi_normalizer **out, lipi_error *err);
+void lipi_normalizer_free(lipi_normalizer *n);
+
+/* Output of normalization; reuse it across calls to avoid allocation. */
+typedef struct {
+    char *text;        /* normalized UTF-8, owned, NUL-terminated */
+    size_t len, cap;
+    lipi_span *align;  /* if requested: align[i] = source bytes that produced
+                          output byte i; a token [a, b) of the output comes
+                          from [align[a].start, align[b-1].end) of the input */
+    size_t align_cap;
+    void *scratch;     /* private per-thread buffers */
+} lipi_normalized;
+
+/* Normalizes valid UTF-8 s[0..len) into *out (cleared first). With
+ * want_align, fills out->align. LIPI_EFORMAT if s is not valid UTF-8,
+ * LIPI_EICU with ICU's error name if ICU fails. A NULL normalizer copies. */
+lipi_status lipi_normalize(const lipi_normalizer *n, const char *s, size_t len,
+                           lipi_normalized *out, bool want_align, lipi_error *err);
+void lipi_normalized_free(lipi_normalized *out); /* frees members, not out */
+
+/* ======================================================================== */
+/* Pre-tokenizers                                                            */
+/* ======================================================================== */
+
+typedef struct lipi_pretokenizer lipi_pretokenizer; /* immutable, thread-shareable */
+
+/* Built-in pre-tokenizers by name:
+ *   "indic"      lipi's default: letters keep their combining marks (\p{M})
+ *                and ZWJ/ZWNJ, a word splits where its script changes, a
+ *                leading space stays with the word, digits in runs of <= 3;
+ *   "cl100k", "o200k", "gpt2"  the published OpenAI split patterns;
+ *   "bytelevel"  gpt2 pattern plus the GPT-2 bytes-to-unicode mapping;
+ *   "bert"       whitespace split, then punctuation and CJK characters alone;
+ *   "whitespace" runs of \w+ and of [^\w\s]+ (Hugging Face "Whitespace");
+ *   "metaspace"  spaces become U+2581 "▁", one is prepended, split before each;
+ *   "digits"     every digit alone.
+ * Unknown names: LIPI_EINVAL listing the known ones. */
+lipi_status lipi_pretokenizer_new(const char *name, lipi_pretokenizer **out,
+                                  lipi_error *err);
+
+/* A split on a user PCRE2 pattern (UTF + UCP, JIT-compiled); matches become
+ * pieces, the text between matches too (Hugging Face Split "isolated").
+ * Compile errors: LIPI_EREGEX with PCRE2's message and the pattern offset. */
+lipi_status lipi_pretokenizer_new_pattern(const char *pattern, lipi_pretokenizer **out,
+                                          lipi_error *err);
+void lipi_pretokenizer_free(lipi_pretokenizer *p);
+
+/* Pieces of one input. Piece i has text text[text_off[i] .. text_off[i+1])
+ * (may differ from the source, e.g. "▁" for a space or the byte-level
+ * alphabet) and came from source bytes src[i]. Reuse across calls: it also
+ * holds per-thread matcher scratch, so one lipi_pieces per thread. */
+typedef struct {
+    size_t count, cap;
+    lipi_span *src;
+    size_t *text_off;  /* count + 1 entries */
+    char *text;
+    size_t text_len, text_cap;
+    void *scratch;
+} lipi_pieces;
+
+/* Splits valid UTF-8 s[0..len) into *out (cleared first). Pieces are in
+ * order, never empty, and their source spans do not overlap. */
+lipi_status lipi_pretokenize(const lipi_pretokenizer *p, const char *s, size_t len,
+                             lipi_pieces *out, lipi_error *err);
+void lipi_pieces_free(lipi_pieces *out); /* frees members, not out */
+
+/* ======================================================================== */
+/* Unicode helpers                                                           */
+/* ======================================================================== */
+
+/* Extended grapheme cluster boundaries of valid UTF-8 s[0..len) (ICU
+ * character break iterator): writes the byte offsets 0 = b[0] < b[1] < ... <
+ * b[n] = len into *bounds (grown with lipi_realloc; *cap tracks its size) and
+ * the number of clusters n into *count. Empty input gives n = 0, b[0] = 0. */
+lipi_status lipi_graphemes(const char *s, size_t len, size_t **bounds, size_t *cap,
+                           size_t *count, lipi_error *err);
+
+/* ICU script code (UScriptCode) of a code point; Common and Inherited are
+ * reported as they are (callers decide how to attach them). */
+int lipi_script_of(uint32_t cp);
+
+/* ======================================================================== */
+/* The tokenizer object                                                      */
+/* ======================================================================== */
+
+typedef struct lipi_tokenizer lipi_tokenizer; /* immutable once built */
+
+/* Loads a Hugging Face tokenizer.json. Unknown or malformed sections fail
+ * with LIPI_EFORMAT and the JSON path in err->msg, e.g.
+ * `normalizer.normalizers[2].type: unknown type "Foo"`. */
+lipi_status lipi_tokenizer_load(const char *path, lipi_tokenizer **out, lipi_error *err);
+lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *name,
+                                     lipi_tokenizer **out, lipi_error *err);
+
+/* Writes tokenizer.json atomically (temporary file in the same folder, then
+ * rename): an interrupted save never leaves a partial file. */
+lipi_status lipi_tokenizer_save(const lipi_tokenizer *t, const char *path, lipi_error *err);
+
+/* Serializes to a new NUL-terminated JSON string owned by the caller. */
+lipi_status lipi_tokenizer_to_json(const lipi_tokenizer *t, char **out, size_t *len,
+                                   lipi_error *err);
+void lipi_tokenizer_free(lipi_tokenizer *t);
+
+/* Borrowed parts (NULL when the tokenizer has none). */
+const lipi_normalizer *lipi_tokenizer_get_normalizer(const lipi_tokenizer *t);
+const lipi_pretokenizer *lipi_tokenizer_get_pretokenizer(const lipi_tokenizer *t);
+
+#endif
