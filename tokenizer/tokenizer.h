@@ -267,4 +267,89 @@ void lipi_tokenizer_free(lipi_tokenizer *t);
 const lipi_normalizer *lipi_tokenizer_get_normalizer(const lipi_tokenizer *t);
 const lipi_pretokenizer *lipi_tokenizer_get_pretokenizer(const lipi_tokenizer *t);
 
+/* ------------------------------------------------------------------------ */
+/* Building a tokenizer (trainers, readers of other formats)                */
+/* ------------------------------------------------------------------------ */
+
+typedef enum {
+    LIPI_MODEL_NONE = 0,
+    LIPI_MODEL_BPE,
+    LIPI_MODEL_WORDPIECE,
+    LIPI_MODEL_UNIGRAM,
+    LIPI_MODEL_WORDLEVEL,
+} lipi_model_type;
+
+/* Model settings, named as in tokenizer.json. */
+typedef struct {
+    int64_t unk_id;               /* -1: none */
+    bool byte_fallback;           /* BPE, Unigram: <0xNN> pieces for unknown bytes */
+    bool fuse_unk;                /* BPE: consecutive unknowns become one */
+    bool ignore_merges;           /* BPE: a word already in the vocab is one token */
+    bool byte_level;              /* BPE: vocab strings are in the GPT-2 byte alphabet */
+    char continuing_subword_prefix[16]; /* BPE/WordPiece, e.g. "##"; "" none */
+    char end_of_word_suffix[16];  /* BPE, e.g. "</w>"; "" none */
+    size_t max_input_chars_per_word; /* WordPiece, default 100 */
+} lipi_model_options;
+
+/* Sets lipi_model_options to the tokenizer.json defaults for `type`. */
+void lipi_model_options_default(lipi_model_type type, lipi_model_options *opt);
+
+/* A token added on top of the model (special tokens and the like). */
+typedef struct {
+    char *content;
+    size_t len;
+    uint32_t id;
+    bool single_word, lstrip, rstrip, normalized, special;
+} lipi_added_token;
+
+/* New empty tokenizer (no normalizer, no pre-tokenizer, no model). */
+lipi_status lipi_tokenizer_new(lipi_tokenizer **out);
+
+/* Install parts; the part is stolen (freed even on error). */
+lipi_status lipi_tokenizer_take_normalizer(lipi_tokenizer *t, lipi_normalizer *n);
+lipi_status lipi_tokenizer_take_pretokenizer(lipi_tokenizer *t, lipi_pretokenizer *p);
+
+/* Sets the model. tokens[i] (lens[i] bytes) gets id i; scores are used by
+ * Unigram (may be NULL otherwise); merges[r] = {left id, right id} of the
+ * merge of rank r (BPE only, may be NULL otherwise). Everything is copied.
+ * Duplicate tokens or merge ids out of range: LIPI_EINVAL. */
+lipi_status lipi_tokenizer_set_model(lipi_tokenizer *t, lipi_model_type type,
+                                     const lipi_model_options *opt,
+                                     const char *const *tokens, const size_t *lens,
+                                     const double *scores, size_t n_tokens,
+                                     const uint32_t (*merges)[2], size_t n_merges,
+                                     lipi_error *err);
+
+/* Adds an added token (content copied); its id must be free or equal to the
+ * model's id for the same string. */
+lipi_status lipi_tokenizer_add_token(lipi_tokenizer *t, const lipi_added_token *tok,
+                                     lipi_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Reading a tokenizer's model                                               */
+/* ------------------------------------------------------------------------ */
+
+lipi_model_type lipi_tokenizer_model_type(const lipi_tokenizer *t);
+const lipi_model_options *lipi_tokenizer_get_model_options(const lipi_tokenizer *t);
+
+/* Number of ids: model vocabulary and added tokens (the highest id + 1). */
+size_t lipi_tokenizer_vocab_size(const lipi_tokenizer *t);
+
+/* Borrowed token string of `id` (model or added), *len its length; NULL if
+ * no token has that id. */
+const char *lipi_tokenizer_id_to_token(const lipi_tokenizer *t, uint32_t id, size_t *len);
+
+/* Looks a token string up in the model vocabulary and the added tokens. */
+bool lipi_tokenizer_token_to_id(const lipi_tokenizer *t, const char *s, size_t len,
+                                uint32_t *id);
+
+double lipi_tokenizer_get_score(const lipi_tokenizer *t, uint32_t id); /* Unigram, else 0 */
+size_t lipi_tokenizer_merge_count(const lipi_tokenizer *t);
+/* Merge of rank `rank` as the ids of its two parts. */
+void lipi_tokenizer_get_merge(const lipi_tokenizer *t, size_t rank, uint32_t *left,
+                              uint32_t *right);
+
+size_t lipi_tokenizer_added_count(const lipi_tokenizer *t);
+const lipi_added_token *lipi_tokenizer_get_added(const lipi_tokenizer *t, size_t i);
+
 #endif
