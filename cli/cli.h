@@ -1,0 +1,52 @@
+/* The `lipi` command: shared pieces of the subcommands. Subcommands live in
+ * cli/cmd_<name>.c, parse their own options, call the library and turn its
+ * errors into messages and exit codes. No algorithm lives in cli/. */
+#ifndef LIPI_CLI_H
+#define LIPI_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tokenizer/tokenizer.h"
+
+/* Exit codes of every subcommand. */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+typedef struct {
+    const char *name;
+    const char *summary;                  /* one line for `lipi --help` */
+    int (*run)(int argc, char **argv);    /* argv[0] is the subcommand name */
+} cli_command;
+
+/* Prints "lipi SUB: " + the error with its file, line and offset to stderr. */
+void cli_report(const char *sub, const lipi_error *err);
+
+/* Prints "lipi SUB: " + message to stderr; returns EXIT_USAGE for usage
+ * errors so callers can `return cli_usage_error(...)`. */
+int cli_usage_error(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parses --invalid=error|replace. */
+bool cli_parse_invalid(const char *s, lipi_invalid_mode *mode);
+
+/* Parses a non-negative decimal integer that fits in uint64_t (no sign, no
+ * trailing junk). */
+bool cli_parse_u64(const char *s, uint64_t *out);
+
+/* Writes s[0..len) as a JSON string literal (quotes included). */
+void cli_write_json_string(FILE *f, const char *s, size_t len);
+
+/* Calls fn(line, len, ctx) for each line of each file (stdin when nfiles is
+ * 0 or a file is "-"). Stops at the first error, reported with its file,
+ * line and offset; returns EXIT_OK or EXIT_FAIL. */
+typedef lipi_status (*cli_line_fn)(const char *line, size_t len, void *ctx, lipi_error *err);
+int cli_for_each_line(const char *sub, char **files, int nfiles, lipi_invalid_mode mode,
+                      cli_line_fn fn, void *ctx);
+
+/* Flushes stdout and reports a write error (disk full, closed pipe). */
+int cli_finish_output(const char *sub);
+
+extern const cli_command cmd_normalize;
+extern const cli_command cmd_pretokenize;
+
+#endif

@@ -1,0 +1,53 @@
+/* `lipi`: dispatches to the subcommands in cli/cmd_*.c. */
+#include "cli/cli.h"
+
+#include <string.h>
+
+#define LIPI_VERSION "0.1.0"
+
+/* Only subcommands that work are registered here. */
+static const cli_command *const commands[] = {
+    &cmd_normalize,
+    &cmd_pretokenize,
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "lipi " LIPI_VERSION " — subword tokenization for multilingual text, Indic scripts first\n"
+            "\n"
+            "Usage: lipi COMMAND [OPTIONS] [FILE...]\n"
+            "\n"
+            "Commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-13s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(f,
+            "\n"
+            "Run 'lipi COMMAND --help' for the options of a command.\n"
+            "Input is read line by line from the FILEs, or from standard input when\n"
+            "there are none or a FILE is '-'. Text must be UTF-8.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(name, "--version") == 0) {
+        puts("lipi " LIPI_VERSION);
+        return EXIT_OK;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(name, commands[i]->name) == 0)
+            return commands[i]->run(argc - 1, argv + 1);
+    fprintf(stderr, "lipi: unknown command '%s'\n", name);
+    fprintf(stderr, "Run 'lipi --help' for the list of commands.\n");
+    return EXIT_USAGE;
+}

@@ -1,0 +1,130 @@
+/* Helpers shared by the subcommands: messages, number parsing, JSON output,
+ * line iteration over input files. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+
+void cli_report(const char *sub, const lipi_error *err)
+{
+    fprintf(stderr, "lipi %s: ", sub);
+    if (err->path[0])
+        fprintf(stderr, "%s:", err->path);
+    if (err->line)
+        fprintf(stderr, "%zu:", err->line);
+    if (err->path[0] || err->line)
+        fprintf(stderr, " ");
+    if (err->offset || err->line)
+        fprintf(stderr, "byte %zu: ", err->offset);
+    fprintf(stderr, "%s\n", err->msg[0] ? err->msg : lipi_status_name(err->code));
+}
+
+int cli_usage_error(const char *sub, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "lipi %s: ", sub);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'lipi %s --help'.\n", sub);
+    return EXIT_USAGE;
+}
+
+bool cli_parse_invalid(const char *s, lipi_invalid_mode *mode)
+{
+    if (strcmp(s, "error") == 0)
+        *mode = LIPI_INVALID_ERROR;
+    else if (strcmp(s, "replace") == 0)
+        *mode = LIPI_INVALID_REPLACE;
+    else
+        return false;
+    return true;
+}
+
+bool cli_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || *s < '0' || *s > '9')
+        return false;
+    uint64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return false;
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+void cli_write_json_string(FILE *f, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    putc('"', f);
+    size_t run = 0; /* start of the pending run of bytes that need no escape */
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        fwrite(s + run, 1, i - run, f);
+        run = i + 1;
+        switch (c) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            fputs("\\u00", f);
+            putc(hex[c >> 4], f);
+            putc(hex[c & 15], f);
+        }
+    }
+    fwrite(s + run, 1, len - run, f);
+    putc('"', f);
+}
+
+int cli_for_each_line(const char *sub, char **files, int nfiles, lipi_invalid_mode mode,
+                      cli_line_fn fn, void *ctx)
+{
+    static char *stdin_only[] = {"-"};
+    if (nfiles == 0) {
+        files = stdin_only;
+        nfiles = 1;
+    }
+    for (int f = 0; f < nfiles; f++) {
+        lipi_error err = {0};
+        lipi_line_reader *r = NULL;
+        lipi_status st = lipi_line_reader_open(files[f], mode, &r, &err);
+        while (st == LIPI_OK) {
+            const char *line;
+            size_t len;
+            st = lipi_line_reader_next(r, &line, &len, &err);
+            if (st != LIPI_OK || !line)
+                break;
+            st = fn(line, len, ctx, &err);
+            if (st != LIPI_OK && !err.path[0]) {
+                /* Errors about the line's content get the line's position. */
+                snprintf(err.path, sizeof err.path, "%s", files[f]);
+                err.line = lipi_line_reader_line_no(r);
+            }
+        }
+        lipi_line_reader_close(r);
+        if (st != LIPI_OK) {
+            cli_report(sub, &err);
+            return EXIT_FAIL;
+        }
+    }
+    return EXIT_OK;
+}
+
+int cli_finish_output(const char *sub)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "lipi %s: writing the output failed: %s\n", sub, strerror(errno));
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+}
