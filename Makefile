@@ -13,7 +13,7 @@ BUILD    ?= build
 CC       ?= cc
 PKGS     := icu-uc icu-i18n libpcre2-8 cmocka jansson openblas zlib liblzma libzstd
 DEB_PKGS := pkg-config libicu-dev libpcre2-dev uthash-dev libcmocka-dev libjansson-dev \
-            libopenblas-dev zlib1g-dev liblzma-dev libzstd-dev
+            libopenblas-dev libdnnl-dev zlib1g-dev liblzma-dev libzstd-dev
 
 OPT      ?= -O2 -g
 WERROR   ?= $(if $(CI),-Werror,)

@@ -531,6 +531,15 @@ static void linear(lipi_model_session *s, size_t M, size_t N, size_t K, const fl
     parallel(s, linear_task, &j, ((M + TILE_M - 1) / TILE_M) * j.tiles_n);
 }
 
+void lipi_session_linear(lipi_model_session *s, size_t M, size_t N, size_t K, const float *a,
+                         const float *w, const float *bias, int act, const float *res,
+                         float *out)
+{
+    int prev = lipi_gemm_thread_enter();
+    linear(s, M, N, K, a, w, bias, act, res, out);
+    lipi_gemm_thread_restore(prev);
+}
+
 typedef struct {
     lipi_model_session *s;
     size_t T;

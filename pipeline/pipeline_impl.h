@@ -192,6 +192,13 @@ void lipi_bias_act_ref(float *x, size_t T, size_t N, size_t ldx, const float *bi
                        const float *res, size_t ldr);
 #define LIPI_ACT_NONE (-1)
 
+/* out: (M, N) = act(a (M, K) . w (N, K)^T + bias) (+ res (M, N)), tiled over
+ * the session's threads exactly as the forward pass does (benchmarks; the
+ * session's model is not used and may be NULL). */
+void lipi_session_linear(lipi_model_session *s, size_t M, size_t N, size_t K, const float *a,
+                         const float *w, const float *bias, int act, const float *res,
+                         float *out);
+
 /* Forces a GEMM backend for one session (tests compare backends). */
 void lipi_model_session_set_gemm(lipi_model_session *s, lipi_gemm_kind k);
 
