@@ -253,6 +253,40 @@ void lipi_bias_act_ref(float *x, size_t T, size_t N, size_t ldx, const float *bi
         }
 }
 
+/* x: (K) -> q: (K) u8 = round(x / scale) + 128 with scale = max |x| / 127 */
+LIPI_CLONES
+void lipi_quantize_row(const float *x, size_t K, uint8_t *q, float *scale)
+{
+    float mx[16] = {0};
+    size_t k = 0;
+    for (; k + 16 <= K; k += 16)
+        for (int l = 0; l < 16; l++) {
+            float a = x[k + l] < 0 ? -x[k + l] : x[k + l];
+            mx[l] = a > mx[l] ? a : mx[l];
+        }
+    float amax = 0;
+    for (int l = 0; l < 16; l++)
+        amax = mx[l] > amax ? mx[l] : amax;
+    for (; k < K; k++) {
+        float a = x[k] < 0 ? -x[k] : x[k];
+        amax = a > amax ? a : amax;
+    }
+    float sc = amax > 0 ? amax / 127.0f : 1.0f, inv = 1.0f / sc;
+    for (k = 0; k < K; k++)
+        q[k] = (uint8_t)((int32_t)rintf(x[k] * inv) + 128);
+    *scale = sc;
+}
+
+/* acc: (M, N) int32 -> out: (M, N) row stride ldo = acc * as[m] * ws[n] */
+LIPI_CLONES
+void lipi_dequantize(const int32_t *acc, size_t M, size_t N, const float *as, const float *ws,
+                     float *out, size_t ldo)
+{
+    for (size_t i = 0; i < M; i++)
+        for (size_t j = 0; j < N; j++)
+            out[i * ldo + j] = (float)acc[i * N + j] * as[i] * ws[j];
+}
+
 /* ======================================================================== */
 /* Session: worker threads and scratch                                      */
 /* ======================================================================== */
@@ -289,6 +323,9 @@ struct lipi_model_session {
     uint32_t *tok_id, *tok_type, *tok_pos; /* (T) */
     size_t *off;                           /* n + 1 */
     size_t rows;                           /* T of the running batch */
+    uint8_t *aq;                           /* int8: (T, max(C, I)) activations + 128 */
+    float *as;                             /* int8: (T) activation scales */
+    int32_t *acc;                          /* int8: nthreads x (TILE_M, TILE_N) */
 };
 
 static void run_tasks(lipi_model_session *s, size_t worker)
@@ -359,6 +396,12 @@ static void free_scratch(lipi_model_session *s)
     lipi_free(s->tok_type);
     lipi_free(s->tok_pos);
     s->tok_id = s->tok_type = s->tok_pos = NULL;
+    lipi_free(s->aq);
+    lipi_free(s->as);
+    lipi_free(s->acc);
+    s->aq = NULL;
+    s->as = NULL;
+    s->acc = NULL;
     s->cap_T = s->cap_L = 0;
 }
 
@@ -460,6 +503,18 @@ static lipi_status reserve(lipi_model_session *s, size_t T, size_t L, size_t n)
         TRY(grow_f(&s->att, T * c->hidden));
         TRY(grow_f(&s->ff, T * c->inter));
         TRY(grow_f(&s->emb, T * c->embed));
+        if (s->m->int8) {
+            size_t widest = c->hidden > c->inter ? c->hidden : c->inter;
+            TRY(grow_f(&s->as, T));
+            lipi_free(s->aq);
+            lipi_free(s->acc);
+            s->aq = lipi_malloc(T * widest);
+            s->acc = lipi_malloc(s->nthreads * TILE_M * TILE_N * sizeof(int32_t));
+            if (!s->aq || !s->acc) {
+                st = LIPI_ENOMEM;
+                goto done;
+            }
+        }
         uint32_t **u[] = {&s->tok_id, &s->tok_type, &s->tok_pos};
         for (size_t i = 0; i < 3; i++) {
             lipi_free(*u[i]);
@@ -507,6 +562,10 @@ typedef struct {
     int act;
     const float *res; /* (M, N) or NULL */
     size_t tiles_n;
+    const lipi_qlinear *q; /* int8 weights, or NULL */
+    const uint8_t *aq;     /* (M, K) quantized a */
+    const float *as;       /* (M) */
+    int32_t *acc;          /* per worker (TILE_M, TILE_N) */
 } linear_job;
 
 /* One output tile: c = act(a . w^T + bias) + res */
@@ -517,18 +576,57 @@ static void linear_task(void *p, size_t t, size_t worker)
     size_t mr = j->M - i0 < TILE_M ? j->M - i0 : TILE_M;
     size_t nr = j->N - j0 < TILE_N ? j->N - j0 : TILE_N;
     float *c = j->c + i0 * j->N + j0;
-    lipi_sgemm_nt(j->kind, mr, nr, j->K, j->a + i0 * j->lda, j->lda, j->w + j0 * j->K, j->K, c,
-                  j->N);
+    if (j->q) {
+        int32_t *acc = j->acc + worker * TILE_M * TILE_N; /* (mr, nr) */
+        lipi_igemm_nt(j->kind, mr, nr, j->K, j->aq + i0 * j->K, j->K, j->q->w + j0 * j->K, j->K,
+                      j->q->wsum + j0, acc, nr);
+        lipi_dequantize(acc, mr, nr, j->as + i0, j->q->scale + j0, c, j->N);
+    } else {
+        lipi_sgemm_nt(j->kind, mr, nr, j->K, j->a + i0 * j->lda, j->lda, j->w + j0 * j->K, j->K,
+                      c, j->N);
+    }
     lipi_bias_act(c, mr, nr, j->N, j->bias + j0, j->act, j->res ? j->res + i0 * j->N + j0 : NULL,
                   j->N);
 }
 
-/* out: (M, N) = act(a (M, K) . w (N, K)^T + bias) (+ res (M, N)) */
+typedef struct {
+    const float *a; /* (M, K) */
+    size_t M, K;
+    uint8_t *aq;    /* (M, K) */
+    float *as;      /* (M) */
+} quant_job;
+
+static void quant_task(void *p, size_t t, size_t worker)
+{
+    const quant_job *j = p;
+    size_t r0 = t * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK < j->M ? r0 + ROWS_PER_TASK : j->M;
+    for (size_t r = r0; r < r1; r++)
+        lipi_quantize_row(j->a + r * j->K, j->K, j->aq + r * j->K, &j->as[r]);
+}
+
+/* out: (M, N) = act(a (M, K) . w (N, K)^T + bias) (+ res (M, N)); with int8
+ * weights q, a is first quantized per token */
+static void linear_q(lipi_model_session *s, size_t M, size_t N, size_t K, const float *a,
+                     const float *w, const lipi_qlinear *q, const float *bias, int act,
+                     const float *res, float *out)
+{
+    linear_job j = {s->gemm, M, N, K, a, K, w, bias, out, act, res, (N + TILE_N - 1) / TILE_N,
+                    NULL, NULL, NULL, NULL};
+    if (q && q->w) {
+        quant_job qj = {a, M, K, s->aq, s->as};
+        parallel(s, quant_task, &qj, (M + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+        j.q = q;
+        j.aq = s->aq;
+        j.as = s->as;
+        j.acc = s->acc;
+    }
+    parallel(s, linear_task, &j, ((M + TILE_M - 1) / TILE_M) * j.tiles_n);
+}
+
 static void linear(lipi_model_session *s, size_t M, size_t N, size_t K, const float *a,
                    const float *w, const float *bias, int act, const float *res, float *out)
 {
-    linear_job j = {s->gemm, M, N, K, a, K, w, bias, out, act, res, (N + TILE_N - 1) / TILE_N};
-    parallel(s, linear_task, &j, ((M + TILE_M - 1) / TILE_M) * j.tiles_n);
+    linear_q(s, M, N, K, a, w, NULL, bias, act, res, out);
 }
 
 void lipi_session_linear(lipi_model_session *s, size_t M, size_t N, size_t K, const float *a,
@@ -701,16 +799,17 @@ static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t 
 
     for (size_t l = 0; l < m->n_exec; l++) {
         const lipi_layer_w *w = m->exec[l];
-        linear(s, T, 3 * C, C, s->x, w->qkv_w, w->qkv_b, LIPI_ACT_NONE, NULL, s->qkv);
+        linear_q(s, T, 3 * C, C, s->x, w->qkv_w, &w->qkv_q, w->qkv_b, LIPI_ACT_NONE, NULL,
+                 s->qkv);
         attn_job aj = {s, n, H, D, C, s->qkv, s->att, 1.0f / sqrtf((float)D)};
         parallel(s, attn_task, &aj, n * H);
-        linear(s, T, C, C, s->att, w->ao_w, w->ao_b, LIPI_ACT_NONE, s->x, s->tmp);
+        linear_q(s, T, C, C, s->att, w->ao_w, &w->ao_q, w->ao_b, LIPI_ACT_NONE, s->x, s->tmp);
         layernorm_rows(s, s->tmp, T, C, w->ln1_w, w->ln1_b, c->ln_eps);
         float *h = s->tmp;
         s->tmp = s->x;
         s->x = h;
-        linear(s, T, I, C, s->x, w->ff1_w, w->ff1_b, (int)c->act, NULL, s->ff);
-        linear(s, T, C, I, s->ff, w->ff2_w, w->ff2_b, LIPI_ACT_NONE, s->x, s->tmp);
+        linear_q(s, T, I, C, s->x, w->ff1_w, &w->ff1_q, w->ff1_b, (int)c->act, NULL, s->ff);
+        linear_q(s, T, C, I, s->ff, w->ff2_w, &w->ff2_q, w->ff2_b, LIPI_ACT_NONE, s->x, s->tmp);
         layernorm_rows(s, s->tmp, T, C, w->ln2_w, w->ln2_b, c->ln_eps);
         h = s->tmp;
         s->tmp = s->x;

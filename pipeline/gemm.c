@@ -25,15 +25,20 @@
 typedef int (*dnnl_sgemm_fn)(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
                              const float *A, int64_t lda, const float *B, int64_t ldb,
                              float beta, float *C, int64_t ldc);
+typedef int (*dnnl_igemm_fn)(char ta, char tb, char offc, int64_t M, int64_t N, int64_t K,
+                             float alpha, const uint8_t *A, int64_t lda, uint8_t ao,
+                             const int8_t *B, int64_t ldb, int8_t bo, float beta, int32_t *C,
+                             int64_t ldc, const int32_t *co);
 typedef void (*omp_set_fn)(int);
 typedef int (*omp_get_fn)(void);
 
 static struct {
     pthread_once_t once;
     dnnl_sgemm_fn sgemm;
+    dnnl_igemm_fn igemm;
     omp_set_fn omp_set;
     omp_get_fn omp_get;
-} dnnl = {PTHREAD_ONCE_INIT, NULL, NULL, NULL};
+} dnnl = {PTHREAD_ONCE_INIT, NULL, NULL, NULL, NULL};
 
 static void dnnl_init(void)
 {
@@ -50,6 +55,7 @@ static void dnnl_init(void)
         return;
     }
     dnnl.sgemm = f;
+    dnnl.igemm = (dnnl_igemm_fn)dlsym(h, "dnnl_gemm_u8s8s32");
     dnnl.omp_set = s;
     dnnl.omp_get = g;
     /* The library stays loaded for the life of the process. */
@@ -235,4 +241,84 @@ void lipi_sgemm_nn(lipi_gemm_kind kind, size_t M, size_t N, size_t K, const floa
         return;
     }
     sgemm_nn_portable(M, N, K, a, lda, b, ldb, c, ldc);
+}
+
+/* ------------------------------------------------------------------------ */
+/* int8                                                                      */
+/* ------------------------------------------------------------------------ */
+
+bool lipi_igemm_vnni(lipi_gemm_kind kind)
+{
+    if (lipi_gemm_resolve(kind) != LIPI_GEMM_ONEDNN || !dnnl.igemm)
+        return false;
+#if defined(__x86_64__) && defined(__GNUC__)
+    /* Without VNNI, oneDNN's u8s8 kernels add pairs of products in int16
+     * (VPMADDUBSW) and can saturate; VPDPBUSD accumulates in int32. */
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
+#else
+    return false;
+#endif
+}
+
+/* a: (M, K) u8, b: (N, K) s8 -> c: (M, N) = a . b^T + co */
+void lipi_igemm_nt_ref(size_t M, size_t N, size_t K, const uint8_t *a, size_t lda,
+                       const int8_t *b, size_t ldb, const int32_t *co, int32_t *c, size_t ldc)
+{
+    for (size_t i = 0; i < M; i++)
+        for (size_t j = 0; j < N; j++) {
+            int64_t s = co[j];
+            for (size_t k = 0; k < K; k++)
+                s += (int64_t)a[i * lda + k] * b[j * ldb + k];
+            c[i * ldc + j] = (int32_t)s;
+        }
+}
+
+/* a: (M, K) u8, b: (N, K) s8 -> c: (M, N) = a . b^T + co; one A row
+ * against four B rows at a time, int32 sums the compiler vectorizes. */
+LIPI_CLONES
+static void igemm_nt_portable(size_t M, size_t N, size_t K, const uint8_t *a, size_t lda,
+                              const int8_t *b, size_t ldb, const int32_t *co, int32_t *c,
+                              size_t ldc)
+{
+    for (size_t i = 0; i < M; i++) {
+        const uint8_t *ai = a + i * lda;
+        size_t j = 0;
+        for (; j + 4 <= N; j += 4) {
+            const int8_t *b0 = b + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+            int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            for (size_t k = 0; k < K; k++) {
+                int32_t x = ai[k];
+                s0 += x * b0[k];
+                s1 += x * b1[k];
+                s2 += x * b2[k];
+                s3 += x * b3[k];
+            }
+            c[i * ldc + j] = s0 + co[j];
+            c[i * ldc + j + 1] = s1 + co[j + 1];
+            c[i * ldc + j + 2] = s2 + co[j + 2];
+            c[i * ldc + j + 3] = s3 + co[j + 3];
+        }
+        for (; j < N; j++) {
+            const int8_t *bj = b + j * ldb;
+            int32_t s = 0;
+            for (size_t k = 0; k < K; k++)
+                s += (int32_t)ai[k] * bj[k];
+            c[i * ldc + j] = s + co[j];
+        }
+    }
+}
+
+void lipi_igemm_nt(lipi_gemm_kind kind, size_t M, size_t N, size_t K, const uint8_t *a,
+                   size_t lda, const int8_t *b, size_t ldb, const int32_t *co, int32_t *c,
+                   size_t ldc)
+{
+    if (!M || !N)
+        return;
+    if (K && lipi_igemm_vnni(kind)) {
+        dnnl.igemm('N', 'T', 'R', (int64_t)M, (int64_t)N, (int64_t)K, 1.0f, a, (int64_t)lda, 0,
+                   b, (int64_t)ldb, 0, 0.0f, c, (int64_t)ldc, co);
+        return;
+    }
+    igemm_nt_portable(M, N, K, a, lda, b, ldb, co, c, ldc);
 }

@@ -4,14 +4,19 @@
  * one (3C, C) matrix so the attention input is a single GEMM. */
 #include "pipeline/pipeline_impl.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-/* A region of the weight block: one or more tensors copied side by side. */
+/* A region of the weight block: one or more tensors copied side by side.
+ * A quantized region (dtype int8) holds a (rows, cols) matrix as int8 in
+ * the int8 block, its scales and offsets as 2 * rows floats in the block. */
 typedef struct {
     float **dst;
     size_t floats;
     size_t offset; /* in the block, set when the layout is fixed */
+    lipi_qlinear *q;
+    size_t rows, cols, qoffset;
 } region;
 
 /* One tensor to copy into a region at a float offset. */
@@ -30,6 +35,7 @@ typedef struct {
     binding *binds;
     size_t n_binds, cap_binds;
     lipi_error *err;
+    bool int8;
 } loader;
 
 /* Finds a tensor by name; LayerNorm parameters also under their legacy
@@ -58,9 +64,20 @@ static lipi_status add_region(loader *L, float **dst, size_t floats, size_t *idx
     if (lipi_grow(&p, &L->cap_regions, L->n_regions + 1, sizeof *L->regions) != LIPI_OK)
         return LIPI_ENOMEM;
     L->regions = p;
-    L->regions[L->n_regions] = (region){dst, floats, 0};
+    L->regions[L->n_regions] = (region){dst, floats, 0, NULL, 0, 0, 0};
     *idx = L->n_regions++;
     return LIPI_OK;
+}
+
+static lipi_status add_qregion(loader *L, lipi_qlinear *q, size_t rows, size_t cols, size_t *idx)
+{
+    lipi_status st = add_region(L, NULL, 2 * rows, idx);
+    if (st == LIPI_OK) {
+        L->regions[*idx].q = q;
+        L->regions[*idx].rows = rows;
+        L->regions[*idx].cols = cols;
+    }
+    return st;
 }
 
 /* Binds `prefix + name` of shape (rows, cols) (cols 0: a vector of rows)
@@ -84,14 +101,18 @@ static lipi_status bind(loader *L, bool base, const char *name, size_t reg, size
     return LIPI_OK;
 }
 
-/* A Linear layer (out, in) with its bias into fresh regions. */
-static lipi_status linear(loader *L, bool base, const char *name, float **w, float **b,
-                          size_t out, size_t in)
+/* A Linear layer (out, in) with its bias into fresh regions; the matrix
+ * quantized into *q instead of *w when q is not NULL. */
+static lipi_status linear(loader *L, bool base, const char *name, float **w, lipi_qlinear *q,
+                          float **b, size_t out, size_t in)
 {
     lipi_status st = LIPI_OK;
     char n[160];
     size_t r;
-    TRY(add_region(L, w, out * in, &r));
+    if (q)
+        TRY(add_qregion(L, q, out, in, &r));
+    else
+        TRY(add_region(L, w, out * in, &r));
     snprintf(n, sizeof n, "%s.weight", name);
     TRY(bind(L, base, n, r, 0, out, in));
     TRY(add_region(L, b, out, &r));
@@ -131,7 +152,10 @@ static lipi_status qkv(loader *L, const char *pre, const char *const names[3], l
     lipi_status st = LIPI_OK;
     size_t rw, rb;
     char n[160];
-    TRY(add_region(L, &w->qkv_w, 3 * C * C, &rw));
+    if (L->int8)
+        TRY(add_qregion(L, &w->qkv_q, 3 * C, C, &rw));
+    else
+        TRY(add_region(L, &w->qkv_w, 3 * C * C, &rw));
     TRY(add_region(L, &w->qkv_b, 3 * C, &rb));
     for (size_t i = 0; i < 3; i++) {
         snprintf(n, sizeof n, "%s%s.weight", pre, names[i]);
@@ -168,13 +192,13 @@ static lipi_status layer(loader *L, const char *pre, const layer_names *nm, lipi
     size_t C = c->hidden, I = c->inter;
     TRY(qkv(L, pre, q, w, C));
     snprintf(n, sizeof n, "%s%s", pre, nm->ao);
-    TRY(linear(L, true, n, &w->ao_w, &w->ao_b, C, C));
+    TRY(linear(L, true, n, &w->ao_w, L->int8 ? &w->ao_q : NULL, &w->ao_b, C, C));
     snprintf(n, sizeof n, "%s%s", pre, nm->ln1);
     TRY(layernorm(L, n, &w->ln1_w, &w->ln1_b, C));
     snprintf(n, sizeof n, "%s%s", pre, nm->ff1);
-    TRY(linear(L, true, n, &w->ff1_w, &w->ff1_b, I, C));
+    TRY(linear(L, true, n, &w->ff1_w, L->int8 ? &w->ff1_q : NULL, &w->ff1_b, I, C));
     snprintf(n, sizeof n, "%s%s", pre, nm->ff2);
-    TRY(linear(L, true, n, &w->ff2_w, &w->ff2_b, C, I));
+    TRY(linear(L, true, n, &w->ff2_w, L->int8 ? &w->ff2_q : NULL, &w->ff2_b, C, I));
     snprintf(n, sizeof n, "%s%s", pre, nm->ln2);
     TRY(layernorm(L, n, &w->ln2_w, &w->ln2_b, C));
 done:
@@ -196,8 +220,8 @@ static lipi_status plan(loader *L, lipi_model *m)
                       c->type_vocab, E));
     TRY(layernorm(L, "embeddings.LayerNorm", &m->emb_ln_w, &m->emb_ln_b, E));
     if (c->arch == LIPI_ARCH_ALBERT)
-        TRY(linear(L, true, "encoder.embedding_hidden_mapping_in", &m->proj_w, &m->proj_b, C,
-                   E));
+        TRY(linear(L, true, "encoder.embedding_hidden_mapping_in", &m->proj_w, NULL,
+                   &m->proj_b, C, E));
 
     for (size_t i = 0; i < m->n_unique; i++) {
         switch (c->arch) {
@@ -224,27 +248,51 @@ static lipi_status plan(loader *L, lipi_model *m)
     switch (c->arch) {
     case LIPI_ARCH_BERT:
         m->head = LIPI_HEAD_POOLER;
-        TRY(linear(L, true, "pooler.dense", &m->head1_w, &m->head1_b, C, C));
-        TRY(linear(L, false, "classifier", &m->head2_w, &m->head2_b, NL, C));
+        TRY(linear(L, true, "pooler.dense", &m->head1_w, NULL, &m->head1_b, C, C));
+        TRY(linear(L, false, "classifier", &m->head2_w, NULL, &m->head2_b, NL, C));
         break;
     case LIPI_ARCH_ALBERT:
         m->head = LIPI_HEAD_POOLER;
-        TRY(linear(L, true, "pooler", &m->head1_w, &m->head1_b, C, C));
-        TRY(linear(L, false, "classifier", &m->head2_w, &m->head2_b, NL, C));
+        TRY(linear(L, true, "pooler", &m->head1_w, NULL, &m->head1_b, C, C));
+        TRY(linear(L, false, "classifier", &m->head2_w, NULL, &m->head2_b, NL, C));
         break;
     case LIPI_ARCH_ROBERTA:
         m->head = LIPI_HEAD_ROBERTA;
-        TRY(linear(L, false, "classifier.dense", &m->head1_w, &m->head1_b, C, C));
-        TRY(linear(L, false, "classifier.out_proj", &m->head2_w, &m->head2_b, NL, C));
+        TRY(linear(L, false, "classifier.dense", &m->head1_w, NULL, &m->head1_b, C, C));
+        TRY(linear(L, false, "classifier.out_proj", &m->head2_w, NULL, &m->head2_b, NL, C));
         break;
     case LIPI_ARCH_DISTILBERT:
         m->head = LIPI_HEAD_DISTILBERT;
-        TRY(linear(L, false, "pre_classifier", &m->head1_w, &m->head1_b, C, C));
-        TRY(linear(L, false, "classifier", &m->head2_w, &m->head2_b, NL, C));
+        TRY(linear(L, false, "pre_classifier", &m->head1_w, NULL, &m->head1_b, C, C));
+        TRY(linear(L, false, "classifier", &m->head2_w, NULL, &m->head2_b, NL, C));
         break;
     }
 done:
     return st;
+}
+
+/* src: (rows, cols) float32 -> dst: (rows, cols) int8 with a scale per row
+ * (symmetric, max |w| -> 127) and wsum[r] = -128 * sum of the row's int8
+ * values (the offset that makes u8 activations signed again). */
+static void quantize_rows(const float *src, size_t rows, size_t cols, int8_t *dst,
+                          float *scale, int32_t *wsum)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const float *x = src + r * cols;
+        float amax = 0;
+        for (size_t k = 0; k < cols; k++)
+            amax = fabsf(x[k]) > amax ? fabsf(x[k]) : amax;
+        float sc = amax > 0 ? amax / 127.0f : 1.0f;
+        int32_t sum = 0;
+        for (size_t k = 0; k < cols; k++) {
+            long q = lrintf(x[k] / sc);
+            q = q > 127 ? 127 : q < -127 ? -127 : q;
+            dst[r * cols + k] = (int8_t)q;
+            sum += (int32_t)q;
+        }
+        scale[r] = sc;
+        wsum[r] = -128 * sum;
+    }
 }
 
 static void fmt_shape(char *buf, size_t cap, const size_t *shape, size_t ndim)
@@ -335,6 +383,8 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
     loader L = {0};
     char path[4096];
     const lipi_config *c = &m->cfg;
+    float *tmp = NULL; /* int8 mode: one tensor in float32 before quantizing */
+    size_t tmp_cap = 0;
     if ((size_t)snprintf(path, sizeof path, "%s/model.safetensors", dir) >= sizeof path) {
         st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
         goto done;
@@ -342,6 +392,7 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
     TRY(lipi_st_open(path, &sf, err));
     L.st = sf;
     L.err = err;
+    L.int8 = m->int8;
 
     m->n_unique = c->arch == LIPI_ARCH_ALBERT ? c->groups * c->inner_groups : c->layers;
     m->n_exec = c->arch == LIPI_ARCH_ALBERT ? c->layers * c->inner_groups : c->layers;
@@ -364,16 +415,20 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
     TRY(plan(&L, m));
     TRY(resolve(&L, path));
 
-    size_t total = 0;
+    size_t total = 0, qtotal = 0;
     for (size_t i = 0; i < L.n_regions; i++) {
-        L.regions[i].offset = total;
+        region *r = &L.regions[i];
+        r->offset = total;
         /* 16 floats = 64 bytes: every matrix starts on a cache line. */
-        size_t padded = (L.regions[i].floats + 15) & ~(size_t)15;
-        if (padded < L.regions[i].floats || total > SIZE_MAX / 4 - padded) {
+        size_t padded = (r->floats + 15) & ~(size_t)15;
+        size_t qbytes = (r->rows * r->cols + 63) & ~(size_t)63;
+        if (padded < r->floats || total > SIZE_MAX / 4 - padded || qtotal > SIZE_MAX / 2 - qbytes) {
             st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0, "weights too large");
             goto done;
         }
         total += padded;
+        r->qoffset = qtotal;
+        qtotal += qbytes;
     }
     m->block_raw = lipi_malloc(total * sizeof(float) + 64);
     if (!m->block_raw) {
@@ -382,11 +437,45 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
     }
     m->block = (float *)(((uintptr_t)m->block_raw + 63) & ~(uintptr_t)63);
     m->block_floats = total;
-    for (size_t i = 0; i < L.n_regions; i++)
-        *L.regions[i].dst = m->block + L.regions[i].offset;
+    if (qtotal) {
+        m->qblock_raw = lipi_malloc(qtotal + 64);
+        if (!m->qblock_raw) {
+            st = LIPI_ENOMEM;
+            goto done;
+        }
+        m->qblock = (int8_t *)(((uintptr_t)m->qblock_raw + 63) & ~(uintptr_t)63);
+    }
+    for (size_t i = 0; i < L.n_regions; i++) {
+        region *r = &L.regions[i];
+        if (r->q) {
+            r->q->w = m->qblock + r->qoffset;
+            r->q->scale = m->block + r->offset;
+            r->q->wsum = (int32_t *)(m->block + r->offset + r->rows);
+        } else {
+            *r->dst = m->block + r->offset;
+        }
+    }
     for (size_t i = 0; i < L.n_binds; i++) {
         const binding *b = &L.binds[i];
-        lipi_st_to_f32(b->t, *L.regions[b->region].dst + b->off);
+        const region *r = &L.regions[b->region];
+        if (!r->q) {
+            lipi_st_to_f32(b->t, *r->dst + b->off);
+        } else {
+            if (b->t->nelem > tmp_cap) {
+                lipi_free(tmp);
+                tmp_cap = 0;
+                tmp = lipi_malloc(b->t->nelem * sizeof(float));
+                if (!tmp) {
+                    st = LIPI_ENOMEM;
+                    goto done;
+                }
+                tmp_cap = b->t->nelem;
+            }
+            lipi_st_to_f32(b->t, tmp);
+            size_t row0 = b->off / r->cols;
+            quantize_rows(tmp, b->shape[0], r->cols, r->q->w + row0 * r->cols,
+                          r->q->scale + row0, r->q->wsum + row0);
+        }
         lipi_st_release(sf, b->t);
     }
 done:
@@ -394,6 +483,7 @@ done:
         lipi_error_set(err, st, path, 0, 0, "out of memory");
     lipi_free(L.regions);
     lipi_free(L.binds);
+    lipi_free(tmp);
     lipi_st_close(sf);
     return st;
 }
@@ -411,10 +501,12 @@ lipi_status lipi_model_load(const char *dir, const lipi_model_load_options *opt,
         st = lipi_error_set(err, LIPI_ENOMEM, dir, 0, 0, "out of memory");
         goto done;
     }
-    if (opt && opt->dtype != LIPI_DTYPE_F32) {
-        st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "unsupported dtype option, expected f32");
+    if (opt && opt->dtype != LIPI_DTYPE_F32 && opt->dtype != LIPI_DTYPE_INT8) {
+        st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0,
+                            "dtype option: expected LIPI_DTYPE_F32 or LIPI_DTYPE_INT8");
         goto done;
     }
+    m->int8 = opt && opt->dtype == LIPI_DTYPE_INT8;
     if ((size_t)snprintf(path, sizeof path, "%s/config.json", dir) >= sizeof path) {
         st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
         goto done;
@@ -440,6 +532,7 @@ void lipi_model_free(lipi_model *m)
         return;
     lipi_config_free(&m->cfg);
     lipi_free(m->block_raw);
+    lipi_free(m->qblock_raw);
     lipi_free(m->unique);
     lipi_free(m->exec);
     lipi_free(m);

@@ -39,7 +39,11 @@ enum {
 
 typedef enum {
     LIPI_DTYPE_F32 = 0, /* weights and arithmetic in float32 */
-    LIPI_DTYPE_INT8,    /* reserved: int8 weights and activations */
+    LIPI_DTYPE_INT8,    /* projections and FFN in int8: weights quantized per
+                           output channel at load, activations per token on
+                           the fly; AVX512-VNNI / AVX-VNNI through oneDNN when
+                           the CPU has it, portable C otherwise. Embeddings,
+                           attention, LayerNorm and heads stay float32. */
 } lipi_dtype;
 
 typedef struct {

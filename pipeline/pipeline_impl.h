@@ -107,7 +107,16 @@ lipi_status lipi_read_file(const char *path, char **out, size_t *len, lipi_error
 /* model.c: weights                                                          */
 /* ======================================================================== */
 
+/* An int8 linear layer (dtype int8): w (N, K) quantized per output row,
+ * w_f32[n][k] ~= scale[n] * w[n][k]. */
 typedef struct {
+    int8_t *w;      /* (N, K) */
+    float *scale;   /* (N) */
+    int32_t *wsum;  /* (N): -128 * sum_k w[n][k], the offset of u8 activations */
+} lipi_qlinear;
+
+typedef struct {
+    lipi_qlinear qkv_q, ao_q, ff1_q, ff2_q; /* int8 mode: the matrices below are NULL */
     float *qkv_w;  /* (3C, C): query, key, value rows stacked */
     float *qkv_b;  /* (3C) */
     float *ao_w;   /* (C, C) attention output */
@@ -133,6 +142,9 @@ struct lipi_model {
     float *block;         /* every weight, one allocation (64-byte aligned) */
     void *block_raw;
     size_t block_floats;
+    int8_t *qblock;       /* int8 mode: the quantized matrices */
+    void *qblock_raw;
+    bool int8;
     float *word_emb;      /* (V, E) */
     float *pos_emb;       /* (P, E) */
     float *type_emb;      /* (TV, E) or NULL */
@@ -169,6 +181,18 @@ void lipi_sgemm_nt_ref(size_t M, size_t N, size_t K, const float *a, size_t lda,
 void lipi_sgemm_nn_ref(size_t M, size_t N, size_t K, const float *a, size_t lda,
                        const float *b, size_t ldb, float *c, size_t ldc);
 
+/* c (M, N) = (a (M, K) - 128) . b (N, K)^T exactly in int32, computed as
+ * a . b^T + co[n] with co[n] = -128 * sum_k b[n][k] (a is u8: int8
+ * activations shifted by 128, b is s8). oneDNN's u8s8s32 GEMM when the CPU
+ * has VNNI (VPDPBUSD: no intermediate saturation), else portable C. */
+void lipi_igemm_nt(lipi_gemm_kind k, size_t M, size_t N, size_t K, const uint8_t *a,
+                   size_t lda, const int8_t *b, size_t ldb, const int32_t *co, int32_t *c,
+                   size_t ldc);
+void lipi_igemm_nt_ref(size_t M, size_t N, size_t K, const uint8_t *a, size_t lda,
+                       const int8_t *b, size_t ldb, const int32_t *co, int32_t *c, size_t ldc);
+/* Whether lipi_igemm_nt runs on VNNI for this backend. */
+bool lipi_igemm_vnni(lipi_gemm_kind k);
+
 /* Makes the calling thread run oneDNN single-threaded (its OpenMP team
  * size); returns the previous value for lipi_gemm_thread_restore. */
 int lipi_gemm_thread_enter(void);
@@ -191,6 +215,11 @@ void lipi_bias_act(float *x, size_t T, size_t N, size_t ldx, const float *bias, 
 void lipi_bias_act_ref(float *x, size_t T, size_t N, size_t ldx, const float *bias, int act,
                        const float *res, size_t ldr);
 #define LIPI_ACT_NONE (-1)
+/* x: (K) -> q: (K) u8 = round(x / scale) + 128, scale = max |x| / 127 */
+void lipi_quantize_row(const float *x, size_t K, uint8_t *q, float *scale);
+/* acc: (M, N) int32 -> out: (M, N) with row stride ldo: acc * as[m] * ws[n] */
+void lipi_dequantize(const int32_t *acc, size_t M, size_t N, const float *as, const float *ws,
+                     float *out, size_t ldo);
 
 /* out: (M, N) = act(a (M, K) . w (N, K)^T + bias) (+ res (M, N)), tiled over
  * the session's threads exactly as the forward pass does (benchmarks; the

@@ -444,6 +444,119 @@ static void test_bad_sequences_are_rejected_with_position(void **state)
     lipi_model_free(m);
 }
 
+static void fill(float *x, size_t n, uint32_t seed, float scale);
+
+static double cosine(const float *a, const float *b, size_t n)
+{
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return ab / sqrt(aa * bb);
+}
+
+/* INT8 against F32 of the same checkpoint: cosine >= 0.99 for every
+ * sentence's cls and mean embedding, on both GEMM backends. */
+static void test_int8_embeddings_stay_within_cosine_099_of_f32(void **state)
+{
+    lipi_model_load_options q8 = {LIPI_DTYPE_INT8};
+    lipi_gemm_kind kinds[] = {LIPI_GEMM_AUTO, LIPI_GEMM_PORTABLE};
+    double worst = 1;
+    for (size_t f = 0; f < N_FIXTURES; f++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, FIXTURES "/%s", ALL_FIXTURES[f]);
+        lipi_model *m32 = load_fixture(ALL_FIXTURES[f]), *m8 = NULL;
+        assert_int_equal(lipi_model_load(dir, &q8, &m8, NULL), LIPI_OK);
+        inputs in;
+        read_inputs(dir, &in);
+        size_t C = 32;
+        float *e32 = malloc(in.B * 2 * C * sizeof(float)), *e8 = malloc(in.B * 2 * C * sizeof(float));
+        lipi_embed_options opt = {LIPI_POOL_CLS | LIPI_POOL_MEAN, 0};
+        lipi_model_session *s32 = NULL;
+        assert_int_equal(lipi_model_session_new(m32, 1, &s32, NULL), LIPI_OK);
+        assert_int_equal(lipi_model_embed(s32, in.seqs, in.B, &opt, e32, NULL), LIPI_OK);
+        for (size_t k = 0; k < 2; k++) {
+            lipi_model_session *s8 = NULL;
+            assert_int_equal(lipi_model_session_new(m8, 2, &s8, NULL), LIPI_OK);
+            lipi_model_session_set_gemm(s8, kinds[k]);
+            assert_int_equal(lipi_model_embed(s8, in.seqs, in.B, &opt, e8, NULL), LIPI_OK);
+            for (size_t b = 0; b < 2 * in.B; b++) {
+                double cs = cosine(e32 + b * C, e8 + b * C, C);
+                if (cs < 0.99)
+                    fprintf(stderr, "  %s sentence %zu %s: cosine %.4f\n", ALL_FIXTURES[f],
+                            b / 2, b % 2 ? "mean" : "cls", cs);
+                assert_true(cs >= 0.99);
+                worst = cs < worst ? cs : worst;
+            }
+            lipi_model_session_free(s8);
+        }
+        /* The int8 path is deterministic across thread counts too. */
+        lipi_model_session *a = NULL, *b = NULL;
+        assert_int_equal(lipi_model_session_new(m8, 1, &a, NULL), LIPI_OK);
+        assert_int_equal(lipi_model_session_new(m8, 2, &b, NULL), LIPI_OK);
+        assert_int_equal(lipi_model_embed(a, in.seqs, in.B, &opt, e32, NULL), LIPI_OK);
+        assert_int_equal(lipi_model_embed(b, in.seqs, in.B, &opt, e8, NULL), LIPI_OK);
+        assert_memory_equal(e32, e8, in.B * 2 * C * sizeof(float));
+        lipi_model_session_free(a);
+        lipi_model_session_free(b);
+        lipi_model_session_free(s32);
+        free(e32);
+        free(e8);
+        free_inputs(&in);
+        lipi_model_free(m32);
+        lipi_model_free(m8);
+    }
+    printf("  int8 vs f32: lowest cosine %.5f (VNNI: %s)\n", worst,
+           lipi_igemm_vnni(LIPI_GEMM_AUTO) ? "yes" : "no");
+}
+
+static void test_int8_gemm_backends_are_exact(void **state)
+{
+    static const size_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {37, 45, 67}, {64, 96, 3072}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        size_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+        uint8_t *a = malloc(M * K);
+        int8_t *b = malloc(N * K);
+        int32_t *co = malloc(N * sizeof(int32_t)), *c = malloc(M * N * sizeof(int32_t));
+        int32_t *r = malloc(M * N * sizeof(int32_t));
+        uint32_t x = 5;
+        for (size_t k = 0; k < M * K; k++) {
+            x = x * 1664525u + 1013904223u;
+            a[k] = (uint8_t)(x >> 24); /* the full u8 range: 255 * 127 products */
+        }
+        for (size_t k = 0; k < N * K; k++) {
+            x = x * 1664525u + 1013904223u;
+            b[k] = (int8_t)((int)(x >> 24) % 255 - 127);
+        }
+        for (size_t n = 0; n < N; n++)
+            co[n] = (int32_t)n * 1000 - 7;
+        lipi_igemm_nt_ref(M, N, K, a, K, b, K, co, r, N);
+        lipi_igemm_nt(LIPI_GEMM_AUTO, M, N, K, a, K, b, K, co, c, N);
+        assert_memory_equal(c, r, M * N * sizeof(int32_t));
+        lipi_igemm_nt(LIPI_GEMM_PORTABLE, M, N, K, a, K, b, K, co, c, N);
+        assert_memory_equal(c, r, M * N * sizeof(int32_t));
+        free(a);
+        free(b);
+        free(co);
+        free(c);
+        free(r);
+    }
+    float x[37], back[37];
+    uint8_t q[37];
+    float sc;
+    fill(x, 37, 11, 3);
+    x[5] = -3.5f;
+    lipi_quantize_row(x, 37, q, &sc);
+    assert_true(fabsf(sc - 3.5f / 127) < 1e-7f);
+    assert_int_equal(q[5], 1); /* -127 + 128 */
+    for (size_t k = 0; k < 37; k++) {
+        back[k] = ((float)q[k] - 128) * sc;
+        assert_true(fabsf(back[k] - x[k]) <= sc / 2 + 1e-6f);
+    }
+}
+
 /* ======================================================================== */
 /* Kernels against their references                                          */
 /* ======================================================================== */
@@ -829,8 +942,9 @@ static void test_allocation_failures_are_reported_and_leak_nothing(void **state)
     inputs in;
     read_inputs(FIXTURES "/bert_cls", &in);
     float out[4 * 32], probs[4 * 3];
-    const char *folders[] = {FIXTURES "/bert_cls", FIXTURES "/st_mean"};
-    for (size_t f = 0; f < 2; f++) {
+    const char *folders[] = {FIXTURES "/bert_cls", FIXTURES "/st_mean", FIXTURES "/albert"};
+    lipi_model_load_options int8 = {LIPI_DTYPE_INT8};
+    for (size_t f = 0; f < 3; f++) {
         bool done = false;
         for (fail_at = 0; !done && fail_at < 100000; fail_at++) {
             alloc_count = 0;
@@ -839,7 +953,7 @@ static void test_allocation_failures_are_reported_and_leak_nothing(void **state)
             lipi_model *m = NULL;
             lipi_model_session *s = NULL;
             lipi_error err = {0};
-            lipi_status st = lipi_model_load(folders[f], NULL, &m, &err);
+            lipi_status st = lipi_model_load(folders[f], f == 2 ? &int8 : NULL, &m, &err);
             if (st == LIPI_OK)
                 st = lipi_model_session_new(m, 2, &s, &err);
             if (st == LIPI_OK)
@@ -923,6 +1037,8 @@ int main(void)
         cmocka_unit_test(test_packed_batch_equals_sequences_run_alone),
         cmocka_unit_test(test_bad_sequences_are_rejected_with_position),
         cmocka_unit_test(test_gemm_backends_match_reference),
+        cmocka_unit_test(test_int8_embeddings_stay_within_cosine_099_of_f32),
+        cmocka_unit_test(test_int8_gemm_backends_are_exact),
         cmocka_unit_test(test_kernels_match_reference),
         cmocka_unit_test(test_half_precision_conversions),
         cmocka_unit_test(test_hostile_safetensors_are_rejected),
