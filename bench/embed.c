@@ -8,11 +8,12 @@
  *   make build/liblipi.a
  *   cc -O2 -std=c11 -D_GNU_SOURCE -I. bench/embed.c build/liblipi.a -o build/bench_embed \
  *      -ljansson -lpthread -lm
- *   ./build/bench_embed [int8]
+ *   ./build/bench_embed [f32|int8 [MODEL [THREADS]]]     (MODEL: bert or minilm)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -150,6 +151,8 @@ static double flops(const shape *s, size_t B, size_t L)
 int main(int argc, char **argv)
 {
     bool int8 = argc > 1 && !strcmp(argv[1], "int8");
+    const char *only = argc > 2 ? argv[2] : NULL;
+    size_t only_threads = argc > 3 ? (size_t)atoi(argv[3]) : 0;
     static const shape shapes[] = {{"BERT-base", 12, 768, 12, 3072, 30522},
                                    {"MiniLM-L6-H384", 6, 384, 12, 1536, 30522}};
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -158,6 +161,8 @@ int main(int argc, char **argv)
     printf("%-16s %-8s %7s %12s %10s\n", "model", "batch", "threads", "tokens/s", "GFLOP/s");
     for (size_t si = 0; si < 2; si++) {
         const shape *s = &shapes[si];
+        if (only && strncasecmp(s->name, only, strlen(only)))
+            continue;
         char dir[512];
         snprintf(dir, sizeof dir, "%s/lipi_bench_%s", tmp, s->name);
         if (write_model(dir, s) != 0) {
@@ -182,6 +187,8 @@ int main(int argc, char **argv)
                 seqs[b] = (lipi_sequence){ids + b * L, NULL, L};
             float *out = malloc(B * s->hidden * sizeof(float));
             for (size_t threads = 1; threads <= 2; threads++) {
+                if (only_threads && threads != only_threads)
+                    continue;
                 lipi_model_session *ses = NULL;
                 if (lipi_model_session_new(m, threads, &ses, &err) != LIPI_OK)
                     return 1;
