@@ -322,7 +322,10 @@ struct lipi_model_session {
 
     /* scratch, grown on demand */
     size_t cap_T, cap_L, cap_n;
-    float *x, *tmp, *qkv, *att, *ff, *emb; /* (T,C) (T,C) (T,3C) (T,C) (T,I) (T,E) */
+    float *x, *tmp, *att;                  /* (T, C) each */
+    float *big;     /* (T, max(3C, I, E)): qkv, then the FFN's inner
+                       activations (qkv is dead by then); ALBERT's (T, E)
+                       embeddings before the projection */
     float *scores;                         /* nthreads x (L, L) */
     uint32_t *tok_id, *tok_type, *tok_pos; /* (T) */
     size_t *off;                           /* n + 1 */
@@ -391,7 +394,7 @@ static void parallel(lipi_model_session *s, task_fn fn, void *ctx, size_t ntasks
 
 static void free_scratch(lipi_model_session *s)
 {
-    float **f[] = {&s->x, &s->tmp, &s->qkv, &s->att, &s->ff, &s->emb, &s->scores};
+    float **f[] = {&s->x, &s->tmp, &s->att, &s->big, &s->scores};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         lipi_free(*f[i]);
         *f[i] = NULL;
@@ -501,12 +504,12 @@ static lipi_status reserve(lipi_model_session *s, size_t T, size_t L, size_t n)
     const lipi_config *c = &s->m->cfg;
     if (T > s->cap_T) {
         s->cap_T = 0;
+        size_t wide = 3 * c->hidden > c->inter ? 3 * c->hidden : c->inter;
+        wide = wide > c->embed ? wide : c->embed;
         TRY(grow_f(&s->x, T * c->hidden));
         TRY(grow_f(&s->tmp, T * c->hidden));
-        TRY(grow_f(&s->qkv, T * 3 * c->hidden));
         TRY(grow_f(&s->att, T * c->hidden));
-        TRY(grow_f(&s->ff, T * c->inter));
-        TRY(grow_f(&s->emb, T * c->embed));
+        TRY(grow_f(&s->big, T * wide));
         if (s->m->int8) {
             size_t widest = c->hidden > c->inter ? c->hidden : c->inter;
             TRY(grow_f(&s->as, T));
@@ -667,15 +670,16 @@ static void layernorm_rows(lipi_model_session *s, float *x, size_t T, size_t C, 
 }
 
 /* Embeddings of a row range: word + token type + position, then LayerNorm.
- * out: (T, E) */
+ * out: (T, E), in s->x (E = C) or s->big (ALBERT, projected after) */
 static void embed_task(void *p, size_t t, size_t worker)
 {
     lipi_model_session *s = p;
     const lipi_model *m = s->m;
     size_t E = m->cfg.embed, T = s->rows;
     size_t r0 = t * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK < T ? r0 + ROWS_PER_TASK : T;
+    float *out = m->proj_w ? s->big : s->x;
     for (size_t r = r0; r < r1; r++) {
-        float *o = s->emb + r * E;
+        float *o = out + r * E;
         const float *we = m->word_emb + (size_t)s->tok_id[r] * E;
         const float *pe = m->pos_emb + (size_t)s->tok_pos[r] * E;
         if (m->type_emb) {
@@ -687,7 +691,7 @@ static void embed_task(void *p, size_t t, size_t worker)
                 o[i] = we[i] + pe[i];
         }
     }
-    lipi_layernorm(s->emb + r0 * E, r1 - r0, E, m->emb_ln_w, m->emb_ln_b, m->cfg.ln_eps);
+    lipi_layernorm(out + r0 * E, r1 - r0, E, m->emb_ln_w, m->emb_ln_b, m->cfg.ln_eps);
 }
 
 typedef struct {
@@ -797,23 +801,21 @@ static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t 
     parallel(s, embed_task, s, (T + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
     size_t C = c->hidden, I = c->inter, H = c->heads, D = C / H;
     if (m->proj_w)
-        linear(s, T, C, c->embed, s->emb, m->proj_w, m->proj_b, LIPI_ACT_NONE, NULL, s->x);
-    else
-        memcpy(s->x, s->emb, T * C * sizeof(float));
+        linear(s, T, C, c->embed, s->big, m->proj_w, m->proj_b, LIPI_ACT_NONE, NULL, s->x);
 
     for (size_t l = 0; l < m->n_exec; l++) {
         const lipi_layer_w *w = m->exec[l];
         linear_q(s, T, 3 * C, C, s->x, w->qkv_w, &w->qkv_q, w->qkv_b, LIPI_ACT_NONE, NULL,
-                 s->qkv);
-        attn_job aj = {s, n, H, D, C, s->qkv, s->att, 1.0f / sqrtf((float)D)};
+                 s->big);
+        attn_job aj = {s, n, H, D, C, s->big, s->att, 1.0f / sqrtf((float)D)};
         parallel(s, attn_task, &aj, n * H);
         linear_q(s, T, C, C, s->att, w->ao_w, &w->ao_q, w->ao_b, LIPI_ACT_NONE, s->x, s->tmp);
         layernorm_rows(s, s->tmp, T, C, w->ln1_w, w->ln1_b, c->ln_eps);
         float *h = s->tmp;
         s->tmp = s->x;
         s->x = h;
-        linear_q(s, T, I, C, s->x, w->ff1_w, &w->ff1_q, w->ff1_b, (int)c->act, NULL, s->ff);
-        linear_q(s, T, C, I, s->ff, w->ff2_w, &w->ff2_q, w->ff2_b, LIPI_ACT_NONE, s->x, s->tmp);
+        linear_q(s, T, I, C, s->x, w->ff1_w, &w->ff1_q, w->ff1_b, (int)c->act, NULL, s->big);
+        linear_q(s, T, C, I, s->big, w->ff2_w, &w->ff2_q, w->ff2_b, LIPI_ACT_NONE, s->x, s->tmp);
         layernorm_rows(s, s->tmp, T, C, w->ln2_w, w->ln2_b, c->ln_eps);
         h = s->tmp;
         s->tmp = s->x;
