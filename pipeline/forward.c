@@ -26,9 +26,10 @@
 #define LIPI_CLONES
 #endif
 
-/* GEMM tiles: rows x columns of the output per task. */
+/* GEMM tiles: at most rows x columns of the output per task; the actual
+ * tile shape depends on the problem shape only (see choose_tiles). */
 #define TILE_M 256
-#define TILE_N 256
+#define TILE_N 512
 /* Rows per task for row-wise kernels (embeddings, LayerNorm). */
 #define ROWS_PER_TASK 64
 
@@ -568,7 +569,7 @@ typedef struct {
     float *c;       /* (M, N) */
     int act;
     const float *res; /* (M, N) or NULL */
-    size_t tiles_n;
+    size_t tiles_n, tm, tn;
     const lipi_qlinear *q; /* int8 weights, or NULL */
     const uint8_t *aq;     /* (M, K) quantized a */
     const float *as;       /* (M) */
@@ -579,9 +580,9 @@ typedef struct {
 static void linear_task(void *p, size_t t, size_t worker)
 {
     const linear_job *j = p;
-    size_t i0 = (t / j->tiles_n) * TILE_M, j0 = (t % j->tiles_n) * TILE_N;
-    size_t mr = j->M - i0 < TILE_M ? j->M - i0 : TILE_M;
-    size_t nr = j->N - j0 < TILE_N ? j->N - j0 : TILE_N;
+    size_t i0 = (t / j->tiles_n) * j->tm, j0 = (t % j->tiles_n) * j->tn;
+    size_t mr = j->M - i0 < j->tm ? j->M - i0 : j->tm;
+    size_t nr = j->N - j0 < j->tn ? j->N - j0 : j->tn;
     float *c = j->c + i0 * j->N + j0;
     if (j->q) {
         int32_t *acc = j->acc + worker * TILE_M * TILE_N; /* (mr, nr) */
@@ -617,7 +618,15 @@ static void linear_q(lipi_model_session *s, size_t M, size_t N, size_t K, const 
                      const float *w, const lipi_qlinear *q, const float *bias, int act,
                      const float *res, float *out)
 {
-    linear_job j = {s->gemm, M, N, K, a, K, w, bias, out, act, res, (N + TILE_N - 1) / TILE_N,
+    /* Many rows: 256 x 256 tiles. Few rows (one short batch): wider tiles
+     * so each GEMM call amortizes its packing, but still two column tiles
+     * or more so that two threads share the work. */
+    size_t tm = TILE_M, tn = 256;
+    if (M <= TILE_M) {
+        tn = ((N / 2 + 63) / 64) * 64;
+        tn = tn < 64 ? 64 : tn > 384 ? 384 : tn;
+    }
+    linear_job j = {s->gemm, M, N, K, a, K, w, bias, out, act, res, (N + tn - 1) / tn, tm, tn,
                     NULL, NULL, NULL, NULL};
     if (q && q->w) {
         quant_job qj = {a, M, K, s->aq, s->as};
@@ -627,7 +636,7 @@ static void linear_q(lipi_model_session *s, size_t M, size_t N, size_t K, const 
         j.as = s->as;
         j.acc = s->acc;
     }
-    parallel(s, linear_task, &j, ((M + TILE_M - 1) / TILE_M) * j.tiles_n);
+    parallel(s, linear_task, &j, ((M + tm - 1) / tm) * j.tiles_n);
 }
 
 static void linear(lipi_model_session *s, size_t M, size_t N, size_t K, const float *a,
