@@ -576,7 +576,8 @@ typedef struct {
     int32_t *acc;          /* per worker (TILE_M, TILE_N) */
 } linear_job;
 
-/* One output tile: c = act(a . w^T + bias) + res */
+/* One (mr, nr) tile at (i0, j0) of c: (M, N) = act(a (M, K) . w (N, K)^T + bias)
+ * (+ res (M, N)) */
 static void linear_task(void *p, size_t t, size_t worker)
 {
     const linear_job *j = p;

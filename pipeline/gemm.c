@@ -255,7 +255,11 @@ bool lipi_igemm_vnni(lipi_gemm_kind kind)
     /* Without VNNI, oneDNN's u8s8 kernels add pairs of products in int16
      * (VPMADDUBSW) and can saturate; VPDPBUSD accumulates in int32. */
     __builtin_cpu_init();
+#if defined(__clang__)
+    return __builtin_cpu_supports("avx512vnni");
+#else
     return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
+#endif
 #else
     return false;
 #endif
