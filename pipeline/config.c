@@ -346,6 +346,12 @@ done:
 
 void lipi_config_free(lipi_config *cfg)
 {
+    for (size_t i = 0; i < cfg->n_dense; i++) {
+        lipi_free(cfg->dense[i].w);
+        lipi_free(cfg->dense[i].b);
+        cfg->dense[i].w = cfg->dense[i].b = NULL;
+    }
+    cfg->n_dense = 0;
     for (size_t i = 0; cfg->labels && i < cfg->num_labels; i++)
         lipi_free(cfg->labels[i]);
     lipi_free(cfg->labels);
@@ -424,6 +430,49 @@ done:
     return st;
 }
 
+static lipi_status read_dense(const char *dir, const char *rel, lipi_config *c,
+                              lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    json_t *root = NULL;
+    char sub[4096];
+    if (c->n_dense == LIPI_MAX_DENSE)
+        return lipi_error_set(err, LIPI_EFORMAT, dir, 0, 0,
+                              "modules.json: expected at most %d Dense modules", LIPI_MAX_DENSE);
+    if (strlen(rel) >= sizeof c->dense[0].path ||
+        (size_t)snprintf(sub, sizeof sub, "%s/config.json", rel) >= sizeof sub)
+        return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
+    lipi_dense *d = &c->dense[c->n_dense];
+    memset(d, 0, sizeof *d);
+    snprintf(d->path, sizeof d->path, "%s", rel);
+    TRY(load_json_file(dir, sub, &root, err));
+    TRY(get_size(root, "in_features", true, 0, &d->in, sub, err));
+    TRY(get_size(root, "out_features", true, 0, &d->out, sub, err));
+    json_t *bias = json_object_get(root, "bias");
+    if (bias && !json_is_boolean(bias)) {
+        st = lipi_error_set(err, LIPI_EFORMAT, sub, 0, 0,
+                            "field \"bias\": expected a boolean, found %s", json_kind(bias));
+        goto done;
+    }
+    d->bias = !bias || json_is_true(bias);
+    json_t *act = json_object_get(root, "activation_function");
+    const char *a = json_is_string(act) ? json_string_value(act) : "";
+    if (!strcmp(a, "torch.nn.modules.activation.Tanh"))
+        d->tanh = true;
+    else if (strcmp(a, "torch.nn.modules.linear.Identity")) {
+        st = lipi_error_set(err, LIPI_EFORMAT, sub, 0, 0,
+                            "field \"activation_function\": expected "
+                            "torch.nn.modules.activation.Tanh or "
+                            "torch.nn.modules.linear.Identity, found \"%.60s\"",
+                            a);
+        goto done;
+    }
+    c->n_dense++;
+done:
+    json_decref(root);
+    return st;
+}
+
 lipi_status lipi_config_read_st(const char *dir, lipi_config *c, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
@@ -470,12 +519,19 @@ lipi_status lipi_config_read_st(const char *dir, lipi_config *c, lipi_error *err
             }
         } else if (!strcmp(cls, "Pooling")) {
             TRY(read_pooling(dir, mpath ? json_string_value(mpath) : "1_Pooling", c, err));
+        } else if (!strcmp(cls, "Dense")) {
+            if (c->normalize) {
+                st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                    "[%zu]: expected Dense modules before Normalize", i);
+                goto done;
+            }
+            TRY(read_dense(dir, mpath ? json_string_value(mpath) : "2_Dense", c, err));
         } else if (!strcmp(cls, "Normalize")) {
             c->normalize = true;
         } else {
             st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
                                 "[%zu]: unsupported module \"%.80s\", expected Transformer, "
-                                "Pooling or Normalize",
+                                "Pooling, Dense or Normalize",
                                 i, t);
             goto done;
         }

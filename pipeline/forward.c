@@ -856,11 +856,42 @@ lipi_status lipi_model_embed(lipi_model_session *s, const lipi_sequence *seqs, s
     if (flags & ~15u)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "pooling: unknown flags 0x%x", flags & ~15u);
+    size_t k = 0;
+    for (unsigned b = flags; b; b &= b - 1)
+        k++;
+    size_t pooled = k * c->hidden;
+    if (c->n_dense && c->dense[0].in != pooled)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "pooling gives %zu values per sentence, the Dense module in %s "
+                              "expects %zu",
+                              pooled, c->dense[0].path, c->dense[0].in);
     size_t T = 0;
     lipi_status st = run(s, seqs, n, &T, err);
     if (st != LIPI_OK || n == 0)
         return st;
-    lipi_pool(s->x, s->off, n, c->hidden, flags, out);
+    if (!c->n_dense) {
+        lipi_pool(s->x, s->off, n, c->hidden, flags, out);
+    } else {
+        /* Ping-pong between two scratch rows buffers, the last layer into out. */
+        size_t widest = pooled;
+        for (size_t i = 0; i < c->n_dense; i++)
+            widest = c->dense[i].out > widest ? c->dense[i].out : widest;
+        if (n > SIZE_MAX / sizeof(float) / 2 / widest)
+            return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "batch too large");
+        float *buf = lipi_malloc(2 * n * widest * sizeof(float));
+        if (!buf)
+            return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        float *a = buf, *b = buf + n * widest;
+        lipi_pool(s->x, s->off, n, c->hidden, flags, a);
+        for (size_t i = 0; i < c->n_dense; i++) {
+            float *dst = i + 1 == c->n_dense ? out : b;
+            lipi_dense_apply(&c->dense[i], a, n, dst);
+            float *t = a;
+            a = dst;
+            b = t;
+        }
+        lipi_free(buf);
+    }
     if (norm)
         lipi_l2_normalize(out, n, lipi_model_embed_dim(s->m, flags));
     return LIPI_OK;

@@ -488,6 +488,65 @@ done:
     return st;
 }
 
+/* Weights of the sentence-transformers Dense modules: <path>/model.safetensors
+ * with linear.weight (out, in) and linear.bias (out). */
+static lipi_status load_dense(lipi_model *m, const char *dir, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    lipi_safetensors *sf = NULL;
+    lipi_config *c = &m->cfg;
+    size_t k = 0;
+    for (unsigned b = c->pooling & 15u; b; b &= b - 1)
+        k++;
+    size_t want = k * c->hidden;
+    char path[4096];
+    for (size_t i = 0; i < c->n_dense; i++) {
+        lipi_dense *d = &c->dense[i];
+        if (d->in != want) {
+            st = lipi_error_set(err, LIPI_EFORMAT, dir, 0, 0,
+                                "%s/config.json: in_features %zu, expected %zu (%s)", d->path,
+                                d->in, want, i ? "the previous Dense module's out_features"
+                                               : "the pooled embedding size");
+            goto done;
+        }
+        want = d->out;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, d->path) >=
+            sizeof path) {
+            st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
+            goto done;
+        }
+        TRY(lipi_st_open(path, &sf, err));
+        const char *names[2] = {"linear.weight", "linear.bias"};
+        float **dst[2] = {&d->w, &d->b};
+        size_t rows[2] = {d->out, d->out}, cols[2] = {d->in, 0};
+        for (size_t t = 0; t < (d->bias ? 2u : 1u); t++) {
+            const lipi_st_tensor *ten = lipi_st_find(sf, names[t]);
+            bool ok = ten && ten->dtype != LIPI_ST_OTHER && ten->ndim == (cols[t] ? 2u : 1u) &&
+                      ten->shape[0] == rows[t] && (!cols[t] || ten->shape[1] == cols[t]);
+            if (!ok) {
+                char want[64];
+                size_t shape[2] = {rows[t], cols[t]};
+                fmt_shape(want, sizeof want, shape, cols[t] ? 2 : 1);
+                st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                    "expected tensor \"%s\" of shape %s (F32, F16 or BF16)",
+                                    names[t], want);
+                goto done;
+            }
+            *dst[t] = lipi_malloc(ten->nelem * sizeof(float));
+            if (!*dst[t]) {
+                st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+                goto done;
+            }
+            lipi_st_to_f32(ten, *dst[t]);
+        }
+        lipi_st_close(sf);
+        sf = NULL;
+    }
+done:
+    lipi_st_close(sf);
+    return st;
+}
+
 lipi_status lipi_model_load(const char *dir, const lipi_model_load_options *opt,
                             lipi_model **out, lipi_error *err)
 {
@@ -515,6 +574,7 @@ lipi_status lipi_model_load(const char *dir, const lipi_model_load_options *opt,
     TRY(lipi_config_parse(text, len, path, &m->cfg, err));
     TRY(lipi_config_read_st(dir, &m->cfg, err));
     TRY(load_weights(m, dir, err));
+    TRY(load_dense(m, dir, err));
     fill_info(m);
 done:
     lipi_free(text);
@@ -549,5 +609,8 @@ size_t lipi_model_embed_dim(const lipi_model *m, unsigned pooling)
     size_t k = 0;
     for (unsigned b = f & 15u; b; b &= b - 1)
         k++;
-    return k * m->cfg.hidden;
+    const lipi_config *c = &m->cfg;
+    if (c->n_dense && c->dense[0].in == k * c->hidden)
+        return c->dense[c->n_dense - 1].out;
+    return k * c->hidden;
 }

@@ -81,9 +81,10 @@ typedef struct {
 
 /* Loads a Hugging Face model folder: config.json + model.safetensors (F32,
  * F16 or BF16; converted to float32 at load). In a sentence-transformers
- * folder, modules.json, 1_Pooling/config.json, a Normalize module and
- * sentence_bert_config.json set the defaults in lipi_model_info. `opt` may be
- * NULL. *out is owned by the caller (lipi_model_free).
+ * folder, modules.json, 1_Pooling/config.json, Dense modules (Tanh or
+ * Identity, weights in their model.safetensors), a Normalize module and
+ * sentence_bert_config.json set what lipi_model_embed computes by default.
+ * `opt` may be NULL. *out is owned by the caller (lipi_model_free).
  * Fails with LIPI_EIO (files missing or unreadable), LIPI_EFORMAT (a bad
  * config field, an unsupported architecture, a malformed safetensors file or
  * a tensor whose shape does not match the config: the message names the
@@ -97,7 +98,8 @@ void lipi_model_free(lipi_model *m);
 const lipi_model_info *lipi_model_get_info(const lipi_model *m);
 
 /* Length of one embedding for the given pooling flags (LIPI_POOL_DEFAULT:
- * the model's): hidden_size times the number of flags. */
+ * the model's): hidden_size times the number of flags, or the last Dense
+ * module's out_features when the folder has Dense modules. */
 size_t lipi_model_embed_dim(const lipi_model *m, unsigned pooling);
 
 /* A session running `m` with `threads` threads (0 or 1: the calling thread
@@ -115,9 +117,11 @@ void lipi_model_session_free(lipi_model_session *s);
 lipi_status lipi_model_forward(lipi_model_session *s, const lipi_sequence *seqs,
                                size_t n, float *hidden, lipi_error *err);
 
-/* Pooled (and optionally normalized) embeddings: out is
- * (n, lipi_model_embed_dim(m, pooling)). `opt` may be NULL (model defaults).
- * Fails like lipi_model_forward. */
+/* Pooled embeddings, passed through the folder's Dense modules and
+ * optionally L2-normalized, exactly as sentence-transformers computes them:
+ * out is (n, lipi_model_embed_dim(m, pooling)). `opt` may be NULL (model
+ * defaults). Fails like lipi_model_forward, and with LIPI_EINVAL when the
+ * pooling's size does not fit the Dense modules. */
 lipi_status lipi_model_embed(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
                              const lipi_embed_options *opt, float *out, lipi_error *err);
 

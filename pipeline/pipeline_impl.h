@@ -65,6 +65,15 @@ typedef enum {
 
 typedef enum { LIPI_ACT_GELU, LIPI_ACT_GELU_TANH, LIPI_ACT_RELU } lipi_act;
 
+/* A sentence-transformers Dense module: y = act(W x + b) after pooling. */
+#define LIPI_MAX_DENSE 4
+typedef struct {
+    char path[256];       /* folder, relative to the model folder */
+    size_t in, out;
+    bool bias, tanh;      /* activation: Tanh or Identity */
+    float *w, *b;         /* (out, in), (out); owned */
+} lipi_dense;
+
 typedef struct {
     lipi_arch arch;
     char model_type[32];
@@ -82,6 +91,8 @@ typedef struct {
     /* sentence-transformers */
     unsigned pooling;
     bool normalize;
+    lipi_dense dense[LIPI_MAX_DENSE];
+    size_t n_dense;
     size_t max_seq_len;           /* 0: not given */
 } lipi_config;
 
@@ -239,6 +250,8 @@ void lipi_model_session_set_gemm(lipi_model_session *s, lipi_gemm_kind k);
  * for the k pooling flags set */
 void lipi_pool(const float *hidden, const size_t *off, size_t n, size_t C, unsigned flags,
                float *out);
+/* x: (n, in) -> y: (n, out) = act(x W^T + b) for one Dense module */
+void lipi_dense_apply(const lipi_dense *d, const float *x, size_t n, float *y);
 /* x: (n, D) rows scaled to unit L2 norm (norm clamped below at 1e-12) */
 void lipi_l2_normalize(float *x, size_t n, size_t D);
 /* Classifier head on the first token of each sequence: logits (n, labels);

@@ -60,6 +60,19 @@ void lipi_l2_normalize(float *x, size_t n, size_t D)
     }
 }
 
+/* x: (n, in) -> y: (n, out) = act(x W^T + b), act Tanh or Identity */
+void lipi_dense_apply(const lipi_dense *d, const float *x, size_t n, float *y)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t o = 0; o < d->out; o++) {
+            double s = d->bias ? d->b[o] : 0;
+            const float *w = d->w + o * d->in, *xi = x + i * d->in;
+            for (size_t k = 0; k < d->in; k++)
+                s += (double)w[k] * xi[k];
+            y[i * d->out + o] = d->tanh ? (float)tanh(s) : (float)s;
+        }
+}
+
 /* y: (N) = w (N, K) . x (K) + b */
 static void matvec(const float *w, const float *b, const float *x, size_t N, size_t K, float *y)
 {

@@ -292,6 +292,69 @@ static void test_sentence_transformers_folder_sets_pooling_and_normalize(void **
     lipi_model_free(m);
 }
 
+static void test_sentence_transformers_dense_module_runs_after_pooling(void **state)
+{
+    lipi_model *m = load_fixture("st_cls_dense");
+    const lipi_model_info *info = lipi_model_get_info(m);
+    assert_int_equal(info->pooling, LIPI_POOL_CLS);
+    assert_true(info->normalize);
+    assert_int_equal(lipi_model_embed_dim(m, LIPI_POOL_DEFAULT), 24);
+    lipi_model_session *s = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_model_session_new(m, 2, &s, NULL), LIPI_OK);
+    inputs in;
+    read_inputs(FIXTURES "/st_cls_dense", &in);
+    float *out = malloc(in.B * 64 * sizeof(float));
+    assert_int_equal(lipi_model_embed(s, in.seqs, in.B, NULL, out, &err), LIPI_OK);
+    size_t shape[3], nd;
+    float *want = read_npy(FIXTURES "/st_cls_dense/expected_default.npy", shape, &nd);
+    assert_int_equal(shape[1], 24);
+    assert_int_equal(mismatches("st_cls_dense default", out, want, in.B * 24, TOL), 0);
+    free(want);
+    /* A pooling whose size the Dense module cannot take is refused. */
+    lipi_embed_options two = {LIPI_POOL_CLS | LIPI_POOL_MEAN, -1};
+    assert_int_equal(lipi_model_embed(s, in.seqs, in.B, &two, out, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "2_Dense"));
+    free(out);
+    free_inputs(&in);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+
+    /* in_features that do not match the pooled size */
+    char dir[512], path[600];
+    make_tmp_root();
+    snprintf(dir, sizeof dir, "%s/dense", tmp_root);
+    mkdir(dir, 0700);
+    const char *files[] = {"config.json", "model.safetensors", "modules.json",
+                           "1_Pooling/config.json", "2_Dense/model.safetensors"};
+    snprintf(path, sizeof path, "%s/1_Pooling", dir);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/2_Dense", dir);
+    mkdir(path, 0700);
+    for (size_t i = 0; i < 5; i++) {
+        char from[300];
+        snprintf(from, sizeof from, FIXTURES "/st_cls_dense/%s", files[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        copy_file(from, path);
+    }
+    snprintf(path, sizeof path, "%s/2_Dense/config.json", dir);
+    const char *cfg = "{\"in_features\": 64, \"out_features\": 24, \"bias\": true, "
+                      "\"activation_function\": \"torch.nn.modules.activation.Tanh\"}";
+    write_file(path, cfg, strlen(cfg));
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "in_features 64, expected 32"));
+    cfg = "{\"in_features\": 32, \"out_features\": 24, "
+          "\"activation_function\": \"torch.nn.modules.activation.GELU\"}";
+    write_file(path, cfg, strlen(cfg));
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "activation_function"));
+    cfg = "{\"in_features\": 32, \"out_features\": 20, "
+          "\"activation_function\": \"torch.nn.modules.linear.Identity\"}";
+    write_file(path, cfg, strlen(cfg));
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "\"linear.weight\" of shape [20, 32]"));
+}
+
 static void test_classifiers_give_pytorch_logits_and_labels(void **state)
 {
     const char *names[] = {"bert_cls", "roberta_cls", "distilbert_cls"};
@@ -905,8 +968,8 @@ static void test_weights_that_do_not_match_the_config_are_named(void **state)
     assert_int_equal(lipi_model_get_info(m)->pooling, LIPI_POOL_CLS | LIPI_POOL_MAX);
     lipi_model_free(m);
     snprintf(path, sizeof path, "%s/modules.json", dir);
-    mods = "[{\"idx\":0,\"name\":\"0\",\"path\":\"2_Dense\",\"type\":"
-           "\"sentence_transformers.models.Dense\"}]";
+    mods = "[{\"idx\":0,\"name\":\"0\",\"path\":\"2_LayerNorm\",\"type\":"
+           "\"sentence_transformers.models.LayerNorm\"}]";
     write_file(path, mods, strlen(mods));
     assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
     assert_non_null(strstr(err.msg, "unsupported module"));
@@ -942,7 +1005,7 @@ static void test_allocation_failures_are_reported_and_leak_nothing(void **state)
     inputs in;
     read_inputs(FIXTURES "/bert_cls", &in);
     float out[4 * 32], probs[4 * 3];
-    const char *folders[] = {FIXTURES "/bert_cls", FIXTURES "/st_mean", FIXTURES "/albert"};
+    const char *folders[] = {FIXTURES "/bert_cls", FIXTURES "/st_cls_dense", FIXTURES "/albert"};
     lipi_model_load_options int8 = {LIPI_DTYPE_INT8};
     for (size_t f = 0; f < 3; f++) {
         bool done = false;
@@ -1032,6 +1095,7 @@ int main(void)
         cmocka_unit_test(test_every_fixture_matches_pytorch_within_1e4),
         cmocka_unit_test(test_portable_gemm_backend_matches_pytorch),
         cmocka_unit_test(test_sentence_transformers_folder_sets_pooling_and_normalize),
+        cmocka_unit_test(test_sentence_transformers_dense_module_runs_after_pooling),
         cmocka_unit_test(test_classifiers_give_pytorch_logits_and_labels),
         cmocka_unit_test(test_one_and_two_threads_are_bit_identical),
         cmocka_unit_test(test_packed_batch_equals_sequences_run_alone),
