@@ -282,6 +282,14 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
         TRY(get_act(root, "hidden_act", c->arch == LIPI_ARCH_ALBERT ? "gelu_new" : "gelu",
                     &c->act, path, err));
     }
+    json_t *pet = json_object_get(root, "position_embedding_type");
+    if (pet && !(json_is_string(pet) && !strcmp(json_string_value(pet), "absolute")))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"position_embedding_type\": only \"absolute\" is "
+                              "supported, found %s%.40s%s",
+                              json_is_string(pet) ? "\"" : "",
+                              json_is_string(pet) ? json_string_value(pet) : json_kind(pet),
+                              json_is_string(pet) ? "\"" : "");
     c->embed = c->hidden;
     c->groups = c->layers;
     c->inner_groups = 1;

@@ -870,6 +870,9 @@ static void test_config_errors_name_the_field(void **state)
                         "[\"BertForSequenceClassification\"],\"id2label\":{\"0\":1},"
                         "\"hidden_size\":32," BERT_CFG_TAIL "}",
                         "\"id2label\"", NULL);
+    expect_config_error("{\"model_type\":\"bert\",\"hidden_size\":32,"
+                        "\"position_embedding_type\":\"relative_key\"," BERT_CFG_TAIL "}",
+                        "\"position_embedding_type\"", "\"relative_key\"");
     expect_config_error("not json", "not valid JSON", NULL);
     expect_config_error("[]", "expected a JSON object", NULL);
 
