@@ -1254,19 +1254,27 @@ lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *n
 
     /* Duplicate keys are allowed, last one wins, as in Hugging Face (serde
      * maps); NUL is allowed in strings (not keys: jansson cannot hold it). */
+    memset(&jerr, 0, sizeof jerr);
+    unsigned long failures = lipi_alloc_failures;
     root = json_loadb(json, len, JSON_ALLOW_NUL, &jerr);
     if (!root) {
-        if (json_error_code(&jerr) == json_error_out_of_memory) {
+        /* jansson reports a failed allocation in its lexer as a syntax
+         * error (or not at all), so look at the allocator instead. */
+        if (lipi_alloc_failures != failures || json_error_code(&jerr) == json_error_out_of_memory ||
+            jerr.text[0] == '\0') {
             st = joom(&c);
         } else {
-            /* jansson counts columns in characters; report bytes from the
-             * start of the line, 1-based, as lipi_error promises. */
+            /* jansson's position is just past the byte that failed, and its
+             * column counts characters: report that byte's 1-based byte
+             * column within its line, as lipi_error promises. */
             size_t pos = jerr.position < 0 ? 0 : (size_t)jerr.position;
-            size_t start = pos > len ? len : pos;
+            if (pos > len)
+                pos = len;
+            size_t start = pos ? pos - 1 : 0;
             while (start > 0 && json[start - 1] != '\n')
                 start--;
             st = lipi_error_set(err, LIPI_EFORMAT, c.name, jerr.line > 0 ? (size_t)jerr.line : 1,
-                                pos - start + 1, "invalid JSON: %s", jerr.text);
+                                pos > start ? pos - start : 1, "invalid JSON: %s", jerr.text);
         }
         goto done;
     }
