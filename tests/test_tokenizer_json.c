@@ -722,6 +722,53 @@ static void test_missing_file_and_directory_are_io_errors(void **state)
     assert_null(t);
 }
 
+/* Every prefix of every fixture, and every fixture with bytes replaced by
+ * JSON punctuation, must load or fail with LIPI_EFORMAT: never crash, never
+ * another status. */
+static void test_truncated_and_mutated_fixtures_fail_cleanly(void **state)
+{
+    static const char subst[] = "\"0[}:,\\";
+    for (size_t f = 0; f < N_FIXTURES; f++) {
+        size_t len;
+        char *text = read_all(fixtures[f], &len);
+        char *copy = malloc(len);
+        assert_non_null(copy);
+        for (size_t cut = 0; cut < len; cut++) {
+            lipi_error err = {0};
+            lipi_tokenizer *t = NULL;
+            lipi_status st = lipi_tokenizer_load_json(text, cut, "cut.json", &t, &err);
+            /* Only cutting trailing white space leaves a whole document. */
+            bool whole = strspn(text + cut, " \n") == len - cut;
+            if (st != (whole ? LIPI_OK : LIPI_EFORMAT))
+                fail_msg("%s cut at %zu: %s", fixtures[f], cut, lipi_status_name(st));
+            lipi_tokenizer_free(t);
+        }
+        for (size_t pos = 0; pos < len; pos += 4) {
+            for (size_t k = 0; k < sizeof subst - 1; k++) {
+                lipi_error err = {0};
+                lipi_tokenizer *t = NULL;
+                memcpy(copy, text, len);
+                copy[pos] = subst[k];
+                lipi_status st = lipi_tokenizer_load_json(copy, len, "mut.json", &t, &err);
+                if (st != LIPI_OK && st != LIPI_EFORMAT)
+                    fail_msg("%s byte %zu -> '%c': %s", fixtures[f], pos, subst[k],
+                             lipi_status_name(st));
+                if (st == LIPI_OK) {
+                    char *s = NULL;
+                    lipi_status st2 = lipi_tokenizer_to_json(t, &s, NULL, &err);
+                    assert_int_equal(st2, LIPI_OK);
+                    lipi_free(s);
+                } else {
+                    assert_true(err.msg[0] != '\0');
+                }
+                lipi_tokenizer_free(t);
+            }
+        }
+        free(copy);
+        lipi_free(text);
+    }
+}
+
 static void test_read_file_enforces_its_size_limit(void **state)
 {
     char *s = NULL;
@@ -734,6 +781,18 @@ static void test_read_file_enforces_its_size_limit(void **state)
     assert_true(n > 100);
     assert_int_equal(s[n], '\0');
     lipi_free(s);
+    /* Unsized files (here a pipe) are read to the end as well. */
+    int fd[2];
+    char path[64];
+    assert_int_equal(pipe(fd), 0);
+    assert_int_equal(write(fd[1], "{\"a\": 1}", 8), 8);
+    close(fd[1]);
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd[0]);
+    assert_int_equal(lipi_read_file(path, 1 << 20, &s, &n, &err), LIPI_OK);
+    assert_int_equal(n, 8);
+    assert_string_equal(s, "{\"a\": 1}");
+    lipi_free(s);
+    close(fd[0]);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1161,6 +1220,7 @@ int main(void)
         cmocka_unit_test(test_malformed_post_processors_and_decoders_are_rejected),
         cmocka_unit_test(test_sequences_nested_too_deep_are_rejected),
         cmocka_unit_test(test_missing_file_and_directory_are_io_errors),
+        cmocka_unit_test(test_truncated_and_mutated_fixtures_fail_cleanly),
         cmocka_unit_test(test_read_file_enforces_its_size_limit),
         cmocka_unit_test(test_save_into_unwritable_directory_fails_and_leaves_nothing),
         cmocka_unit_test(test_save_to_missing_directory_or_onto_a_directory_fails),
