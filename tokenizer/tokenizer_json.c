@@ -613,14 +613,14 @@ static lipi_status parse_model(jctx *c, const json_t *obj, lipi_model *m)
     size_t mark = jp_key(c, "model");
     lipi_model_type type;
     bool b;
-    uint64_t u;
+    uint64_t u = 0;
 
     if (!json_is_object(obj)) {
         st = jexpect(c, "an object", obj);
         goto done;
     }
     if (json_object_get(obj, "type")) {
-        const char *name;
+        const char *name = "";
         TRY(get_type(c, obj, &name));
         if (strcmp(name, "BPE") == 0)
             type = LIPI_MODEL_BPE;
@@ -806,7 +806,7 @@ static lipi_status parse_special_tokens(jctx *c, const json_t *obj, lipi_post_pr
         sp->n = n;
         for (size_t k = 0; k < n; k++) {
             const json_t *idv = json_array_get(ids, k), *tv = json_array_get(toks, k);
-            uint64_t u;
+            uint64_t u = 0;
             size_t mk2 = jp_key(c, "ids");
             jp_idx(c, k);
             TRY(want_uint(c, idv, UINT32_MAX - 1, &u));
@@ -912,7 +912,7 @@ done:
 static lipi_status parse_post(jctx *c, const json_t *obj, lipi_post_processor *pp, int depth)
 {
     lipi_status st = LIPI_OK;
-    const char *type;
+    const char *type = "";
     bool b;
 
     if (!json_is_object(obj)) {
@@ -982,9 +982,9 @@ done:
 static lipi_status parse_decoder(jctx *c, const json_t *obj, lipi_decoder *d, int depth)
 {
     lipi_status st = LIPI_OK;
-    const char *type;
+    const char *type = "";
     bool b;
-    uint64_t u;
+    uint64_t u = 0;
 
     if (!json_is_object(obj)) {
         st = jexpect(c, "an object", obj);
@@ -1124,7 +1124,7 @@ static lipi_status parse_added(jctx *c, const json_t *arr, lipi_tokenizer *t)
         const json_t *e = json_array_get(arr, i);
         lipi_added_token *a = &toks[i];
         lipi_ownstr content = {0};
-        uint64_t id;
+        uint64_t id = 0;
         bool b;
         size_t mk = jp_idx(c, i);
 
