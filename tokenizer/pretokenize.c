@@ -163,15 +163,36 @@ static pcre2_general_context *pcre_gctx(void)
     return pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
 }
 
-/* Rewrites the escapes whose meaning differs between Oniguruma (what Hugging
- * Face runs tokenizer.json patterns with) and PCRE2 into PCRE2 syntax with
- * Oniguruma's meaning: \s \S (White_Space; PCRE2 adds U+180E), \w \W
- * (letters, marks, numbers, connector punctuation; PCRE2 lacks the marks) and
- * \h \H (hex digits in Oniguruma, horizontal space in PCRE2). Negated forms
- * inside a character class keep PCRE2's meaning: a class cannot hold them. */
+/* Oniguruma's \w: Unicode Word (Alphabetic, marks, Nd, Pc). Outside a
+ * character class it also takes the Latin-1 numbers ² ³ ¹ ¼ ½ ¾ (its
+ * single-byte table), inside one it does not. */
+#define ONIG_WORD_IN "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}"
+#define ONIG_WORD_OUT ONIG_WORD_IN "\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}"
+#define W_ "[" ONIG_WORD_OUT "]"
+#define NW_ "[^" ONIG_WORD_OUT "]"
+
+/* Public functions end with this: internal helpers return LIPI_ENOMEM
+ * without a message, so the message is set once on the way out. */
+static lipi_status with_nomem_msg(lipi_status st, lipi_error *err)
+{
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    return st;
+}
+
+/* Rewrites what reads differently in Oniguruma (Hugging Face runs
+ * tokenizer.json patterns with it, Ruby syntax) and PCRE2 into PCRE2 syntax
+ * with Oniguruma's meaning:
+ *   \s \S   White_Space (PCRE2's \s adds U+180E);
+ *   \w \W   see ONIG_WORD_* (PCRE2's lacks marks and Alphabetic symbols);
+ *   \b \B   boundaries of that \w;
+ *   \h \H   hex digits (horizontal space in PCRE2);
+ *   (?m)    dot matches newline, PCRE2's (?s); ^ and $ are always line
+ *           anchors (PCRE2_MULTILINE at compile time).
+ * \W and \S inside a class keep PCRE2's meaning: a class cannot hold the
+ * complement of a union. */
 static lipi_status translate_pattern(const char *p, size_t n, lipi_buf *out)
 {
-    static const char WORDSET[] = "\\p{L}\\p{M}\\p{N}\\p{Pc}";
     lipi_status st = LIPI_OK;
     bool in_class = false;
     size_t i = 0;
@@ -180,37 +201,30 @@ static lipi_status translate_pattern(const char *p, size_t n, lipi_buf *out)
         if (c == '\\' && i + 1 < n) {
             char d = p[i + 1];
             if (d == 'Q') { /* \Q...\E is literal text */
-                const char *e = NULL;
+                size_t end = n;
                 for (size_t k = i + 2; k + 1 < n; k++)
                     if (p[k] == '\\' && p[k + 1] == 'E') {
-                        e = p + k + 2;
+                        end = k + 2;
                         break;
                     }
-                size_t end = e ? (size_t)(e - p) : n;
                 TRY(lipi_buf_append(out, p + i, end - i));
                 i = end;
                 continue;
             }
             const char *rep = NULL;
-            char tmp[64];
             switch (d) {
             case 's': rep = "\\p{White_Space}"; break;
             case 'S': rep = "\\P{White_Space}"; break;
-            case 'w':
-                snprintf(tmp, sizeof tmp, in_class ? "%s" : "[%s]", WORDSET);
-                rep = tmp;
+            case 'w': rep = in_class ? ONIG_WORD_IN : W_; break;
+            case 'W': rep = in_class ? NULL : NW_; break;
+            case 'b':
+                rep = in_class ? NULL : "(?:(?<=" W_ ")(?!" W_ ")|(?<!" W_ ")(?=" W_ "))";
                 break;
-            case 'W':
-                if (!in_class) {
-                    snprintf(tmp, sizeof tmp, "[^%s]", WORDSET);
-                    rep = tmp;
-                }
+            case 'B':
+                rep = in_class ? NULL : "(?:(?<=" W_ ")(?=" W_ ")|(?<!" W_ ")(?!" W_ "))";
                 break;
             case 'h': rep = in_class ? "0-9a-fA-F" : "[0-9a-fA-F]"; break;
-            case 'H':
-                if (!in_class)
-                    rep = "[^0-9a-fA-F]";
-                break;
+            case 'H': rep = in_class ? NULL : "[^0-9a-fA-F]"; break;
             default: break;
             }
             /* \cX takes the next character whatever it is, even '[' */
@@ -221,6 +235,20 @@ static lipi_status translate_pattern(const char *p, size_t n, lipi_buf *out)
                 TRY(lipi_buf_append(out, p + i, k));
             i += k;
             continue;
+        }
+        if (!in_class && c == '(' && i + 1 < n && p[i + 1] == '?') {
+            /* (?imx-imx) and (?imx-imx:...): Oniguruma's m is PCRE2's s */
+            size_t k = i + 2;
+            while (k < n && strchr("imx-", p[k]) && p[k])
+                k++;
+            if (k > i + 2 && k < n && (p[k] == ')' || p[k] == ':')) {
+                for (size_t x = i; x < k; x++) {
+                    char ch = x >= i + 2 && p[x] == 'm' ? 's' : p[x];
+                    TRY(lipi_buf_append(out, &ch, 1));
+                }
+                i = k;
+                continue;
+            }
         }
         if (!in_class && c == '[') {
             /* "[]" and "[^]" start with a literal ']' */
@@ -273,13 +301,15 @@ static lipi_status compile_regex(const char *pattern, size_t n, const char *wher
     pcre2_general_context *g = NULL;
     pcre2_compile_context *cc = NULL;
     pcre2_code *code = NULL;
-    const uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C;
+    const uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C | PCRE2_MULTILINE;
     *out = NULL;
     TRY(translate_pattern(pattern, n, &tr));
     g = pcre_gctx();
     cc = g ? pcre2_compile_context_create(g) : NULL;
+    if (cc)
+        pcre2_set_newline(cc, PCRE2_NEWLINE_LF); /* Oniguruma's only line end */
     if (!cc) {
-        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory compiling a regex");
+        st = LIPI_ENOMEM;
         goto done;
     }
     int ec;
@@ -287,7 +317,7 @@ static lipi_status compile_regex(const char *pattern, size_t n, const char *wher
     code = pcre2_compile((PCRE2_SPTR)tr.p, tr.len, opts, &ec, &eo, cc);
     if (!code) {
         if (ec == PCRE2_ERROR_HEAP_FAILED) {
-            st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory compiling a regex");
+            st = LIPI_ENOMEM;
             goto done;
         }
         /* Report the offset in the pattern as written, not as rewritten. */
@@ -305,7 +335,7 @@ static lipi_status compile_regex(const char *pattern, size_t n, const char *wher
     }
     int jr = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
     if (jr == PCRE2_ERROR_NOMEMORY) {
-        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory JIT-compiling a regex");
+        st = LIPI_ENOMEM;
         goto done;
     }
     /* Any other JIT failure (no JIT on this CPU) leaves the interpreter. */
@@ -339,7 +369,7 @@ static lipi_status node_new(pt_kind kind, lipi_pretokenizer **out, lipi_error *e
 {
     *out = lipi_calloc(1, sizeof **out);
     if (!*out)
-        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        return LIPI_ENOMEM;
     (*out)->kind = kind;
     (*out)->behavior = BEH_ISOLATED;
     (*out)->replacement = 0x2581;
@@ -366,7 +396,7 @@ static lipi_status split_new(const char *pattern, size_t n, bool is_regex, pt_be
     p->pattern_is_regex = is_regex;
     p->pattern = lipi_strndup(pattern, n);
     if (!p->pattern) {
-        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        st = LIPI_ENOMEM;
         goto done;
     }
     p->pattern_len = n;
@@ -386,8 +416,6 @@ static lipi_status split_new(const char *pattern, size_t n, bool is_regex, pt_be
     *out = p;
     p = NULL;
 done:
-    if (st == LIPI_ENOMEM && err && err->code != LIPI_ENOMEM)
-        lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
     lipi_buf_free(&esc);
     lipi_pretokenizer_free(p);
     return st;
@@ -424,7 +452,7 @@ static const struct {
 
 #define KNOWN_NAMES "indic, cl100k, o200k, gpt2, bytelevel, bert, whitespace, metaspace, digits"
 
-lipi_status lipi_pretokenizer_new(const char *name, lipi_pretokenizer **out, lipi_error *err)
+static lipi_status pretokenizer_new(const char *name, lipi_pretokenizer **out, lipi_error *err)
 {
     if (!out)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected an output pointer");
@@ -454,6 +482,11 @@ lipi_status lipi_pretokenizer_new(const char *name, lipi_pretokenizer **out, lip
                           "unknown pre-tokenizer \"%s\", expected one of " KNOWN_NAMES, name);
 }
 
+lipi_status lipi_pretokenizer_new(const char *name, lipi_pretokenizer **out, lipi_error *err)
+{
+    return with_nomem_msg(pretokenizer_new(name, out, err), err);
+}
+
 lipi_status lipi_pretokenizer_new_pattern(const char *pattern, lipi_pretokenizer **out,
                                           lipi_error *err)
 {
@@ -462,7 +495,8 @@ lipi_status lipi_pretokenizer_new_pattern(const char *pattern, lipi_pretokenizer
     *out = NULL;
     if (!pattern)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected a pattern, found NULL");
-    return split_new(pattern, strlen(pattern), true, BEH_ISOLATED, false, NULL, out, err);
+    return with_nomem_msg(
+        split_new(pattern, strlen(pattern), true, BEH_ISOLATED, false, NULL, out, err), err);
 }
 
 /* ======================================================================== */
@@ -725,11 +759,11 @@ static lipi_status regex_exec(pt_scratch *sc, const pcre2_code *re, const char *
         if (!sc->jstack) {
             pcre2_general_context *g = pcre_gctx();
             if (!g)
-                return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+                return LIPI_ENOMEM;
             sc->jstack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, g);
             pcre2_general_context_free(g);
             if (!sc->jstack)
-                return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+                return LIPI_ENOMEM;
             pcre2_jit_stack_assign(sc->mctx, NULL, sc->jstack);
         }
         rc = pcre2_match(re, (PCRE2_SPTR)t, n, start, PCRE2_NO_UTF_CHECK, sc->md, sc->mctx);
@@ -742,7 +776,7 @@ static lipi_status regex_exec(pt_scratch *sc, const pcre2_code *re, const char *
         return LIPI_OK;
     }
     if (rc == PCRE2_ERROR_NOMEMORY || rc == PCRE2_ERROR_HEAPLIMIT)
-        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, start, "out of memory matching a regex");
+        return LIPI_ENOMEM;
     if (rc < 0)
         return regex_error(err, "matching", rc, 0);
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(sc->md);
@@ -788,8 +822,6 @@ static lipi_status find_regex(pt_scratch *sc, const pcre2_code *re, const char *
     if (prev != n)
         TRY(seg_push(sc, prev, n, invert));
 done:
-    if (st == LIPI_ENOMEM && err && err->code != LIPI_ENOMEM)
-        lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
     return st;
 }
 
@@ -1186,8 +1218,6 @@ static lipi_status apply_leaf(const lipi_pretokenizer *pt, pt_scratch *sc, pt_pi
     case PT_SEQUENCE: LIPI_ASSERT(!"a sequence is not a leaf"); break;
     }
 done:
-    if (st == LIPI_ENOMEM && err && err->code != LIPI_ENOMEM)
-        lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
     return st;
 }
 
@@ -1280,9 +1310,7 @@ lipi_status lipi_pretokenize(const lipi_pretokenizer *p, const char *s, size_t l
     out->text_len = w;
     out->count = l->n;
 done:
-    if (st == LIPI_ENOMEM && err && err->code != LIPI_ENOMEM)
-        lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-    return st;
+    return with_nomem_msg(st, err);
 }
 
 void lipi_pieces_free(lipi_pieces *out)
@@ -1411,14 +1439,14 @@ static lipi_status sequence_from_json(const json_t *j, const char *jpath, int de
     if (n) {
         p->children = lipi_calloc(n, sizeof *p->children);
         if (!p->children) {
-            st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+            st = LIPI_ENOMEM;
             goto done;
         }
     }
     size_t cap = strlen(jpath) + 40;
     sub = lipi_malloc(cap);
     if (!sub) {
-        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        st = LIPI_ENOMEM;
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
@@ -1586,7 +1614,7 @@ lipi_status lipi_pretokenizer_from_json(const json_t *j, const char *jpath,
     *out = NULL;
     if (!j || json_is_null(j))
         return LIPI_OK;
-    return from_json_rec(j, jpath ? jpath : "pre_tokenizer", 0, out, err);
+    return with_nomem_msg(from_json_rec(j, jpath ? jpath : "pre_tokenizer", 0, out, err), err);
 }
 
 /* Adds key -> v to o, stealing v; false (and v freed) on failure. */

@@ -79,7 +79,7 @@ lipi_status lipi_graphemes(const char *s, size_t len, size_t **bounds, size_t *c
     }
     *count = n - 1;
 done:
-    if (st == LIPI_ENOMEM && err && err->code != LIPI_ENOMEM)
+    if (st == LIPI_ENOMEM) /* push_bound leaves the message to us */
         lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
     ubrk_close(bi);
     if (ut_open)
