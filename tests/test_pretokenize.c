@@ -442,7 +442,7 @@ static void test_null_pre_tokenizer_gives_the_whole_input(void **state)
     check(NULL, "a b", "a b@0-3");
 }
 
-static void test_long_word_beyond_the_default_jit_stack(void **state)
+static void test_long_words_beyond_the_default_jit_stack(void **state)
 {
     (void)state;
     /* 60000 Devanagari syllables without a space: one piece */
@@ -450,13 +450,21 @@ static void test_long_word_beyond_the_default_jit_stack(void **state)
     char *s = malloc(n + 1);
     for (size_t i = 0; i < reps; i++)
         memcpy(s + 6 * i, "कि", 6);
-    s[n] = '\0';
     lipi_pretokenizer *p = named("indic");
     lipi_pieces out = {0};
     lipi_error err;
     assert_int_equal(lipi_pretokenize(p, s, n, &out, &err), LIPI_OK);
     assert_int_equal(out.count, 1);
     assert_int_equal(out.src[0].end, n);
+    lipi_pretokenizer_free(p);
+    /* a user pattern whose group loop overflows PCRE2's default 32 KiB JIT
+     * stack gets a bigger one */
+    for (size_t i = 0; i < 20000; i++)
+        memcpy(s + 2 * i, "ab", 2);
+    assert_int_equal(lipi_pretokenizer_new_pattern("(?:ab|cd)+", &p, &err), LIPI_OK);
+    assert_int_equal(lipi_pretokenize(p, s, 40000, &out, &err), LIPI_OK);
+    assert_int_equal(out.count, 1);
+    assert_int_equal(out.src[0].end, 40000);
     lipi_pieces_free(&out);
     lipi_pretokenizer_free(p);
     free(s);
@@ -1003,7 +1011,7 @@ int main(void)
         cmocka_unit_test(test_new_pattern_is_an_isolated_regex_split),
         cmocka_unit_test(test_patterns_take_oniguruma_meaning_of_s_w_h),
         cmocka_unit_test(test_null_pre_tokenizer_gives_the_whole_input),
-        cmocka_unit_test(test_long_word_beyond_the_default_jit_stack),
+        cmocka_unit_test(test_long_words_beyond_the_default_jit_stack),
         cmocka_unit_test(test_unknown_name_lists_the_known_ones),
         cmocka_unit_test(test_bad_pattern_reports_pcre2_message_and_offset),
         cmocka_unit_test(test_invalid_utf8_is_rejected_with_its_offset),
