@@ -408,6 +408,10 @@ static lipi_status split_new(const char *pattern, size_t n, bool is_regex, pt_be
     if (is_regex) {
         TRY(compile_regex(pattern, n, where, &p->re, err));
     } else {
+        if (n > SIZE_MAX / 2) {
+            st = LIPI_ENOMEM;
+            goto done;
+        }
         TRY(lipi_buf_reserve(&esc, 2 * n));
         for (size_t i = 0; i < n; i++) {
             unsigned char c = (unsigned char)pattern[i];
