@@ -928,6 +928,8 @@ static void alloc_failure_loop(const char *name, const char *json, const char *t
         else
             st = lipi_pretokenizer_new(name, &p, &err);
         if (st == LIPI_OK) {
+            json_t *back = lipi_pretokenizer_to_json(p); /* NULL when out of memory */
+            json_decref(back);
             st = lipi_pretokenize(p, text, strlen(text), &out, &err);
             /* a second call reuses the scratch and may grow it */
             if (st == LIPI_OK)

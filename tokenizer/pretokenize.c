@@ -1656,18 +1656,19 @@ json_t *lipi_pretokenizer_to_json(const lipi_pretokenizer *p)
         [PT_CHAR_DELIMITER] = "CharDelimiterSplit",
         [PT_FIXED_LENGTH] = "FixedLength",
     };
+    bool ok = false;
     json_t *o = json_object();
     if (!o || !put(o, "type", json_string(type_names[p->kind])))
-        goto fail;
+        goto done;
     switch (p->kind) {
     case PT_SEQUENCE: {
         json_t *a = json_array();
         if (!put(o, "pretokenizers", a))
-            goto fail;
+            goto done;
         for (size_t i = 0; i < p->n_children; i++) {
             json_t *c = lipi_pretokenizer_to_json(p->children[i]);
             if (!c || json_array_append_new(a, c) != 0)
-                goto fail;
+                goto done;
         }
         break;
     }
@@ -1677,44 +1678,47 @@ json_t *lipi_pretokenizer_to_json(const lipi_pretokenizer *p)
             !put(pat, p->pattern_is_regex ? "Regex" : "String", json_stringn(p->pattern, p->pattern_len)) ||
             !put(o, "behavior", json_string(behavior_names[p->behavior])) ||
             !put(o, "invert", json_boolean(p->invert)))
-            goto fail;
+            goto done;
         break;
     }
     case PT_BYTELEVEL:
         if (!put(o, "add_prefix_space", json_boolean(p->add_prefix_space)) ||
             !put(o, "trim_offsets", json_boolean(p->trim_offsets)) ||
             !put(o, "use_regex", json_boolean(p->use_regex)))
-            goto fail;
+            goto done;
         break;
     case PT_METASPACE:
         if (!put(o, "replacement", char_json(p->replacement)) ||
             !put(o, "prepend_scheme", json_string(prepend_names[p->prepend])) ||
             !put(o, "split", json_boolean(p->split)))
-            goto fail;
+            goto done;
         break;
     case PT_PUNCTUATION:
         if (!put(o, "behavior", json_string(behavior_names[p->behavior])))
-            goto fail;
+            goto done;
         break;
     case PT_DIGITS:
         if (!put(o, "individual_digits", json_boolean(p->individual_digits)))
-            goto fail;
+            goto done;
         break;
     case PT_CHAR_DELIMITER:
         if (!put(o, "delimiter", char_json(p->delimiter)))
-            goto fail;
+            goto done;
         break;
     case PT_FIXED_LENGTH:
         if (!put(o, "length", json_integer((json_int_t)p->length)))
-            goto fail;
+            goto done;
         break;
     case PT_WHITESPACE:
     case PT_WHITESPACE_SPLIT:
     case PT_BERT:
     case PT_UNICODE_SCRIPTS: break;
     }
+    ok = true;
+done:
+    if (!ok) {
+        json_decref(o);
+        o = NULL;
+    }
     return o;
-fail:
-    json_decref(o);
-    return NULL;
 }
