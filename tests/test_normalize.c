@@ -237,10 +237,54 @@ static void test_hf_steps_match_reference_text_and_alignments(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* SentencePiece's own normalizer with the same charsmap: the Precompiled
+ * step in longest-match mode must agree on every string. */
+static void test_precompiled_longest_match_agrees_with_sentencepiece(void **state)
+{
+    (void)state;
+    char *b64 = model_charsmap_b64();
+    FILE *f = fopen(SPM_REFERENCE, "rb");
+    if (f)
+        fclose(f);
+    if (!b64 || !f) {
+        free(b64);
+        skip();
+    }
+    json_t *pc = json_pack("{s:s, s:s, s:b}", "type", "Precompiled", "precompiled_charsmap", b64,
+                           "lipi_longest_match", 1);
+    lipi_normalizer *n = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_normalizer_from_json(pc, "normalizer", &n, &err), LIPI_OK);
+    json_error_t je;
+    json_t *doc = json_load_file(SPM_REFERENCE, 0, &je);
+    assert_non_null(doc);
+    json_t *cases = json_object_get(doc, "cases");
+    lipi_normalized out = {0};
+    size_t failures = 0;
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        json_t *c = json_array_get(cases, i);
+        const char *in = json_string_value(json_object_get(c, "input"));
+        const char *want = json_string_value(json_object_get(c, "normalized"));
+        assert_int_equal(lipi_normalize(n, in, strlen(in), &out, false, &err), LIPI_OK);
+        if (strcmp(out.text, want) != 0) {
+            print_error("\"%s\": got \"%s\", SentencePiece \"%s\"\n", in, out.text, want);
+            failures++;
+        }
+    }
+    assert_true(json_array_size(cases) >= 24);
+    assert_int_equal(failures, 0);
+    lipi_normalized_free(&out);
+    lipi_normalizer_free(n);
+    json_decref(doc);
+    json_decref(pc);
+    free(b64);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_steps_match_reference_text_and_alignments),
+        cmocka_unit_test(test_precompiled_longest_match_agrees_with_sentencepiece),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,6 +49,7 @@ typedef enum {
     OP_PREPEND,
     OP_STRIP,
     OP_PRECOMPILED,
+    OP_SPM_CHARSMAP, /* Precompiled with SentencePiece's longest match */
     OP_NMT,
     OP_BYTELEVEL,
 } op_kind;
@@ -923,6 +924,81 @@ done:
     return st;
 }
 
+/* SentencePiece's Normalizer::NormalizePrefix: at each position the longest
+ * prefix in the trie (among the first 32 prefixes, as darts-clone's
+ * commonPrefixSearch is called there) is replaced; otherwise one char is
+ * copied. Replacement chars map to the whole span they replace. */
+static bool pc_longest(const pc_map *m, const char *key, size_t n, size_t *mlen,
+                       const char **val, size_t *vlen)
+{
+    if (m->n_units == 0)
+        return false;
+    size_t pos = pc_offset(pc_unit(m, 0)), found = 0, results = 0;
+    for (size_t i = 0; i < n && results < 32; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c == 0)
+            break;
+        pos ^= c;
+        if (pos >= m->n_units)
+            break;
+        uint32_t u = pc_unit(m, pos);
+        if ((u & ((1u << 31) | 0xFFu)) != c)
+            break;
+        pos ^= pc_offset(u);
+        if ((u >> 8) & 1) {
+            if (pos >= m->n_units)
+                break;
+            results++;
+            size_t v = pc_unit(m, pos) & 0x7FFFFFFFu;
+            if (v >= m->pool_len || ((unsigned char)m->pool[v] & 0xC0) == 0x80)
+                continue;
+            /* A match must end on a char boundary to be replaced whole. */
+            if (i + 1 < n && ((unsigned char)key[i + 1] & 0xC0) == 0x80)
+                continue;
+            const char *end = memchr(m->pool + v, '\0', m->pool_len - v);
+            found = i + 1;
+            *val = m->pool + v;
+            *vlen = end ? (size_t)(end - (m->pool + v)) : m->pool_len - v;
+        }
+    }
+    *mlen = found;
+    return found > 0;
+}
+
+static lipi_status op_spm_charsmap(const pc_map *m, emitter *em)
+{
+    lipi_status st = LIPI_OK;
+    const char *s = em->s;
+    size_t len = em->len, i = 0, run = 0;
+    while (i < len) {
+        size_t mlen, vlen;
+        const char *v;
+        if (!pc_longest(m, s + i, len - i, &mlen, &v, &vlen)) {
+            size_t l = u8len((unsigned char)s[i]);
+            run += l;
+            i += l;
+            continue;
+        }
+        TRY(copy_run(em, run));
+        run = 0;
+        if (vlen > 0 && em->track) {
+            lipi_span a = src_span(em, i), b = src_span(em, i + mlen - 1);
+            lipi_span sp = {a.start < b.start ? a.start : b.start, a.end > b.end ? a.end : b.end};
+            TRY(text_reserve(em->dst, vlen, true));
+            put_span(em, sp, vlen);
+        } else {
+            TRY(text_reserve(em->dst, vlen, em->track));
+        }
+        memcpy(em->dst->s + em->dst->len, v, vlen);
+        em->dst->len += vlen;
+        skip_run(em, mlen);
+        i += mlen;
+    }
+    TRY(copy_run(em, run));
+done:
+    return st;
+}
+
 /* ======================================================================== */
 /* Running a normalizer                                                      */
 /* ======================================================================== */
@@ -987,6 +1063,7 @@ static lipi_status run_op(const lipi_normalizer *n, size_t i, nscratch *sc, emit
     case OP_PREPEND: return op_prepend(op->step, em);
     case OP_STRIP: return op_strip(op->step, em);
     case OP_PRECOMPILED: return op_precompiled(&op->pc, sc, em);
+    case OP_SPM_CHARSMAP: return op_spm_charsmap(&op->pc, em);
     case OP_BYTELEVEL: return op_bytelevel(em);
     }
     return LIPI_EINVAL;
@@ -1123,32 +1200,117 @@ void lipi_ns_step_clear(lipi_ns_step *s)
     memset(s, 0, sizeof *s);
 }
 
-/* Oniguruma (Hugging Face's engine) reads \uHHHH; PCRE2 wants \x{HHHH}. */
+/* Hugging Face compiles Regex patterns with Oniguruma's Ruby syntax. The
+ * differences from PCRE2 that matter are rewritten here:
+ *   \uHHHH                 -> \x{HHHH}
+ *   \w \W, \b \B           -> Oniguruma's word chars: Alphabetic, M, Nd, Pc
+ *                             and Latin-1's ² ³ ¹ ¼ ½ ¾ (PCRE2 10.42 UCP
+ *                             leaves out marks, so a matra would end a word)
+ *   \h \H                  -> hex digit classes (PCRE2: horizontal space)
+ *   [:alpha:]              -> \p{Alphabetic} (PCRE2: letters only)
+ *   (?m)                   -> (?s): Ruby's m is dotall; ^ and $ always work
+ *                             per line, which PCRE2_MULTILINE gives
+ *   {,n}                   -> {0,n}
+ * Nested sets and && intersections inside classes are Oniguruma-only and
+ * stay as they are (PCRE2 then rejects or reads them literally). */
+#define ONIG_WORD "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}"
+
+static bool is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
 static lipi_status translate_pattern(const char *p, size_t n, lipi_buf *b)
 {
     lipi_status st = LIPI_OK;
+    bool in_class = false;
     for (size_t i = 0; i < n; i++) {
-        if (p[i] == '\\' && i + 1 < n) {
-            if (p[i + 1] == 'u' && i + 6 <= n) {
-                bool hex = true;
-                for (size_t k = 2; k < 6; k++) {
-                    char c = p[i + k];
-                    hex = hex && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
-                                  (c >= 'A' && c <= 'F'));
-                }
-                if (hex) {
-                    TRY(lipi_buf_append(b, "\\x{", 3));
-                    TRY(lipi_buf_append(b, p + i + 2, 4));
-                    TRY(lipi_buf_append(b, "}", 1));
-                    i += 5;
-                    continue;
+        char c = p[i];
+        if (c == '\\' && i + 1 < n) {
+            char d = p[i + 1];
+            const char *rep = NULL;
+            if (d == 'u' && i + 6 <= n && is_hex(p[i + 2]) && is_hex(p[i + 3]) &&
+                is_hex(p[i + 4]) && is_hex(p[i + 5])) {
+                TRY(lipi_buf_append(b, "\\x{", 3));
+                TRY(lipi_buf_append(b, p + i + 2, 4));
+                TRY(lipi_buf_append(b, "}", 1));
+                i += 5;
+                continue;
+            }
+            if (in_class) {
+                if (d == 'w')
+                    rep = ONIG_WORD;
+                else if (d == 'h')
+                    rep = "0-9a-fA-F";
+            } else {
+                switch (d) {
+                case 'w': rep = "[" ONIG_WORD "]"; break;
+                case 'W': rep = "[^" ONIG_WORD "]"; break;
+                case 'b':
+                    rep = "(?:(?<=[" ONIG_WORD "])(?![" ONIG_WORD "])|(?<![" ONIG_WORD
+                          "])(?=[" ONIG_WORD "]))";
+                    break;
+                case 'B':
+                    rep = "(?:(?<=[" ONIG_WORD "])(?=[" ONIG_WORD "])|(?<![" ONIG_WORD
+                          "])(?![" ONIG_WORD "]))";
+                    break;
+                case 'h': rep = "[0-9a-fA-F]"; break;
+                case 'H': rep = "[^0-9a-fA-F]"; break;
+                default: break;
                 }
             }
-            TRY(lipi_buf_append(b, p + i, 2));
+            if (rep)
+                TRY(lipi_buf_append(b, rep, strlen(rep)));
+            else
+                TRY(lipi_buf_append(b, p + i, 2));
             i++;
             continue;
         }
-        TRY(lipi_buf_append(b, p + i, 1));
+        if (in_class) {
+            if (c == '[' && i + 1 < n && p[i + 1] == ':') {
+                const char *end = memchr(p + i + 2, ']', n - i - 2);
+                size_t k = end ? (size_t)(end - p) + 1 : n;
+                if (k - i == 9 && memcmp(p + i, "[:alpha:]", 9) == 0)
+                    TRY(lipi_buf_append(b, "\\p{Alphabetic}", 14));
+                else
+                    TRY(lipi_buf_append(b, p + i, k - i));
+                i = k - 1;
+                continue;
+            }
+            if (c == ']')
+                in_class = false;
+            TRY(lipi_buf_append(b, &c, 1));
+            continue;
+        }
+        if (c == '[') {
+            /* A ']' right after '[' or '[^' is a literal. */
+            size_t k = i + 1;
+            if (k < n && p[k] == '^')
+                k++;
+            if (k < n && p[k] == ']')
+                k++;
+            TRY(lipi_buf_append(b, p + i, k - i));
+            i = k - 1;
+            in_class = true;
+            continue;
+        }
+        if (c == '(' && i + 2 < n && p[i + 1] == '?') {
+            size_t k = i + 2;
+            while (k < n && (p[k] == 'i' || p[k] == 'm' || p[k] == 'x' || p[k] == '-'))
+                k++;
+            if (k > i + 2 && k < n && (p[k] == ')' || p[k] == ':')) {
+                TRY(lipi_buf_append(b, "(?", 2));
+                for (size_t q = i + 2; q < k; q++)
+                    TRY(lipi_buf_append(b, p[q] == 'm' ? "s" : p + q, 1));
+                i = k - 1;
+                continue;
+            }
+        }
+        if (c == '{' && i + 1 < n && p[i + 1] == ',') {
+            TRY(lipi_buf_append(b, "{0", 2));
+            continue;
+        }
+        TRY(lipi_buf_append(b, &c, 1));
     }
     TRY(lipi_buf_reserve(b, 0));
 done:
@@ -1172,7 +1334,7 @@ lipi_status lipi_ns_compile_replace(lipi_ns_step *s, const char *jpath, lipi_err
         TRY(translate_pattern(s->pattern, s->pattern_len, &pat));
         p = pat.p;
         plen = pat.len;
-        opts |= PCRE2_UCP;
+        opts |= PCRE2_UCP | PCRE2_MULTILINE;
     } else {
         opts |= PCRE2_LITERAL;
     }
@@ -1222,6 +1384,39 @@ lipi_status lipi_ns_check_charsmap(const uint8_t *blob, size_t len, const char *
     return LIPI_OK;
 }
 
+lipi_status lipi_ns_precompiled(const uint8_t *blob, size_t len, bool longest_match,
+                                lipi_ns_step *out, lipi_error *err)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    lipi_status st = LIPI_OK;
+    memset(out, 0, sizeof *out);
+    out->kind = LIPI_NS_PRECOMPILED;
+    out->longest_match = longest_match;
+    TRY(lipi_ns_check_charsmap(blob, len, "normalizer", err));
+    if (len > (SIZE_MAX - 1) / 4 * 3 - 3)
+        TRY(LIPI_ENOMEM);
+    out->charsmap = lipi_malloc(len);
+    out->charsmap_b64 = lipi_malloc((len + 2) / 3 * 4 + 1);
+    if (!out->charsmap || !out->charsmap_b64)
+        TRY(LIPI_ENOMEM);
+    memcpy(out->charsmap, blob, len);
+    out->charsmap_len = len;
+    char *o = out->charsmap_b64;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)blob[i] << 16 | (i + 1 < len ? (uint32_t)blob[i + 1] << 8 : 0) |
+                     (i + 2 < len ? blob[i + 2] : 0);
+        *o++ = tab[v >> 18 & 63];
+        *o++ = tab[v >> 12 & 63];
+        *o++ = i + 1 < len ? tab[v >> 6 & 63] : '=';
+        *o++ = i + 2 < len ? tab[v & 63] : '=';
+    }
+    *o = '\0';
+done:
+    if (st != LIPI_OK)
+        lipi_ns_step_clear(out);
+    return st;
+}
+
 /* Appends the ops of a step (flattening Sequences). */
 static lipi_status add_op(lipi_normalizer *n, size_t *cap, norm_op op)
 {
@@ -1253,7 +1448,9 @@ static lipi_status add_ops(lipi_normalizer *n, size_t *cap, const lipi_ns_step *
     case LIPI_NS_REPLACE: op.kind = OP_REPLACE; break;
     case LIPI_NS_PREPEND: op.kind = OP_PREPEND; break;
     case LIPI_NS_STRIP: op.kind = OP_STRIP; break;
-    case LIPI_NS_PRECOMPILED: op.kind = OP_PRECOMPILED; break;
+    case LIPI_NS_PRECOMPILED:
+        op.kind = s->longest_match ? OP_SPM_CHARSMAP : OP_PRECOMPILED;
+        break;
     case LIPI_NS_BERT: {
         bool strip = s->strip_accents == 1 || (s->strip_accents < 0 && s->lowercase);
         if (s->clean_text)
@@ -1383,7 +1580,7 @@ static void view_charsmaps(lipi_normalizer *n)
 {
     for (size_t i = 0; i < n->n_ops; i++) {
         const lipi_ns_step *s = n->ops[i].step;
-        if (n->ops[i].kind != OP_PRECOMPILED)
+        if (n->ops[i].kind != OP_PRECOMPILED && n->ops[i].kind != OP_SPM_CHARSMAP)
             continue;
         pc_map *m = &n->ops[i].pc;
         const uint8_t *b = s->charsmap;

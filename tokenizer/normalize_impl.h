@@ -49,11 +49,15 @@ typedef struct lipi_ns_step {
     size_t prepend_len;
     /* Strip */
     bool strip_left, strip_right;
-    /* Precompiled: the base64 text as read (NULL for JSON null) and the
-     * decoded, validated charsmap. */
+    /* Precompiled: the base64 text as read and the decoded, validated
+     * charsmap. longest_match selects SentencePiece's own rule (longest
+     * prefix at each position) instead of Hugging Face's grapheme-wise one;
+     * it is written as the lipi-only field "lipi_longest_match", which
+     * Hugging Face ignores. */
     char *charsmap_b64;
     uint8_t *charsmap;
     size_t charsmap_len;
+    bool longest_match;
 } lipi_ns_step;
 
 /* Frees what a step owns (recursively), not the step itself. */
@@ -64,11 +68,19 @@ void lipi_ns_step_clear(lipi_ns_step *s);
  * PCRE2's message and the pattern offset. */
 lipi_status lipi_ns_compile_replace(lipi_ns_step *s, const char *jpath, lipi_error *err);
 
-/* Checks a SentencePiece precompiled charsmap (trie size, every trie unit's
- * reachable offsets and every value's offset into the replacement pool) so
- * a hostile file cannot make normalization read out of bounds. */
+/* Checks the layout of a SentencePiece precompiled charsmap (trie size,
+ * UTF-8 replacement pool); every trie index and pool offset is checked again
+ * at lookup, so a hostile file cannot make normalization read out of
+ * bounds. */
 lipi_status lipi_ns_check_charsmap(const uint8_t *blob, size_t len, const char *jpath,
                                    lipi_error *err);
+
+/* A Precompiled step from a raw charsmap (as found in a SentencePiece
+ * .model's normalizer_spec): validates and copies `blob`. With
+ * longest_match the step normalizes exactly as SentencePiece does; without,
+ * as Hugging Face's Precompiled. */
+lipi_status lipi_ns_precompiled(const uint8_t *blob, size_t len, bool longest_match,
+                                lipi_ns_step *out, lipi_error *err);
 
 /* Builds a normalizer from a step tree; `root` is stolen (cleared even on
  * error). */

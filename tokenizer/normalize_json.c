@@ -168,6 +168,10 @@ static lipi_status parse_precompiled(const json_t *j, const char *jpath, lipi_ns
                    &s->charsmap_b64, &n, err));
     TRY(b64_decode(s->charsmap_b64, n, &s->charsmap, &s->charsmap_len, jpath, err));
     TRY(lipi_ns_check_charsmap(s->charsmap, s->charsmap_len, jpath, err));
+    const json_t *lm = json_object_get(j, "lipi_longest_match");
+    if (lm && !json_is_boolean(lm))
+        TRY(expect(err, jpath, "lipi_longest_match", "true or false", lm));
+    s->longest_match = json_is_true(lm);
 done:
     return st;
 }
@@ -311,6 +315,8 @@ static json_t *step_to_json(const lipi_ns_step *s)
         break;
     case LIPI_NS_PRECOMPILED:
         bad |= set(o, "precompiled_charsmap", json_string(s->charsmap_b64));
+        if (s->longest_match)
+            bad |= set(o, "lipi_longest_match", json_true());
         break;
     default: break;
     }
