@@ -1342,7 +1342,9 @@ lipi_status lipi_ns_compile_replace(lipi_ns_step *s, const char *jpath, lipi_err
     PCRE2_SIZE eoff;
     s->re = pcre2_compile((PCRE2_SPTR)(p ? p : ""), plen, opts, &ecode, &eoff, cc);
     if (!s->re) {
-        if (ecode == PCRE2_ERROR_HEAPLIMIT || ecode == PCRE2_ERROR_NOMEMORY)
+        /* 121 is PCRE2's "failed to allocate heap memory" (compile errors
+         * have numbers but no names in pcre2.h). */
+        if (ecode == 121)
             TRY(LIPI_ENOMEM);
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(ecode, msg, sizeof msg);
