@@ -72,10 +72,12 @@ static void z_free(voidpf opaque, voidpf p)
     lipi_free(p);
 }
 
+/* liblzma does not need zeroed memory; zeroing its 64 MiB dictionaries
+ * would cost more than decoding a small file. */
 static void *x_alloc(void *opaque, size_t n, size_t size)
 {
     (void)opaque;
-    return lipi_calloc(n, size);
+    return lipi_reallocarray(NULL, n, size);
 }
 
 static void x_free(void *opaque, void *p)
