@@ -25,11 +25,9 @@
 #include "tokenizer/normalize_impl.h"
 
 #include <string.h>
-#include <unicode/ubrk.h>
 #include <unicode/uchar.h>
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
-#include <unicode/utext.h>
 
 /* ======================================================================== */
 /* The compiled form                                                         */
@@ -145,7 +143,6 @@ typedef struct {
     dch *dec, *comp, *buf;
     size_t dec_cap, comp_cap, buf_cap;
     pcre2_match_data *md;
-    UBreakIterator *brk;
 } nscratch;
 
 typedef struct {
@@ -155,6 +152,7 @@ typedef struct {
     size_t off;          /* cursor */
     ntext *dst;
     bool track;
+    bool lazy;           /* only unchanged text so far: nothing written yet */
 } emitter;
 
 static lipi_status text_reserve(ntext *t, size_t extra, bool track)
@@ -191,10 +189,27 @@ static inline void put_span(emitter *em, lipi_span sp, size_t n)
         d[k] = sp;
 }
 
+static lipi_status copy_run(emitter *em, size_t n);
+
+/* Writes out the unchanged prefix an op has passed over so far: text an op
+ * leaves alone is never copied (lipi_normalize keeps the input instead). */
+static lipi_status materialize(emitter *em)
+{
+    if (!em->lazy)
+        return LIPI_OK;
+    em->lazy = false;
+    size_t k = em->off;
+    em->off = 0;
+    return copy_run(em, k);
+}
+
 /* The one alignment rule (see the file comment). */
 static lipi_status emit(emitter *em, const char *bytes, size_t n, long change)
 {
-    lipi_status st = text_reserve(em->dst, n, em->track);
+    lipi_status st = materialize(em);
+    if (st != LIPI_OK)
+        return st;
+    st = text_reserve(em->dst, n, em->track);
     if (st != LIPI_OK)
         return st;
     if (em->track) {
@@ -224,7 +239,9 @@ static lipi_status emit_cp(emitter *em, uint32_t cp, long change)
 /* Copies the next n input bytes unchanged (each char: change 0 in place). */
 static lipi_status copy_run(emitter *em, size_t n)
 {
-    if (n == 0)
+    if (em->lazy)
+        em->off += n;
+    if (n == 0 || em->lazy)
         return LIPI_OK;
     lipi_status st = text_reserve(em->dst, n, em->track);
     if (st != LIPI_OK)
@@ -250,9 +267,11 @@ static lipi_status copy_run(emitter *em, size_t n)
 }
 
 /* Passes n input bytes without output (removed chars). */
-static void skip_run(emitter *em, size_t n)
+static lipi_status skip_run(emitter *em, size_t n)
 {
+    lipi_status st = materialize(em);
     em->off += n;
+    return st;
 }
 
 /* ======================================================================== */
@@ -429,22 +448,25 @@ static lipi_status op_nf(const lipi_normalizer *n, int form, nscratch *sc, emitt
     const UNormalizer2 *inst = n->nf[form];
     const char *s = em->s;
     size_t len = em->len, i = 0;
+    /* Unchanged text accumulates in [em->off, i) and is copied in one go. */
     while (i < len) {
         /* ASCII chars are single-char segments, except that the last one
          * before a non-ASCII char may combine with it. */
         size_t j = i;
         while (j < len && (unsigned char)s[j] < 0x80)
             j++;
-        if (j > i) {
-            size_t keep = j < len ? j - i - 1 : j - i;
-            TRY(copy_run(em, keep));
-            i += keep;
-            if (i == len)
-                break;
+        if (j == len) {
+            i = len;
+            break;
         }
+        if (j > i)
+            i = j - 1;
         size_t a = i, l;
         uint32_t c = u8get(s + i, &l);
         i += l;
+        /* Inert: unchanged, and a boundary on both sides. */
+        if (c >= 0x80 && unorm2_isInert(inst, (UChar32)c))
+            continue;
         size_t nchars = 1;
         while (i < len) {
             uint32_t c2 = u8get(s + i, &l);
@@ -455,10 +477,11 @@ static lipi_status op_nf(const lipi_normalizer *n, int form, nscratch *sc, emitt
         }
         if (nchars == 1 &&
             (c < 0x80 || u_getIntPropertyValue((UChar32)c, qc_prop[form]) == UNORM_YES))
-            TRY(copy_run(em, i - a));
-        else
-            TRY(nf_segment(n, form, sc, em, a, i));
+            continue;
+        TRY(copy_run(em, a - em->off));
+        TRY(nf_segment(n, form, sc, em, a, i));
     }
+    TRY(copy_run(em, i - em->off));
 done:
     return st;
 }
@@ -597,7 +620,7 @@ static lipi_status op_per_char(op_kind kind, emitter *em)
         TRY(copy_run(em, run));
         run = 0;
         if (act == PC_DROP) {
-            skip_run(em, l);
+            TRY(skip_run(em, l));
         } else if (act == PC_SPACE) {
             TRY(emit(em, " ", 1, 0));
         } else {
@@ -660,7 +683,8 @@ static lipi_status op_strip(const lipi_ns_step *step, emitter *em)
                 break;
             b = p;
         }
-    skip_run(em, a);
+    if (a > 0)
+        TRY(skip_run(em, a));
     TRY(copy_run(em, b - a));
 done:
     return st;
@@ -728,7 +752,7 @@ static lipi_status op_replace(const lipi_ns_step *step, nscratch *sc, emitter *e
         if (me < ms || ms < em->off) /* \K tricks: ignore such a match */
             break;
         TRY(copy_run(em, ms - em->off));
-        skip_run(em, me - ms);
+        TRY(skip_run(em, me - ms));
         TRY(emit_inserted(em, step->content, step->content_len));
         if (me == ms) {
             if (ms >= len)
@@ -779,7 +803,7 @@ static lipi_status op_charmap(const norm_op *op, emitter *em)
         }
         TRY(copy_run(em, run));
         run = 0;
-        skip_run(em, l);
+        TRY(skip_run(em, l));
         TRY(emit_inserted(em, op->pool + e->off, e->len));
         i += l;
     }
@@ -879,31 +903,126 @@ done:
     return st;
 }
 
-static lipi_status op_precompiled(const pc_map *m, nscratch *sc, emitter *em)
+/* Extended grapheme clusters, UAX #29 rules GB3..GB13 with GB9c (Indic
+ * conjuncts), as Hugging Face's unicode-segmentation and ICU draw them.
+ * Property lookups are much cheaper than ICU's break iterator per cluster. */
+static int gcb_of(uint32_t c)
+{
+    if (c < 0x80) {
+        if (c == '\r')
+            return U_GCB_CR;
+        if (c == '\n')
+            return U_GCB_LF;
+        return c < 0x20 || c == 0x7F ? U_GCB_CONTROL : U_GCB_OTHER;
+    }
+    return u_getIntPropertyValue((UChar32)c, UCHAR_GRAPHEME_CLUSTER_BREAK);
+}
+
+/* Indic_Conjunct_Break: 1 Consonant, 2 Linker, 3 Extend, 0 None. Linkers
+ * and consonants are the viramas and consonants of the six scripts that
+ * form conjuncts this way; Extend is ZWJ and the extending marks with a
+ * nonzero combining class (so a matra or ZWNJ ends a conjunct). */
+static int incb_extend(uint32_t c, int gcb)
+{
+    return gcb == U_GCB_ZWJ || (gcb == U_GCB_EXTEND && u_getCombiningClass((UChar32)c) != 0)
+               ? 3
+               : 0;
+}
+
+static int incb_of(uint32_t c, int gcb)
+{
+    if (c < 0x900 || c > 0xD7F)
+        return incb_extend(c, gcb);
+    bool script = (c >= 0x900 && c <= 0x9FF) || (c >= 0xA80 && c <= 0xB7F) ||
+                  (c >= 0xC00 && c <= 0xC7F) || (c >= 0xD00 && c <= 0xD7F);
+    if (script && (c & 0x7F) == 0x4D)
+        return 2;
+    if (script && u_getIntPropertyValue((UChar32)c, UCHAR_INDIC_SYLLABIC_CATEGORY) ==
+                      U_INSC_CONSONANT)
+        return 1;
+    return incb_extend(c, gcb);
+}
+
+/* End of the cluster that starts at s[a] (a is a boundary). */
+static size_t grapheme_end(const char *s, size_t len, size_t a)
+{
+    size_t l;
+    uint32_t c = u8get(s + a, &l);
+    int prev = gcb_of(c);
+    /* GB9c: 0 outside a conjunct, 1 after a consonant (and extends),
+     * 2 once a linker followed it. */
+    int conj = incb_of(c, prev) == 1 ? 1 : 0;
+    bool pict = c >= 0x80 && u_hasBinaryProperty((UChar32)c, UCHAR_EXTENDED_PICTOGRAPHIC);
+    bool pict_zwj = false; /* ExtPict Extend* ZWJ just seen (GB11) */
+    size_t ri = prev == U_GCB_REGIONAL_INDICATOR;
+    size_t i = a + l;
+    while (i < len) {
+        uint32_t d = u8get(s + i, &l);
+        int cur = gcb_of(d);
+        bool join;
+        if (prev == U_GCB_CR && cur == U_GCB_LF)
+            join = true; /* GB3 */
+        else if (prev == U_GCB_CONTROL || prev == U_GCB_CR || prev == U_GCB_LF ||
+                 cur == U_GCB_CONTROL || cur == U_GCB_CR || cur == U_GCB_LF)
+            join = false; /* GB4, GB5 */
+        else if (prev == U_GCB_L &&
+                 (cur == U_GCB_L || cur == U_GCB_V || cur == U_GCB_LV || cur == U_GCB_LVT))
+            join = true; /* GB6 */
+        else if ((prev == U_GCB_LV || prev == U_GCB_V) && (cur == U_GCB_V || cur == U_GCB_T))
+            join = true; /* GB7 */
+        else if ((prev == U_GCB_LVT || prev == U_GCB_T) && cur == U_GCB_T)
+            join = true; /* GB8 */
+        else if (cur == U_GCB_EXTEND || cur == U_GCB_ZWJ || cur == U_GCB_SPACING_MARK ||
+                 prev == U_GCB_PREPEND)
+            join = true; /* GB9, GB9a, GB9b */
+        else if (conj == 2 && incb_of(d, cur) == 1)
+            join = true; /* GB9c */
+        else if (pict_zwj && d >= 0x80 &&
+                 u_hasBinaryProperty((UChar32)d, UCHAR_EXTENDED_PICTOGRAPHIC))
+            join = true; /* GB11 */
+        else if (prev == U_GCB_REGIONAL_INDICATOR && cur == U_GCB_REGIONAL_INDICATOR)
+            join = ri % 2 == 1; /* GB12, GB13 */
+        else
+            join = false;
+        if (!join)
+            break;
+        bool d_pict = d >= 0x80 && u_hasBinaryProperty((UChar32)d, UCHAR_EXTENDED_PICTOGRAPHIC);
+        pict_zwj = cur == U_GCB_ZWJ && pict;
+        if (d_pict)
+            pict = true;
+        else if (cur != U_GCB_EXTEND)
+            pict = false;
+        ri = cur == U_GCB_REGIONAL_INDICATOR ? ri + 1 : 0;
+        int incb = incb_of(d, cur);
+        if (incb == 1)
+            conj = 1;
+        else if (incb == 2 && conj)
+            conj = 2;
+        else if (incb != 3)
+            conj = 0;
+        prev = cur;
+        i += l;
+    }
+    return i;
+}
+
+static lipi_status op_precompiled(const pc_map *m, emitter *em)
 {
     lipi_status st = LIPI_OK;
-    if (em->len == 0)
-        return LIPI_OK;
-    UErrorCode ec = U_ZERO_ERROR;
-    if (!sc->brk) {
-        sc->brk = ubrk_open(UBRK_CHARACTER, "", NULL, 0, &ec);
-        if (U_FAILURE(ec))
-            return LIPI_EICU;
-    }
     pc_pending pend = {.has = false};
-    UText ut = UTEXT_INITIALIZER;
-    utext_openUTF8(&ut, em->s, (int64_t)em->len, &ec);
-    ubrk_setUText(sc->brk, &ut, &ec);
-    if (U_FAILURE(ec)) {
-        utext_close(&ut);
-        return LIPI_EICU;
-    }
-    size_t a = (size_t)ubrk_first(sc->brk);
-    for (int32_t b = ubrk_next(sc->brk); b != UBRK_DONE; b = ubrk_next(sc->brk)) {
-        const char *g = em->s + a;
-        size_t glen = (size_t)b - a, vlen;
+    const char *s = em->s;
+    size_t len = em->len;
+    for (size_t a = 0; a < len;) {
+        /* An ASCII char followed by ASCII is a cluster by itself, except
+         * CR LF. */
+        size_t b = a + 1;
+        if ((unsigned char)s[a] >= 0x80 || (b < len && (unsigned char)s[b] >= 0x80) ||
+            (s[a] == '\r' && b < len && s[b] == '\n'))
+            b = grapheme_end(s, len, a);
+        const char *g = s + a;
+        size_t glen = b - a, vlen;
         const char *v;
-        a = (size_t)b;
+        a = b;
         if (glen < 6 && pc_lookup(m, g, glen, &v, &vlen)) {
             TRY(pc_replace(em, &pend, v, vlen, count_chars(g, glen)));
             continue;
@@ -920,7 +1039,6 @@ static lipi_status op_precompiled(const pc_map *m, nscratch *sc, emitter *em)
     if (pend.has)
         TRY(emit(em, pend.b, pend.n, pend.change));
 done:
-    utext_close(&ut);
     return st;
 }
 
@@ -981,6 +1099,7 @@ static lipi_status op_spm_charsmap(const pc_map *m, emitter *em)
         }
         TRY(copy_run(em, run));
         run = 0;
+        TRY(materialize(em));
         if (vlen > 0 && em->track) {
             lipi_span a = src_span(em, i), b = src_span(em, i + mlen - 1);
             lipi_span sp = {a.start < b.start ? a.start : b.start, a.end > b.end ? a.end : b.end};
@@ -991,7 +1110,7 @@ static lipi_status op_spm_charsmap(const pc_map *m, emitter *em)
         }
         memcpy(em->dst->s + em->dst->len, v, vlen);
         em->dst->len += vlen;
-        skip_run(em, mlen);
+        TRY(skip_run(em, mlen));
         i += mlen;
     }
     TRY(copy_run(em, run));
@@ -1062,7 +1181,7 @@ static lipi_status run_op(const lipi_normalizer *n, size_t i, nscratch *sc, emit
     case OP_CHARMAP: return op_charmap(op, em);
     case OP_PREPEND: return op_prepend(op->step, em);
     case OP_STRIP: return op_strip(op->step, em);
-    case OP_PRECOMPILED: return op_precompiled(&op->pc, sc, em);
+    case OP_PRECOMPILED: return op_precompiled(&op->pc, em);
     case OP_SPM_CHARSMAP: return op_spm_charsmap(&op->pc, em);
     case OP_BYTELEVEL: return op_bytelevel(em);
     }
@@ -1116,8 +1235,15 @@ lipi_status lipi_normalize(const lipi_normalizer *n, const char *s, size_t len,
             continue;
         int d = cur == 0 ? 1 : 0;
         slot[d].len = 0;
-        emitter em = {cs, clen, cal, 0, &slot[d], want_align};
+        emitter em = {cs, clen, cal, 0, &slot[d], want_align, true};
         st = run_op(n, i, sc, &em, err);
+        if (st != LIPI_OK)
+            break;
+        /* Still lazy: the op copied a prefix only (Strip) or, when that
+         * prefix is everything, changed nothing. */
+        if (em.lazy && em.off == clen)
+            continue;
+        st = materialize(&em);
         if (st != LIPI_OK)
             break;
         cur = d;
@@ -1133,7 +1259,7 @@ lipi_status lipi_normalize(const lipi_normalizer *n, const char *s, size_t len,
     } else if (st == LIPI_OK && cur == -1) {
         /* Nothing changed the input: copy it, with identity spans. */
         slot[0].len = 0;
-        emitter em = {cs, clen, cal, 0, &slot[0], want_align};
+        emitter em = {cs, clen, cal, 0, &slot[0], want_align, false};
         st = copy_run(&em, clen);
     }
     if (st == LIPI_OK)
@@ -1171,8 +1297,6 @@ void lipi_normalized_free(lipi_normalized *out)
         lipi_free(sc->comp);
         lipi_free(sc->buf);
         pcre2_match_data_free(sc->md);
-        if (sc->brk)
-            ubrk_close(sc->brk);
         lipi_free(sc);
     }
     lipi_free(out->text);
