@@ -1,6 +1,7 @@
 /* Normalizers: named ones, Hugging Face steps from tokenizer.json checked
  * against reference outputs and alignments, Precompiled charsmaps,
  * allocation failures. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -816,6 +817,49 @@ static void test_json_loading_survives_every_allocation_failure(void **state)
     assert_true(ok);
 }
 
+/* ======================================================================== */
+/* Threads                                                                   */
+/* ======================================================================== */
+
+typedef struct {
+    const lipi_normalizer *n;
+    const char *text;
+    char result[256];
+    lipi_status st;
+} thread_job;
+
+static void *normalize_many(void *arg)
+{
+    thread_job *j = arg;
+    lipi_normalized out = {0};
+    j->st = LIPI_OK;
+    for (int k = 0; k < 300 && j->st == LIPI_OK; k++)
+        j->st = lipi_normalize(j->n, j->text, strlen(j->text), &out, k % 2 == 0, NULL);
+    snprintf(j->result, sizeof j->result, "%s", out.text ? out.text : "");
+    lipi_normalized_free(&out);
+    return NULL;
+}
+
+static void test_one_normalizer_is_shared_by_threads(void **state)
+{
+    (void)state;
+    lipi_normalizer *n = from_json_text(
+        "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFKC\"},{\"type\":\"Replace\","
+        "\"pattern\":{\"Regex\":\"\\\\s+\"},\"content\":\" \"},{\"type\":\"Lowercase\"}]}");
+    thread_job jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (thread_job){.n = n, .text = i % 2 ? "ＡＢＣ   ｄｅｆ" : "Ｘ\t\tY  ＺΣ"};
+        assert_int_equal(pthread_create(&th[i], NULL, normalize_many, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(jobs[i].st, LIPI_OK);
+        assert_string_equal(jobs[i].result, i % 2 ? "abc def" : "x y zσ");
+    }
+    lipi_normalizer_free(n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -840,6 +884,7 @@ int main(void)
         cmocka_unit_test(test_hostile_charsmaps_never_read_out_of_bounds),
         cmocka_unit_test(test_every_allocation_failure_gives_enomem_and_leaks_nothing),
         cmocka_unit_test(test_json_loading_survives_every_allocation_failure),
+        cmocka_unit_test(test_one_normalizer_is_shared_by_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

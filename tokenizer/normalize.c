@@ -1458,7 +1458,8 @@ lipi_status lipi_ns_compile_replace(lipi_ns_step *s, const char *jpath, lipi_err
         TRY(translate_pattern(s->pattern, s->pattern_len, &pat));
         p = pat.p;
         plen = pat.len;
-        opts |= PCRE2_UCP | PCRE2_MULTILINE;
+        /* \C could match half a char and break the UTF-8 of the output. */
+        opts |= PCRE2_UCP | PCRE2_MULTILINE | PCRE2_NEVER_BACKSLASH_C;
     } else {
         opts |= PCRE2_LITERAL;
     }
