@@ -19,9 +19,14 @@
  * unicode-normalization-alignments crate (canonical ordering by a stable
  * sort per starter, then pairwise recomposition) on top of ICU's data:
  * unorm2_getDecomposition, u_getCombiningClass and unorm2_composePair.
- * Text is cut at normalization boundaries (unorm2_hasBoundaryBefore), and a
- * one-char segment whose quick-check value is YES is copied untouched, so
- * already-normalized text costs one property lookup per non-ASCII char. */
+ * Text is cut at normalization boundaries (unorm2_hasBoundaryBefore); inert
+ * chars (unorm2_isInert) and one-char segments whose quick-check value is
+ * YES pass untouched, so already-normalized text costs a property lookup or
+ * two per non-ASCII char.
+ *
+ * An op that changes nothing writes nothing: the emitter stays "lazy" while
+ * it only passes over unchanged text, and lipi_normalize then keeps the
+ * op's input as the next op's input. */
 #include "tokenizer/normalize_impl.h"
 
 #include <string.h>
