@@ -43,8 +43,8 @@ typedef struct {
     lipi_status code;
     char path[256];  /* file (or JSON path) involved, "" if none */
     size_t line;     /* 1-based line, 0 if unknown */
-    size_t offset;   /* byte offset (from the start of the file, or of the
-                        line when `line` is set), 0 if unknown */
+    size_t offset;   /* byte offset from the start of the file (or of the
+                        text or JSON value named in `path`), 0 if unknown */
     char msg[256];   /* "expected ..., found ..." */
 } lipi_error;
 
