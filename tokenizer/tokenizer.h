@@ -311,7 +311,8 @@ typedef struct lipi_tokenizer lipi_tokenizer; /* immutable once built */
  * (`name` for _load_json, may be NULL) in err->path; invalid JSON also sets
  * err->line and err->offset (1-based byte column). Merges must name tokens
  * of the vocabulary and join to one, added tokens must agree with the model,
- * ids must be unique. A missing or unreadable file (or a directory) is
+ * ids must be unique. A normalizer or pre-tokenizer pattern that does not
+ * compile is LIPI_EREGEX. A missing or unreadable file (or a directory) is
  * LIPI_EIO; files over 1 GiB are refused. */
 lipi_status lipi_tokenizer_load(const char *path, lipi_tokenizer **out, lipi_error *err);
 lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *name,
