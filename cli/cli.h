@@ -48,5 +48,11 @@ int cli_finish_output(const char *sub);
 
 extern const cli_command cmd_normalize;
 extern const cli_command cmd_pretokenize;
+extern const cli_command cmd_index;
+extern const cli_command cmd_search;
+extern const cli_command cmd_eval_retrieval;
+
+/* "0.1.0": the version `lipi --version` prints (recorded in index meta). */
+extern const char cli_version[];
 
 #endif

@@ -852,16 +852,35 @@ lipi_status lipi_eval_bitext(const float *a, const float *b, size_t n, size_t di
                              lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    size_t *ranks = lipi_reallocarray(NULL, n ? n : 1, sizeof *ranks);
-    if (!ranks)
-        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-    TRY(lipi_bitext_ranks(a, b, n, dim, opt, ranks, err));
+    size_t nn = n ? n : 1, total;
+    size_t *ranks = lipi_reallocarray(NULL, nn, sizeof *ranks);
+    float *na = NULL, *nb = NULL;
+    if (__builtin_mul_overflow(nn, dim, &total) || !ranks ||
+        !(na = lipi_reallocarray(NULL, total, sizeof *na)) ||
+        !(nb = lipi_reallocarray(NULL, total, sizeof *nb))) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
+    TRY(check_finite(a, n, dim, "query", err));
+    TRY(check_finite(b, n, dim, "document", err));
+    memcpy(na, a, n * dim * sizeof *na);
+    memcpy(nb, b, n * dim * sizeof *nb);
+    lipi_l2_normalize(na, n, dim);
+    lipi_l2_normalize(nb, n, dim);
+    TRY(lipi_bitext_ranks(na, nb, n, dim, opt, ranks, err));
     lipi_retrieval_metrics(ranks, n, ks, nk, a_to_b);
-    TRY(lipi_bitext_ranks(b, a, n, dim, opt, ranks, err));
+    TRY(lipi_bitext_ranks(nb, na, n, dim, opt, ranks, err));
     lipi_retrieval_metrics(ranks, n, ks, nk, b_to_a);
 done:
     lipi_free(ranks);
+    lipi_free(na);
+    lipi_free(nb);
     return st;
+}
+
+void lipi_vectors_normalize(float *x, size_t n, size_t dim)
+{
+    lipi_l2_normalize(x, n, dim);
 }
 
 /* ======================================================================== */

@@ -347,11 +347,18 @@ typedef struct {
 void lipi_retrieval_metrics(const size_t *ranks, size_t n, const size_t *ks, size_t nk,
                             lipi_retrieval_scores *out);
 
-/* Both directions: A -> B (queries a, documents b) and B -> A. */
+/* Both directions: A -> B (queries a, documents b) and B -> A, by cosine
+ * similarity (ranks of L2-normalized copies of a and b), as LaBSE and MTEB
+ * score bitext mining. a and b are (n, dim). LIPI_EINVAL for non-finite
+ * values, LIPI_ENOMEM. */
 lipi_status lipi_eval_bitext(const float *a, const float *b, size_t n, size_t dim,
                              const size_t *ks, size_t nk, const lipi_search_options *opt,
                              lipi_retrieval_scores *a_to_b, lipi_retrieval_scores *b_to_a,
                              lipi_error *err);
+
+/* Scales each row of x (n, dim) to unit L2 norm in place (all-zero rows
+ * stay zero). */
+void lipi_vectors_normalize(float *x, size_t n, size_t dim);
 
 /* Maps a .npy file of float32 (rows, cols), or (cols,) read as one row,
  * after validating its header (version 1.0-3.0, descr '<f4', C order, the

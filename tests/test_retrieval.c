@@ -22,6 +22,7 @@
 
 #include "pipeline/faiss_bind.h"
 #include "pipeline/index_impl.h"
+#include "tests/cli_run.h"
 
 static char tmp_root[64];
 
@@ -874,7 +875,8 @@ static void test_damaged_index_files_are_rejected(void **state)
 
 static void test_bitext_metrics_on_a_hand_made_case(void **state)
 {
-    /* scores a_i . b_j (rows: queries of A, columns: documents of B):
+    /* Ranks by cosine; b's rows normalized keep every comparison below.
+     * scores a_i . b_j (rows: queries of A, columns: documents of B):
      *        b0=(2,0) b1=(1,1) b2=(0,3) b3=(1,-1)
      *  a0=(1,0)   2      1       0       1      own 2: rank 1
      *  a1=(0,1)   0      1       3      -1      own 1: b2 above, rank 2
@@ -944,6 +946,113 @@ static void test_bitext_ranks_equal_brute_force(void **state)
             fail_msg("query %zu: rank %zu, expected %zu", i, got[i], want[i]);
     free(a);
     free(b);
+}
+
+
+/* ======================================================================== */
+/* The commands                                                              */
+/* ======================================================================== */
+
+static void test_cli_index_search_and_append_with_vectors(void **state)
+{
+    /* Six documents on the axes of R^3 and between them; queries pick them
+     * out exactly. */
+    const float docs[6 * 3] = {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 2, 2, 3, 0, 0};
+    const float queries[2 * 3] = {0, 0, 5, 1, 0.1f, 0};
+    lipi_error err = {0};
+    char cmd[2048];
+    static const char *const files[][2] = {
+        {"cli_docs.txt", "east\nnorth\nup\nnorth-east\nnorth-up\nEAST\n"},
+        {"cli_first.txt", "east\nnorth\nup\n"},
+        {"cli_rest.txt", "north-east\nnorth-up\nEAST\n"},
+    };
+    for (size_t i = 0; i < 3; i++)
+        write_bytes(tmp_path(files[i][0]), files[i][1], strlen(files[i][1]));
+    assert_int_equal(lipi_npy_write(tmp_path("cli_docs.npy"), docs, 6, 3, &err), LIPI_OK);
+    assert_int_equal(lipi_npy_write(tmp_path("cli_first.npy"), docs, 3, 3, &err), LIPI_OK);
+    assert_int_equal(lipi_npy_write(tmp_path("cli_rest.npy"), docs + 9, 3, 3, &err), LIPI_OK);
+    assert_int_equal(lipi_npy_write(tmp_path("cli_q.npy"), queries, 2, 3, &err), LIPI_OK);
+
+    snprintf(cmd, sizeof cmd, "index --quiet --vectors %s -o %s %s", tmp_path("cli_docs.npy"),
+             tmp_path("cli_all"), tmp_path("cli_docs.txt"));
+    cli_result r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+
+    snprintf(cmd, sizeof cmd, "search --index %s --query-vectors %s -k 2", tmp_path("cli_all"),
+             tmp_path("cli_q.npy"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    /* Ties (east and EAST score the same) go to the earlier line. */
+    assert_string_equal(r.out, "1\t1\t3\t1.000000\tup\n"
+                               "1\t2\t5\t0.707107\tnorth-up\n"
+                               "2\t1\t1\t0.995037\teast\n"
+                               "2\t2\t6\t0.995037\tEAST\n");
+    cli_result_free(&r);
+
+    snprintf(cmd, sizeof cmd, "search --index %s --query-vectors %s -k 1 --format jsonl",
+             tmp_path("cli_all"), tmp_path("cli_q.npy"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out,
+                        "{\"query_no\":1,\"rank\":1,\"doc_no\":3,\"score\":1.000000,\"text\":\"up\"}\n"
+                        "{\"query_no\":2,\"rank\":1,\"doc_no\":1,\"score\":0.995037,\"text\":\"east\"}\n");
+    cli_result_free(&r);
+
+    /* Index in two parts with --append: the same files. */
+    snprintf(cmd, sizeof cmd,
+             "index --quiet --vectors %s -o %s %s && "
+             "$LIPI_BIN index --quiet --append --vectors %s -o %s %s",
+             tmp_path("cli_first.npy"), tmp_path("cli_parts"), tmp_path("cli_first.txt"),
+             tmp_path("cli_rest.npy"), tmp_path("cli_parts"), tmp_path("cli_rest.txt"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    assert_same_file(tmp_path("cli_all/vectors.npy"), tmp_path("cli_parts/vectors.npy"));
+    assert_same_file(tmp_path("cli_all/texts"), tmp_path("cli_parts/texts"));
+
+    /* Rows and lines must agree. */
+    snprintf(cmd, sizeof cmd, "index --quiet --vectors %s -o %s %s", tmp_path("cli_first.npy"),
+             tmp_path("cli_bad"), tmp_path("cli_docs.txt"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "row for every input line"));
+    cli_result_free(&r);
+    /* Text queries need the index's model; this one has none. */
+    snprintf(cmd, sizeof cmd, "search --index %s --query hello", tmp_path("cli_all"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "precomputed"));
+    cli_result_free(&r);
+    r = cli_run("search --query hello", NULL, 0);
+    assert_int_equal(r.code, 2);
+    cli_result_free(&r);
+}
+
+static void test_cli_eval_retrieval_on_the_hand_made_case(void **state)
+{
+    const float a[8] = {1, 0, 0, 1, 1, 0, 0, -1};
+    const float b[8] = {2, 0, 1, 1, 0, 3, 1, -1};
+    lipi_error err = {0};
+    assert_int_equal(lipi_npy_write(tmp_path("eval_a.npy"), a, 4, 2, &err), LIPI_OK);
+    assert_int_equal(lipi_npy_write(tmp_path("eval_b.npy"), b, 4, 2, &err), LIPI_OK);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "eval-retrieval --query-vectors %s --doc-vectors %s -k 1,2 --format json",
+             tmp_path("eval_a.npy"), tmp_path("eval_b.npy"));
+    cli_result r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"pairs\":4"));
+    assert_non_null(strstr(r.out, "\"a_to_b\":{\"p_at_1\":0.500000,\"mrr\":0.687500,"
+                                  "\"recall\":{\"1\":0.500000,\"2\":0.750000}}"));
+    assert_non_null(strstr(r.out, "\"b_to_a\":{\"p_at_1\":0.250000,\"mrr\":0.541667,"
+                                  "\"recall\":{\"1\":0.250000,\"2\":0.500000}}"));
+    cli_result_free(&r);
+    snprintf(cmd, sizeof cmd, "eval-retrieval --query-vectors %s --doc-vectors %s -k 1,,2",
+             tmp_path("eval_a.npy"), tmp_path("eval_b.npy"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 2);
+    cli_result_free(&r);
 }
 
 /* ======================================================================== */
@@ -1034,6 +1143,8 @@ int main(void)
         cmocka_unit_test(test_damaged_index_files_are_rejected),
         cmocka_unit_test(test_bitext_metrics_on_a_hand_made_case),
         cmocka_unit_test(test_bitext_ranks_equal_brute_force),
+        cmocka_unit_test(test_cli_index_search_and_append_with_vectors),
+        cmocka_unit_test(test_cli_eval_retrieval_on_the_hand_made_case),
         cmocka_unit_test(test_allocation_failures_are_reported_and_leak_nothing),
     };
     return cmocka_run_group_tests_name("retrieval", tests, setup, teardown);
