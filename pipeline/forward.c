@@ -313,13 +313,15 @@ struct lipi_model_session {
     bool sync_ok;
     pthread_mutex_t mu;
     pthread_cond_t wake, idle;
-    uint64_t gen;
+    uint32_t gen;          /* dispatch generation, under mu */
     bool quit;
-    task_fn fn;
+    task_fn fn;            /* the current dispatch, under mu */
     void *ctx;
     size_t ntasks;
-    atomic_size_t next;
-    size_t busy;
+    /* gen << 32 | next task: claiming with one compare-and-swap means a
+     * worker that wakes late can never run a task of a newer dispatch */
+    _Atomic uint64_t ticket;
+    atomic_size_t done;    /* tasks finished in the current dispatch */
 
     /* scratch, grown on demand */
     size_t cap_T, cap_L, cap_n;
@@ -336,13 +338,32 @@ struct lipi_model_session {
     int32_t *acc;                          /* int8: nthreads x (TILE_M, TILE_N) */
 };
 
-static void run_tasks(lipi_model_session *s, size_t worker)
+/* Claims the next task of dispatch `gen`; false when none is left or a
+ * newer dispatch has started. */
+static bool claim(lipi_model_session *s, uint32_t gen, size_t ntasks, size_t *task)
 {
+    uint64_t v = atomic_load(&s->ticket);
     for (;;) {
-        size_t t = atomic_fetch_add(&s->next, 1);
-        if (t >= s->ntasks)
-            break;
-        s->fn(s->ctx, t, worker);
+        if ((uint32_t)(v >> 32) != gen || (v & 0xffffffffu) >= ntasks)
+            return false;
+        if (atomic_compare_exchange_weak(&s->ticket, &v, v + 1)) {
+            *task = (size_t)(v & 0xffffffffu);
+            return true;
+        }
+    }
+}
+
+static void run_tasks(lipi_model_session *s, uint32_t gen, task_fn fn, void *ctx, size_t ntasks,
+                      size_t worker)
+{
+    size_t t;
+    while (claim(s, gen, ntasks, &t)) {
+        fn(ctx, t, worker);
+        if (atomic_fetch_add(&s->done, 1) + 1 == ntasks) {
+            pthread_mutex_lock(&s->mu);
+            pthread_cond_signal(&s->idle);
+            pthread_mutex_unlock(&s->mu);
+        }
     }
 }
 
@@ -350,7 +371,7 @@ static void *worker_main(void *p)
 {
     worker_arg *a = p;
     lipi_model_session *s = a->s;
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     lipi_gemm_thread_enter();
     pthread_mutex_lock(&s->mu);
     for (;;) {
@@ -359,17 +380,20 @@ static void *worker_main(void *p)
         if (s->quit)
             break;
         seen = s->gen;
+        task_fn fn = s->fn;
+        void *ctx = s->ctx;
+        size_t ntasks = s->ntasks;
         pthread_mutex_unlock(&s->mu);
-        run_tasks(s, a->index);
+        run_tasks(s, seen, fn, ctx, ntasks, a->index);
         pthread_mutex_lock(&s->mu);
-        if (--s->busy == 0)
-            pthread_cond_signal(&s->idle);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
-/* Runs fn(ctx, 0..ntasks-1, worker) on all threads and waits. */
+/* Runs fn(ctx, 0..ntasks-1, worker) on the session's threads and returns
+ * when all tasks are finished. The caller takes tasks too and never waits
+ * for a worker that has not started: a busy machine only costs parallelism. */
 static void parallel(lipi_model_session *s, task_fn fn, void *ctx, size_t ntasks)
 {
     if (s->started == 0 || ntasks <= 1) {
@@ -381,14 +405,15 @@ static void parallel(lipi_model_session *s, task_fn fn, void *ctx, size_t ntasks
     s->fn = fn;
     s->ctx = ctx;
     s->ntasks = ntasks;
-    atomic_store(&s->next, 0);
-    s->busy = s->started;
     s->gen++;
+    uint32_t gen = s->gen;
+    atomic_store(&s->done, 0);
+    atomic_store(&s->ticket, (uint64_t)gen << 32);
     pthread_cond_broadcast(&s->wake);
     pthread_mutex_unlock(&s->mu);
-    run_tasks(s, 0);
+    run_tasks(s, gen, fn, ctx, ntasks, 0);
     pthread_mutex_lock(&s->mu);
-    while (s->busy)
+    while (atomic_load(&s->done) < ntasks)
         pthread_cond_wait(&s->idle, &s->mu);
     pthread_mutex_unlock(&s->mu);
 }
@@ -449,7 +474,8 @@ lipi_status lipi_model_session_new(const lipi_model *m, size_t threads,
     s->m = m;
     s->gemm = LIPI_GEMM_AUTO;
     s->nthreads = threads ? threads : 1;
-    atomic_init(&s->next, 0);
+    atomic_init(&s->ticket, 0);
+    atomic_init(&s->done, 0);
     if (s->nthreads > 1) {
         s->tids = lipi_calloc(s->nthreads - 1, sizeof *s->tids);
         s->args = lipi_calloc(s->nthreads - 1, sizeof *s->args);
@@ -739,6 +765,11 @@ static lipi_status check_inputs(lipi_model_session *s, const lipi_sequence *seqs
 {
     const lipi_config *c = &s->m->cfg;
     size_t T = 0, Lmax = 0, maxlen = c->max_pos - c->pos_offset;
+    /* Task indices of one dispatch (sequences x heads) stay below 2^32. */
+    if (n > ((size_t)1 << 24))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "expected at most %zu sequences per call, found %zu",
+                              (size_t)1 << 24, n);
     size_t widest = 3 * c->hidden > c->inter ? 3 * c->hidden : c->inter;
     for (size_t i = 0; i < n; i++) {
         const lipi_sequence *q = &seqs[i];
