@@ -197,43 +197,48 @@ void lipi_softmax_ref(float *x, size_t L, float scale)
 
 /* x: (T, N) with row stride ldx, in place: act(x + bias), then + res
  * (T, N) with row stride ldr when res is not NULL */
+/* r: (N) in place: act(r + bias) (+ res) */
+static inline void bias_act_row(float *r, size_t N, const float *bias, int act,
+                                const float *res)
+{
+    switch (act) {
+    case LIPI_ACT_GELU:
+        for (size_t j = 0; j < N; j++) {
+            float v = r[j] + bias[j];
+            r[j] = 0.5f * v * (1.0f + verf(v * 0.70710678118654752f));
+        }
+        break;
+    case LIPI_ACT_GELU_TANH:
+        for (size_t j = 0; j < N; j++) {
+            float v = r[j] + bias[j];
+            float y = 0.79788456080286536f * (v + 0.044715f * v * v * v);
+            r[j] = 0.5f * v * (1.0f + vtanh(y));
+        }
+        break;
+    case LIPI_ACT_RELU:
+        for (size_t j = 0; j < N; j++) {
+            float v = r[j] + bias[j];
+            r[j] = v > 0 ? v : 0;
+        }
+        break;
+    default:
+        for (size_t j = 0; j < N; j++)
+            r[j] += bias[j];
+        break;
+    }
+    if (res)
+        for (size_t j = 0; j < N; j++)
+            r[j] += res[j];
+}
+
+/* x: (T, N) with row stride ldx, in place: act(x + bias), then + res
+ * (T, N) with row stride ldr when res is not NULL */
 LIPI_CLONES
 void lipi_bias_act(float *x, size_t T, size_t N, size_t ldx, const float *bias, int act,
                    const float *res, size_t ldr)
 {
-    for (size_t t = 0; t < T; t++) {
-        float *r = x + t * ldx;
-        switch (act) {
-        case LIPI_ACT_GELU:
-            for (size_t j = 0; j < N; j++) {
-                float v = r[j] + bias[j];
-                r[j] = 0.5f * v * (1.0f + verf(v * 0.70710678118654752f));
-            }
-            break;
-        case LIPI_ACT_GELU_TANH:
-            for (size_t j = 0; j < N; j++) {
-                float v = r[j] + bias[j];
-                float y = 0.79788456080286536f * (v + 0.044715f * v * v * v);
-                r[j] = 0.5f * v * (1.0f + vtanh(y));
-            }
-            break;
-        case LIPI_ACT_RELU:
-            for (size_t j = 0; j < N; j++) {
-                float v = r[j] + bias[j];
-                r[j] = v > 0 ? v : 0;
-            }
-            break;
-        default:
-            for (size_t j = 0; j < N; j++)
-                r[j] += bias[j];
-            break;
-        }
-        if (res) {
-            const float *q = res + t * ldr;
-            for (size_t j = 0; j < N; j++)
-                r[j] += q[j];
-        }
-    }
+    for (size_t t = 0; t < T; t++)
+        bias_act_row(x + t * ldx, N, bias, act, res ? res + t * ldr : NULL);
 }
 
 void lipi_bias_act_ref(float *x, size_t T, size_t N, size_t ldx, const float *bias, int act,
@@ -282,14 +287,21 @@ void lipi_quantize_row(const float *x, size_t K, uint8_t *q, float *scale)
     *scale = sc;
 }
 
-/* acc: (M, N) int32 -> out: (M, N) row stride ldo = acc * as[m] * ws[n] */
+/* acc: (M, N) int32 -> out: (M, N) with row stride ldo =
+ * act(acc * as[m] * ws[n] + bias[n]) (+ res (M, N) with row stride ldr),
+ * row by row so each row is finished while it is in L1 */
 LIPI_CLONES
 void lipi_dequantize(const int32_t *acc, size_t M, size_t N, const float *as, const float *ws,
-                     float *out, size_t ldo)
+                     const float *bias, int act, const float *res, size_t ldr, float *out,
+                     size_t ldo)
 {
-    for (size_t i = 0; i < M; i++)
+    for (size_t i = 0; i < M; i++) {
+        float *o = out + i * ldo, a = as[i];
+        const int32_t *q = acc + i * N;
         for (size_t j = 0; j < N; j++)
-            out[i * ldo + j] = (float)acc[i * N + j] * as[i] * ws[j];
+            o[j] = (float)q[j] * a * ws[j];
+        bias_act_row(o, N, bias, act, res ? res + i * ldr : NULL);
+    }
 }
 
 /* ======================================================================== */
@@ -615,11 +627,12 @@ static void linear_task(void *p, size_t t, size_t worker)
         int32_t *acc = j->acc + worker * TILE_M * TILE_N; /* (mr, nr) */
         lipi_igemm_nt(j->kind, mr, nr, j->K, j->aq + i0 * j->K, j->K, j->q->w + j0 * j->K, j->K,
                       j->q->wsum + j0, acc, nr);
-        lipi_dequantize(acc, mr, nr, j->as + i0, j->q->scale + j0, c, j->N);
-    } else {
-        lipi_sgemm_nt(j->kind, mr, nr, j->K, j->a + i0 * j->lda, j->lda, j->w + j0 * j->K, j->K,
-                      c, j->N);
+        lipi_dequantize(acc, mr, nr, j->as + i0, j->q->scale + j0, j->bias + j0, j->act,
+                        j->res ? j->res + i0 * j->N + j0 : NULL, j->N, c, j->N);
+        return;
     }
+    lipi_sgemm_nt(j->kind, mr, nr, j->K, j->a + i0 * j->lda, j->lda, j->w + j0 * j->K, j->K, c,
+                  j->N);
     lipi_bias_act(c, mr, nr, j->N, j->bias + j0, j->act, j->res ? j->res + i0 * j->N + j0 : NULL,
                   j->N);
 }

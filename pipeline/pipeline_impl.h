@@ -228,9 +228,11 @@ void lipi_bias_act_ref(float *x, size_t T, size_t N, size_t ldx, const float *bi
 #define LIPI_ACT_NONE (-1)
 /* x: (K) -> q: (K) u8 = round(x / scale) + 128, scale = max |x| / 127 */
 void lipi_quantize_row(const float *x, size_t K, uint8_t *q, float *scale);
-/* acc: (M, N) int32 -> out: (M, N) with row stride ldo: acc * as[m] * ws[n] */
+/* acc: (M, N) int32 -> out: (M, N) with row stride ldo:
+ * act(acc * as[m] * ws[n] + bias[n]) (+ res (M, N) with row stride ldr) */
 void lipi_dequantize(const int32_t *acc, size_t M, size_t N, const float *as, const float *ws,
-                     float *out, size_t ldo);
+                     const float *bias, int act, const float *res, size_t ldr, float *out,
+                     size_t ldo);
 
 /* out: (M, N) = act(a (M, K) . w (N, K)^T + bias) (+ res (M, N)), tiled over
  * the session's threads exactly as the forward pass does (benchmarks; the
