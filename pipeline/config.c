@@ -5,7 +5,6 @@
  * library's defaults. */
 #include "pipeline/pipeline_impl.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -14,40 +13,6 @@
 /* No sane encoder has a dimension this large; the bound keeps every size
  * product below overflow. */
 #define MAX_DIM ((size_t)1 << 24)
-
-lipi_status lipi_read_file(const char *path, char **out, size_t *len, lipi_error *err)
-{
-    lipi_status st = LIPI_OK;
-    lipi_buf b = {0};
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
-        goto done;
-    }
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        TRY(lipi_buf_append(&b, chunk, n));
-    if (ferror(f)) {
-        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "read error");
-        goto done;
-    }
-    TRY(lipi_buf_reserve(&b, 0));
-done:
-    if (f)
-        fclose(f);
-    if (st == LIPI_ENOMEM)
-        lipi_error_set(err, st, path, 0, 0, "out of memory");
-    if (st != LIPI_OK) {
-        lipi_buf_free(&b);
-        *out = NULL;
-        *len = 0;
-        return st;
-    }
-    *out = b.p;
-    *len = b.len;
-    return LIPI_OK;
-}
 
 lipi_status lipi_json_load(const char *text, size_t len, size_t flags, const char *path,
                            size_t base, json_t **out, lipi_error *err)
@@ -383,7 +348,7 @@ static lipi_status load_json_file(const char *dir, const char *rel, json_t **out
         st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
         goto done;
     }
-    TRY(lipi_read_file(path, &text, &len, err));
+    TRY(lipi_read_file(path, LIPI_JSON_MAX, &text, &len, err));
     TRY(json_parse(text, len, path, out, err));
 done:
     lipi_free(text);
@@ -495,7 +460,7 @@ lipi_status lipi_config_read_st(const char *dir, lipi_config *c, lipi_error *err
 
     char *text = NULL;
     size_t len = 0;
-    TRY(lipi_read_file(path, &text, &len, err));
+    TRY(lipi_read_file(path, LIPI_JSON_MAX, &text, &len, err));
     st = lipi_json_load(text, len, 0, path, 0, &modules, err);
     lipi_free(text);
     if (st != LIPI_OK)

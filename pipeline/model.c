@@ -570,7 +570,7 @@ lipi_status lipi_model_load(const char *dir, const lipi_model_load_options *opt,
         st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
         goto done;
     }
-    TRY(lipi_read_file(path, &text, &len, err));
+    TRY(lipi_read_file(path, LIPI_JSON_MAX, &text, &len, err));
     TRY(lipi_config_parse(text, len, path, &m->cfg, err));
     TRY(lipi_config_read_st(dir, &m->cfg, err));
     TRY(load_weights(m, dir, err));

@@ -110,9 +110,8 @@ typedef struct json_t json_t;
 lipi_status lipi_json_load(const char *text, size_t len, size_t flags, const char *path,
                            size_t base, json_t **out, lipi_error *err);
 
-/* Reads a whole file into a NUL-terminated buffer (lipi_free). LIPI_EIO
- * if missing; *exists tells a missing file apart when not NULL. */
-lipi_status lipi_read_file(const char *path, char **out, size_t *len, lipi_error *err);
+/* Largest config.json / modules.json lipi reads (lipi_read_file limit). */
+#define LIPI_JSON_MAX ((size_t)64 << 20)
 
 /* ======================================================================== */
 /* model.c: weights                                                          */
