@@ -5,9 +5,7 @@
  * warm-up. The models are written as Hugging Face folders under
  * $TMPDIR (or /tmp) and loaded through lipi_model_load like any checkpoint.
  *
- *   make build/liblipi.a
- *   cc -O2 -std=c11 -D_GNU_SOURCE -I. bench/embed.c build/liblipi.a -o build/bench_embed \
- *      -ljansson -lpthread -lm
+ *   sh bench/embed.sh [BUILD]      (builds it and runs f32 and int8), or
  *   ./build/bench_embed [f32|int8 [MODEL [THREADS]]]     (MODEL: bert or minilm)
  */
 #include <stdio.h>
