@@ -446,32 +446,45 @@ done:
     return st;
 }
 
-lipi_status lipi_config_read_st(const char *dir, lipi_config *c, lipi_error *err)
+/* A module path must stay inside the model folder. */
+static bool safe_subpath(const char *p)
+{
+    if (p[0] == '/')
+        return false;
+    for (const char *q = p; *q;) {
+        size_t n = strcspn(q, "/");
+        if (n == 2 && q[0] == '.' && q[1] == '.')
+            return false;
+        q += n;
+        q += *q == '/';
+    }
+    return true;
+}
+
+/* Parses dir/modules.json into *modules (NULL when the file is absent) and
+ * checks every entry's "type" and "path". */
+static lipi_status load_modules(const char *dir, json_t **modules, char *path, size_t cap,
+                                lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    json_t *modules = NULL, *sb = NULL;
-    char path[4096];
-    if ((size_t)snprintf(path, sizeof path, "%s/modules.json", dir) >= sizeof path)
+    char *text = NULL;
+    size_t len = 0;
+    *modules = NULL;
+    if ((size_t)snprintf(path, cap, "%s/modules.json", dir) >= cap)
         return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
     FILE *probe = fopen(path, "rb");
     if (!probe)
         return LIPI_OK; /* a plain transformers folder */
     fclose(probe);
-
-    char *text = NULL;
-    size_t len = 0;
     TRY(lipi_read_file(path, LIPI_JSON_MAX, &text, &len, err));
-    st = lipi_json_load(text, len, 0, path, 0, &modules, err);
-    lipi_free(text);
-    if (st != LIPI_OK)
-        goto done;
-    if (!json_is_array(modules)) {
+    TRY(lipi_json_load(text, len, 0, path, 0, modules, err));
+    if (!json_is_array(*modules)) {
         st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0, "expected a JSON array of modules");
         goto done;
     }
     size_t i;
     json_t *mod;
-    json_array_foreach(modules, i, mod)
+    json_array_foreach(*modules, i, mod)
     {
         json_t *type = json_object_get(mod, "type"), *mpath = json_object_get(mod, "path");
         if (!json_is_string(type) || (mpath && !json_is_string(mpath))) {
@@ -479,17 +492,69 @@ lipi_status lipi_config_read_st(const char *dir, lipi_config *c, lipi_error *err
                                 "[%zu]: expected \"type\" and \"path\" strings", i);
             goto done;
         }
-        const char *t = json_string_value(type);
-        const char *dot = strrchr(t, '.');
-        const char *cls = dot ? dot + 1 : t;
+        if (mpath && (!safe_subpath(json_string_value(mpath)) ||
+                      json_string_length(mpath) >= LIPI_SUBPATH_MAX)) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                "[%zu].path: expected a folder inside the model folder, found "
+                                "\"%.60s\"",
+                                i, json_string_value(mpath));
+            goto done;
+        }
+    }
+done:
+    lipi_free(text);
+    if (st != LIPI_OK) {
+        json_decref(*modules);
+        *modules = NULL;
+    }
+    return st;
+}
+
+static const char *module_class(json_t *mod)
+{
+    const char *t = json_string_value(json_object_get(mod, "type"));
+    const char *dot = strrchr(t, '.');
+    return dot ? dot + 1 : t;
+}
+
+lipi_status lipi_config_st_transformer(const char *dir, char sub[LIPI_SUBPATH_MAX],
+                                       lipi_error *err)
+{
+    json_t *modules = NULL, *mod;
+    char path[4096];
+    size_t i;
+    sub[0] = '\0';
+    lipi_status st = load_modules(dir, &modules, path, sizeof path, err);
+    json_array_foreach(modules, i, mod)
+    {
+        json_t *mpath = json_object_get(mod, "path");
+        if (!strcmp(module_class(mod), "Transformer") && mpath) {
+            snprintf(sub, LIPI_SUBPATH_MAX, "%s", json_string_value(mpath));
+            break;
+        }
+    }
+    json_decref(modules);
+    return st;
+}
+
+lipi_status lipi_config_read_st(const char *dir, const char *sub, lipi_config *c,
+                                lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    json_t *modules = NULL, *sb = NULL;
+    char path[4096];
+    TRY(load_modules(dir, &modules, path, sizeof path, err));
+    if (!modules)
+        goto done;
+    size_t i;
+    json_t *mod;
+    json_array_foreach(modules, i, mod)
+    {
+        json_t *mpath = json_object_get(mod, "path");
+        const char *t = json_string_value(json_object_get(mod, "type"));
+        const char *cls = module_class(mod);
         if (!strcmp(cls, "Transformer")) {
-            if (mpath && json_string_length(mpath) > 0) {
-                st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
-                                    "[%zu]: expected the Transformer module in the folder "
-                                    "itself (path \"\"), found \"%.60s\"",
-                                    i, json_string_value(mpath));
-                goto done;
-            }
+            continue; /* its folder was found by lipi_config_st_transformer */
         } else if (!strcmp(cls, "Pooling")) {
             TRY(read_pooling(dir, mpath ? json_string_value(mpath) : "1_Pooling", c, err));
         } else if (!strcmp(cls, "Dense")) {
@@ -509,12 +574,18 @@ lipi_status lipi_config_read_st(const char *dir, lipi_config *c, lipi_error *err
             goto done;
         }
     }
-    if ((size_t)snprintf(path, sizeof path, "%s/sentence_bert_config.json", dir) >= sizeof path)
+    /* sentence_bert_config.json sits beside the Transformer's files (older
+     * folders keep them in a subfolder such as 0_BERT/). */
+    char sbdir[4096];
+    if ((size_t)snprintf(sbdir, sizeof sbdir, "%s%s%s", dir, *sub ? "/" : "", sub) >=
+            sizeof sbdir ||
+        (size_t)snprintf(path, sizeof path, "%s/sentence_bert_config.json", sbdir) >=
+            sizeof path)
         goto done;
-    probe = fopen(path, "rb");
+    FILE *probe = fopen(path, "rb");
     if (probe) {
         fclose(probe);
-        TRY(load_json_file(dir, "sentence_bert_config.json", &sb, err));
+        TRY(load_json_file(sbdir, "sentence_bert_config.json", &sb, err));
         json_t *msl = json_object_get(sb, "max_seq_length");
         if (msl && !json_is_null(msl))
             TRY(get_size(sb, "max_seq_length", true, 0, &c->max_seq_len, path, err));

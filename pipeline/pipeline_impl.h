@@ -65,10 +65,13 @@ typedef enum {
 
 typedef enum { LIPI_ACT_GELU, LIPI_ACT_GELU_TANH, LIPI_ACT_RELU } lipi_act;
 
+/* Longest module folder name inside a sentence-transformers folder. */
+#define LIPI_SUBPATH_MAX 256
+
 /* A sentence-transformers Dense module: y = act(W x + b) after pooling. */
 #define LIPI_MAX_DENSE 4
 typedef struct {
-    char path[256];       /* folder, relative to the model folder */
+    char path[LIPI_SUBPATH_MAX]; /* folder, relative to the model folder */
     size_t in, out;
     bool bias, tanh;      /* activation: Tanh or Identity */
     float *w, *b;         /* (out, in), (out); owned */
@@ -99,9 +102,15 @@ typedef struct {
 /* Parses config.json text (`path` only names it in errors). */
 lipi_status lipi_config_parse(const char *json, size_t len, const char *path,
                               lipi_config *cfg, lipi_error *err);
-/* Reads modules.json and the pooling / normalize / sentence_bert settings
- * of a sentence-transformers folder into cfg; no-op without modules.json. */
-lipi_status lipi_config_read_st(const char *dir, lipi_config *cfg, lipi_error *err);
+/* The folder of the Transformer module named by dir/modules.json, relative
+ * to dir ("" when it is dir itself or there is no modules.json). */
+lipi_status lipi_config_st_transformer(const char *dir, char sub[LIPI_SUBPATH_MAX],
+                                       lipi_error *err);
+/* Reads modules.json and the pooling / Dense / normalize / sentence_bert
+ * settings of a sentence-transformers folder into cfg; no-op without
+ * modules.json. `sub` is the Transformer's folder. */
+lipi_status lipi_config_read_st(const char *dir, const char *sub, lipi_config *cfg,
+                                lipi_error *err);
 void lipi_config_free(lipi_config *cfg);
 
 /* json_loadb that tells allocation failures (LIPI_ENOMEM) from syntax

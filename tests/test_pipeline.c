@@ -361,6 +361,65 @@ static void test_sentence_transformers_dense_module_runs_after_pooling(void **st
     assert_non_null(strstr(err.msg, "\"linear.weight\" of shape [20, 32]"));
 }
 
+/* Older sentence-transformers folders keep the transformer in a subfolder
+ * named by modules.json (0_BERT/ ...); module paths stay inside the folder. */
+static void test_sentence_transformers_transformer_subfolder(void **state)
+{
+    char dir[512], path[600], from[300];
+    make_tmp_root();
+    snprintf(dir, sizeof dir, "%s/st_sub", tmp_root);
+    mkdir(dir, 0700);
+    const char *sub[] = {"0_BERT", "1_Pooling"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, sub[i]);
+        mkdir(path, 0700);
+    }
+    const char *files[][2] = {{"config.json", "0_BERT/config.json"},
+                              {"model.safetensors", "0_BERT/model.safetensors"},
+                              {"sentence_bert_config.json", "0_BERT/sentence_bert_config.json"},
+                              {"1_Pooling/config.json", "1_Pooling/config.json"}};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(from, sizeof from, FIXTURES "/st_mean/%s", files[i][0]);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i][1]);
+        copy_file(from, path);
+    }
+    snprintf(path, sizeof path, "%s/modules.json", dir);
+    const char *mods = "[{\"idx\":0,\"name\":\"0\",\"path\":\"0_BERT\",\"type\":"
+                       "\"sentence_transformers.models.Transformer\"},"
+                       "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":"
+                       "\"sentence_transformers.models.Pooling\"},"
+                       "{\"idx\":2,\"name\":\"2\",\"path\":\"2_Normalize\",\"type\":"
+                       "\"sentence_transformers.models.Normalize\"}]";
+    write_file(path, mods, strlen(mods));
+    lipi_model *m = NULL;
+    lipi_error err = {0};
+    lipi_status st = lipi_model_load(dir, NULL, &m, &err);
+    if (st != LIPI_OK)
+        fprintf(stderr, "  %s: %s\n", err.path, err.msg);
+    assert_int_equal(st, LIPI_OK);
+    assert_int_equal(lipi_model_get_info(m)->max_seq_length, 16);
+    lipi_model_session *s = NULL;
+    assert_int_equal(lipi_model_session_new(m, 1, &s, NULL), LIPI_OK);
+    inputs in;
+    read_inputs(FIXTURES "/st_mean", &in);
+    float *out = malloc(in.B * 32 * sizeof(float));
+    assert_int_equal(lipi_model_embed(s, in.seqs, in.B, NULL, out, NULL), LIPI_OK);
+    size_t shape[3], nd;
+    float *want = read_npy(FIXTURES "/st_mean/expected_default.npy", shape, &nd);
+    assert_int_equal(mismatches("0_BERT subfolder", out, want, in.B * 32, TOL), 0);
+    free(want);
+    free(out);
+    free_inputs(&in);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+
+    mods = "[{\"idx\":0,\"name\":\"0\",\"path\":\"../st_mean\",\"type\":"
+           "\"sentence_transformers.models.Transformer\"}]";
+    write_file(path, mods, strlen(mods));
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "inside the model folder"));
+}
+
 static void test_classifiers_give_pytorch_logits_and_labels(void **state)
 {
     const char *names[] = {"bert_cls", "roberta_cls", "distilbert_cls"};
@@ -1159,6 +1218,7 @@ int main(void)
         cmocka_unit_test(test_portable_gemm_backend_matches_pytorch),
         cmocka_unit_test(test_sentence_transformers_folder_sets_pooling_and_normalize),
         cmocka_unit_test(test_sentence_transformers_dense_module_runs_after_pooling),
+        cmocka_unit_test(test_sentence_transformers_transformer_subfolder),
         cmocka_unit_test(test_classifiers_give_pytorch_logits_and_labels),
         cmocka_unit_test(test_one_and_two_threads_are_bit_identical),
         cmocka_unit_test(test_packed_batch_equals_sequences_run_alone),
