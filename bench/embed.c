@@ -156,7 +156,7 @@ int main(int argc, char **argv)
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     printf("# lipi embed benchmark: random weights, dtype %s, GEMM backend %s, median of 5\n",
            int8 ? "int8" : "f32", lipi_gemm_backend());
-    printf("%-16s %-8s %7s %12s %10s\n", "model", "batch", "threads", "tokens/s", "GFLOP/s");
+    printf("%-16s %-14s %7s %12s %10s\n", "model", "batch", "threads", "tokens/s", "GFLOP/s");
     for (size_t si = 0; si < 2; si++) {
         const shape *s = &shapes[si];
         if (only && strncasecmp(s->name, only, strlen(only)))
@@ -174,15 +174,20 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: %s\n", err.path, err.msg);
             return 1;
         }
-        size_t batches[2][2] = {{32, 128}, {1, 128}};
-        for (size_t bi = 0; bi < 2; bi++) {
-            size_t B = batches[bi][0], L = batches[bi][1];
+        /* {sequences, longest, mixed}: mixed batches have lengths spread
+         * evenly over 8..L, packed without padding. */
+        size_t batches[3][3] = {{32, 128, 0}, {1, 128, 0}, {32, 128, 1}};
+        for (size_t bi = 0; bi < 3; bi++) {
+            size_t B = batches[bi][0], L = batches[bi][1], tokens = 0;
             uint32_t *ids = malloc(B * L * sizeof(uint32_t));
             lipi_sequence *seqs = malloc(B * sizeof *seqs);
             for (size_t i = 0; i < B * L; i++)
                 ids[i] = 1000 + (uint32_t)(i * 7919 % 20000);
-            for (size_t b = 0; b < B; b++)
-                seqs[b] = (lipi_sequence){ids + b * L, NULL, L};
+            for (size_t b = 0; b < B; b++) {
+                size_t len = batches[bi][2] ? 8 + (b * 37 % B) * (L - 8) / (B - 1) : L;
+                seqs[b] = (lipi_sequence){ids + b * L, NULL, len};
+                tokens += len;
+            }
             float *out = malloc(B * s->hidden * sizeof(float));
             for (size_t threads = 1; threads <= 2; threads++) {
                 if (only_threads && threads != only_threads)
@@ -198,8 +203,12 @@ int main(int argc, char **argv)
                     t[r] = now() - t0;
                 }
                 qsort(t, 5, sizeof t[0], cmp_double);
-                printf("%-16s %3zux%-4zu %7zu %12.0f %10.1f\n", s->name, B, L, threads,
-                       (double)(B * L) / t[2], flops(s, B, L) / t[2] * 1e-9);
+                double fl = 0;
+                for (size_t b = 0; b < B; b++)
+                    fl += flops(s, 1, seqs[b].len);
+                printf("%-16s %3zux%-4zu%-6s %7zu %12.0f %10.1f\n", s->name, B, L,
+                       batches[bi][2] ? " mixed" : "", threads, (double)tokens / t[2],
+                       fl / t[2] * 1e-9);
                 fflush(stdout);
                 lipi_model_session_free(ses);
             }
