@@ -203,7 +203,8 @@ void lipi_sgemm_nn_ref(size_t M, size_t N, size_t K, const float *a, size_t lda,
 /* c (M, N) = (a (M, K) - 128) . b (N, K)^T exactly in int32, computed as
  * a . b^T + co[n] with co[n] = -128 * sum_k b[n][k] (a is u8: int8
  * activations shifted by 128, b is s8). oneDNN's u8s8s32 GEMM when the CPU
- * has VNNI (VPDPBUSD: no intermediate saturation), else portable C. */
+ * has VNNI (VPDPBUSD: no intermediate saturation), else lipi's own kernel
+ * (compiled for VNNI too, and picked by cpuid). */
 void lipi_igemm_nt(lipi_gemm_kind k, size_t M, size_t N, size_t K, const uint8_t *a,
                    size_t lda, const int8_t *b, size_t ldb, const int32_t *co, int32_t *c,
                    size_t ldc);
