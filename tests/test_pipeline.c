@@ -17,7 +17,9 @@
 
 #include "pipeline/pipeline_impl.h"
 
+#ifndef FIXTURES
 #define FIXTURES "tests/fixtures/models"
+#endif
 #define TOL 1e-4
 
 /* ======================================================================== */
