@@ -499,16 +499,18 @@ static void test_one_and_two_threads_are_bit_identical(void **state)
         uint32_t *ids;
         lipi_sequence *seqs;
         size_t T, C = info->hidden_size;
-        random_batch(60, info->max_tokens, 7 + (uint32_t)f, (uint32_t)info->vocab_size, &ids,
+        /* More than 2048 tokens: several row tiles, FFN blocks and
+         * attention groups. */
+        random_batch(150, info->max_tokens, 7 + (uint32_t)f, (uint32_t)info->vocab_size, &ids,
                      &seqs, &T);
-        assert_true(T > 600); /* several row tiles */
+        assert_true(T > 2048);
         float *h[3];
         size_t threads[3] = {1, 2, 3};
         for (size_t k = 0; k < 3; k++) {
             lipi_model_session *s = NULL;
             assert_int_equal(lipi_model_session_new(m, threads[k], &s, NULL), LIPI_OK);
             h[k] = malloc(T * C * sizeof(float));
-            assert_int_equal(lipi_model_forward(s, seqs, 60, h[k], NULL), LIPI_OK);
+            assert_int_equal(lipi_model_forward(s, seqs, 150, h[k], NULL), LIPI_OK);
             lipi_model_session_free(s);
         }
         assert_memory_equal(h[0], h[1], T * C * sizeof(float));
@@ -529,11 +531,12 @@ static void test_packed_batch_equals_sequences_run_alone(void **state)
     uint32_t *ids;
     lipi_sequence *seqs;
     size_t T, C = 32;
-    random_batch(12, 32, 99, 100, &ids, &seqs, &T);
+    random_batch(150, 32, 99, 100, &ids, &seqs, &T);
+    assert_true(T > 2048); /* several attention groups and FFN blocks */
     float *all = malloc(T * C * sizeof(float)), *one = malloc(32 * C * sizeof(float));
-    assert_int_equal(lipi_model_forward(s, seqs, 12, all, NULL), LIPI_OK);
+    assert_int_equal(lipi_model_forward(s, seqs, 150, all, NULL), LIPI_OK);
     size_t row = 0;
-    for (size_t i = 0; i < 12; i++) {
+    for (size_t i = 0; i < 150; i++) {
         assert_int_equal(lipi_model_forward(s, &seqs[i], 1, one, NULL), LIPI_OK);
         assert_int_equal(mismatches("alone vs packed", one, all + row * C, seqs[i].len * C, 1e-5), 0);
         row += seqs[i].len;
