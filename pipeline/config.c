@@ -18,12 +18,21 @@ lipi_status lipi_json_load(const char *text, size_t len, size_t flags, const cha
                            size_t base, json_t **out, lipi_error *err)
 {
     json_error_t e;
+    memset(&e, 0, sizeof e);
+    unsigned long failures = lipi_alloc_failures;
     *out = json_loadb(text, len, flags, &e);
+    /* jansson 2.14 reports a failed allocation in its lexer as a syntax
+     * error, or not at all (it drops the byte and goes on): the allocator's
+     * count tells, and a document parsed through a failure is not used. */
+    if (lipi_alloc_failures != failures || (!*out && (json_error_code(&e) ==
+                                                          json_error_out_of_memory ||
+                                                      !e.text[0]))) {
+        json_decref(*out);
+        *out = NULL;
+        return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+    }
     if (*out)
         return LIPI_OK;
-    /* jansson leaves the message empty when its lexer cannot allocate. */
-    if (json_error_code(&e) == json_error_out_of_memory || !e.text[0])
-        return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
     return lipi_error_set(err, LIPI_EFORMAT, path, 0, base + (size_t)e.position,
                           "not valid JSON: %s", e.text);
 }

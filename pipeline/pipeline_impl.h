@@ -113,8 +113,9 @@ lipi_status lipi_config_read_st(const char *dir, const char *sub, lipi_config *c
                                 lipi_error *err);
 void lipi_config_free(lipi_config *cfg);
 
-/* json_loadb that tells allocation failures (LIPI_ENOMEM) from syntax
- * errors (LIPI_EFORMAT with the byte offset base + position). */
+/* json_loadb that tells allocation failures (LIPI_ENOMEM, also when
+ * jansson hid one) from syntax errors (LIPI_EFORMAT with the byte offset
+ * base + position). */
 typedef struct json_t json_t;
 lipi_status lipi_json_load(const char *text, size_t len, size_t flags, const char *path,
                            size_t base, json_t **out, lipi_error *err);
