@@ -7,12 +7,8 @@
  *   - lipi's tiled path (pipeline/forward.c: fixed tiles over the session's
  *     threads, bias epilogue) on the backend it picks and on its portable
  *     kernel.
- * Build and run from the repository root:
- *   make build/liblipi.a
- *   cc -O2 -std=c11 -D_GNU_SOURCE -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread \
- *      bench/gemm.c build/liblipi.a -o build/bench_gemm -ldnnl -lgomp -lopenblas -ljansson -lpthread -lm
- *   ./build/bench_gemm                       (OPENBLAS_CORETYPE as the environment has it)
- *   env -u OPENBLAS_CORETYPE ./build/bench_gemm */
+ * Build and run from the repository root: sh bench/gemm.sh [BUILD] (runs it
+ * with OPENBLAS_CORETYPE as the environment has it, then unset). */
 #include <cblas.h>
 #include <dnnl.h>
 #include <stdio.h>

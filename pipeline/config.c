@@ -5,7 +5,6 @@
  * library's defaults. */
 #include "pipeline/pipeline_impl.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,50 +14,25 @@
  * product below overflow. */
 #define MAX_DIM ((size_t)1 << 24)
 
-lipi_status lipi_read_file(const char *path, char **out, size_t *len, lipi_error *err)
-{
-    lipi_status st = LIPI_OK;
-    lipi_buf b = {0};
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
-        goto done;
-    }
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        TRY(lipi_buf_append(&b, chunk, n));
-    if (ferror(f)) {
-        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "read error");
-        goto done;
-    }
-    TRY(lipi_buf_reserve(&b, 0));
-done:
-    if (f)
-        fclose(f);
-    if (st == LIPI_ENOMEM)
-        lipi_error_set(err, st, path, 0, 0, "out of memory");
-    if (st != LIPI_OK) {
-        lipi_buf_free(&b);
-        *out = NULL;
-        *len = 0;
-        return st;
-    }
-    *out = b.p;
-    *len = b.len;
-    return LIPI_OK;
-}
-
 lipi_status lipi_json_load(const char *text, size_t len, size_t flags, const char *path,
                            size_t base, json_t **out, lipi_error *err)
 {
     json_error_t e;
+    memset(&e, 0, sizeof e);
+    unsigned long failures = lipi_alloc_failures;
     *out = json_loadb(text, len, flags, &e);
+    /* jansson 2.14 reports a failed allocation in its lexer as a syntax
+     * error, or not at all (it drops the byte and goes on): the allocator's
+     * count tells, and a document parsed through a failure is not used. */
+    if (lipi_alloc_failures != failures || (!*out && (json_error_code(&e) ==
+                                                          json_error_out_of_memory ||
+                                                      !e.text[0]))) {
+        json_decref(*out);
+        *out = NULL;
+        return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+    }
     if (*out)
         return LIPI_OK;
-    /* jansson leaves the message empty when its lexer cannot allocate. */
-    if (json_error_code(&e) == json_error_out_of_memory || !e.text[0])
-        return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
     return lipi_error_set(err, LIPI_EFORMAT, path, 0, base + (size_t)e.position,
                           "not valid JSON: %s", e.text);
 }
@@ -383,7 +357,7 @@ static lipi_status load_json_file(const char *dir, const char *rel, json_t **out
         st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
         goto done;
     }
-    TRY(lipi_read_file(path, &text, &len, err));
+    TRY(lipi_read_file(path, LIPI_JSON_MAX, &text, &len, err));
     TRY(json_parse(text, len, path, out, err));
 done:
     lipi_free(text);
@@ -481,32 +455,45 @@ done:
     return st;
 }
 
-lipi_status lipi_config_read_st(const char *dir, lipi_config *c, lipi_error *err)
+/* A module path must stay inside the model folder. */
+static bool safe_subpath(const char *p)
+{
+    if (p[0] == '/')
+        return false;
+    for (const char *q = p; *q;) {
+        size_t n = strcspn(q, "/");
+        if (n == 2 && q[0] == '.' && q[1] == '.')
+            return false;
+        q += n;
+        q += *q == '/';
+    }
+    return true;
+}
+
+/* Parses dir/modules.json into *modules (NULL when the file is absent) and
+ * checks every entry's "type" and "path". */
+static lipi_status load_modules(const char *dir, json_t **modules, char *path, size_t cap,
+                                lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    json_t *modules = NULL, *sb = NULL;
-    char path[4096];
-    if ((size_t)snprintf(path, sizeof path, "%s/modules.json", dir) >= sizeof path)
+    char *text = NULL;
+    size_t len = 0;
+    *modules = NULL;
+    if ((size_t)snprintf(path, cap, "%s/modules.json", dir) >= cap)
         return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
     FILE *probe = fopen(path, "rb");
     if (!probe)
         return LIPI_OK; /* a plain transformers folder */
     fclose(probe);
-
-    char *text = NULL;
-    size_t len = 0;
-    TRY(lipi_read_file(path, &text, &len, err));
-    st = lipi_json_load(text, len, 0, path, 0, &modules, err);
-    lipi_free(text);
-    if (st != LIPI_OK)
-        goto done;
-    if (!json_is_array(modules)) {
+    TRY(lipi_read_file(path, LIPI_JSON_MAX, &text, &len, err));
+    TRY(lipi_json_load(text, len, 0, path, 0, modules, err));
+    if (!json_is_array(*modules)) {
         st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0, "expected a JSON array of modules");
         goto done;
     }
     size_t i;
     json_t *mod;
-    json_array_foreach(modules, i, mod)
+    json_array_foreach(*modules, i, mod)
     {
         json_t *type = json_object_get(mod, "type"), *mpath = json_object_get(mod, "path");
         if (!json_is_string(type) || (mpath && !json_is_string(mpath))) {
@@ -514,17 +501,69 @@ lipi_status lipi_config_read_st(const char *dir, lipi_config *c, lipi_error *err
                                 "[%zu]: expected \"type\" and \"path\" strings", i);
             goto done;
         }
-        const char *t = json_string_value(type);
-        const char *dot = strrchr(t, '.');
-        const char *cls = dot ? dot + 1 : t;
+        if (mpath && (!safe_subpath(json_string_value(mpath)) ||
+                      json_string_length(mpath) >= LIPI_SUBPATH_MAX)) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                "[%zu].path: expected a folder inside the model folder, found "
+                                "\"%.60s\"",
+                                i, json_string_value(mpath));
+            goto done;
+        }
+    }
+done:
+    lipi_free(text);
+    if (st != LIPI_OK) {
+        json_decref(*modules);
+        *modules = NULL;
+    }
+    return st;
+}
+
+static const char *module_class(json_t *mod)
+{
+    const char *t = json_string_value(json_object_get(mod, "type"));
+    const char *dot = strrchr(t, '.');
+    return dot ? dot + 1 : t;
+}
+
+lipi_status lipi_config_st_transformer(const char *dir, char sub[LIPI_SUBPATH_MAX],
+                                       lipi_error *err)
+{
+    json_t *modules = NULL, *mod;
+    char path[4096];
+    size_t i;
+    sub[0] = '\0';
+    lipi_status st = load_modules(dir, &modules, path, sizeof path, err);
+    json_array_foreach(modules, i, mod)
+    {
+        json_t *mpath = json_object_get(mod, "path");
+        if (!strcmp(module_class(mod), "Transformer") && mpath) {
+            snprintf(sub, LIPI_SUBPATH_MAX, "%s", json_string_value(mpath));
+            break;
+        }
+    }
+    json_decref(modules);
+    return st;
+}
+
+lipi_status lipi_config_read_st(const char *dir, const char *sub, lipi_config *c,
+                                lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    json_t *modules = NULL, *sb = NULL;
+    char path[4096];
+    TRY(load_modules(dir, &modules, path, sizeof path, err));
+    if (!modules)
+        goto done;
+    size_t i;
+    json_t *mod;
+    json_array_foreach(modules, i, mod)
+    {
+        json_t *mpath = json_object_get(mod, "path");
+        const char *t = json_string_value(json_object_get(mod, "type"));
+        const char *cls = module_class(mod);
         if (!strcmp(cls, "Transformer")) {
-            if (mpath && json_string_length(mpath) > 0) {
-                st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
-                                    "[%zu]: expected the Transformer module in the folder "
-                                    "itself (path \"\"), found \"%.60s\"",
-                                    i, json_string_value(mpath));
-                goto done;
-            }
+            continue; /* its folder was found by lipi_config_st_transformer */
         } else if (!strcmp(cls, "Pooling")) {
             TRY(read_pooling(dir, mpath ? json_string_value(mpath) : "1_Pooling", c, err));
         } else if (!strcmp(cls, "Dense")) {
@@ -544,12 +583,18 @@ lipi_status lipi_config_read_st(const char *dir, lipi_config *c, lipi_error *err
             goto done;
         }
     }
-    if ((size_t)snprintf(path, sizeof path, "%s/sentence_bert_config.json", dir) >= sizeof path)
+    /* sentence_bert_config.json sits beside the Transformer's files (older
+     * folders keep them in a subfolder such as 0_BERT/). */
+    char sbdir[4096];
+    if ((size_t)snprintf(sbdir, sizeof sbdir, "%s%s%s", dir, *sub ? "/" : "", sub) >=
+            sizeof sbdir ||
+        (size_t)snprintf(path, sizeof path, "%s/sentence_bert_config.json", sbdir) >=
+            sizeof path)
         goto done;
-    probe = fopen(path, "rb");
+    FILE *probe = fopen(path, "rb");
     if (probe) {
         fclose(probe);
-        TRY(load_json_file(dir, "sentence_bert_config.json", &sb, err));
+        TRY(load_json_file(sbdir, "sentence_bert_config.json", &sb, err));
         json_t *msl = json_object_get(sb, "max_seq_length");
         if (msl && !json_is_null(msl))
             TRY(get_size(sb, "max_seq_length", true, 0, &c->max_seq_len, path, err));

@@ -32,6 +32,11 @@
 #define TILE_N 512
 /* Rows per task for row-wise kernels (embeddings, LayerNorm). */
 #define ROWS_PER_TASK 64
+/* The FFN runs over blocks of this many tokens (a multiple of TILE_M), and
+ * the attention over groups of whole sequences of about QKV_ROWS tokens, so
+ * their wide intermediate matrices need not hold the whole batch. */
+#define FFN_ROWS 1024
+#define QKV_ROWS 2048
 
 /* ======================================================================== */
 /* Element-wise math that vectorizes (no libm calls in the loops)            */
@@ -197,43 +202,48 @@ void lipi_softmax_ref(float *x, size_t L, float scale)
 
 /* x: (T, N) with row stride ldx, in place: act(x + bias), then + res
  * (T, N) with row stride ldr when res is not NULL */
+/* r: (N) in place: act(r + bias) (+ res) */
+static inline void bias_act_row(float *r, size_t N, const float *bias, int act,
+                                const float *res)
+{
+    switch (act) {
+    case LIPI_ACT_GELU:
+        for (size_t j = 0; j < N; j++) {
+            float v = r[j] + bias[j];
+            r[j] = 0.5f * v * (1.0f + verf(v * 0.70710678118654752f));
+        }
+        break;
+    case LIPI_ACT_GELU_TANH:
+        for (size_t j = 0; j < N; j++) {
+            float v = r[j] + bias[j];
+            float y = 0.79788456080286536f * (v + 0.044715f * v * v * v);
+            r[j] = 0.5f * v * (1.0f + vtanh(y));
+        }
+        break;
+    case LIPI_ACT_RELU:
+        for (size_t j = 0; j < N; j++) {
+            float v = r[j] + bias[j];
+            r[j] = v > 0 ? v : 0;
+        }
+        break;
+    default:
+        for (size_t j = 0; j < N; j++)
+            r[j] += bias[j];
+        break;
+    }
+    if (res)
+        for (size_t j = 0; j < N; j++)
+            r[j] += res[j];
+}
+
+/* x: (T, N) with row stride ldx, in place: act(x + bias), then + res
+ * (T, N) with row stride ldr when res is not NULL */
 LIPI_CLONES
 void lipi_bias_act(float *x, size_t T, size_t N, size_t ldx, const float *bias, int act,
                    const float *res, size_t ldr)
 {
-    for (size_t t = 0; t < T; t++) {
-        float *r = x + t * ldx;
-        switch (act) {
-        case LIPI_ACT_GELU:
-            for (size_t j = 0; j < N; j++) {
-                float v = r[j] + bias[j];
-                r[j] = 0.5f * v * (1.0f + verf(v * 0.70710678118654752f));
-            }
-            break;
-        case LIPI_ACT_GELU_TANH:
-            for (size_t j = 0; j < N; j++) {
-                float v = r[j] + bias[j];
-                float y = 0.79788456080286536f * (v + 0.044715f * v * v * v);
-                r[j] = 0.5f * v * (1.0f + vtanh(y));
-            }
-            break;
-        case LIPI_ACT_RELU:
-            for (size_t j = 0; j < N; j++) {
-                float v = r[j] + bias[j];
-                r[j] = v > 0 ? v : 0;
-            }
-            break;
-        default:
-            for (size_t j = 0; j < N; j++)
-                r[j] += bias[j];
-            break;
-        }
-        if (res) {
-            const float *q = res + t * ldr;
-            for (size_t j = 0; j < N; j++)
-                r[j] += q[j];
-        }
-    }
+    for (size_t t = 0; t < T; t++)
+        bias_act_row(x + t * ldx, N, bias, act, res ? res + t * ldr : NULL);
 }
 
 void lipi_bias_act_ref(float *x, size_t T, size_t N, size_t ldx, const float *bias, int act,
@@ -282,14 +292,21 @@ void lipi_quantize_row(const float *x, size_t K, uint8_t *q, float *scale)
     *scale = sc;
 }
 
-/* acc: (M, N) int32 -> out: (M, N) row stride ldo = acc * as[m] * ws[n] */
+/* acc: (M, N) int32 -> out: (M, N) with row stride ldo =
+ * act(acc * as[m] * ws[n] + bias[n]) (+ res (M, N) with row stride ldr),
+ * row by row so each row is finished while it is in L1 */
 LIPI_CLONES
 void lipi_dequantize(const int32_t *acc, size_t M, size_t N, const float *as, const float *ws,
-                     float *out, size_t ldo)
+                     const float *bias, int act, const float *res, size_t ldr, float *out,
+                     size_t ldo)
 {
-    for (size_t i = 0; i < M; i++)
+    for (size_t i = 0; i < M; i++) {
+        float *o = out + i * ldo, a = as[i];
+        const int32_t *q = acc + i * N;
         for (size_t j = 0; j < N; j++)
-            out[i * ldo + j] = (float)acc[i * N + j] * as[i] * ws[j];
+            o[j] = (float)q[j] * a * ws[j];
+        bias_act_row(o, N, bias, act, res ? res + i * ldr : NULL);
+    }
 }
 
 /* ======================================================================== */
@@ -313,36 +330,59 @@ struct lipi_model_session {
     bool sync_ok;
     pthread_mutex_t mu;
     pthread_cond_t wake, idle;
-    uint64_t gen;
+    uint32_t gen;          /* dispatch generation, under mu */
     bool quit;
-    task_fn fn;
+    task_fn fn;            /* the current dispatch, under mu */
     void *ctx;
     size_t ntasks;
-    atomic_size_t next;
-    size_t busy;
+    /* gen << 32 | next task: claiming with one compare-and-swap means a
+     * worker that wakes late can never run a task of a newer dispatch */
+    _Atomic uint64_t ticket;
+    atomic_size_t done;    /* tasks finished in the current dispatch */
 
-    /* scratch, grown on demand */
-    size_t cap_T, cap_L, cap_n;
+    /* scratch, grown on demand; cap_* count elements */
     float *x, *tmp, *att;                  /* (T, C) each */
-    float *big;     /* (T, max(3C, I, E)): qkv, then the FFN's inner
-                       activations (qkv is dead by then); ALBERT's (T, E)
-                       embeddings before the projection */
+    float *big;     /* the qkv of one group of sequences, then the FFN's inner
+                       activations of one block of rows; ALBERT's (T, E)
+                       embeddings when E > C */
     float *scores;                         /* nthreads x (L, L) */
     uint32_t *tok_id, *tok_type, *tok_pos; /* (T) */
     size_t *off;                           /* n + 1 */
     size_t rows;                           /* T of the running batch */
-    uint8_t *aq;                           /* int8: (T, max(C, I)) activations + 128 */
+    uint8_t *aq;                           /* int8: quantized GEMM input + 128 */
     float *as;                             /* int8: (T) activation scales */
     int32_t *acc;                          /* int8: nthreads x (TILE_M, TILE_N) */
+    size_t cap_x, cap_tmp, cap_att, cap_big, cap_scores, cap_id, cap_type, cap_pos, cap_off;
+    size_t cap_aq, cap_as, cap_acc;
+    size_t lmax;                           /* longest sequence of the running batch */
 };
 
-static void run_tasks(lipi_model_session *s, size_t worker)
+/* Claims the next task of dispatch `gen`; false when none is left or a
+ * newer dispatch has started. */
+static bool claim(lipi_model_session *s, uint32_t gen, size_t ntasks, size_t *task)
 {
+    uint64_t v = atomic_load(&s->ticket);
     for (;;) {
-        size_t t = atomic_fetch_add(&s->next, 1);
-        if (t >= s->ntasks)
-            break;
-        s->fn(s->ctx, t, worker);
+        if ((uint32_t)(v >> 32) != gen || (v & 0xffffffffu) >= ntasks)
+            return false;
+        if (atomic_compare_exchange_weak(&s->ticket, &v, v + 1)) {
+            *task = (size_t)(v & 0xffffffffu);
+            return true;
+        }
+    }
+}
+
+static void run_tasks(lipi_model_session *s, uint32_t gen, task_fn fn, void *ctx, size_t ntasks,
+                      size_t worker)
+{
+    size_t t;
+    while (claim(s, gen, ntasks, &t)) {
+        fn(ctx, t, worker);
+        if (atomic_fetch_add(&s->done, 1) + 1 == ntasks) {
+            pthread_mutex_lock(&s->mu);
+            pthread_cond_signal(&s->idle);
+            pthread_mutex_unlock(&s->mu);
+        }
     }
 }
 
@@ -350,7 +390,7 @@ static void *worker_main(void *p)
 {
     worker_arg *a = p;
     lipi_model_session *s = a->s;
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     lipi_gemm_thread_enter();
     pthread_mutex_lock(&s->mu);
     for (;;) {
@@ -359,17 +399,20 @@ static void *worker_main(void *p)
         if (s->quit)
             break;
         seen = s->gen;
+        task_fn fn = s->fn;
+        void *ctx = s->ctx;
+        size_t ntasks = s->ntasks;
         pthread_mutex_unlock(&s->mu);
-        run_tasks(s, a->index);
+        run_tasks(s, seen, fn, ctx, ntasks, a->index);
         pthread_mutex_lock(&s->mu);
-        if (--s->busy == 0)
-            pthread_cond_signal(&s->idle);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
-/* Runs fn(ctx, 0..ntasks-1, worker) on all threads and waits. */
+/* Runs fn(ctx, 0..ntasks-1, worker) on the session's threads and returns
+ * when all tasks are finished. The caller takes tasks too and never waits
+ * for a worker that has not started: a busy machine only costs parallelism. */
 static void parallel(lipi_model_session *s, task_fn fn, void *ctx, size_t ntasks)
 {
     if (s->started == 0 || ntasks <= 1) {
@@ -381,36 +424,25 @@ static void parallel(lipi_model_session *s, task_fn fn, void *ctx, size_t ntasks
     s->fn = fn;
     s->ctx = ctx;
     s->ntasks = ntasks;
-    atomic_store(&s->next, 0);
-    s->busy = s->started;
     s->gen++;
+    uint32_t gen = s->gen;
+    atomic_store(&s->done, 0);
+    atomic_store(&s->ticket, (uint64_t)gen << 32);
     pthread_cond_broadcast(&s->wake);
     pthread_mutex_unlock(&s->mu);
-    run_tasks(s, 0);
+    run_tasks(s, gen, fn, ctx, ntasks, 0);
     pthread_mutex_lock(&s->mu);
-    while (s->busy)
+    while (atomic_load(&s->done) < ntasks)
         pthread_cond_wait(&s->idle, &s->mu);
     pthread_mutex_unlock(&s->mu);
 }
 
 static void free_scratch(lipi_model_session *s)
 {
-    float **f[] = {&s->x, &s->tmp, &s->att, &s->big, &s->scores};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-        lipi_free(*f[i]);
-        *f[i] = NULL;
-    }
-    lipi_free(s->tok_id);
-    lipi_free(s->tok_type);
-    lipi_free(s->tok_pos);
-    s->tok_id = s->tok_type = s->tok_pos = NULL;
-    lipi_free(s->aq);
-    lipi_free(s->as);
-    lipi_free(s->acc);
-    s->aq = NULL;
-    s->as = NULL;
-    s->acc = NULL;
-    s->cap_T = s->cap_L = 0;
+    void *p[] = {s->x,      s->tmp,    s->att, s->big, s->scores, s->tok_id,
+                 s->tok_type, s->tok_pos, s->off, s->aq,  s->as,     s->acc};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        lipi_free(p[i]);
 }
 
 void lipi_model_session_free(lipi_model_session *s)
@@ -429,7 +461,6 @@ void lipi_model_session_free(lipi_model_session *s)
         pthread_cond_destroy(&s->idle);
     }
     free_scratch(s);
-    lipi_free(s->off);
     lipi_free(s->tids);
     lipi_free(s->args);
     lipi_free(s);
@@ -449,7 +480,8 @@ lipi_status lipi_model_session_new(const lipi_model *m, size_t threads,
     s->m = m;
     s->gemm = LIPI_GEMM_AUTO;
     s->nthreads = threads ? threads : 1;
-    atomic_init(&s->next, 0);
+    atomic_init(&s->ticket, 0);
+    atomic_init(&s->done, 0);
     if (s->nthreads > 1) {
         s->tids = lipi_calloc(s->nthreads - 1, sizeof *s->tids);
         s->args = lipi_calloc(s->nthreads - 1, sizeof *s->args);
@@ -490,11 +522,28 @@ void lipi_model_session_set_gemm(lipi_model_session *s, lipi_gemm_kind k)
     s->gemm = k;
 }
 
-static lipi_status grow_f(float **p, size_t n)
+/* Makes *p hold at least n elements of `size` bytes (contents not kept). */
+static lipi_status ensure(void **p, size_t *cap, size_t n, size_t size)
 {
+    if (n <= *cap)
+        return LIPI_OK;
     lipi_free(*p);
-    *p = lipi_malloc(n * sizeof(float));
-    return *p ? LIPI_OK : LIPI_ENOMEM;
+    *cap = 0;
+    *p = lipi_malloc(n * size);
+    if (!*p)
+        return LIPI_ENOMEM;
+    *cap = n;
+    return LIPI_OK;
+}
+
+#define ENSURE(field, cap, n) TRY(ensure((void **)&(field), &(cap), (n), sizeof *(field)))
+
+/* Rows of the qkv of one attention group: whole sequences, QKV_ROWS tokens
+ * or one longer sequence. */
+static size_t qkv_rows(size_t T, size_t Lmax)
+{
+    size_t r = QKV_ROWS > Lmax ? QKV_ROWS : Lmax;
+    return r < T ? r : T;
 }
 
 /* Ensures scratch for T tokens, sequences up to L long and n sequences.
@@ -503,55 +552,28 @@ static lipi_status reserve(lipi_model_session *s, size_t T, size_t L, size_t n)
 {
     lipi_status st = LIPI_OK;
     const lipi_config *c = &s->m->cfg;
-    if (T > s->cap_T) {
-        s->cap_T = 0;
-        size_t wide = 3 * c->hidden > c->inter ? 3 * c->hidden : c->inter;
-        wide = wide > c->embed ? wide : c->embed;
-        TRY(grow_f(&s->x, T * c->hidden));
-        TRY(grow_f(&s->tmp, T * c->hidden));
-        TRY(grow_f(&s->att, T * c->hidden));
-        TRY(grow_f(&s->big, T * wide));
-        if (s->m->int8) {
-            size_t widest = c->hidden > c->inter ? c->hidden : c->inter;
-            TRY(grow_f(&s->as, T));
-            lipi_free(s->aq);
-            lipi_free(s->acc);
-            s->aq = lipi_malloc(T * widest);
-            s->acc = lipi_malloc(s->nthreads * TILE_M * TILE_N * sizeof(int32_t));
-            if (!s->aq || !s->acc) {
-                st = LIPI_ENOMEM;
-                goto done;
-            }
-        }
-        uint32_t **u[] = {&s->tok_id, &s->tok_type, &s->tok_pos};
-        for (size_t i = 0; i < 3; i++) {
-            lipi_free(*u[i]);
-            *u[i] = lipi_malloc(T * sizeof(uint32_t));
-            if (!*u[i]) {
-                st = LIPI_ENOMEM;
-                goto done;
-            }
-        }
-        s->cap_T = T;
-    }
-    if (L > s->cap_L) {
-        s->cap_L = 0;
-        TRY(grow_f(&s->scores, s->nthreads * L * L));
-        s->cap_L = L;
-    }
-    if (n + 1 > s->cap_n) {
-        lipi_free(s->off);
-        s->cap_n = 0;
-        s->off = lipi_malloc((n + 1) * sizeof *s->off);
-        if (!s->off) {
-            st = LIPI_ENOMEM;
-            goto done;
-        }
-        s->cap_n = n + 1;
+    size_t C = c->hidden, I = c->inter, E = c->embed;
+    size_t rq = qkv_rows(T, L), rf = T < FFN_ROWS ? T : FFN_ROWS;
+    size_t big = rq * 3 * C > rf * I ? rq * 3 * C : rf * I;
+    if (s->m->proj_w && E > C)
+        big = big > T * E ? big : T * E;
+    size_t tc = T * C;
+    ENSURE(s->x, s->cap_x, tc);
+    ENSURE(s->tmp, s->cap_tmp, tc);
+    ENSURE(s->att, s->cap_att, tc);
+    ENSURE(s->big, s->cap_big, big);
+    ENSURE(s->scores, s->cap_scores, s->nthreads * L * L);
+    ENSURE(s->tok_id, s->cap_id, T);
+    ENSURE(s->tok_type, s->cap_type, T);
+    ENSURE(s->tok_pos, s->cap_pos, T);
+    ENSURE(s->off, s->cap_off, n + 1);
+    if (s->m->int8) {
+        size_t aq = tc > rf * I ? tc : rf * I;
+        ENSURE(s->aq, s->cap_aq, aq);
+        ENSURE(s->as, s->cap_as, T);
+        ENSURE(s->acc, s->cap_acc, s->nthreads * TILE_M * TILE_N);
     }
 done:
-    if (st != LIPI_OK)
-        free_scratch(s);
     return st;
 }
 
@@ -589,11 +611,12 @@ static void linear_task(void *p, size_t t, size_t worker)
         int32_t *acc = j->acc + worker * TILE_M * TILE_N; /* (mr, nr) */
         lipi_igemm_nt(j->kind, mr, nr, j->K, j->aq + i0 * j->K, j->K, j->q->w + j0 * j->K, j->K,
                       j->q->wsum + j0, acc, nr);
-        lipi_dequantize(acc, mr, nr, j->as + i0, j->q->scale + j0, c, j->N);
-    } else {
-        lipi_sgemm_nt(j->kind, mr, nr, j->K, j->a + i0 * j->lda, j->lda, j->w + j0 * j->K, j->K,
-                      c, j->N);
+        lipi_dequantize(acc, mr, nr, j->as + i0, j->q->scale + j0, j->bias + j0, j->act,
+                        j->res ? j->res + i0 * j->N + j0 : NULL, j->N, c, j->N);
+        return;
     }
+    lipi_sgemm_nt(j->kind, mr, nr, j->K, j->a + i0 * j->lda, j->lda, j->w + j0 * j->K, j->K, c,
+                  j->N);
     lipi_bias_act(c, mr, nr, j->N, j->bias + j0, j->act, j->res ? j->res + i0 * j->N + j0 : NULL,
                   j->N);
 }
@@ -679,15 +702,25 @@ static void layernorm_rows(lipi_model_session *s, float *x, size_t T, size_t C, 
     parallel(s, ln_task, &j, (T + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
 }
 
+/* Where the (T, E) embeddings go: x, or for ALBERT (projected to C after)
+ * tmp when it is wide enough, else big. */
+static float *embed_out(lipi_model_session *s)
+{
+    const lipi_model *m = s->m;
+    if (!m->proj_w)
+        return s->x;
+    return m->cfg.embed <= m->cfg.hidden ? s->tmp : s->big;
+}
+
 /* Embeddings of a row range: word + token type + position, then LayerNorm.
- * out: (T, E), in s->x (E = C) or s->big (ALBERT, projected after) */
+ * out: (T, E) */
 static void embed_task(void *p, size_t t, size_t worker)
 {
     lipi_model_session *s = p;
     const lipi_model *m = s->m;
     size_t E = m->cfg.embed, T = s->rows;
     size_t r0 = t * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK < T ? r0 + ROWS_PER_TASK : T;
-    float *out = m->proj_w ? s->big : s->x;
+    float *out = embed_out(s);
     for (size_t r = r0; r < r1; r++) {
         float *o = out + r * E;
         const float *we = m->word_emb + (size_t)s->tok_id[r] * E;
@@ -706,9 +739,10 @@ static void embed_task(void *p, size_t t, size_t worker)
 
 typedef struct {
     lipi_model_session *s;
-    size_t n, H, D, C;
-    const float *qkv; /* (T, 3C) */
-    float *out;       /* (T, C) */
+    size_t first, H, D, C; /* sequences first, first + 1, ... of the group */
+    size_t t0;             /* the group's first token */
+    const float *qkv;      /* (group tokens, 3C) */
+    float *out;            /* (T, C) */
     float scale;
 } attn_job;
 
@@ -719,11 +753,11 @@ static void attn_task(void *p, size_t t, size_t worker)
 {
     const attn_job *j = p;
     lipi_model_session *s = j->s;
-    size_t seq = t / j->H, h = t % j->H;
+    size_t seq = j->first + t / j->H, h = t % j->H;
     size_t o = s->off[seq], L = s->off[seq + 1] - o, C3 = 3 * j->C;
-    const float *q = j->qkv + o * C3 + h * j->D;
+    const float *q = j->qkv + (o - j->t0) * C3 + h * j->D;
     const float *k = q + j->C, *v = q + 2 * j->C;
-    float *S = s->scores + worker * s->cap_L * s->cap_L; /* (L, L) */
+    float *S = s->scores + worker * s->lmax * s->lmax; /* (L, L) */
     lipi_sgemm_nt(s->gemm, L, L, j->D, q, C3, k, C3, S, L);
     for (size_t i = 0; i < L; i++)
         lipi_softmax(S + i * L, L, j->scale);
@@ -739,6 +773,11 @@ static lipi_status check_inputs(lipi_model_session *s, const lipi_sequence *seqs
 {
     const lipi_config *c = &s->m->cfg;
     size_t T = 0, Lmax = 0, maxlen = c->max_pos - c->pos_offset;
+    /* Task indices of one dispatch (sequences x heads) stay below 2^32. */
+    if (n > ((size_t)1 << 24))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "expected at most %zu sequences per call, found %zu",
+                              (size_t)1 << 24, n);
     size_t widest = 3 * c->hidden > c->inter ? 3 * c->hidden : c->inter;
     for (size_t i = 0; i < n; i++) {
         const lipi_sequence *q = &seqs[i];
@@ -768,6 +807,17 @@ static lipi_status check_inputs(lipi_model_session *s, const lipi_sequence *seqs
     *T_out = T;
     *L_out = Lmax;
     return LIPI_OK;
+}
+
+/* The sublayer output in tmp becomes the next input x. */
+static void swap_x_tmp(lipi_model_session *s)
+{
+    float *p = s->tmp;
+    size_t cap = s->cap_tmp;
+    s->tmp = s->x;
+    s->cap_tmp = s->cap_x;
+    s->x = p;
+    s->cap_x = cap;
 }
 
 /* Runs the encoder; the last hidden states end in s->x (T, C) with
@@ -808,28 +858,41 @@ static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t 
     if (T == 0)
         goto done;
     s->rows = T;
+    s->lmax = Lmax;
     parallel(s, embed_task, s, (T + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
     size_t C = c->hidden, I = c->inter, H = c->heads, D = C / H;
     if (m->proj_w)
-        linear(s, T, C, c->embed, s->big, m->proj_w, m->proj_b, LIPI_ACT_NONE, NULL, s->x);
+        linear(s, T, C, c->embed, embed_out(s), m->proj_w, m->proj_b, LIPI_ACT_NONE, NULL,
+               s->x);
 
     for (size_t l = 0; l < m->n_exec; l++) {
         const lipi_layer_w *w = m->exec[l];
-        linear_q(s, T, 3 * C, C, s->x, w->qkv_w, &w->qkv_q, w->qkv_b, LIPI_ACT_NONE, NULL,
-                 s->big);
-        attn_job aj = {s, n, H, D, C, s->big, s->att, 1.0f / sqrtf((float)D)};
-        parallel(s, attn_task, &aj, n * H);
+        /* Attention, group by group of whole sequences: qkv (rows, 3C) in
+         * big, the heads' outputs into att (T, C). */
+        for (size_t i = 0; i < n;) {
+            size_t j = i + 1, t0 = s->off[i];
+            while (j < n && s->off[j + 1] - t0 <= QKV_ROWS)
+                j++;
+            size_t rows = s->off[j] - t0;
+            linear_q(s, rows, 3 * C, C, s->x + t0 * C, w->qkv_w, &w->qkv_q, w->qkv_b,
+                     LIPI_ACT_NONE, NULL, s->big);
+            attn_job aj = {s, i, H, D, C, t0, s->big, s->att, 1.0f / sqrtf((float)D)};
+            parallel(s, attn_task, &aj, (j - i) * H);
+            i = j;
+        }
         linear_q(s, T, C, C, s->att, w->ao_w, &w->ao_q, w->ao_b, LIPI_ACT_NONE, s->x, s->tmp);
         layernorm_rows(s, s->tmp, T, C, w->ln1_w, w->ln1_b, c->ln_eps);
-        float *h = s->tmp;
-        s->tmp = s->x;
-        s->x = h;
-        linear_q(s, T, I, C, s->x, w->ff1_w, &w->ff1_q, w->ff1_b, (int)c->act, NULL, s->big);
-        linear_q(s, T, C, I, s->big, w->ff2_w, &w->ff2_q, w->ff2_b, LIPI_ACT_NONE, s->x, s->tmp);
+        swap_x_tmp(s);
+        /* FFN, block by block of FFN_ROWS tokens: (rows, I) in big. */
+        for (size_t r0 = 0; r0 < T; r0 += FFN_ROWS) {
+            size_t rows = T - r0 < FFN_ROWS ? T - r0 : FFN_ROWS;
+            linear_q(s, rows, I, C, s->x + r0 * C, w->ff1_w, &w->ff1_q, w->ff1_b, (int)c->act,
+                     NULL, s->big);
+            linear_q(s, rows, C, I, s->big, w->ff2_w, &w->ff2_q, w->ff2_b, LIPI_ACT_NONE,
+                     s->x + r0 * C, s->tmp + r0 * C);
+        }
         layernorm_rows(s, s->tmp, T, C, w->ln2_w, w->ln2_b, c->ln_eps);
-        h = s->tmp;
-        s->tmp = s->x;
-        s->x = h;
+        swap_x_tmp(s);
     }
 done:
     lipi_gemm_thread_restore(omp_prev);

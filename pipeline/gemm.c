@@ -279,39 +279,53 @@ void lipi_igemm_nt_ref(size_t M, size_t N, size_t K, const uint8_t *a, size_t ld
 }
 
 /* a: (M, K) u8, b: (N, K) s8 -> c: (M, N) = a . b^T + co; one A row
- * against four B rows at a time, int32 sums the compiler vectorizes. */
+ * against four B rows at a time, int32 sums the compiler vectorizes. The
+ * body is shared by a baseline build and a VNNI build (where the compiler
+ * turns the u8 x s8 dot products into VPDPBUSD) chosen at run time. */
+#define IGEMM_BODY                                                                         \
+    for (size_t i = 0; i < M; i++) {                                                       \
+        const uint8_t *ai = a + i * lda;                                                   \
+        size_t j = 0;                                                                      \
+        for (; j + 4 <= N; j += 4) {                                                       \
+            const int8_t *b0 = b + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb; \
+            int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                        \
+            for (size_t k = 0; k < K; k++) {                                               \
+                s0 += (int32_t)ai[k] * b0[k];                                              \
+                s1 += (int32_t)ai[k] * b1[k];                                              \
+                s2 += (int32_t)ai[k] * b2[k];                                              \
+                s3 += (int32_t)ai[k] * b3[k];                                              \
+            }                                                                              \
+            c[i * ldc + j] = s0 + co[j];                                                   \
+            c[i * ldc + j + 1] = s1 + co[j + 1];                                           \
+            c[i * ldc + j + 2] = s2 + co[j + 2];                                           \
+            c[i * ldc + j + 3] = s3 + co[j + 3];                                           \
+        }                                                                                  \
+        for (; j < N; j++) {                                                               \
+            const int8_t *bj = b + j * ldb;                                                \
+            int32_t s = 0;                                                                 \
+            for (size_t k = 0; k < K; k++)                                                 \
+                s += (int32_t)ai[k] * bj[k];                                               \
+            c[i * ldc + j] = s + co[j];                                                    \
+        }                                                                                  \
+    }
+
 LIPI_CLONES
 static void igemm_nt_portable(size_t M, size_t N, size_t K, const uint8_t *a, size_t lda,
                               const int8_t *b, size_t ldb, const int32_t *co, int32_t *c,
                               size_t ldc)
 {
-    for (size_t i = 0; i < M; i++) {
-        const uint8_t *ai = a + i * lda;
-        size_t j = 0;
-        for (; j + 4 <= N; j += 4) {
-            const int8_t *b0 = b + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
-            int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            for (size_t k = 0; k < K; k++) {
-                int32_t x = ai[k];
-                s0 += x * b0[k];
-                s1 += x * b1[k];
-                s2 += x * b2[k];
-                s3 += x * b3[k];
-            }
-            c[i * ldc + j] = s0 + co[j];
-            c[i * ldc + j + 1] = s1 + co[j + 1];
-            c[i * ldc + j + 2] = s2 + co[j + 2];
-            c[i * ldc + j + 3] = s3 + co[j + 3];
-        }
-        for (; j < N; j++) {
-            const int8_t *bj = b + j * ldb;
-            int32_t s = 0;
-            for (size_t k = 0; k < K; k++)
-                s += (int32_t)ai[k] * bj[k];
-            c[i * ldc + j] = s + co[j];
-        }
-    }
+    IGEMM_BODY
 }
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HAVE_IGEMM_VNNI 1
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), optimize("O3")))
+static void igemm_nt_vnni(size_t M, size_t N, size_t K, const uint8_t *a, size_t lda,
+                          const int8_t *b, size_t ldb, const int32_t *co, int32_t *c, size_t ldc)
+{
+    IGEMM_BODY
+}
+#endif
 
 void lipi_igemm_nt(lipi_gemm_kind kind, size_t M, size_t N, size_t K, const uint8_t *a,
                    size_t lda, const int8_t *b, size_t ldb, const int32_t *co, int32_t *c,
@@ -324,5 +338,12 @@ void lipi_igemm_nt(lipi_gemm_kind kind, size_t M, size_t N, size_t K, const uint
                    b, (int64_t)ldb, 0, 0.0f, c, (int64_t)ldc, co);
         return;
     }
+#ifdef HAVE_IGEMM_VNNI
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl")) {
+        igemm_nt_vnni(M, N, K, a, lda, b, ldb, co, c, ldc);
+        return;
+    }
+#endif
     igemm_nt_portable(M, N, K, a, lda, b, ldb, co, c, ldc);
 }

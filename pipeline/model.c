@@ -566,14 +566,19 @@ lipi_status lipi_model_load(const char *dir, const lipi_model_load_options *opt,
         goto done;
     }
     m->int8 = opt && opt->dtype == LIPI_DTYPE_INT8;
-    if ((size_t)snprintf(path, sizeof path, "%s/config.json", dir) >= sizeof path) {
+    /* A sentence-transformers folder may keep the transformer in a subfolder. */
+    char sub[LIPI_SUBPATH_MAX], tdir[4096];
+    TRY(lipi_config_st_transformer(dir, sub, err));
+    if ((size_t)snprintf(tdir, sizeof tdir, "%s%s%s", dir, *sub ? "/" : "", sub) >=
+            sizeof tdir ||
+        (size_t)snprintf(path, sizeof path, "%s/config.json", tdir) >= sizeof path) {
         st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
         goto done;
     }
-    TRY(lipi_read_file(path, &text, &len, err));
+    TRY(lipi_read_file(path, LIPI_JSON_MAX, &text, &len, err));
     TRY(lipi_config_parse(text, len, path, &m->cfg, err));
-    TRY(lipi_config_read_st(dir, &m->cfg, err));
-    TRY(load_weights(m, dir, err));
+    TRY(lipi_config_read_st(dir, sub, &m->cfg, err));
+    TRY(load_weights(m, tdir, err));
     TRY(load_dense(m, dir, err));
     fill_info(m);
 done:

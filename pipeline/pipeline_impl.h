@@ -65,10 +65,13 @@ typedef enum {
 
 typedef enum { LIPI_ACT_GELU, LIPI_ACT_GELU_TANH, LIPI_ACT_RELU } lipi_act;
 
+/* Longest module folder name inside a sentence-transformers folder. */
+#define LIPI_SUBPATH_MAX 256
+
 /* A sentence-transformers Dense module: y = act(W x + b) after pooling. */
 #define LIPI_MAX_DENSE 4
 typedef struct {
-    char path[256];       /* folder, relative to the model folder */
+    char path[LIPI_SUBPATH_MAX]; /* folder, relative to the model folder */
     size_t in, out;
     bool bias, tanh;      /* activation: Tanh or Identity */
     float *w, *b;         /* (out, in), (out); owned */
@@ -99,20 +102,26 @@ typedef struct {
 /* Parses config.json text (`path` only names it in errors). */
 lipi_status lipi_config_parse(const char *json, size_t len, const char *path,
                               lipi_config *cfg, lipi_error *err);
-/* Reads modules.json and the pooling / normalize / sentence_bert settings
- * of a sentence-transformers folder into cfg; no-op without modules.json. */
-lipi_status lipi_config_read_st(const char *dir, lipi_config *cfg, lipi_error *err);
+/* The folder of the Transformer module named by dir/modules.json, relative
+ * to dir ("" when it is dir itself or there is no modules.json). */
+lipi_status lipi_config_st_transformer(const char *dir, char sub[LIPI_SUBPATH_MAX],
+                                       lipi_error *err);
+/* Reads modules.json and the pooling / Dense / normalize / sentence_bert
+ * settings of a sentence-transformers folder into cfg; no-op without
+ * modules.json. `sub` is the Transformer's folder. */
+lipi_status lipi_config_read_st(const char *dir, const char *sub, lipi_config *cfg,
+                                lipi_error *err);
 void lipi_config_free(lipi_config *cfg);
 
-/* json_loadb that tells allocation failures (LIPI_ENOMEM) from syntax
- * errors (LIPI_EFORMAT with the byte offset base + position). */
+/* json_loadb that tells allocation failures (LIPI_ENOMEM, also when
+ * jansson hid one) from syntax errors (LIPI_EFORMAT with the byte offset
+ * base + position). */
 typedef struct json_t json_t;
 lipi_status lipi_json_load(const char *text, size_t len, size_t flags, const char *path,
                            size_t base, json_t **out, lipi_error *err);
 
-/* Reads a whole file into a NUL-terminated buffer (lipi_free). LIPI_EIO
- * if missing; *exists tells a missing file apart when not NULL. */
-lipi_status lipi_read_file(const char *path, char **out, size_t *len, lipi_error *err);
+/* Largest config.json / modules.json lipi reads (lipi_read_file limit). */
+#define LIPI_JSON_MAX ((size_t)64 << 20)
 
 /* ======================================================================== */
 /* model.c: weights                                                          */
@@ -195,7 +204,8 @@ void lipi_sgemm_nn_ref(size_t M, size_t N, size_t K, const float *a, size_t lda,
 /* c (M, N) = (a (M, K) - 128) . b (N, K)^T exactly in int32, computed as
  * a . b^T + co[n] with co[n] = -128 * sum_k b[n][k] (a is u8: int8
  * activations shifted by 128, b is s8). oneDNN's u8s8s32 GEMM when the CPU
- * has VNNI (VPDPBUSD: no intermediate saturation), else portable C. */
+ * has VNNI (VPDPBUSD: no intermediate saturation), else lipi's own kernel
+ * (compiled for VNNI too, and picked by cpuid). */
 void lipi_igemm_nt(lipi_gemm_kind k, size_t M, size_t N, size_t K, const uint8_t *a,
                    size_t lda, const int8_t *b, size_t ldb, const int32_t *co, int32_t *c,
                    size_t ldc);
@@ -228,9 +238,11 @@ void lipi_bias_act_ref(float *x, size_t T, size_t N, size_t ldx, const float *bi
 #define LIPI_ACT_NONE (-1)
 /* x: (K) -> q: (K) u8 = round(x / scale) + 128, scale = max |x| / 127 */
 void lipi_quantize_row(const float *x, size_t K, uint8_t *q, float *scale);
-/* acc: (M, N) int32 -> out: (M, N) with row stride ldo: acc * as[m] * ws[n] */
+/* acc: (M, N) int32 -> out: (M, N) with row stride ldo:
+ * act(acc * as[m] * ws[n] + bias[n]) (+ res (M, N) with row stride ldr) */
 void lipi_dequantize(const int32_t *acc, size_t M, size_t N, const float *as, const float *ws,
-                     float *out, size_t ldo);
+                     const float *bias, int act, const float *res, size_t ldr, float *out,
+                     size_t ldo);
 
 /* out: (M, N) = act(a (M, K) . w (N, K)^T + bias) (+ res (M, N)), tiled over
  * the session's threads exactly as the forward pass does (benchmarks; the

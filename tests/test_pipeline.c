@@ -17,7 +17,9 @@
 
 #include "pipeline/pipeline_impl.h"
 
+#ifndef FIXTURES
 #define FIXTURES "tests/fixtures/models"
+#endif
 #define TOL 1e-4
 
 /* ======================================================================== */
@@ -147,7 +149,13 @@ static void make_tmp_root(void)
 {
     if (tmp_root[0])
         return;
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/lipi_test_pipeline_XXXXXX");
+    /* Memory-backed when available: the corruption test writes ~1700 files. */
+    struct stat sb;
+    const char *base = stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode) &&
+                               access("/dev/shm", W_OK) == 0
+                           ? "/dev/shm"
+                           : "/tmp";
+    snprintf(tmp_root, sizeof tmp_root, "%s/lipi_test_pipeline_XXXXXX", base);
     assert_non_null(mkdtemp(tmp_root));
 }
 
@@ -355,6 +363,65 @@ static void test_sentence_transformers_dense_module_runs_after_pooling(void **st
     assert_non_null(strstr(err.msg, "\"linear.weight\" of shape [20, 32]"));
 }
 
+/* Older sentence-transformers folders keep the transformer in a subfolder
+ * named by modules.json (0_BERT/ ...); module paths stay inside the folder. */
+static void test_sentence_transformers_transformer_subfolder(void **state)
+{
+    char dir[512], path[600], from[300];
+    make_tmp_root();
+    snprintf(dir, sizeof dir, "%s/st_sub", tmp_root);
+    mkdir(dir, 0700);
+    const char *sub[] = {"0_BERT", "1_Pooling"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, sub[i]);
+        mkdir(path, 0700);
+    }
+    const char *files[][2] = {{"config.json", "0_BERT/config.json"},
+                              {"model.safetensors", "0_BERT/model.safetensors"},
+                              {"sentence_bert_config.json", "0_BERT/sentence_bert_config.json"},
+                              {"1_Pooling/config.json", "1_Pooling/config.json"}};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(from, sizeof from, FIXTURES "/st_mean/%s", files[i][0]);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i][1]);
+        copy_file(from, path);
+    }
+    snprintf(path, sizeof path, "%s/modules.json", dir);
+    const char *mods = "[{\"idx\":0,\"name\":\"0\",\"path\":\"0_BERT\",\"type\":"
+                       "\"sentence_transformers.models.Transformer\"},"
+                       "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":"
+                       "\"sentence_transformers.models.Pooling\"},"
+                       "{\"idx\":2,\"name\":\"2\",\"path\":\"2_Normalize\",\"type\":"
+                       "\"sentence_transformers.models.Normalize\"}]";
+    write_file(path, mods, strlen(mods));
+    lipi_model *m = NULL;
+    lipi_error err = {0};
+    lipi_status st = lipi_model_load(dir, NULL, &m, &err);
+    if (st != LIPI_OK)
+        fprintf(stderr, "  %s: %s\n", err.path, err.msg);
+    assert_int_equal(st, LIPI_OK);
+    assert_int_equal(lipi_model_get_info(m)->max_seq_length, 16);
+    lipi_model_session *s = NULL;
+    assert_int_equal(lipi_model_session_new(m, 1, &s, NULL), LIPI_OK);
+    inputs in;
+    read_inputs(FIXTURES "/st_mean", &in);
+    float *out = malloc(in.B * 32 * sizeof(float));
+    assert_int_equal(lipi_model_embed(s, in.seqs, in.B, NULL, out, NULL), LIPI_OK);
+    size_t shape[3], nd;
+    float *want = read_npy(FIXTURES "/st_mean/expected_default.npy", shape, &nd);
+    assert_int_equal(mismatches("0_BERT subfolder", out, want, in.B * 32, TOL), 0);
+    free(want);
+    free(out);
+    free_inputs(&in);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+
+    mods = "[{\"idx\":0,\"name\":\"0\",\"path\":\"../st_mean\",\"type\":"
+           "\"sentence_transformers.models.Transformer\"}]";
+    write_file(path, mods, strlen(mods));
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "inside the model folder"));
+}
+
 static void test_classifiers_give_pytorch_logits_and_labels(void **state)
 {
     const char *names[] = {"bert_cls", "roberta_cls", "distilbert_cls"};
@@ -432,16 +499,18 @@ static void test_one_and_two_threads_are_bit_identical(void **state)
         uint32_t *ids;
         lipi_sequence *seqs;
         size_t T, C = info->hidden_size;
-        random_batch(60, info->max_tokens, 7 + (uint32_t)f, (uint32_t)info->vocab_size, &ids,
+        /* More than 2048 tokens: several row tiles, FFN blocks and
+         * attention groups. */
+        random_batch(150, info->max_tokens, 7 + (uint32_t)f, (uint32_t)info->vocab_size, &ids,
                      &seqs, &T);
-        assert_true(T > 600); /* several row tiles */
+        assert_true(T > 2048);
         float *h[3];
         size_t threads[3] = {1, 2, 3};
         for (size_t k = 0; k < 3; k++) {
             lipi_model_session *s = NULL;
             assert_int_equal(lipi_model_session_new(m, threads[k], &s, NULL), LIPI_OK);
             h[k] = malloc(T * C * sizeof(float));
-            assert_int_equal(lipi_model_forward(s, seqs, 60, h[k], NULL), LIPI_OK);
+            assert_int_equal(lipi_model_forward(s, seqs, 150, h[k], NULL), LIPI_OK);
             lipi_model_session_free(s);
         }
         assert_memory_equal(h[0], h[1], T * C * sizeof(float));
@@ -462,11 +531,12 @@ static void test_packed_batch_equals_sequences_run_alone(void **state)
     uint32_t *ids;
     lipi_sequence *seqs;
     size_t T, C = 32;
-    random_batch(12, 32, 99, 100, &ids, &seqs, &T);
+    random_batch(150, 32, 99, 100, &ids, &seqs, &T);
+    assert_true(T > 2048); /* several attention groups and FFN blocks */
     float *all = malloc(T * C * sizeof(float)), *one = malloc(32 * C * sizeof(float));
-    assert_int_equal(lipi_model_forward(s, seqs, 12, all, NULL), LIPI_OK);
+    assert_int_equal(lipi_model_forward(s, seqs, 150, all, NULL), LIPI_OK);
     size_t row = 0;
-    for (size_t i = 0; i < 12; i++) {
+    for (size_t i = 0; i < 150; i++) {
         assert_int_equal(lipi_model_forward(s, &seqs[i], 1, one, NULL), LIPI_OK);
         assert_int_equal(mismatches("alone vs packed", one, all + row * C, seqs[i].len * C, 1e-5), 0);
         row += seqs[i].len;
@@ -816,6 +886,60 @@ static void test_hostile_safetensors_are_rejected(void **state)
     lipi_st_close(st);
 }
 
+/* Every truncation and many single-byte corruptions of a valid file are
+ * either accepted or rejected with LIPI_EFORMAT; nothing crashes (the
+ * sanitizer build checks the reads). */
+static void test_corrupted_safetensors_never_crash(void **state)
+{
+    make_tmp_root();
+    char path[400];
+    snprintf(path, sizeof path, "%s/fuzz.safetensors", tmp_root);
+    const char *hdr = "{\"__metadata__\":{\"format\":\"pt\"},"
+                      "\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+                      "\"b\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[16,22]}}";
+    size_t hl = strlen(hdr), total = 8 + hl + 22;
+    unsigned char *good = calloc(1, total), *buf = malloc(total);
+    for (int i = 0; i < 8; i++)
+        good[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(good + 8, hdr, hl);
+    size_t accepted = 0, rejected = 0;
+    for (size_t cut = 0; cut <= total; cut++) {
+        write_file(path, good, cut);
+        lipi_safetensors *st = NULL;
+        lipi_error err = {0};
+        lipi_status r = lipi_st_open(path, &st, &err);
+        assert_true(r == LIPI_OK || r == LIPI_EFORMAT);
+        assert_true((r == LIPI_OK) == (cut == total));
+        lipi_st_close(st);
+    }
+    static const unsigned char values[] = {0, '"', '}', ']', ',', '-', '9', 0xff, '[', ':'};
+    for (size_t pos = 0; pos < 8 + hl; pos++)
+        for (size_t v = 0; v < sizeof values; v++) {
+            memcpy(buf, good, total);
+            buf[pos] = values[v];
+            write_file(path, buf, total);
+            lipi_safetensors *st = NULL;
+            lipi_error err = {0};
+            lipi_status r = lipi_st_open(path, &st, &err);
+            assert_true(r == LIPI_OK || r == LIPI_EFORMAT);
+            if (r == LIPI_OK) {
+                /* Whatever was accepted lies inside the file. */
+                for (size_t i = 0; i < st->n; i++)
+                    assert_true(st->tensors[i].end <= total - 8 - hl ||
+                                st->tensors[i].data + (st->tensors[i].end - st->tensors[i].begin) <=
+                                    st->map + st->map_len);
+                accepted++;
+            } else {
+                assert_true(err.msg[0] != '\0');
+                rejected++;
+            }
+            lipi_st_close(st);
+        }
+    assert_true(rejected > accepted);
+    free(good);
+    free(buf);
+}
+
 /* ======================================================================== */
 /* Config errors                                                             */
 /* ======================================================================== */
@@ -1000,8 +1124,9 @@ static void *failing_realloc(void *p, size_t n)
 
 /* Fails the Nth allocation of lipi for N = 0, 1, 2, ... through loading,
  * a session and a forward pass. jansson's own allocations are exempt:
- * jansson 2.14 crashes inside json_loadb (or silently drops characters of
- * a string) when one of them fails, which no caller can guard against. */
+ * jansson 2.14 can crash inside json_loadb when one of them fails, which
+ * no caller can guard against (lipi_json_load handles the failures jansson
+ * survives). */
 static void test_allocation_failures_are_reported_and_leak_nothing(void **state)
 {
     lipi_alloc_hooks hooks = {failing_malloc, failing_realloc, free};
@@ -1043,6 +1168,21 @@ static void test_allocation_failures_are_reported_and_leak_nothing(void **state)
     }
     fail_at = -1;
     free_inputs(&in);
+
+    /* A parse that runs out of memory is ENOMEM, not a syntax error. */
+    lipi_set_alloc_hooks(&hooks);
+    fail_at = 0;
+    alloc_count = 0;
+    json_t *j = NULL;
+    lipi_error err = {0};
+    const char *text = "{\"hidden_size\": 32}";
+    lipi_status st = lipi_json_load(text, strlen(text), 0, "config.json", 0, &j, &err);
+    fail_at = -1;
+    lipi_set_alloc_hooks(NULL);
+    assert_int_equal(st, LIPI_ENOMEM);
+    assert_null(j);
+    assert_int_equal(lipi_json_load(text, strlen(text), 0, "config.json", 0, &j, &err), LIPI_OK);
+    json_decref(j);
 }
 
 /* ======================================================================== */
@@ -1099,6 +1239,7 @@ int main(void)
         cmocka_unit_test(test_portable_gemm_backend_matches_pytorch),
         cmocka_unit_test(test_sentence_transformers_folder_sets_pooling_and_normalize),
         cmocka_unit_test(test_sentence_transformers_dense_module_runs_after_pooling),
+        cmocka_unit_test(test_sentence_transformers_transformer_subfolder),
         cmocka_unit_test(test_classifiers_give_pytorch_logits_and_labels),
         cmocka_unit_test(test_one_and_two_threads_are_bit_identical),
         cmocka_unit_test(test_packed_batch_equals_sequences_run_alone),
@@ -1109,6 +1250,7 @@ int main(void)
         cmocka_unit_test(test_kernels_match_reference),
         cmocka_unit_test(test_half_precision_conversions),
         cmocka_unit_test(test_hostile_safetensors_are_rejected),
+        cmocka_unit_test(test_corrupted_safetensors_never_crash),
         cmocka_unit_test(test_config_errors_name_the_field),
         cmocka_unit_test(test_weights_that_do_not_match_the_config_are_named),
         cmocka_unit_test(test_allocation_failures_are_reported_and_leak_nothing),
