@@ -1557,8 +1557,8 @@ lipi_status lipi_index_builder_new(const char *dir, const lipi_index_model *mode
         st = lipi_error_set(err, LIPI_ENOMEM, dir, 0, 0, "out of memory");
         goto done;
     }
-    snprintf(b->tmp, sizeof b->tmp, "%s.tmp-XXXXXX", b->dir);
-    if (!mkdtemp(b->tmp)) {
+    if ((size_t)snprintf(b->tmp, sizeof b->tmp, "%s.tmp-XXXXXX", b->dir) >= sizeof b->tmp ||
+        !mkdtemp(b->tmp)) {
         char parent[PATH_MAX];
         parent_dir(b->dir, parent);
         st = lipi_error_set(err, LIPI_EIO, b->dir, 0, 0,
@@ -1667,18 +1667,19 @@ static lipi_status write_meta(lipi_index_builder *b, lipi_error *err)
     }
     if (json_object_set_new(root, "format", json_string(INDEX_FORMAT)) ||
         json_object_set_new(root, "version", json_integer(INDEX_VERSION)) ||
-        json_object_set_new(root, "lipi_version", json_string(m->version)) ||
-        json_object_set_new(root, "model", model) ||
+        json_object_set_new(root, "lipi_version", json_string(m->version)))
+        goto nomem;
+    /* set_new takes the reference whether it succeeds or not. */
+    int bad = json_object_set_new(root, "model", model);
+    model = NULL;
+    if (bad ||
         json_object_set_new(root, "pooling", m->pooling ? json_string(m->pooling) : json_null()) ||
         json_object_set_new(root, "normalize", json_boolean(m->normalize)) ||
         json_object_set_new(root, "dimension", json_integer((json_int_t)b->dim)) ||
         json_object_set_new(root, "count", json_integer((json_int_t)b->count)) ||
         json_object_set_new(root, "faiss",
-                            b->faiss_spec ? json_string(b->faiss_spec) : json_null())) {
-        model = NULL;
+                            b->faiss_spec ? json_string(b->faiss_spec) : json_null()))
         goto nomem;
-    }
-    model = NULL;
     TRY(open_new_file(b, "meta.json", &f, err));
     unsigned long fails = lipi_alloc_failures;
     bool ok = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 &&

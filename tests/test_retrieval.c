@@ -177,6 +177,10 @@ static const char *const *text_ptrs(char (*buf)[32], size_t n, size_t first,
     return ptrs;
 }
 
+/* Most tests skip fsync: it is slow on busy disks and they test other
+ * things (test_index_round_trip_and_search and the CLI tests sync). */
+static const lipi_index_write_options fast = {.no_sync = true};
+
 static const lipi_index_model model_a = {"org/model-a", "/models/a", "00000000000000aa", "mean",
                                          true, "test"};
 
@@ -276,7 +280,7 @@ static void test_index_round_trip_and_search(void **state)
     const char *dir = tmp_path("round");
     lipi_error err = {0};
     assert_int_equal(lipi_index_create(dir, &model_a, x, N, D,
-                                       text_ptrs(buf, N, 1, ptrs, lens), lens, NULL, &err),
+                                       text_ptrs(buf, N, 1, ptrs, lens), lens, &fast, &err),
                      LIPI_OK);
     lipi_index *idx = NULL;
     assert_int_equal(lipi_index_open(dir, NULL, &idx, &err), LIPI_OK);
@@ -338,7 +342,7 @@ static void test_append_equals_indexing_all_at_once(void **state)
     fill_gauss(x, (N1 + N2) * D);
     text_ptrs(buf, N1 + N2, 1, ptrs, lens);
     bool faiss = lipi_faiss_available();
-    lipi_index_write_options wo = {.faiss_spec = faiss ? "Flat" : NULL};
+    lipi_index_write_options wo = {.faiss_spec = faiss ? "Flat" : NULL, .no_sync = true};
     lipi_error err = {0};
     const char *all = tmp_path("all"), *parts = tmp_path("parts");
     assert_int_equal(lipi_index_create(all, &model_a, x, N1 + N2, D, ptrs, lens, &wo, &err),
@@ -346,7 +350,7 @@ static void test_append_equals_indexing_all_at_once(void **state)
     assert_int_equal(lipi_index_create(parts, &model_a, x, N1, D, ptrs, lens, &wo, &err),
                      LIPI_OK);
     /* Append keeps (and extends) the FAISS index without being asked. */
-    lipi_index_write_options ap = {.append = true};
+    lipi_index_write_options ap = {.append = true, .no_sync = true};
     assert_int_equal(lipi_index_create(parts, &model_a, x + N1 * D, 50, D, ptrs + N1, lens + N1,
                                        &ap, &err),
                      LIPI_OK);
@@ -382,7 +386,7 @@ static void test_model_mismatch_is_an_error(void **state)
     size_t l[2] = {1, 1};
     lipi_error err = {0};
     const char *dir = tmp_path("models");
-    assert_int_equal(lipi_index_create(dir, &model_a, x, 2, 4, t, l, NULL, &err), LIPI_OK);
+    assert_int_equal(lipi_index_create(dir, &model_a, x, 2, 4, t, l, &fast, &err), LIPI_OK);
     lipi_index *idx = NULL;
     assert_int_equal(lipi_index_open(dir, NULL, &idx, &err), LIPI_OK);
 
@@ -406,7 +410,7 @@ static void test_model_mismatch_is_an_error(void **state)
     lipi_index_close(idx);
 
     /* Appending with another model or dimension leaves the index as it was. */
-    lipi_index_write_options ap = {.append = true};
+    lipi_index_write_options ap = {.append = true, .no_sync = true};
     size_t before_len, after_len;
     char *before = slurp(tmp_path("models/vectors.npy"), &before_len);
     assert_int_equal(lipi_index_create(dir, &other, x, 2, 4, t, l, &ap, &err), LIPI_EINVAL);
@@ -423,7 +427,7 @@ static void test_model_mismatch_is_an_error(void **state)
 
     /* An index of precomputed vectors rejects a model's queries. */
     const char *vdir = tmp_path("vectors_only");
-    assert_int_equal(lipi_index_create(vdir, &none, x, 2, 4, t, l, NULL, &err), LIPI_OK);
+    assert_int_equal(lipi_index_create(vdir, &none, x, 2, 4, t, l, &fast, &err), LIPI_OK);
     assert_int_equal(lipi_index_open(vdir, NULL, &idx, &err), LIPI_OK);
     assert_null(lipi_index_get_model(idx)->name);
     assert_int_equal(lipi_index_check_model(idx, &model_a, &err), LIPI_EINVAL);
@@ -464,12 +468,12 @@ static void test_interrupted_write_leaves_the_old_index(void **state)
     size_t l[3] = {3, 3, 5};
     lipi_error err = {0};
     const char *dir = tmp_path("crash");
-    assert_int_equal(lipi_index_create(dir, &model_a, x, 2, D, t, l, NULL, &err), LIPI_OK);
+    assert_int_equal(lipi_index_create(dir, &model_a, x, 2, D, t, l, &fast, &err), LIPI_OK);
     size_t len0;
     char *meta0 = slurp(tmp_path("crash/meta.json"), &len0);
 
     /* The commit step fails: the old index stays, the new files go. */
-    lipi_index_write_options ap = {.append = true};
+    lipi_index_write_options ap = {.append = true, .no_sync = true};
     lipi_index_builder *b = NULL;
     assert_int_equal(lipi_index_builder_new(dir, &model_a, D, &ap, &b, &err), LIPI_OK);
     assert_int_equal(lipi_index_builder_add(b, x + 2 * D, 1, t + 2, l + 2, &err), LIPI_OK);
@@ -526,7 +530,7 @@ static void test_writing_over_other_files_is_refused(void **state)
     const char *mine = tmp_path("mine");
     assert_int_equal(mkdir(mine, 0755), 0);
     write_bytes(tmp_path("mine/notes.txt"), "keep", 4);
-    assert_int_equal(lipi_index_create(mine, &model_a, x, 1, 2, t, l, NULL, &err), LIPI_EINVAL);
+    assert_int_equal(lipi_index_create(mine, &model_a, x, 1, 2, t, l, &fast, &err), LIPI_EINVAL);
     assert_non_null(strstr(err.msg, "notes.txt"));
     size_t n;
     char *kept = slurp(tmp_path("mine/notes.txt"), &n);
@@ -535,15 +539,15 @@ static void test_writing_over_other_files_is_refused(void **state)
     /* Nor is a regular file. */
     const char *file = tmp_path("plain_file");
     write_bytes(file, "x", 1);
-    assert_int_equal(lipi_index_create(file, &model_a, x, 1, 2, t, l, NULL, &err), LIPI_EINVAL);
+    assert_int_equal(lipi_index_create(file, &model_a, x, 1, 2, t, l, &fast, &err), LIPI_EINVAL);
     /* An empty directory and an existing index are replaced. */
     const char *empty = tmp_path("empty");
     assert_int_equal(mkdir(empty, 0755), 0);
-    assert_int_equal(lipi_index_create(empty, &model_a, x, 1, 2, t, l, NULL, &err), LIPI_OK);
+    assert_int_equal(lipi_index_create(empty, &model_a, x, 1, 2, t, l, &fast, &err), LIPI_OK);
     float y[4] = {0, 1, 1, 1};
     const char *t2[2] = {"new", "newer"};
     size_t l2[2] = {3, 5};
-    assert_int_equal(lipi_index_create(empty, &model_a, y, 2, 2, t2, l2, NULL, &err), LIPI_OK);
+    assert_int_equal(lipi_index_create(empty, &model_a, y, 2, 2, t2, l2, &fast, &err), LIPI_OK);
     lipi_index *idx = NULL;
     assert_int_equal(lipi_index_open(empty, NULL, &idx, &err), LIPI_OK);
     assert_int_equal(lipi_index_count(idx), 2);
@@ -556,12 +560,12 @@ static void test_writing_over_other_files_is_refused(void **state)
     /* Texts with newlines and vectors with NaN are refused. */
     const char *bad_t[1] = {"two\nlines"};
     size_t bad_l[1] = {9};
-    assert_int_equal(lipi_index_create(tmp_path("nl"), &model_a, x, 1, 2, bad_t, bad_l, NULL,
+    assert_int_equal(lipi_index_create(tmp_path("nl"), &model_a, x, 1, 2, bad_t, bad_l, &fast,
                                        &err),
                      LIPI_EINVAL);
     assert_non_null(strstr(err.msg, "newline"));
     float nan_x[2] = {NAN, 1};
-    assert_int_equal(lipi_index_create(tmp_path("nan"), &model_a, nan_x, 1, 2, t, l, NULL, &err),
+    assert_int_equal(lipi_index_create(tmp_path("nan"), &model_a, nan_x, 1, 2, t, l, &fast, &err),
                      LIPI_EINVAL);
     assert_int_equal(count_prefixed("nl", false) + count_prefixed("nan", false), 0);
 }
@@ -580,7 +584,7 @@ static void test_faiss_flat_gives_the_exact_results(void **state)
     fill_gauss(x, N * D);
     fill_gauss(q, NQ * D);
     lipi_error err = {0};
-    lipi_index_write_options wo = {.faiss_spec = "Flat", .threads = 2};
+    lipi_index_write_options wo = {.faiss_spec = "Flat", .threads = 2, .no_sync = true};
     const char *dir = tmp_path("faiss_flat");
     assert_int_equal(lipi_index_create(dir, &model_a, x, N, D, text_ptrs(buf, N, 1, ptrs, lens),
                                        lens, &wo, &err),
@@ -795,7 +799,7 @@ static void test_damaged_index_files_are_rejected(void **state)
     size_t l[3] = {1, 2, 3};
     lipi_error err = {0};
     const char *good = tmp_path("good"), *bad = tmp_path("bad");
-    assert_int_equal(lipi_index_create(good, &model_a, x, 3, 2, t, l, NULL, &err), LIPI_OK);
+    assert_int_equal(lipi_index_create(good, &model_a, x, 3, 2, t, l, &fast, &err), LIPI_OK);
     lipi_index *idx = NULL;
     char path[300];
 
@@ -858,7 +862,7 @@ static void test_damaged_index_files_are_rejected(void **state)
     assert_memory_equal(s, "ccc", 3);
     lipi_index_close(idx);
     /* and when it is appended to. */
-    lipi_index_write_options ap = {.append = true};
+    lipi_index_write_options ap = {.append = true, .no_sync = true};
     assert_int_equal(lipi_index_create(bad, &model_a, x, 1, 2, t, l, &ap, &err), LIPI_EFORMAT);
 
     /* A missing file. */
