@@ -634,9 +634,11 @@ static lipi_status check_finite(const float *v, size_t n, size_t dim, const char
     return LIPI_OK;
 }
 
-lipi_status lipi_knn_search(const float *x, size_t n, size_t dim, const float *q, size_t nq,
-                            size_t k, const lipi_search_options *opt, int64_t *docs,
-                            float *scores, lipi_error *err)
+/* lipi_knn_search; `mapped` says x is a read-only file mapping whose pages
+ * may be dropped after use (madvise on any other memory would zero it). */
+static lipi_status knn_search(const float *x, size_t n, size_t dim, const float *q, size_t nq,
+                              size_t k, const lipi_search_options *opt, bool mapped,
+                              int64_t *docs, float *scores, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     lipi_search_options o = opt ? *opt : (lipi_search_options){0};
@@ -672,8 +674,9 @@ lipi_status lipi_knn_search(const float *x, size_t n, size_t dim, const float *q
     size_t nblocks = n / block + (n % block != 0);
     if (threads > nblocks)
         threads = nblocks;
-    bool release = o.release_pages > 0 ||
-                   (o.release_pages < 0 && n * dim * sizeof(float) >= LIPI_KNN_RELEASE_BYTES);
+    bool release = mapped && (o.release_pages > 0 ||
+                              (o.release_pages == 0 &&
+                               n * dim * sizeof(float) >= LIPI_KNN_RELEASE_BYTES));
     size_t heap_n, scratch_n;
     if (__builtin_mul_overflow(chunk, keff, &heap_n) ||
         __builtin_mul_overflow(tile, panel, &scratch_n)) {
@@ -727,6 +730,13 @@ done:
     lipi_free(th);
     lipi_free(merged);
     return st;
+}
+
+lipi_status lipi_knn_search(const float *x, size_t n, size_t dim, const float *q, size_t nq,
+                            size_t k, const lipi_search_options *opt, int64_t *docs,
+                            float *scores, lipi_error *err)
+{
+    return knn_search(x, n, dim, q, nq, k, opt, false, docs, scores, err);
 }
 
 /* ======================================================================== */
@@ -1290,7 +1300,7 @@ lipi_status lipi_index_search(const lipi_index *idx, const float *q, size_t nq, 
         return lipi_faiss_search(idx->faiss, q, nq, k, opt ? opt->threads : 0, docs, scores,
                                  err);
     }
-    return lipi_knn_search(idx->x, idx->count, idx->dim, q, nq, k, opt, docs, scores, err);
+    return knn_search(idx->x, idx->count, idx->dim, q, nq, k, opt, true, docs, scores, err);
 }
 
 /* ======================================================================== */

@@ -295,9 +295,11 @@ typedef struct {
     size_t block_rows;       /* rows per unit of work (default 16384) */
     size_t gemm_rows;        /* rows per GEMM inside a block (default 1024) */
     size_t gemm_queries;     /* queries per GEMM (default 256) */
-    int release_pages;       /* drop each block's pages from the mapping after
-                                use: 1 yes, 0 no, -1 (default) when the
-                                matrix is 256 MiB or more */
+    int release_pages;       /* lipi_index_search: drop each block's pages
+                                from the index's mapping after use (the page
+                                cache keeps them): 0 (default) when the
+                                matrix is 256 MiB or more, 1 always, -1 never.
+                                lipi_knn_search never drops pages. */
 } lipi_search_options;
 
 /* Top-k documents by inner product for nq queries q (nq, dim): docs and
@@ -314,8 +316,8 @@ lipi_status lipi_index_search(const lipi_index *idx, const float *q, size_t nq, 
 /* Exact top-k by inner product over any matrix x (n, dim), which may be
  * memory-mapped: blocks of rows go to the threads, each block is scored as
  * GEMMs against tiles of queries and fed to one bounded heap per query and
- * thread, and the heaps are merged at the end. Same outputs and errors as
- * lipi_index_search. */
+ * thread, and the heaps are merged at the end. x is only read. Same outputs
+ * and errors as lipi_index_search. */
 lipi_status lipi_knn_search(const float *x, size_t n, size_t dim, const float *q, size_t nq,
                             size_t k, const lipi_search_options *opt, int64_t *docs,
                             float *scores, lipi_error *err);
