@@ -177,7 +177,7 @@ static int run_lipi(const char *dir, size_t k, size_t threads, size_t runs)
     /* Check 5 queries against brute force before timing: their scores, and
      * that no more than k-1 documents score above the k-th hit. The vectors
      * are read, not mapped, so the check does not count in the peak RSS. */
-    enum { CHECK = 5, CHUNK = 65536 };
+    enum { CHECK = 5, CHUNK = 8192 };
     size_t nc = nq < CHECK ? nq : CHECK, above[CHECK] = {0};
     float *buf = malloc(sizeof(float) * CHUNK * d);
     snprintf(path, sizeof path, "%s/index/vectors.npy", dir);
