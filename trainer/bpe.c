@@ -2,8 +2,10 @@
  *
  * Data layout (everything indexed by small integers, no per-occurrence
  * allocation):
- *   words   all symbol ids in one uint32 array, word w at sym[woff[w]],
- *           current length wlen[w]; merges rewrite a word in place.
+ *   words   all symbol ids in one uint32 array; a 40-byte record per word
+ *           (count, where its symbols are, current length, cluster data),
+ *           so a visit costs about two cache misses. Merges rewrite a word
+ *           in place.
  *   tokens  id -> bytes (and, for byte units, the GPT-2 alphabet string that
  *           is its identity in tokenizer.json), length in base units.
  *   pairs   (left, right) -> pair record through an open-addressing table
@@ -19,7 +21,9 @@
  * A merge scans only the words in its pair's list. Per word, the pairs that
  * touch a merged position disappear and the pairs that touch a new token
  * appear; every other pair of the word keeps its symbols, position and
- * validity, so only those two sets change the counts.
+ * validity, so only those two sets change the counts. The changes of all
+ * words are first summed per pair in a small table that stays in cache, then
+ * applied to the big pair table once per distinct pair.
  *
  * Grapheme guard: for words whose clusters are not all single units, a
  * bitmap marks the base units where a cluster starts. An occurrence of a
@@ -33,6 +37,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -130,6 +135,54 @@ void lipi_bpe_model_get_merge(const lipi_bpe_model *m, size_t rank, uint32_t *le
 }
 
 /* ======================================================================== */
+/* Big arrays                                                                */
+/* ======================================================================== */
+
+/* Asks Linux to back the untouched range [p, p+len) of a large array with
+ * huge pages. The pair tables grow to hundreds of megabytes in a few
+ * seconds, and on virtual machines one page fault per 4 KiB costs as much
+ * as the training work on that memory. Only a hint: ignored where
+ * unsupported. */
+static void huge_pages(void *p, size_t len)
+{
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    uintptr_t e = ((uintptr_t)p + len) & ~(huge - 1);
+    if (e > a)
+        madvise((void *)a, e - a, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)len;
+#endif
+}
+
+/* lipi_grow for the big arrays: the new part gets the huge-page hint. */
+static lipi_status big_grow(void **p, size_t *cap, size_t need, size_t size)
+{
+    size_t old = *cap;
+    lipi_status st = lipi_grow(p, cap, need, size);
+    if (st == LIPI_OK && *cap != old)
+        huge_pages((char *)*p + old * size, (*cap - old) * size);
+    return st;
+}
+
+/* An array of n elements of `size` bytes, zeroed if `zero`. NULL on overflow
+ * or out of memory. */
+static void *big_alloc(size_t n, size_t size, bool zero)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    void *p = lipi_malloc(n * size);
+    if (p) {
+        huge_pages(p, n * size);
+        if (zero)
+            memset(p, 0, n * size);
+    }
+    return p;
+}
+
+/* ======================================================================== */
 /* Training state                                                            */
 /* ======================================================================== */
 
@@ -144,19 +197,43 @@ typedef struct {
     uint64_t count;
     uint32_t left, right;
     uint32_t head, tail; /* word-list chunks, NONE when empty */
-    uint32_t stamp;      /* merge number of the last push to the dirty list */
     uint8_t tail_fill;
     bool forbidden;      /* its merge would give a byte-fallback token */
 } pair_rec;
+
+typedef struct {
+    uint64_t count;
+    size_t off;      /* first symbol in sym */
+    size_t goff;     /* first bit in gbits; NO_GUARD: every cluster is one unit */
+    uint32_t len;    /* current number of symbols */
+    uint32_t units;  /* length in base units */
+    uint32_t stamp;  /* merge number of the last visit */
+} word_rec;
+
+/* A change of a pair count found while rewriting words: n occurrences of
+ * pair `key` vanish (removals) or appear in word w (additions). */
+typedef struct {
+    uint64_t key, n;
+    uint32_t w;
+} delta;
+
+/* Per-merge sum of the deltas of one pair. */
+typedef struct {
+    uint64_t key, n;
+    uint32_t epoch;
+    uint32_t pair;
+} agg_slot;
 
 typedef struct {
     uint64_t key; /* left << 32 | right; UINT64_MAX: empty */
     uint32_t pair;
 } pair_slot;
 
+/* The pair's token ids ride along so that comparing two entries touches
+ * only the heap and the small per-token arrays. */
 typedef struct {
     uint64_t count;
-    uint32_t pair;
+    uint32_t pair, left, right;
 } heap_ent;
 
 typedef struct {
@@ -168,6 +245,7 @@ typedef struct {
     lipi_buf raw, vstr;  /* vstr only for byte units */
     size_t *raw_off, *vstr_off;
     uint32_t *ulen;      /* length in base units */
+    uint64_t *prefix;    /* first 8 bytes, big-endian, zero-padded: orders most ties */
     size_t n_tok, tok_cap;
     uint32_t *tmap;      /* open addressing on the vocabulary string: id, NONE empty */
     size_t tmap_cap;
@@ -176,12 +254,9 @@ typedef struct {
 
     /* words */
     size_t n_words;
+    word_rec *words;
     uint32_t *sym;
-    size_t *woff;
-    uint32_t *wlen, *wunits, *wstamp;
-    uint64_t *wcount;
-    size_t *goff;        /* bit offset into gbits, NO_GUARD when all clusters are single units */
-    uint8_t *gbits;
+    uint8_t *gbits;      /* cluster starts, a bit per base unit */
     uint32_t max_wlen;
 
     /* pairs */
@@ -196,9 +271,16 @@ typedef struct {
 
     heap_ent *heap;
     size_t heap_n, heap_cap;
-    uint32_t *dirty;
-    size_t n_dirty, dirty_cap;
     uint32_t merge_no;
+
+    /* pair count changes of the current merge */
+    delta *rem, *add;
+    size_t n_rem, rem_cap, n_add, add_cap;
+    agg_slot *agg;
+    size_t agg_cap;
+    uint32_t agg_epoch;
+    uint32_t *agg_used;  /* slots in use this epoch, in first-use order */
+    size_t n_used, used_cap;
 
     /* per-word scratch */
     uint32_t *newsym;
@@ -219,20 +301,19 @@ static void bpe_free(bpe *b)
     lipi_free(b->raw_off);
     lipi_free(b->vstr_off);
     lipi_free(b->ulen);
+    lipi_free(b->prefix);
     lipi_free(b->tmap);
     lipi_free(b->sym);
-    lipi_free(b->woff);
-    lipi_free(b->wlen);
-    lipi_free(b->wunits);
-    lipi_free(b->wstamp);
-    lipi_free(b->wcount);
-    lipi_free(b->goff);
+    lipi_free(b->words);
     lipi_free(b->gbits);
     lipi_free(b->pairs);
     lipi_free(b->pslots);
     lipi_free(b->chunks);
     lipi_free(b->heap);
-    lipi_free(b->dirty);
+    lipi_free(b->rem);
+    lipi_free(b->add);
+    lipi_free(b->agg);
+    lipi_free(b->agg_used);
     lipi_free(b->newsym);
     lipi_free(b->old_merged);
     lipi_free(b->new_fresh);
@@ -377,11 +458,15 @@ static lipi_status tok_add(bpe *b, const char *r, size_t rlen, const char *v, si
     if (b->n_tok >= NONE - 1)
         return LIPI_ENOMEM;
     if (b->n_tok + 2 > b->tok_cap) {
-        size_t cap = b->tok_cap, cap2 = b->tok_cap, cap3 = b->tok_cap;
+        size_t cap = b->tok_cap, cap2 = b->tok_cap, cap3 = b->tok_cap, cap4 = b->tok_cap;
         void *p = b->raw_off;
         if (lipi_grow(&p, &cap, b->n_tok + 2, sizeof(size_t)) != LIPI_OK)
             return LIPI_ENOMEM;
         b->raw_off = p;
+        p = b->prefix;
+        if (lipi_grow(&p, &cap4, b->n_tok + 2, sizeof(uint64_t)) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->prefix = p;
         p = b->ulen;
         if (lipi_grow(&p, &cap2, b->n_tok + 2, sizeof(uint32_t)) != LIPI_OK)
             return LIPI_ENOMEM;
@@ -406,6 +491,10 @@ static lipi_status tok_add(bpe *b, const char *r, size_t rlen, const char *v, si
     if (b->byte_units)
         b->vstr_off[t + 1] = b->vstr.len;
     b->ulen[t] = units;
+    uint64_t key = 0;
+    for (size_t i = 0; i < 8; i++)
+        key = key << 8 | (i < rlen ? (unsigned char)r[i] : 0);
+    b->prefix[t] = key;
     b->n_tok++;
     if (tmap_insert(b, t) != LIPI_OK) {
         b->n_tok--;
@@ -448,6 +537,8 @@ static int tok_cmp(const bpe *b, uint32_t x, uint32_t y)
 {
     if (x == y)
         return 0;
+    if (b->prefix[x] != b->prefix[y])
+        return b->prefix[x] < b->prefix[y] ? -1 : 1;
     size_t lx, ly;
     const char *sx = tok_raw(b, x, &lx), *sy = tok_raw(b, y, &ly);
     int r = memcmp(sx, sy, lx < ly ? lx : ly);
@@ -487,7 +578,7 @@ static lipi_status pslots_grow(bpe *b)
     unsigned bits = 0;
     while (((size_t)1 << bits) < ncap)
         bits++;
-    pair_slot *ns = lipi_reallocarray(NULL, ncap, sizeof *ns);
+    pair_slot *ns = big_alloc(ncap, sizeof *ns, false);
     if (!ns)
         return LIPI_ENOMEM;
     for (size_t i = 0; i < ncap; i++)
@@ -527,11 +618,11 @@ static lipi_status pair_get(bpe *b, uint32_t l, uint32_t r, uint32_t *out)
     if (b->n_pairs >= NONE - 1)
         return LIPI_ENOMEM;
     void *p = b->pairs;
-    if (lipi_grow(&p, &b->pairs_cap, b->n_pairs + 1, sizeof(pair_rec)) != LIPI_OK)
+    if (big_grow(&p, &b->pairs_cap, b->n_pairs + 1, sizeof(pair_rec)) != LIPI_OK)
         return LIPI_ENOMEM;
     b->pairs = p;
     uint32_t id = (uint32_t)b->n_pairs++;
-    b->pairs[id] = (pair_rec){0, l, r, NONE, NONE, NONE, 0, false};
+    b->pairs[id] = (pair_rec){0, l, r, NONE, NONE, 0, false};
     b->pslots[i] = (pair_slot){key, id};
     *out = id;
     return LIPI_OK;
@@ -547,7 +638,7 @@ static lipi_status chunk_alloc(bpe *b, uint32_t *out)
     if (b->n_chunks >= NONE - 1)
         return LIPI_ENOMEM;
     void *p = b->chunks;
-    if (lipi_grow(&p, &b->chunks_cap, b->n_chunks + 1, sizeof(chunk)) != LIPI_OK)
+    if (big_grow(&p, &b->chunks_cap, b->n_chunks + 1, sizeof(chunk)) != LIPI_OK)
         return LIPI_ENOMEM;
     b->chunks = p;
     *out = (uint32_t)b->n_chunks++;
@@ -593,35 +684,125 @@ static void list_release(bpe *b, pair_rec *pr)
     pr->tail_fill = 0;
 }
 
-static lipi_status pair_inc(bpe *b, uint32_t l, uint32_t r, uint64_t n, uint32_t w)
+static void pair_dec(bpe *b, uint64_t key, uint64_t n)
 {
-    uint32_t p;
-    if (pair_get(b, l, r, &p) != LIPI_OK || list_append(b, p, w) != LIPI_OK)
-        return LIPI_ENOMEM;
-    pair_rec *pr = &b->pairs[p];
-    pr->count += n;
-    if (pr->stamp != b->merge_no) {
-        pr->stamp = b->merge_no;
-        if (b->n_dirty == b->dirty_cap) {
-            void *q = b->dirty;
-            if (lipi_grow(&q, &b->dirty_cap, b->n_dirty + 1, sizeof(uint32_t)) != LIPI_OK)
-                return LIPI_ENOMEM;
-            b->dirty = q;
-        }
-        b->dirty[b->n_dirty++] = p;
-    }
-    return LIPI_OK;
-}
-
-static void pair_dec(bpe *b, uint32_t l, uint32_t r, uint64_t n)
-{
-    uint32_t p = pair_find(b, pair_key(l, r));
+    uint32_t p = pair_find(b, key);
     LIPI_ASSERT(p != NONE);
     pair_rec *pr = &b->pairs[p];
     LIPI_ASSERT(pr->count >= n);
     pr->count -= n;
     if (pr->count == 0)
         list_release(b, pr);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Per-merge sums of pair count changes                                      */
+/* ------------------------------------------------------------------------ */
+
+static lipi_status delta_reserve(delta **v, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return LIPI_OK;
+    void *p = *v;
+    lipi_status st = big_grow(&p, cap, need, sizeof(delta));
+    *v = p;
+    return st;
+}
+
+/* Starts a new sum: every slot of an older epoch counts as empty. */
+static void agg_reset(bpe *b)
+{
+    b->n_used = 0;
+    if (++b->agg_epoch == 0) {
+        for (size_t i = 0; i < b->agg_cap; i++)
+            b->agg[i].epoch = 0;
+        b->agg_epoch = 1;
+    }
+}
+
+static size_t agg_probe(const bpe *b, uint64_t key)
+{
+    size_t mask = b->agg_cap - 1;
+    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+    while (b->agg[i].epoch == b->agg_epoch && b->agg[i].key != key)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* Index of key's slot in the current sum, claimed (n = 0, pair = NONE) if new. */
+static lipi_status agg_slot_of(bpe *b, uint64_t key, size_t *out)
+{
+    if ((b->n_used + 1) * 2 > b->agg_cap) {
+        size_t ncap = b->agg_cap ? b->agg_cap * 2 : 4096;
+        agg_slot *old = b->agg;
+        b->agg = big_alloc(ncap, sizeof *b->agg, true);
+        if (!b->agg) {
+            b->agg = old;
+            return LIPI_ENOMEM;
+        }
+        b->agg_cap = ncap;
+        for (size_t u = 0; u < b->n_used; u++) {
+            size_t j = agg_probe(b, old[b->agg_used[u]].key);
+            b->agg[j] = old[b->agg_used[u]];
+            b->agg_used[u] = (uint32_t)j;
+        }
+        lipi_free(old);
+        void *p = b->agg_used;
+        size_t ucap = b->used_cap;
+        if (lipi_grow(&p, &ucap, ncap / 2 + 1, sizeof(uint32_t)) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->agg_used = p;
+        b->used_cap = ucap;
+    }
+    size_t i = agg_probe(b, key);
+    if (b->agg[i].epoch != b->agg_epoch) {
+        b->agg[i] = (agg_slot){key, 0, b->agg_epoch, NONE};
+        b->agg_used[b->n_used++] = (uint32_t)i;
+    }
+    *out = i;
+    return LIPI_OK;
+}
+
+/* Subtracts the removed occurrences, one big-table update per pair. */
+static lipi_status apply_removals(bpe *b)
+{
+    agg_reset(b);
+    for (size_t k = 0; k < b->n_rem; k++) {
+        size_t i;
+        if (agg_slot_of(b, b->rem[k].key, &i) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->agg[i].n += b->rem[k].n;
+    }
+    for (size_t u = 0; u < b->n_used; u++)
+        pair_dec(b, b->agg[b->agg_used[u]].key, b->agg[b->agg_used[u]].n);
+    return LIPI_OK;
+}
+
+static lipi_status heap_push(bpe *b, uint64_t count, uint32_t pair);
+
+/* Adds the new occurrences, notes their words, and queues the pairs. */
+static lipi_status apply_additions(bpe *b)
+{
+    agg_reset(b);
+    for (size_t k = 0; k < b->n_add; k++) {
+        const delta *d = &b->add[k];
+        size_t i;
+        if (agg_slot_of(b, d->key, &i) != LIPI_OK)
+            return LIPI_ENOMEM;
+        if (b->agg[i].pair == NONE &&
+            pair_get(b, (uint32_t)(d->key >> 32), (uint32_t)d->key, &b->agg[i].pair) != LIPI_OK)
+            return LIPI_ENOMEM;
+        uint32_t p = b->agg[i].pair;
+        b->pairs[p].count += d->n;
+        if (list_append(b, p, d->w) != LIPI_OK)
+            return LIPI_ENOMEM;
+    }
+    for (size_t u = 0; u < b->n_used; u++) {
+        uint32_t p = b->agg[b->agg_used[u]].pair;
+        if (!b->pairs[p].forbidden && heap_push(b, b->pairs[p].count, p) != LIPI_OK)
+            return LIPI_ENOMEM;
+    }
+    return LIPI_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -634,11 +815,10 @@ static bool heap_before(const bpe *b, const heap_ent *x, const heap_ent *y)
 {
     if (x->count != y->count)
         return x->count > y->count;
-    const pair_rec *px = &b->pairs[x->pair], *py = &b->pairs[y->pair];
-    int c = tok_cmp(b, px->left, py->left);
+    int c = tok_cmp(b, x->left, y->left);
     if (c)
         return c < 0;
-    return tok_cmp(b, px->right, py->right) < 0;
+    return tok_cmp(b, x->right, y->right) < 0;
 }
 
 static void heap_sift_down(bpe *b, size_t i)
@@ -662,13 +842,14 @@ static void heap_sift_down(bpe *b, size_t i)
 
 static lipi_status heap_push(bpe *b, uint64_t count, uint32_t pair)
 {
+    const pair_rec *pr = &b->pairs[pair];
     if (b->heap_n == b->heap_cap) {
         void *p = b->heap;
-        if (lipi_grow(&p, &b->heap_cap, b->heap_n + 1, sizeof(heap_ent)) != LIPI_OK)
+        if (big_grow(&p, &b->heap_cap, b->heap_n + 1, sizeof(heap_ent)) != LIPI_OK)
             return LIPI_ENOMEM;
         b->heap = p;
     }
-    heap_ent e = {count, pair};
+    heap_ent e = {count, pair, pr->left, pr->right};
     size_t i = b->heap_n++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;
@@ -704,18 +885,18 @@ static inline bool cluster_starts(const uint8_t *g, uint32_t i)
     return (g[i >> 3] >> (i & 7)) & 1;
 }
 
-/* May the symbols x, y of word w, starting at base unit `pos`, be merged? */
-static inline bool pair_ok(const bpe *b, size_t w, uint32_t x, uint32_t y, uint32_t pos)
+/* May the symbols x, y of word wr, starting at base unit `pos`, be merged? */
+static inline bool pair_ok(const bpe *b, const word_rec *wr, uint32_t x, uint32_t y, uint32_t pos)
 {
     if (x == NONE || y == NONE)
         return false;
     uint32_t e = pos + b->ulen[x] + b->ulen[y];
     if (b->max_len && e - pos > b->max_len)
         return false;
-    if (b->goff[w] == NO_GUARD)
+    if (wr->goff == NO_GUARD)
         return true;
-    const uint8_t *g = b->gbits + b->goff[w] / 8;
-    if (cluster_starts(g, pos) && (e == b->wunits[w] || cluster_starts(g, e)))
+    const uint8_t *g = b->gbits + wr->goff / 8;
+    if (cluster_starts(g, pos) && (e == wr->units || cluster_starts(g, e)))
         return true; /* whole clusters */
     for (uint32_t i = pos + 1; i < e; i++)
         if (cluster_starts(g, i))
@@ -724,15 +905,17 @@ static inline bool pair_ok(const bpe *b, size_t w, uint32_t x, uint32_t y, uint3
 }
 
 /* Applies the merge x y -> z to every valid occurrence in word w, left to
- * right, and moves the pair counts of the changed neighbourhoods. */
-static lipi_status merge_word(bpe *b, uint32_t w, uint32_t x, uint32_t y, uint32_t z)
+ * right, and records the pair count changes of the rewritten places in
+ * b->rem and b->add. */
+static lipi_status merge_word(bpe *b, word_rec *wr, uint32_t w, uint32_t x, uint32_t y,
+                              uint32_t z)
 {
-    uint32_t *old = b->sym + b->woff[w];
-    uint32_t L = b->wlen[w], j = 0, pos = 0;
+    uint32_t *old = b->sym + wr->off;
+    uint32_t L = wr->len, j = 0, pos = 0;
     uint32_t *nw = b->newsym;
     uint8_t *om = b->old_merged, *nf = b->new_fresh;
     for (uint32_t i = 0; i < L;) {
-        if (i + 1 < L && old[i] == x && old[i + 1] == y && pair_ok(b, w, x, y, pos)) {
+        if (i + 1 < L && old[i] == x && old[i + 1] == y && pair_ok(b, wr, x, y, pos)) {
             om[i] = om[i + 1] = 1;
             nf[j] = 1;
             nw[j++] = z;
@@ -748,22 +931,24 @@ static lipi_status merge_word(bpe *b, uint32_t w, uint32_t x, uint32_t y, uint32
     }
     if (j == L)
         return LIPI_OK; /* a stale entry of the pair's word list */
-    uint64_t n = b->wcount[w];
+    if (delta_reserve(&b->rem, &b->rem_cap, b->n_rem + L) != LIPI_OK ||
+        delta_reserve(&b->add, &b->add_cap, b->n_add + L) != LIPI_OK)
+        return LIPI_ENOMEM;
+    uint64_t n = wr->count;
     pos = 0;
     for (uint32_t k = 0; k + 1 < L; k++) {
-        if ((om[k] | om[k + 1]) && pair_ok(b, w, old[k], old[k + 1], pos))
-            pair_dec(b, old[k], old[k + 1], n);
+        if ((om[k] | om[k + 1]) && pair_ok(b, wr, old[k], old[k + 1], pos))
+            b->rem[b->n_rem++] = (delta){pair_key(old[k], old[k + 1]), n, w};
         pos += sym_units(b, old[k]);
     }
     pos = 0;
     for (uint32_t m = 0; m + 1 < j; m++) {
-        if ((nf[m] | nf[m + 1]) && pair_ok(b, w, nw[m], nw[m + 1], pos))
-            if (pair_inc(b, nw[m], nw[m + 1], n, w) != LIPI_OK)
-                return LIPI_ENOMEM;
+        if ((nf[m] | nf[m + 1]) && pair_ok(b, wr, nw[m], nw[m + 1], pos))
+            b->add[b->n_add++] = (delta){pair_key(nw[m], nw[m + 1]), n, w};
         pos += sym_units(b, nw[m]);
     }
     memcpy(old, nw, j * sizeof *old);
-    b->wlen[w] = j;
+    wr->len = j;
     return LIPI_OK;
 }
 
@@ -829,7 +1014,7 @@ static bool needs_clusters(const bpe *b, const char *s, size_t len)
 
 typedef struct {
     bpe *b;
-    const lipi_count_entry *words;
+    const lipi_count_entry *ents;
     size_t lo, hi;
     lipi_status st;
     lipi_error err;
@@ -844,18 +1029,19 @@ static void *guard_run(void *arg)
     size_t *bounds = NULL, cap = 0, n;
     job->st = LIPI_OK;
     for (size_t w = job->lo; w < job->hi; w++) {
-        if (b->goff[w] == NO_GUARD)
+        word_rec *wr = &b->words[w];
+        if (wr->goff == NO_GUARD)
             continue;
-        const char *s = job->words[w].word;
-        size_t len = job->words[w].len;
+        const char *s = job->ents[w].word;
+        size_t len = job->ents[w].len;
         job->st = lipi_graphemes(s, len, &bounds, &cap, &n, &job->err);
         if (job->st != LIPI_OK)
             break;
-        if (n == b->wunits[w]) {
-            b->goff[w] = NO_GUARD;
+        if (n == wr->units) {
+            wr->goff = NO_GUARD;
             continue;
         }
-        uint8_t *g = b->gbits + b->goff[w] / 8;
+        uint8_t *g = b->gbits + wr->goff / 8;
         /* Byte offsets of the cluster starts -> base unit indices. */
         uint32_t unit = 0;
         size_t k = 0;
@@ -879,7 +1065,7 @@ static size_t online_cpus(void)
     return n > 0 ? (size_t)n : 1;
 }
 
-static lipi_status compute_guard(bpe *b, const lipi_count_entry *words, lipi_error *err)
+static lipi_status compute_guard(bpe *b, const lipi_count_entry *ents, lipi_error *err)
 {
     size_t threads = b->opt->threads ? b->opt->threads : online_cpus();
     if (threads > 64)
@@ -890,7 +1076,7 @@ static lipi_status compute_guard(bpe *b, const lipi_count_entry *words, lipi_err
     pthread_t tid[64];
     size_t started = 0;
     for (size_t t = 0; t < threads; t++)
-        jobs[t] = (guard_job){b, words, b->n_words * t / threads, b->n_words * (t + 1) / threads,
+        jobs[t] = (guard_job){b, ents, b->n_words * t / threads, b->n_words * (t + 1) / threads,
                               LIPI_OK, {0}};
     for (size_t t = 1; t < threads; t++) {
         if (pthread_create(&tid[t], NULL, guard_run, &jobs[t]) != 0)
@@ -955,7 +1141,7 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     const lipi_bpe_options *opt = b->opt;
-    lipi_count_entry *words = NULL;
+    lipi_count_entry *ents = NULL;
     cp_table *cps = NULL;
     alpha_ent *alpha = NULL;
     size_t n_alpha = 0;
@@ -968,16 +1154,10 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
     if (b->n_words >= NONE)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "too many distinct words (%zu)",
                               b->n_words);
-    words = lipi_calloc(b->n_words, sizeof *words);
+    ents = big_alloc(b->n_words, sizeof *ents, false);
     cps = lipi_calloc(1, sizeof *cps);
-    b->woff = lipi_calloc(b->n_words, sizeof *b->woff);
-    b->wlen = lipi_calloc(b->n_words, sizeof *b->wlen);
-    b->wunits = lipi_calloc(b->n_words, sizeof *b->wunits);
-    b->wstamp = lipi_calloc(b->n_words, sizeof *b->wstamp);
-    b->wcount = lipi_calloc(b->n_words, sizeof *b->wcount);
-    b->goff = lipi_calloc(b->n_words, sizeof *b->goff);
-    if (!words || !cps || !b->woff || !b->wlen || !b->wunits || !b->wstamp || !b->wcount ||
-        !b->goff) {
+    b->words = big_alloc(b->n_words, sizeof *b->words, true);
+    if (!ents || !cps || !b->words) {
         st = LIPI_ENOMEM;
         goto done;
     }
@@ -985,10 +1165,11 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
     /* Pass 1: validate, count units and their frequencies. */
     size_t pos = 0, w = 0, total_units = 0, guard_bits = 0;
     uint64_t weighted = 0;
-    while (lipi_counts_next(counts, &pos, &words[w])) {
-        const char *s = words[w].word;
-        size_t len = words[w].len;
-        uint64_t c = words[w].count;
+    while (lipi_counts_next(counts, &pos, &ents[w])) {
+        const char *s = ents[w].word;
+        size_t len = ents[w].len;
+        uint64_t c = ents[w].count;
+        word_rec *wr = &b->words[w];
         size_t bad = lipi_utf8_valid_prefix(s, len);
         if (bad < len) {
             st = lipi_error_set(err, LIPI_EFORMAT, NULL, 0, bad,
@@ -1022,17 +1203,17 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
             goto done;
         }
         weighted += c * units;
-        b->woff[w] = total_units;
-        b->wlen[w] = b->wunits[w] = (uint32_t)units;
-        b->wcount[w] = c;
+        wr->off = total_units;
+        wr->len = wr->units = (uint32_t)units;
+        wr->count = c;
         if (units > b->max_wlen)
             b->max_wlen = (uint32_t)units;
         if (b->guard && needs_clusters(b, s, len)) {
             guard_bits = (guard_bits + 7) & ~(size_t)7; /* byte-aligned: threads write apart */
-            b->goff[w] = guard_bits;
+            wr->goff = guard_bits;
             guard_bits += units;
         } else {
-            b->goff[w] = NO_GUARD;
+            wr->goff = NO_GUARD;
         }
         total_units += units;
         w++;
@@ -1135,16 +1316,16 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
     /* Pass 2: symbol arrays. */
     if (total_units == 0)
         total_units = 1;
-    b->sym = lipi_reallocarray(NULL, total_units, sizeof *b->sym);
+    b->sym = big_alloc(total_units, sizeof *b->sym, false);
     b->gbits = lipi_calloc(guard_bits / 8 + 1, 1);
     if (!b->sym || !b->gbits) {
         st = LIPI_ENOMEM;
         goto done;
     }
     for (w = 0; w < b->n_words; w++) {
-        const char *s = words[w].word;
-        size_t len = words[w].len;
-        uint32_t *out = b->sym + b->woff[w];
+        const char *s = ents[w].word;
+        size_t len = ents[w].len;
+        uint32_t *out = b->sym + b->words[w].off;
         if (b->byte_units) {
             for (size_t i = 0; i < len; i++)
                 out[i] = cps->page[0]->id[(unsigned char)s[i]];
@@ -1157,7 +1338,7 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
         }
     }
     if (b->guard)
-        TRY(compute_guard(b, words, err));
+        TRY(compute_guard(b, ents, err));
 
     size_t scratch = b->max_wlen ? b->max_wlen : 1;
     b->newsym = lipi_reallocarray(NULL, scratch, sizeof *b->newsym);
@@ -1168,7 +1349,7 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
 done:
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, st, NULL, 0, 0, "out of memory preparing BPE training");
-    lipi_free(words);
+    lipi_free(ents);
     cp_table_free(cps);
     lipi_free(alpha);
     lipi_buf_free(&unmapped);
@@ -1182,24 +1363,27 @@ done:
 static lipi_status count_initial_pairs(bpe *b)
 {
     for (uint32_t w = 0; w < b->n_words; w++) {
-        const uint32_t *s = b->sym + b->woff[w];
-        uint32_t L = b->wlen[w], pos = 0;
-        for (uint32_t k = 0; k + 1 < L; k++) {
-            if (pair_ok(b, w, s[k], s[k + 1], pos))
-                if (pair_inc(b, s[k], s[k + 1], b->wcount[w], w) != LIPI_OK)
+        const word_rec *wr = &b->words[w];
+        const uint32_t *s = b->sym + wr->off;
+        uint32_t pos = 0;
+        for (uint32_t k = 0; k + 1 < wr->len; k++) {
+            if (pair_ok(b, wr, s[k], s[k + 1], pos)) {
+                uint32_t p;
+                if (pair_get(b, s[k], s[k + 1], &p) != LIPI_OK || list_append(b, p, w) != LIPI_OK)
                     return LIPI_ENOMEM;
+                b->pairs[p].count += wr->count;
+            }
             pos += sym_units(b, s[k]);
         }
     }
-    /* Every pair is in the dirty list once: heapify them. */
-    b->heap = lipi_reallocarray(NULL, b->n_dirty ? b->n_dirty : 1, sizeof *b->heap);
+    size_t n = b->n_pairs ? b->n_pairs : 1;
+    b->heap = big_alloc(n, sizeof *b->heap, false);
     if (!b->heap)
         return LIPI_ENOMEM;
-    b->heap_cap = b->n_dirty ? b->n_dirty : 1;
-    for (size_t i = 0; i < b->n_dirty; i++)
-        b->heap[i] = (heap_ent){b->pairs[b->dirty[i]].count, b->dirty[i]};
-    b->heap_n = b->n_dirty;
-    b->n_dirty = 0;
+    b->heap_cap = n;
+    for (uint32_t p = 0; p < b->n_pairs; p++)
+        b->heap[p] = (heap_ent){b->pairs[p].count, p, b->pairs[p].left, b->pairs[p].right};
+    b->heap_n = b->n_pairs;
     for (size_t i = b->heap_n / 2; i-- > 0;)
         heap_sift_down(b, i);
     return LIPI_OK;
@@ -1225,31 +1409,58 @@ static lipi_status next_pair(bpe *b, uint32_t *out)
     return LIPI_OK;
 }
 
-/* Copies the words of pair p's list (each once) into b->wl and releases
- * the list. */
+/* Copies pair p's word list (stale and repeated entries included) into
+ * b->wl and releases the list. */
 static lipi_status take_words(bpe *b, uint32_t p, size_t *n)
 {
     pair_rec *pr = &b->pairs[p];
     size_t k = 0;
     for (uint32_t c = pr->head; c != NONE; c = b->chunks[c].next) {
         uint32_t fill = c == pr->tail ? pr->tail_fill : CHUNK_WORDS;
-        for (uint32_t i = 0; i < fill; i++) {
-            uint32_t w = b->chunks[c].w[i];
-            if (b->wstamp[w] == b->merge_no)
-                continue;
-            b->wstamp[w] = b->merge_no;
-            if (k == b->wl_cap) {
-                void *q = b->wl;
-                if (lipi_grow(&q, &b->wl_cap, k + 1, sizeof(uint32_t)) != LIPI_OK)
-                    return LIPI_ENOMEM;
-                b->wl = q;
-            }
-            b->wl[k++] = w;
+        if (k + fill > b->wl_cap) {
+            void *q = b->wl;
+            if (big_grow(&q, &b->wl_cap, k + fill, sizeof(uint32_t)) != LIPI_OK)
+                return LIPI_ENOMEM;
+            b->wl = q;
         }
+        memcpy(b->wl + k, b->chunks[c].w, fill * sizeof(uint32_t));
+        k += fill;
     }
     list_release(b, pr);
     *n = k;
     return LIPI_OK;
+}
+
+/* Rewrites the words of pair (x, y) with the merge x y -> z and updates the
+ * pair counts. Word records and symbols are prefetched a few words ahead:
+ * the words of a list are scattered over memory. */
+static lipi_status merge_pair(bpe *b, uint32_t p, uint32_t x, uint32_t y, uint32_t z)
+{
+    size_t nw;
+    if (take_words(b, p, &nw) != LIPI_OK)
+        return LIPI_ENOMEM;
+    b->n_rem = b->n_add = 0;
+    const uint32_t *wl = b->wl;
+    for (size_t i = 0; i < nw; i++) {
+        if (i + 8 < nw)
+            __builtin_prefetch(&b->words[wl[i + 8]]);
+        if (i + 4 < nw) {
+            const word_rec *ahead = &b->words[wl[i + 4]];
+            __builtin_prefetch(b->sym + ahead->off);
+            if (ahead->goff != NO_GUARD)
+                __builtin_prefetch(b->gbits + ahead->goff / 8);
+        }
+        word_rec *wr = &b->words[wl[i]];
+        if (wr->stamp == b->merge_no)
+            continue;
+        wr->stamp = b->merge_no;
+        if (merge_word(b, wr, wl[i], x, y, z) != LIPI_OK)
+            return LIPI_ENOMEM;
+    }
+    if (apply_removals(b) != LIPI_OK)
+        return LIPI_ENOMEM;
+    LIPI_ASSERT(b->pairs[p].count == 0);
+    return apply_additions(b);
 }
 
 static double now_seconds(void)
@@ -1328,17 +1539,7 @@ static lipi_status learn(bpe *b, lipi_error *err)
         b->merge_count[b->n_merges++] = count;
 
         b->merge_no++;
-        size_t nw;
-        TRY(take_words(b, p, &nw));
-        for (size_t i = 0; i < nw; i++)
-            TRY(merge_word(b, b->wl[i], x, y, z));
-        LIPI_ASSERT(b->pairs[p].count == 0);
-        for (size_t i = 0; i < b->n_dirty; i++) {
-            const pair_rec *pr = &b->pairs[b->dirty[i]];
-            if (pr->count && !pr->forbidden)
-                TRY(heap_push(b, pr->count, b->dirty[i]));
-        }
-        b->n_dirty = 0;
+        TRY(merge_pair(b, p, x, y, z));
         if ((b->n_merges & 63) == 0 && b->opt->progress) {
             double t = now_seconds();
             if (t - last >= 0.1) {

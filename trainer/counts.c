@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
@@ -35,16 +36,17 @@ static inline uint64_t fold_mul(uint64_t a, uint64_t b)
 
 static uint64_t hash_bytes(const char *p, size_t len)
 {
-    const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull;
-    uint64_t h = k0 ^ (uint64_t)len;
+    const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull,
+                   k2 = 0x8ebc6af09c88c6e3ull;
+    uint64_t h = fold_mul((uint64_t)len ^ k0, k1);
     while (len >= 8) {
-        h = fold_mul(read64(p) ^ k1, h ^ k0);
+        h = fold_mul(read64(p) ^ k1, h ^ k2);
         p += 8;
         len -= 8;
     }
     uint64_t t = 0;
     memcpy(&t, p, len);
-    return fold_mul(t ^ k1 ^ ((uint64_t)len << 56), h ^ k0);
+    return fold_mul(t ^ k0, h ^ k2);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -120,14 +122,33 @@ static const char *arena_copy(lipi_counts *c, const char *word, size_t len)
     return p;
 }
 
+/* Asks Linux to back the table with huge pages before it is first touched:
+ * a table of millions of words otherwise takes one page fault per 4 KiB,
+ * which on virtual machines costs more than filling it. Only a hint. */
+static void huge_pages(void *p, size_t len)
+{
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    uintptr_t e = ((uintptr_t)p + len) & ~(huge - 1);
+    if (e > a)
+        madvise((void *)a, e - a, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)len;
+#endif
+}
+
 static lipi_status grow_table(lipi_counts *c)
 {
     size_t ncap = c->cap ? c->cap * 2 : 1024;
-    if (ncap > SIZE_MAX / sizeof(slot) || ncap < c->cap)
+    if (ncap > SIZE_MAX / sizeof(slot) / 2 || ncap < c->cap)
         return LIPI_ENOMEM;
-    slot *ns = lipi_calloc(ncap, sizeof *ns);
+    slot *ns = lipi_malloc(ncap * sizeof *ns);
     if (!ns)
         return LIPI_ENOMEM;
+    huge_pages(ns, ncap * sizeof *ns);
+    memset(ns, 0, ncap * sizeof *ns);
     size_t mask = ncap - 1;
     for (size_t i = 0; i < c->cap; i++) {
         const slot *s = &c->slots[i];
