@@ -968,6 +968,286 @@ static void test_bpe_matches_reference_on_random_words(void **state)
     }
 }
 
+/* ======================================================================== */
+/* Counting corpora                                                          */
+/* ======================================================================== */
+
+static char tmpdir[64];
+
+static int make_tmpdir(void **state)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/lipi_test_bpe_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_tmpdir(void **state)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void write_file(const char *path, const char *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+typedef struct {
+    lipi_normalizer *norm;
+    lipi_pretokenizer *pre;
+} pipeline;
+
+static void pipeline_new(pipeline *pl)
+{
+    lipi_error err;
+    if (lipi_normalizer_new("indic", NULL, &pl->norm, &err) != LIPI_OK)
+        fail_msg("normalizer: %s", err.msg);
+    if (lipi_pretokenizer_new("indic", &pl->pre, &err) != LIPI_OK)
+        fail_msg("pre-tokenizer: %s", err.msg);
+}
+
+static void pipeline_free(pipeline *pl)
+{
+    lipi_normalizer_free(pl->norm);
+    lipi_pretokenizer_free(pl->pre);
+}
+
+static lipi_counts *count_paths(const char *const *paths, size_t n, const pipeline *pl,
+                                size_t threads)
+{
+    lipi_count_options co;
+    lipi_count_options_default(&co);
+    co.threads = threads;
+    lipi_counts *c = NULL;
+    lipi_error err;
+    lipi_status st = lipi_count_files(paths, n, pl->norm, pl->pre, &co, &c, &err);
+    if (st != LIPI_OK)
+        fail_msg("lipi_count_files: %s: %s:%zu: %s", lipi_status_name(st), err.path, err.line,
+                 err.msg);
+    return c;
+}
+
+/* "word:count ..." of the whole table in sorted order. */
+static char *counts_string(const lipi_counts *c)
+{
+    lipi_count_entry *e;
+    size_t n, cap = 16, len = 0;
+    assert_int_equal(lipi_counts_sorted(c, &e, &n), LIPI_OK);
+    for (size_t i = 0; i < n; i++)
+        cap += e[i].len + 24;
+    char *s = malloc(cap);
+    assert_non_null(s);
+    s[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(s + len, cap - len, "%.*s:%llu\n", (int)e[i].len, e[i].word,
+                                (unsigned long long)e[i].count);
+    lipi_free(e);
+    return s;
+}
+
+static void test_count_is_the_same_on_1_2_and_3_threads(void **state)
+{
+    const char *paths[] = {"data/flores200/hin_Deva.txt", "data/flores200/eng_Latn.txt",
+                           "data/flores200/tam_Taml.txt"};
+    pipeline pl;
+    pipeline_new(&pl);
+    lipi_counts *c1 = count_paths(paths, 3, &pl, 1);
+    lipi_counts *c2 = count_paths(paths, 3, &pl, 2);
+    lipi_counts *c3 = count_paths(paths, 3, &pl, 3);
+    assert_true(lipi_counts_size(c1) > 3000);
+    char *s1 = counts_string(c1), *s2 = counts_string(c2), *s3 = counts_string(c3);
+    assert_string_equal(s1, s2);
+    assert_string_equal(s1, s3);
+    /* The indic pattern keeps a leading space with the word. */
+    assert_true(lipi_counts_get(c1, " में", strlen(" में")) > 10);
+    free(s1);
+    free(s2);
+    free(s3);
+    lipi_counts_free(c1);
+    lipi_counts_free(c2);
+    lipi_counts_free(c3);
+    pipeline_free(&pl);
+}
+
+static void test_count_of_split_input_merges_to_count_of_whole(void **state)
+{
+    /* The first 100 lines and the rest of a file, counted apart and merged
+     * (as on two machines), equal the count of the whole file. */
+    FILE *f = fopen("data/flores200/ben_Beng.txt", "rb");
+    assert_non_null(f);
+    char a[128], b[128];
+    snprintf(a, sizeof a, "%s/part_a.txt", tmpdir);
+    snprintf(b, sizeof b, "%s/part_b.txt", tmpdir);
+    FILE *fa = fopen(a, "wb"), *fb = fopen(b, "wb");
+    assert_true(fa && fb);
+    char line[16384];
+    for (int n = 0; fgets(line, sizeof line, f); n++)
+        fputs(line, n < 100 ? fa : fb);
+    fclose(f);
+    fclose(fa);
+    fclose(fb);
+
+    pipeline pl;
+    pipeline_new(&pl);
+    const char *whole[] = {"data/flores200/ben_Beng.txt"};
+    const char *pa[] = {a}, *pb[] = {b};
+    char ta[128], tb[128], tall[128];
+    snprintf(ta, sizeof ta, "%s/a.tsv", tmpdir);
+    snprintf(tb, sizeof tb, "%s/b.tsv", tmpdir);
+    snprintf(tall, sizeof tall, "%s/all.tsv", tmpdir);
+    lipi_count_options co;
+    lipi_count_options_default(&co);
+    co.threads = 2;
+    assert_int_equal(lipi_count_to_file(pa, 1, pl.norm, pl.pre, &co, ta, NULL), LIPI_OK);
+    assert_int_equal(lipi_count_to_file(pb, 1, pl.norm, pl.pre, &co, tb, NULL), LIPI_OK);
+    const char *parts[] = {ta, tb};
+    assert_int_equal(lipi_counts_merge_files(parts, 2, tall, NULL), LIPI_OK);
+    lipi_counts *merged;
+    assert_int_equal(lipi_counts_new(&merged), LIPI_OK);
+    assert_int_equal(lipi_counts_load(tall, merged, NULL), LIPI_OK);
+    lipi_counts *direct = count_paths(whole, 1, &pl, 1);
+    char *s1 = counts_string(merged), *s2 = counts_string(direct);
+    assert_string_equal(s1, s2);
+
+    /* And training on either gives the same merges. */
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.vocab_size = 1200;
+    o.min_frequency = 2;
+    lipi_bpe_model *m1 = train(merged, &o), *m2 = train(direct, &o);
+    char *r1 = merges_string(m1), *r2 = merges_string(m2);
+    assert_string_equal(r1, r2);
+    assert_true(lipi_bpe_model_merge_count(m1) > 500);
+    free(r1);
+    free(r2);
+    lipi_bpe_model_free(m1);
+    lipi_bpe_model_free(m2);
+    free(s1);
+    free(s2);
+    lipi_counts_free(merged);
+    lipi_counts_free(direct);
+    pipeline_free(&pl);
+}
+
+static void test_count_reports_invalid_utf8_with_file_and_line(void **state)
+{
+    char bad[128];
+    snprintf(bad, sizeof bad, "%s/bad.txt", tmpdir);
+    const char data[] = "good line\nstill good\nbad \xff byte\nafter\n";
+    write_file(bad, data, sizeof data - 1);
+    pipeline pl;
+    pipeline_new(&pl);
+    const char *paths[] = {"data/flores200/eng_Latn.txt", bad};
+    for (size_t threads = 1; threads <= 2; threads++) {
+        lipi_count_options co;
+        lipi_count_options_default(&co);
+        co.threads = threads;
+        lipi_counts *c = NULL;
+        lipi_error err;
+        memset(&err, 0, sizeof err);
+        assert_int_equal(lipi_count_files(paths, 2, pl.norm, pl.pre, &co, &c, &err),
+                         LIPI_EFORMAT);
+        assert_null(c);
+        assert_string_equal(err.path, bad);
+        assert_int_equal(err.line, 3);
+
+        co.invalid = LIPI_INVALID_REPLACE;
+        assert_int_equal(lipi_count_files(paths, 2, pl.norm, pl.pre, &co, &c, &err), LIPI_OK);
+        assert_int_equal(lipi_counts_get(c, " \xEF\xBF\xBD", 4), 1);
+        lipi_counts_free(c);
+    }
+    const char *missing[] = {"/nonexistent/corpus.txt"};
+    lipi_counts *c = NULL;
+    lipi_error err;
+    assert_int_equal(lipi_count_files(missing, 1, pl.norm, pl.pre, NULL, &c, &err), LIPI_EIO);
+    pipeline_free(&pl);
+}
+
+typedef struct {
+    size_t calls, done_calls;
+    lipi_progress last;
+} progress_log;
+
+static void on_progress(const lipi_progress *p, void *user)
+{
+    progress_log *log = user;
+    log->calls++;
+    log->done_calls += p->done;
+    log->last = *p;
+}
+
+static void test_count_reports_progress_at_the_end(void **state)
+{
+    pipeline pl;
+    pipeline_new(&pl);
+    const char *paths[] = {"data/flores200/hin_Deva.txt"};
+    progress_log log = {0};
+    lipi_count_options co;
+    lipi_count_options_default(&co);
+    co.threads = 2;
+    co.progress = on_progress;
+    co.progress_user = &log;
+    lipi_counts *c = NULL;
+    assert_int_equal(lipi_count_files(paths, 1, pl.norm, pl.pre, &co, &c, NULL), LIPI_OK);
+    assert_int_equal(log.done_calls, 1);
+    assert_true(log.last.done);
+    assert_int_equal(log.last.phase, LIPI_PHASE_COUNT);
+    assert_int_equal(log.last.lines, 200);
+    FILE *f = fopen(paths[0], "rb");
+    fseek(f, 0, SEEK_END);
+    uint64_t size = (uint64_t)ftell(f);
+    fclose(f);
+    assert_int_equal(log.last.bytes_read, size);
+    assert_int_equal(log.last.bytes_total, size);
+
+    progress_log tlog = {0};
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.vocab_size = 700;
+    o.progress = on_progress;
+    o.progress_user = &tlog;
+    lipi_bpe_model *m = train(c, &o);
+    assert_int_equal(tlog.done_calls, 1);
+    assert_int_equal(tlog.last.phase, LIPI_PHASE_MERGE);
+    assert_int_equal(tlog.last.merges_done, lipi_bpe_model_merge_count(m));
+    lipi_bpe_model_free(m);
+    lipi_counts_free(c);
+    pipeline_free(&pl);
+}
+
+/* The same merges from counts made on 1 and 2 threads, on a larger file
+ * from the shared data (skipped where it is not). */
+static void test_bpe_same_merges_from_1_and_2_counting_threads(void **state)
+{
+    const char *path = "../shared/data/parallel/flores200/devtest/hin_Deva.txt";
+    if (access(path, R_OK) != 0)
+        skip();
+    pipeline pl;
+    pipeline_new(&pl);
+    lipi_counts *c1 = count_paths(&path, 1, &pl, 1), *c2 = count_paths(&path, 1, &pl, 2);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.vocab_size = 3000;
+    o.min_frequency = 2;
+    o.byte_fallback = true;
+    lipi_bpe_model *m1 = train(c1, &o);
+    o.threads = 2;
+    lipi_bpe_model *m2 = train(c2, &o);
+    char *r1 = merges_string(m1), *r2 = merges_string(m2);
+    assert_string_equal(r1, r2);
+    assert_true(lipi_bpe_model_merge_count(m1) > 1000);
+    free(r1);
+    free(r2);
+    lipi_bpe_model_free(m1);
+    lipi_bpe_model_free(m2);
+    lipi_counts_free(c1);
+    lipi_counts_free(c2);
+    pipeline_free(&pl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -990,6 +1270,11 @@ int main(void)
         cmocka_unit_test(test_bpe_tokens_never_hold_a_partial_cluster),
         cmocka_unit_test(test_bpe_result_does_not_depend_on_insertion_order_or_threads),
         cmocka_unit_test(test_bpe_matches_reference_on_random_words),
+        cmocka_unit_test(test_count_is_the_same_on_1_2_and_3_threads),
+        cmocka_unit_test(test_count_of_split_input_merges_to_count_of_whole),
+        cmocka_unit_test(test_count_reports_invalid_utf8_with_file_and_line),
+        cmocka_unit_test(test_count_reports_progress_at_the_end),
+        cmocka_unit_test(test_bpe_same_merges_from_1_and_2_counting_threads),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }

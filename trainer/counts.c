@@ -210,6 +210,39 @@ lipi_status lipi_counts_add(lipi_counts *c, const char *word, size_t len, uint64
     return add_hashed(c, word, len, hash_bytes(word, len), n, err);
 }
 
+lipi_status lipi_counts_add_each(lipi_counts *c, const char *text, const size_t *off, size_t n,
+                                 lipi_error *err)
+{
+    /* Groups of G words in three passes: hash and prefetch the home slots,
+     * then prefetch the stored words the hashes point at, then insert.
+     * The cache misses of a group overlap instead of coming one by one, and
+     * a group is long enough for the first prefetch to land before use. */
+    enum { G = 64 };
+    uint64_t h[G];
+    for (size_t base = 0; base < n; base += G) {
+        size_t g = n - base < G ? n - base : G;
+        if ((c->n + g) * 10 > c->cap * 7 && grow_table(c) != LIPI_OK)
+            return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory counting words");
+        size_t mask = c->cap - 1;
+        for (size_t i = 0; i < g; i++) {
+            h[i] = hash_bytes(text + off[base + i], off[base + i + 1] - off[base + i]);
+            __builtin_prefetch(&c->slots[h[i] & mask]);
+        }
+        for (size_t i = 0; i < g; i++) {
+            const slot *s = &c->slots[h[i] & mask];
+            if (s->hash == h[i])
+                __builtin_prefetch(s->word);
+        }
+        for (size_t i = 0; i < g; i++) {
+            const char *w = text + off[base + i];
+            lipi_status st = add_hashed(c, w, off[base + i + 1] - off[base + i], h[i], 1, err);
+            if (st != LIPI_OK)
+                return st;
+        }
+    }
+    return LIPI_OK;
+}
+
 lipi_status lipi_counts_merge(lipi_counts *dst, const lipi_counts *src, lipi_error *err)
 {
     for (size_t i = 0; i < src->cap; i++) {
