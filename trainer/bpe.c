@@ -188,6 +188,7 @@ static void *big_alloc(size_t n, size_t size, bool zero)
 
 enum { CHUNK_WORDS = 7 };
 
+/* Unused places of a chunk hold NONE. */
 typedef struct {
     uint32_t next;
     uint32_t w[CHUNK_WORDS];
@@ -197,8 +198,6 @@ typedef struct {
     uint64_t count;
     uint32_t left, right;
     uint32_t head, tail; /* word-list chunks, NONE when empty */
-    uint8_t tail_fill;
-    bool forbidden;      /* its merge would give a byte-fallback token */
 } pair_rec;
 
 typedef struct {
@@ -224,10 +223,11 @@ typedef struct {
     uint32_t pair;
 } agg_slot;
 
-typedef struct {
-    uint64_t key; /* left << 32 | right; UINT64_MAX: empty */
-    uint32_t pair;
-} pair_slot;
+/* A slot of the pair table: the high 32 bits of the pair's hash, then its
+ * id; PSLOT_EMPTY when free. The tag settles almost every probe without
+ * touching the pair record. */
+typedef uint64_t pair_slot;
+#define PSLOT_EMPTY UINT64_MAX
 
 /* The pair's token ids ride along so that comparing two entries touches
  * only the heap and the small per-token arrays. */
@@ -265,6 +265,9 @@ typedef struct {
     pair_slot *pslots;
     size_t pcap;
     unsigned pshift;
+    uint32_t *forbidden; /* pairs whose merge would give a byte-fallback token */
+    size_t n_forbidden;
+    uint64_t min_count;  /* rarer pairs never need a heap entry */
     chunk *chunks;
     size_t n_chunks, chunks_cap;
     uint32_t free_chunk;
@@ -282,9 +285,7 @@ typedef struct {
     uint32_t *agg_used;  /* slots in use this epoch, in first-use order */
     size_t n_used, used_cap;
 
-    /* per-word scratch */
-    uint32_t *newsym;
-    uint8_t *old_merged, *new_fresh;
+    /* the word list of the current merge */
     uint32_t *wl;
     size_t wl_cap;
 
@@ -314,9 +315,7 @@ static void bpe_free(bpe *b)
     lipi_free(b->add);
     lipi_free(b->agg);
     lipi_free(b->agg_used);
-    lipi_free(b->newsym);
-    lipi_free(b->old_merged);
-    lipi_free(b->new_fresh);
+    lipi_free(b->forbidden);
     lipi_free(b->wl);
     lipi_free(b->merges);
     lipi_free(b->merge_count);
@@ -556,20 +555,33 @@ static inline uint64_t pair_key(uint32_t l, uint32_t r)
     return (uint64_t)l << 32 | r;
 }
 
-static inline size_t pslot_of(const bpe *b, uint64_t key)
+static inline uint64_t pair_hash(uint64_t key)
 {
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> b->pshift);
+    return key * 0x9E3779B97F4A7C15ull;
 }
 
 static uint32_t pair_find(const bpe *b, uint64_t key)
 {
+    uint64_t h = pair_hash(key);
+    uint32_t tag = (uint32_t)(h >> 32);
     size_t mask = b->pcap - 1;
-    for (size_t i = pslot_of(b, key);; i = (i + 1) & mask) {
-        if (b->pslots[i].key == key)
-            return b->pslots[i].pair;
-        if (b->pslots[i].key == UINT64_MAX)
+    for (size_t i = (size_t)(h >> b->pshift);; i = (i + 1) & mask) {
+        pair_slot ps = b->pslots[i];
+        if (ps == PSLOT_EMPTY)
             return NONE;
+        uint32_t p = (uint32_t)ps;
+        if ((uint32_t)(ps >> 32) == tag && pair_key(b->pairs[p].left, b->pairs[p].right) == key)
+            return p;
     }
+}
+
+static void pslot_place(bpe *b, uint64_t key, uint32_t p)
+{
+    uint64_t h = pair_hash(key);
+    size_t mask = b->pcap - 1, i = (size_t)(h >> b->pshift);
+    while (b->pslots[i] != PSLOT_EMPTY)
+        i = (i + 1) & mask;
+    b->pslots[i] = (h & 0xffffffff00000000ull) | p;
 }
 
 static lipi_status pslots_grow(bpe *b)
@@ -582,21 +594,13 @@ static lipi_status pslots_grow(bpe *b)
     if (!ns)
         return LIPI_ENOMEM;
     for (size_t i = 0; i < ncap; i++)
-        ns[i].key = UINT64_MAX;
-    pair_slot *old = b->pslots;
-    size_t ocap = b->pcap;
+        ns[i] = PSLOT_EMPTY;
+    lipi_free(b->pslots);
     b->pslots = ns;
     b->pcap = ncap;
     b->pshift = 64 - bits;
-    for (size_t i = 0; i < ocap; i++) {
-        if (old[i].key == UINT64_MAX)
-            continue;
-        size_t j = pslot_of(b, old[i].key);
-        while (ns[j].key != UINT64_MAX)
-            j = (j + 1) & (ncap - 1);
-        ns[j] = old[i];
-    }
-    lipi_free(old);
+    for (uint32_t p = 0; p < b->n_pairs; p++)
+        pslot_place(b, pair_key(b->pairs[p].left, b->pairs[p].right), p);
     return LIPI_OK;
 }
 
@@ -604,28 +608,33 @@ static lipi_status pslots_grow(bpe *b)
 static lipi_status pair_get(bpe *b, uint32_t l, uint32_t r, uint32_t *out)
 {
     uint64_t key = pair_key(l, r);
-    if ((b->n_pairs + 1) * 2 > b->pcap && pslots_grow(b) != LIPI_OK)
+    /* Grow at 0.6 full: probes stay short, slots are only 8 bytes. */
+    if ((b->n_pairs + 1) * 5 > b->pcap * 3 && pslots_grow(b) != LIPI_OK)
         return LIPI_ENOMEM;
-    size_t mask = b->pcap - 1, i = pslot_of(b, key);
-    for (;; i = (i + 1) & mask) {
-        if (b->pslots[i].key == key) {
-            *out = b->pslots[i].pair;
-            return LIPI_OK;
-        }
-        if (b->pslots[i].key == UINT64_MAX)
-            break;
+    uint32_t p = pair_find(b, key);
+    if (p != NONE) {
+        *out = p;
+        return LIPI_OK;
     }
     if (b->n_pairs >= NONE - 1)
         return LIPI_ENOMEM;
-    void *p = b->pairs;
-    if (big_grow(&p, &b->pairs_cap, b->n_pairs + 1, sizeof(pair_rec)) != LIPI_OK)
+    void *q = b->pairs;
+    if (big_grow(&q, &b->pairs_cap, b->n_pairs + 1, sizeof(pair_rec)) != LIPI_OK)
         return LIPI_ENOMEM;
-    b->pairs = p;
-    uint32_t id = (uint32_t)b->n_pairs++;
-    b->pairs[id] = (pair_rec){0, l, r, NONE, NONE, 0, false};
-    b->pslots[i] = (pair_slot){key, id};
-    *out = id;
+    b->pairs = q;
+    p = (uint32_t)b->n_pairs++;
+    b->pairs[p] = (pair_rec){0, l, r, NONE, NONE};
+    pslot_place(b, key, p);
+    *out = p;
     return LIPI_OK;
+}
+
+static bool is_forbidden(const bpe *b, uint32_t p)
+{
+    for (size_t i = 0; i < b->n_forbidden; i++)
+        if (b->forbidden[i] == p)
+            return true;
+    return false;
 }
 
 static lipi_status chunk_alloc(bpe *b, uint32_t *out)
@@ -651,10 +660,13 @@ static lipi_status list_append(bpe *b, uint32_t p, uint32_t w)
     pair_rec *pr = &b->pairs[p];
     if (pr->tail != NONE) {
         chunk *c = &b->chunks[pr->tail];
-        if (c->w[pr->tail_fill - 1] == w)
+        int fill = 0;
+        while (fill < CHUNK_WORDS && c->w[fill] != NONE)
+            fill++;
+        if (c->w[fill - 1] == w)
             return LIPI_OK;
-        if (pr->tail_fill < CHUNK_WORDS) {
-            c->w[pr->tail_fill++] = w;
+        if (fill < CHUNK_WORDS) {
+            c->w[fill] = w;
             return LIPI_OK;
         }
     }
@@ -662,14 +674,16 @@ static lipi_status list_append(bpe *b, uint32_t p, uint32_t w)
     if (chunk_alloc(b, &ci) != LIPI_OK)
         return LIPI_ENOMEM;
     pr = &b->pairs[p];
-    b->chunks[ci].next = NONE;
-    b->chunks[ci].w[0] = w;
+    chunk *c = &b->chunks[ci];
+    c->next = NONE;
+    c->w[0] = w;
+    for (int i = 1; i < CHUNK_WORDS; i++)
+        c->w[i] = NONE;
     if (pr->tail == NONE)
         pr->head = ci;
     else
         b->chunks[pr->tail].next = ci;
     pr->tail = ci;
-    pr->tail_fill = 1;
     return LIPI_OK;
 }
 
@@ -681,7 +695,6 @@ static void list_release(bpe *b, pair_rec *pr)
     b->chunks[pr->tail].next = b->free_chunk;
     b->free_chunk = pr->head;
     pr->head = pr->tail = NONE;
-    pr->tail_fill = 0;
 }
 
 static void pair_dec(bpe *b, uint64_t key, uint64_t n)
@@ -799,7 +812,8 @@ static lipi_status apply_additions(bpe *b)
     }
     for (size_t u = 0; u < b->n_used; u++) {
         uint32_t p = b->agg[b->agg_used[u]].pair;
-        if (!b->pairs[p].forbidden && heap_push(b, b->pairs[p].count, p) != LIPI_OK)
+        if (b->pairs[p].count >= b->min_count && !is_forbidden(b, p) &&
+            heap_push(b, b->pairs[p].count, p) != LIPI_OK)
             return LIPI_ENOMEM;
     }
     return LIPI_OK;
@@ -905,49 +919,58 @@ static inline bool pair_ok(const bpe *b, const word_rec *wr, uint32_t x, uint32_
 }
 
 /* Applies the merge x y -> z to every valid occurrence in word w, left to
- * right, and records the pair count changes of the rewritten places in
- * b->rem and b->add. */
+ * right, in place, and records the pair count changes in b->rem and b->add.
+ * Removed: every pair with a merged position, once (the pair between two
+ * merges in a row is the right pair of the first). Added: every pair with
+ * a new z, once (z z is the left pair of the second z). */
 static lipi_status merge_word(bpe *b, word_rec *wr, uint32_t w, uint32_t x, uint32_t y,
                               uint32_t z)
 {
-    uint32_t *old = b->sym + wr->off;
+    uint32_t *s = b->sym + wr->off;
     uint32_t L = wr->len, j = 0, pos = 0;
-    uint32_t *nw = b->newsym;
-    uint8_t *om = b->old_merged, *nf = b->new_fresh;
+    uint32_t ux = b->ulen[x], uy = b->ulen[y];
+    /* old[i-1] and new[j-1], with their positions in base units */
+    uint32_t prev_old = NONE, prev_old_pos = 0, prev_new = NONE, prev_new_pos = 0;
+    bool prev_old_merged = false, prev_new_fresh = false;
+    uint64_t n = wr->count;
+    if (delta_reserve(&b->rem, &b->rem_cap, b->n_rem + 2 * (size_t)L) != LIPI_OK ||
+        delta_reserve(&b->add, &b->add_cap, b->n_add + 2 * (size_t)L) != LIPI_OK)
+        return LIPI_ENOMEM;
+    delta *rem = b->rem + b->n_rem, *add = b->add + b->n_add;
     for (uint32_t i = 0; i < L;) {
-        if (i + 1 < L && old[i] == x && old[i + 1] == y && pair_ok(b, wr, x, y, pos)) {
-            om[i] = om[i + 1] = 1;
-            nf[j] = 1;
-            nw[j++] = z;
-            pos += b->ulen[x] + b->ulen[y];
+        uint32_t cur = s[i];
+        if (cur == x && i + 1 < L && s[i + 1] == y && pair_ok(b, wr, x, y, pos)) {
+            if (i > 0 && !prev_old_merged && pair_ok(b, wr, prev_old, x, prev_old_pos))
+                *rem++ = (delta){pair_key(prev_old, x), n, w};
+            *rem++ = (delta){pair_key(x, y), n, w};
+            if (i + 2 < L && pair_ok(b, wr, y, s[i + 2], pos + ux))
+                *rem++ = (delta){pair_key(y, s[i + 2]), n, w};
+            if (j > 0 && pair_ok(b, wr, prev_new, z, prev_new_pos))
+                *add++ = (delta){pair_key(prev_new, z), n, w};
+            s[j++] = z;
+            prev_new = z;
+            prev_new_pos = pos;
+            prev_new_fresh = true;
+            prev_old = y;
+            prev_old_pos = pos + ux;
+            prev_old_merged = true;
+            pos += ux + uy;
             i += 2;
         } else {
-            om[i] = 0;
-            nf[j] = 0;
-            nw[j++] = old[i];
-            pos += sym_units(b, old[i]);
+            if (prev_new_fresh && pair_ok(b, wr, prev_new, cur, prev_new_pos))
+                *add++ = (delta){pair_key(prev_new, cur), n, w};
+            if (j != i)
+                s[j] = cur;
+            j++;
+            prev_new = prev_old = cur;
+            prev_new_pos = prev_old_pos = pos;
+            prev_new_fresh = prev_old_merged = false;
+            pos += sym_units(b, cur);
             i++;
         }
     }
-    if (j == L)
-        return LIPI_OK; /* a stale entry of the pair's word list */
-    if (delta_reserve(&b->rem, &b->rem_cap, b->n_rem + L) != LIPI_OK ||
-        delta_reserve(&b->add, &b->add_cap, b->n_add + L) != LIPI_OK)
-        return LIPI_ENOMEM;
-    uint64_t n = wr->count;
-    pos = 0;
-    for (uint32_t k = 0; k + 1 < L; k++) {
-        if ((om[k] | om[k + 1]) && pair_ok(b, wr, old[k], old[k + 1], pos))
-            b->rem[b->n_rem++] = (delta){pair_key(old[k], old[k + 1]), n, w};
-        pos += sym_units(b, old[k]);
-    }
-    pos = 0;
-    for (uint32_t m = 0; m + 1 < j; m++) {
-        if ((nf[m] | nf[m + 1]) && pair_ok(b, wr, nw[m], nw[m + 1], pos))
-            b->add[b->n_add++] = (delta){pair_key(nw[m], nw[m + 1]), n, w};
-        pos += sym_units(b, nw[m]);
-    }
-    memcpy(old, nw, j * sizeof *old);
+    b->n_rem = (size_t)(rem - b->rem);
+    b->n_add = (size_t)(add - b->add);
     wr->len = j;
     return LIPI_OK;
 }
@@ -1339,13 +1362,6 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
     }
     if (b->guard)
         TRY(compute_guard(b, ents, err));
-
-    size_t scratch = b->max_wlen ? b->max_wlen : 1;
-    b->newsym = lipi_reallocarray(NULL, scratch, sizeof *b->newsym);
-    b->old_merged = lipi_malloc(scratch);
-    b->new_fresh = lipi_malloc(scratch);
-    if (!b->newsym || !b->old_merged || !b->new_fresh)
-        st = LIPI_ENOMEM;
 done:
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, st, NULL, 0, 0, "out of memory preparing BPE training");
@@ -1381,9 +1397,11 @@ static lipi_status count_initial_pairs(bpe *b)
     if (!b->heap)
         return LIPI_ENOMEM;
     b->heap_cap = n;
+    b->heap_n = 0;
     for (uint32_t p = 0; p < b->n_pairs; p++)
-        b->heap[p] = (heap_ent){b->pairs[p].count, p, b->pairs[p].left, b->pairs[p].right};
-    b->heap_n = b->n_pairs;
+        if (b->pairs[p].count >= b->min_count)
+            b->heap[b->heap_n++] =
+                (heap_ent){b->pairs[p].count, p, b->pairs[p].left, b->pairs[p].right};
     for (size_t i = b->heap_n / 2; i-- > 0;)
         heap_sift_down(b, i);
     return LIPI_OK;
@@ -1395,7 +1413,7 @@ static lipi_status next_pair(bpe *b, uint32_t *out)
     while (b->heap_n) {
         heap_ent top = heap_pop(b);
         const pair_rec *pr = &b->pairs[top.pair];
-        if (pr->forbidden || pr->count == 0 || top.count < pr->count)
+        if (pr->count < b->min_count || top.count < pr->count || is_forbidden(b, top.pair))
             continue; /* a newer entry holds the raised count */
         if (top.count > pr->count) {
             if (heap_push(b, pr->count, top.pair) != LIPI_OK)
@@ -1416,7 +1434,9 @@ static lipi_status take_words(bpe *b, uint32_t p, size_t *n)
     pair_rec *pr = &b->pairs[p];
     size_t k = 0;
     for (uint32_t c = pr->head; c != NONE; c = b->chunks[c].next) {
-        uint32_t fill = c == pr->tail ? pr->tail_fill : CHUNK_WORDS;
+        uint32_t fill = CHUNK_WORDS;
+        while (fill > 0 && b->chunks[c].w[fill - 1] == NONE)
+            fill--;
         if (k + fill > b->wl_cap) {
             void *q = b->wl;
             if (big_grow(&q, &b->wl_cap, k + fill, sizeof(uint32_t)) != LIPI_OK)
@@ -1518,7 +1538,11 @@ static lipi_status learn(bpe *b, lipi_error *err)
             found < b->first_bf + 256) {
             /* Text like "<0x41>" must not become the token that decodes to
              * byte 0x41: leave this pair unmerged. */
-            b->pairs[p].forbidden = true;
+            void *q = b->forbidden;
+            size_t cap = b->n_forbidden;
+            TRY(lipi_grow(&q, &cap, b->n_forbidden + 1, sizeof(uint32_t)));
+            b->forbidden = q;
+            b->forbidden[b->n_forbidden++] = p;
             continue;
         }
         uint32_t z;
@@ -1603,6 +1627,7 @@ lipi_status lipi_bpe_train(const lipi_counts *counts, const lipi_bpe_options *op
     b.byte_units = opt->units == LIPI_UNITS_BYTE;
     b.guard = opt->grapheme_guard;
     b.max_len = opt->max_token_length;
+    b.min_count = opt->min_frequency > 1 ? opt->min_frequency : 1;
     b.free_chunk = NONE;
     TRY(prepare(&b, counts, err));
     TRY(learn(&b, err));

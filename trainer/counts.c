@@ -4,7 +4,8 @@
  * Counting a corpus inserts tens of millions of words, most of them already
  * present, so the table is built for the hit path: linear probing over
  * 32-byte slots that keep the full hash (a miss rarely touches the word
- * bytes), words copied once into large arena blocks (no malloc per word). */
+ * bytes); words of up to 8 bytes live in the slot itself, longer ones are
+ * copied once into large arena blocks (no malloc per word). */
 #include "trainer/trainer.h"
 
 #include "tokenizer/common_impl.h"
@@ -53,12 +54,22 @@ static uint64_t hash_bytes(const char *p, size_t len)
 /* The table                                                                 */
 /* ------------------------------------------------------------------------ */
 
+enum { INLINE = 8 };
+
 typedef struct {
     uint64_t hash;
     uint64_t count;
-    const char *word; /* NULL: empty slot */
-    uint32_t len;
+    union {
+        const char *ptr;     /* len > INLINE: the word in the arena */
+        char bytes[INLINE];  /* len <= INLINE: the word itself */
+    } w;
+    uint32_t len; /* 0: empty slot */
 } slot;
+
+static inline const char *slot_word(const slot *s)
+{
+    return s->len <= INLINE ? s->w.bytes : s->w.ptr;
+}
 
 typedef struct block {
     struct block *next;
@@ -152,10 +163,10 @@ static lipi_status grow_table(lipi_counts *c)
     size_t mask = ncap - 1;
     for (size_t i = 0; i < c->cap; i++) {
         const slot *s = &c->slots[i];
-        if (!s->word)
+        if (!s->len)
             continue;
         size_t j = s->hash & mask;
-        while (ns[j].word)
+        while (ns[j].len)
             j = (j + 1) & mask;
         ns[j] = *s;
     }
@@ -170,7 +181,7 @@ static slot *find_slot(const lipi_counts *c, const char *word, size_t len, uint6
     size_t mask = c->cap - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         slot *s = &c->slots[i];
-        if (!s->word || (s->hash == h && s->len == len && memcmp(s->word, word, len) == 0))
+        if (!s->len || (s->hash == h && s->len == len && memcmp(slot_word(s), word, len) == 0))
             return s;
     }
 }
@@ -187,17 +198,23 @@ static lipi_status add_hashed(lipi_counts *c, const char *word, size_t len, uint
     if ((c->n + 1) * 10 > c->cap * 7 && grow_table(c) != LIPI_OK)
         return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory counting words");
     slot *s = find_slot(c, word, len, h);
-    if (s->word) {
+    if (s->len) {
         if (s->count > UINT64_MAX - n)
             return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                                   "count of a word overflows 64 bits (%llu + %llu)",
                                   (unsigned long long)s->count, (unsigned long long)n);
         s->count += n;
     } else {
-        const char *copy = arena_copy(c, word, len);
-        if (!copy)
-            return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory counting words");
-        *s = (slot){h, n, copy, (uint32_t)len};
+        slot ns = {h, n, {NULL}, (uint32_t)len};
+        if (len <= INLINE) {
+            memcpy(ns.w.bytes, word, len);
+        } else {
+            ns.w.ptr = arena_copy(c, word, len);
+            if (!ns.w.ptr)
+                return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0,
+                                      "out of memory counting words");
+        }
+        *s = ns;
         c->n++;
     }
     c->total = c->total > UINT64_MAX - n ? UINT64_MAX : c->total + n;
@@ -230,8 +247,8 @@ lipi_status lipi_counts_add_each(lipi_counts *c, const char *text, const size_t 
         }
         for (size_t i = 0; i < g; i++) {
             const slot *s = &c->slots[h[i] & mask];
-            if (s->hash == h[i])
-                __builtin_prefetch(s->word);
+            if (s->hash == h[i] && s->len > INLINE)
+                __builtin_prefetch(s->w.ptr);
         }
         for (size_t i = 0; i < g; i++) {
             const char *w = text + off[base + i];
@@ -247,9 +264,9 @@ lipi_status lipi_counts_merge(lipi_counts *dst, const lipi_counts *src, lipi_err
 {
     for (size_t i = 0; i < src->cap; i++) {
         const slot *s = &src->slots[i];
-        if (!s->word)
+        if (!s->len)
             continue;
-        lipi_status st = add_hashed(dst, s->word, s->len, s->hash, s->count, err);
+        lipi_status st = add_hashed(dst, slot_word(s), s->len, s->hash, s->count, err);
         if (st != LIPI_OK)
             return st;
     }
@@ -271,15 +288,15 @@ uint64_t lipi_counts_get(const lipi_counts *c, const char *word, size_t len)
     if (c->n == 0)
         return 0;
     const slot *s = find_slot(c, word, len, hash_bytes(word, len));
-    return s->word ? s->count : 0;
+    return s->len ? s->count : 0;
 }
 
 bool lipi_counts_next(const lipi_counts *c, size_t *pos, lipi_count_entry *e)
 {
     for (size_t i = *pos; i < c->cap; i++) {
         const slot *s = &c->slots[i];
-        if (s->word) {
-            *e = (lipi_count_entry){s->word, s->len, s->count};
+        if (s->len) {
+            *e = (lipi_count_entry){slot_word(s), s->len, s->count};
             *pos = i + 1;
             return true;
         }

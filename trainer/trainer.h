@@ -32,7 +32,7 @@
 typedef struct lipi_counts lipi_counts; /* not thread-safe; one per thread */
 
 /* One word and its count. `word` is borrowed from the table: valid until
- * the table is changed or freed. */
+ * the table is changed (even by adding to an existing word) or freed. */
 typedef struct {
     const char *word;
     size_t len;
