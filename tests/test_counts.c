@@ -246,8 +246,8 @@ typedef struct {
 static void test_counts_load_rejects_bad_lines_with_line_and_offset(void **state)
 {
     const bad_case cases[] = {
-        {"ok\t1\nno tab here\n", 2, 11, "no TAB"},
-        {"ok\t1\n\nok\t2\n", 2, 0, "empty line"},
+        {"ok\t1\nno tab here\n", 2, 5 + 11, "no TAB"},
+        {"ok\t1\n\nok\t2\n", 2, 5, "empty line"},
         {"\t5\n", 1, 0, "expected a word"},
         {"word\t\n", 1, 5, "end of the line"},
         {"word\t12x\n", 1, 7, "found 'x'"},
@@ -256,8 +256,9 @@ static void test_counts_load_rejects_bad_lines_with_line_and_offset(void **state
         {"word\t3\textra\n", 1, 6, "byte 0x09"},
         {"word\t0\n", 1, 5, "count >= 1"},
         {"word\t18446744073709551616\n", 1, 5, "below 2^64"},
-        {"a\t1\nb\t2\nab\xC3(\t4\n", 3, 2, "byte 0xC3"},
-        {"big\t18446744073709551615\nbig\t1\n", 2, 4, "overflows"},
+        {"a\t1\nb\t2\nab\xC3(\t4\n", 3, 8 + 2, "byte 0xC3"},
+        {"big\t18446744073709551615\nbig\t1\n", 2, 25 + 4, "overflows"},
+        {"\xEF\xBB\xBFok\t1\r\nx\ty\r\n", 2, 9 + 2, "found 'y'"},
     };
     char path[128];
     tmp_path(path, sizeof path, "bad.tsv");

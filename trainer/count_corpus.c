@@ -146,8 +146,11 @@ static lipi_status count_chunk(counter *k, const chunk *c, lipi_error *err)
         continue;
     fail:
         if (err) {
+            /* The offset the stage gave is in the (normalized) line, not
+             * in the file: keep the line only. */
             snprintf(err->path, sizeof err->path, "%s", k->paths[c->file]);
             err->line = c->first_line + i;
+            err->offset = 0;
         }
         return st;
     }

@@ -442,6 +442,7 @@ done:
 typedef struct {
     const char *path;
     size_t line;
+    size_t at;     /* file offset of the line's first byte */
     lipi_buf word; /* unescaped word of the current line */
 } load_ctx;
 
@@ -452,51 +453,51 @@ static lipi_status load_line(load_ctx *lc, lipi_counts *into, const char *s, siz
     if (len && s[len - 1] == '\r')
         len--;
     if (len == 0)
-        return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, 0,
+        return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, lc->at,
                               "expected word<TAB>count, found an empty line");
     const char *tab = memchr(s, '\t', len);
     if (!tab)
-        return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, len,
+        return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, lc->at + len,
                               "expected word<TAB>count, found no TAB");
     size_t wlen = (size_t)(tab - s);
     if (wlen == 0)
-        return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, 0,
+        return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, lc->at,
                               "expected a word before the TAB, found none");
     size_t bad = lipi_utf8_valid_prefix(s, wlen);
     if (bad < wlen)
-        return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, bad,
+        return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, lc->at + bad,
                               "expected UTF-8 in the word, found byte 0x%02X",
                               (unsigned)(unsigned char)s[bad]);
 
     const char *num = tab + 1, *end = s + len;
     size_t num_off = wlen + 1;
     if (num == end)
-        return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, num_off,
+        return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, lc->at + num_off,
                               "expected a count after the TAB, found the end of the line");
     uint64_t count = 0;
     for (const char *p = num; p < end; p++) {
         unsigned char ch = (unsigned char)*p;
         if (ch < '0' || ch > '9')
-            return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, (size_t)(p - s),
+            return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, lc->at + (size_t)(p - s),
                                   ch >= 0x20 && ch < 0x7f
                                       ? "expected a count of decimal digits, found '%c'"
                                       : "expected a count of decimal digits, found byte 0x%02X",
                                   ch);
         unsigned d = ch - '0';
         if (count > (UINT64_MAX - d) / 10)
-            return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, num_off,
+            return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, lc->at + num_off,
                                   "expected a count below 2^64, found %.*s",
                                   (int)(end - num > 40 ? 40 : end - num), num);
         count = count * 10 + d;
     }
     if (count == 0)
-        return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, num_off,
+        return lipi_error_set(err, LIPI_EFORMAT, lc->path, lc->line, lc->at + num_off,
                               "expected a count >= 1, found %.*s",
                               (int)(end - num > 40 ? 40 : end - num), num);
 
     lc->word.len = 0;
     if (lipi_buf_reserve(&lc->word, wlen) != LIPI_OK)
-        return lipi_error_set(err, LIPI_ENOMEM, lc->path, lc->line, 0, "out of memory");
+        return lipi_error_set(err, LIPI_ENOMEM, lc->path, lc->line, lc->at, "out of memory");
     char *w = lc->word.p;
     size_t k = 0;
     for (size_t i = 0; i < wlen; i++) {
@@ -514,7 +515,7 @@ static lipi_status load_line(load_ctx *lc, lipi_counts *into, const char *s, siz
     if (st != LIPI_OK && err) {
         snprintf(err->path, sizeof err->path, "%s", lc->path);
         err->line = lc->line;
-        err->offset = num_off;
+        err->offset = lc->at + num_off;
         if (st == LIPI_EINVAL)
             err->code = st = LIPI_EFORMAT;
     }
@@ -524,11 +525,11 @@ static lipi_status load_line(load_ctx *lc, lipi_counts *into, const char *s, siz
 lipi_status lipi_counts_load(const char *path, lipi_counts *into, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    load_ctx lc = {path, 0, {0}};
+    load_ctx lc = {path, 0, 0, {0}};
     bool from_stdin = strcmp(path, "-") == 0;
     FILE *f = from_stdin ? stdin : fopen(path, "rb");
     char *buf = NULL;
-    size_t cap = 1 << 16, start = 0, end = 0;
+    size_t cap = 1 << 16, start = 0, end = 0, buf_at = 0; /* buf[0] is file byte buf_at */
     bool eof = false, first = true;
 
     if (!f)
@@ -544,12 +545,13 @@ lipi_status lipi_counts_load(const char *path, lipi_counts *into, lipi_error *er
             /* Need more input: keep the partial line at the front, make room. */
             if (start > 0) {
                 memmove(buf, buf + start, end - start);
+                buf_at += start;
                 end -= start;
                 start = 0;
             }
             if (end == cap) {
                 if (cap > SIZE_MAX / 2) {
-                    st = lipi_error_set(err, LIPI_ENOMEM, path, lc.line + 1, 0, "line too long");
+                    st = lipi_error_set(err, LIPI_ENOMEM, path, lc.line + 1, buf_at, "line too long");
                     goto done;
                 }
                 char *nb = lipi_realloc(buf, cap * 2);
@@ -581,6 +583,7 @@ lipi_status lipi_counts_load(const char *path, lipi_counts *into, lipi_error *er
         if (!nl && line_len == 0)
             break; /* end of input right after a "\n" (or an empty file) */
         lc.line++;
+        lc.at = buf_at + start;
         TRY(load_line(&lc, into, buf + start, line_len, err));
         start += line_len + (nl ? 1 : 0);
         first = false;

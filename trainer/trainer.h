@@ -98,7 +98,7 @@ lipi_status lipi_counts_save(const lipi_counts *c, const char *path, lipi_error 
  * is checked: missing TAB, empty word, invalid UTF-8 in the word, a count
  * that is not decimal digits, zero, or does not fit in 64 bits, and sums
  * that overflow are LIPI_EFORMAT with err->path, err->line (1-based) and
- * err->offset (byte offset of the problem from the start of that line).
+ * err->offset (byte offset of the problem from the start of the file).
  * Empty lines are errors too. On failure `into` holds the lines before the
  * bad one (it stays valid to use and free). */
 lipi_status lipi_counts_load(const char *path, lipi_counts *into, lipi_error *err);
