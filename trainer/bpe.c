@@ -216,6 +216,12 @@ typedef struct {
     uint32_t w;
 } delta;
 
+/* The deltas found by one thread during one merge. */
+typedef struct {
+    delta *rem, *add;
+    size_t n_rem, rem_cap, n_add, add_cap;
+} delta_buf;
+
 /* Per-merge sum of the deltas of one pair. */
 typedef struct {
     uint64_t key, n;
@@ -276,9 +282,15 @@ typedef struct {
     size_t heap_n, heap_cap;
     uint32_t merge_no;
 
-    /* pair count changes of the current merge */
-    delta *rem, *add;
-    size_t n_rem, rem_cap, n_add, add_cap;
+    /* pair count changes of the current merge: d[0] is the calling
+     * thread's, d[t] helper t's; n_active of them hold this merge's */
+    delta_buf *d;
+    size_t n_threads, n_active;
+    struct helper *helpers; /* n_threads - 1 of them, NULL when running alone */
+    struct gate *go, *done;
+    bool quit;
+    uint32_t job_x, job_y, job_z;
+    size_t job_nw;
     agg_slot *agg;
     size_t agg_cap;
     uint32_t agg_epoch;
@@ -311,8 +323,11 @@ static void bpe_free(bpe *b)
     lipi_free(b->pslots);
     lipi_free(b->chunks);
     lipi_free(b->heap);
-    lipi_free(b->rem);
-    lipi_free(b->add);
+    for (size_t t = 0; b->d && t < b->n_threads; t++) {
+        lipi_free(b->d[t].rem);
+        lipi_free(b->d[t].add);
+    }
+    lipi_free(b->d);
     lipi_free(b->agg);
     lipi_free(b->agg_used);
     lipi_free(b->forbidden);
@@ -780,12 +795,13 @@ static lipi_status agg_slot_of(bpe *b, uint64_t key, size_t *out)
 static lipi_status apply_removals(bpe *b)
 {
     agg_reset(b);
-    for (size_t k = 0; k < b->n_rem; k++) {
-        size_t i;
-        if (agg_slot_of(b, b->rem[k].key, &i) != LIPI_OK)
-            return LIPI_ENOMEM;
-        b->agg[i].n += b->rem[k].n;
-    }
+    for (size_t t = 0; t < b->n_active; t++)
+        for (size_t k = 0; k < b->d[t].n_rem; k++) {
+            size_t i;
+            if (agg_slot_of(b, b->d[t].rem[k].key, &i) != LIPI_OK)
+                return LIPI_ENOMEM;
+            b->agg[i].n += b->d[t].rem[k].n;
+        }
     for (size_t u = 0; u < b->n_used; u++)
         pair_dec(b, b->agg[b->agg_used[u]].key, b->agg[b->agg_used[u]].n);
     return LIPI_OK;
@@ -797,19 +813,21 @@ static lipi_status heap_push(bpe *b, uint64_t count, uint32_t pair);
 static lipi_status apply_additions(bpe *b)
 {
     agg_reset(b);
-    for (size_t k = 0; k < b->n_add; k++) {
-        const delta *d = &b->add[k];
-        size_t i;
-        if (agg_slot_of(b, d->key, &i) != LIPI_OK)
-            return LIPI_ENOMEM;
-        if (b->agg[i].pair == NONE &&
-            pair_get(b, (uint32_t)(d->key >> 32), (uint32_t)d->key, &b->agg[i].pair) != LIPI_OK)
-            return LIPI_ENOMEM;
-        uint32_t p = b->agg[i].pair;
-        b->pairs[p].count += d->n;
-        if (list_append(b, p, d->w) != LIPI_OK)
-            return LIPI_ENOMEM;
-    }
+    for (size_t t = 0; t < b->n_active; t++)
+        for (size_t k = 0; k < b->d[t].n_add; k++) {
+            const delta *d = &b->d[t].add[k];
+            size_t i;
+            if (agg_slot_of(b, d->key, &i) != LIPI_OK)
+                return LIPI_ENOMEM;
+            if (b->agg[i].pair == NONE &&
+                pair_get(b, (uint32_t)(d->key >> 32), (uint32_t)d->key, &b->agg[i].pair) !=
+                    LIPI_OK)
+                return LIPI_ENOMEM;
+            uint32_t p = b->agg[i].pair;
+            b->pairs[p].count += d->n;
+            if (list_append(b, p, d->w) != LIPI_OK)
+                return LIPI_ENOMEM;
+        }
     for (size_t u = 0; u < b->n_used; u++) {
         uint32_t p = b->agg[b->agg_used[u]].pair;
         if (b->pairs[p].count >= b->min_count && !is_forbidden(b, p) &&
@@ -919,12 +937,12 @@ static inline bool pair_ok(const bpe *b, const word_rec *wr, uint32_t x, uint32_
 }
 
 /* Applies the merge x y -> z to every valid occurrence in word w, left to
- * right, in place, and records the pair count changes in b->rem and b->add.
+ * right, in place, and records the pair count changes in d.
  * Removed: every pair with a merged position, once (the pair between two
  * merges in a row is the right pair of the first). Added: every pair with
  * a new z, once (z z is the left pair of the second z). */
-static lipi_status merge_word(bpe *b, word_rec *wr, uint32_t w, uint32_t x, uint32_t y,
-                              uint32_t z)
+static lipi_status merge_word(const bpe *b, delta_buf *d, word_rec *wr, uint32_t w, uint32_t x,
+                              uint32_t y, uint32_t z)
 {
     uint32_t *s = b->sym + wr->off;
     uint32_t L = wr->len, j = 0, pos = 0;
@@ -933,10 +951,10 @@ static lipi_status merge_word(bpe *b, word_rec *wr, uint32_t w, uint32_t x, uint
     uint32_t prev_old = NONE, prev_old_pos = 0, prev_new = NONE, prev_new_pos = 0;
     bool prev_old_merged = false, prev_new_fresh = false;
     uint64_t n = wr->count;
-    if (delta_reserve(&b->rem, &b->rem_cap, b->n_rem + 2 * (size_t)L) != LIPI_OK ||
-        delta_reserve(&b->add, &b->add_cap, b->n_add + 2 * (size_t)L) != LIPI_OK)
+    if (delta_reserve(&d->rem, &d->rem_cap, d->n_rem + 2 * (size_t)L) != LIPI_OK ||
+        delta_reserve(&d->add, &d->add_cap, d->n_add + 2 * (size_t)L) != LIPI_OK)
         return LIPI_ENOMEM;
-    delta *rem = b->rem + b->n_rem, *add = b->add + b->n_add;
+    delta *rem = d->rem + d->n_rem, *add = d->add + d->n_add;
     for (uint32_t i = 0; i < L;) {
         uint32_t cur = s[i];
         if (cur == x && i + 1 < L && s[i + 1] == y && pair_ok(b, wr, x, y, pos)) {
@@ -969,8 +987,8 @@ static lipi_status merge_word(bpe *b, word_rec *wr, uint32_t w, uint32_t x, uint
             i++;
         }
     }
-    b->n_rem = (size_t)(rem - b->rem);
-    b->n_add = (size_t)(add - b->add);
+    d->n_rem = (size_t)(rem - d->rem);
+    d->n_add = (size_t)(add - d->add);
     wr->len = j;
     return LIPI_OK;
 }
@@ -1082,18 +1100,18 @@ static void *guard_run(void *arg)
     return NULL;
 }
 
-static size_t online_cpus(void)
+/* Threads to use: the option, or the online CPUs, at most 64. */
+static size_t thread_count(const lipi_bpe_options *opt)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (size_t)n : 1;
+    long n = opt->threads ? (long)(opt->threads > 64 ? 64 : opt->threads)
+                          : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (size_t)n;
 }
 
 static lipi_status compute_guard(bpe *b, const lipi_count_entry *ents, lipi_error *err)
 {
-    size_t threads = b->opt->threads ? b->opt->threads : online_cpus();
-    if (threads > 64)
-        threads = 64;
-    if (b->n_words < 4096 || threads < 1)
+    size_t threads = thread_count(b->opt);
+    if (b->n_words < 4096)
         threads = 1;
     guard_job jobs[64];
     pthread_t tid[64];
@@ -1451,31 +1469,204 @@ static lipi_status take_words(bpe *b, uint32_t p, size_t *n)
     return LIPI_OK;
 }
 
+/* Rewrites thread t's share (of T) of the words in b->wl[0..nw) with the
+ * merge x y -> z, into d. A word belongs to thread w % T, so a word listed
+ * twice is still rewritten by one thread, once. Word records and symbols
+ * are prefetched far ahead: the words of a list are scattered over memory
+ * and a visit is short next to a miss. */
+static lipi_status rewrite_share(const bpe *b, delta_buf *d, size_t t, size_t T, size_t nw,
+                                 uint32_t x, uint32_t y, uint32_t z)
+{
+    enum { RECORD_AHEAD = 16, SYMBOLS_AHEAD = 8 };
+    const uint32_t *wl = b->wl;
+    d->n_rem = d->n_add = 0;
+    for (size_t i = 0; i < nw; i++) {
+        if (i + RECORD_AHEAD < nw && wl[i + RECORD_AHEAD] % T == t)
+            __builtin_prefetch(&b->words[wl[i + RECORD_AHEAD]]);
+        if (i + SYMBOLS_AHEAD < nw && wl[i + SYMBOLS_AHEAD] % T == t) {
+            const word_rec *ahead = &b->words[wl[i + SYMBOLS_AHEAD]];
+            __builtin_prefetch(b->sym + ahead->off);
+            if (ahead->goff != NO_GUARD)
+                __builtin_prefetch(b->gbits + ahead->goff / 8);
+        }
+        uint32_t w = wl[i];
+        if (w % T != t)
+            continue;
+        word_rec *wr = &b->words[w];
+        if (wr->stamp == b->merge_no)
+            continue;
+        wr->stamp = b->merge_no;
+        if (merge_word(b, d, wr, w, x, y, z) != LIPI_OK)
+            return LIPI_ENOMEM;
+    }
+    return LIPI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Helper threads: merges with long word lists are rewritten in parallel     */
+/* ------------------------------------------------------------------------ */
+
+/* Shorter lists are not worth waking the helpers for. */
+enum { PARALLEL_MIN_WORDS = 4096 };
+
+/* A reusable barrier whose number of parties is set once the helpers that
+ * could be started are known. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t parties, waiting;
+    uint64_t generation;
+} gate;
+
+static bool gate_init(gate *g, size_t parties)
+{
+    g->parties = parties;
+    g->waiting = 0;
+    g->generation = 0;
+    if (pthread_mutex_init(&g->mu, NULL) != 0)
+        return false;
+    if (pthread_cond_init(&g->cv, NULL) != 0) {
+        pthread_mutex_destroy(&g->mu);
+        return false;
+    }
+    return true;
+}
+
+static void gate_destroy(gate *g)
+{
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+}
+
+static void gate_set_parties(gate *g, size_t parties)
+{
+    pthread_mutex_lock(&g->mu);
+    g->parties = parties;
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_wait(gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    uint64_t gen = g->generation;
+    if (++g->waiting == g->parties) {
+        g->waiting = 0;
+        g->generation++;
+        pthread_cond_broadcast(&g->cv);
+    } else {
+        while (gen == g->generation)
+            pthread_cond_wait(&g->cv, &g->mu);
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+typedef struct helper {
+    bpe *b;
+    size_t t;
+    lipi_status st;
+    pthread_t tid;
+} helper;
+
+static void *helper_run(void *arg)
+{
+    helper *h = arg;
+    bpe *b = h->b;
+    for (;;) {
+        gate_wait(b->go);
+        if (b->quit)
+            break;
+        h->st = rewrite_share(b, &b->d[h->t], h->t, b->n_threads, b->job_nw, b->job_x,
+                              b->job_y, b->job_z);
+        gate_wait(b->done);
+    }
+    return NULL;
+}
+
+/* Starts up to threads - 1 helpers; with none (no memory, no threads) the
+ * calling thread does all the work. */
+static lipi_status helpers_start(bpe *b, size_t threads)
+{
+    b->n_threads = 1;
+    b->d = lipi_calloc(threads, sizeof *b->d);
+    if (!b->d)
+        return LIPI_ENOMEM;
+    if (threads < 2)
+        return LIPI_OK;
+    b->helpers = lipi_calloc(threads - 1, sizeof *b->helpers);
+    b->go = lipi_malloc(sizeof *b->go);
+    b->done = lipi_malloc(sizeof *b->done);
+    bool go_ok = false, done_ok = false;
+    if (b->helpers && b->go && b->done) {
+        go_ok = gate_init(b->go, threads);
+        done_ok = go_ok && gate_init(b->done, threads);
+    }
+    size_t started = 0;
+    for (size_t t = 1; done_ok && t < threads; t++) {
+        b->helpers[t - 1] = (helper){b, t, LIPI_OK, 0};
+        if (pthread_create(&b->helpers[t - 1].tid, NULL, helper_run, &b->helpers[t - 1]) != 0)
+            break;
+        started++;
+    }
+    if (started > 0) {
+        b->n_threads = started + 1;
+        gate_set_parties(b->go, b->n_threads);
+        gate_set_parties(b->done, b->n_threads);
+        return LIPI_OK;
+    }
+    if (done_ok)
+        gate_destroy(b->done);
+    if (go_ok)
+        gate_destroy(b->go);
+    lipi_free(b->go);
+    lipi_free(b->done);
+    lipi_free(b->helpers);
+    b->go = b->done = NULL;
+    b->helpers = NULL;
+    return LIPI_OK;
+}
+
+static void helpers_stop(bpe *b)
+{
+    if (!b->helpers)
+        return;
+    b->quit = true;
+    gate_wait(b->go);
+    for (size_t t = 0; t + 1 < b->n_threads; t++)
+        pthread_join(b->helpers[t].tid, NULL);
+    gate_destroy(b->done);
+    gate_destroy(b->go);
+    lipi_free(b->go);
+    lipi_free(b->done);
+    lipi_free(b->helpers);
+    b->go = b->done = NULL;
+    b->helpers = NULL;
+}
+
 /* Rewrites the words of pair (x, y) with the merge x y -> z and updates the
- * pair counts. Word records and symbols are prefetched a few words ahead:
- * the words of a list are scattered over memory. */
+ * pair counts. */
 static lipi_status merge_pair(bpe *b, uint32_t p, uint32_t x, uint32_t y, uint32_t z)
 {
     size_t nw;
     if (take_words(b, p, &nw) != LIPI_OK)
         return LIPI_ENOMEM;
-    b->n_rem = b->n_add = 0;
-    const uint32_t *wl = b->wl;
-    for (size_t i = 0; i < nw; i++) {
-        if (i + 8 < nw)
-            __builtin_prefetch(&b->words[wl[i + 8]]);
-        if (i + 4 < nw) {
-            const word_rec *ahead = &b->words[wl[i + 4]];
-            __builtin_prefetch(b->sym + ahead->off);
-            if (ahead->goff != NO_GUARD)
-                __builtin_prefetch(b->gbits + ahead->goff / 8);
-        }
-        word_rec *wr = &b->words[wl[i]];
-        if (wr->stamp == b->merge_no)
-            continue;
-        wr->stamp = b->merge_no;
-        if (merge_word(b, wr, wl[i], x, y, z) != LIPI_OK)
+    if (b->helpers && nw >= PARALLEL_MIN_WORDS) {
+        b->job_x = x;
+        b->job_y = y;
+        b->job_z = z;
+        b->job_nw = nw;
+        gate_wait(b->go);
+        lipi_status st = rewrite_share(b, &b->d[0], 0, b->n_threads, nw, x, y, z);
+        gate_wait(b->done);
+        for (size_t t = 1; t < b->n_threads; t++)
+            if (b->helpers[t - 1].st != LIPI_OK)
+                st = b->helpers[t - 1].st;
+        if (st != LIPI_OK)
+            return st;
+        b->n_active = b->n_threads;
+    } else {
+        if (rewrite_share(b, &b->d[0], 0, 1, nw, x, y, z) != LIPI_OK)
             return LIPI_ENOMEM;
+        b->n_active = 1;
     }
     if (apply_removals(b) != LIPI_OK)
         return LIPI_ENOMEM;
@@ -1630,10 +1821,15 @@ lipi_status lipi_bpe_train(const lipi_counts *counts, const lipi_bpe_options *op
     b.min_count = opt->min_frequency > 1 ? opt->min_frequency : 1;
     b.free_chunk = NONE;
     TRY(prepare(&b, counts, err));
+    if (helpers_start(&b, thread_count(opt)) != LIPI_OK) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
     TRY(learn(&b, err));
     if (make_model(&b, out) != LIPI_OK)
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
 done:
+    helpers_stop(&b);
     bpe_free(&b);
     return st;
 }

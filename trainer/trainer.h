@@ -32,7 +32,8 @@
 typedef struct lipi_counts lipi_counts; /* not thread-safe; one per thread */
 
 /* One word and its count. `word` is borrowed from the table: valid until
- * the table is changed (even by adding to an existing word) or freed. */
+ * the next call that adds to the table (add, add_each, merge, load) or its
+ * free. */
 typedef struct {
     const char *word;
     size_t len;
