@@ -188,7 +188,9 @@ static void *big_alloc(size_t n, size_t size, bool zero)
 
 enum { CHUNK_WORDS = 7 };
 
-/* Unused places of a chunk hold NONE. */
+/* A list's last chunk has next = TAIL_MARK + (words it holds). */
+#define TAIL_MARK 0xFFFFFFF0u
+
 typedef struct {
     uint32_t next;
     uint32_t w[CHUNK_WORDS];
@@ -657,9 +659,11 @@ static lipi_status chunk_alloc(bpe *b, uint32_t *out)
     if (b->free_chunk != NONE) {
         *out = b->free_chunk;
         b->free_chunk = b->chunks[*out].next;
+        if (b->free_chunk != NONE)
+            __builtin_prefetch(&b->chunks[b->free_chunk]); /* for the next call */
         return LIPI_OK;
     }
-    if (b->n_chunks >= NONE - 1)
+    if (b->n_chunks >= TAIL_MARK)
         return LIPI_ENOMEM;
     void *p = b->chunks;
     if (big_grow(&p, &b->chunks_cap, b->n_chunks + 1, sizeof(chunk)) != LIPI_OK)
@@ -675,13 +679,12 @@ static lipi_status list_append(bpe *b, uint32_t p, uint32_t w)
     pair_rec *pr = &b->pairs[p];
     if (pr->tail != NONE) {
         chunk *c = &b->chunks[pr->tail];
-        int fill = 0;
-        while (fill < CHUNK_WORDS && c->w[fill] != NONE)
-            fill++;
+        uint32_t fill = c->next - TAIL_MARK;
         if (c->w[fill - 1] == w)
             return LIPI_OK;
         if (fill < CHUNK_WORDS) {
             c->w[fill] = w;
+            c->next++;
             return LIPI_OK;
         }
     }
@@ -690,10 +693,8 @@ static lipi_status list_append(bpe *b, uint32_t p, uint32_t w)
         return LIPI_ENOMEM;
     pr = &b->pairs[p];
     chunk *c = &b->chunks[ci];
-    c->next = NONE;
+    c->next = TAIL_MARK + 1;
     c->w[0] = w;
-    for (int i = 1; i < CHUNK_WORDS; i++)
-        c->w[i] = NONE;
     if (pr->tail == NONE)
         pr->head = ci;
     else
@@ -1451,18 +1452,22 @@ static lipi_status take_words(bpe *b, uint32_t p, size_t *n)
 {
     pair_rec *pr = &b->pairs[p];
     size_t k = 0;
-    for (uint32_t c = pr->head; c != NONE; c = b->chunks[c].next) {
-        uint32_t fill = CHUNK_WORDS;
-        while (fill > 0 && b->chunks[c].w[fill - 1] == NONE)
-            fill--;
-        if (k + fill > b->wl_cap) {
+    for (uint32_t c = pr->head; c != NONE;) {
+        const chunk *ch = &b->chunks[c];
+        uint32_t next = ch->next;
+        uint32_t fill = next >= TAIL_MARK ? next - TAIL_MARK : CHUNK_WORDS;
+        if (next < TAIL_MARK)
+            __builtin_prefetch(&b->chunks[next]);
+        if (k + CHUNK_WORDS > b->wl_cap) {
             void *q = b->wl;
-            if (big_grow(&q, &b->wl_cap, k + fill, sizeof(uint32_t)) != LIPI_OK)
+            if (big_grow(&q, &b->wl_cap, k + CHUNK_WORDS, sizeof(uint32_t)) != LIPI_OK)
                 return LIPI_ENOMEM;
             b->wl = q;
         }
-        memcpy(b->wl + k, b->chunks[c].w, fill * sizeof(uint32_t));
+        for (uint32_t i = 0; i < fill; i++)
+            b->wl[k + i] = ch->w[i];
         k += fill;
+        c = next < TAIL_MARK ? next : NONE;
     }
     list_release(b, pr);
     *n = k;
