@@ -404,7 +404,8 @@ static void test_bpe_guard_in_byte_units_keeps_code_points_whole(void **state)
 /* Naive reference trainer                                                   */
 /*                                                                           */
 /* Recounts every pair of every word at every step and rewrites every word;  */
-/* shares no code with trainer/bpe.c.                                        */
+/* shares no code with trainer/bpe.c. With the guard, merges inside clusters */
+/* come first, then merges of whole clusters too.                            */
 /* ======================================================================== */
 
 #define RNONE UINT32_MAX
@@ -421,6 +422,7 @@ typedef struct {
     uint64_t count;
     size_t units;
     unsigned char *start; /* units + 1 flags: a cluster starts here */
+    bool trivial;         /* every cluster is one unit */
 } rword;
 
 typedef struct {
@@ -488,24 +490,33 @@ static int r_cmp_occ(const void *pa, const void *pb)
 typedef struct {
     size_t max_len;
     bool guard;
+    bool clusters_only; /* the guard's first phase */
 } rcheck;
+
+/* 0: not counted, 1: counted and merged, 2: crosses a cluster edge while
+ * only merges inside clusters are allowed (the pair must wait). */
+static int r_class(const rmodel *m, const rword *w, uint32_t x, uint32_t y, size_t pos,
+                   const rcheck *rc)
+{
+    if (x == RNONE || y == RNONE)
+        return 0;
+    size_t e = pos + m->tok[x].units + m->tok[y].units;
+    if (rc->max_len && e - pos > rc->max_len)
+        return 0;
+    if (!rc->guard)
+        return 1;
+    bool inside = true;
+    for (size_t i = pos + 1; i < e; i++)
+        inside &= !w->start[i];
+    if (rc->clusters_only)
+        return inside ? 1 : w->trivial ? 0 : 2;
+    return inside || (w->start[pos] && w->start[e]);
+}
 
 static bool r_ok(const rmodel *m, const rword *w, uint32_t x, uint32_t y, size_t pos,
                  const rcheck *rc)
 {
-    if (x == RNONE || y == RNONE)
-        return false;
-    size_t e = pos + m->tok[x].units + m->tok[y].units;
-    if (rc->max_len && e - pos > rc->max_len)
-        return false;
-    if (!rc->guard)
-        return true;
-    if (w->start[pos] && w->start[e])
-        return true;
-    for (size_t i = pos + 1; i < e; i++)
-        if (w->start[i])
-            return false;
-    return true;
+    return r_class(m, w, x, y, pos, rc) == 1;
 }
 
 typedef struct {
@@ -553,7 +564,7 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
 {
     memset(m, 0, sizeof *m);
     r_byte_units = o->units == LIPI_UNITS_BYTE;
-    rcheck rc = {o->max_token_length, o->grapheme_guard};
+    rcheck rc = {o->max_token_length, o->grapheme_guard, o->grapheme_guard};
     size_t nw = lipi_counts_size(c), pos = 0, k = 0;
     rword *w = calloc(nw, sizeof *w);
     rfreqs fl = {NULL, 0};
@@ -586,6 +597,7 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
             i += step;
         }
         x->start[x->units] = 1;
+        x->trivial = nb == x->units;
     }
     lipi_free(bounds);
 
@@ -640,8 +652,11 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
         for (size_t i = 0; i < nw; i++) {
             size_t p = 0;
             for (size_t j = 0; j + 1 < w[i].n; j++) {
-                if (r_ok(m, &w[i], w[i].sym[j], w[i].sym[j + 1], p, &rc))
-                    occ[no++] = (rocc){w[i].sym[j], w[i].sym[j + 1], w[i].count};
+                int c = r_class(m, &w[i], w[i].sym[j], w[i].sym[j + 1], p, &rc);
+                /* A straddling occurrence is an entry of count 0 that
+                 * marks the pair as waiting. */
+                if (c)
+                    occ[no++] = (rocc){w[i].sym[j], w[i].sym[j + 1], c == 1 ? w[i].count : 0};
                 p += w[i].sym[j] == RNONE ? 1 : m->tok[w[i].sym[j]].units;
             }
         }
@@ -651,11 +666,14 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
         rocc best = {0, 0, 0};
         for (size_t i = 0; i < no;) {
             rocc sum = occ[i];
+            bool waits = occ[i].c == 0;
             size_t j = i + 1;
-            for (; j < no && occ[j].l == sum.l && occ[j].r == sum.r; j++)
+            for (; j < no && occ[j].l == sum.l && occ[j].r == sum.r; j++) {
                 sum.c += occ[j].c;
+                waits |= occ[j].c == 0;
+            }
             i = j;
-            bool forb = false;
+            bool forb = waits;
             for (size_t f = 0; f < n_forbidden; f++)
                 forb |= forbidden[f][0] == sum.l && forbidden[f][1] == sum.r;
             if (forb)
@@ -667,8 +685,12 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
                 have = true;
             }
         }
-        if (!have || best.c < o->min_frequency)
-            break;
+        if (!have || best.c < o->min_frequency) {
+            if (!rc.clusters_only)
+                break;
+            rc.clusters_only = false;
+            continue;
+        }
         size_t zl = m->tok[best.l].len + m->tok[best.r].len;
         z = realloc(z, zl);
         memcpy(z, m->tok[best.l].s, m->tok[best.l].len);

@@ -28,11 +28,23 @@
  * Grapheme guard: for words whose clusters are not all single units, a
  * bitmap marks the base units where a cluster starts. An occurrence of a
  * pair covering units [s, e) is valid if [s, e) lies inside one cluster
- * (no start in (s, e)) or covers whole clusters (starts at s and e). */
+ * (no start in (s, e)) or covers whole clusters (starts at s and e).
+ * Training runs in two phases: first only merges inside clusters count, so
+ * every cluster seen at least min_frequency times is built from its code
+ * points (or bytes) by the lowest-ranked merges; then the pair counts are
+ * rebuilt and merges of whole clusters (and what is left inside clusters)
+ * follow. In the first phase a pair is merged only while none of its
+ * occurrences straddles a cluster edge (virama + ya is inside "ক্য" but
+ * not inside "অ্যা"): a BPE encoder applies a merge wherever the pair
+ * occurs, so like this it builds each such cluster exactly as training did
+ * before any merge across clusters can take part of it. Encoding text whose
+ * clusters were all seen in training then never puts a token boundary
+ * inside a cluster. */
 #include "trainer/trainer.h"
 
 #include "tokenizer/common_impl.h"
 #include "tokenizer/json_impl.h"
+#include "tokenizer/tokenizer_impl.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -198,6 +210,7 @@ typedef struct {
 
 typedef struct {
     uint64_t count;
+    uint64_t bad;        /* first guard phase: occurrences across a cluster edge */
     uint32_t left, right;
     uint32_t head, tail; /* word-list chunks, NONE when empty */
 } pair_rec;
@@ -212,7 +225,8 @@ typedef struct {
 } word_rec;
 
 /* A change of a pair count found while rewriting words: n occurrences of
- * pair `key` vanish (removals) or appear in word w (additions). */
+ * pair `key` vanish (removals) or appear in word w (additions). w = NONE:
+ * one occurrence across a cluster edge (pair_rec.bad). */
 typedef struct {
     uint64_t key, n;
     uint32_t w;
@@ -226,7 +240,7 @@ typedef struct {
 
 /* Per-merge sum of the deltas of one pair. */
 typedef struct {
-    uint64_t key, n;
+    uint64_t key, n, bad;
     uint32_t epoch;
     uint32_t pair;
 } agg_slot;
@@ -273,8 +287,9 @@ typedef struct {
     pair_slot *pslots;
     size_t pcap;
     unsigned pshift;
-    uint32_t *forbidden; /* pairs whose merge would give a byte-fallback token */
-    size_t n_forbidden;
+    uint64_t *forbidden; /* keys of pairs whose merge would give a byte-fallback token */
+    size_t n_forbidden, forbidden_cap;
+    bool clusters_only;  /* phase 1 of the guard: only merges inside a cluster */
     uint64_t min_count;  /* rarer pairs never need a heap entry */
     chunk *chunks;
     size_t n_chunks, chunks_cap;
@@ -640,7 +655,7 @@ static lipi_status pair_get(bpe *b, uint32_t l, uint32_t r, uint32_t *out)
         return LIPI_ENOMEM;
     b->pairs = q;
     p = (uint32_t)b->n_pairs++;
-    b->pairs[p] = (pair_rec){0, l, r, NONE, NONE};
+    b->pairs[p] = (pair_rec){0, 0, l, r, NONE, NONE};
     pslot_place(b, key, p);
     *out = p;
     return LIPI_OK;
@@ -648,8 +663,9 @@ static lipi_status pair_get(bpe *b, uint32_t l, uint32_t r, uint32_t *out)
 
 static bool is_forbidden(const bpe *b, uint32_t p)
 {
+    uint64_t key = pair_key(b->pairs[p].left, b->pairs[p].right);
     for (size_t i = 0; i < b->n_forbidden; i++)
-        if (b->forbidden[i] == p)
+        if (b->forbidden[i] == key)
             return true;
     return false;
 }
@@ -713,15 +729,23 @@ static void list_release(bpe *b, pair_rec *pr)
     pr->head = pr->tail = NONE;
 }
 
-static void pair_dec(bpe *b, uint64_t key, uint64_t n)
+static lipi_status heap_push(bpe *b, uint64_t count, uint32_t pair);
+
+/* Takes n occurrences and `bad` edge-straddling ones off pair `key`. A pair
+ * whose last straddling occurrence goes becomes mergeable: it is queued. */
+static lipi_status pair_dec(bpe *b, uint64_t key, uint64_t n, uint64_t bad)
 {
     uint32_t p = pair_find(b, key);
     LIPI_ASSERT(p != NONE);
     pair_rec *pr = &b->pairs[p];
-    LIPI_ASSERT(pr->count >= n);
+    LIPI_ASSERT(pr->count >= n && pr->bad >= bad);
     pr->count -= n;
+    pr->bad -= bad;
     if (pr->count == 0)
         list_release(b, pr);
+    if (bad && pr->bad == 0 && pr->count >= b->min_count && !is_forbidden(b, p))
+        return heap_push(b, pr->count, p);
+    return LIPI_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -785,7 +809,7 @@ static lipi_status agg_slot_of(bpe *b, uint64_t key, size_t *out)
     }
     size_t i = agg_probe(b, key);
     if (b->agg[i].epoch != b->agg_epoch) {
-        b->agg[i] = (agg_slot){key, 0, b->agg_epoch, NONE};
+        b->agg[i] = (agg_slot){key, 0, 0, b->agg_epoch, NONE};
         b->agg_used[b->n_used++] = (uint32_t)i;
     }
     *out = i;
@@ -799,16 +823,21 @@ static lipi_status apply_removals(bpe *b)
     for (size_t t = 0; t < b->n_active; t++)
         for (size_t k = 0; k < b->d[t].n_rem; k++) {
             size_t i;
-            if (agg_slot_of(b, b->d[t].rem[k].key, &i) != LIPI_OK)
+            const delta *d = &b->d[t].rem[k];
+            if (agg_slot_of(b, d->key, &i) != LIPI_OK)
                 return LIPI_ENOMEM;
-            b->agg[i].n += b->d[t].rem[k].n;
+            if (d->w == NONE)
+                b->agg[i].bad += d->n;
+            else
+                b->agg[i].n += d->n;
         }
-    for (size_t u = 0; u < b->n_used; u++)
-        pair_dec(b, b->agg[b->agg_used[u]].key, b->agg[b->agg_used[u]].n);
+    for (size_t u = 0; u < b->n_used; u++) {
+        const agg_slot *a = &b->agg[b->agg_used[u]];
+        if (pair_dec(b, a->key, a->n, a->bad) != LIPI_OK)
+            return LIPI_ENOMEM;
+    }
     return LIPI_OK;
 }
-
-static lipi_status heap_push(bpe *b, uint64_t count, uint32_t pair);
 
 /* Adds the new occurrences, notes their words, and queues the pairs. */
 static lipi_status apply_additions(bpe *b)
@@ -825,14 +854,19 @@ static lipi_status apply_additions(bpe *b)
                     LIPI_OK)
                 return LIPI_ENOMEM;
             uint32_t p = b->agg[i].pair;
+            if (d->w == NONE) {
+                b->pairs[p].bad += d->n;
+                continue;
+            }
             b->pairs[p].count += d->n;
             if (list_append(b, p, d->w) != LIPI_OK)
                 return LIPI_ENOMEM;
         }
     for (size_t u = 0; u < b->n_used; u++) {
         uint32_t p = b->agg[b->agg_used[u]].pair;
-        if (b->pairs[p].count >= b->min_count && !is_forbidden(b, p) &&
-            heap_push(b, b->pairs[p].count, p) != LIPI_OK)
+        const pair_rec *pr = &b->pairs[p];
+        if (pr->count >= b->min_count && pr->bad == 0 && !is_forbidden(b, p) &&
+            heap_push(b, pr->count, p) != LIPI_OK)
             return LIPI_ENOMEM;
     }
     return LIPI_OK;
@@ -918,23 +952,46 @@ static inline bool cluster_starts(const uint8_t *g, uint32_t i)
     return (g[i >> 3] >> (i & 7)) & 1;
 }
 
-/* May the symbols x, y of word wr, starting at base unit `pos`, be merged? */
-static inline bool pair_ok(const bpe *b, const word_rec *wr, uint32_t x, uint32_t y, uint32_t pos)
+enum {
+    PAIR_IGNORED = 0, /* never merged here: not counted */
+    PAIR_VALID,       /* counted, and merged when the pair is chosen */
+    PAIR_STRADDLES,   /* first guard phase: crosses a cluster edge (pair_rec.bad) */
+};
+
+/* What the occurrence of symbols x, y of word wr at base unit `pos` is. */
+static inline int pair_class(const bpe *b, const word_rec *wr, uint32_t x, uint32_t y,
+                             uint32_t pos)
 {
     if (x == NONE || y == NONE)
-        return false;
+        return PAIR_IGNORED;
     uint32_t e = pos + b->ulen[x] + b->ulen[y];
     if (b->max_len && e - pos > b->max_len)
-        return false;
-    if (wr->goff == NO_GUARD)
-        return true;
+        return PAIR_IGNORED;
+    if (wr->goff == NO_GUARD) /* every cluster is one unit: nothing inside */
+        return b->clusters_only ? PAIR_IGNORED : PAIR_VALID;
     const uint8_t *g = b->gbits + wr->goff / 8;
-    if (cluster_starts(g, pos) && (e == wr->units || cluster_starts(g, e)))
-        return true; /* whole clusters */
     for (uint32_t i = pos + 1; i < e; i++)
-        if (cluster_starts(g, i))
-            return false;
-    return true; /* inside one cluster */
+        if (cluster_starts(g, i)) {
+            if (b->clusters_only)
+                return PAIR_STRADDLES;
+            bool whole = cluster_starts(g, pos) && (e == wr->units || cluster_starts(g, e));
+            return whole ? PAIR_VALID : PAIR_IGNORED;
+        }
+    return PAIR_VALID; /* inside one cluster */
+}
+
+static inline bool pair_ok(const bpe *b, const word_rec *wr, uint32_t x, uint32_t y, uint32_t pos)
+{
+    return pair_class(b, wr, x, y, pos) == PAIR_VALID;
+}
+
+/* The delta of an occurrence of class c of pair (x, y) in word w of count n. */
+static inline void note(delta **out, int c, uint32_t x, uint32_t y, uint64_t n, uint32_t w)
+{
+    if (c == PAIR_VALID)
+        *(*out)++ = (delta){pair_key(x, y), n, w};
+    else if (c == PAIR_STRADDLES)
+        *(*out)++ = (delta){pair_key(x, y), 1, NONE};
 }
 
 /* Applies the merge x y -> z to every valid occurrence in word w, left to
@@ -959,13 +1016,13 @@ static lipi_status merge_word(const bpe *b, delta_buf *d, word_rec *wr, uint32_t
     for (uint32_t i = 0; i < L;) {
         uint32_t cur = s[i];
         if (cur == x && i + 1 < L && s[i + 1] == y && pair_ok(b, wr, x, y, pos)) {
-            if (i > 0 && !prev_old_merged && pair_ok(b, wr, prev_old, x, prev_old_pos))
-                *rem++ = (delta){pair_key(prev_old, x), n, w};
+            if (i > 0 && !prev_old_merged)
+                note(&rem, pair_class(b, wr, prev_old, x, prev_old_pos), prev_old, x, n, w);
             *rem++ = (delta){pair_key(x, y), n, w};
-            if (i + 2 < L && pair_ok(b, wr, y, s[i + 2], pos + ux))
-                *rem++ = (delta){pair_key(y, s[i + 2]), n, w};
-            if (j > 0 && pair_ok(b, wr, prev_new, z, prev_new_pos))
-                *add++ = (delta){pair_key(prev_new, z), n, w};
+            if (i + 2 < L)
+                note(&rem, pair_class(b, wr, y, s[i + 2], pos + ux), y, s[i + 2], n, w);
+            if (j > 0)
+                note(&add, pair_class(b, wr, prev_new, z, prev_new_pos), prev_new, z, n, w);
             s[j++] = z;
             prev_new = z;
             prev_new_pos = pos;
@@ -976,8 +1033,8 @@ static lipi_status merge_word(const bpe *b, delta_buf *d, word_rec *wr, uint32_t
             pos += ux + uy;
             i += 2;
         } else {
-            if (prev_new_fresh && pair_ok(b, wr, prev_new, cur, prev_new_pos))
-                *add++ = (delta){pair_key(prev_new, cur), n, w};
+            if (prev_new_fresh)
+                note(&add, pair_class(b, wr, prev_new, cur, prev_new_pos), prev_new, cur, n, w);
             if (j != i)
                 s[j] = cur;
             j++;
@@ -1395,30 +1452,42 @@ done:
 /* The merge loop                                                            */
 /* ------------------------------------------------------------------------ */
 
-static lipi_status count_initial_pairs(bpe *b)
+/* Counts every valid pair of every word from scratch, and fills the heap. */
+static lipi_status count_pairs(bpe *b)
 {
+    b->n_pairs = 0;
+    b->n_chunks = 0;
+    b->free_chunk = NONE;
+    for (size_t i = 0; i < b->pcap; i++)
+        b->pslots[i] = PSLOT_EMPTY;
     for (uint32_t w = 0; w < b->n_words; w++) {
         const word_rec *wr = &b->words[w];
         const uint32_t *s = b->sym + wr->off;
         uint32_t pos = 0;
         for (uint32_t k = 0; k + 1 < wr->len; k++) {
-            if (pair_ok(b, wr, s[k], s[k + 1], pos)) {
-                uint32_t p;
-                if (pair_get(b, s[k], s[k + 1], &p) != LIPI_OK || list_append(b, p, w) != LIPI_OK)
-                    return LIPI_ENOMEM;
-                b->pairs[p].count += wr->count;
-            }
+            int c = pair_class(b, wr, s[k], s[k + 1], pos);
             pos += sym_units(b, s[k]);
+            if (c == PAIR_IGNORED)
+                continue;
+            uint32_t p;
+            if (pair_get(b, s[k], s[k + 1], &p) != LIPI_OK)
+                return LIPI_ENOMEM;
+            if (c == PAIR_STRADDLES) {
+                b->pairs[p].bad++;
+                continue;
+            }
+            if (list_append(b, p, w) != LIPI_OK)
+                return LIPI_ENOMEM;
+            b->pairs[p].count += wr->count;
         }
     }
-    size_t n = b->n_pairs ? b->n_pairs : 1;
-    b->heap = big_alloc(n, sizeof *b->heap, false);
-    if (!b->heap)
+    void *q = b->heap;
+    if (big_grow(&q, &b->heap_cap, b->n_pairs ? b->n_pairs : 1, sizeof *b->heap) != LIPI_OK)
         return LIPI_ENOMEM;
-    b->heap_cap = n;
+    b->heap = q;
     b->heap_n = 0;
     for (uint32_t p = 0; p < b->n_pairs; p++)
-        if (b->pairs[p].count >= b->min_count)
+        if (b->pairs[p].count >= b->min_count && b->pairs[p].bad == 0)
             b->heap[b->heap_n++] =
                 (heap_ent){b->pairs[p].count, p, b->pairs[p].left, b->pairs[p].right};
     for (size_t i = b->heap_n / 2; i-- > 0;)
@@ -1432,7 +1501,8 @@ static lipi_status next_pair(bpe *b, uint32_t *out)
     while (b->heap_n) {
         heap_ent top = heap_pop(b);
         const pair_rec *pr = &b->pairs[top.pair];
-        if (pr->count < b->min_count || top.count < pr->count || is_forbidden(b, top.pair))
+        if (pr->count < b->min_count || pr->bad || top.count < pr->count ||
+            is_forbidden(b, top.pair))
             continue; /* a newer entry holds the raised count */
         if (top.count > pr->count) {
             if (heap_push(b, pr->count, top.pair) != LIPI_OK)
@@ -1705,13 +1775,20 @@ static lipi_status learn(bpe *b, lipi_error *err)
     size_t total = b->opt->vocab_size - b->n_tok;
     double last = now_seconds();
 
-    TRY(count_initial_pairs(b));
+    b->clusters_only = b->guard;
+    TRY(count_pairs(b));
     report(b, total, false);
     while (b->n_tok < b->opt->vocab_size) {
         uint32_t p;
         TRY(next_pair(b, &p));
-        if (p == NONE || b->pairs[p].count < b->opt->min_frequency)
-            break;
+        if (p == NONE || b->pairs[p].count < b->opt->min_frequency) {
+            if (!b->clusters_only)
+                break;
+            /* Clusters are built: count again, whole clusters included. */
+            b->clusters_only = false;
+            TRY(count_pairs(b));
+            continue;
+        }
         uint32_t x = b->pairs[p].left, y = b->pairs[p].right;
         uint64_t count = b->pairs[p].count;
 
@@ -1735,10 +1812,9 @@ static lipi_status learn(bpe *b, lipi_error *err)
             /* Text like "<0x41>" must not become the token that decodes to
              * byte 0x41: leave this pair unmerged. */
             void *q = b->forbidden;
-            size_t cap = b->n_forbidden;
-            TRY(lipi_grow(&q, &cap, b->n_forbidden + 1, sizeof(uint32_t)));
+            TRY(lipi_grow(&q, &b->forbidden_cap, b->n_forbidden + 1, sizeof(uint64_t)));
             b->forbidden = q;
-            b->forbidden[b->n_forbidden++] = p;
+            b->forbidden[b->n_forbidden++] = pair_key(x, y);
             continue;
         }
         uint32_t z;
@@ -1873,6 +1949,36 @@ done:
     return st;
 }
 
+/* The decoder that undoes the model's units: ByteLevel for byte units;
+ * Sequence[ByteFallback, Fuse] for char units, where spaces are ordinary
+ * characters inside tokens. NULL when out of memory.
+ *
+ * The public header has no way to set a decoder, so this one is built in
+ * the tokenizer module's own representation (tokenizer_impl.h). */
+static lipi_decoder *model_decoder(lipi_units units)
+{
+    lipi_decoder *d = lipi_calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    if (units == LIPI_UNITS_BYTE) {
+        d->type = LIPI_DEC_BYTELEVEL;
+        d->bytelevel.add_prefix_space = false;
+        d->bytelevel.trim_offsets = true;
+        d->bytelevel.use_regex = false;
+        return d;
+    }
+    d->type = LIPI_DEC_SEQUENCE;
+    d->sequence.items = lipi_calloc(2, sizeof *d->sequence.items);
+    if (!d->sequence.items) {
+        lipi_free(d);
+        return NULL;
+    }
+    d->sequence.n_items = 2;
+    d->sequence.items[0].type = LIPI_DEC_BYTEFALLBACK;
+    d->sequence.items[1].type = LIPI_DEC_FUSE;
+    return d;
+}
+
 lipi_status lipi_bpe_model_to_tokenizer(const lipi_bpe_model *m, lipi_normalizer *norm,
                                         lipi_pretokenizer *pre, lipi_tokenizer **out,
                                         lipi_error *err)
@@ -1934,6 +2040,11 @@ lipi_status lipi_bpe_model_to_tokenizer(const lipi_bpe_model *m, lipi_normalizer
         at.id = i;
         at.special = true;
         TRY(lipi_tokenizer_add_token(t, &at, err));
+    }
+    t->decoder = model_decoder(m->units);
+    if (!t->decoder) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
     }
     *out = t;
     t = NULL;
