@@ -1688,6 +1688,81 @@ static void test_bpe_hugging_face_segmentation_keeps_clusters_whole(void **state
     free(ids_text);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Allocation failures                                                       */
+/* ------------------------------------------------------------------------ */
+
+static long alloc_budget; /* allocations left before failing; < 0: no limit */
+static long live_allocs;
+
+static void *fail_malloc(size_t n)
+{
+    if (alloc_budget == 0)
+        return NULL;
+    if (alloc_budget > 0)
+        alloc_budget--;
+    void *p = malloc(n);
+    live_allocs += p != NULL;
+    return p;
+}
+
+static void *fail_realloc(void *p, size_t n)
+{
+    if (alloc_budget == 0)
+        return NULL;
+    if (alloc_budget > 0)
+        alloc_budget--;
+    void *q = realloc(p, n);
+    live_allocs += q && !p;
+    return q;
+}
+
+static void fail_free(void *p)
+{
+    live_allocs -= p != NULL;
+    free(p);
+}
+
+static void test_bpe_fails_cleanly_on_every_allocation(void **state)
+{
+    /* Hindi words (guard bitmaps, clusters phase), specials, byte fallback,
+     * a forbidden merge, on one thread so the counting hooks see every
+     * allocation in order. */
+    lipi_counts *c = words_of_file("data/flores200/hin_Deva.txt", 3);
+    assert_int_equal(lipi_counts_add(c, "<0x41>", 6, 9, NULL), LIPI_OK);
+    const char *specials[] = {"<unk>", "<s>"};
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.vocab_size = 400;
+    o.byte_fallback = true;
+    o.special_tokens = specials;
+    o.n_special = 2;
+    o.unk_token = "<unk>";
+    lipi_alloc_hooks hooks = {fail_malloc, fail_realloc, fail_free};
+    bool succeeded = false;
+    for (long n = 0; n < 100000 && !succeeded; n++) {
+        alloc_budget = n;
+        live_allocs = 0;
+        lipi_set_alloc_hooks(&hooks);
+        lipi_bpe_model *m = NULL;
+        lipi_error err;
+        lipi_status st = lipi_bpe_train(c, &o, &m, &err);
+        if (st == LIPI_OK) {
+            succeeded = true;
+            assert_true(lipi_bpe_model_merge_count(m) > 50);
+        } else if (st != LIPI_ENOMEM) {
+            lipi_set_alloc_hooks(NULL);
+            fail_msg("allocation %ld: %s: %s", n, lipi_status_name(st), err.msg);
+        }
+        lipi_bpe_model_free(m);
+        lipi_set_alloc_hooks(NULL);
+        if (live_allocs != 0)
+            fail_msg("allocation %ld failing leaks %ld blocks", n, live_allocs);
+    }
+    assert_true(succeeded);
+    lipi_counts_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1721,6 +1796,7 @@ int main(void)
         cmocka_unit_test(test_bpe_from_counts_file_gives_the_same_tokenizer),
         cmocka_unit_test(test_bpe_trains_the_tokenizers_checked_with_hugging_face),
         cmocka_unit_test(test_bpe_hugging_face_segmentation_keeps_clusters_whole),
+        cmocka_unit_test(test_bpe_fails_cleanly_on_every_allocation),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }
