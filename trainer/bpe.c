@@ -1114,25 +1114,39 @@ static bool needs_clusters(const bpe *b, const char *s, size_t len)
 typedef struct {
     bpe *b;
     const lipi_count_entry *ents;
+    const cp_table *cps;
     size_t lo, hi;
     lipi_status st;
     lipi_error err;
-} guard_job;
+} fill_job;
 
-/* Fills the cluster-start bitmaps of words [lo, hi); a word whose clusters
- * are all single units needs none (goff = NO_GUARD). */
-static void *guard_run(void *arg)
+/* Writes the symbols of words [lo, hi) and, with the guard, their
+ * cluster-start bitmaps; a word whose clusters are all single units needs
+ * none (goff = NO_GUARD). Threads write disjoint words (bitmaps start on
+ * byte boundaries). */
+static void *fill_run(void *arg)
 {
-    guard_job *job = arg;
+    fill_job *job = arg;
     bpe *b = job->b;
     size_t *bounds = NULL, cap = 0, n;
     job->st = LIPI_OK;
     for (size_t w = job->lo; w < job->hi; w++) {
         word_rec *wr = &b->words[w];
-        if (wr->goff == NO_GUARD)
-            continue;
         const char *s = job->ents[w].word;
         size_t len = job->ents[w].len;
+        uint32_t *out = b->sym + wr->off;
+        if (b->byte_units) {
+            for (size_t i = 0; i < len; i++)
+                out[i] = job->cps->page[0]->id[(unsigned char)s[i]];
+        } else {
+            for (size_t i = 0, k = 0; i < len; k++) {
+                uint32_t cp;
+                i += lipi_utf8_decode(s + i, len - i, &cp);
+                out[k] = job->cps->page[cp >> 8]->id[cp & 255];
+            }
+        }
+        if (wr->goff == NO_GUARD)
+            continue;
         job->st = lipi_graphemes(s, len, &bounds, &cap, &n, &job->err);
         if (job->st != LIPI_OK)
             break;
@@ -1166,26 +1180,27 @@ static size_t thread_count(const lipi_bpe_options *opt)
     return n < 1 ? 1 : n > 64 ? 64 : (size_t)n;
 }
 
-static lipi_status compute_guard(bpe *b, const lipi_count_entry *ents, lipi_error *err)
+static lipi_status fill_words(bpe *b, const lipi_count_entry *ents, const cp_table *cps,
+                              lipi_error *err)
 {
     size_t threads = thread_count(b->opt);
     if (b->n_words < 4096)
         threads = 1;
-    guard_job jobs[64];
+    fill_job jobs[64];
     pthread_t tid[64];
     size_t started = 0;
     for (size_t t = 0; t < threads; t++)
-        jobs[t] = (guard_job){b, ents, b->n_words * t / threads, b->n_words * (t + 1) / threads,
-                              LIPI_OK, {0}};
+        jobs[t] = (fill_job){b, ents, cps, b->n_words * t / threads,
+                             b->n_words * (t + 1) / threads, LIPI_OK, {0}};
     for (size_t t = 1; t < threads; t++) {
-        if (pthread_create(&tid[t], NULL, guard_run, &jobs[t]) != 0)
+        if (pthread_create(&tid[t], NULL, fill_run, &jobs[t]) != 0)
             break;
         started = t;
     }
-    guard_run(&jobs[0]);
+    fill_run(&jobs[0]);
     /* Ranges whose thread did not start run here. */
     for (size_t t = started + 1; t < threads; t++)
-        guard_run(&jobs[t]);
+        fill_run(&jobs[t]);
     for (size_t t = 1; t <= started; t++)
         pthread_join(tid[t], NULL);
     for (size_t t = 0; t < threads; t++)
@@ -1412,7 +1427,7 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
         goto done;
     }
 
-    /* Pass 2: symbol arrays. */
+    /* Pass 2, on all threads: symbols and cluster bitmaps. */
     if (total_units == 0)
         total_units = 1;
     b->sym = big_alloc(total_units, sizeof *b->sym, false);
@@ -1421,23 +1436,7 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
         st = LIPI_ENOMEM;
         goto done;
     }
-    for (w = 0; w < b->n_words; w++) {
-        const char *s = ents[w].word;
-        size_t len = ents[w].len;
-        uint32_t *out = b->sym + b->words[w].off;
-        if (b->byte_units) {
-            for (size_t i = 0; i < len; i++)
-                out[i] = cps->page[0]->id[(unsigned char)s[i]];
-        } else {
-            for (size_t i = 0, k = 0; i < len; k++) {
-                uint32_t cp;
-                i += lipi_utf8_decode(s + i, len - i, &cp);
-                out[k] = cps->page[cp >> 8]->id[cp & 255];
-            }
-        }
-    }
-    if (b->guard)
-        TRY(compute_guard(b, ents, err));
+    TRY(fill_words(b, ents, cps, err));
 done:
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, st, NULL, 0, 0, "out of memory preparing BPE training");
