@@ -279,7 +279,6 @@ typedef struct {
     word_rec *words;
     uint32_t *sym;
     uint8_t *gbits;      /* cluster starts, a bit per base unit */
-    uint32_t max_wlen;
 
     /* pairs */
     pair_rec *pairs;
@@ -1101,7 +1100,8 @@ static int cmp_alpha(const void *pa, const void *pb)
     return (a->cp > b->cp) - (a->cp < b->cp);
 }
 
-static bool needs_clusters(const bpe *b, const char *s, size_t len)
+/* False when every cluster of s is surely one unit: ASCII, no CR LF. */
+static bool needs_clusters(const char *s, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -1320,9 +1320,7 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
         wr->off = total_units;
         wr->len = wr->units = (uint32_t)units;
         wr->count = c;
-        if (units > b->max_wlen)
-            b->max_wlen = (uint32_t)units;
-        if (b->guard && needs_clusters(b, s, len)) {
+        if (b->guard && needs_clusters(s, len)) {
             guard_bits = (guard_bits + 7) & ~(size_t)7; /* byte-aligned: threads write apart */
             wr->goff = guard_bits;
             guard_bits += units;
