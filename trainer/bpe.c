@@ -169,14 +169,29 @@ static void huge_pages(void *p, size_t len)
 #endif
 }
 
-/* lipi_grow for the big arrays: the new part gets the huge-page hint. */
+/* lipi_grow for the big arrays: a new block gets the huge-page hint before
+ * the old contents are copied in (realloc would copy first, one page fault
+ * per 4 KiB of the copy). */
 static lipi_status big_grow(void **p, size_t *cap, size_t need, size_t size)
 {
-    size_t old = *cap;
-    lipi_status st = lipi_grow(p, cap, need, size);
-    if (st == LIPI_OK && *cap != old)
-        huge_pages((char *)*p + old * size, (*cap - old) * size);
-    return st;
+    if (need <= *cap)
+        return LIPI_OK;
+    size_t ncap = *cap ? *cap : 16;
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2 / size)
+            return LIPI_ENOMEM;
+        ncap *= 2;
+    }
+    char *np = lipi_malloc(ncap * size);
+    if (!np)
+        return LIPI_ENOMEM;
+    huge_pages(np, ncap * size);
+    if (*cap)
+        memcpy(np, *p, *cap * size);
+    lipi_free(*p);
+    *p = np;
+    *cap = ncap;
+    return LIPI_OK;
 }
 
 /* An array of n elements of `size` bytes, zeroed if `zero`. NULL on overflow
