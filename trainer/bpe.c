@@ -845,7 +845,16 @@ static lipi_status apply_removals(bpe *b)
             else
                 b->agg[i].n += d->n;
         }
+    /* The pairs are scattered over the big tables: fetch slot and record
+     * of the pairs a few steps ahead. */
     for (size_t u = 0; u < b->n_used; u++) {
+        if (u + 8 < b->n_used)
+            __builtin_prefetch(&b->pslots[pair_hash(b->agg[b->agg_used[u + 8]].key) >> b->pshift]);
+        if (u + 4 < b->n_used) {
+            pair_slot ps = b->pslots[pair_hash(b->agg[b->agg_used[u + 4]].key) >> b->pshift];
+            if (ps != PSLOT_EMPTY)
+                __builtin_prefetch(&b->pairs[(uint32_t)ps]);
+        }
         const agg_slot *a = &b->agg[b->agg_used[u]];
         if (pair_dec(b, a->key, a->n, a->bad) != LIPI_OK)
             return LIPI_ENOMEM;
