@@ -9,6 +9,8 @@
 static const cli_command *const commands[] = {
     &cmd_normalize,
     &cmd_pretokenize,
+    &cmd_count,
+    &cmd_train,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -324,6 +324,20 @@ lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *n
  * LIPI_EIO naming `path`, checked before anything is written. */
 lipi_status lipi_tokenizer_save(const lipi_tokenizer *t, const char *path, lipi_error *err);
 
+/* Checks, without leaving anything behind, that `path` can be written the
+ * way lipi writes outputs (a temporary file in its folder, then a rename):
+ * for commands that should fail before long work rather than after it.
+ * LIPI_EIO naming the path and the reason; LIPI_EINVAL for a folder. */
+lipi_status lipi_check_writable(const char *path, lipi_error *err);
+
+/* Writes a BPE tokenizer's model as GPT-2 style DIR/vocab.json (token -> id,
+ * in id order) and DIR/merges.txt ("#version: 0.2", then "left right" per
+ * merge), each atomically; DIR is created if missing. LIPI_EINVAL for a
+ * model that is not BPE or whose merges hold a token with a space or line
+ * break (merges.txt cannot represent them); LIPI_EIO naming the path. */
+lipi_status lipi_tokenizer_export_merges(const lipi_tokenizer *t, const char *dir,
+                                         lipi_error *err);
+
 /* Serializes to a new NUL-terminated JSON string owned by the caller
  * (lipi_free); *len (may be NULL) is its length. The output is
  * deterministic and laid out as Hugging Face writes it (keys in its order,
