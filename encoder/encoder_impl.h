@@ -1,0 +1,308 @@
+/* Internal: layout of lipi_encoder and lipi_session, shared by the files of
+ * encoder/. Never included by a public header.
+ *
+ * Flow of one text (Hugging Face's order):
+ *
+ *   text ─▶ added tokens that are not normalized, matched on the raw text
+ *        ─▶ each other segment: normalizer ─▶ normalized added tokens
+ *        ─▶ each other sub-segment: pre-tokenizer ─▶ pieces
+ *        ─▶ each piece: model (through the session's word cache) ─▶ tokens
+ *        ─▶ offsets: piece ─▶ sub-segment ─▶ normalized ─▶ original text
+ *        ─▶ truncation ─▶ post-processor (special tokens, type ids, trims)
+ */
+#ifndef LIPI_ENCODER_IMPL_H
+#define LIPI_ENCODER_IMPL_H
+
+#include "encoder/encoder.h"
+#include "encoder/lattice_impl.h"
+#include "encoder/trie_impl.h"
+#include "tokenizer/tokenizer_impl.h"
+
+/* ======================================================================== */
+/* Small helpers                                                             */
+/* ======================================================================== */
+
+/* Length of the UTF-8 sequence that starts with byte c (1 for anything
+ * that is not a lead byte, so loops always advance). */
+static inline size_t enc_utf8_len(unsigned char c)
+{
+    if (c < 0xC0)
+        return 1;
+    if (c < 0xE0)
+        return 2;
+    if (c < 0xF0)
+        return 3;
+    return 4;
+}
+
+/* Decodes the code point at s (valid UTF-8, at least one byte). */
+static inline uint32_t enc_utf8_cp(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    switch (n) {
+    case 1: return u[0];
+    case 2: return ((uint32_t)(u[0] & 0x1F) << 6) | (u[1] & 0x3F);
+    case 3: return ((uint32_t)(u[0] & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6) | (u[2] & 0x3F);
+    default:
+        return ((uint32_t)(u[0] & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12) |
+               ((uint32_t)(u[2] & 0x3F) << 6) | (u[3] & 0x3F);
+    }
+}
+
+/* Grows the array `arr` (any element type) to hold `need` entries;
+ * LIPI_ENOMEM on failure (arr and cap unchanged). */
+#define ENC_GROW(arr, cap, need) enc_grow_(&(arr), &(cap), (need), sizeof *(arr))
+
+static inline lipi_status enc_grow_(void *pp, size_t *cap, size_t need, size_t size)
+{
+    void *p;
+    if (need <= *cap)
+        return LIPI_OK;
+    memcpy(&p, pp, sizeof p);
+    lipi_status st = lipi_grow(&p, cap, need, size);
+    memcpy(pp, &p, sizeof p);
+    return st;
+}
+
+/* GPT-2's byte <-> code point alphabet (bytes_to_unicode). */
+uint32_t lipi_bytelevel_char(uint8_t b);
+/* The byte of a code point of the alphabet, or -1. */
+int lipi_bytelevel_byte(uint32_t cp);
+
+/* Code point -> id map for single-character tokens (open addressing). */
+typedef struct {
+    uint64_t *slot; /* cp << 32 | id; UINT64_MAX empty */
+    size_t mask;
+} enc_cpmap;
+
+static inline int64_t enc_cpmap_get(const enc_cpmap *m, uint32_t cp)
+{
+    if (!m->slot)
+        return -1;
+    size_t i = (size_t)(cp * 0x9E3779B1u) & m->mask;
+    for (;;) {
+        uint64_t v = m->slot[i];
+        if (v == UINT64_MAX)
+            return -1;
+        if ((uint32_t)(v >> 32) == cp)
+            return (int64_t)(uint32_t)v;
+        i = (i + 1) & m->mask;
+    }
+}
+
+/* BPE merge table: (left, right) -> (rank, result). */
+typedef struct {
+    uint64_t key;   /* left << 32 | right; UINT64_MAX empty */
+    uint32_t rank, result;
+} enc_pair;
+
+/* ======================================================================== */
+/* Added-token matcher                                                       */
+/* ======================================================================== */
+
+typedef struct {
+    uint32_t id;
+    bool single_word, lstrip, rstrip;
+} enc_added_pat;
+
+/* Leftmost-longest matcher over the contents of some added tokens (Hugging
+ * Face builds an Aho-Corasick automaton with MatchKind::LeftmostLongest). */
+typedef struct {
+    lipi_datrie trie;      /* content -> index into pat */
+    enc_added_pat *pat;
+    size_t n;
+    bool first[256];       /* bytes that can start a match */
+} enc_added;
+
+/* One segment of a text: an added token, or text for the next stage. */
+typedef struct {
+    size_t start, end;
+    int64_t id;            /* added token id, -1 for text */
+} enc_seg;
+
+/* ======================================================================== */
+/* The encoder                                                               */
+/* ======================================================================== */
+
+struct lipi_encoder {
+    const lipi_tokenizer *tok;
+    const lipi_model *m;
+    lipi_model_type type;
+    const lipi_normalizer *norm;
+    const lipi_pretokenizer *pretok;  /* what runs (tok's or own_pretok) */
+    lipi_pretokenizer *own_pretok;    /* byte-level pre-tokenizer rewritten
+                                         to split raw bytes */
+
+    /* How piece text relates to its source (for offsets). */
+    bool raw_bytes;          /* byte-level BPE run on raw bytes */
+    bool raw_prefix_space;   /* ByteLevel add_prefix_space, done here */
+    bool bytelevel_pieces;   /* pieces arrive in the GPT-2 alphabet */
+    uint32_t meta_char;      /* Metaspace replacement character, 0: none */
+    bool meta_first;         /* Metaspace prepend_scheme "first" */
+
+    /* Unknown token: id, or -1. unk_named: a string was given (even if it
+     * is not in the vocabulary, in which case needing it is an error). */
+    int64_t unk_id;
+    bool unk_named;
+    bool fuse_unk;
+
+    /* BPE */
+    enc_pair *pairs;
+    size_t pair_mask;
+    const char *prefix, *suffix;      /* continuing_subword_prefix, end_of_word_suffix */
+    size_t prefix_len, suffix_len;
+    int64_t ascii_id[4][128];         /* [variant][char]: 0 alone, 1 with
+                                         prefix, 2 with suffix, 3 both */
+    enc_cpmap char_id[4];
+    int64_t byte_fb[256];             /* id of "<0xNN>", -1 */
+    uint32_t byte_id[256];            /* raw_bytes: id of each byte */
+    lipi_strref *raw_keys;            /* raw_bytes + ignore_merges: token -> bytes */
+    char *raw_arena;
+    lipi_strmap raw_map;
+
+    /* WordPiece, Unigram */
+    lipi_datrie trie;                 /* all tokens (WordPiece: without prefix) */
+    lipi_datrie trie_cont;            /* WordPiece: prefixed tokens, prefix cut */
+    double unk_score;                 /* Unigram: min score - 10 */
+
+    /* Added tokens */
+    enc_added raw_added;              /* normalized == false, on raw text */
+    enc_added norm_added;             /* normalized == true, on normalized text */
+
+    /* Decoders: compiled Replace regexes, in decoder-tree order */
+    void **dec_re;                    /* pcre2_code * */
+    size_t n_dec_re, dec_re_cap;
+};
+
+/* ======================================================================== */
+/* The session                                                               */
+/* ======================================================================== */
+
+/* A token of one piece: bytes [start, end) of the piece text. Its string is
+ * the vocabulary's, or (text) the piece bytes themselves (Unigram's unknown
+ * runs). */
+typedef struct {
+    uint32_t id;
+    uint32_t start, end;
+    uint32_t text;
+} enc_ptok;
+
+/* A token of a sequence. Its string is val[0..val_len) when val is not
+ * NULL, else pool[pool_off .. pool_off + val_len) of the session. */
+typedef struct {
+    uint32_t id;
+    uint32_t type_id;
+    lipi_span off;
+    const char *val;
+    size_t val_len, pool_off;
+    uint8_t special, seq;
+} enc_tok;
+
+typedef struct {
+    enc_tok *t;
+    size_t n, cap;
+} enc_toks;
+
+/* Word -> tokens cache: bounded, cleared whole when full. */
+typedef struct {
+    uint32_t *slot;     /* entry index + 1, 0 empty */
+    size_t mask;
+    struct cache_entry {
+        uint64_t hash;
+        size_t key_off, key_len, tok_off, tok_n;
+    } *ent;
+    size_t n_ent, ent_cap;
+    char *keys;
+    size_t keys_len, keys_cap;
+    enc_ptok *toks;
+    size_t toks_len, toks_cap;
+} enc_cache;
+
+typedef struct {
+    uint32_t id;
+    uint32_t len;        /* bytes of the piece it covers */
+    int32_t prev, next;
+} bpe_sym;
+
+typedef struct {
+    uint32_t rank, pos, result;
+} bpe_cand;
+
+struct lipi_session {
+    const lipi_encoder *enc;
+    lipi_normalized norm;
+    lipi_pieces pieces;
+    lipi_buf segbuf;             /* a sub-segment with a space put before it */
+    enc_seg *segs, *segs2;       /* added-token splits (raw, normalized) */
+    size_t segs_cap, segs2_cap;
+    enc_ptok *ptok;              /* tokens of the current piece */
+    size_t ptok_n, ptok_cap;
+    lipi_span *palign;           /* alignment of a mapped piece, per text byte */
+    size_t palign_cap;
+    bpe_sym *sym;
+    size_t sym_cap;
+    bpe_cand *heap;
+    size_t heap_cap;
+    lipi_buf word;               /* prefix/suffix-decorated strings */
+    lipi_lattice lattice;
+    enc_cache cache;
+    enc_toks seq[2];             /* tokens of text and pair */
+    enc_toks out;                /* after post-processing */
+    enc_toks tmp;
+    enc_toks *encs, *encs2;      /* encodings between post-processors */
+    size_t encs_cap;
+    lipi_buf pool;               /* token strings that are not the vocabulary's */
+    /* decoding */
+    lipi_buf dec_a, dec_b, dec_tmp;
+    lipi_span *dspan_a, *dspan_b;
+    size_t dspan_a_cap, dspan_b_cap;
+};
+
+/* ======================================================================== */
+/* Between the files                                                         */
+/* ======================================================================== */
+
+/* models.c: tokens of one piece into s->ptok (s->ptok_n), through the
+ * cache. LIPI_EINVAL when an unknown token is needed and the model has
+ * none. */
+lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, lipi_error *err);
+
+/* Model tables of the encoder (models.c); freed by lipi_enc_models_free. */
+lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err);
+void lipi_enc_models_free(lipi_encoder *e);
+
+/* added.c */
+lipi_status lipi_enc_added_build(lipi_encoder *e, lipi_error *err);
+void lipi_enc_added_free(enc_added *a);
+/* Splits s[0..len) at the matches of a; segments cover all of s, in order.
+ * *segs grows as needed. */
+lipi_status lipi_enc_added_split(const enc_added *a, const char *s, size_t len, enc_seg **segs,
+                                 size_t *cap, size_t *n);
+
+/* Unicode White_Space (Rust's char::is_whitespace and regex \s). */
+bool lipi_enc_is_space(uint32_t cp);
+
+/* Whether id is an added token marked special. */
+bool lipi_enc_is_special(const lipi_tokenizer *t, uint32_t id);
+
+/* decode.c: compiles the decoders' regexes / frees them. */
+lipi_status lipi_enc_decoders_init(lipi_encoder *e, lipi_error *err);
+void lipi_enc_decoders_free(lipi_encoder *e);
+
+/* cache.c */
+bool lipi_enc_cache_get(lipi_session *s, const char *key, size_t len, uint64_t hash);
+void lipi_enc_cache_put(lipi_session *s, const char *key, size_t len, uint64_t hash);
+void lipi_enc_cache_free(enc_cache *c);
+
+/* encode.c: encodes one text (or pair) into s->out. */
+lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char *b,
+                         size_t blen, bool pair, const lipi_encode_options *opt,
+                         bool want_offsets, lipi_error *err);
+
+/* The string of token i of s->out. */
+static inline const char *lipi_enc_tok_str(const lipi_session *s, const enc_tok *t)
+{
+    return t->val ? t->val : s->pool.p + t->pool_off;
+}
+
+#endif
