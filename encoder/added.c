@@ -86,8 +86,7 @@ lipi_status lipi_enc_added_build(lipi_encoder *e, lipi_error *err)
     const lipi_tokenizer *t = e->tok;
     size_t n = t->n_added;
     pat_list raw = {0}, norm = {0};
-    char **owned = NULL;
-    size_t n_owned = 0;
+    lipi_strref *shown = NULL;
     lipi_normalized nz = {0};
 
     raw.keys = lipi_calloc(n ? n : 1, sizeof *raw.keys);
@@ -96,9 +95,9 @@ lipi_status lipi_enc_added_build(lipi_encoder *e, lipi_error *err)
     norm.keys = lipi_calloc(n ? n : 1, sizeof *norm.keys);
     norm.values = lipi_calloc(n ? n : 1, sizeof *norm.values);
     norm.pat = lipi_calloc(n ? n : 1, sizeof *norm.pat);
-    owned = lipi_calloc(n ? n : 1, sizeof *owned);
+    shown = lipi_calloc(n ? n : 1, sizeof *shown);
     if (!raw.keys || !raw.values || !raw.pat || !norm.keys || !norm.values || !norm.pat ||
-        !owned) {
+        !shown) {
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto done;
     }
@@ -109,6 +108,7 @@ lipi_status lipi_enc_added_build(lipi_encoder *e, lipi_error *err)
             const lipi_added_token *a = &t->added[i];
             if (a->special != (pass == 0))
                 continue;
+            shown[i] = (lipi_strref){a->content, a->len};
             if (!a->normalized) {
                 TRY(list_add(&raw, a->content, a->len, a));
                 continue;
@@ -124,13 +124,14 @@ lipi_status lipi_enc_added_build(lipi_encoder *e, lipi_error *err)
             }
             if (nz.len == 0)
                 continue;
-            owned[n_owned] = lipi_strndup(nz.text, nz.len);
-            if (!owned[n_owned]) {
+            /* Hugging Face keeps (and decodes to) the normalized content. */
+            char *c = lipi_strndup(nz.text, nz.len);
+            if (!c) {
                 st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
                 goto done;
             }
-            TRY(list_add(&norm, owned[n_owned], nz.len, a));
-            n_owned++;
+            shown[i] = (lipi_strref){c, nz.len};
+            TRY(list_add(&norm, c, nz.len, a));
         }
     }
     st = matcher_build(&e->raw_added, &raw);
@@ -145,9 +146,14 @@ done:
     lipi_free(norm.keys);
     lipi_free(norm.values);
     lipi_free(norm.pat);
-    for (size_t i = 0; i < n_owned; i++)
-        lipi_free(owned[i]);
-    lipi_free(owned);
+    if (st == LIPI_OK) {
+        e->added_str = shown;
+        shown = NULL;
+    }
+    for (size_t i = 0; shown && i < n; i++)
+        if (shown[i].s && shown[i].s != t->added[i].content)
+            lipi_free((char *)shown[i].s);
+    lipi_free(shown);
     lipi_normalized_free(&nz);
     return st;
 }
@@ -236,17 +242,43 @@ done:
     return st;
 }
 
-bool lipi_enc_is_special(const lipi_tokenizer *t, uint32_t id)
+/* Index of the added token with this id in t->added (sorted by id), or -1. */
+static int64_t added_index(const lipi_tokenizer *t, uint32_t id)
 {
     size_t lo = 0, hi = t->n_added;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (t->added[mid].id == id)
-            return t->added[mid].special;
+            return (int64_t)mid;
         if (t->added[mid].id < id)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return false;
+    return -1;
+}
+
+bool lipi_enc_is_special(const lipi_tokenizer *t, uint32_t id)
+{
+    int64_t i = added_index(t, id);
+    return i >= 0 && t->added[i].special;
+}
+
+const char *lipi_enc_id_to_token(const lipi_encoder *e, uint32_t id, size_t *len)
+{
+    int64_t i = added_index(e->tok, id);
+    if (i >= 0 && e->added_str && e->added_str[i].s) {
+        *len = e->added_str[i].len;
+        return e->added_str[i].s;
+    }
+    return lipi_tokenizer_id_to_token(e->tok, id, len);
+}
+
+void lipi_enc_added_strings_free(lipi_encoder *e)
+{
+    for (size_t i = 0; e->added_str && i < e->tok->n_added; i++)
+        if (e->added_str[i].s && e->added_str[i].s != e->tok->added[i].content)
+            lipi_free((char *)e->added_str[i].s);
+    lipi_free(e->added_str);
+    e->added_str = NULL;
 }

@@ -477,7 +477,7 @@ lipi_status lipi_decode(lipi_session *s, const uint32_t *ids, size_t n, bool ski
     sl_clear(&a);
     for (size_t i = 0; i < n; i++) {
         size_t tl;
-        const char *tok = lipi_tokenizer_id_to_token(t, ids[i], &tl);
+        const char *tok = lipi_enc_id_to_token(s->enc, ids[i], &tl);
         if (!tok) {
             return lipi_error_set(err, LIPI_EINVAL, NULL, 0, i,
                                   "id %u (number %zu) is not a token id: the vocabulary has "

@@ -257,6 +257,7 @@ void lipi_encoder_free(lipi_encoder *e)
     lipi_enc_models_free(e);
     lipi_enc_added_free(&e->raw_added);
     lipi_enc_added_free(&e->norm_added);
+    lipi_enc_added_strings_free(e);
     lipi_enc_decoders_free(e);
     lipi_pretokenizer_free(e->own_pretok);
     lipi_free(e);
@@ -420,12 +421,68 @@ static lipi_span map_span(const chain *c, size_t a, size_t b)
     return r;
 }
 
+/* Span of the character of src[0..slen) that contains byte b. */
+static lipi_span char_hull(const char *src, size_t slen, size_t b)
+{
+    size_t cs = b, ce = b + 1;
+    while (cs > 0 && ((unsigned char)src[cs] & 0xC0) == 0x80)
+        cs--;
+    while (ce < slen && ((unsigned char)src[ce] & 0xC0) == 0x80)
+        ce++;
+    return (lipi_span){cs, ce};
+}
+
+/* Byte-level pieces: every character of the text stands for one byte of the
+ * source, and Hugging Face aligns it with that byte's whole character. The
+ * piece's bytes are a run inside its source span (a later split may cut a
+ * character, and both halves then report the character's span), possibly
+ * after a space put in front (add_prefix_space), which is aligned with the
+ * first source character. false when the text is not of that shape. */
+static bool align_bytelevel(lipi_session *s, const char *text, size_t tlen, const char *src,
+                            size_t slen)
+{
+    lipi_buf *dec = &s->word;
+    dec->len = 0;
+    for (size_t i = 0; i < tlen;) {
+        uint32_t cp;
+        size_t cl = lipi_utf8_decode(text + i, tlen - i, &cp);
+        int b = cl ? lipi_bytelevel_byte(cp) : -1;
+        if (b < 0)
+            return false;
+        char c = (char)b;
+        if (lipi_buf_append(dec, &c, 1) != LIPI_OK)
+            return false;
+        i += cl;
+    }
+    size_t n = dec->len, inserted = 0;
+    const char *at = n ? memmem(src, slen, dec->p, n) : src;
+    if (!at && n > 1 && dec->p[0] == ' ') {
+        at = memmem(src, slen, dec->p + 1, n - 1);
+        inserted = 1;
+    }
+    if (!at)
+        return false;
+    size_t p = (size_t)(at - src), k = 0;
+    for (size_t i = 0; i < tlen; k++) {
+        size_t cl = enc_utf8_len((unsigned char)text[i]);
+        lipi_span sp;
+        if (inserted && k == 0)
+            sp = slen ? char_hull(src, slen, 0) : (lipi_span){0, 0};
+        else
+            sp = char_hull(src, slen, p + k - inserted);
+        for (size_t q = 0; q < cl && i + q < tlen; q++)
+            s->palign[i + q] = sp;
+        i += cl;
+    }
+    return true;
+}
+
 /* Aligns each byte of a rewritten piece text[0..tlen) with bytes of its
  * source src[0..slen) (offsets relative to src), the way the pre-tokenizers
- * rewrite: the GPT-2 alphabet (one character per source byte, aligned with
- * the whole source character), the Metaspace replacement for a space, and a
- * prepended character (aligned with the first source character). Anything
- * else aligns every byte with the whole source. */
+ * rewrite: the GPT-2 alphabet (above), the Metaspace replacement for a space
+ * and a prepended character (aligned with the first source character, as
+ * Hugging Face aligns a prepended string). Anything else aligns every byte
+ * with the whole source. */
 static lipi_status align_piece(lipi_session *s, const char *text, size_t tlen, const char *src,
                                size_t slen)
 {
@@ -433,6 +490,11 @@ static lipi_status align_piece(lipi_session *s, const char *text, size_t tlen, c
     lipi_status st = ENC_GROW(s->palign, s->palign_cap, tlen + 1);
     if (st != LIPI_OK)
         return st;
+    if (e->bytelevel_pieces) {
+        if (align_bytelevel(s, text, tlen, src, slen))
+            return LIPI_OK;
+        goto whole;
+    }
     size_t i = 0, j = 0;
     while (i < tlen) {
         size_t cl = enc_utf8_len((unsigned char)text[i]);
@@ -443,23 +505,7 @@ static lipi_status align_piece(lipi_session *s, const char *text, size_t tlen, c
         size_t scl = j < slen ? enc_utf8_len((unsigned char)src[j]) : 0;
         if (scl > slen - j)
             scl = slen - j;
-        int byte = e->bytelevel_pieces ? lipi_bytelevel_byte(cp) : -1;
-        if (byte >= 0) {
-            /* One source byte, reported as its whole character. */
-            if (j < slen && (unsigned char)src[j] == byte) {
-                size_t cs = j, ce = j + 1;
-                while (cs > 0 && ((unsigned char)src[cs] & 0xC0) == 0x80)
-                    cs--;
-                while (ce < slen && ((unsigned char)src[ce] & 0xC0) == 0x80)
-                    ce++;
-                sp = (lipi_span){cs, ce};
-                j++;
-            } else if (byte == ' ') {
-                sp = (lipi_span){j, j + scl};
-            } else {
-                goto whole;
-            }
-        } else if (j < slen && scl == cl && memcmp(text + i, src + j, cl) == 0) {
+        if (j < slen && scl == cl && memcmp(text + i, src + j, cl) == 0) {
             sp = (lipi_span){j, j + scl};
             j += scl;
         } else if (e->meta_char && cp == e->meta_char) {
@@ -718,7 +764,9 @@ static void truncate_toks(enc_toks *t, size_t n, bool left)
     t->n = n;
 }
 
-/* Hugging Face's truncate_encodings. */
+/* Hugging Face's truncate_encodings, as tokenizers 0.23.2 behaves (checked
+ * against it for pairs of lengths up to 12, max_length 3..10, with and
+ * without special tokens). max is max_length less the special tokens. */
 static lipi_status truncate_seqs(lipi_session *s, bool pair, size_t max, const lipi_encode_options *opt,
                                  lipi_error *err)
 {
@@ -733,6 +781,14 @@ static lipi_status truncate_seqs(lipi_session *s, bool pair, size_t max, const l
             return LIPI_OK;
         }
         size_t n1 = a->n, n2 = b->n;
+        if ((n1 < n2 ? n1 : n2) >= opt->max_length) {
+            /* Both at least max_length long (before the special tokens are
+             * taken off): tokenizers 0.23 gives the smaller half to the
+             * first text, whichever is longer. */
+            truncate_toks(a, max / 2, opt->truncate_left);
+            truncate_toks(b, max / 2 + max % 2, opt->truncate_left);
+            return LIPI_OK;
+        }
         bool swap = n1 > n2;
         if (swap) {
             size_t x = n1;

@@ -168,6 +168,9 @@ struct lipi_encoder {
     /* Added tokens */
     enc_added raw_added;              /* normalized == false, on raw text */
     enc_added norm_added;             /* normalized == true, on normalized text */
+    lipi_strref *added_str;           /* per tok->added[i]: its string as Hugging
+                                         Face keeps it (normalized content for
+                                         normalized tokens) */
 
     /* Decoders: compiled Replace regexes, in decoder-tree order */
     void **dec_re;                    /* pcre2_code * */
@@ -284,6 +287,9 @@ bool lipi_enc_is_space(uint32_t cp);
 
 /* Whether id is an added token marked special. */
 bool lipi_enc_is_special(const lipi_tokenizer *t, uint32_t id);
+/* The string of a token id as Hugging Face's id_to_token gives it, or NULL. */
+const char *lipi_enc_id_to_token(const lipi_encoder *e, uint32_t id, size_t *len);
+void lipi_enc_added_strings_free(lipi_encoder *e);
 
 /* decode.c: compiles the decoders' regexes / frees them. */
 lipi_status lipi_enc_decoders_init(lipi_encoder *e, lipi_error *err);
