@@ -48,5 +48,7 @@ int cli_finish_output(const char *sub);
 
 extern const cli_command cmd_normalize;
 extern const cli_command cmd_pretokenize;
+extern const cli_command cmd_encode;
+extern const cli_command cmd_decode;
 
 #endif

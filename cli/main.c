@@ -9,6 +9,7 @@
 static const cli_command *const commands[] = {
     &cmd_normalize,
     &cmd_pretokenize,
+    &cmd_encode, &cmd_decode,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

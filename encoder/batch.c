@@ -38,7 +38,7 @@ typedef struct {
 static lipi_status chunk_add(chunk_out *c, const lipi_session *s, unsigned want)
 {
     lipi_status st = LIPI_OK;
-    size_t m = s->out.n, need = c->n + m;
+    size_t m = s->res->n, need = c->n + m;
     if (need > c->cap) {
         size_t cap = c->cap;
         TRY(ENC_GROW(c->ids, cap, need));
@@ -62,7 +62,7 @@ static lipi_status chunk_add(chunk_out *c, const lipi_session *s, unsigned want)
             c->tstart[0] = 0;
     }
     for (size_t i = 0; i < m; i++) {
-        const enc_tok *t = &s->out.t[i];
+        const enc_tok *t = &s->res->t[i];
         c->ids[c->n] = t->id;
         if (want & LIPI_WANT_OFFSETS)
             c->offsets[c->n] = t->off;
@@ -71,7 +71,9 @@ static lipi_status chunk_add(chunk_out *c, const lipi_session *s, unsigned want)
         if (want & LIPI_WANT_SPECIAL_MASK)
             c->special[c->n] = t->special;
         if (want & LIPI_WANT_TOKENS) {
-            TRY(lipi_buf_append(&c->text, lipi_enc_tok_str(s, t), t->val_len));
+            size_t len;
+            const char *str = lipi_enc_tok_str(s, t, &len);
+            TRY(lipi_buf_append(&c->text, str, len));
             c->tstart[c->n + 1] = c->text.len;
         }
         c->n++;
@@ -107,7 +109,7 @@ static void *work(void *arg)
                     ;
                 break;
             }
-            c->count[i - lo] = w->s->out.n;
+            c->count[i - lo] = w->s->res->n;
         }
     }
     return NULL;

@@ -479,7 +479,7 @@ lipi_status lipi_decode(lipi_session *s, const uint32_t *ids, size_t n, bool ski
         size_t tl;
         const char *tok = lipi_enc_id_to_token(s->enc, ids[i], &tl);
         if (!tok) {
-            return lipi_error_set(err, LIPI_EINVAL, NULL, 0, i,
+            return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                                   "id %u (number %zu) is not a token id: the vocabulary has "
                                   "%zu ids",
                                   ids[i], i + 1, lipi_tokenizer_vocab_size(t));

@@ -300,6 +300,7 @@ void lipi_session_free(lipi_session *s)
     lipi_free(s->segs2);
     lipi_free(s->ptok);
     lipi_free(s->palign);
+    lipi_free(s->pw);
     lipi_free(s->sym);
     lipi_free(s->heap);
     lipi_buf_free(&s->word);
@@ -308,7 +309,6 @@ void lipi_session_free(lipi_session *s)
     for (int i = 0; i < 2; i++)
         toks_free(&s->seq[i]);
     toks_free(&s->out);
-    toks_free(&s->tmp);
     for (size_t i = 0; i < s->encs_cap; i++) {
         toks_free(&s->encs[i]);
         toks_free(&s->encs2[i]);
@@ -359,9 +359,11 @@ static lipi_status tok_push(enc_toks *d, const enc_tok *t)
 }
 
 /* Copies s[0..n) into the session's string pool. */
-static lipi_status pool_add(lipi_session *s, const char *p, size_t n, size_t *off)
+static lipi_status pool_add(lipi_session *s, const char *p, size_t n, enc_tok *t)
 {
-    *off = s->pool.len;
+    t->kind = TOK_POOL;
+    t->pool_off = (uint32_t)s->pool.len;
+    t->val_len = (uint32_t)n;
     return lipi_buf_append(&s->pool, p, n);
 }
 
@@ -531,22 +533,24 @@ whole:
 }
 
 /* Runs the model over one piece and appends its tokens to d. */
-static lipi_status emit_piece(lipi_session *s, enc_toks *d, const chain *c, const char *text,
-                              size_t tlen, lipi_span src, uint8_t seq, bool want_offsets,
-                              lipi_error *err)
+static lipi_status emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc,
+                              lipi_span src, uint8_t seq, bool want_offsets, lipi_error *err)
 {
-    const lipi_encoder *e = s->enc;
+    const char *text = pc->text;
+    size_t tlen = pc->len;
     lipi_status st = LIPI_OK;
     bool plain = true;
 
-    TRY(lipi_enc_model(s, text, tlen, err));
+    const enc_ptok *toks;
+    size_t nt;
+    TRY(lipi_enc_model(s, text, tlen, pc->hash, &toks, &nt, err));
     if (want_offsets) {
         plain = tlen == src.end - src.start && memcmp(text, c->sub + src.start, tlen) == 0;
         if (!plain)
             TRY(align_piece(s, text, tlen, c->sub + src.start, src.end - src.start));
     }
-    for (size_t k = 0; k < s->ptok_n; k++) {
-        const enc_ptok *p = &s->ptok[k];
+    for (size_t k = 0; k < nt; k++) {
+        const enc_ptok *p = &toks[k];
         enc_tok t = {.id = p->id, .type_id = seq, .seq = seq};
         if (want_offsets) {
             size_t a, b;
@@ -561,14 +565,8 @@ static lipi_status emit_piece(lipi_session *s, enc_toks *d, const chain *c, cons
             }
             t.off = map_span(c, a, b);
         }
-        if (p->text) {
-            t.val_len = p->end - p->start;
-            TRY(pool_add(s, text + p->start, t.val_len, &t.pool_off));
-        } else {
-            const lipi_strref *v = p->id < e->m->vocab.n ? &e->m->vocab.tok[p->id] : NULL;
-            t.val = v && v->s ? v->s : "";
-            t.val_len = v && v->s ? v->len : 0;
-        }
+        if (p->text)
+            TRY(pool_add(s, text + p->start, p->end - p->start, &t));
         TRY(tok_push(d, &t));
     }
 done:
@@ -597,10 +595,15 @@ static lipi_status encode_sub(lipi_session *s, enc_toks *d, chain *c, bool first
     }
     if (!e->pretok) {
         lipi_span whole = {0, c->sub_len};
-        return emit_piece(s, d, c, c->sub, c->sub_len, whole, seq, want_offsets, err);
+        enc_piece pc = {c->sub, c->sub_len, lipi_enc_hash(c->sub, c->sub_len)};
+        return emit_piece(s, d, c, &pc, whole, seq, want_offsets, err);
     }
     TRY(lipi_pretokenize(e->pretok, c->sub, c->sub_len, &s->pieces, err));
-    for (size_t i = 0; i < s->pieces.count; i++) {
+    size_t np = s->pieces.count;
+    TRY(ENC_GROW(s->pw, s->pw_cap, np));
+    /* First the pieces' hashes, so that their cache slots can be fetched
+     * from memory while earlier pieces are being looked up. */
+    for (size_t i = 0; i < np; i++) {
         const char *text = s->pieces.text + s->pieces.text_off[i];
         size_t tlen = s->pieces.text_off[i + 1] - s->pieces.text_off[i];
         lipi_span src = s->pieces.src[i];
@@ -619,11 +622,18 @@ static lipi_status encode_sub(lipi_session *s, enc_toks *d, chain *c, bool first
             if (cp == e->meta_char && scp != ' ' && scp != e->meta_char) {
                 text += cl;
                 tlen -= cl;
-                if (tlen == 0)
-                    continue;
             }
         }
-        TRY(emit_piece(s, d, c, text, tlen, src, seq, want_offsets, err));
+        uint64_t h = lipi_enc_hash(text, tlen);
+        s->pw[i] = (enc_piece){text, tlen, h};
+        lipi_enc_cache_prefetch(s, h);
+    }
+    for (size_t i = 0; i < np; i++) {
+        if (i + 1 < np)
+            lipi_enc_cache_prefetch_entry(s, s->pw[i + 1].hash);
+        if (s->pw[i].len == 0)
+            continue;
+        TRY(emit_piece(s, d, c, &s->pw[i], s->pieces.src[i], seq, want_offsets, err));
     }
 done:
     return st;
@@ -669,8 +679,7 @@ static lipi_status encode_segment(lipi_session *s, enc_toks *d, const char *text
                 t.off = map_span(&c, 0, g.end - g.start);
                 c.widen = w;
             }
-            t.val_len = g.end - g.start;
-            TRY(pool_add(s, c.ntext + g.start, t.val_len, &t.pool_off));
+            TRY(pool_add(s, c.ntext + g.start, g.end - g.start, &t));
             TRY(tok_push(d, &t));
             continue;
         }
@@ -711,8 +720,7 @@ static lipi_status encode_seq(lipi_session *s, enc_toks *d, const char *text, si
         if (g.id >= 0) {
             enc_tok t = {.id = (uint32_t)g.id, .type_id = seq, .seq = seq};
             t.off = (lipi_span){g.start, g.end};
-            t.val_len = g.end - g.start;
-            TRY(pool_add(s, text + g.start, t.val_len, &t.pool_off));
+            TRY(pool_add(s, text + g.start, g.end - g.start, &t));
             TRY(tok_push(d, &t));
             continue;
         }
@@ -860,8 +868,8 @@ static lipi_status copy_toks(enc_toks *d, const enc_toks *src)
 
 static enc_tok special_tok(uint32_t id, const char *val, size_t len, uint32_t type_id)
 {
-    enc_tok t = {.id = id, .type_id = type_id, .val = val, .val_len = len, .special = 1,
-                 .seq = 255};
+    enc_tok t = {.id = id, .type_id = type_id, .val = val, .val_len = (uint32_t)len,
+                 .kind = TOK_PTR, .special = 1, .seq = 255};
     return t;
 }
 
@@ -871,8 +879,8 @@ static void trim_offsets(const lipi_session *s, enc_toks *t, bool add_prefix_spa
 {
     for (size_t i = 0; i < t->n; i++) {
         enc_tok *k = &t->t[i];
-        const char *v = lipi_enc_tok_str(s, k);
-        size_t n = k->val_len, lead = 0, trail = 0, p = 0;
+        size_t n, lead = 0, trail = 0, p = 0;
+        const char *v = lipi_enc_tok_str(s, k, &n);
         bool all = true;
         while (p < n) {
             size_t cl = enc_utf8_len((unsigned char)v[p]);
@@ -1021,6 +1029,10 @@ lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char
     }
     s->pool.len = 0;
     s->out.n = 0;
+    s->res = &s->out;
+    if (alen > UINT32_MAX || blen > UINT32_MAX)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "a text of more than 4 GiB is more than lipi encodes at once");
     TRY(encode_seq(s, &s->seq[0], a, alen, 0, want_offsets, err));
     if (pair) {
         st = encode_seq(s, &s->seq[1], b, blen, 1, want_offsets, err);
@@ -1041,9 +1053,13 @@ lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char
         TRY(truncate_seqs(s, pair, opt->max_length - added, opt, err));
     }
     size_t n = pair ? 2 : 1;
+    if (!pp && !pair) {
+        s->res = &s->seq[0];
+        goto done;
+    }
     if (!pp) {
         TRY(copy_toks(&s->out, &s->seq[0]));
-        for (size_t k = 0; pair && k < s->seq[1].n; k++)
+        for (size_t k = 0; k < s->seq[1].n; k++)
             TRY(tok_push(&s->out, &s->seq[1].t[k]));
         goto done;
     }
@@ -1067,10 +1083,10 @@ done:
 
 static lipi_status write_out(lipi_session *s, lipi_encoding *out)
 {
-    size_t n = s->out.n, m = n < out->cap ? n : out->cap;
+    size_t n = s->res->n, m = n < out->cap ? n : out->cap;
     out->len = n;
     for (size_t i = 0; i < m; i++) {
-        const enc_tok *t = &s->out.t[i];
+        const enc_tok *t = &s->res->t[i];
         if (out->ids)
             out->ids[i] = t->id;
         if (out->offsets)
@@ -1081,10 +1097,14 @@ static lipi_status write_out(lipi_session *s, lipi_encoding *out)
             out->special_mask[i] = t->special;
         if (out->sequence_ids)
             out->sequence_ids[i] = t->seq;
-        if (out->tokens)
-            out->tokens[i] = lipi_enc_tok_str(s, t);
-        if (out->token_lens)
-            out->token_lens[i] = t->val_len;
+        if (out->tokens || out->token_lens) {
+            size_t len;
+            const char *str = lipi_enc_tok_str(s, t, &len);
+            if (out->tokens)
+                out->tokens[i] = str;
+            if (out->token_lens)
+                out->token_lens[i] = len;
+        }
     }
     return LIPI_OK;
 }

@@ -158,7 +158,7 @@ void lipi_batch_free(lipi_batch *b); /* frees members, not b */
  * skip_special, added tokens marked special are left out. Writes at most cap
  * bytes to out (NUL-terminated when *out_len < cap) and sets *out_len to the
  * full length: call with cap = 0 to ask for the size. An id that no token
- * has fails with LIPI_EINVAL naming the id and its index (err->offset).
+ * has fails with LIPI_EINVAL naming the id and its position in ids.
  * Decoded bytes that are not valid UTF-8 become U+FFFD, as in Hugging Face. */
 lipi_status lipi_decode(lipi_session *s, const uint32_t *ids, size_t n, bool skip_special,
                         char *out, size_t cap, size_t *out_len, lipi_error *err);

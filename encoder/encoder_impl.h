@@ -190,15 +190,19 @@ typedef struct {
     uint32_t text;
 } enc_ptok;
 
-/* A token of a sequence. Its string is val[0..val_len) when val is not
- * NULL, else pool[pool_off .. pool_off + val_len) of the session. */
+/* A token of a sequence. Its string (kind): the vocabulary's string of id
+ * (TOK_VOCAB, looked up only when someone asks), val[0..val_len)
+ * (TOK_PTR, memory that outlives the call), or pool[pool_off ..
+ * pool_off + val_len) of the session (TOK_POOL). */
+enum { TOK_VOCAB = 0, TOK_PTR, TOK_POOL };
+
 typedef struct {
     uint32_t id;
     uint32_t type_id;
     lipi_span off;
     const char *val;
-    size_t val_len, pool_off;
-    uint8_t special, seq;
+    uint32_t val_len, pool_off;
+    uint8_t kind, special, seq;
 } enc_tok;
 
 typedef struct {
@@ -206,20 +210,33 @@ typedef struct {
     size_t n, cap;
 } enc_toks;
 
-/* Word -> tokens cache: bounded, cleared whole when full. */
+/* Word -> tokens cache: bounded, cleared whole when full. A slot keeps 32
+ * bits of the hash and where the entry starts in one arena; an entry is a
+ * header, its tokens and its key, side by side, so a hit touches two cache
+ * lines at most. */
 typedef struct {
-    uint32_t *slot;     /* entry index + 1, 0 empty */
+    uint32_t tag, off;   /* off: entry offset + 1 in the arena, 0 empty */
+} cache_slot;
+
+typedef struct {
+    uint32_t id;
+    uint16_t start, end; /* end | 0x8000: the token's string is its text */
+} cache_tok;
+
+typedef struct {
+    cache_slot *slot;
     size_t mask;
-    struct cache_entry {
-        uint64_t hash;
-        size_t key_off, key_len, tok_off, tok_n;
-    } *ent;
-    size_t n_ent, ent_cap;
-    char *keys;
-    size_t keys_len, keys_cap;
-    enc_ptok *toks;
-    size_t toks_len, toks_cap;
+    size_t n_ent;
+    unsigned char *arena;
+    size_t len, cap;
 } enc_cache;
+
+/* A piece to encode: its text and hash. */
+typedef struct {
+    const char *text;
+    size_t len;
+    uint64_t hash;
+} enc_piece;
 
 typedef struct {
     uint32_t id;
@@ -227,8 +244,11 @@ typedef struct {
     int32_t prev, next;
 } bpe_sym;
 
+/* A heap entry: merge the symbol at pos with its next one (they were left
+ * and right when the entry was pushed) into result, with this rank. */
 typedef struct {
     uint32_t rank, pos, result;
+    uint32_t left, right;
 } bpe_cand;
 
 struct lipi_session {
@@ -240,6 +260,8 @@ struct lipi_session {
     size_t segs_cap, segs2_cap;
     enc_ptok *ptok;              /* tokens of the current piece */
     size_t ptok_n, ptok_cap;
+    enc_piece *pw;               /* the pieces of the current sub-segment */
+    size_t pw_cap;
     lipi_span *palign;           /* alignment of a mapped piece, per text byte */
     size_t palign_cap;
     bpe_sym *sym;
@@ -251,7 +273,8 @@ struct lipi_session {
     enc_cache cache;
     enc_toks seq[2];             /* tokens of text and pair */
     enc_toks out;                /* after post-processing */
-    enc_toks tmp;
+    const enc_toks *res;         /* the result: &out, or &seq[0] when nothing
+                                    had to change */
     enc_toks *encs, *encs2;      /* encodings between post-processors */
     size_t encs_cap;
     lipi_buf pool;               /* token strings that are not the vocabulary's */
@@ -265,10 +288,11 @@ struct lipi_session {
 /* Between the files                                                         */
 /* ======================================================================== */
 
-/* models.c: tokens of one piece into s->ptok (s->ptok_n), through the
- * cache. LIPI_EINVAL when an unknown token is needed and the model has
- * none. */
-lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, lipi_error *err);
+/* models.c: tokens of one piece, through the cache: *toks (n of them) is
+ * valid until the next call. LIPI_EINVAL when an unknown token is needed
+ * and the model has none. */
+lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64_t hash,
+                           const enc_ptok **toks, size_t *n, lipi_error *err);
 
 /* Model tables of the encoder (models.c); freed by lipi_enc_models_free. */
 lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err);
@@ -295,8 +319,14 @@ void lipi_enc_added_strings_free(lipi_encoder *e);
 lipi_status lipi_enc_decoders_init(lipi_encoder *e, lipi_error *err);
 void lipi_enc_decoders_free(lipi_encoder *e);
 
-/* cache.c */
+/* cache.c: puts the tokens cached for key into s->ptok; false when absent.
+ * Keys are at most LIPI_ENC_CACHE_MAX_KEY bytes. */
+#define LIPI_ENC_CACHE_MAX_KEY 255
 bool lipi_enc_cache_get(lipi_session *s, const char *key, size_t len, uint64_t hash);
+/* Asks the memory system for the slot of hash / the entry it points to. */
+void lipi_enc_cache_prefetch(const lipi_session *s, uint64_t hash);
+void lipi_enc_cache_prefetch_entry(const lipi_session *s, uint64_t hash);
+/* Stores s->ptok under key (failing to allocate only means not caching). */
 void lipi_enc_cache_put(lipi_session *s, const char *key, size_t len, uint64_t hash);
 void lipi_enc_cache_free(enc_cache *c);
 
@@ -305,10 +335,45 @@ lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char
                          size_t blen, bool pair, const lipi_encode_options *opt,
                          bool want_offsets, lipi_error *err);
 
-/* The string of token i of s->out. */
-static inline const char *lipi_enc_tok_str(const lipi_session *s, const enc_tok *t)
+/* The string of a result token and its length. */
+static inline const char *lipi_enc_tok_str(const lipi_session *s, const enc_tok *t, size_t *len)
 {
-    return t->val ? t->val : s->pool.p + t->pool_off;
+    if (t->kind == TOK_PTR) {
+        *len = t->val_len;
+        return t->val;
+    }
+    if (t->kind == TOK_POOL) {
+        *len = t->val_len;
+        return s->pool.p + t->pool_off;
+    }
+    const lipi_vocab *v = &s->enc->m->vocab;
+    if (t->id < v->n && v->tok[t->id].s) {
+        *len = v->tok[t->id].len;
+        return v->tok[t->id].s;
+    }
+    *len = 0;
+    return "";
+}
+
+/* Fast hash of a short byte string (pieces, for the cache). */
+static inline uint64_t lipi_enc_hash(const char *s, size_t n)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xff51afd7ed558ccdULL);
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, s, 8);
+        h = (h ^ v) * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 29;
+        s += 8;
+        n -= 8;
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)(unsigned char)s[i] << (8 * i);
+    h = (h ^ v) * 0x94d049bb133111ebULL;
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 32);
 }
 
 #endif

@@ -289,6 +289,12 @@ static lipi_status no_unk(const lipi_encoder *e, lipi_error *err)
 /* BPE                                                                       */
 /* ======================================================================== */
 
+static inline const enc_pair *pair_slot_of(const lipi_encoder *e, uint32_t a, uint32_t b)
+{
+    uint64_t key = (uint64_t)a << 32 | b;
+    return &e->pairs[pair_slot(key, e->pair_mask)];
+}
+
 static inline bool pair_get(const lipi_encoder *e, uint32_t a, uint32_t b, uint32_t *rank,
                             uint32_t *result)
 {
@@ -359,9 +365,10 @@ static lipi_status sym_push(lipi_session *s, size_t *n, uint32_t id, size_t len)
 }
 
 /* Merges the symbols s->sym[0..n) by rank: the lowest-ranked adjacent pair
- * first, the leftmost among equal ranks. A heap entry whose pair has changed
- * since it was pushed is skipped when it comes up (Hugging Face checks only
- * that the pair still merges into the same token, and so do we). */
+ * first, the leftmost among equal ranks. An entry whose symbols changed
+ * since it was pushed is stale; Hugging Face still merges it when the new
+ * pair happens to merge into the same token, so only then is the table
+ * asked again. */
 static lipi_status bpe_merge(lipi_session *s, size_t n)
 {
     const lipi_encoder *e = s->enc;
@@ -372,10 +379,14 @@ static lipi_status bpe_merge(lipi_session *s, size_t n)
         return LIPI_OK;
     /* At most n - 1 initial pairs and two new ones per merge (n - 1 merges). */
     TRY(ENC_GROW(s->heap, s->heap_cap, 3 * n));
+    /* Fetch the table slots of all first pairs at once. */
+    for (size_t i = 0; i + 1 < n; i++)
+        __builtin_prefetch(pair_slot_of(e, sym[i].id, sym[i + 1].id));
     for (size_t i = 0; i + 1 < n; i++) {
         uint32_t rank, result;
         if (pair_get(e, sym[i].id, sym[i + 1].id, &rank, &result))
-            heap_push(s->heap, &hn, (bpe_cand){rank, (uint32_t)i, result});
+            heap_push(s->heap, &hn,
+                      (bpe_cand){rank, (uint32_t)i, result, sym[i].id, sym[i + 1].id});
     }
     while (hn) {
         bpe_cand top = heap_pop(s->heap, &hn);
@@ -384,18 +395,26 @@ static lipi_status bpe_merge(lipi_session *s, size_t n)
             continue;
         bpe_sym *b = &sym[a->next];
         uint32_t rank, result;
-        if (!pair_get(e, a->id, b->id, &rank, &result) || result != top.result)
-            continue;
+        if (a->id != top.left || b->id != top.right) {
+            if (!pair_get(e, a->id, b->id, &rank, &result) || result != top.result)
+                continue;
+        }
         a->id = top.result;
         a->len += b->len;
         b->len = 0;
         a->next = b->next;
         if (a->next >= 0)
             sym[a->next].prev = (int32_t)top.pos;
+        /* Both new pairs' slots at once: two memory trips overlap. */
+        if (a->prev >= 0)
+            __builtin_prefetch(pair_slot_of(e, sym[a->prev].id, a->id));
+        if (a->next >= 0)
+            __builtin_prefetch(pair_slot_of(e, a->id, sym[a->next].id));
         if (a->prev >= 0 && pair_get(e, sym[a->prev].id, a->id, &rank, &result))
-            heap_push(s->heap, &hn, (bpe_cand){rank, (uint32_t)a->prev, result});
+            heap_push(s->heap, &hn,
+                      (bpe_cand){rank, (uint32_t)a->prev, result, sym[a->prev].id, a->id});
         if (a->next >= 0 && pair_get(e, a->id, sym[a->next].id, &rank, &result))
-            heap_push(s->heap, &hn, (bpe_cand){rank, top.pos, result});
+            heap_push(s->heap, &hn, (bpe_cand){rank, top.pos, result, a->id, sym[a->next].id});
     }
 done:
     return st;
@@ -651,26 +670,28 @@ static lipi_status wordlevel_word(lipi_session *s, const char *w, size_t n, lipi
 /* Dispatch through the cache                                                */
 /* ======================================================================== */
 
-/* Longer words are rare and would crowd the cache out. */
-#define CACHE_MAX_KEY 256
 
-lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, lipi_error *err)
+lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64_t h,
+                           const enc_ptok **toks, size_t *n, lipi_error *err)
 {
     const lipi_encoder *e = s->enc;
     lipi_status st;
-    uint64_t h = 0;
-    bool cacheable = len <= CACHE_MAX_KEY && len <= UINT32_MAX;
+    /* Longer words are rare and would crowd the cache out. */
+    bool cacheable = len <= LIPI_ENC_CACHE_MAX_KEY;
 
     s->ptok_n = 0;
+    *toks = s->ptok;
+    *n = 0;
     if (len == 0)
         return LIPI_OK;
     if (len > UINT32_MAX)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "a piece of %zu bytes is longer than the 4 GiB lipi handles", len);
     if (cacheable) {
-        h = lipi_hash_bytes(text, len);
-        if (lipi_enc_cache_get(s, text, len, h))
+        if (lipi_enc_cache_get(s, text, len, h)) {
+            *n = s->ptok_n;
             return LIPI_OK;
+        }
     }
     switch (e->type) {
     case LIPI_MODEL_BPE: st = bpe_word(s, text, len, err); break;
@@ -681,7 +702,11 @@ lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, lipi_e
     }
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, st, NULL, 0, 0, "out of memory");
-    if (st == LIPI_OK && cacheable)
+    if (st != LIPI_OK)
+        return st;
+    if (cacheable)
         lipi_enc_cache_put(s, text, len, h);
-    return st;
+    *toks = s->ptok;
+    *n = s->ptok_n;
+    return LIPI_OK;
 }
