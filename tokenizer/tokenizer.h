@@ -43,8 +43,8 @@ typedef struct {
     lipi_status code;
     char path[256];  /* file (or JSON path) involved, "" if none */
     size_t line;     /* 1-based line, 0 if unknown */
-    size_t offset;   /* byte offset (from the start of the file, or of the
-                        line when `line` is set), 0 if unknown */
+    size_t offset;   /* byte offset from the start of the file (or of the
+                        text or JSON value named in `path`), 0 if unknown */
     char msg[256];   /* "expected ..., found ..." */
 } lipi_error;
 
@@ -122,18 +122,24 @@ typedef enum {
 
 typedef struct lipi_line_reader lipi_line_reader;
 
+/* Opens path ("-" reads stdin, named "<stdin>" in errors). A missing or
+ * unreadable file or a directory: LIPI_EIO naming the path and strerror. */
 lipi_status lipi_line_reader_open(const char *path, lipi_invalid_mode mode,
                                   lipi_line_reader **out, lipi_error *err);
 
 /* Next line, without its terminator. *line is borrowed until the next call
  * and is valid UTF-8 (repaired or rejected per the mode). At end of input
  * returns LIPI_OK with *line = NULL. Errors carry path, 1-based line and the
- * byte offset of the bad byte from the start of the file. */
+ * byte offset of the bad byte from the start of the file (of the
+ * decompressed stream for .gz/.xz/.zst), e.g. "invalid UTF-8 byte 0xff
+ * (expected a UTF-8 sequence; use --invalid=replace to substitute U+FFFD)".
+ * Corrupt compressed data: LIPI_EFORMAT; a compressed stream cut short:
+ * LIPI_ETRUNC. */
 lipi_status lipi_line_reader_next(lipi_line_reader *r, const char **line,
                                   size_t *len, lipi_error *err);
 
 size_t lipi_line_reader_line_no(const lipi_line_reader *r);     /* last line read */
-uint64_t lipi_line_reader_bytes_read(const lipi_line_reader *r); /* raw input bytes */
+uint64_t lipi_line_reader_bytes_read(const lipi_line_reader *r); /* raw (compressed) bytes */
 void lipi_line_reader_close(lipi_line_reader *r);
 
 /* ======================================================================== */
@@ -148,16 +154,32 @@ typedef struct {
 typedef struct lipi_normalizer lipi_normalizer; /* immutable, thread-shareable */
 
 typedef struct {
-    bool lowercase;      /* full Unicode lowercase (ICU u_strToLower, root locale) */
-    bool strip_accents;  /* drop combining marks of Latin/Greek/Cyrillic letters only */
-    bool fold_digits;    /* indic: fold Indic digits (Devanagari ०..९, ...) to ASCII */
+    bool lowercase;      /* full lowercase of each code point (ICU u_strToLower per
+                            char, root locale; no final-sigma context: "ΣΑΣ" ->
+                            "σασ"), as Hugging Face's Lowercase */
+    bool strip_accents;  /* drop combining marks (Mn) that follow Latin, Greek or
+                            Cyrillic letters: "Café" -> "Cafe", while Indic matras,
+                            viramas, anusvara and nukta stay ("कु", "किं") */
+    bool fold_digits;    /* fold the decimal digits of Devanagari, Bengali,
+                            Gurmukhi, Gujarati, Oriya, Tamil, Telugu, Kannada and
+                            Malayalam to ASCII: "१२३" -> "123" */
 } lipi_normalizer_options;
 
-/* Builds a normalizer from a name: "none", "nfc", "nfd", "nfkc", "nfkd",
- * "indic" (NFC, canonical nukta forms, ZWJ/ZWNJ kept only between letters
- * or marks), "bert" (BERT cleanup and CJK spacing). Options add lowercase /
- * strip-accents / digit folding after the form. Unknown names: LIPI_EINVAL
- * with the list of known names in err->msg. */
+/* Builds a normalizer from a name (opt may be NULL):
+ *   "none"   nothing but the options;
+ *   "nfc", "nfd", "nfkc", "nfkd"  Unicode normalization (ICU data); NFC makes
+ *            the nukta letters U+0958..U+095F consonant + U+093C (they are
+ *            composition exclusions);
+ *   "indic"  NFC, then ZWJ/ZWNJ dropped unless they follow a mark (virama +
+ *            ZWJ/ZWNJ: half forms, chillu, "ശ്‍", "ශ්‍රී") or stand between two
+ *            letters/marks; stray ones at word edges or next to spaces and
+ *            punctuation go;
+ *   "bert"   BERT cleanup (controls, U+FFFD and NUL dropped, whitespace -> ' ')
+ *            and spaces around CJK ideographs; lowercase goes into it.
+ * Options add digit folding, accent stripping and lowercasing after the form.
+ * Every normalizer is a sequence of Hugging Face normalizer steps, so its
+ * tokenizer.json form loads in Hugging Face unchanged and gives the same
+ * text. Unknown names: LIPI_EINVAL with the list of known names in err->msg. */
 lipi_status lipi_normalizer_new(const char *name, const lipi_normalizer_options *opt,
                                 lipi_normalizer **out, lipi_error *err);
 void lipi_normalizer_free(lipi_normalizer *n);
@@ -168,14 +190,21 @@ typedef struct {
     size_t len, cap;
     lipi_span *align;  /* if requested: align[i] = source bytes that produced
                           output byte i; a token [a, b) of the output comes
-                          from [align[a].start, align[b-1].end) of the input */
+                          from [align[a].start, align[b-1].end) of the input.
+                          The spans are Hugging Face's NormalizedString
+                          alignments: a decomposed char gives several chars on
+                          its span, a composed char takes the span of its
+                          first part, inserted chars take the span of the
+                          char before them, removed chars vanish. */
     size_t align_cap;
     void *scratch;     /* private per-thread buffers */
 } lipi_normalized;
 
 /* Normalizes valid UTF-8 s[0..len) into *out (cleared first). With
- * want_align, fills out->align. LIPI_EFORMAT if s is not valid UTF-8,
- * LIPI_EICU with ICU's error name if ICU fails. A NULL normalizer copies. */
+ * want_align, fills out->align. LIPI_EFORMAT (err->offset = the bad byte) if
+ * s is not valid UTF-8, LIPI_EICU if ICU fails, LIPI_EREGEX if a Replace
+ * pattern hits a PCRE2 matching limit, LIPI_ENOMEM. A NULL normalizer
+ * copies. One lipi_normalized per thread; the normalizer is shared. */
 lipi_status lipi_normalize(const lipi_normalizer *n, const char *s, size_t len,
                            lipi_normalized *out, bool want_align, lipi_error *err);
 void lipi_normalized_free(lipi_normalized *out); /* frees members, not out */
@@ -278,16 +307,29 @@ typedef struct lipi_tokenizer lipi_tokenizer; /* immutable once built */
 
 /* Loads a Hugging Face tokenizer.json. Unknown or malformed sections fail
  * with LIPI_EFORMAT and the JSON path in err->msg, e.g.
- * `normalizer.normalizers[2].type: unknown type "Foo"`. */
+ * `normalizer.normalizers[2].type: unknown type "Foo"`, and the file name
+ * (`name` for _load_json, may be NULL) in err->path; invalid JSON also sets
+ * err->line and err->offset (1-based byte column). Merges must name tokens
+ * of the vocabulary and join to one, added tokens must agree with the model,
+ * ids must be unique. A normalizer or pre-tokenizer pattern that does not
+ * compile is LIPI_EREGEX. A missing or unreadable file (or a directory) is
+ * LIPI_EIO; files over 1 GiB are refused. */
 lipi_status lipi_tokenizer_load(const char *path, lipi_tokenizer **out, lipi_error *err);
 lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *name,
                                      lipi_tokenizer **out, lipi_error *err);
 
 /* Writes tokenizer.json atomically (temporary file in the same folder, then
- * rename): an interrupted save never leaves a partial file. */
+ * rename): an interrupted save never leaves a partial file. The text is
+ * that of lipi_tokenizer_to_json. An unwritable or missing folder is
+ * LIPI_EIO naming `path`, checked before anything is written. */
 lipi_status lipi_tokenizer_save(const lipi_tokenizer *t, const char *path, lipi_error *err);
 
-/* Serializes to a new NUL-terminated JSON string owned by the caller. */
+/* Serializes to a new NUL-terminated JSON string owned by the caller
+ * (lipi_free); *len (may be NULL) is its length. The output is
+ * deterministic and laid out as Hugging Face writes it (keys in its order,
+ * vocabulary by id, 2-space indent, UTF-8 unescaped), so a loaded file saves
+ * back the same. LIPI_EINVAL without a model or for a token that is not
+ * UTF-8 (tokenizer.json cannot hold one). */
 lipi_status lipi_tokenizer_to_json(const lipi_tokenizer *t, char **out, size_t *len,
                                    lipi_error *err);
 void lipi_tokenizer_free(lipi_tokenizer *t);
@@ -341,7 +383,11 @@ lipi_status lipi_tokenizer_take_pretokenizer(lipi_tokenizer *t, lipi_pretokenize
 /* Sets the model. tokens[i] (lens[i] bytes) gets id i; scores are used by
  * Unigram (may be NULL otherwise); merges[r] = {left id, right id} of the
  * merge of rank r (BPE only, may be NULL otherwise). Everything is copied.
- * Duplicate tokens or merge ids out of range: LIPI_EINVAL. */
+ * opt NULL means lipi_model_options_default(type). Duplicate tokens, merge
+ * ids out of range, or a merge whose joined string (left + right without
+ * right's continuing_subword_prefix) is not a token: LIPI_EINVAL, and t
+ * keeps its old model. WordPiece and WordLevel without an unk_id name their
+ * unknown token "[UNK]" / "<unk>" as Hugging Face does. */
 lipi_status lipi_tokenizer_set_model(lipi_tokenizer *t, lipi_model_type type,
                                      const lipi_model_options *opt,
                                      const char *const *tokens, const size_t *lens,
