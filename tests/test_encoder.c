@@ -491,6 +491,148 @@ static void test_llama_cpp_vectors_bert_bge(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Real text through real tokenizers (sampled lines of FLORES and NTREX)     */
+/* ------------------------------------------------------------------------ */
+
+/* A corpus file split into lines the way lipi's line reader splits them. */
+typedef struct {
+    char *path;
+    char *text;
+    size_t *start, *len;
+    size_t n;
+} corpus_file;
+
+static corpus_file *corpus_get(corpus_file *files, size_t *nfiles, const char *path)
+{
+    for (size_t i = 0; i < *nfiles; i++)
+        if (strcmp(files[i].path, path) == 0)
+            return &files[i];
+    corpus_file *f = &files[(*nfiles)++];
+    char full[512];
+    size_t len;
+    snprintf(full, sizeof full, SHARED "%s", path);
+    f->path = strdup(path);
+    f->text = read_all(full, &len);
+    assert_non_null(f->text);
+    size_t cap = 1024, p = 0;
+    f->start = malloc(cap * sizeof *f->start);
+    f->len = malloc(cap * sizeof *f->len);
+    f->n = 0;
+    if (len >= 3 && memcmp(f->text, "\xef\xbb\xbf", 3) == 0)
+        p = 3;
+    while (p < len) {
+        char *nl = memchr(f->text + p, '\n', len - p);
+        size_t e = nl ? (size_t)(nl - f->text) : len, l = e - p;
+        if (nl && l && f->text[e - 1] == '\r')
+            l--;
+        if (f->n == cap) {
+            cap *= 2;
+            f->start = realloc(f->start, cap * sizeof *f->start);
+            f->len = realloc(f->len, cap * sizeof *f->len);
+        }
+        f->start[f->n] = p;
+        f->len[f->n++] = l;
+        p = e + 1;
+    }
+    return f;
+}
+
+static void run_corpus(const char *name, lipi_tokenizer *tok)
+{
+    char path[256];
+    snprintf(path, sizeof path, FIXTURES "corpus_%s.ids.xz", name);
+    kit k = kit_from(tok);
+    lipi_line_reader *r = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_line_reader_open(path, LIPI_INVALID_ERROR, &r, &err), LIPI_OK);
+    corpus_file files[128];
+    size_t nfiles = 0, cases = 0, bad = 0;
+    result *res = result_new();
+    const char *line;
+    size_t len;
+    while (lipi_line_reader_next(r, &line, &len, &err) == LIPI_OK && line) {
+        if (len && line[0] == '#')
+            continue;
+        const char *tab = memchr(line, '\t', len), *colon = NULL;
+        assert_non_null(tab);
+        for (const char *q = line; q < tab; q++)
+            if (*q == ':')
+                colon = q;
+        assert_non_null(colon);
+        char fpath[256];
+        snprintf(fpath, sizeof fpath, "%.*s", (int)(colon - line), line);
+        size_t ln = strtoul(colon + 1, NULL, 10);
+        corpus_file *f = corpus_get(files, &nfiles, fpath);
+        assert_true(ln >= 1 && ln <= f->n);
+        const char *text = f->text + f->start[ln - 1];
+        size_t tl = f->len[ln - 1];
+        lipi_status st = encode_opt(&k, text, tl, NULL, 0, false, 0, res, &err);
+        uint32_t want[MAXTOK];
+        size_t nw = 0;
+        for (const char *q = tab + 1; q < line + len && nw < MAXTOK;) {
+            char *e;
+            want[nw++] = (uint32_t)strtoul(q, &e, 10);
+            q = e;
+            while (q < line + len && *q == ' ')
+                q++;
+        }
+        if (st != LIPI_OK || res->e.len != nw ||
+            memcmp(res->ids, want, nw * sizeof *want) != 0) {
+            if (bad == 0) {
+                printf("  %s: %s:%zu differs: \"", name, fpath, ln);
+                print_escaped(text, tl);
+                printf("\"\n");
+                print_ids("hf:  ", want, nw);
+                print_ids("lipi:", res->ids, st == LIPI_OK ? res->e.len : 0);
+            }
+            bad++;
+        }
+        cases++;
+    }
+    lipi_line_reader_close(r);
+    for (size_t i = 0; i < nfiles; i++) {
+        free(files[i].path);
+        free(files[i].text);
+        free(files[i].start);
+        free(files[i].len);
+    }
+    free(res);
+    kit_free(&k);
+    assert_true(cases > 1000);
+    if (bad)
+        fail_msg("%s: %zu of %zu corpus lines differ from Hugging Face", name, bad, cases);
+}
+
+static bool have_corpora(void)
+{
+    return exists(SHARED "parallel/flores200/devtest/hin_Deva.txt") &&
+           exists(SHARED "parallel/ntrex128/hin.txt");
+}
+
+static void test_corpus_lines_same_as_hugging_face_gpt2(void **state)
+{
+    (void)state;
+    if (!have_corpora() || !exists(SHARED "vocab/gpt2/tokenizer.json"))
+        skip();
+    run_corpus("gpt2", load(SHARED "vocab/gpt2/tokenizer.json"));
+}
+
+#define BERT_CORPUS(fn, name, lower)                                                \
+    static void fn(void **state)                                                     \
+    {                                                                                \
+        (void)state;                                                                 \
+        if (!have_corpora() || !exists(SHARED "vocab/" name "/vocab.txt"))           \
+            skip();                                                                  \
+        run_corpus(name, bert_from_vocab(SHARED "vocab/" name "/vocab.txt", lower)); \
+    }
+
+BERT_CORPUS(test_corpus_lines_same_as_hugging_face_mbert_cased, "bert-base-multilingual-cased",
+            false)
+BERT_CORPUS(test_corpus_lines_same_as_hugging_face_bert_uncased, "bert-base-uncased", true)
+BERT_CORPUS(test_corpus_lines_same_as_hugging_face_bert_cased, "bert-base-cased", false)
+BERT_CORPUS(test_corpus_lines_same_as_hugging_face_bert_chinese, "bert-base-chinese", false)
+
+/* ------------------------------------------------------------------------ */
 /* Properties                                                                */
 /* ------------------------------------------------------------------------ */
 
@@ -1186,6 +1328,11 @@ int main(void)
         cmocka_unit_test(test_same_as_hugging_face_gpt2),
         cmocka_unit_test(test_llama_cpp_vectors_gpt2),
         cmocka_unit_test(test_llama_cpp_vectors_bert_bge),
+        cmocka_unit_test(test_corpus_lines_same_as_hugging_face_gpt2),
+        cmocka_unit_test(test_corpus_lines_same_as_hugging_face_mbert_cased),
+        cmocka_unit_test(test_corpus_lines_same_as_hugging_face_bert_uncased),
+        cmocka_unit_test(test_corpus_lines_same_as_hugging_face_bert_cased),
+        cmocka_unit_test(test_corpus_lines_same_as_hugging_face_bert_chinese),
         cmocka_unit_test(test_decode_of_encode_gives_the_text_back),
         cmocka_unit_test(test_batch_is_the_same_on_one_and_two_threads),
         cmocka_unit_test(test_batch_reports_the_first_failing_line),
