@@ -303,6 +303,7 @@ void lipi_session_free(lipi_session *s)
     lipi_free(s->pw);
     lipi_free(s->sym);
     lipi_free(s->heap);
+    lipi_free(s->pcache);
     lipi_buf_free(&s->word);
     lipi_lattice_free(&s->lattice);
     lipi_enc_cache_free(&s->cache);
@@ -347,15 +348,20 @@ void lipi_encode_options_default(const lipi_encoder *e, lipi_encode_options *opt
 /* Tokens of a sequence                                                      */
 /* ======================================================================== */
 
-static lipi_status tok_push(enc_toks *d, const enc_tok *t)
+/* Room for one more token; the caller fills d->t[d->n++]. */
+static inline lipi_status tok_room(enc_toks *d, size_t more)
 {
-    if (d->n == d->cap) {
-        lipi_status st = ENC_GROW(d->t, d->cap, d->n + 1);
-        if (st != LIPI_OK)
-            return st;
-    }
-    d->t[d->n++] = *t;
-    return LIPI_OK;
+    if (d->n + more <= d->cap)
+        return LIPI_OK;
+    return ENC_GROW(d->t, d->cap, d->n + more);
+}
+
+static inline lipi_status tok_push(enc_toks *d, const enc_tok *t)
+{
+    lipi_status st = tok_room(d, 1);
+    if (st == LIPI_OK)
+        d->t[d->n++] = *t;
+    return st;
 }
 
 /* Copies s[0..n) into the session's string pool. */
@@ -532,45 +538,86 @@ whole:
     return LIPI_OK;
 }
 
-/* Runs the model over one piece and appends its tokens to d. */
-static lipi_status emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc,
-                              lipi_span src, uint8_t seq, bool want_offsets, lipi_error *err)
+/* The tokens of one piece: from the cache, or from the model. */
+static inline lipi_status piece_tokens(lipi_session *s, const enc_piece *pc,
+                                       const enc_ptok **toks, size_t *nt, lipi_error *err)
+{
+    *toks = NULL;
+    if (pc->len <= LIPI_ENC_CACHE_MAX_KEY)
+        *toks = lipi_enc_cache_get(s, pc->text, pc->len, pc->hash, nt);
+    if (*toks)
+        return LIPI_OK;
+    return lipi_enc_model(s, pc->text, pc->len, pc->hash, toks, nt, err);
+}
+
+/* Appends the tokens of a piece without offsets (the common, fast case). */
+static inline lipi_status append_ids(lipi_session *s, enc_toks *d, const enc_piece *pc,
+                                     const enc_ptok *toks, size_t nt, uint8_t seq)
+{
+    lipi_status st = tok_room(d, nt);
+    if (st != LIPI_OK)
+        return st;
+    for (size_t k = 0; k < nt; k++) {
+        const enc_ptok *p = &toks[k];
+        enc_tok *t = &d->t[d->n++];
+        *t = (enc_tok){.id = p->id, .type_id = seq, .seq = seq};
+        if (p->end & ENC_PTOK_TEXT) {
+            st = pool_add(s, pc->text + p->start, (p->end & ~ENC_PTOK_TEXT) - p->start, t);
+            if (st != LIPI_OK)
+                return st;
+        }
+    }
+    return LIPI_OK;
+}
+
+/* Appends the tokens of a piece with offsets in the original text. */
+static lipi_status append_with_offsets(lipi_session *s, enc_toks *d, const chain *c,
+                                       const enc_piece *pc, lipi_span src,
+                                       const enc_ptok *toks, size_t nt, uint8_t seq)
 {
     const char *text = pc->text;
     size_t tlen = pc->len;
     lipi_status st = LIPI_OK;
-    bool plain = true;
-
-    const enc_ptok *toks;
-    size_t nt;
-    TRY(lipi_enc_model(s, text, tlen, pc->hash, &toks, &nt, err));
-    if (want_offsets) {
-        plain = tlen == src.end - src.start && memcmp(text, c->sub + src.start, tlen) == 0;
-        if (!plain)
-            TRY(align_piece(s, text, tlen, c->sub + src.start, src.end - src.start));
-    }
+    bool plain = tlen == src.end - src.start && memcmp(text, c->sub + src.start, tlen) == 0;
+    if (!plain)
+        TRY(align_piece(s, text, tlen, c->sub + src.start, src.end - src.start));
+    TRY(tok_room(d, nt));
     for (size_t k = 0; k < nt; k++) {
         const enc_ptok *p = &toks[k];
-        enc_tok t = {.id = p->id, .type_id = seq, .seq = seq};
-        if (want_offsets) {
-            size_t a, b;
-            if (plain) {
-                a = src.start + p->start;
-                b = src.start + p->end;
-            } else if (p->end > p->start) {
-                a = src.start + s->palign[p->start].start;
-                b = src.start + s->palign[p->end - 1].end;
-            } else {
-                a = b = src.start + (p->start < tlen ? s->palign[p->start].start : src.end - src.start);
-            }
-            t.off = map_span(c, a, b);
+        size_t pend = p->end & ~ENC_PTOK_TEXT, a, b;
+        enc_tok *t = &d->t[d->n];
+        *t = (enc_tok){.id = p->id, .type_id = seq, .seq = seq};
+        if (plain) {
+            a = src.start + p->start;
+            b = src.start + pend;
+        } else if (pend > p->start) {
+            a = src.start + s->palign[p->start].start;
+            b = src.start + s->palign[pend - 1].end;
+        } else {
+            a = b = src.start + (p->start < tlen ? s->palign[p->start].start : src.end - src.start);
         }
-        if (p->text)
-            TRY(pool_add(s, text + p->start, p->end - p->start, &t));
-        TRY(tok_push(d, &t));
+        t->off = map_span(c, a, b);
+        if (p->end & ENC_PTOK_TEXT)
+            TRY(pool_add(s, text + p->start, pend - p->start, t));
+        d->n++;
     }
 done:
     return st;
+}
+
+/* Runs the model over one piece and appends its tokens to d. */
+static inline lipi_status emit_piece(lipi_session *s, enc_toks *d, const chain *c,
+                                     const enc_piece *pc, lipi_span src, uint8_t seq,
+                                     bool want_offsets, lipi_error *err)
+{
+    const enc_ptok *toks;
+    size_t nt = 0;
+    lipi_status st = piece_tokens(s, pc, &toks, &nt, err);
+    if (st != LIPI_OK)
+        return st;
+    if (want_offsets)
+        return append_with_offsets(s, d, c, pc, src, toks, nt, seq);
+    return append_ids(s, d, pc, toks, nt, seq);
 }
 
 /* Pre-tokenizes one sub-segment (normalized text, no added tokens) and runs
@@ -1014,6 +1061,32 @@ done:
     return st;
 }
 
+/* Whether processor p leaves a single text's tokens exactly as they are
+ * (type ids 0, no special tokens, offsets untouched). */
+static bool post_is_noop(const lipi_post_processor *p, bool add, int depth)
+{
+    switch (p->type) {
+    case LIPI_POST_BYTELEVEL: return !p->trim_offsets;
+    case LIPI_POST_BERT: return !add;
+    case LIPI_POST_ROBERTA: return !add && !p->trim_offsets;
+    case LIPI_POST_TEMPLATE:
+        if (add)
+            return false;
+        for (size_t i = 0; i < p->n_single; i++)
+            if (!p->single[i].is_special && p->single[i].type_id != 0)
+                return false;
+        return p->n_single == 1;
+    case LIPI_POST_SEQUENCE:
+        if (depth > 64)
+            return false;
+        for (size_t i = 0; i < p->n_items; i++)
+            if (!post_is_noop(&p->items[i], add, depth + 1))
+                return false;
+        return true;
+    }
+    return false;
+}
+
 lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char *b,
                          size_t blen, bool pair, const lipi_encode_options *opt,
                          bool want_offsets, lipi_error *err)
@@ -1053,7 +1126,7 @@ lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char
         TRY(truncate_seqs(s, pair, opt->max_length - added, opt, err));
     }
     size_t n = pair ? 2 : 1;
-    if (!pp && !pair) {
+    if (!pair && (!pp || post_is_noop(pp, opt->add_special_tokens, 0))) {
         s->res = &s->seq[0];
         goto done;
     }

@@ -112,6 +112,7 @@ typedef struct {
     enc_added_pat *pat;
     size_t n;
     bool first[256];       /* bytes that can start a match */
+    int only_first;        /* the one byte that starts every pattern, or -1 */
 } enc_added;
 
 /* One segment of a text: an added token, or text for the next stage. */
@@ -182,13 +183,14 @@ struct lipi_encoder {
 /* ======================================================================== */
 
 /* A token of one piece: bytes [start, end) of the piece text. Its string is
- * the vocabulary's, or (text) the piece bytes themselves (Unigram's unknown
- * runs). */
+ * the vocabulary's, or (ENC_PTOK_TEXT set in end) the piece bytes
+ * themselves (Unigram's unknown runs). Also the cache's stored form. */
 typedef struct {
     uint32_t id;
     uint32_t start, end;
-    uint32_t text;
 } enc_ptok;
+
+#define ENC_PTOK_TEXT 0x80000000u
 
 /* A token of a sequence. Its string (kind): the vocabulary's string of id
  * (TOK_VOCAB, looked up only when someone asks), val[0..val_len)
@@ -217,11 +219,6 @@ typedef struct {
 typedef struct {
     uint32_t tag, off;   /* off: entry offset + 1 in the arena, 0 empty */
 } cache_slot;
-
-typedef struct {
-    uint32_t id;
-    uint16_t start, end; /* end | 0x8000: the token's string is its text */
-} cache_tok;
 
 typedef struct {
     cache_slot *slot;
@@ -268,6 +265,7 @@ struct lipi_session {
     size_t sym_cap;
     bpe_cand *heap;
     size_t heap_cap;
+    enc_pair *pcache;            /* BPE: recent merge-table answers */
     lipi_buf word;               /* prefix/suffix-decorated strings */
     lipi_lattice lattice;
     enc_cache cache;
@@ -288,9 +286,10 @@ struct lipi_session {
 /* Between the files                                                         */
 /* ======================================================================== */
 
-/* models.c: tokens of one piece, through the cache: *toks (n of them) is
- * valid until the next call. LIPI_EINVAL when an unknown token is needed
- * and the model has none. */
+/* models.c: runs the model over one piece and stores the result in the
+ * cache (callers look there first): *toks (n of them) is valid until the
+ * next call. LIPI_EINVAL when an unknown token is needed and the model has
+ * none, or the piece is 2 GiB or longer. */
 lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64_t hash,
                            const enc_ptok **toks, size_t *n, lipi_error *err);
 
@@ -319,10 +318,8 @@ void lipi_enc_added_strings_free(lipi_encoder *e);
 lipi_status lipi_enc_decoders_init(lipi_encoder *e, lipi_error *err);
 void lipi_enc_decoders_free(lipi_encoder *e);
 
-/* cache.c: puts the tokens cached for key into s->ptok; false when absent.
- * Keys are at most LIPI_ENC_CACHE_MAX_KEY bytes. */
+/* cache.c keeps at most this many bytes of key. */
 #define LIPI_ENC_CACHE_MAX_KEY 255
-bool lipi_enc_cache_get(lipi_session *s, const char *key, size_t len, uint64_t hash);
 /* Asks the memory system for the slot of hash / the entry it points to. */
 void lipi_enc_cache_prefetch(const lipi_session *s, uint64_t hash);
 void lipi_enc_cache_prefetch_entry(const lipi_session *s, uint64_t hash);
@@ -374,6 +371,39 @@ static inline uint64_t lipi_enc_hash(const char *s, size_t n)
     h ^= h >> 31;
     h *= 0xbf58476d1ce4e5b9ULL;
     return h ^ (h >> 32);
+}
+
+/* The tokens cached for key (*n of them, valid until the next put), or
+ * NULL. An entry in the arena (4-byte aligned) is: key length (2 bytes),
+ * token count (2 bytes), the tokens, the key. Inline: it runs once per piece. */
+#define LIPI_ENC_CACHE_HDR 4
+
+static inline const enc_ptok *lipi_enc_cache_get(const lipi_session *s, const char *key, size_t len,
+                                   uint64_t hash, size_t *n)
+{
+    const enc_cache *c = &s->cache;
+    if (!c->slot)
+        return NULL;
+    uint32_t tag = (uint32_t)(hash >> 32);
+    size_t i = (size_t)hash & c->mask;
+    for (;;) {
+        cache_slot sl = c->slot[i];
+        if (sl.off == 0)
+            return NULL;
+        if (sl.tag == tag) {
+            const unsigned char *en = c->arena + sl.off - 1;
+            uint16_t klen, nt;
+            memcpy(&klen, en, 2);
+            memcpy(&nt, en + 2, 2);
+            const enc_ptok *t = (const enc_ptok *)(const void *)(en + LIPI_ENC_CACHE_HDR);
+            const unsigned char *k = en + LIPI_ENC_CACHE_HDR + (size_t)nt * sizeof *t;
+            if (klen == len && memcmp(k, key, len) == 0) {
+                *n = nt;
+                return t;
+            }
+        }
+        i = (i + 1) & c->mask;
+    }
 }
 
 #endif

@@ -3,7 +3,8 @@
  * symbols), WordPiece (greedy longest match first over a trie), Unigram
  * (Viterbi over the lattice of trie matches) and WordLevel. Every model
  * writes the tokens of the piece into s->ptok with byte spans of the piece;
- * lipi_enc_model puts the word cache in front of them. */
+ * lipi_enc_model stores them in the word cache (encode.c looks there
+ * first). */
 #include "encoder/encoder_impl.h"
 
 #include <stdio.h>
@@ -269,7 +270,8 @@ static lipi_status ptok_push(lipi_session *s, uint32_t id, size_t start, size_t 
         if (st != LIPI_OK)
             return st;
     }
-    s->ptok[s->ptok_n++] = (enc_ptok){id, (uint32_t)start, (uint32_t)end, text};
+    s->ptok[s->ptok_n++] = (enc_ptok){id, (uint32_t)start,
+                                      (uint32_t)end | (text ? ENC_PTOK_TEXT : 0)};
     return LIPI_OK;
 }
 
@@ -295,10 +297,9 @@ static inline const enc_pair *pair_slot_of(const lipi_encoder *e, uint32_t a, ui
     return &e->pairs[pair_slot(key, e->pair_mask)];
 }
 
-static inline bool pair_get(const lipi_encoder *e, uint32_t a, uint32_t b, uint32_t *rank,
-                            uint32_t *result)
+static inline bool pair_find(const lipi_encoder *e, uint64_t key, uint32_t *rank,
+                             uint32_t *result)
 {
-    uint64_t key = (uint64_t)a << 32 | b;
     size_t k = pair_slot(key, e->pair_mask);
     for (;;) {
         const enc_pair *p = &e->pairs[k];
@@ -311,6 +312,26 @@ static inline bool pair_get(const lipi_encoder *e, uint32_t a, uint32_t b, uint3
             return false;
         k = (k + 1) & e->pair_mask;
     }
+}
+
+/* The merge of pair (a, b), through the session's small direct-mapped pair
+ * cache: the merge table is megabytes, while the pairs a text asks about
+ * again and again (found or not) fit in a few kilobytes. */
+#define PAIR_CACHE 4096
+
+static inline bool pair_get(lipi_session *s, uint32_t a, uint32_t b, uint32_t *rank,
+                            uint32_t *result)
+{
+    uint64_t key = (uint64_t)a << 32 | b;
+    enc_pair *c = &s->pcache[pair_slot(key, PAIR_CACHE - 1)];
+    if (c->key != key) {
+        uint32_t r = UINT32_MAX, res = 0;
+        pair_find(s->enc, key, &r, &res);
+        *c = (enc_pair){key, r, res};
+    }
+    *rank = c->rank;
+    *result = c->result;
+    return c->rank != UINT32_MAX;
 }
 
 static inline bool cand_less(const bpe_cand *x, const bpe_cand *y)
@@ -379,12 +400,19 @@ static lipi_status bpe_merge(lipi_session *s, size_t n)
         return LIPI_OK;
     /* At most n - 1 initial pairs and two new ones per merge (n - 1 merges). */
     TRY(ENC_GROW(s->heap, s->heap_cap, 3 * n));
+    if (!s->pcache) {
+        s->pcache = lipi_reallocarray(NULL, PAIR_CACHE, sizeof *s->pcache);
+        if (!s->pcache)
+            return LIPI_ENOMEM;
+        for (size_t i = 0; i < PAIR_CACHE; i++)
+            s->pcache[i].key = UINT64_MAX;
+    }
     /* Fetch the table slots of all first pairs at once. */
     for (size_t i = 0; i + 1 < n; i++)
         __builtin_prefetch(pair_slot_of(e, sym[i].id, sym[i + 1].id));
     for (size_t i = 0; i + 1 < n; i++) {
         uint32_t rank, result;
-        if (pair_get(e, sym[i].id, sym[i + 1].id, &rank, &result))
+        if (pair_get(s, sym[i].id, sym[i + 1].id, &rank, &result))
             heap_push(s->heap, &hn,
                       (bpe_cand){rank, (uint32_t)i, result, sym[i].id, sym[i + 1].id});
     }
@@ -396,7 +424,7 @@ static lipi_status bpe_merge(lipi_session *s, size_t n)
         bpe_sym *b = &sym[a->next];
         uint32_t rank, result;
         if (a->id != top.left || b->id != top.right) {
-            if (!pair_get(e, a->id, b->id, &rank, &result) || result != top.result)
+            if (!pair_get(s, a->id, b->id, &rank, &result) || result != top.result)
                 continue;
         }
         a->id = top.result;
@@ -410,10 +438,10 @@ static lipi_status bpe_merge(lipi_session *s, size_t n)
             __builtin_prefetch(pair_slot_of(e, sym[a->prev].id, a->id));
         if (a->next >= 0)
             __builtin_prefetch(pair_slot_of(e, a->id, sym[a->next].id));
-        if (a->prev >= 0 && pair_get(e, sym[a->prev].id, a->id, &rank, &result))
+        if (a->prev >= 0 && pair_get(s, sym[a->prev].id, a->id, &rank, &result))
             heap_push(s->heap, &hn,
                       (bpe_cand){rank, (uint32_t)a->prev, result, sym[a->prev].id, a->id});
-        if (a->next >= 0 && pair_get(e, a->id, sym[a->next].id, &rank, &result))
+        if (a->next >= 0 && pair_get(s, a->id, sym[a->next].id, &rank, &result))
             heap_push(s->heap, &hn, (bpe_cand){rank, top.pos, result, a->id, sym[a->next].id});
     }
 done:
@@ -676,23 +704,15 @@ lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64
 {
     const lipi_encoder *e = s->enc;
     lipi_status st;
-    /* Longer words are rare and would crowd the cache out. */
-    bool cacheable = len <= LIPI_ENC_CACHE_MAX_KEY;
 
     s->ptok_n = 0;
     *toks = s->ptok;
     *n = 0;
     if (len == 0)
         return LIPI_OK;
-    if (len > UINT32_MAX)
+    if (len > UINT32_MAX / 2)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                              "a piece of %zu bytes is longer than the 4 GiB lipi handles", len);
-    if (cacheable) {
-        if (lipi_enc_cache_get(s, text, len, h)) {
-            *n = s->ptok_n;
-            return LIPI_OK;
-        }
-    }
+                              "a piece of %zu bytes is longer than the 2 GiB lipi handles", len);
     switch (e->type) {
     case LIPI_MODEL_BPE: st = bpe_word(s, text, len, err); break;
     case LIPI_MODEL_WORDPIECE: st = wordpiece_word(s, text, len, err); break;
@@ -704,7 +724,8 @@ lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64
         lipi_error_set(err, st, NULL, 0, 0, "out of memory");
     if (st != LIPI_OK)
         return st;
-    if (cacheable)
+    /* Longer words are rare and would crowd the cache out. */
+    if (len <= LIPI_ENC_CACHE_MAX_KEY)
         lipi_enc_cache_put(s, text, len, h);
     *toks = s->ptok;
     *n = s->ptok_n;
