@@ -348,6 +348,7 @@ HF_FIXTURE(bpe_prefix, false)
 HF_FIXTURE(bytelevel_roberta, false)
 HF_FIXTURE(bytelevel_seq, false)
 HF_FIXTURE(bytelevel_generic, false)
+HF_FIXTURE(bytelevel_noregex, false)
 HF_FIXTURE(wordlevel, false)
 HF_FIXTURE(gpt2, true)
 
@@ -1017,6 +1018,26 @@ static void test_added_tokens_single_word_lstrip_rstrip(void **state)
     kit_free(&k);
 }
 
+/* Regex Replace decoders replace empty matches as Rust's regex crate does
+ * (reference: tokenizers 0.23.2 on the same tokenizer and ids). */
+static void test_regex_replace_decoder_matches_hugging_face(void **state)
+{
+    (void)state;
+    kit k = kit_from(load_text(
+        "{\"pre_tokenizer\": {\"type\": \"WhitespaceSplit\"}, \"decoder\": {\"type\": "
+        "\"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"a+\"}, "
+        "\"content\": \"<A>\"}, {\"type\": \"Replace\", \"pattern\": {\"Regex\": \"x*\"}, "
+        "\"content\": \"-\"}]}, \"model\": {\"type\": \"WordLevel\", \"unk_token\": \"[UNK]\", "
+        "\"vocab\": {\"[UNK]\": 0, \"baab\": 1, \"c\": 2, \"xx\": 3}}}"));
+    uint32_t ids[] = {1, 2, 3, 1};
+    char out[128];
+    size_t len;
+    lipi_error err = {0};
+    assert_int_equal(lipi_decode(k.s, ids, 4, false, out, sizeof out, &len, &err), LIPI_OK);
+    assert_string_equal(out, "-b-<-A->-b--c---b-<-A->-b-");
+    kit_free(&k);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Errors and buffers                                                        */
 /* ------------------------------------------------------------------------ */
@@ -1324,6 +1345,7 @@ int main(void)
         cmocka_unit_test(test_same_as_hugging_face_bytelevel_roberta),
         cmocka_unit_test(test_same_as_hugging_face_bytelevel_seq),
         cmocka_unit_test(test_same_as_hugging_face_bytelevel_generic),
+        cmocka_unit_test(test_same_as_hugging_face_bytelevel_noregex),
         cmocka_unit_test(test_same_as_hugging_face_wordlevel),
         cmocka_unit_test(test_same_as_hugging_face_gpt2),
         cmocka_unit_test(test_llama_cpp_vectors_gpt2),
@@ -1341,6 +1363,7 @@ int main(void)
         cmocka_unit_test(test_unigram_picks_the_best_segmentation),
         cmocka_unit_test(test_bpe_merges_lowest_rank_first),
         cmocka_unit_test(test_added_tokens_single_word_lstrip_rstrip),
+        cmocka_unit_test(test_regex_replace_decoder_matches_hugging_face),
         cmocka_unit_test(test_invalid_utf8_is_an_error_with_its_offset),
         cmocka_unit_test(test_decode_rejects_an_unknown_id),
         cmocka_unit_test(test_size_query_then_fill),
