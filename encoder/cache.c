@@ -21,23 +21,6 @@ static void cache_clear(enc_cache *c)
     c->len = 0;
 }
 
-void lipi_enc_cache_prefetch(const lipi_session *s, uint64_t hash)
-{
-    const enc_cache *c = &s->cache;
-    if (c->slot)
-        __builtin_prefetch(&c->slot[(size_t)hash & c->mask]);
-}
-
-void lipi_enc_cache_prefetch_entry(const lipi_session *s, uint64_t hash)
-{
-    const enc_cache *c = &s->cache;
-    if (!c->slot)
-        return;
-    cache_slot sl = c->slot[(size_t)hash & c->mask];
-    if (sl.off && sl.tag == (uint32_t)(hash >> 32))
-        __builtin_prefetch(c->arena + sl.off - 1);
-}
-
 void lipi_enc_cache_put(lipi_session *s, const char *key, size_t len, uint64_t hash)
 {
     enc_cache *c = &s->cache;

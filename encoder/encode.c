@@ -538,31 +538,20 @@ whole:
     return LIPI_OK;
 }
 
-/* The tokens of one piece: from the cache, or from the model. */
-static inline lipi_status piece_tokens(lipi_session *s, const enc_piece *pc,
-                                       const enc_ptok **toks, size_t *nt, lipi_error *err)
-{
-    *toks = NULL;
-    if (pc->len <= LIPI_ENC_CACHE_MAX_KEY)
-        *toks = lipi_enc_cache_get(s, pc->text, pc->len, pc->hash, nt);
-    if (*toks)
-        return LIPI_OK;
-    return lipi_enc_model(s, pc->text, pc->len, pc->hash, toks, nt, err);
-}
-
 /* Appends the tokens of a piece without offsets (the common, fast case). */
-static inline lipi_status append_ids(lipi_session *s, enc_toks *d, const enc_piece *pc,
+static inline __attribute__((always_inline)) lipi_status append_ids(lipi_session *s, enc_toks *d, const enc_piece *pc,
                                      const enc_ptok *toks, size_t nt, uint8_t seq)
 {
     lipi_status st = tok_room(d, nt);
     if (st != LIPI_OK)
         return st;
+    enc_tok *out = d->t + d->n;
+    d->n += nt;
     for (size_t k = 0; k < nt; k++) {
         const enc_ptok *p = &toks[k];
-        enc_tok *t = &d->t[d->n++];
-        *t = (enc_tok){.id = p->id, .type_id = seq, .seq = seq};
+        out[k] = (enc_tok){.id = p->id, .type_id = seq, .seq = seq};
         if (p->end & ENC_PTOK_TEXT) {
-            st = pool_add(s, pc->text + p->start, (p->end & ~ENC_PTOK_TEXT) - p->start, t);
+            st = pool_add(s, pc->text + p->start, (p->end & ~ENC_PTOK_TEXT) - p->start, &out[k]);
             if (st != LIPI_OK)
                 return st;
         }
@@ -605,16 +594,21 @@ done:
     return st;
 }
 
-/* Runs the model over one piece and appends its tokens to d. */
-static inline lipi_status emit_piece(lipi_session *s, enc_toks *d, const chain *c,
-                                     const enc_piece *pc, lipi_span src, uint8_t seq,
-                                     bool want_offsets, lipi_error *err)
+/* Runs the model over one piece (through the cache) and appends its
+ * tokens to d. Inlined into the loops over pieces: it runs once per piece. */
+static inline __attribute__((always_inline)) lipi_status
+emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc, lipi_span src,
+           uint8_t seq, bool want_offsets, lipi_error *err)
 {
-    const enc_ptok *toks;
+    const enc_ptok *toks = NULL;
     size_t nt = 0;
-    lipi_status st = piece_tokens(s, pc, &toks, &nt, err);
-    if (st != LIPI_OK)
-        return st;
+    if (pc->len <= LIPI_ENC_CACHE_MAX_KEY)
+        toks = lipi_enc_cache_get(s, pc->text, pc->len, pc->hash, &nt);
+    if (!toks) {
+        lipi_status st = lipi_enc_model(s, pc->text, pc->len, pc->hash, &toks, &nt, err);
+        if (st != LIPI_OK)
+            return st;
+    }
     if (want_offsets)
         return append_with_offsets(s, d, c, pc, src, toks, nt, seq);
     return append_ids(s, d, pc, toks, nt, seq);

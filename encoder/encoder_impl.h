@@ -320,9 +320,6 @@ void lipi_enc_decoders_free(lipi_encoder *e);
 
 /* cache.c keeps at most this many bytes of key. */
 #define LIPI_ENC_CACHE_MAX_KEY 255
-/* Asks the memory system for the slot of hash / the entry it points to. */
-void lipi_enc_cache_prefetch(const lipi_session *s, uint64_t hash);
-void lipi_enc_cache_prefetch_entry(const lipi_session *s, uint64_t hash);
 /* Stores s->ptok under key (failing to allocate only means not caching). */
 void lipi_enc_cache_put(lipi_session *s, const char *key, size_t len, uint64_t hash);
 void lipi_enc_cache_free(enc_cache *c);
@@ -352,25 +349,54 @@ static inline const char *lipi_enc_tok_str(const lipi_session *s, const enc_tok 
     return "";
 }
 
-/* Fast hash of a short byte string (pieces, for the cache). */
+/* Fast hash of a short byte string (pieces, for the cache): 8 bytes at a
+ * time, the last ones by overlapping loads (never past the string). */
 static inline uint64_t lipi_enc_hash(const char *s, size_t n)
 {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xff51afd7ed558ccdULL);
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, s, 8);
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xff51afd7ed558ccdULL), v;
+    const char *p = s;
+    for (size_t m = n; m > 8; m -= 8, p += 8) {
+        memcpy(&v, p, 8);
         h = (h ^ v) * 0xbf58476d1ce4e5b9ULL;
         h ^= h >> 29;
-        s += 8;
-        n -= 8;
     }
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)(unsigned char)s[i] << (8 * i);
+    if (n >= 8) {
+        memcpy(&v, s + n - 8, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        v = (uint64_t)a << 32 | b;
+    } else if (n) {
+        v = (uint64_t)(unsigned char)s[0] << 16 | (uint64_t)(unsigned char)s[n >> 1] << 8 |
+            (unsigned char)s[n - 1];
+    } else {
+        v = 0;
+    }
     h = (h ^ v) * 0x94d049bb133111ebULL;
     h ^= h >> 31;
     h *= 0xbf58476d1ce4e5b9ULL;
     return h ^ (h >> 32);
+}
+
+/* a[0..n) == b[0..n), inline for the short keys of the cache. */
+static inline bool lipi_enc_eq(const void *a, const void *b, size_t n)
+{
+    const unsigned char *x = a, *y = b;
+    while (n >= 8) {
+        uint64_t u, w;
+        memcpy(&u, x, 8);
+        memcpy(&w, y, 8);
+        if (u != w)
+            return false;
+        x += 8;
+        y += 8;
+        n -= 8;
+    }
+    while (n--)
+        if (*x++ != *y++)
+            return false;
+    return true;
 }
 
 /* The tokens cached for key (*n of them, valid until the next put), or
@@ -397,13 +423,31 @@ static inline const enc_ptok *lipi_enc_cache_get(const lipi_session *s, const ch
             memcpy(&nt, en + 2, 2);
             const enc_ptok *t = (const enc_ptok *)(const void *)(en + LIPI_ENC_CACHE_HDR);
             const unsigned char *k = en + LIPI_ENC_CACHE_HDR + (size_t)nt * sizeof *t;
-            if (klen == len && memcmp(k, key, len) == 0) {
+            if (klen == len && lipi_enc_eq(k, key, len)) {
                 *n = nt;
                 return t;
             }
         }
         i = (i + 1) & c->mask;
     }
+}
+
+/* Asks the memory system for the slot of hash / the entry it points to. */
+static inline void lipi_enc_cache_prefetch(const lipi_session *s, uint64_t hash)
+{
+    const enc_cache *c = &s->cache;
+    if (c->slot)
+        __builtin_prefetch(&c->slot[(size_t)hash & c->mask]);
+}
+
+static inline void lipi_enc_cache_prefetch_entry(const lipi_session *s, uint64_t hash)
+{
+    const enc_cache *c = &s->cache;
+    if (!c->slot)
+        return;
+    cache_slot sl = c->slot[(size_t)hash & c->mask];
+    if (sl.off && sl.tag == (uint32_t)(hash >> 32))
+        __builtin_prefetch(c->arena + sl.off - 1);
 }
 
 #endif
