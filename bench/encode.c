@@ -134,8 +134,9 @@ static int make_bert(const char *path, bool lowercase)
         "version", "1.0", "truncation", "padding", "added_tokens", added, "normalizer", "type",
         "BertNormalizer", "clean_text", 1, "handle_chinese_chars", 1, "strip_accents",
         "lowercase", lowercase, "pre_tokenizer", "type", "BertPreTokenizer", "post_processor",
-        "type", "BertProcessing", "sep", "[SEP]", json_integer_value(json_object_get(vocab, "[SEP]")),
-        "cls", "[CLS]", json_integer_value(json_object_get(vocab, "[CLS]")), "decoder", "type",
+        "type", "BertProcessing", "sep", "[SEP]",
+        json_integer_value(json_object_get(vocab, "[SEP]")), "cls", "[CLS]",
+        json_integer_value(json_object_get(vocab, "[CLS]")), "decoder", "type",
         "WordPiece", "prefix", "##", "cleanup", 1, "model", "type", "WordPiece", "unk_token",
         "[UNK]", "continuing_subword_prefix", "##", "max_input_chars_per_word", 100, "vocab",
         vocab);
@@ -167,7 +168,8 @@ int main(int argc, char **argv)
             files[nfiles++] = argv[i];
     }
     if (!tok_path || nfiles == 0 || threads == 0 || runs == 0) {
-        fprintf(stderr, "usage: encode -t TOKENIZER [--threads N] [--runs R] [--check IDS] FILE...\n");
+        fprintf(stderr,
+                "usage: encode -t TOKENIZER [--threads N] [--runs R] [--check IDS] FILE...\n");
         return 2;
     }
 

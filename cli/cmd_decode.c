@@ -76,7 +76,8 @@ static lipi_status decode_line(const char *line, size_t len, void *vctx, lipi_er
         c->ids[n++] = (uint32_t)v;
     }
     size_t out_len;
-    lipi_status st = lipi_decode(c->s, c->ids, n, c->skip_special, c->text, c->text_cap, &out_len, err);
+    lipi_status st =
+        lipi_decode(c->s, c->ids, n, c->skip_special, c->text, c->text_cap, &out_len, err);
     if (st == LIPI_OK && out_len >= c->text_cap) {
         char *t = lipi_realloc(c->text, out_len + 1);
         if (!t)

@@ -141,7 +141,8 @@ static void print_result(const lipi_batch *r, size_t i, out_format fmt, bool off
         if (fmt == FMT_IDS)
             printf("%u", r->ids[k]);
         else
-            write_token(r->token_text + r->token_start[k], r->token_start[k + 1] - r->token_start[k]);
+            write_token(r->token_text + r->token_start[k],
+                        r->token_start[k + 1] - r->token_start[k]);
     }
     if (offsets) {
         putchar('\t');
@@ -288,8 +289,8 @@ static int run(int argc, char **argv)
             break;
         case 'j':
             if (!cli_parse_u64(optarg, &threads) || threads == 0 || threads > 1024)
-                return cli_usage_error("encode", "--threads takes a number from 1 to 1024, not '%s'",
-                                       optarg);
+                return cli_usage_error("encode",
+                                       "--threads takes a number from 1 to 1024, not '%s'", optarg);
             break;
         case 'i':
             if (!cli_parse_invalid(optarg, &mode))

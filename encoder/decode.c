@@ -241,7 +241,8 @@ static lipi_status strip_token(strlist *d, const char *s, size_t n, const lipi_o
     size_t a = 0, b = n;
     for (size_t k = 0; k < start && a + c->len <= n && memcmp(s + a, c->s, c->len) == 0; k++)
         a += c->len;
-    for (size_t k = 0; k < stop && b >= a + c->len && memcmp(s + b - c->len, c->s, c->len) == 0; k++)
+    for (size_t k = 0; k < stop && b >= a + c->len && memcmp(s + b - c->len, c->s, c->len) == 0;
+         k++)
         b -= c->len;
     return sl_add(d, s + a, b > a ? b - a : 0);
 }

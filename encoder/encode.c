@@ -348,7 +348,7 @@ void lipi_encode_options_default(const lipi_encoder *e, lipi_encode_options *opt
 /* Tokens of a sequence                                                      */
 /* ======================================================================== */
 
-/* Room for one more token; the caller fills d->t[d->n++]. */
+/* Room for `more` tokens after the d->n there are. */
 static inline lipi_status tok_room(enc_toks *d, size_t more)
 {
     if (d->n + more <= d->cap)
@@ -364,9 +364,11 @@ static inline lipi_status tok_push(enc_toks *d, const enc_tok *t)
     return st;
 }
 
-/* Copies s[0..n) into the session's string pool. */
+/* Copies p[0..n) into the session's string pool as t's string. */
 static lipi_status pool_add(lipi_session *s, const char *p, size_t n, enc_tok *t)
 {
+    if (n > UINT32_MAX - s->pool.len)
+        return LIPI_ENOMEM; /* more than 4 GiB of token strings in one call */
     t->kind = TOK_POOL;
     t->pool_off = (uint32_t)s->pool.len;
     t->val_len = (uint32_t)n;
@@ -409,7 +411,7 @@ static lipi_span map_span(const chain *c, size_t a, size_t b)
     if (na > nb)
         na = nb;
     if (c->widen) {
-        while (na > 0 && ((unsigned char)c->ntext[na] & 0xC0) == 0x80)
+        while (na > 0 && na < c->nlen && ((unsigned char)c->ntext[na] & 0xC0) == 0x80)
             na--;
         while (nb < c->nlen && ((unsigned char)c->ntext[nb] & 0xC0) == 0x80)
             nb++;
@@ -422,7 +424,9 @@ static lipi_span map_span(const chain *c, size_t a, size_t b)
         r.start = c->align[na].start;
         r.end = c->align[nb - 1].end;
     } else {
-        r.start = r.end = na < c->nlen ? c->align[na].start : (c->nlen ? c->align[c->nlen - 1].end : 0);
+        r.start = r.end = na < c->nlen   ? c->align[na].start
+                          : c->nlen      ? c->align[c->nlen - 1].end
+                                         : 0;
     }
     r.start += c->base;
     r.end += c->base;
@@ -539,8 +543,9 @@ whole:
 }
 
 /* Appends the tokens of a piece without offsets (the common, fast case). */
-static inline __attribute__((always_inline)) lipi_status append_ids(lipi_session *s, enc_toks *d, const enc_piece *pc,
-                                     const enc_ptok *toks, size_t nt, uint8_t seq)
+static inline __attribute__((always_inline)) lipi_status
+append_ids(lipi_session *s, enc_toks *d, const enc_piece *pc, const enc_ptok *toks, size_t nt,
+           uint8_t seq)
 {
     lipi_status st = tok_room(d, nt);
     if (st != LIPI_OK)
@@ -700,7 +705,8 @@ static lipi_status encode_segment(lipi_session *s, enc_toks *d, const char *text
         c.nlen = len;
     }
     if (e->norm_added.n) {
-        TRY(lipi_enc_added_split(&e->norm_added, c.ntext, c.nlen, &s->segs2, &s->segs2_cap, &nsegs));
+        TRY(lipi_enc_added_split(&e->norm_added, c.ntext, c.nlen, &s->segs2, &s->segs2_cap,
+                                 &nsegs));
     } else {
         TRY(ENC_GROW(s->segs2, s->segs2_cap, 1));
         s->segs2[0] = (enc_seg){0, c.nlen, -1};
@@ -743,12 +749,12 @@ static lipi_status encode_seq(lipi_session *s, enc_toks *d, const char *text, si
     size_t nsegs = 0;
 
     d->n = 0;
-    if (!e->norm) {
-        size_t bad = lipi_utf8_valid_prefix(text, len);
-        if (bad < len)
-            return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, bad,
-                                  "invalid UTF-8 at byte %zu, expected UTF-8 text", bad);
-    }
+    /* Checked here once for the whole text, so that the offset is the
+     * text's (the normalizer only sees segments between added tokens). */
+    size_t bad = lipi_utf8_valid_prefix(text, len);
+    if (bad < len)
+        return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, bad,
+                              "invalid UTF-8 at byte %zu, expected UTF-8 text", bad);
     if (e->raw_added.n) {
         TRY(lipi_enc_added_split(&e->raw_added, text, len, &s->segs, &s->segs_cap, &nsegs));
     } else {
@@ -816,8 +822,8 @@ static void truncate_toks(enc_toks *t, size_t n, bool left)
 /* Hugging Face's truncate_encodings, as tokenizers 0.23.2 behaves (checked
  * against it for pairs of lengths up to 12, max_length 3..10, with and
  * without special tokens). max is max_length less the special tokens. */
-static lipi_status truncate_seqs(lipi_session *s, bool pair, size_t max, const lipi_encode_options *opt,
-                                 lipi_error *err)
+static lipi_status truncate_seqs(lipi_session *s, bool pair, size_t max,
+                                 const lipi_encode_options *opt, lipi_error *err)
 {
     enc_toks *a = &s->seq[0], *b = pair ? &s->seq[1] : NULL;
     size_t total = a->n + (b ? b->n : 0);

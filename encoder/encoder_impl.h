@@ -324,7 +324,7 @@ void lipi_enc_decoders_free(lipi_encoder *e);
 void lipi_enc_cache_put(lipi_session *s, const char *key, size_t len, uint64_t hash);
 void lipi_enc_cache_free(enc_cache *c);
 
-/* encode.c: encodes one text (or pair) into s->out. */
+/* encode.c: encodes one text (or pair) into s->res. */
 lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char *b,
                          size_t blen, bool pair, const lipi_encode_options *opt,
                          bool want_offsets, lipi_error *err);
@@ -404,8 +404,8 @@ static inline bool lipi_enc_eq(const void *a, const void *b, size_t n)
  * token count (2 bytes), the tokens, the key. Inline: it runs once per piece. */
 #define LIPI_ENC_CACHE_HDR 4
 
-static inline const enc_ptok *lipi_enc_cache_get(const lipi_session *s, const char *key, size_t len,
-                                   uint64_t hash, size_t *n)
+static inline const enc_ptok *lipi_enc_cache_get(const lipi_session *s, const char *key,
+                                                 size_t len, uint64_t hash, size_t *n)
 {
     const enc_cache *c = &s->cache;
     if (!c->slot)

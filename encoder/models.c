@@ -146,7 +146,8 @@ static lipi_status bpe_init(lipi_encoder *e)
                 n -= e->prefix_len;
             }
             if (v & 2) {
-                if (n < e->suffix_len || memcmp(s + n - e->suffix_len, e->suffix, e->suffix_len) != 0)
+                if (n < e->suffix_len ||
+                    memcmp(s + n - e->suffix_len, e->suffix, e->suffix_len) != 0)
                     continue;
                 n -= e->suffix_len;
             }

@@ -276,10 +276,10 @@ static void report_case(const char *name, size_t idx, const json_t *c, const res
     print_ids("hf:  ", want, nw);
     print_ids("lipi:", r->ids, r->e.len);
     if (strcmp(what, "ids") != 0) {
-        char *s = json_dumps(json_object_get(c, strncmp(what, "decode", 6) == 0
-                                                        ? (strstr(what, "skip") ? "decode_skip" : "decode")
-                                                        : what),
-                             JSON_ENCODE_ANY);
+        const char *key = strncmp(what, "decode", 6) != 0 ? what
+                          : strstr(what, "skip")           ? "decode_skip"
+                                                           : "decode";
+        char *s = json_dumps(json_object_get(c, key), JSON_ENCODE_ANY);
         printf("    hf %s: %s\n", what, s);
         free(s);
         if (strcmp(what, "tokens") == 0 || strcmp(what, "offsets") == 0) {
