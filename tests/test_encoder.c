@@ -814,6 +814,11 @@ static void test_batch_reports_the_first_failing_line(void **state)
     assert_int_equal(err.line, 151);
     assert_int_equal(err.offset, 4);
     assert_null(b.ids);
+    /* An empty batch is fine. */
+    assert_int_equal(lipi_encode_batch(two, 2, texts, 0, NULL, 0, &b, &err), LIPI_OK);
+    assert_int_equal(b.n, 0);
+    assert_int_equal(b.start[0], 0);
+    lipi_batch_free(&b);
     lipi_session_free(two[1]);
     kit_free(&k);
 }
