@@ -57,5 +57,7 @@ extern const cli_command cmd_normalize;
 extern const cli_command cmd_pretokenize;
 extern const cli_command cmd_count;
 extern const cli_command cmd_train;
+extern const cli_command cmd_encode;
+extern const cli_command cmd_decode;
 
 #endif

@@ -9,6 +9,8 @@
 static const cli_command *const commands[] = {
     &cmd_normalize,
     &cmd_pretokenize,
+    &cmd_encode,
+    &cmd_decode,
     &cmd_count,
     &cmd_train,
 };
