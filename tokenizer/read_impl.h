@@ -1,0 +1,172 @@
+/* Internal: what the readers of other formats share (read_build.c).
+ * Never included by a public header.
+ *
+ * Every reader works the same way: it parses its format into token strings
+ * (plus scores or merges), builds the other parts of the tokenizer as the
+ * Hugging Face JSON that Hugging Face's own converters write for that
+ * format, and hands both to lipi_rd_assemble. The JSON goes through the
+ * tokenizer.json loader, so a read tokenizer is exactly the tokenizer that
+ * loading the converted tokenizer.json would give, and saving it writes
+ * that file. Only the model (the bulk: up to 200k tokens and merges) is
+ * built directly, because going through JSON text would cost most of the
+ * load time. */
+#ifndef LIPI_READ_IMPL_H
+#define LIPI_READ_IMPL_H
+
+#include "tokenizer/tokenizer_impl.h"
+
+/* Largest file a reader takes whole into memory (vocabularies, .model,
+ * .tiktoken). GGUF files are mapped, not read, and have no such limit. */
+#define LIPI_READ_MAX ((size_t)1 << 30)
+
+/* ------------------------------------------------------------------------ */
+/* The GPT-2 byte alphabet                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* GPT-2's bytes_to_unicode: byte b stands for the code point cp[b], whose
+ * UTF-8 form is utf8[b][0 .. len[b]). Printable Latin-1 bytes stand for
+ * themselves; the other 68 take U+0100.. in byte order ("Ġ" is the space). */
+typedef struct {
+    uint16_t cp[256];
+    char utf8[256][2];
+    uint8_t len[256];
+} lipi_rd_bytemap;
+
+void lipi_rd_bytemap_init(lipi_rd_bytemap *m);
+
+/* Appends the byte-alphabet form of s[0..n) to out. */
+lipi_status lipi_rd_bytes_to_alphabet(const lipi_rd_bytemap *m, const uint8_t *s, size_t n,
+                                      lipi_buf *out);
+
+/* Standard padded base64 of s[0..n), appended to out. */
+lipi_status lipi_rd_base64_encode(const uint8_t *s, size_t n, lipi_buf *out);
+
+/* Decodes padded base64 s[0..n) into out (room for n / 4 * 3 bytes). On
+ * text that is not canonical padded base64, returns false with *bad the
+ * offset of the first wrong character (n when the length is wrong). */
+bool lipi_rd_base64_decode(const char *s, size_t n, uint8_t *out, size_t *out_len, size_t *bad);
+
+/* ------------------------------------------------------------------------ */
+/* Assembling a tokenizer                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* A model as arrays the caller owns (nothing is stolen). tok[i] is the token
+ * of id i; tok[i].s == NULL leaves id i without a model token. */
+typedef struct {
+    lipi_model_type type;
+    lipi_model_options opt;
+    const lipi_strref *tok;
+    size_t n;
+    const double *scores;           /* Unigram: n scores */
+    const uint32_t (*merges)[2];    /* BPE: n_merges pairs of ids, by rank */
+    size_t n_merges;
+    const char *unk_token;          /* BPE / WordPiece: NULL for none */
+    size_t unk_len;
+    bool prefix_null, suffix_null;  /* BPE: write the affix as null, not "" */
+} lipi_rd_model;
+
+/* Builds the tokenizer from `doc`, a tokenizer.json object without its
+ * "model" (normalizer, pre_tokenizer, post_processor, decoder,
+ * added_tokens; stolen, freed even on error), and the model `m`. `name`
+ * (the file read) goes into err->path. Errors: a repeated token or a merge
+ * whose parts or join are not tokens is LIPI_EFORMAT naming them (the
+ * readers check their input first, so this means a malformed file);
+ * LIPI_ENOMEM. */
+lipi_status lipi_rd_assemble(const char *name, json_t *doc, const lipi_rd_model *m,
+                             lipi_tokenizer **out, lipi_error *err);
+
+/* JSON pieces, NULL on allocation failure (or, for strings, bytes that are
+ * not UTF-8: callers check their text first). The json_t * arguments are
+ * stolen. */
+json_t *lipi_rd_str(const char *s, size_t len);
+json_t *lipi_rd_type(const char *type);                 /* {"type": type} */
+json_t *lipi_rd_sequence(const char *key, json_t *arr); /* {"type":"Sequence", key: arr} */
+json_t *lipi_rd_replace(bool regex, const char *pattern, const char *content);
+json_t *lipi_rd_split(const char *regex, const char *behavior);
+json_t *lipi_rd_bytelevel(bool add_prefix_space, bool trim_offsets, bool use_regex);
+
+/* One element of a TemplateProcessing template: a special token (by its
+ * string) or an input sequence (special == NULL; seq 0 = $A, 1 = $B). */
+typedef struct {
+    const char *special;
+    uint32_t special_id;
+    int seq;
+    uint32_t type_id;
+} lipi_rd_piece;
+
+/* {"type":"TemplateProcessing", ...} for the given single and pair
+ * templates; every special token used must name its id. */
+json_t *lipi_rd_template(const lipi_rd_piece *single, size_t n_single,
+                         const lipi_rd_piece *pair, size_t n_pair);
+
+/* Appends an added token {"id", "content", ...} to the array `arr`. */
+lipi_status lipi_rd_add_token(json_t *arr, uint32_t id, const char *s, size_t len,
+                              bool special, bool normalized);
+
+/* ------------------------------------------------------------------------ */
+/* SentencePiece-style vocabularies (.model files and GGUF llama / t5)       */
+/* ------------------------------------------------------------------------ */
+
+/* SentencePiece piece types, as numbered in sentencepiece_model.proto (and
+ * in GGUF's tokenizer.ggml.token_type). */
+enum {
+    LIPI_SPM_NORMAL = 1,
+    LIPI_SPM_UNKNOWN = 2,
+    LIPI_SPM_CONTROL = 3,
+    LIPI_SPM_USER_DEFINED = 4,
+    LIPI_SPM_UNUSED = 5,
+    LIPI_SPM_BYTE = 6,
+};
+
+typedef struct {
+    lipi_strref piece;
+    float score;
+    int type;
+} lipi_rd_piece_spm;
+
+/* Everything of a SentencePiece model that decides its ids. */
+typedef struct {
+    const lipi_rd_piece_spm *pieces;
+    size_t n;
+    bool bpe;                       /* false: Unigram */
+    bool byte_fallback;
+    int64_t unk_id, bos_id, eos_id; /* -1: none */
+    const uint8_t *charsmap;        /* precompiled_charsmap, may be empty */
+    size_t charsmap_len;
+    bool add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
+    bool treat_whitespace_as_suffix;
+    bool add_bos, add_eos;          /* post-processor (GGUF metadata) */
+    bool legacy_llama;              /* GGUF llama: Hugging Face's LlamaConverter shape */
+} lipi_rd_spm;
+
+/* Builds the tokenizer that gives SentencePiece's ids for `spec` (see
+ * read_spm.c for how each setting maps to Hugging Face parts). */
+lipi_status lipi_rd_spm_build(const char *name, const lipi_rd_spm *spec, lipi_tokenizer **out,
+                              lipi_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* WordPiece and byte-level BPE (vocab.txt, vocab.json + merges.txt, GGUF)    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    bool lowercase;
+    bool strip_accents_set;      /* false: null, i.e. follow lowercase */
+    bool strip_accents;
+    bool tokenize_chinese_chars;
+    /* Special tokens; NULL: the BERT default ("[UNK]", "[CLS]", ...). */
+    const char *unk, *sep, *pad, *cls, *mask;
+} lipi_rd_bert;
+
+/* BERT WordPiece over tokens tok[0..n) (holes allowed), as Hugging Face's
+ * BertConverter builds it. Special tokens missing from the vocabulary get
+ * the next free ids, as Hugging Face's added tokens do. */
+lipi_status lipi_rd_bert_build(const char *name, const lipi_strref *tok, size_t n,
+                               const lipi_rd_bert *spec, lipi_tokenizer **out, lipi_error *err);
+
+/* Parses a Hugging Face BERT tokenizer_config.json (text) into *spec
+ * (fields present override; strings point into *keep, a JSON value the
+ * caller frees with json_decref). */
+lipi_status lipi_rd_bert_config(const char *text, size_t len, const char *name,
+                                lipi_rd_bert *spec, json_t **keep, lipi_error *err);
+
+#endif
