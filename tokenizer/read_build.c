@@ -125,16 +125,29 @@ json_t *lipi_rd_template(const lipi_rd_piece *single, size_t n_single,
     return out;
 }
 
-lipi_status lipi_rd_add_token(json_t *arr, uint32_t id, const char *s, size_t len, bool special,
-                              bool normalized)
+lipi_status lipi_rd_added_push(lipi_rd_added *l, uint32_t id, const char *s, size_t len,
+                               bool special, bool normalized)
 {
-    json_t *content = json_stringn(s, len);
-    json_t *tok = json_pack("{s:I, s:o, s:b, s:b, s:b, s:b, s:b}", "id", (json_int_t)id,
-                            "content", content, "single_word", 0, "lstrip", 0, "rstrip", 0,
-                            "normalized", normalized, "special", special);
-    if (!tok || json_array_append_new(arr, tok) != 0)
+    lipi_status st = LIPI_OK;
+    char *c = lipi_strndup(s, len);
+    if (!c)
         return LIPI_ENOMEM;
+    st = lipi_grow((void **)&l->a, &l->cap, l->n + 1, sizeof *l->a);
+    if (st != LIPI_OK) {
+        lipi_free(c);
+        return st;
+    }
+    l->a[l->n++] = (lipi_added_token){.content = c, .len = len, .id = id, .special = special,
+                                      .normalized = normalized};
     return LIPI_OK;
+}
+
+void lipi_rd_added_free(lipi_rd_added *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        lipi_free(l->a[i].content);
+    lipi_free(l->a);
+    memset(l, 0, sizeof *l);
 }
 
 /* ======================================================================== */
@@ -219,7 +232,7 @@ static lipi_status build_model(const char *name, const lipi_rd_model *rm, lipi_m
 }
 
 lipi_status lipi_rd_assemble(const char *name, json_t *doc, const lipi_rd_model *rm,
-                             lipi_tokenizer **out, lipi_error *err)
+                             lipi_rd_added *added, lipi_tokenizer **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     char *text = NULL;
@@ -248,14 +261,25 @@ lipi_status lipi_rd_assemble(const char *name, json_t *doc, const lipi_rd_model 
     TRY(lipi_tokenizer_load_json(text, len, name, &t, err));
     TRY(build_model(name, rm, &m, err));
     st = lipi_tokenizer_install_model(t, &m, err);
+    if (st == LIPI_OK && added) {
+        /* set_added steals the array whatever it returns. */
+        st = lipi_tokenizer_set_added(t, added->a, added->n, err);
+        memset(added, 0, sizeof *added);
+    }
     if (st != LIPI_OK) {
-        if (err)
+        if (st == LIPI_EINVAL)
+            st = LIPI_EFORMAT;
+        if (err) {
+            err->code = st;
             snprintf(err->path, sizeof err->path, "%s", name ? name : "");
+        }
         goto done;
     }
     *out = t;
     t = NULL;
 done:
+    if (added)
+        lipi_rd_added_free(added);
     lipi_model_clear(&m);
     lipi_tokenizer_free(t);
     lipi_free(text);

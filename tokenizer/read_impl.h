@@ -65,15 +65,28 @@ typedef struct {
     bool prefix_null, suffix_null;  /* BPE: write the affix as null, not "" */
 } lipi_rd_model;
 
-/* Builds the tokenizer from `doc`, a tokenizer.json object without its
- * "model" (normalizer, pre_tokenizer, post_processor, decoder,
- * added_tokens; stolen, freed even on error), and the model `m`. `name`
- * (the file read) goes into err->path. Errors: a repeated token or a merge
- * whose parts or join are not tokens is LIPI_EFORMAT naming them (the
- * readers check their input first, so this means a malformed file);
- * LIPI_ENOMEM. */
+/* Added tokens under construction (contents owned). */
+typedef struct {
+    lipi_added_token *a;
+    size_t n, cap;
+} lipi_rd_added;
+
+/* Appends a copy of s[0..len) as an added token; LIPI_ENOMEM. */
+lipi_status lipi_rd_added_push(lipi_rd_added *l, uint32_t id, const char *s, size_t len,
+                               bool special, bool normalized);
+void lipi_rd_added_free(lipi_rd_added *l);
+
+/* Builds the tokenizer from `doc`, a tokenizer.json object holding only
+ * normalizer, pre_tokenizer, post_processor and decoder (stolen, freed even
+ * on error), the model `m` and the added tokens (stolen, emptied even on
+ * error). Added tokens are not in the JSON because the loader bounds their
+ * ids by the model it has then, a placeholder. `name` (the file read) goes
+ * into err->path. Errors: a repeated token, a merge whose parts or join
+ * are not tokens, or an added token at odds with the model is LIPI_EFORMAT
+ * naming them (the readers check their input first, so this means a
+ * malformed file); LIPI_ENOMEM. */
 lipi_status lipi_rd_assemble(const char *name, json_t *doc, const lipi_rd_model *m,
-                             lipi_tokenizer **out, lipi_error *err);
+                             lipi_rd_added *added, lipi_tokenizer **out, lipi_error *err);
 
 /* JSON pieces, NULL on allocation failure (or, for strings, bytes that are
  * not UTF-8: callers check their text first). The json_t * arguments are
@@ -98,10 +111,6 @@ typedef struct {
  * templates; every special token used must name its id. */
 json_t *lipi_rd_template(const lipi_rd_piece *single, size_t n_single,
                          const lipi_rd_piece *pair, size_t n_pair);
-
-/* Appends an added token {"id", "content", ...} to the array `arr`. */
-lipi_status lipi_rd_add_token(json_t *arr, uint32_t id, const char *s, size_t len,
-                              bool special, bool normalized);
 
 /* ------------------------------------------------------------------------ */
 /* SentencePiece-style vocabularies (.model files and GGUF llama / t5)       */
@@ -143,6 +152,16 @@ typedef struct {
  * read_spm.c for how each setting maps to Hugging Face parts). */
 lipi_status lipi_rd_spm_build(const char *name, const lipi_rd_spm *spec, lipi_tokenizer **out,
                               lipi_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* tiktoken                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The published split pattern and special tokens of the encoding called
+ * name[0..len) ("cl100k_base", "o200k_base", "p50k_base", "r50k_base");
+ * false for other names. */
+bool lipi_rd_tiktoken_builtin(const char *name, size_t len, const char **pattern,
+                              const lipi_special_token **special, size_t *n_special);
 
 /* ------------------------------------------------------------------------ */
 /* WordPiece and byte-level BPE (vocab.txt, vocab.json + merges.txt, GGUF)    */

@@ -678,7 +678,8 @@ lipi_status lipi_rd_spm_build(const char *name, const lipi_rd_spm *spec, lipi_to
     double *scores = NULL;
     uint32_t(*merges)[2] = NULL;
     size_t n_merges = 0;
-    json_t *doc = NULL, *added = NULL;
+    json_t *doc = NULL;
+    lipi_rd_added added = {0};
     bool has_user = false, metaspace_first, split;
     int64_t unk_id = -1;
     lipi_rd_model rm = {0};
@@ -719,23 +720,15 @@ lipi_status lipi_rd_spm_build(const char *name, const lipi_rd_spm *spec, lipi_to
                       !spec->legacy_llama;
     split = spec->escape_whitespaces && can_split(spec);
 
-    doc = json_object();
-    added = json_array();
-    if (!doc || !added) {
-        st = LIPI_ENOMEM;
-        goto done;
-    }
     for (size_t i = 0; i < spec->n; i++) {
         int type = spec->pieces[i].type;
         if (type == LIPI_SPM_UNKNOWN || type == LIPI_SPM_CONTROL || type == LIPI_SPM_USER_DEFINED)
-            TRY(lipi_rd_add_token(added, (uint32_t)i, tok[i].s, tok[i].len,
-                                  type != LIPI_SPM_USER_DEFINED, false));
+            TRY(lipi_rd_added_push(&added, (uint32_t)i, tok[i].s, tok[i].len,
+                                   type != LIPI_SPM_USER_DEFINED, false));
     }
     /* Each json_object_set_new consumes its value even when it fails. */
-    json_t *a = added;
-    added = NULL;
-    if (json_object_set_new(doc, "added_tokens", a) != 0 ||
-        json_object_set_new(doc, "pre_tokenizer", spm_pre(metaspace_first, split)) != 0 ||
+    doc = json_object();
+    if (!doc || json_object_set_new(doc, "pre_tokenizer", spm_pre(metaspace_first, split)) != 0 ||
         json_object_set_new(doc, "normalizer", spm_normalizer(spec, metaspace_first)) != 0 ||
         json_object_set_new(doc, "post_processor", spm_post(spec, tok)) != 0 ||
         json_object_set_new(doc, "decoder", spm_decoder(spec)) != 0) {
@@ -763,13 +756,13 @@ lipi_status lipi_rd_spm_build(const char *name, const lipi_rd_spm *spec, lipi_to
         rm.scores = scores;
     }
     rm.opt.unk_id = unk_id;
-    st = lipi_rd_assemble(name, doc, &rm, out, err);
+    st = lipi_rd_assemble(name, doc, &rm, &added, out, err);
     doc = NULL;
 done:
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, st, name, 0, 0, "out of memory");
     json_decref(doc);
-    json_decref(added);
+    lipi_rd_added_free(&added);
     lipi_free(tok);
     lipi_free(scores);
     lipi_free(merges);
