@@ -136,7 +136,7 @@ static lipi_status read_meta(const char *path, const char *text, size_t len, jso
     const json_t *pat, *sp;
     *meta = json_loadb(text, len, 0, &je);
     if (!*meta)
-        return json_error_code(&je) == json_error_out_of_memory
+        return lipi_rd_json_oom(&je)
                    ? oom(path, err)
                    : lipi_error_set(err, LIPI_EFORMAT, path, je.line > 0 ? (size_t)je.line : 0,
                                     je.column > 0 ? (size_t)je.column : 0, "invalid JSON: %s",

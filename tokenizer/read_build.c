@@ -3,6 +3,8 @@
  * document plus a model built from arrays (see read_impl.h). */
 #include "tokenizer/read_impl.h"
 
+#include "tokenizer/json_impl.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -81,50 +83,6 @@ json_t *lipi_rd_bytelevel(bool add_prefix_space, bool trim_offsets, bool use_reg
                      add_prefix_space, "trim_offsets", trim_offsets, "use_regex", use_regex);
 }
 
-/* Appends the template pieces to `arr` and the special tokens they use to
- * `specials` ({"name": {"id", "ids", "tokens"}}). false on allocation
- * failure. */
-static bool template_fill(json_t *arr, json_t *specials, const lipi_rd_piece *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        json_t *item;
-        if (p[i].special) {
-            item = json_pack("{s:{s:s, s:I}}", "SpecialToken", "id", p[i].special, "type_id",
-                             (json_int_t)p[i].type_id);
-            if (!json_object_get(specials, p[i].special)) {
-                json_t *sp = json_pack("{s:s, s:[I], s:[s]}", "id", p[i].special, "ids",
-                                       (json_int_t)p[i].special_id, "tokens", p[i].special);
-                if (json_object_set_new(specials, p[i].special, sp) != 0) {
-                    json_decref(item);
-                    return false;
-                }
-            }
-        } else {
-            item = json_pack("{s:{s:s, s:I}}", "Sequence", "id", p[i].seq ? "B" : "A", "type_id",
-                             (json_int_t)p[i].type_id);
-        }
-        if (json_array_append_new(arr, item) != 0)
-            return false;
-    }
-    return true;
-}
-
-json_t *lipi_rd_template(const lipi_rd_piece *single, size_t n_single,
-                         const lipi_rd_piece *pair, size_t n_pair)
-{
-    json_t *s = json_array(), *p = json_array(), *sp = json_object();
-    json_t *out = NULL;
-    if (s && p && sp && template_fill(s, sp, single, n_single) &&
-        template_fill(p, sp, pair, n_pair)) {
-        out = json_pack("{s:s, s:O, s:O, s:O}", "type", "TemplateProcessing", "single", s, "pair",
-                        p, "special_tokens", sp);
-    }
-    json_decref(s);
-    json_decref(p);
-    json_decref(sp);
-    return out;
-}
-
 lipi_status lipi_rd_added_push(lipi_rd_added *l, uint32_t id, const char *s, size_t len,
                                bool special, bool normalized)
 {
@@ -148,6 +106,245 @@ void lipi_rd_added_free(lipi_rd_added *l)
         lipi_free(l->a[i].content);
     lipi_free(l->a);
     memset(l, 0, sizeof *l);
+}
+
+/* ======================================================================== */
+/* Post-processors and decoders                                              */
+/* ======================================================================== */
+/* Built as structs, not parsed from JSON: jansson's parser mishandles its
+ * own allocation failures, and readers must fail cleanly on every one. */
+
+static bool own(lipi_ownstr *o, const char *s)
+{
+    o->len = strlen(s);
+    o->s = lipi_strndup(s, o->len);
+    return o->s != NULL;
+}
+
+lipi_post_processor *lipi_rd_post_bytelevel(void)
+{
+    lipi_post_processor *p = lipi_calloc(1, sizeof *p);
+    if (p) {
+        p->type = LIPI_POST_BYTELEVEL;
+        p->add_prefix_space = true;
+        p->trim_offsets = false;
+        p->use_regex = true;
+    }
+    return p;
+}
+
+lipi_post_processor *lipi_rd_post_roberta(const char *sep, uint32_t sep_id, const char *cls,
+                                          uint32_t cls_id, bool add_prefix_space)
+{
+    lipi_post_processor *p = lipi_calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->type = LIPI_POST_ROBERTA;
+    p->trim_offsets = true;
+    p->add_prefix_space = add_prefix_space;
+    p->sep = (lipi_post_token){lipi_strndup(sep, strlen(sep)), strlen(sep), sep_id};
+    p->cls = (lipi_post_token){lipi_strndup(cls, strlen(cls)), strlen(cls), cls_id};
+    if (!p->sep.token || !p->cls.token) {
+        lipi_post_processor_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static int special_name_cmp(const void *a, const void *b)
+{
+    const lipi_template_special *x = a, *y = b;
+    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int r = memcmp(x->name, y->name, n);
+    return r ? r : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+}
+
+/* Index of special token `name` in p->special, adding it when new. */
+static bool template_special(lipi_post_processor *p, const lipi_rd_piece *pc, size_t *idx)
+{
+    size_t len = strlen(pc->special);
+    for (size_t i = 0; i < p->n_special; i++) {
+        if (p->special[i].name_len == len && memcmp(p->special[i].name, pc->special, len) == 0) {
+            *idx = i;
+            return true;
+        }
+    }
+    lipi_template_special *sp = &p->special[p->n_special];
+    sp->name = lipi_strndup(pc->special, len);
+    sp->ids = lipi_calloc(1, sizeof *sp->ids);
+    sp->tokens = lipi_calloc(1, sizeof *sp->tokens);
+    sp->token_lens = lipi_calloc(1, sizeof *sp->token_lens);
+    *idx = p->n_special++;
+    if (!sp->name || !sp->ids || !sp->tokens || !sp->token_lens)
+        return false;
+    sp->name_len = len;
+    sp->tokens[0] = lipi_strndup(pc->special, len);
+    if (!sp->tokens[0])
+        return false;
+    sp->n = 1;
+    sp->ids[0] = pc->special_id;
+    sp->token_lens[0] = len;
+    return true;
+}
+
+static bool template_fill(lipi_post_processor *p, const lipi_rd_piece *pc, size_t n,
+                          lipi_template_piece **out, size_t *n_out)
+{
+    *out = lipi_calloc(n ? n : 1, sizeof **out);
+    if (!*out)
+        return false;
+    *n_out = n;
+    for (size_t i = 0; i < n; i++) {
+        lipi_template_piece *t = &(*out)[i];
+        t->type_id = pc[i].type_id;
+        if (pc[i].special) {
+            t->is_special = true;
+            if (!template_special(p, &pc[i], &t->special))
+                return false;
+        } else {
+            t->seq = (uint8_t)(pc[i].seq != 0);
+        }
+    }
+    return true;
+}
+
+lipi_post_processor *lipi_rd_post_template(const lipi_rd_piece *single, size_t n_single,
+                                           const lipi_rd_piece *pair, size_t n_pair)
+{
+    lipi_post_processor *p = lipi_calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->type = LIPI_POST_TEMPLATE;
+    p->special = lipi_calloc(n_single + n_pair + 1, sizeof *p->special);
+    if (!p->special || !template_fill(p, single, n_single, &p->single, &p->n_single) ||
+        !template_fill(p, pair, n_pair, &p->pair, &p->n_pair)) {
+        lipi_post_processor_free(p);
+        return NULL;
+    }
+    /* The special tokens are kept sorted by name, as the loader keeps
+     * them; the pieces refer to them by index, so remap after sorting.
+     * Readers use at most a BOS / CLS and an EOS / SEP token. */
+    size_t order[8];
+    size_t n = p->n_special;
+    LIPI_ASSERT(n <= 8);
+    lipi_template_special sorted[8];
+    memcpy(sorted, p->special, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, special_name_cmp);
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < n; k++)
+            if (sorted[k].name == p->special[i].name)
+                order[i] = k;
+    for (size_t i = 0; i < p->n_single; i++)
+        if (p->single[i].is_special)
+            p->single[i].special = order[p->single[i].special];
+    for (size_t i = 0; i < p->n_pair; i++)
+        if (p->pair[i].is_special)
+            p->pair[i].special = order[p->pair[i].special];
+    memcpy(p->special, sorted, n * sizeof *sorted);
+    return p;
+}
+
+lipi_status lipi_rd_post_bos_eos(const lipi_strref *bos, uint32_t bos_id,
+                                 const lipi_strref *eos, uint32_t eos_id,
+                                 lipi_post_processor **out)
+{
+    char *bs = bos ? lipi_strndup(bos->s, bos->len) : NULL;
+    char *es = eos ? lipi_strndup(eos->s, eos->len) : NULL;
+    lipi_rd_piece single[3], pair[6];
+    size_t ns = 0, np = 0;
+    *out = NULL;
+    if ((bos && !bs) || (eos && !es))
+        goto done;
+    if (bos)
+        single[ns++] = (lipi_rd_piece){bs, bos_id, 0, 0};
+    single[ns++] = (lipi_rd_piece){NULL, 0, 0, 0};
+    if (eos)
+        single[ns++] = (lipi_rd_piece){es, eos_id, 0, 0};
+    memcpy(pair, single, ns * sizeof *single);
+    np = ns;
+    if (bos)
+        pair[np++] = (lipi_rd_piece){bs, bos_id, 0, 1};
+    pair[np++] = (lipi_rd_piece){NULL, 0, 1, 1};
+    if (eos)
+        pair[np++] = (lipi_rd_piece){es, eos_id, 0, 1};
+    *out = lipi_rd_post_template(single, ns, pair, np);
+done:
+    lipi_free(bs);
+    lipi_free(es);
+    return *out ? LIPI_OK : LIPI_ENOMEM;
+}
+
+lipi_decoder *lipi_rd_dec_bytelevel(void)
+{
+    lipi_decoder *d = lipi_calloc(1, sizeof *d);
+    if (d) {
+        d->type = LIPI_DEC_BYTELEVEL;
+        d->bytelevel.add_prefix_space = d->bytelevel.trim_offsets = d->bytelevel.use_regex = true;
+    }
+    return d;
+}
+
+lipi_decoder *lipi_rd_dec_wordpiece(void)
+{
+    lipi_decoder *d = lipi_calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->type = LIPI_DEC_WORDPIECE;
+    d->wordpiece.cleanup = true;
+    if (!own(&d->wordpiece.prefix, "##")) {
+        lipi_decoder_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+lipi_decoder *lipi_rd_dec_metaspace(lipi_prepend_scheme scheme)
+{
+    lipi_decoder *d = lipi_calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->type = LIPI_DEC_METASPACE;
+    d->metaspace.prepend_scheme = scheme;
+    d->metaspace.split = true;
+    if (!own(&d->metaspace.replacement, "\xe2\x96\x81")) {
+        lipi_decoder_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+lipi_decoder *lipi_rd_dec_spm_bytes(bool meta_to_space, bool strip_first_space)
+{
+    lipi_decoder *d = lipi_calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->type = LIPI_DEC_SEQUENCE;
+    d->sequence.items = lipi_calloc(4, sizeof *d->sequence.items);
+    if (!d->sequence.items)
+        goto oom;
+    lipi_decoder *it = d->sequence.items;
+    size_t n = 0;
+    if (meta_to_space) {
+        it[n].type = LIPI_DEC_REPLACE;
+        d->sequence.n_items = ++n;
+        if (!own(&it[n - 1].replace.pattern, "\xe2\x96\x81") ||
+            !own(&it[n - 1].replace.content, " "))
+            goto oom;
+    }
+    it[n++].type = LIPI_DEC_BYTEFALLBACK;
+    it[n++].type = LIPI_DEC_FUSE;
+    d->sequence.n_items = n;
+    if (strip_first_space) {
+        it[n].type = LIPI_DEC_STRIP;
+        it[n].strip.start = 1;
+        d->sequence.n_items = ++n;
+        if (!own(&it[n - 1].strip.content, " "))
+            goto oom;
+    }
+    return d;
+oom:
+    lipi_decoder_free(d);
+    return NULL;
 }
 
 /* ======================================================================== */
@@ -231,34 +428,36 @@ static lipi_status build_model(const char *name, const lipi_rd_model *rm, lipi_m
     return LIPI_OK;
 }
 
-lipi_status lipi_rd_assemble(const char *name, json_t *doc, const lipi_rd_model *rm,
-                             lipi_rd_added *added, lipi_tokenizer **out, lipi_error *err)
+lipi_status lipi_rd_assemble(const char *name, json_t *doc, lipi_post_processor *post,
+                             lipi_decoder *dec, const lipi_rd_model *rm, lipi_rd_added *added,
+                             lipi_tokenizer **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    char *text = NULL;
-    size_t len = 0;
     lipi_tokenizer *t = NULL;
     lipi_model m = {0};
 
     m.opt.unk_id = -1;
     *out = NULL;
-    /* The loader needs some model; the real one replaces it below. */
-    if (!doc || json_object_set_new(doc, "version", json_string("1.0")) != 0 ||
-        json_object_set_new(doc, "model",
-                            json_pack("{s:s, s:{}, s:s}", "type", "WordLevel", "vocab",
-                                      "unk_token", "<unk>")) != 0) {
+    if (!doc || lipi_tokenizer_new(&t) != LIPI_OK) {
         st = oom(name, err);
         goto done;
     }
-    /* Dumped into a lipi buffer, so that lipi_free owns it whatever
-     * allocator jansson was given. */
-    len = json_dumpb(doc, NULL, 0, JSON_COMPACT);
-    text = len ? lipi_malloc(len) : NULL;
-    if (!text || json_dumpb(doc, text, len, JSON_COMPACT) != len) {
-        st = oom(name, err);
-        goto done;
+    const json_t *v = json_object_get(doc, "normalizer");
+    if (v && !json_is_null(v)) {
+        lipi_normalizer *n = NULL;
+        TRY(lipi_normalizer_from_json(v, "normalizer", &n, err));
+        TRY(lipi_tokenizer_take_normalizer(t, n));
     }
-    TRY(lipi_tokenizer_load_json(text, len, name, &t, err));
+    v = json_object_get(doc, "pre_tokenizer");
+    if (v && !json_is_null(v)) {
+        lipi_pretokenizer *p = NULL;
+        TRY(lipi_pretokenizer_from_json(v, "pre_tokenizer", &p, err));
+        TRY(lipi_tokenizer_take_pretokenizer(t, p));
+    }
+    t->post = post;
+    t->decoder = dec;
+    post = NULL;
+    dec = NULL;
     TRY(build_model(name, rm, &m, err));
     st = lipi_tokenizer_install_model(t, &m, err);
     if (st == LIPI_OK && added) {
@@ -282,8 +481,11 @@ done:
         lipi_rd_added_free(added);
     lipi_model_clear(&m);
     lipi_tokenizer_free(t);
-    lipi_free(text);
+    lipi_post_processor_free(post);
+    lipi_decoder_free(dec);
     json_decref(doc);
+    if (st != LIPI_OK && err && !err->path[0])
+        snprintf(err->path, sizeof err->path, "%s", name ? name : "");
     return st;
 }
 

@@ -725,6 +725,8 @@ static lipi_status build_gpt2(gg *g, const gg_vocab *v, const lipi_open_options 
     lipi_strmap map = {0};
     lipi_rd_added added = {0};
     json_t *doc = NULL;
+    lipi_post_processor *post = NULL;
+    lipi_decoder *dec = NULL;
     const char *pre = NULL;
     size_t pre_len = 0;
     const gg_pre *p = NULL;
@@ -794,41 +796,19 @@ static lipi_status build_gpt2(gg *g, const gg_vocab *v, const lipi_open_options 
                                    t != LIPI_SPM_USER_DEFINED, false));
     }
 
-    doc = json_object();
-    if (!doc)
-        goto oom;
-    json_t *post;
     add_bos = add_bos && bos >= 0;
     add_eos = add_eos && eos >= 0;
-    if (add_bos || add_eos) {
-        char *bs = add_bos ? lipi_strndup(v->tok[bos].s, v->tok[bos].len) : NULL;
-        char *es = add_eos ? lipi_strndup(v->tok[eos].s, v->tok[eos].len) : NULL;
-        lipi_rd_piece single[3], pair[6];
-        size_t ns = 0, np = 0;
-        if (add_bos)
-            single[ns++] = (lipi_rd_piece){bs, (uint32_t)bos, 0, 0};
-        single[ns++] = (lipi_rd_piece){NULL, 0, 0, 0};
-        if (add_eos)
-            single[ns++] = (lipi_rd_piece){es, (uint32_t)eos, 0, 0};
-        memcpy(pair, single, ns * sizeof *single);
-        np = ns;
-        if (add_bos)
-            pair[np++] = (lipi_rd_piece){bs, (uint32_t)bos, 0, 1};
-        pair[np++] = (lipi_rd_piece){NULL, 0, 1, 1};
-        if (add_eos)
-            pair[np++] = (lipi_rd_piece){es, (uint32_t)eos, 0, 1};
-        post = ((add_bos && !bs) || (add_eos && !es)) ? NULL
-                                                       : lipi_rd_template(single, ns, pair, np);
-        lipi_free(bs);
-        lipi_free(es);
-    } else {
-        post = lipi_rd_bytelevel(true, false, true);
-    }
-    if (json_object_set_new(doc, "post_processor", post) != 0 ||
+    if (add_bos || add_eos)
+        TRY(lipi_rd_post_bos_eos(add_bos ? &v->tok[bos] : NULL, (uint32_t)bos,
+                                 add_eos ? &v->tok[eos] : NULL, (uint32_t)eos, &post));
+    else if (!(post = lipi_rd_post_bytelevel()))
+        goto oom;
+    doc = json_object();
+    dec = lipi_rd_dec_bytelevel();
+    if (!doc || !dec ||
         json_object_set_new(doc, "normalizer",
                             p && p->nfc && !pattern ? lipi_rd_type("NFC") : json_null()) != 0 ||
-        json_object_set_new(doc, "pre_tokenizer", gpt2_pre(p, pattern)) != 0 ||
-        json_object_set_new(doc, "decoder", lipi_rd_bytelevel(true, true, true)) != 0)
+        json_object_set_new(doc, "pre_tokenizer", gpt2_pre(p, pattern)) != 0)
         goto oom;
 
     rm.type = LIPI_MODEL_BPE;
@@ -839,13 +819,17 @@ static lipi_status build_gpt2(gg *g, const gg_vocab *v, const lipi_open_options 
     rm.n = v->n;
     rm.merges = (const uint32_t(*)[2])merges;
     rm.n_merges = n_ms;
-    st = lipi_rd_assemble(g->name, doc, &rm, &added, out, g->err);
+    st = lipi_rd_assemble(g->name, doc, post, dec, &rm, &added, out, g->err);
     doc = NULL;
+    post = NULL;
+    dec = NULL;
     goto done;
 oom:
     st = lipi_error_set(g->err, LIPI_ENOMEM, g->name, 0, 0, "out of memory");
 done:
     json_decref(doc);
+    lipi_post_processor_free(post);
+    lipi_decoder_free(dec);
     lipi_free(ms);
     lipi_free(merges);
     lipi_strmap_free(&map);

@@ -76,17 +76,26 @@ lipi_status lipi_rd_added_push(lipi_rd_added *l, uint32_t id, const char *s, siz
                                bool special, bool normalized);
 void lipi_rd_added_free(lipi_rd_added *l);
 
-/* Builds the tokenizer from `doc`, a tokenizer.json object holding only
- * normalizer, pre_tokenizer, post_processor and decoder (stolen, freed even
- * on error), the model `m` and the added tokens (stolen, emptied even on
- * error). Added tokens are not in the JSON because the loader bounds their
- * ids by the model it has then, a placeholder. `name` (the file read) goes
- * into err->path. Errors: a repeated token, a merge whose parts or join
- * are not tokens, or an added token at odds with the model is LIPI_EFORMAT
- * naming them (the readers check their input first, so this means a
- * malformed file); LIPI_ENOMEM. */
-lipi_status lipi_rd_assemble(const char *name, json_t *doc, const lipi_rd_model *m,
-                             lipi_rd_added *added, lipi_tokenizer **out, lipi_error *err);
+/* Builds the tokenizer from `doc`, a tokenizer.json object holding the
+ * "normalizer" and "pre_tokenizer" sections (either may be missing or
+ * null), the post-processor and decoder (NULL: none), the model `m` and
+ * the added tokens. doc, post, dec and the added tokens are stolen (freed,
+ * or emptied, even on error). `name` (the file read) goes into err->path.
+ * Errors: a repeated token, a merge whose parts or join are not tokens, or
+ * an added token at odds with the model is LIPI_EFORMAT naming them (the
+ * readers check their input first, so this means a malformed file); a bad
+ * section is what its from_json function says; LIPI_ENOMEM. */
+lipi_status lipi_rd_assemble(const char *name, json_t *doc, lipi_post_processor *post,
+                             lipi_decoder *dec, const lipi_rd_model *m, lipi_rd_added *added,
+                             lipi_tokenizer **out, lipi_error *err);
+
+/* Whether a failed jansson parse ran out of memory. jansson reports a
+ * failure to set up its lexer with no message at all, so an empty message
+ * counts as out of memory too. */
+static inline bool lipi_rd_json_oom(const json_error_t *je)
+{
+    return json_error_code(je) == json_error_out_of_memory || je->text[0] == '\0';
+}
 
 /* JSON pieces, NULL on allocation failure (or, for strings, bytes that are
  * not UTF-8: callers check their text first). The json_t * arguments are
@@ -107,10 +116,27 @@ typedef struct {
     uint32_t type_id;
 } lipi_rd_piece;
 
-/* {"type":"TemplateProcessing", ...} for the given single and pair
- * templates; every special token used must name its id. */
-json_t *lipi_rd_template(const lipi_rd_piece *single, size_t n_single,
-                         const lipi_rd_piece *pair, size_t n_pair);
+/* Post-processors and decoders as Hugging Face's converters make them
+ * (NULL on allocation failure):
+ *   ByteLevel(add_prefix_space, no trim_offsets), TemplateProcessing from
+ *   the given pieces (every special token names its id; at most two
+ *   distinct ones), RobertaProcessing(trim_offsets);
+ *   ByteLevel, WordPiece("##", cleanup), Metaspace("▁", scheme, split),
+ *   and Sequence[Replace("▁" -> " ")?, ByteFallback, Fuse, Strip(" ", 1)?]. */
+lipi_post_processor *lipi_rd_post_bytelevel(void);
+lipi_post_processor *lipi_rd_post_template(const lipi_rd_piece *single, size_t n_single,
+                                           const lipi_rd_piece *pair, size_t n_pair);
+/* "bos:0 $A:0 eos:0", pair "... bos:1 $B:1 eos:1", leaving out a NULL token
+ * (LlamaTokenizerFast's template for add_bos / add_eos). */
+lipi_status lipi_rd_post_bos_eos(const lipi_strref *bos, uint32_t bos_id,
+                                 const lipi_strref *eos, uint32_t eos_id,
+                                 lipi_post_processor **out);
+lipi_post_processor *lipi_rd_post_roberta(const char *sep, uint32_t sep_id, const char *cls,
+                                          uint32_t cls_id, bool add_prefix_space);
+lipi_decoder *lipi_rd_dec_bytelevel(void);
+lipi_decoder *lipi_rd_dec_wordpiece(void);
+lipi_decoder *lipi_rd_dec_metaspace(lipi_prepend_scheme scheme);
+lipi_decoder *lipi_rd_dec_spm_bytes(bool meta_to_space, bool strip_first_space);
 
 /* ------------------------------------------------------------------------ */
 /* SentencePiece-style vocabularies (.model files and GGUF llama / t5)       */
@@ -146,6 +172,9 @@ typedef struct {
     bool treat_whitespace_as_suffix;
     bool add_bos, add_eos;          /* post-processor (GGUF metadata) */
     bool legacy_llama;              /* GGUF llama: Hugging Face's LlamaConverter shape */
+    bool longest_match;             /* apply the charsmap as SentencePiece does (a lipi
+                                       extension of Precompiled), not per grapheme as
+                                       Hugging Face does */
 } lipi_rd_spm;
 
 /* Builds the tokenizer that gives SentencePiece's ids for `spec` (see

@@ -411,6 +411,17 @@ lipi_status lipi_tokenizer_from_spm(const void *data, size_t len, const char *na
                             "expected SentencePiece pieces (ModelProto field 1), found none");
         goto done;
     }
+    /* SentencePiece refuses a model without its unknown piece. */
+    bool has_unk = false;
+    for (size_t i = 0; i < m.n && !has_unk; i++)
+        has_unk = m.pieces[i].type == LIPI_SPM_UNKNOWN;
+    if (!has_unk) {
+        st = lipi_error_set(err, LIPI_EFORMAT, b.name, 0, 0,
+                            "expected an unknown piece (type UNKNOWN), found none among %zu "
+                            "pieces",
+                            m.n);
+        goto done;
+    }
     if (m.model_type != 1 && m.model_type != 2) {
         static const char *const names[] = {"", "UNIGRAM", "BPE", "WORD", "CHAR"};
         st = lipi_error_set(err, LIPI_EFORMAT, b.name, 0, 0,
@@ -433,6 +444,7 @@ lipi_status lipi_tokenizer_from_spm(const void *data, size_t len, const char *na
     spec.remove_extra_whitespaces = m.remove_extra_whitespaces;
     spec.escape_whitespaces = m.escape_whitespaces;
     spec.treat_whitespace_as_suffix = m.treat_whitespace_as_suffix;
+    spec.longest_match = true;
     TRY(lipi_rd_spm_build(b.name, &spec, out, err));
 done:
     lipi_free(m.pieces);
@@ -573,8 +585,14 @@ static json_t *spm_normalizer(const lipi_rd_spm *spec, bool metaspace_first)
     if (spec->charsmap_len) {
         if (lipi_rd_base64_encode(spec->charsmap, spec->charsmap_len, &b64) != LIPI_OK)
             goto oom;
-        if (!append(seq, json_pack("{s:s, s:s#}", "type", "Precompiled", "precompiled_charsmap",
-                                   b64.p, b64.len)))
+        json_t *pc = json_pack("{s:s, s:s#}", "type", "Precompiled", "precompiled_charsmap", b64.p,
+                               b64.len);
+        if (pc && spec->longest_match &&
+            json_object_set_new(pc, "lipi_longest_match", json_true()) != 0) {
+            json_decref(pc);
+            pc = NULL;
+        }
+        if (!append(seq, pc))
             goto oom;
     }
     if (spec->remove_extra_whitespaces) {
@@ -604,29 +622,6 @@ oom:
     return NULL;
 }
 
-static json_t *spm_decoder(const lipi_rd_spm *spec)
-{
-    if (spec->escape_whitespaces && !spec->byte_fallback && !spec->legacy_llama)
-        return json_pack("{s:s, s:s, s:s, s:b}", "type", "Metaspace", "replacement", META,
-                         "prepend_scheme", spec->add_dummy_prefix ? "always" : "never", "split",
-                         1);
-    json_t *seq = json_array();
-    if (!seq)
-        return NULL;
-    if (spec->escape_whitespaces && !append(seq, lipi_rd_replace(false, META, " ")))
-        goto oom;
-    if (!append(seq, lipi_rd_type("ByteFallback")) || !append(seq, lipi_rd_type("Fuse")))
-        goto oom;
-    if (spec->add_dummy_prefix &&
-        !append(seq, json_pack("{s:s, s:s, s:i, s:i}", "type", "Strip", "content", " ", "start",
-                               1, "stop", 0)))
-        goto oom;
-    return lipi_rd_sequence("decoders", seq);
-oom:
-    json_decref(seq);
-    return NULL;
-}
-
 static json_t *spm_pre(bool metaspace_first, bool split)
 {
     if (!metaspace_first && !split)
@@ -635,39 +630,26 @@ static json_t *spm_pre(bool metaspace_first, bool split)
                      "prepend_scheme", metaspace_first ? "first" : "never", "split", split);
 }
 
+static lipi_decoder *spm_decoder(const lipi_rd_spm *spec)
+{
+    if (spec->escape_whitespaces && !spec->byte_fallback && !spec->legacy_llama)
+        return lipi_rd_dec_metaspace(spec->add_dummy_prefix ? LIPI_PREPEND_ALWAYS
+                                                            : LIPI_PREPEND_NEVER);
+    return lipi_rd_dec_spm_bytes(spec->escape_whitespaces, spec->add_dummy_prefix);
+}
+
 /* BOS / EOS template from add_bos / add_eos, as Hugging Face's
- * LlamaTokenizerFast writes it; JSON null when neither is added. */
-static json_t *spm_post(const lipi_rd_spm *spec, const lipi_strref *tok)
+ * LlamaTokenizerFast writes it. *out stays NULL when neither is added. */
+static lipi_status spm_post(const lipi_rd_spm *spec, const lipi_strref *tok,
+                            lipi_post_processor **out)
 {
     bool bos = spec->add_bos && spec->bos_id >= 0 && (size_t)spec->bos_id < spec->n;
     bool eos = spec->add_eos && spec->eos_id >= 0 && (size_t)spec->eos_id < spec->n;
-    char *bs = NULL, *es = NULL;
-    json_t *out = NULL;
+    *out = NULL;
     if (!bos && !eos)
-        return json_null();
-    bs = bos ? lipi_strndup(tok[spec->bos_id].s, tok[spec->bos_id].len) : NULL;
-    es = eos ? lipi_strndup(tok[spec->eos_id].s, tok[spec->eos_id].len) : NULL;
-    if ((bos && !bs) || (eos && !es))
-        goto done;
-    lipi_rd_piece single[3], pair[6];
-    size_t ns = 0, np = 0;
-    if (bos)
-        single[ns++] = (lipi_rd_piece){bs, (uint32_t)spec->bos_id, 0, 0};
-    single[ns++] = (lipi_rd_piece){NULL, 0, 0, 0};
-    if (eos)
-        single[ns++] = (lipi_rd_piece){es, (uint32_t)spec->eos_id, 0, 0};
-    memcpy(pair, single, ns * sizeof *single);
-    np = ns;
-    if (bos)
-        pair[np++] = (lipi_rd_piece){bs, (uint32_t)spec->bos_id, 0, 1};
-    pair[np++] = (lipi_rd_piece){NULL, 0, 1, 1};
-    if (eos)
-        pair[np++] = (lipi_rd_piece){es, (uint32_t)spec->eos_id, 0, 1};
-    out = lipi_rd_template(single, ns, pair, np);
-done:
-    lipi_free(bs);
-    lipi_free(es);
-    return out;
+        return LIPI_OK;
+    return lipi_rd_post_bos_eos(bos ? &tok[spec->bos_id] : NULL, (uint32_t)spec->bos_id,
+                                eos ? &tok[spec->eos_id] : NULL, (uint32_t)spec->eos_id, out);
 }
 
 lipi_status lipi_rd_spm_build(const char *name, const lipi_rd_spm *spec, lipi_tokenizer **out,
@@ -679,6 +661,8 @@ lipi_status lipi_rd_spm_build(const char *name, const lipi_rd_spm *spec, lipi_to
     uint32_t(*merges)[2] = NULL;
     size_t n_merges = 0;
     json_t *doc = NULL;
+    lipi_post_processor *post = NULL;
+    lipi_decoder *dec = NULL;
     lipi_rd_added added = {0};
     bool has_user = false, metaspace_first, split;
     int64_t unk_id = -1;
@@ -729,9 +713,13 @@ lipi_status lipi_rd_spm_build(const char *name, const lipi_rd_spm *spec, lipi_to
     /* Each json_object_set_new consumes its value even when it fails. */
     doc = json_object();
     if (!doc || json_object_set_new(doc, "pre_tokenizer", spm_pre(metaspace_first, split)) != 0 ||
-        json_object_set_new(doc, "normalizer", spm_normalizer(spec, metaspace_first)) != 0 ||
-        json_object_set_new(doc, "post_processor", spm_post(spec, tok)) != 0 ||
-        json_object_set_new(doc, "decoder", spm_decoder(spec)) != 0) {
+        json_object_set_new(doc, "normalizer", spm_normalizer(spec, metaspace_first)) != 0) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
+    TRY(spm_post(spec, tok, &post));
+    dec = spm_decoder(spec);
+    if (!dec) {
         st = LIPI_ENOMEM;
         goto done;
     }
@@ -756,12 +744,16 @@ lipi_status lipi_rd_spm_build(const char *name, const lipi_rd_spm *spec, lipi_to
         rm.scores = scores;
     }
     rm.opt.unk_id = unk_id;
-    st = lipi_rd_assemble(name, doc, &rm, &added, out, err);
+    st = lipi_rd_assemble(name, doc, post, dec, &rm, &added, out, err);
     doc = NULL;
+    post = NULL;
+    dec = NULL;
 done:
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, st, name, 0, 0, "out of memory");
     json_decref(doc);
+    lipi_post_processor_free(post);
+    lipi_decoder_free(dec);
     lipi_rd_added_free(&added);
     lipi_free(tok);
     lipi_free(scores);

@@ -375,10 +375,7 @@ static json_t *tiktoken_doc(const char *pattern)
         goto oom;
     json_t *s = seq;
     seq = NULL;
-    if (json_object_set_new(doc, "normalizer", json_null()) != 0 ||
-        json_object_set_new(doc, "pre_tokenizer", lipi_rd_sequence("pretokenizers", s)) != 0 ||
-        json_object_set_new(doc, "post_processor", lipi_rd_bytelevel(true, false, true)) != 0 ||
-        json_object_set_new(doc, "decoder", lipi_rd_bytelevel(true, true, true)) != 0)
+    if (json_object_set_new(doc, "pre_tokenizer", lipi_rd_sequence("pretokenizers", s)) != 0)
         goto oom;
     return doc;
 oom:
@@ -527,9 +524,15 @@ lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const cha
                                strlen(special[i].content), true, false) != LIPI_OK)
             goto oom;
     json_t *doc = tiktoken_doc(pattern);
-    if (!doc)
+    lipi_post_processor *post = lipi_rd_post_bytelevel();
+    lipi_decoder *dec = lipi_rd_dec_bytelevel();
+    if (!doc || !post || !dec) {
+        json_decref(doc);
+        lipi_post_processor_free(post);
+        lipi_decoder_free(dec);
         goto oom;
-    TRY(lipi_rd_assemble(name, doc, &rm, &added, out, err));
+    }
+    TRY(lipi_rd_assemble(name, doc, post, dec, &rm, &added, out, err));
     goto done;
 oom:
     st = lipi_error_set(err, LIPI_ENOMEM, name, 0, 0, "out of memory");

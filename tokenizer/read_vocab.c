@@ -35,7 +35,7 @@ static lipi_status config_load(const char *text, size_t len, const char *name, j
         return LIPI_OK;
     json_t *root = json_loadb(text, len, 0, &je);
     if (!root) {
-        if (json_error_code(&je) == json_error_out_of_memory)
+        if (lipi_rd_json_oom(&je))
             return oom(name, err);
         return lipi_error_set(err, LIPI_EFORMAT, name, je.line > 0 ? (size_t)je.line : 0,
                               je.column > 0 ? (size_t)je.column : 0,
@@ -117,6 +117,8 @@ lipi_status lipi_rd_bert_build(const char *name, const lipi_strref *tok, size_t 
     lipi_strmap map = {0};
     lipi_rd_added added = {0};
     json_t *doc = NULL;
+    lipi_post_processor *post = NULL;
+    lipi_decoder *dec = NULL;
     lipi_rd_model rm = {0};
     const char *unk = spec->unk ? spec->unk : "[UNK]";
     const char *sep = spec->sep ? spec->sep : "[SEP]";
@@ -162,10 +164,7 @@ lipi_status lipi_rd_bert_build(const char *name, const lipi_strref *tok, size_t 
     }
     if (json_object_set_new(doc, "normalizer", norm) != 0 ||
         json_object_set_new(doc, "pre_tokenizer", lipi_rd_type("BertPreTokenizer")) != 0 ||
-        json_object_set_new(doc, "post_processor", lipi_rd_template(single, 3, pair, 5)) != 0 ||
-        json_object_set_new(doc, "decoder",
-                            json_pack("{s:s, s:s, s:b}", "type", "WordPiece", "prefix", "##",
-                                      "cleanup", 1)) != 0) {
+        !(post = lipi_rd_post_template(single, 3, pair, 5)) || !(dec = lipi_rd_dec_wordpiece())) {
         st = LIPI_ENOMEM;
         goto done;
     }
@@ -175,12 +174,16 @@ lipi_status lipi_rd_bert_build(const char *name, const lipi_strref *tok, size_t 
     rm.n = n;
     rm.unk_token = unk;
     rm.unk_len = strlen(unk);
-    st = lipi_rd_assemble(name, doc, &rm, &added, out, err);
+    st = lipi_rd_assemble(name, doc, post, dec, &rm, &added, out, err);
     doc = NULL;
+    post = NULL;
+    dec = NULL;
 done:
     if (st == LIPI_ENOMEM)
         oom(name, err);
     json_decref(doc);
+    lipi_post_processor_free(post);
+    lipi_decoder_free(dec);
     lipi_rd_added_free(&added);
     lipi_strmap_free(&map);
     return st;
@@ -393,6 +396,8 @@ lipi_status lipi_tokenizer_from_gpt2(const char *vocab_json, size_t vocab_len,
 {
     lipi_status st = LIPI_OK;
     json_t *root = NULL, *cfg = NULL, *doc = NULL;
+    lipi_post_processor *post = NULL;
+    lipi_decoder *dec = NULL;
     json_error_t je;
     bpe_files f = {0};
     lipi_rd_added added = {0};
@@ -406,7 +411,7 @@ lipi_status lipi_tokenizer_from_gpt2(const char *vocab_json, size_t vocab_len,
     name = name ? name : "";
     root = json_loadb(vocab_json, vocab_len, 0, &je);
     if (!root) {
-        st = json_error_code(&je) == json_error_out_of_memory
+        st = lipi_rd_json_oom(&je)
                  ? oom(name, err)
                  : lipi_error_set(err, LIPI_EFORMAT, name, je.line > 0 ? (size_t)je.line : 0,
                                   je.column > 0 ? (size_t)je.column : 0,
@@ -439,30 +444,27 @@ lipi_status lipi_tokenizer_from_gpt2(const char *vocab_json, size_t vocab_len,
     if (!cfg && lipi_strmap_find(&f.map, f.tok, "<|endoftext|>", 13, &eot))
         TRY(lipi_rd_added_push(&added, eot, "<|endoftext|>", 13, true, true));
 
-    doc = json_object();
-    json_t *post;
     if (roberta) {
         const char *sep = config_token(cfg, "sep_token"), *cls = config_token(cfg, "cls_token");
         uint32_t sep_id = 0, cls_id = 0;
         sep = sep ? sep : "</s>";
         cls = cls ? cls : "<s>";
-        lipi_strmap_find(&f.map, f.tok, sep, strlen(sep), &sep_id);
-        lipi_strmap_find(&f.map, f.tok, cls, strlen(cls), &cls_id);
-        post = json_pack("{s:s, s:[s,I], s:[s,I], s:b, s:b}", "type", "RobertaProcessing", "sep",
-                         sep, (json_int_t)sep_id, "cls", cls, (json_int_t)cls_id, "trim_offsets",
-                         1, "add_prefix_space", prefix_space);
+        if (!lipi_strmap_find(&f.map, f.tok, sep, strlen(sep), &sep_id) ||
+            !lipi_strmap_find(&f.map, f.tok, cls, strlen(cls), &cls_id)) {
+            st = lipi_error_set(err, LIPI_EFORMAT, name, 0, 0,
+                                "tokenizer_config.json: expected the tokens \"%.32s\" and "
+                                "\"%.32s\" in vocab.json, found them missing",
+                                sep, cls);
+            goto done;
+        }
+        post = lipi_rd_post_roberta(sep, sep_id, cls, cls_id, prefix_space);
     } else {
-        post = lipi_rd_bytelevel(true, false, true);
+        post = lipi_rd_post_bytelevel();
     }
-    if (!doc) {
-        json_decref(post);
-        st = oom(name, err);
-        goto done;
-    }
-    if (json_object_set_new(doc, "post_processor", post) != 0 ||
-        json_object_set_new(doc, "normalizer", json_null()) != 0 ||
-        json_object_set_new(doc, "pre_tokenizer", lipi_rd_bytelevel(prefix_space, true, true)) != 0 ||
-        json_object_set_new(doc, "decoder", lipi_rd_bytelevel(true, true, true)) != 0) {
+    doc = json_object();
+    dec = lipi_rd_dec_bytelevel();
+    if (!doc || !post || !dec ||
+        json_object_set_new(doc, "pre_tokenizer", lipi_rd_bytelevel(prefix_space, true, true)) != 0) {
         st = oom(name, err);
         goto done;
     }
@@ -473,12 +475,16 @@ lipi_status lipi_tokenizer_from_gpt2(const char *vocab_json, size_t vocab_len,
     rm.n = f.n;
     rm.merges = (const uint32_t(*)[2])f.merges;
     rm.n_merges = f.n_merges;
-    st = lipi_rd_assemble(name, doc, &rm, &added, out, err);
+    st = lipi_rd_assemble(name, doc, post, dec, &rm, &added, out, err);
     doc = NULL;
+    post = NULL;
+    dec = NULL;
 done:
     if (st == LIPI_ENOMEM)
         oom(name, err);
     json_decref(doc);
+    lipi_post_processor_free(post);
+    lipi_decoder_free(dec);
     json_decref(root);
     json_decref(cfg);
     bpe_files_free(&f);
