@@ -16,6 +16,12 @@
 extern _Thread_local int lipi_hash_oom_flag;
 #include <uthash.h>
 
+/* Number of allocations that failed in this thread (lipi_malloc and
+ * lipi_realloc returning NULL, jansson's included). Lets a caller tell an
+ * allocation failure from bad input when a library reports both alike, as
+ * jansson's parser does: compare the value before and after the call. */
+extern _Thread_local unsigned long lipi_alloc_failures;
+
 /* Propagate a failing status to the function's single cleanup label:
  *     TRY(lipi_normalize(...));          jumps to `done` with `st` set */
 #define TRY(expr)                                                                  \

@@ -54,20 +54,22 @@ lipi_status lipi_read_file(const char *path, size_t max_size, char **out, size_t
                                 (intmax_t)sb.st_size, max_size);
             goto done;
         }
-        if (lipi_buf_reserve(&b, (size_t)sb.st_size) != LIPI_OK) {
+        /* Exactly the size plus the NUL, so a large file is not doubled. */
+        b.p = lipi_malloc((size_t)sb.st_size + 1);
+        if (!b.p) {
             st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
             goto done;
         }
+        b.cap = (size_t)sb.st_size + 1;
     }
     for (;;) {
         /* The size seen by fstat is only a hint (the file may grow, or be a
-         * pipe), so read until end of file and enforce the limit here. */
-        if (lipi_buf_reserve(&b, 65536) != LIPI_OK) {
-            st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
-            goto done;
-        }
-        size_t room = b.cap - b.len - 1;
-        ssize_t r = read(fd, b.p + b.len, room);
+         * pipe), so read until end of file and enforce the limit here. When
+         * the buffer is full, a one-byte probe tells end of file from more. */
+        char probe;
+        size_t room = b.cap > b.len ? b.cap - b.len - 1 : 0;
+        char *dst = room ? b.p + b.len : &probe;
+        ssize_t r = read(fd, dst, room ? room : 1);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -76,12 +78,21 @@ lipi_status lipi_read_file(const char *path, size_t max_size, char **out, size_t
         }
         if (r == 0)
             break;
-        b.len += (size_t)r;
+        if (!room && lipi_buf_append(&b, &probe, 1) != LIPI_OK) {
+            st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+            goto done;
+        }
+        if (room)
+            b.len += (size_t)r;
         if (b.len > max_size) {
             st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
                                 "file is more than the limit of %zu bytes", max_size);
             goto done;
         }
+    }
+    if (!b.p && lipi_buf_reserve(&b, 0) != LIPI_OK) {
+        st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+        goto done;
     }
     b.p[b.len] = '\0';
     *out = b.p;
@@ -155,7 +166,7 @@ lipi_status lipi_atomic_open(lipi_atomic_file *af, const char *path, lipi_error 
         st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "%s is not a directory", dir);
         goto done;
     }
-    if (access(dir, W_OK | X_OK) != 0) {
+    if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0) {
         char buf[128];
         st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot write to directory %s: %s", dir,
                             errtext(errno, buf, sizeof buf));

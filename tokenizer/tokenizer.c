@@ -436,7 +436,7 @@ lipi_status lipi_tokenizer_set_added(lipi_tokenizer *t, lipi_added_token *toks, 
     lipi_free(t->added_keys);
     lipi_strmap_free(&t->added_map);
     t->added = toks;
-    t->n_added = t->added_cap = n;
+    t->n_added = n;
     t->added_keys = keys;
     t->added_map = map;
     return LIPI_OK;

@@ -296,7 +296,7 @@ struct lipi_tokenizer {
     lipi_decoder *decoder;
 
     lipi_added_token *added;  /* sorted by id, ids unique; content owned */
-    size_t n_added, added_cap;
+    size_t n_added;
     lipi_strref *added_keys;  /* added_keys[i] = added[i].content */
     lipi_strmap added_map;    /* content -> index into added */
 

@@ -613,14 +613,14 @@ static lipi_status parse_model(jctx *c, const json_t *obj, lipi_model *m)
     size_t mark = jp_key(c, "model");
     lipi_model_type type;
     bool b;
-    uint64_t u;
+    uint64_t u = 0;
 
     if (!json_is_object(obj)) {
         st = jexpect(c, "an object", obj);
         goto done;
     }
     if (json_object_get(obj, "type")) {
-        const char *name;
+        const char *name = "";
         TRY(get_type(c, obj, &name));
         if (strcmp(name, "BPE") == 0)
             type = LIPI_MODEL_BPE;
@@ -806,7 +806,7 @@ static lipi_status parse_special_tokens(jctx *c, const json_t *obj, lipi_post_pr
         sp->n = n;
         for (size_t k = 0; k < n; k++) {
             const json_t *idv = json_array_get(ids, k), *tv = json_array_get(toks, k);
-            uint64_t u;
+            uint64_t u = 0;
             size_t mk2 = jp_key(c, "ids");
             jp_idx(c, k);
             TRY(want_uint(c, idv, UINT32_MAX - 1, &u));
@@ -912,7 +912,7 @@ done:
 static lipi_status parse_post(jctx *c, const json_t *obj, lipi_post_processor *pp, int depth)
 {
     lipi_status st = LIPI_OK;
-    const char *type;
+    const char *type = "";
     bool b;
 
     if (!json_is_object(obj)) {
@@ -982,9 +982,9 @@ done:
 static lipi_status parse_decoder(jctx *c, const json_t *obj, lipi_decoder *d, int depth)
 {
     lipi_status st = LIPI_OK;
-    const char *type;
+    const char *type = "";
     bool b;
-    uint64_t u;
+    uint64_t u = 0;
 
     if (!json_is_object(obj)) {
         st = jexpect(c, "an object", obj);
@@ -1124,7 +1124,7 @@ static lipi_status parse_added(jctx *c, const json_t *arr, lipi_tokenizer *t)
         const json_t *e = json_array_get(arr, i);
         lipi_added_token *a = &toks[i];
         lipi_ownstr content = {0};
-        uint64_t id;
+        uint64_t id = 0;
         bool b;
         size_t mk = jp_idx(c, i);
 
@@ -1207,11 +1207,16 @@ static bool uses_byte_level(const json_t *pt, int depth)
     return false;
 }
 
-/* Sets err->path to the file after a component filled err. */
-static void name_file(jctx *c)
+/* After a component's section reader failed with st: names the file in
+ * err->path, and writes a message if the component left err unfilled. */
+static void name_file(jctx *c, const char *section, lipi_status st)
 {
-    if (c->err)
-        snprintf(c->err->path, sizeof c->err->path, "%s", c->name);
+    if (!c->err)
+        return;
+    if (c->err->code != st)
+        lipi_error_set(c->err, st, NULL, 0, 0, "%s: %s", section,
+                       st == LIPI_ENOMEM ? "out of memory" : lipi_status_name(st));
+    snprintf(c->err->path, sizeof c->err->path, "%s", c->name);
 }
 
 /* A kept-verbatim section (truncation, padding): an object or null. */
@@ -1254,19 +1259,27 @@ lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *n
 
     /* Duplicate keys are allowed, last one wins, as in Hugging Face (serde
      * maps); NUL is allowed in strings (not keys: jansson cannot hold it). */
+    memset(&jerr, 0, sizeof jerr);
+    unsigned long failures = lipi_alloc_failures;
     root = json_loadb(json, len, JSON_ALLOW_NUL, &jerr);
     if (!root) {
-        if (json_error_code(&jerr) == json_error_out_of_memory) {
+        /* jansson reports a failed allocation in its lexer as a syntax
+         * error (or not at all), so look at the allocator instead. */
+        if (lipi_alloc_failures != failures || json_error_code(&jerr) == json_error_out_of_memory ||
+            jerr.text[0] == '\0') {
             st = joom(&c);
         } else {
-            /* jansson counts columns in characters; report bytes from the
-             * start of the line, 1-based, as lipi_error promises. */
+            /* jansson's position is just past the byte that failed, and its
+             * column counts characters: report that byte's 1-based byte
+             * column within its line, as lipi_error promises. */
             size_t pos = jerr.position < 0 ? 0 : (size_t)jerr.position;
-            size_t start = pos > len ? len : pos;
+            if (pos > len)
+                pos = len;
+            size_t start = pos ? pos - 1 : 0;
             while (start > 0 && json[start - 1] != '\n')
                 start--;
             st = lipi_error_set(err, LIPI_EFORMAT, c.name, jerr.line > 0 ? (size_t)jerr.line : 1,
-                                pos - start + 1, "invalid JSON: %s", jerr.text);
+                                pos > start ? pos - start : 1, "invalid JSON: %s", jerr.text);
         }
         goto done;
     }
@@ -1302,9 +1315,11 @@ lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *n
     v = json_object_get(root, "normalizer");
     if (v && !json_is_null(v)) {
         lipi_normalizer *n = NULL;
+        if (err)
+            err->code = LIPI_OK;
         st = lipi_normalizer_from_json(v, "normalizer", &n, err);
         if (st != LIPI_OK) {
-            name_file(&c);
+            name_file(&c, "normalizer", st);
             goto done;
         }
         TRY(lipi_tokenizer_take_normalizer(t, n));
@@ -1312,9 +1327,11 @@ lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *n
     v = json_object_get(root, "pre_tokenizer");
     if (v && !json_is_null(v)) {
         lipi_pretokenizer *p = NULL;
+        if (err)
+            err->code = LIPI_OK;
         st = lipi_pretokenizer_from_json(v, "pre_tokenizer", &p, err);
         if (st != LIPI_OK) {
-            name_file(&c);
+            name_file(&c, "pre_tokenizer", st);
             goto done;
         }
         TRY(lipi_tokenizer_take_pretokenizer(t, p));
