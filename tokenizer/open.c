@@ -185,8 +185,10 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
 
     if (ends_with(base, ".tiktoken"))
         base_len -= strlen(".tiktoken");
-    lipi_rd_tiktoken_builtin(base, base_len, &pattern, &special, &n_special);
-    /* NAME.meta.json beside the ranks overrides the built-in table. */
+    /* The published encodings are known by name; NAME.meta.json beside
+     * the ranks describes any other. */
+    if (lipi_rd_tiktoken_builtin(base, base_len, &pattern, &special, &n_special))
+        goto read;
     if (lipi_buf_append(&mb, base, base_len) != LIPI_OK ||
         lipi_buf_append(&mb, ".meta.json", 10) != LIPI_OK ||
         !(meta_path = beside(path, mb.p))) {
@@ -203,6 +205,7 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
             n_special = n_meta;
         }
     }
+read:
     if (opt->pattern)
         pattern = opt->pattern;
     if (!pattern) {
