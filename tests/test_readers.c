@@ -954,6 +954,247 @@ static void test_read_tokenizers_save_and_reload_unchanged(void **state)
 }
 
 /* ======================================================================== */
+/* Exactness against the tools themselves (when the encoder is built)        */
+/* ======================================================================== */
+
+#if __has_include("encoder/encoder.h")
+#include "encoder/encoder.h"
+#define HAVE_ENCODER 1
+
+#define VECTOR_SEP "\n__ggml_vocab_test__\n"
+
+/* The texts of an input file: its lines, or for llama.cpp's .inp files the
+ * cases between separators. */
+typedef struct {
+    char *path;
+    char *data;
+    size_t n;
+    char **s;
+    size_t *len;
+} text_file;
+
+static text_file *texts_load(text_file *files, size_t *n_files, const char *rel)
+{
+    for (size_t i = 0; i < *n_files; i++)
+        if (strcmp(files[i].path, rel) == 0)
+            return &files[i];
+    text_file *f = &files[(*n_files)++];
+    char path[512];
+    size_t len;
+    snprintf(path, sizeof path, SHARED "/%s", rel);
+    f->path = strdup(rel);
+    f->data = slurp(path, &len);
+    bool inp = strstr(rel, ".inp") != NULL;
+    const char *sep = inp ? VECTOR_SEP : "\n";
+    size_t sep_len = strlen(sep), cap = 16;
+    f->s = malloc(cap * sizeof *f->s);
+    f->len = malloc(cap * sizeof *f->len);
+    for (char *p = f->data, *end = f->data + len; p <= end;) {
+        char *q = memmem(p, (size_t)(end - p), sep, sep_len);
+        if (!q && inp)
+            break; /* the .inp file ends with the separator */
+        if (f->n == cap) {
+            cap *= 2;
+            f->s = realloc(f->s, cap * sizeof *f->s);
+            f->len = realloc(f->len, cap * sizeof *f->len);
+        }
+        f->s[f->n] = p;
+        f->len[f->n++] = (size_t)((q ? q : end) - p);
+        if (!q)
+            break;
+        p = q + sep_len;
+    }
+    return f;
+}
+
+static void texts_free(text_file *files, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(files[i].path);
+        lipi_free(files[i].data);
+        free(files[i].s);
+        free(files[i].len);
+    }
+}
+
+static void print_ids(const char *label, const uint32_t *ids, size_t n)
+{
+    fprintf(stderr, "  %s:", label);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, " %u", ids[i]);
+    fprintf(stderr, "\n");
+}
+
+/* Encodes text (no special tokens added) and compares with want[0..n_want);
+ * prints both sequences and fails on the first difference. */
+static void expect_ids(lipi_session *s, const char *what, const char *text, size_t len,
+                       const uint32_t *want, size_t n_want)
+{
+    static uint32_t ids[65536];
+    lipi_encode_options opt = {.add_special_tokens = false};
+    lipi_encoding out = {.ids = ids, .cap = sizeof ids / sizeof ids[0]};
+    lipi_error err;
+    if (lipi_encode(s, text, len, &opt, &out, &err) != LIPI_OK)
+        fail_msg("%s: encode failed: %s", what, err.msg);
+    if (out.len == n_want && memcmp(ids, want, n_want * sizeof *want) == 0)
+        return;
+    fprintf(stderr, "first mismatch: %s: \"%.*s\"\n", what, (int)(len > 300 ? 300 : len), text);
+    print_ids("expected", want, n_want);
+    print_ids("lipi    ", ids, out.len);
+    fail_msg("%s: ids differ from the reference", what);
+}
+
+/* Parses "12 34 5" (any spacing) into ids; returns the count. */
+static size_t parse_ids(const char *s, size_t len, uint32_t *ids, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r'))
+            i++;
+        if (i >= len)
+            break;
+        uint32_t v = 0;
+        while (i < len && s[i] >= '0' && s[i] <= '9')
+            v = v * 10 + (uint32_t)(s[i++] - '0');
+        assert_true(n < cap);
+        ids[n++] = v;
+    }
+    return n;
+}
+
+/* Checks every line of a fixture "<file>\t<n>\t<ids>" (header lines start
+ * with '#'); `open_name` is the tokenizer to open, or NULL to take it from
+ * the "# model" header. Returns false when the fixture cannot be used. */
+static bool check_fixture(const char *fixture, const char *open_name, const lipi_open_options *oo)
+{
+    static uint32_t want[65536];
+    lipi_line_reader *r = NULL;
+    lipi_error err;
+    lipi_tokenizer *t = NULL;
+    lipi_encoder *enc = NULL;
+    lipi_session *s = NULL;
+    text_file files[16] = {{0}};
+    size_t n_files = 0, checked = 0;
+    const char *line;
+    size_t len;
+
+    if (!have(fixture))
+        return false;
+    assert_int_equal(lipi_line_reader_open(fixture, LIPI_INVALID_ERROR, &r, &err), LIPI_OK);
+    while (lipi_line_reader_next(r, &line, &len, &err) == LIPI_OK && line) {
+        if (len > 8 && memcmp(line, "# model ", 8) == 0 && !open_name) {
+            char path[512];
+            snprintf(path, sizeof path, SHARED "/%.*s", (int)(len - 8), line + 8);
+            if (lipi_tokenizer_open(path, oo, &t, &err) != LIPI_OK)
+                fail_msg("%s: %s", path, err.msg);
+        }
+        if (line[0] == '#')
+            continue;
+        if (!t && lipi_tokenizer_open(open_name, oo, &t, &err) != LIPI_OK)
+            fail_msg("%s: %s", open_name, err.msg);
+        if (!enc) {
+            assert_int_equal(lipi_encoder_new(t, &enc, &err), LIPI_OK);
+            assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+        }
+        const char *tab1 = memchr(line, '\t', len);
+        assert_non_null(tab1);
+        const char *tab2 = memchr(tab1 + 1, '\t', len - (size_t)(tab1 + 1 - line));
+        assert_non_null(tab2);
+        char rel[256];
+        snprintf(rel, sizeof rel, "%.*s", (int)(tab1 - line), line);
+        size_t no = (size_t)strtoul(tab1 + 1, NULL, 10);
+        text_file *f = texts_load(files, &n_files, rel);
+        assert_true(no >= 1 && no <= f->n);
+        size_t n_want = parse_ids(tab2 + 1, len - (size_t)(tab2 + 1 - line), want,
+                                  sizeof want / sizeof want[0]);
+        char what[320];
+        snprintf(what, sizeof what, "%s, %s line %zu", fixture, rel, no);
+        expect_ids(s, what, f->s[no - 1], f->len[no - 1], want, n_want);
+        checked++;
+    }
+    assert_true(checked > 0);
+    lipi_line_reader_close(r);
+    lipi_session_free(s);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(t);
+    texts_free(files, n_files);
+    return true;
+}
+
+static void test_spm_ids_equal_sentencepiece(void **state)
+{
+    (void)state;
+    if (!have(SPM_DIR "/test_model.model"))
+        skip();
+    static const char *const fixtures[] = {"tests/fixtures/readers/spm_test_model.tsv.xz",
+                                           "tests/fixtures/readers/spm_test_ja_model.tsv.xz",
+                                           "tests/fixtures/readers/spm_laser_100k.tsv.xz"};
+    for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++)
+        assert_true(check_fixture(fixtures[i], NULL, NULL));
+}
+
+static void test_tiktoken_ids_equal_tiktoken(void **state)
+{
+    (void)state;
+    if (!have(TIKTOKEN_DIR "/cl100k_base.tiktoken"))
+        skip();
+    lipi_open_options opt = {.data_dir = TIKTOKEN_DIR};
+    assert_true(check_fixture("tests/fixtures/readers/tiktoken_cl100k_base.tsv.xz", "cl100k_base",
+                              &opt));
+    assert_true(check_fixture("tests/fixtures/readers/tiktoken_o200k_base.tsv.xz", "o200k_base",
+                              &opt));
+}
+
+/* llama.cpp's vectors: every .inp case against its .out line (ids that
+ * Hugging Face tokenizers gave), for the models whose GGUF is here. */
+static void test_gguf_ids_equal_llama_cpp_vectors(void **state)
+{
+    (void)state;
+    static const char *const models[] = {"bert-bge", "gpt-2", "llama-spm", "phi-3", "falcon"};
+    static uint32_t want[4096];
+    size_t done = 0;
+    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+        char gguf[256], out_path[300], inp[128];
+        snprintf(gguf, sizeof gguf, GGUF_DIR "/ggml-vocab-%s.gguf", models[m]);
+        snprintf(out_path, sizeof out_path, "%s.out", gguf);
+        snprintf(inp, sizeof inp, "vectors/llama.cpp/ggml-vocab-%s.gguf.inp", models[m]);
+        if (!have(gguf) || !have(out_path))
+            continue;
+        lipi_tokenizer *t = NULL;
+        lipi_encoder *enc = NULL;
+        lipi_session *s = NULL;
+        lipi_error err;
+        if (lipi_tokenizer_open(gguf, NULL, &t, &err) != LIPI_OK)
+            fail_msg("%s: %s", gguf, err.msg);
+        assert_int_equal(lipi_encoder_new(t, &enc, &err), LIPI_OK);
+        assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+        text_file files[1] = {{0}};
+        size_t n_files = 0, len;
+        text_file *f = texts_load(files, &n_files, inp);
+        char *outs = slurp(out_path, &len);
+        char *p = outs;
+        for (size_t i = 0; i < f->n; i++) {
+            char *nl = memchr(p, '\n', (size_t)(outs + len - p));
+            assert_non_null(nl);
+            size_t n_want = parse_ids(p, (size_t)(nl - p), want, sizeof want / sizeof want[0]);
+            char what[300];
+            snprintf(what, sizeof what, "%s case %zu", gguf, i + 1);
+            expect_ids(s, what, f->s[i], f->len[i], want, n_want);
+            p = nl + 1;
+        }
+        lipi_free(outs);
+        texts_free(files, n_files);
+        lipi_session_free(s);
+        lipi_encoder_free(enc);
+        lipi_tokenizer_free(t);
+        done++;
+    }
+    if (!done)
+        skip();
+}
+#endif
+
+/* ======================================================================== */
 /* Allocation failures                                                       */
 /* ======================================================================== */
 
@@ -1076,6 +1317,11 @@ int main(void)
         cmocka_unit_test(test_open_detects_folders_and_files),
         cmocka_unit_test(test_read_tokenizers_save_and_reload_unchanged),
         cmocka_unit_test(test_readers_fail_cleanly_when_allocations_fail),
+#ifdef HAVE_ENCODER
+        cmocka_unit_test(test_spm_ids_equal_sentencepiece),
+        cmocka_unit_test(test_tiktoken_ids_equal_tiktoken),
+        cmocka_unit_test(test_gguf_ids_equal_llama_cpp_vectors),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
