@@ -981,7 +981,12 @@ static text_file *texts_load(text_file *files, size_t *n_files, const char *rel)
     text_file *f = &files[(*n_files)++];
     char path[512];
     size_t len;
-    snprintf(path, sizeof path, SHARED "/%s", rel);
+    /* Paths in the fixtures are relative to ../shared/data, except the
+     * fixtures' own inputs under tests/. */
+    if (strncmp(rel, "tests/", 6) == 0)
+        snprintf(path, sizeof path, "%s", rel);
+    else
+        snprintf(path, sizeof path, SHARED "/%s", rel);
     f->path = strdup(rel);
     f->data = slurp(path, &len);
     bool inp = strstr(rel, ".inp") != NULL;
@@ -1084,7 +1089,7 @@ static bool check_fixture(const char *fixture, const char *open_name, const lipi
     while (lipi_line_reader_next(r, &line, &len, &err) == LIPI_OK && line) {
         if (len > 8 && memcmp(line, "# model ", 8) == 0 && !open_name) {
             char path[512];
-            snprintf(path, sizeof path, SHARED "/%.*s", (int)(len - 8), line + 8);
+            snprintf(path, sizeof path, "%.*s", (int)(len - 8), line + 8);
             if (lipi_tokenizer_open(path, oo, &t, &err) != LIPI_OK)
                 fail_msg("%s: %s", path, err.msg);
         }
@@ -1126,9 +1131,13 @@ static void test_spm_ids_equal_sentencepiece(void **state)
     (void)state;
     if (!have(SPM_DIR "/test_model.model"))
         skip();
-    static const char *const fixtures[] = {"tests/fixtures/readers/spm_test_model.tsv.xz",
-                                           "tests/fixtures/readers/spm_test_ja_model.tsv.xz",
-                                           "tests/fixtures/readers/spm_laser_100k.tsv.xz"};
+    static const char *const fixtures[] = {
+        "tests/fixtures/readers/spm_test_model.tsv.xz",
+        "tests/fixtures/readers/spm_test_ja_model.tsv.xz",
+        "tests/fixtures/readers/spm_laser_100k.tsv.xz",
+        "tests/fixtures/readers/spm_bpe_bytes.tsv.xz",    /* BPE, byte fallback */
+        "tests/fixtures/readers/spm_unigram_user.tsv.xz", /* user-defined pieces */
+    };
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++)
         assert_true(check_fixture(fixtures[i], NULL, NULL));
 }

@@ -475,11 +475,17 @@ done:
  *                  cannot change the segmentation, and words can be cached.
  *                  Otherwise none: the model sees the whole sentence.
  *
- * One case differs: user-defined pieces are added tokens, and Hugging Face
- * normalizes the text between added tokens piece by piece, so Prepend would
- * put a "▁" after every user-defined token. With user-defined pieces the
- * dummy prefix comes from Metaspace(prepend_scheme "first") instead (which,
- * like Hugging Face, does not add it when the text already starts with "▁").
+ * User-defined pieces are added tokens matched in the normalized text
+ * ("normalized": true): Hugging Face then normalizes the whole text at once
+ * and splits it at them afterwards, so spaces around them are squeezed and
+ * escaped once per text, as SentencePiece does (with non-normalized added
+ * tokens each stretch between them would be stripped on its own). Their
+ * content is normalized too, so the dummy prefix cannot be a Prepend there
+ * (it would make "<mask>" "▁<mask>"): it comes from Metaspace
+ * (prepend_scheme "first"), which gives SentencePiece's ids except for a
+ * text that starts with a user-defined piece or with "▁" (SentencePiece
+ * adds a lone "▁" before them). GGUF llama vocabularies keep Hugging
+ * Face's LlamaTokenizerFast choice instead (legacy_llama).
  *
  * Model: Unigram with the piece scores, or BPE whose merges are every split
  * of a piece into two pieces, ranked by the piece's score (best first) as
@@ -607,7 +613,7 @@ static json_t *spm_normalizer(const lipi_rd_spm *spec, bool metaspace_first)
         !append(seq, json_pack("{s:s, s:s}", "type", "Prepend", "prepend",
                                spec->escape_whitespaces ? META : " ")))
         goto oom;
-    if (spec->escape_whitespaces && !metaspace_first &&
+    if (spec->escape_whitespaces &&
         !append(seq, lipi_rd_replace(false, " ", META)))
         goto oom;
     lipi_buf_free(&b64);
@@ -708,7 +714,8 @@ lipi_status lipi_rd_spm_build(const char *name, const lipi_rd_spm *spec, lipi_to
         int type = spec->pieces[i].type;
         if (type == LIPI_SPM_UNKNOWN || type == LIPI_SPM_CONTROL || type == LIPI_SPM_USER_DEFINED)
             TRY(lipi_rd_added_push(&added, (uint32_t)i, tok[i].s, tok[i].len,
-                                   type != LIPI_SPM_USER_DEFINED, false));
+                                   type != LIPI_SPM_USER_DEFINED,
+                                   type == LIPI_SPM_USER_DEFINED && !spec->legacy_llama));
     }
     /* Each json_object_set_new consumes its value even when it fails. */
     doc = json_object();
