@@ -187,25 +187,24 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
         base_len -= strlen(".tiktoken");
     /* The published encodings are known by name; NAME.meta.json beside
      * the ranks describes any other. */
-    if (lipi_rd_tiktoken_builtin(base, base_len, &pattern, &special, &n_special))
-        goto read;
-    if (lipi_buf_append(&mb, base, base_len) != LIPI_OK ||
-        lipi_buf_append(&mb, ".meta.json", 10) != LIPI_OK ||
-        !(meta_path = beside(path, mb.p))) {
-        st = oom(path, err);
-        goto done;
-    }
-    TRY(read_optional(meta_path, &meta_text, &meta_len, err));
-    if (meta_text) {
-        size_t n_meta = 0;
-        TRY(read_meta(meta_path, meta_text, meta_len, &meta, &pattern, &meta_special, &n_meta,
-                      err));
-        if (meta_special) {
-            special = meta_special;
-            n_special = n_meta;
+    if (!lipi_rd_tiktoken_builtin(base, base_len, &pattern, &special, &n_special)) {
+        if (lipi_buf_append(&mb, base, base_len) != LIPI_OK ||
+            lipi_buf_append(&mb, ".meta.json", 10) != LIPI_OK ||
+            !(meta_path = beside(path, mb.p))) {
+            st = oom(path, err);
+            goto done;
+        }
+        TRY(read_optional(meta_path, &meta_text, &meta_len, err));
+        if (meta_text) {
+            size_t n_meta = 0;
+            TRY(read_meta(meta_path, meta_text, meta_len, &meta, &pattern, &meta_special,
+                          &n_meta, err));
+            if (meta_special) {
+                special = meta_special;
+                n_special = n_meta;
+            }
         }
     }
-read:
     if (opt->pattern)
         pattern = opt->pattern;
     if (!pattern) {

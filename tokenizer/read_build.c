@@ -315,13 +315,14 @@ lipi_decoder *lipi_rd_dec_metaspace(lipi_prepend_scheme scheme)
 
 lipi_decoder *lipi_rd_dec_spm_bytes(bool meta_to_space, bool strip_first_space)
 {
+    bool ok = false;
     lipi_decoder *d = lipi_calloc(1, sizeof *d);
     if (!d)
         return NULL;
     d->type = LIPI_DEC_SEQUENCE;
     d->sequence.items = lipi_calloc(4, sizeof *d->sequence.items);
     if (!d->sequence.items)
-        goto oom;
+        goto done;
     lipi_decoder *it = d->sequence.items;
     size_t n = 0;
     if (meta_to_space) {
@@ -329,7 +330,7 @@ lipi_decoder *lipi_rd_dec_spm_bytes(bool meta_to_space, bool strip_first_space)
         d->sequence.n_items = ++n;
         if (!own(&it[n - 1].replace.pattern, "\xe2\x96\x81") ||
             !own(&it[n - 1].replace.content, " "))
-            goto oom;
+            goto done;
     }
     it[n++].type = LIPI_DEC_BYTEFALLBACK;
     it[n++].type = LIPI_DEC_FUSE;
@@ -339,12 +340,15 @@ lipi_decoder *lipi_rd_dec_spm_bytes(bool meta_to_space, bool strip_first_space)
         it[n].strip.start = 1;
         d->sequence.n_items = ++n;
         if (!own(&it[n - 1].strip.content, " "))
-            goto oom;
+            goto done;
+    }
+    ok = true;
+done:
+    if (!ok) {
+        lipi_decoder_free(d);
+        d = NULL;
     }
     return d;
-oom:
-    lipi_decoder_free(d);
-    return NULL;
 }
 
 /* ======================================================================== */

@@ -235,6 +235,13 @@ done:
     return st;
 }
 
+/* Jumps to the function's cleanup with st = LIPI_ENOMEM and err filled. */
+#define GG_OOM()                                                                           \
+    do {                                                                                   \
+        st = lipi_error_set(g->err, LIPI_ENOMEM, g->name, 0, 0, "out of memory");          \
+        goto done;                                                                         \
+    } while (0)
+
 static const gg_kv *gg_find(const gg *g, const char *key)
 {
     size_t n = strlen(key);
@@ -501,42 +508,35 @@ static bool append(json_t *arr, json_t *item)
 /* The pre_tokenizer JSON of a gpt2-model GGUF. */
 static json_t *gpt2_pre(const gg_pre *p, const char *pattern)
 {
-    json_t *seq = json_array();
+    bool ok = false;
+    json_t *seq;
+    if (!pattern && p->hf == 1)
+        return lipi_rd_bytelevel(false, true, true);
+    seq = json_array();
     if (!seq)
         return NULL;
     if (pattern) {
-        if (!append(seq, lipi_rd_split(pattern, "Isolated")) ||
-            !append(seq, lipi_rd_bytelevel(false, true, false)))
-            goto oom;
-        return lipi_rd_sequence("pretokenizers", seq);
+        ok = append(seq, lipi_rd_split(pattern, "Isolated")) &&
+             append(seq, lipi_rd_bytelevel(false, true, false));
+    } else if (p->hf == 2) {
+        ok = append(seq, json_pack("{s:s, s:s}", "type", "Punctuation", "behavior", "Contiguous")) &&
+             append(seq, lipi_rd_bytelevel(false, true, true)) &&
+             append(seq, json_pack("{s:s, s:b}", "type", "Digits", "individual_digits", 0)) &&
+             append(seq, lipi_rd_split("[0-9][0-9][0-9]", "Isolated"));
+    } else if (p->hf == 3) {
+        ok = append(seq, json_pack("{s:s, s:b}", "type", "Digits", "individual_digits", 1)) &&
+             append(seq, lipi_rd_bytelevel(false, true, true));
+    } else {
+        ok = true;
+        for (size_t i = 0; i < 6 && p->rx[i] && ok; i++)
+            ok = append(seq, lipi_rd_split(p->rx[i], "Isolated"));
+        ok = ok && append(seq, lipi_rd_bytelevel(false, true, false));
     }
-    switch (p->hf) {
-    case 1:
+    if (!ok) {
         json_decref(seq);
-        return lipi_rd_bytelevel(false, true, true);
-    case 2:
-        if (!append(seq, json_pack("{s:s, s:s}", "type", "Punctuation", "behavior", "Contiguous")) ||
-            !append(seq, lipi_rd_bytelevel(false, true, true)) ||
-            !append(seq, json_pack("{s:s, s:b}", "type", "Digits", "individual_digits", 0)) ||
-            !append(seq, lipi_rd_split("[0-9][0-9][0-9]", "Isolated")))
-            goto oom;
-        break;
-    case 3:
-        if (!append(seq, json_pack("{s:s, s:b}", "type", "Digits", "individual_digits", 1)) ||
-            !append(seq, lipi_rd_bytelevel(false, true, true)))
-            goto oom;
-        break;
-    default:
-        for (size_t i = 0; i < 6 && p->rx[i]; i++)
-            if (!append(seq, lipi_rd_split(p->rx[i], "Isolated")))
-                goto oom;
-        if (!append(seq, lipi_rd_bytelevel(false, true, false)))
-            goto oom;
+        return NULL;
     }
     return lipi_rd_sequence("pretokenizers", seq);
-oom:
-    json_decref(seq);
-    return NULL;
 }
 
 /* ======================================================================== */
@@ -664,7 +664,7 @@ static lipi_status build_bert(gg *g, const gg_vocab *v, const lipi_open_options 
     static const int64_t defs[5] = {100, 102, 0, 101, 103};
 
     if (!tok || !off)
-        goto oom;
+        GG_OOM();
     for (size_t i = 0; i < v->n; i++) {
         const lipi_strref *t = &v->tok[i];
         off[i] = arena.len;
@@ -672,13 +672,13 @@ static lipi_status build_bert(gg *g, const gg_vocab *v, const lipi_open_options 
             continue;
         if (t->len >= 3 && memcmp(t->s, "\xe2\x96\x81", 3) == 0) {
             if (lipi_buf_append(&arena, t->s + 3, t->len - 3) != LIPI_OK)
-                goto oom;
+                GG_OOM();
         } else if (t->len >= 2 && t->s[0] == '[' && t->s[t->len - 1] == ']') {
             if (lipi_buf_append(&arena, t->s, t->len) != LIPI_OK)
-                goto oom;
+                GG_OOM();
         } else if (lipi_buf_append(&arena, "##", 2) != LIPI_OK ||
                    lipi_buf_append(&arena, t->s, t->len) != LIPI_OK) {
-            goto oom;
+            GG_OOM();
         }
     }
     for (size_t i = 0; i < v->n; i++) {
@@ -693,7 +693,7 @@ static lipi_status build_bert(gg *g, const gg_vocab *v, const lipi_open_options 
             continue;
         names[k] = lipi_strndup(tok[ids[k]].s, tok[ids[k]].len);
         if (!names[k])
-            goto oom;
+            GG_OOM();
         *slots[k] = names[k];
     }
     if (opt && opt->lowercase != LIPI_FLAG_AUTO)
@@ -703,9 +703,6 @@ static lipi_status build_bert(gg *g, const gg_vocab *v, const lipi_open_options 
         spec.strip_accents = opt->strip_accents == LIPI_FLAG_ON;
     }
     st = lipi_rd_bert_build(g->name, tok, v->n, &spec, out, g->err);
-    goto done;
-oom:
-    st = lipi_error_set(g->err, LIPI_ENOMEM, g->name, 0, 0, "out of memory");
 done:
     for (size_t k = 0; k < 5; k++)
         lipi_free(names[k]);
@@ -760,11 +757,11 @@ static lipi_status build_gpt2(gg *g, const gg_vocab *v, const lipi_open_options 
         goto done;
     }
     if (st != LIPI_OK)
-        goto oom;
+        GG_OOM();
     TRY(gg_get_strings(g, "tokenizer.ggml.merges", &ms, &n_ms));
     merges = lipi_reallocarray(NULL, n_ms ? n_ms : 1, sizeof *merges);
     if (!merges)
-        goto oom;
+        GG_OOM();
     for (size_t i = 0; i < n_ms; i++) {
         /* "left right", split at the first space after the first byte, as
          * llama.cpp does (so a left part may start with a space). */
@@ -802,14 +799,14 @@ static lipi_status build_gpt2(gg *g, const gg_vocab *v, const lipi_open_options 
         TRY(lipi_rd_post_bos_eos(add_bos ? &v->tok[bos] : NULL, (uint32_t)bos,
                                  add_eos ? &v->tok[eos] : NULL, (uint32_t)eos, &post));
     else if (!(post = lipi_rd_post_bytelevel()))
-        goto oom;
+        GG_OOM();
     doc = json_object();
     dec = lipi_rd_dec_bytelevel();
     if (!doc || !dec ||
         json_object_set_new(doc, "normalizer",
                             p && p->nfc && !pattern ? lipi_rd_type("NFC") : json_null()) != 0 ||
         json_object_set_new(doc, "pre_tokenizer", gpt2_pre(p, pattern)) != 0)
-        goto oom;
+        GG_OOM();
 
     rm.type = LIPI_MODEL_BPE;
     lipi_model_options_default(LIPI_MODEL_BPE, &rm.opt);
@@ -823,9 +820,6 @@ static lipi_status build_gpt2(gg *g, const gg_vocab *v, const lipi_open_options 
     doc = NULL;
     post = NULL;
     dec = NULL;
-    goto done;
-oom:
-    st = lipi_error_set(g->err, LIPI_ENOMEM, g->name, 0, 0, "out of memory");
 done:
     json_decref(doc);
     lipi_post_processor_free(post);

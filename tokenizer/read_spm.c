@@ -584,48 +584,39 @@ static bool can_split(const lipi_rd_spm *spec)
 
 static json_t *spm_normalizer(const lipi_rd_spm *spec, bool metaspace_first)
 {
-    json_t *seq = json_array();
+    json_t *seq = json_array(), *out = NULL;
     lipi_buf b64 = {0};
-    if (!seq)
-        goto oom;
-    if (spec->charsmap_len) {
-        if (lipi_rd_base64_encode(spec->charsmap, spec->charsmap_len, &b64) != LIPI_OK)
-            goto oom;
-        json_t *pc = json_pack("{s:s, s:s#}", "type", "Precompiled", "precompiled_charsmap", b64.p,
-                               b64.len);
+    bool ok = seq != NULL;
+    if (ok && spec->charsmap_len) {
+        json_t *pc = NULL;
+        if (lipi_rd_base64_encode(spec->charsmap, spec->charsmap_len, &b64) == LIPI_OK)
+            pc = json_pack("{s:s, s:s#}", "type", "Precompiled", "precompiled_charsmap", b64.p,
+                           b64.len);
         if (pc && spec->longest_match &&
             json_object_set_new(pc, "lipi_longest_match", json_true()) != 0) {
             json_decref(pc);
             pc = NULL;
         }
-        if (!append(seq, pc))
-            goto oom;
+        ok = append(seq, pc);
     }
-    if (spec->remove_extra_whitespaces) {
-        if (!append(seq, lipi_rd_replace(true, "\\A +", "")) ||
-            !append(seq, lipi_rd_replace(true, spec->escape_whitespaces ? "[ " META "]+\\z"
+    if (ok && spec->remove_extra_whitespaces)
+        ok = append(seq, lipi_rd_replace(true, "\\A +", "")) &&
+             append(seq, lipi_rd_replace(true, spec->escape_whitespaces ? "[ " META "]+\\z"
                                                                          : " +\\z",
-                                         "")) ||
-            !append(seq, lipi_rd_replace(true, " {2,}", " ")))
-            goto oom;
-    }
-    if (spec->add_dummy_prefix && !metaspace_first &&
-        !append(seq, json_pack("{s:s, s:s}", "type", "Prepend", "prepend",
-                               spec->escape_whitespaces ? META : " ")))
-        goto oom;
-    if (spec->escape_whitespaces &&
-        !append(seq, lipi_rd_replace(false, " ", META)))
-        goto oom;
-    lipi_buf_free(&b64);
-    if (json_array_size(seq) == 0) {
-        json_decref(seq);
-        return json_null();
-    }
-    return lipi_rd_sequence("normalizers", seq);
-oom:
+                                         "")) &&
+             append(seq, lipi_rd_replace(true, " {2,}", " "));
+    if (ok && spec->add_dummy_prefix && !metaspace_first)
+        ok = append(seq, json_pack("{s:s, s:s}", "type", "Prepend", "prepend",
+                                   spec->escape_whitespaces ? META : " "));
+    if (ok && spec->escape_whitespaces)
+        ok = append(seq, lipi_rd_replace(false, " ", META));
+    if (ok && json_array_size(seq) == 0)
+        out = json_null();
+    else if (ok)
+        out = lipi_rd_sequence("normalizers", json_incref(seq));
     lipi_buf_free(&b64);
     json_decref(seq);
-    return NULL;
+    return out;
 }
 
 static json_t *spm_pre(bool metaspace_first, bool split)

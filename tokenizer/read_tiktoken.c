@@ -365,22 +365,17 @@ static int entry_rank_cmp(const void *a, const void *b)
 
 static json_t *tiktoken_doc(const char *pattern)
 {
-    json_t *doc = json_object();
-    json_t *seq = json_array();
-    if (!doc || !seq)
-        goto oom;
-    if (json_array_append_new(seq, lipi_rd_split(pattern, "Isolated")) != 0 ||
-        json_array_append_new(seq, lipi_rd_bytelevel(false, true, false)) != 0)
-        goto oom;
-    json_t *s = seq;
-    seq = NULL;
-    if (json_object_set_new(doc, "pre_tokenizer", lipi_rd_sequence("pretokenizers", s)) != 0)
-        goto oom;
-    return doc;
-oom:
-    json_decref(doc);
+    json_t *doc = json_object(), *seq = json_array();
+    bool ok = doc && seq && json_array_append_new(seq, lipi_rd_split(pattern, "Isolated")) == 0 &&
+              json_array_append_new(seq, lipi_rd_bytelevel(false, true, false)) == 0 &&
+              json_object_set_new(doc, "pre_tokenizer",
+                                  lipi_rd_sequence("pretokenizers", json_incref(seq))) == 0;
     json_decref(seq);
-    return NULL;
+    if (!ok) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
 }
 
 lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const char *name,
@@ -455,8 +450,10 @@ lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const cha
                             "expected distinct tokens, found the token of line %zu again", a);
         goto done;
     }
-    if (st != LIPI_OK)
-        goto oom;
+    if (st != LIPI_OK) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
 
     for (size_t i = 0; i < n_special; i++) {
         uint32_t id = special[i].id;
@@ -480,8 +477,10 @@ lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const cha
     lipi_rd_bytemap_init(&bm);
     alpha_off = lipi_calloc(n, sizeof *alpha_off);
     tok = lipi_calloc(n_ids, sizeof *tok);
-    if (!alpha_off || !tok || lipi_buf_reserve(&alpha, len * 2) != LIPI_OK)
-        goto oom;
+    if (!alpha_off || !tok || lipi_buf_reserve(&alpha, len * 2) != LIPI_OK) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
     for (size_t i = 0; i < n; i++) {
         alpha_off[i] = alpha.len;
         TRY(lipi_rd_bytes_to_alphabet(&bm, arena + e[i].off, e[i].len, &alpha));
@@ -495,8 +494,10 @@ lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const cha
     merges = lipi_reallocarray(NULL, n, sizeof *merges);
     scratch_start = lipi_reallocarray(NULL, max_len + 1, sizeof *scratch_start);
     scratch_pr = lipi_reallocarray(NULL, max_len + 1, sizeof *scratch_pr);
-    if (!merges || !scratch_start || !scratch_pr)
-        goto oom;
+    if (!merges || !scratch_start || !scratch_pr) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
     for (size_t i = 0; i < n; i++) {
         uint32_t l, r;
         if (e[i].len < 2)
@@ -519,9 +520,8 @@ lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const cha
     rm.n_merges = n_merges;
     rm.prefix_null = rm.suffix_null = true;
     for (size_t i = 0; i < n_special; i++)
-        if (lipi_rd_added_push(&added, special[i].id, special[i].content,
-                               strlen(special[i].content), true, false) != LIPI_OK)
-            goto oom;
+        TRY(lipi_rd_added_push(&added, special[i].id, special[i].content,
+                               strlen(special[i].content), true, false));
     json_t *doc = tiktoken_doc(pattern);
     lipi_post_processor *post = lipi_rd_post_bytelevel();
     lipi_decoder *dec = lipi_rd_dec_bytelevel();
@@ -529,12 +529,10 @@ lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const cha
         json_decref(doc);
         lipi_post_processor_free(post);
         lipi_decoder_free(dec);
-        goto oom;
+        st = LIPI_ENOMEM;
+        goto done;
     }
     TRY(lipi_rd_assemble(name, doc, post, dec, &rm, &added, out, err));
-    goto done;
-oom:
-    st = lipi_error_set(err, LIPI_ENOMEM, name, 0, 0, "out of memory");
 done:
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, LIPI_ENOMEM, name, 0, 0, "out of memory");
