@@ -3,6 +3,7 @@
  * and GPT2Converter / RobertaConverter build them. */
 #include "tokenizer/read_impl.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -189,6 +190,37 @@ done:
     return st;
 }
 
+static int by_token_then_id(const void *a, const void *b, void *tok)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    const lipi_strref *p = (const lipi_strref *)tok + x, *q = (const lipi_strref *)tok + y;
+    size_t n = p->len < q->len ? p->len : q->len;
+    int r = n ? memcmp(p->s, q->s, n) : 0;
+    if (r == 0)
+        r = (p->len > q->len) - (p->len < q->len);
+    return r ? r : (x > y) - (x < y);
+}
+
+/* A token listed twice keeps its last id, as in Hugging Face's vocab dict;
+ * its earlier lines become ids without a token. Sorting makes this
+ * O(n log n) however many repeats a file has. */
+static lipi_status drop_repeats(lipi_strref *tok, size_t n)
+{
+    size_t *order = lipi_reallocarray(NULL, n ? n : 1, sizeof *order);
+    if (!order)
+        return LIPI_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    qsort_r(order, n, sizeof *order, by_token_then_id, tok);
+    for (size_t i = 0; i + 1 < n; i++) {
+        const lipi_strref *a = &tok[order[i]], *b = &tok[order[i + 1]];
+        if (a->len == b->len && (a->len == 0 || memcmp(a->s, b->s, a->len) == 0))
+            tok[order[i]].s = NULL;
+    }
+    lipi_free(order);
+    return LIPI_OK;
+}
+
 /* Whether s contains "uncased" in any letter case. */
 static bool says_uncased(const char *s)
 {
@@ -206,7 +238,6 @@ lipi_status lipi_tokenizer_from_vocab_txt(const char *data, size_t len, const ch
     lipi_status st = LIPI_OK;
     lipi_strref *tok = NULL;
     size_t n = 0, lines = 1;
-    lipi_strmap map = {0};
     json_t *keep = NULL;
     lipi_rd_bert spec = {.tokenize_chinese_chars = true};
 
@@ -257,22 +288,13 @@ lipi_status lipi_tokenizer_from_vocab_txt(const char *data, size_t len, const ch
                             "expected one token per line, found an empty file");
         goto done;
     }
-    /* A token listed twice keeps its last id, as in Hugging Face's vocab
-     * dict; its earlier line becomes an id without a token. */
-    for (;;) {
-        size_t d1 = 0, d2 = 0;
-        st = lipi_strmap_build(&map, tok, n, &d1, &d2);
-        if (st != LIPI_EINVAL)
-            break;
-        tok[d1 < d2 ? d1 : d2].s = NULL;
-    }
+    st = drop_repeats(tok, n);
     if (st != LIPI_OK) {
         st = oom(name, err);
         goto done;
     }
     TRY(lipi_rd_bert_build(name, tok, n, &spec, out, err));
 done:
-    lipi_strmap_free(&map);
     lipi_free(tok);
     json_decref(keep);
     return st;
