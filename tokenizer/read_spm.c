@@ -513,6 +513,12 @@ static int spm_merge_cmp(const void *a, const void *b)
     return (x->right > y->right) - (x->right < y->right);
 }
 
+/* Pieces longer than this get no merges: trying every split costs the
+ * square of a piece's length, and a hostile file could hold megabyte-long
+ * pieces. Real vocabularies stay far below it (SentencePiece's default
+ * max_sentencepiece_length is 16 characters). */
+#define SPM_MERGE_MAX_LEN 256
+
 /* Merges of a SentencePiece BPE vocabulary: every split of every piece
  * into two pieces, by descending score. */
 static lipi_status spm_merges(const lipi_rd_spm *spec, const lipi_strref *tok,
@@ -530,6 +536,8 @@ static lipi_status spm_merges(const lipi_rd_spm *spec, const lipi_strref *tok,
     for (size_t p = 0; p < spec->n; p++) {
         const char *s = tok[p].s;
         size_t len = tok[p].len;
+        if (len > SPM_MERGE_MAX_LEN)
+            continue;
         for (size_t i = 1; i < len; i++) {
             uint32_t l, r;
             if (((unsigned char)s[i] & 0xc0) == 0x80)

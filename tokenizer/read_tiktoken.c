@@ -353,6 +353,12 @@ static bool recover_merge(const tt_map *lk, const uint8_t *s, size_t n, uint32_t
     return *left != UINT32_MAX && *right != UINT32_MAX;
 }
 
+/* Tokens longer than this get no merge (ignore_merges still maps a piece
+ * that is such a token to it): recovering a merge costs the square of the
+ * token's length, and a hostile file could hold megabyte-long tokens. The
+ * published encodings stay at 128 bytes. */
+#define TT_MERGE_MAX_LEN 256
+
 static int entry_rank_cmp(const void *a, const void *b)
 {
     uint32_t x = ((const tt_entry *)a)->rank, y = ((const tt_entry *)b)->rank;
@@ -492,6 +498,8 @@ lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const cha
 
     /* One merge per reachable multi-byte token, in rank order. */
     merges = lipi_reallocarray(NULL, n, sizeof *merges);
+    if (max_len > TT_MERGE_MAX_LEN)
+        max_len = TT_MERGE_MAX_LEN;
     scratch_start = lipi_reallocarray(NULL, max_len + 1, sizeof *scratch_start);
     scratch_pr = lipi_reallocarray(NULL, max_len + 1, sizeof *scratch_pr);
     if (!merges || !scratch_start || !scratch_pr) {
@@ -500,7 +508,7 @@ lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const cha
     }
     for (size_t i = 0; i < n; i++) {
         uint32_t l, r;
-        if (e[i].len < 2)
+        if (e[i].len < 2 || e[i].len > TT_MERGE_MAX_LEN)
             continue;
         if (recover_merge(&map, arena + e[i].off, e[i].len, e[i].rank, scratch_start, scratch_pr,
                           &l, &r)) {
