@@ -489,7 +489,8 @@ typedef struct {
  * `opt` may be NULL. *out is owned by the caller. Errors: LIPI_EIO when the
  * file cannot be read (or a bare name is not found: the message lists the
  * folders searched), LIPI_EFORMAT naming the file and position of what is
- * wrong, LIPI_EINVAL for a bad option, LIPI_EREGEX for a bad pattern,
+ * wrong, LIPI_EINVAL for a bad option or a rank file whose split pattern is
+ * not known (give opt->pattern), LIPI_EREGEX for a bad pattern,
  * LIPI_ENOMEM. */
 lipi_status lipi_tokenizer_open(const char *path, const lipi_open_options *opt,
                                 lipi_tokenizer **out, lipi_error *err);
@@ -501,7 +502,11 @@ lipi_status lipi_tokenizer_open(const char *path, const lipi_open_options *opt,
  * the normalizer spec (precompiled charsmap, add_dummy_prefix,
  * remove_extra_whitespaces, escape_whitespaces) and byte fallback. Gives
  * SentencePiece's own ids (EncodeAsIds), with control and unknown pieces
- * as special added tokens and user-defined pieces as added tokens. */
+ * as special added tokens and user-defined pieces as added tokens, as
+ * Hugging Face's converters make them; so, unlike SentencePiece, "<s>" in
+ * the text is the control token, and with user-defined pieces a text that
+ * starts with one (or with "▁") gets no lone "▁" before it. Models of type
+ * WORD or CHAR, and treat_whitespace_as_suffix, are LIPI_EFORMAT. */
 lipi_status lipi_tokenizer_from_spm(const void *data, size_t len, const char *name,
                                     lipi_tokenizer **out, lipi_error *err);
 
