@@ -1154,6 +1154,90 @@ static void test_tiktoken_ids_equal_tiktoken(void **state)
                               &opt));
 }
 
+/* The encoder's Hugging Face corpus fixtures (tokenizers' ids for every
+ * 16th FLORES / NTREX line, "<file>:<line>\t<ids>"), read here through the
+ * vocab.txt and vocab.json + merges.txt readers instead of tokenizer.json. */
+static void test_vocab_files_ids_equal_hugging_face(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *fixture, *vocab, *merges;
+    } cases[] = {
+        {"corpus_bert-base-uncased", "vocab/bert-base-uncased/vocab.txt", NULL},
+        {"corpus_bert-base-cased", "vocab/bert-base-cased/vocab.txt", NULL},
+        {"corpus_bert-base-multilingual-cased", "vocab/bert-base-multilingual-cased/vocab.txt",
+         NULL},
+        {"corpus_bert-base-chinese", "vocab/bert-base-chinese/vocab.txt", NULL},
+        {"corpus_gpt2", "vocab/gpt2/encoder.json", "vocab/gpt2/vocab.bpe"},
+    };
+    static uint32_t want[65536];
+    size_t done = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char fixture[256], vocab[256];
+        snprintf(fixture, sizeof fixture, "tests/fixtures/encoder/%s.ids.xz", cases[c].fixture);
+        snprintf(vocab, sizeof vocab, SHARED "/%s", cases[c].vocab);
+        if (!have(fixture) || !have(vocab))
+            continue;
+        lipi_tokenizer *t = NULL;
+        lipi_encoder *enc = NULL;
+        lipi_session *s = NULL;
+        lipi_error err;
+        if (cases[c].merges) {
+            char merges[256];
+            size_t vn, mn;
+            snprintf(merges, sizeof merges, SHARED "/%s", cases[c].merges);
+            char *v = slurp(vocab, &vn), *m = slurp(merges, &mn);
+            assert_int_equal(lipi_tokenizer_from_gpt2(v, vn, m, mn, vocab, NULL, 0, &t, &err),
+                             LIPI_OK);
+            lipi_free(v);
+            lipi_free(m);
+        } else if (lipi_tokenizer_open(vocab, NULL, &t, &err) != LIPI_OK) {
+            fail_msg("%s: %s", vocab, err.msg);
+        }
+        assert_int_equal(lipi_encoder_new(t, &enc, &err), LIPI_OK);
+        assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+        text_file files[96] = {{0}};
+        size_t n_files = 0, checked = 0;
+        lipi_line_reader *r = NULL;
+        const char *line;
+        size_t len;
+        assert_int_equal(lipi_line_reader_open(fixture, LIPI_INVALID_ERROR, &r, &err), LIPI_OK);
+        while (lipi_line_reader_next(r, &line, &len, &err) == LIPI_OK && line) {
+            const char *tab = memchr(line, '\t', len);
+            if (line[0] == '#' || !tab)
+                continue;
+            const char *colon = tab;
+            while (colon > line && *colon != ':')
+                colon--;
+            char rel[256];
+            snprintf(rel, sizeof rel, "%.*s", (int)(colon - line), line);
+            size_t no = (size_t)strtoul(colon + 1, NULL, 10);
+            assert_true(n_files < sizeof files / sizeof files[0]);
+            text_file *f = texts_load(files, &n_files, rel);
+            assert_true(no >= 1 && no <= f->n);
+            size_t n_want = parse_ids(tab + 1, len - (size_t)(tab + 1 - line), want,
+                                      sizeof want / sizeof want[0]);
+            /* The fixture's lines lost a "\r" before "\n", as lipi's line reader does. */
+            size_t tl = f->len[no - 1];
+            if (tl && f->s[no - 1][tl - 1] == '\r')
+                tl--;
+            char what[600];
+            snprintf(what, sizeof what, "%s, %s line %zu", fixture, rel, no);
+            expect_ids(s, what, f->s[no - 1], tl, want, n_want);
+            checked++;
+        }
+        assert_true(checked > 0);
+        lipi_line_reader_close(r);
+        texts_free(files, n_files);
+        lipi_session_free(s);
+        lipi_encoder_free(enc);
+        lipi_tokenizer_free(t);
+        done++;
+    }
+    if (!done)
+        skip();
+}
+
 /* llama.cpp's vectors: every .inp case against its .out line (ids that
  * Hugging Face tokenizers gave), for the models whose GGUF is here. */
 static void test_gguf_ids_equal_llama_cpp_vectors(void **state)
@@ -1330,6 +1414,7 @@ int main(void)
         cmocka_unit_test(test_spm_ids_equal_sentencepiece),
         cmocka_unit_test(test_tiktoken_ids_equal_tiktoken),
         cmocka_unit_test(test_gguf_ids_equal_llama_cpp_vectors),
+        cmocka_unit_test(test_vocab_files_ids_equal_hugging_face),
 #endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
