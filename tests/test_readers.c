@@ -437,6 +437,17 @@ static void test_tiktoken_rejects_bad_lines_with_their_position(void **state)
         assert_string_equal(err.path, "r");
         assert_null(t);
     }
+    /* A pattern PCRE2 cannot compile, or that is not UTF-8. */
+    {
+        lipi_tokenizer *t = NULL;
+        lipi_error err;
+        assert_int_equal(lipi_tokenizer_from_tiktoken("YQ== 0\n", 7, "r", "(", NULL, 0, &t, &err),
+                         LIPI_EREGEX);
+        assert_string_equal(err.path, "r");
+        assert_int_equal(lipi_tokenizer_from_tiktoken("YQ== 0\n", 7, "r", "\xff", NULL, 0, &t,
+                                                      &err),
+                         LIPI_EINVAL);
+    }
     /* A special token may not take a rank's id. */
     static const lipi_special_token sp[] = {{"<|s|>", 1}};
     lipi_tokenizer *t = NULL;

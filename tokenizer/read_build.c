@@ -24,7 +24,6 @@ void lipi_rd_bytemap_init(lipi_rd_bytemap *m)
         uint32_t cp = byte_is_printable(b) ? b : next++;
         char buf[4];
         size_t n = lipi_utf8_encode(cp, buf);
-        m->cp[b] = (uint16_t)cp;
         m->len[b] = (uint8_t)n;
         memcpy(m->utf8[b], buf, n);
     }
@@ -49,11 +48,6 @@ done:
 /* ======================================================================== */
 /* JSON pieces                                                               */
 /* ======================================================================== */
-
-json_t *lipi_rd_str(const char *s, size_t len)
-{
-    return json_stringn(s, len);
-}
 
 json_t *lipi_rd_type(const char *type)
 {

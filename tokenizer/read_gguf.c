@@ -731,6 +731,10 @@ static lipi_status build_gpt2(gg *g, const gg_vocab *v, const lipi_open_options 
     lipi_rd_model rm = {0};
     size_t d1 = 0, d2 = 0;
 
+    if (pattern && lipi_utf8_valid_prefix(pattern, strlen(pattern)) < strlen(pattern)) {
+        st = lipi_error_set(g->err, LIPI_EINVAL, g->name, 0, 0, "the split pattern is not UTF-8");
+        goto done;
+    }
     TRY(gg_get_str(g, "tokenizer.ggml.pre", &pre, &pre_len));
     if (!pre) {
         /* As llama.cpp: files written before "pre" existed split the

@@ -23,11 +23,10 @@
 /* The GPT-2 byte alphabet                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* GPT-2's bytes_to_unicode: byte b stands for the code point cp[b], whose
- * UTF-8 form is utf8[b][0 .. len[b]). Printable Latin-1 bytes stand for
+/* GPT-2's bytes_to_unicode: byte b stands for a code point whose UTF-8
+ * form is utf8[b][0 .. len[b]). Printable Latin-1 bytes stand for
  * themselves; the other 68 take U+0100.. in byte order ("Ġ" is the space). */
 typedef struct {
-    uint16_t cp[256];
     char utf8[256][2];
     uint8_t len[256];
 } lipi_rd_bytemap;
@@ -97,10 +96,9 @@ static inline bool lipi_rd_json_oom(const json_error_t *je)
     return json_error_code(je) == json_error_out_of_memory || je->text[0] == '\0';
 }
 
-/* JSON pieces, NULL on allocation failure (or, for strings, bytes that are
- * not UTF-8: callers check their text first). The json_t * arguments are
+/* JSON pieces, NULL on allocation failure (or for strings that are not
+ * UTF-8: callers check their text first). The json_t * arguments are
  * stolen. */
-json_t *lipi_rd_str(const char *s, size_t len);
 json_t *lipi_rd_type(const char *type);                 /* {"type": type} */
 json_t *lipi_rd_sequence(const char *key, json_t *arr); /* {"type":"Sequence", key: arr} */
 json_t *lipi_rd_replace(bool regex, const char *pattern, const char *content);

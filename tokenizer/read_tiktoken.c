@@ -409,6 +409,16 @@ lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const cha
         return lipi_error_set(err, LIPI_EINVAL, name, 0, 0,
                               "no data, pattern or special tokens given");
     name = name ? name : "";
+    if (lipi_utf8_valid_prefix(pattern, strlen(pattern)) < strlen(pattern))
+        return lipi_error_set(err, LIPI_EINVAL, name, 0, 0, "the split pattern is not UTF-8");
+    for (size_t i = 0; i < n_special; i++) {
+        size_t sl = special[i].content ? strlen(special[i].content) : 0;
+        if (sl == 0 || lipi_utf8_valid_prefix(special[i].content, sl) < sl ||
+            special[i].id == UINT32_MAX)
+            return lipi_error_set(err, LIPI_EINVAL, name, 0, 0,
+                                  "special token %zu: expected UTF-8 text and an id below %u", i,
+                                  UINT32_MAX);
+    }
     TRY(parse_lines(data, len, name, &e, &n, &arena, err));
     if (n == 0) {
         st = lipi_error_set(err, LIPI_EFORMAT, name, 0, 0,
