@@ -786,6 +786,56 @@ static void test_gguf_hostile_headers_fail_without_large_allocations(void **stat
     free(b.p);
 }
 
+static void test_gguf_t5_vocabulary_is_unigram_with_eos(void **state)
+{
+    (void)state;
+    static const char *const toks[] = {"<pad>", "</s>", "<unk>", "\xe2\x96\x81", "a"};
+    static const float scores[] = {0, 0, 0, -1.5f, -2.5f};
+    static const int32_t types[] = {3, 3, 2, 1, 1};
+    bytes b = {0};
+    gguf_header(&b, 3, 4);
+    kv_str(&b, "tokenizer.ggml.model", "t5");
+    kv_strs(&b, "tokenizer.ggml.tokens", toks, 5);
+    put_str(&b, "tokenizer.ggml.scores");
+    put_u32(&b, 9);
+    put_u32(&b, 6);
+    put_u64(&b, 5);
+    put(&b, scores, sizeof scores); /* little-endian host */
+    put_str(&b, "tokenizer.ggml.token_type");
+    put_u32(&b, 9);
+    put_u32(&b, 5);
+    put_u64(&b, 5);
+    put(&b, types, sizeof types);
+    lipi_tokenizer *t = NULL;
+    lipi_error err;
+    if (lipi_tokenizer_from_gguf(b.p, b.len, "t5.gguf", NULL, &t, &err) != LIPI_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(lipi_tokenizer_model_type(t), LIPI_MODEL_UNIGRAM);
+    assert_int_equal(lipi_tokenizer_get_model_options(t)->unk_id, 2);
+    assert_true(lipi_tokenizer_get_score(t, 4) == -2.5);
+    json_t *j = as_json(t);
+    char *post = json_dumps(json_object_get(j, "post_processor"), JSON_COMPACT);
+    assert_non_null(strstr(post, "\"single\":[{\"Sequence\""));
+    assert_non_null(strstr(post, "</s>"));
+    free(post);
+    json_decref(j);
+    lipi_tokenizer_free(t);
+
+    /* Scores must have one entry per token. */
+    b.len = 0;
+    gguf_header(&b, 3, 3);
+    kv_str(&b, "tokenizer.ggml.model", "t5");
+    kv_strs(&b, "tokenizer.ggml.tokens", toks, 5);
+    put_str(&b, "tokenizer.ggml.scores");
+    put_u32(&b, 9);
+    put_u32(&b, 6);
+    put_u64(&b, 4);
+    put(&b, scores, 4 * sizeof *scores);
+    expect_format_error(lipi_tokenizer_from_gguf(b.p, b.len, "t5.gguf", NULL, &t, &err), &err,
+                        "one per token");
+    free(b.p);
+}
+
 static void test_gguf_unknown_pre_needs_a_pattern(void **state)
 {
     (void)state;
@@ -1416,6 +1466,7 @@ int main(void)
         cmocka_unit_test(test_spm_hostile_varints_lengths_and_types),
         cmocka_unit_test(test_gguf_vocab_files_load_with_their_model_types),
         cmocka_unit_test(test_gguf_hostile_headers_fail_without_large_allocations),
+        cmocka_unit_test(test_gguf_t5_vocabulary_is_unigram_with_eos),
         cmocka_unit_test(test_gguf_unknown_pre_needs_a_pattern),
         cmocka_unit_test(test_vocab_txt_lowercase_follows_config_name_and_option),
         cmocka_unit_test(test_open_detects_folders_and_files),
