@@ -186,13 +186,26 @@ void lipi_normalized_free(lipi_normalized *out); /* frees members, not out */
 
 typedef struct lipi_pretokenizer lipi_pretokenizer; /* immutable, thread-shareable */
 
-/* Built-in pre-tokenizers by name:
- *   "indic"      lipi's default: letters keep their combining marks (\p{M})
- *                and ZWJ/ZWNJ, a word splits where its script changes, a
- *                leading space stays with the word, digits in runs of <= 3;
- *   "cl100k", "o200k", "gpt2"  the published OpenAI split patterns;
- *   "bytelevel"  gpt2 pattern plus the GPT-2 bytes-to-unicode mapping;
- *   "bert"       whitespace split, then punctuation and CJK characters alone;
+/* A pre-tokenizer is a tree of the Hugging Face tokenizer.json kinds (Split,
+ * ByteLevel, Whitespace, WhitespaceSplit, BertPreTokenizer, Metaspace,
+ * Punctuation, Digits, UnicodeScripts, CharDelimiterSplit, FixedLength,
+ * Sequence) and splits exactly as Hugging Face tokenizers does, offsets
+ * included (checked against its outputs in tests/fixtures/pretokenize).
+ *
+ * Built-in pre-tokenizers by name:
+ *   "indic"      lipi's default, one regex (Split Isolated, so Hugging Face
+ *                loads it unchanged): a word is letters of ONE script with
+ *                their combining marks (\p{M}) and ZWNJ/ZWJ, so it splits
+ *                where the script changes; one leading space stays with the
+ *                word; numbers in runs of <= 3 (with any marks); symbol runs
+ *                keep emoji ZWJ sequences whole; whitespace as in o200k.
+ *                "हिन्दीEnglish नमस्ते" -> ["हिन्दी", "English", " नमस्ते"];
+ *   "cl100k", "o200k", "gpt2"  the published OpenAI split patterns
+ *                (cl100k splits "हिन्दी" into "ह", "िन", "्द", "ी");
+ *   "bytelevel"  ByteLevel{add_prefix_space false}: the gpt2 pattern, then
+ *                each piece in the GPT-2 byte alphabet (" é" -> "ĠÃ©");
+ *   "bert"       BertPreTokenizer: whitespace split, then every punctuation
+ *                character alone (CJK spacing is the "bert" normalizer's);
  *   "whitespace" runs of \w+ and of [^\w\s]+ (Hugging Face "Whitespace");
  *   "metaspace"  spaces become U+2581 "▁", one is prepended, split before each;
  *   "digits"     every digit alone.
@@ -200,28 +213,40 @@ typedef struct lipi_pretokenizer lipi_pretokenizer; /* immutable, thread-shareab
 lipi_status lipi_pretokenizer_new(const char *name, lipi_pretokenizer **out,
                                   lipi_error *err);
 
-/* A split on a user PCRE2 pattern (UTF + UCP, JIT-compiled); matches become
- * pieces, the text between matches too (Hugging Face Split "isolated").
- * Compile errors: LIPI_EREGEX with PCRE2's message and the pattern offset. */
+/* A split on a user pattern (UTF + UCP, JIT-compiled); matches become
+ * pieces, the text between matches too (Hugging Face Split "Isolated").
+ * Patterns mean what they mean in a tokenizer.json read by Hugging Face
+ * (Oniguruma): \s is White_Space, \w is Unicode Word (marks included), \b
+ * its boundary, \h a hex digit, ^ and $ are line anchors and (?m) lets "."
+ * match a newline; everything else is PCRE2 syntax. Compile errors:
+ * LIPI_EREGEX with PCRE2's message and err->offset the pattern offset. */
 lipi_status lipi_pretokenizer_new_pattern(const char *pattern, lipi_pretokenizer **out,
                                           lipi_error *err);
 void lipi_pretokenizer_free(lipi_pretokenizer *p);
 
 /* Pieces of one input. Piece i has text text[text_off[i] .. text_off[i+1])
  * (may differ from the source, e.g. "▁" for a space or the byte-level
- * alphabet) and came from source bytes src[i]. Reuse across calls: it also
- * holds per-thread matcher scratch, so one lipi_pieces per thread. */
+ * alphabet) and came from source bytes src[i]. Zero-initialize before the
+ * first use and reuse across calls: it also holds per-thread matcher
+ * scratch, so one lipi_pieces per thread. */
 typedef struct {
     size_t count, cap;
     lipi_span *src;
     size_t *text_off;  /* count + 1 entries */
-    char *text;
+    char *text;        /* NUL-terminated after text_len bytes */
     size_t text_len, text_cap;
     void *scratch;
 } lipi_pieces;
 
 /* Splits valid UTF-8 s[0..len) into *out (cleared first). Pieces are in
- * order, never empty, and their source spans do not overlap. */
+ * order and never empty; their source spans are byte offsets into s, as
+ * Hugging Face reports them, in order and not overlapping. One exception,
+ * also Hugging Face's: text a pre-tokenizer inserts (ByteLevel's or
+ * Metaspace's prefix) carries the span of the character it was put before,
+ * and byte-level characters the span of their whole character, so pieces
+ * cut out of such text can share source bytes. A NULL pre-tokenizer gives
+ * the whole input as one piece. Invalid UTF-8: LIPI_EFORMAT with err->offset
+ * at the bad byte. */
 lipi_status lipi_pretokenize(const lipi_pretokenizer *p, const char *s, size_t len,
                              lipi_pieces *out, lipi_error *err);
 void lipi_pieces_free(lipi_pieces *out); /* frees members, not out */
@@ -232,13 +257,17 @@ void lipi_pieces_free(lipi_pieces *out); /* frees members, not out */
 
 /* Extended grapheme cluster boundaries of valid UTF-8 s[0..len) (ICU
  * character break iterator): writes the byte offsets 0 = b[0] < b[1] < ... <
- * b[n] = len into *bounds (grown with lipi_realloc; *cap tracks its size) and
- * the number of clusters n into *count. Empty input gives n = 0, b[0] = 0. */
+ * b[n] = len into *bounds (grown with lipi_realloc, freed by the caller with
+ * lipi_free; *cap tracks its size) and the number of clusters n into *count.
+ * Empty input gives n = 0, b[0] = 0. ASCII text between non-ASCII is cut
+ * without ICU (CR LF stays one cluster). "क्षि", "👨‍👩‍👧", "e\u0301", "\r\n"
+ * are one cluster each. ICU failures: LIPI_EICU with ICU's error name. */
 lipi_status lipi_graphemes(const char *s, size_t len, size_t **bounds, size_t *cap,
                            size_t *count, lipi_error *err);
 
 /* ICU script code (UScriptCode) of a code point; Common and Inherited are
- * reported as they are (callers decide how to attach them). */
+ * reported as they are (callers decide how to attach them). Not a code
+ * point (> U+10FFFF): USCRIPT_INVALID_CODE (-1). */
 int lipi_script_of(uint32_t cp);
 
 /* ======================================================================== */

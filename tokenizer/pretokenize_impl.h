@@ -1,0 +1,73 @@
+/* Internal helpers shared by pretokenize.c and unicode.c: a UTF-8 validator
+ * and a decoder for text already known to be valid. They are inline because
+ * the pre-tokenizer calls them once per character of every input. */
+#ifndef LIPI_PRETOKENIZE_IMPL_H
+#define LIPI_PRETOKENIZE_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Decodes the code point at s, which must start a well-formed sequence
+ * (callers validate first); stores it in *cp and returns its length. */
+static inline size_t pt_utf8_next(const char *s, uint32_t *cp)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    if (u[0] < 0x80) {
+        *cp = u[0];
+        return 1;
+    }
+    if (u[0] < 0xE0) {
+        *cp = ((uint32_t)(u[0] & 0x1F) << 6) | (u[1] & 0x3F);
+        return 2;
+    }
+    if (u[0] < 0xF0) {
+        *cp = ((uint32_t)(u[0] & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6) | (u[2] & 0x3F);
+        return 3;
+    }
+    *cp = ((uint32_t)(u[0] & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12) |
+          ((uint32_t)(u[2] & 0x3F) << 6) | (u[3] & 0x3F);
+    return 4;
+}
+
+/* Offset of the first byte of s[0..len) that does not start a well-formed
+ * UTF-8 sequence (overlongs, surrogates, values above U+10FFFF and truncated
+ * sequences included), or len when all of s is valid. */
+static inline size_t pt_utf8_valid_prefix(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = u[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t n;
+        unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the 2nd byte */
+        if (c >= 0xC2 && c <= 0xDF)
+            n = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            n = 3;
+            if (c == 0xE0)
+                lo = 0xA0;
+            else if (c == 0xED)
+                hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            n = 4;
+            if (c == 0xF0)
+                lo = 0x90;
+            else if (c == 0xF4)
+                hi = 0x8F;
+        } else
+            return i;
+        if (len - i < n || u[i + 1] < lo || u[i + 1] > hi)
+            return i;
+        for (size_t k = 2; k < n; k++)
+            if ((u[i + k] & 0xC0) != 0x80)
+                return i;
+        i += n;
+    }
+    return len;
+}
+
+#endif

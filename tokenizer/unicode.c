@@ -1,0 +1,146 @@
+/* Unicode helpers: extended grapheme clusters (ICU character break
+ * iterator) and script lookup. */
+#include <pthread.h>
+#include <unicode/ubrk.h>
+#include <unicode/uchar.h>
+#include <unicode/utf8.h>
+#include <unicode/uscript.h>
+#include <unicode/utext.h>
+
+#include "tokenizer/common_impl.h"
+
+/* Opening a character break iterator costs ~5 us (rule data lookup), a
+ * clone ~0.6 us, and the trainer asks for the clusters of every unique word.
+ * So one iterator is opened once per process and only ever cloned: it never
+ * gets text and is never advanced, so threads can clone it concurrently. */
+static pthread_once_t proto_once = PTHREAD_ONCE_INIT;
+static UBreakIterator *proto;
+static UErrorCode proto_status;
+
+static void proto_open(void)
+{
+    proto_status = U_ZERO_ERROR;
+    proto = ubrk_open(UBRK_CHARACTER, "", NULL, 0, &proto_status);
+}
+
+/* Appends boundary b to bounds[*n] (growing the array). */
+static lipi_status push_bound(size_t **bounds, size_t *cap, size_t *n, size_t b)
+{
+    if (*n == *cap) {
+        void *v = *bounds;
+        lipi_status st = lipi_grow(&v, cap, *n + 1, sizeof **bounds);
+        *bounds = v;
+        if (st != LIPI_OK)
+            return st;
+    }
+    (*bounds)[(*n)++] = b;
+    return LIPI_OK;
+}
+
+/* Pushes the boundaries in (from, to] of pure ASCII text: after every
+ * character but the CR of a CR LF. */
+static lipi_status push_ascii(const char *s, size_t len, size_t from, size_t to, size_t **bounds,
+                              size_t *cap, size_t *n)
+{
+    for (size_t i = from + 1; i <= to; i++) {
+        if (i < len && s[i - 1] == '\r' && s[i] == '\n')
+            continue;
+        lipi_status st = push_bound(bounds, cap, n, i);
+        if (st != LIPI_OK)
+            return st;
+    }
+    return LIPI_OK;
+}
+
+static bool is_prepend(const char *s, size_t end)
+{
+    size_t k = end;
+    while (k > 0 && ((unsigned char)s[k - 1] & 0xC0) == 0x80)
+        k--;
+    if (k > 0)
+        k--;
+    UChar32 c;
+    int32_t i = 0;
+    U8_NEXT((const uint8_t *)s + k, i, (int32_t)(end - k), c);
+    return c >= 0 && u_getIntPropertyValue(c, UCHAR_GRAPHEME_CLUSTER_BREAK) == U_GCB_PREPEND;
+}
+
+/* The cluster rules (UAX #29 and ICU's tailoring) never join two ASCII
+ * characters except CR LF: ASCII has no Extend, ZWJ, SpacingMark, Prepend,
+ * Hangul, regional indicator or Indic letter. Nor do they join a non-ASCII
+ * character to a following ASCII one, unless the first is a Prepend (a CR or
+ * LF is always cut before). So ASCII runs are cut here, and ICU sees only
+ * each non-ASCII run with the ASCII character before it (e + U+0301 is one
+ * cluster), starting and ending at boundaries that are certain. */
+lipi_status lipi_graphemes(const char *s, size_t len, size_t **bounds, size_t *cap,
+                           size_t *count, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    UBreakIterator *bi = NULL;
+    UText ut = UTEXT_INITIALIZER;
+    UErrorCode ue = U_ZERO_ERROR;
+    size_t n = 0, pos = 0;
+    if (!bounds || !cap || !count || (!s && len))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected text and outputs");
+    *count = 0;
+    TRY(push_bound(bounds, cap, &n, 0));
+    while (pos < len) {
+        size_t i = pos;
+        while (i < len && (unsigned char)s[i] < 0x80)
+            i++;
+        if (i == len) {
+            TRY(push_ascii(s, len, pos, len, bounds, cap, &n));
+            break;
+        }
+        size_t q = i > pos ? i - 1 : pos; /* the last ASCII character joins ICU's part */
+        if (q > pos && s[q - 1] == '\r' && s[q] == '\n')
+            q--;
+        TRY(push_ascii(s, len, pos, q, bounds, cap, &n));
+        size_t j = i;
+        for (;;) {
+            while (j < len && (unsigned char)s[j] >= 0x80)
+                j++;
+            if (j == len || s[j] == '\r' || s[j] == '\n' || !is_prepend(s, j))
+                break;
+            j++; /* a Prepend holds on to the ASCII character after it */
+        }
+        if (j - q > INT32_MAX) { /* ICU's break iterators index with int32_t */
+            st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, q,
+                                "a run of %zu bytes of non-ASCII text is too long", j - q);
+            goto done;
+        }
+        if (!bi) {
+            pthread_once(&proto_once, proto_open);
+            ue = proto_status;
+            if (U_SUCCESS(ue))
+                bi = ubrk_clone(proto, &ue);
+        }
+        if (U_SUCCESS(ue))
+            utext_openUTF8(&ut, s + q, (int64_t)(j - q), &ue);
+        if (U_SUCCESS(ue))
+            ubrk_setUText(bi, &ut, &ue);
+        if (U_FAILURE(ue)) {
+            st = lipi_error_set(err, ue == U_MEMORY_ALLOCATION_ERROR ? LIPI_ENOMEM : LIPI_EICU,
+                                NULL, 0, q, "grapheme break iterator: %s", u_errorName(ue));
+            goto done;
+        }
+        ubrk_first(bi);
+        for (int32_t b = ubrk_next(bi); b != UBRK_DONE; b = ubrk_next(bi))
+            TRY(push_bound(bounds, cap, &n, q + (size_t)b));
+        pos = j;
+    }
+    *count = n - 1;
+done:
+    if (st == LIPI_ENOMEM) /* push_bound leaves the message to us */
+        lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    ubrk_close(bi);
+    utext_close(&ut);
+    return st;
+}
+
+int lipi_script_of(uint32_t cp)
+{
+    UErrorCode ue = U_ZERO_ERROR;
+    UScriptCode sc = uscript_getScript((UChar32)cp, &ue);
+    return U_SUCCESS(ue) ? (int)sc : (int)USCRIPT_INVALID_CODE;
+}
