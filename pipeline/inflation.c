@@ -103,8 +103,9 @@ lipi_status lipi_inflation_new(const char *const *tokenizers, size_t n_tokenizer
     TRY(report_alloc(tokenizers, n_tokenizers, &rep, err));
     TRY(copy_names(languages, n_languages, "language", &rep->lang_names, err));
     rep->n_lang = rep->lang_cap = n_languages;
-    rep->cells = lipi_calloc(n_languages, n_tokenizers * sizeof *rep->cells);
-    if (!rep->cells || n_tokenizers > SIZE_MAX / sizeof *rep->cells) {
+    if (n_tokenizers <= SIZE_MAX / sizeof *rep->cells)
+        rep->cells = lipi_calloc(n_languages, n_tokenizers * sizeof *rep->cells);
+    if (!rep->cells) {
         st = oom(err);
         goto done;
     }

@@ -347,6 +347,85 @@ static void test_byte_offsets_inside_a_character_count_as_cluster_splits(void **
     lipi_inflation_free(rep);
 }
 
+static void test_line_analysis_is_redone_when_the_text_changes_in_place(void **state)
+{
+    lipi_inflation_report *rep = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_inflation_new(TOKS, 1, LANGS, 1, 0, &rep, &err), LIPI_OK);
+    char buf[] = "ab cd";
+    lipi_inflation_token t = {0, 5, false, false};
+    assert_int_equal(lipi_inflation_add_line(rep, 0, 0, buf, 5, &t, 1, &err), LIPI_OK);
+    memcpy(buf, "abcde", 5); /* same address and length, one word now */
+    assert_int_equal(lipi_inflation_add_line(rep, 0, 0, buf, 5, &t, 1, &err), LIPI_OK);
+    lipi_inflation_row r;
+    lipi_inflation_get_row(rep, 0, 0, &r);
+    assert_int_equal(r.words, 3);
+    assert_int_equal(r.continued_words, 0);
+    lipi_inflation_free(rep);
+}
+
+/* xorshift64*: a fixed sequence, so the property test is reproducible. */
+static uint64_t next_random(uint64_t *x)
+{
+    *x ^= *x >> 12;
+    *x ^= *x << 25;
+    *x ^= *x >> 27;
+    return *x * 2685821657736338717ull;
+}
+
+static void test_random_spans_keep_every_count_in_range(void **state)
+{
+    /* Arbitrary spans (overlapping, empty, out of order, mid-character) on
+     * every fixture line, in both modes: never an error, and each part
+     * stays within its whole. */
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    lipi_inflation_report *rep = NULL, *text = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_inflation_new(TOKS, 1, LANGS, 3, 0, &rep, &err), LIPI_OK);
+    assert_int_equal(lipi_inflation_new_text(TOKS, 1, &text, &err), LIPI_OK);
+    lipi_inflation_token toks[24];
+    for (int round = 0; round < 200; round++)
+        for (size_t l = 0; l < 3; l++) {
+            const char *line = LINES[l][round % 4];
+            size_t len = strlen(line), n = next_random(&seed) % 24;
+            for (size_t i = 0; i < n; i++) {
+                size_t a = len ? next_random(&seed) % (len + 1) : 0;
+                size_t b = len ? next_random(&seed) % (len + 1) : 0;
+                uint64_t flags = next_random(&seed);
+                toks[i] = (lipi_inflation_token){a < b ? a : b, a < b ? b : a, flags % 5 == 0,
+                                                 flags % 7 == 0};
+            }
+            assert_int_equal(lipi_inflation_add_line(rep, 0, l, line, len, toks, n, &err),
+                             LIPI_OK);
+            assert_int_equal(lipi_inflation_add_text_line(text, 0, line, len, toks, n, &err),
+                             LIPI_OK);
+        }
+    uint64_t tokens_of[2] = {0, 0}, chars_of[2] = {0, 0};
+    for (int mode = 0; mode < 2; mode++) {
+        const lipi_inflation_report *r = mode ? text : rep;
+        for (size_t l = 0; l < lipi_inflation_language_count(r); l++) {
+            lipi_inflation_row row;
+            lipi_inflation_get_row(r, 0, l, &row);
+            assert_true(row.continued_words <= row.words);
+            assert_true(row.split_boundaries <= row.boundaries);
+            assert_true(row.boundaries <= row.tokens);
+            assert_true(row.unknown_tokens <= row.tokens);
+            assert_true(row.byte_fallback_tokens <= row.tokens);
+            assert_true(row.unknown_chars <= row.chars);
+            assert_true(row.chars <= row.bytes);
+            assert_true(row.lines <= 600);
+            tokens_of[mode] += row.tokens;
+            chars_of[mode] += row.chars;
+        }
+    }
+    /* text mode distributes the same tokens and characters over scripts */
+    assert_true(tokens_of[0] > 0);
+    assert_int_equal(tokens_of[1], tokens_of[0]);
+    assert_int_equal(chars_of[1], chars_of[0]);
+    lipi_inflation_free(rep);
+    lipi_inflation_free(text);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Text mode                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -929,6 +1008,8 @@ int main(void)
         cmocka_unit_test(test_parity_is_undefined_without_reference_or_over_other_lines),
         cmocka_unit_test(test_comparable_allows_exactly_ten_percent_unknown),
         cmocka_unit_test(test_byte_offsets_inside_a_character_count_as_cluster_splits),
+        cmocka_unit_test(test_line_analysis_is_redone_when_the_text_changes_in_place),
+        cmocka_unit_test(test_random_spans_keep_every_count_in_range),
         cmocka_unit_test(test_text_mode_counts_per_script),
         cmocka_unit_test(test_text_mode_merge_matches_rows_by_script),
         cmocka_unit_test(test_parallel_folder_skips_lines_empty_in_any_file),
