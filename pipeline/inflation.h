@@ -207,7 +207,8 @@ typedef struct lipi_inflation_parallel lipi_inflation_parallel;
  * followed by .gz, .xz or .zst) are taken, hidden files skipped. Files are
  * sorted by name; a file's language label is its name without folders,
  * compression suffix and extension ("data/hin_Deva.txt.xz" -> "hin_Deva").
- * `reference` names the reference label; NULL picks eng_Latn, eng or en.
+ * `reference` names the reference label; NULL picks eng_Latn, eng or en
+ * (or the only file, so one text can be read the same way).
  * Every file is read once here to count its lines, so a mismatch fails
  * before any work: LIPI_EFORMAT naming both files and both counts ("a.txt
  * has 4 lines but eng.txt has 5"). Also LIPI_EINVAL (no files, two files

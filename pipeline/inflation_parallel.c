@@ -226,6 +226,10 @@ static lipi_status pick_reference(lipi_inflation_parallel *p, const char *refere
                                   lipi_error *err)
 {
     static const char *const defaults[] = {"eng_Latn", "eng", "en"};
+    if (!reference && p->n == 1) {
+        p->reference = 0;
+        return LIPI_OK;
+    }
     for (size_t d = 0; d < (reference ? 1 : sizeof defaults / sizeof defaults[0]); d++) {
         const char *want = reference ? reference : defaults[d];
         for (size_t i = 0; i < p->n; i++)

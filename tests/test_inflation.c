@@ -605,6 +605,12 @@ static void test_parallel_reference_and_labels(void **state)
     assert_int_equal(lipi_inflation_parallel_open(twice, 2, NULL, LIPI_INVALID_ERROR, &p, &err),
                      LIPI_EINVAL);
     assert_non_null(strstr(err.msg, "one file per language"));
+    const char *one[] = {three[1]};
+    assert_int_equal(lipi_inflation_parallel_open(one, 1, NULL, LIPI_INVALID_ERROR, &p, &err),
+                     LIPI_OK); /* a single file is its own reference */
+    assert_int_equal(lipi_inflation_parallel_reference(p), 0);
+    lipi_inflation_parallel_close(p);
+    p = NULL;
     const char *stdin_path[] = {"-"};
     assert_int_equal(lipi_inflation_parallel_open(stdin_path, 1, NULL, LIPI_INVALID_ERROR, &p, &err),
                      LIPI_EINVAL);
