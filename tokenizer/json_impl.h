@@ -17,7 +17,10 @@ lipi_status lipi_normalizer_from_json(const json_t *j, const char *jpath,
                                       lipi_normalizer **out, lipi_error *err);
 
 /* The tokenizer.json form of n (json null for NULL): a new reference, NULL
- * on allocation failure. Loading it back gives an equal normalizer. */
+ * on allocation failure. Loading it back gives an equal normalizer, and
+ * to_json(from_json(x)) equals x. The one lipi-only field is
+ * "lipi_longest_match" on Precompiled (SentencePiece's own matching rule),
+ * which Hugging Face ignores. */
 json_t *lipi_normalizer_to_json(const lipi_normalizer *n);
 
 /* The same pair for the "pre_tokenizer" section. */

@@ -43,8 +43,8 @@ typedef struct {
     lipi_status code;
     char path[256];  /* file (or JSON path) involved, "" if none */
     size_t line;     /* 1-based line, 0 if unknown */
-    size_t offset;   /* byte offset (from the start of the file, or of the
-                        line when `line` is set), 0 if unknown */
+    size_t offset;   /* byte offset from the start of the file (or of the
+                        text or JSON value named in `path`), 0 if unknown */
     char msg[256];   /* "expected ..., found ..." */
 } lipi_error;
 
@@ -122,18 +122,24 @@ typedef enum {
 
 typedef struct lipi_line_reader lipi_line_reader;
 
+/* Opens path ("-" reads stdin, named "<stdin>" in errors). A missing or
+ * unreadable file or a directory: LIPI_EIO naming the path and strerror. */
 lipi_status lipi_line_reader_open(const char *path, lipi_invalid_mode mode,
                                   lipi_line_reader **out, lipi_error *err);
 
 /* Next line, without its terminator. *line is borrowed until the next call
  * and is valid UTF-8 (repaired or rejected per the mode). At end of input
  * returns LIPI_OK with *line = NULL. Errors carry path, 1-based line and the
- * byte offset of the bad byte from the start of the file. */
+ * byte offset of the bad byte from the start of the file (of the
+ * decompressed stream for .gz/.xz/.zst), e.g. "invalid UTF-8 byte 0xff
+ * (expected a UTF-8 sequence; use --invalid=replace to substitute U+FFFD)".
+ * Corrupt compressed data: LIPI_EFORMAT; a compressed stream cut short:
+ * LIPI_ETRUNC. */
 lipi_status lipi_line_reader_next(lipi_line_reader *r, const char **line,
                                   size_t *len, lipi_error *err);
 
 size_t lipi_line_reader_line_no(const lipi_line_reader *r);     /* last line read */
-uint64_t lipi_line_reader_bytes_read(const lipi_line_reader *r); /* raw input bytes */
+uint64_t lipi_line_reader_bytes_read(const lipi_line_reader *r); /* raw (compressed) bytes */
 void lipi_line_reader_close(lipi_line_reader *r);
 
 /* ======================================================================== */
@@ -148,16 +154,32 @@ typedef struct {
 typedef struct lipi_normalizer lipi_normalizer; /* immutable, thread-shareable */
 
 typedef struct {
-    bool lowercase;      /* full Unicode lowercase (ICU u_strToLower, root locale) */
-    bool strip_accents;  /* drop combining marks of Latin/Greek/Cyrillic letters only */
-    bool fold_digits;    /* indic: fold Indic digits (Devanagari ०..९, ...) to ASCII */
+    bool lowercase;      /* full lowercase of each code point (ICU u_strToLower per
+                            char, root locale; no final-sigma context: "ΣΑΣ" ->
+                            "σασ"), as Hugging Face's Lowercase */
+    bool strip_accents;  /* drop combining marks (Mn) that follow Latin, Greek or
+                            Cyrillic letters: "Café" -> "Cafe", while Indic matras,
+                            viramas, anusvara and nukta stay ("कु", "किं") */
+    bool fold_digits;    /* fold the decimal digits of Devanagari, Bengali,
+                            Gurmukhi, Gujarati, Oriya, Tamil, Telugu, Kannada and
+                            Malayalam to ASCII: "१२३" -> "123" */
 } lipi_normalizer_options;
 
-/* Builds a normalizer from a name: "none", "nfc", "nfd", "nfkc", "nfkd",
- * "indic" (NFC, canonical nukta forms, ZWJ/ZWNJ kept only between letters
- * or marks), "bert" (BERT cleanup and CJK spacing). Options add lowercase /
- * strip-accents / digit folding after the form. Unknown names: LIPI_EINVAL
- * with the list of known names in err->msg. */
+/* Builds a normalizer from a name (opt may be NULL):
+ *   "none"   nothing but the options;
+ *   "nfc", "nfd", "nfkc", "nfkd"  Unicode normalization (ICU data); NFC makes
+ *            the nukta letters U+0958..U+095F consonant + U+093C (they are
+ *            composition exclusions);
+ *   "indic"  NFC, then ZWJ/ZWNJ dropped unless they follow a mark (virama +
+ *            ZWJ/ZWNJ: half forms, chillu, "ശ്‍", "ශ්‍රී") or stand between two
+ *            letters/marks; stray ones at word edges or next to spaces and
+ *            punctuation go;
+ *   "bert"   BERT cleanup (controls, U+FFFD and NUL dropped, whitespace -> ' ')
+ *            and spaces around CJK ideographs; lowercase goes into it.
+ * Options add digit folding, accent stripping and lowercasing after the form.
+ * Every normalizer is a sequence of Hugging Face normalizer steps, so its
+ * tokenizer.json form loads in Hugging Face unchanged and gives the same
+ * text. Unknown names: LIPI_EINVAL with the list of known names in err->msg. */
 lipi_status lipi_normalizer_new(const char *name, const lipi_normalizer_options *opt,
                                 lipi_normalizer **out, lipi_error *err);
 void lipi_normalizer_free(lipi_normalizer *n);
@@ -168,14 +190,21 @@ typedef struct {
     size_t len, cap;
     lipi_span *align;  /* if requested: align[i] = source bytes that produced
                           output byte i; a token [a, b) of the output comes
-                          from [align[a].start, align[b-1].end) of the input */
+                          from [align[a].start, align[b-1].end) of the input.
+                          The spans are Hugging Face's NormalizedString
+                          alignments: a decomposed char gives several chars on
+                          its span, a composed char takes the span of its
+                          first part, inserted chars take the span of the
+                          char before them, removed chars vanish. */
     size_t align_cap;
     void *scratch;     /* private per-thread buffers */
 } lipi_normalized;
 
 /* Normalizes valid UTF-8 s[0..len) into *out (cleared first). With
- * want_align, fills out->align. LIPI_EFORMAT if s is not valid UTF-8,
- * LIPI_EICU with ICU's error name if ICU fails. A NULL normalizer copies. */
+ * want_align, fills out->align. LIPI_EFORMAT (err->offset = the bad byte) if
+ * s is not valid UTF-8, LIPI_EICU if ICU fails, LIPI_EREGEX if a Replace
+ * pattern hits a PCRE2 matching limit, LIPI_ENOMEM. A NULL normalizer
+ * copies. One lipi_normalized per thread; the normalizer is shared. */
 lipi_status lipi_normalize(const lipi_normalizer *n, const char *s, size_t len,
                            lipi_normalized *out, bool want_align, lipi_error *err);
 void lipi_normalized_free(lipi_normalized *out); /* frees members, not out */

@@ -1,0 +1,1883 @@
+/* Normalizers: a tree of Hugging Face normalizer steps (normalize_impl.h),
+ * compiled to a flat list of operations that rewrite text and its alignment
+ * exactly as Hugging Face tokenizers' NormalizedString does.
+ *
+ * The alignment model (tokenizers/src/tokenizer/normalizer.rs): align[i] is
+ * the source span of output byte i. A step emits a sequence of (char,
+ * change) pairs while a cursor walks the step's input:
+ *   change <= 0  the char replaces the input char at the cursor and takes its
+ *                span; the cursor then passes that char and -change more;
+ *   change > 0   the char is inserted and takes the span of the input byte
+ *                just before the cursor ((0, 0) at the very start).
+ * Everything here is expressed with that one rule (see `emit`), so a
+ * composed "é" from "e" + U+0301 maps to the span of "e" (and the accent
+ * vanishes), a decomposed "é" gives two chars that both map to "é", a
+ * Replace's content maps to the last char of the match, and Precompiled's
+ * odd bookkeeping is reproduced as is.
+ *
+ * Unicode normalization emulates the iterators of Hugging Face's
+ * unicode-normalization-alignments crate (canonical ordering by a stable
+ * sort per starter, then pairwise recomposition) on top of ICU's data:
+ * unorm2_getDecomposition, u_getCombiningClass and unorm2_composePair.
+ * Text is cut at normalization boundaries (unorm2_hasBoundaryBefore); inert
+ * chars (unorm2_isInert) and one-char segments whose quick-check value is
+ * YES pass untouched, so already-normalized text costs a property lookup or
+ * two per non-ASCII char.
+ *
+ * An op that changes nothing writes nothing: the emitter stays "lazy" while
+ * it only passes over unchanged text, and lipi_normalize then keeps the
+ * op's input as the next op's input. */
+#include "tokenizer/normalize_impl.h"
+
+#include <string.h>
+#include <unicode/uchar.h>
+#include <unicode/unorm2.h>
+#include <unicode/ustring.h>
+
+/* ======================================================================== */
+/* The compiled form                                                         */
+/* ======================================================================== */
+
+enum nf_form { NF_C, NF_D, NF_KC, NF_KD };
+
+typedef enum {
+    OP_NF,          /* form */
+    OP_LOWERCASE,
+    OP_FILTER_MARKS,  /* StripAccents: drop General_Category M */
+    OP_FILTER_MN,     /* BertNormalizer strip_accents (after NFD): drop Mn */
+    OP_BERT_CLEAN,
+    OP_BERT_CJK,
+    OP_REPLACE,     /* step->re, step->content */
+    OP_CHARMAP,     /* a run of single-char String Replaces, fused */
+    OP_PREPEND,
+    OP_STRIP,
+    OP_PRECOMPILED,
+    OP_SPM_CHARSMAP, /* Precompiled with SentencePiece's longest match */
+    OP_NMT,
+    OP_BYTELEVEL,
+} op_kind;
+
+typedef struct {
+    uint32_t cp;
+    uint32_t off, len; /* replacement in the op's pool */
+} cmap_entry;
+
+/* A validated Precompiled charsmap, viewed in place in the step's blob. */
+typedef struct {
+    const uint8_t *units; /* little-endian uint32 trie units, maybe unaligned */
+    size_t n_units;
+    const char *pool;     /* NUL-separated replacements */
+    size_t pool_len;
+} pc_map;
+
+typedef struct {
+    op_kind kind;
+    int form;                /* OP_NF */
+    const lipi_ns_step *step;
+    cmap_entry *map;         /* OP_CHARMAP: sorted by cp */
+    size_t n_map;
+    char *pool;
+    pc_map pc;               /* OP_PRECOMPILED */
+} norm_op;
+
+struct lipi_normalizer {
+    lipi_ns_step root;
+    norm_op *ops;
+    size_t n_ops;
+    const UNormalizer2 *nf[4];
+};
+
+const lipi_ns_step *lipi_ns_root(const lipi_normalizer *n)
+{
+    return &n->root;
+}
+
+/* ======================================================================== */
+/* Small UTF-8 helpers for text known to be valid                            */
+/* ======================================================================== */
+
+static inline size_t u8len(unsigned char b)
+{
+    return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+}
+
+static inline uint32_t u8get(const char *s, size_t *n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t k = u8len(u[0]);
+    *n = k;
+    switch (k) {
+    case 1: return u[0];
+    case 2: return ((uint32_t)(u[0] & 0x1F) << 6) | (u[1] & 0x3F);
+    case 3:
+        return ((uint32_t)(u[0] & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6) | (u[2] & 0x3F);
+    default:
+        return ((uint32_t)(u[0] & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12) |
+               ((uint32_t)(u[2] & 0x3F) << 6) | (u[3] & 0x3F);
+    }
+}
+
+static size_t count_chars(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+/* ======================================================================== */
+/* Text with alignment, and the emitter                                      */
+/* ======================================================================== */
+
+typedef struct {
+    char *s;
+    size_t len, cap;
+    lipi_span *al;
+    size_t al_cap;
+} ntext;
+
+/* Per-thread scratch kept in lipi_normalized.scratch. */
+typedef struct {
+    uint32_t cp;
+    int32_t change;
+    uint8_t ccc;
+} dch;
+
+typedef struct {
+    ntext spare;
+    dch *dec, *comp, *buf;
+    size_t dec_cap, comp_cap, buf_cap;
+    pcre2_match_data *md;
+} nscratch;
+
+typedef struct {
+    const char *s;       /* the step's input */
+    size_t len;
+    const lipi_span *al; /* NULL: the input is the original text */
+    size_t off;          /* cursor */
+    ntext *dst;
+    bool track;
+    bool lazy;           /* only unchanged text so far: nothing written yet */
+} emitter;
+
+static lipi_status text_reserve(ntext *t, size_t extra, bool track)
+{
+    if (extra > SIZE_MAX - t->len - 1)
+        return LIPI_ENOMEM;
+    size_t need = t->len + extra + 1;
+    void *p = t->s;
+    lipi_status st = lipi_grow(&p, &t->cap, need, 1);
+    t->s = p;
+    if (st != LIPI_OK || !track)
+        return st;
+    p = t->al;
+    st = lipi_grow(&p, &t->al_cap, need, sizeof(lipi_span));
+    t->al = p;
+    return st;
+}
+
+/* Span of input byte i. The original text's bytes map to their own char. */
+static lipi_span src_span(const emitter *em, size_t i)
+{
+    if (em->al)
+        return em->al[i];
+    size_t a = i;
+    while (a > 0 && ((unsigned char)em->s[a] & 0xC0) == 0x80)
+        a--;
+    return (lipi_span){a, a + u8len((unsigned char)em->s[a])};
+}
+
+static inline void put_span(emitter *em, lipi_span sp, size_t n)
+{
+    lipi_span *d = em->dst->al + em->dst->len;
+    for (size_t k = 0; k < n; k++)
+        d[k] = sp;
+}
+
+static lipi_status copy_run(emitter *em, size_t n);
+
+/* Writes out the unchanged prefix an op has passed over so far: text an op
+ * leaves alone is never copied (lipi_normalize keeps the input instead). */
+static lipi_status materialize(emitter *em)
+{
+    if (!em->lazy)
+        return LIPI_OK;
+    em->lazy = false;
+    size_t k = em->off;
+    em->off = 0;
+    return copy_run(em, k);
+}
+
+/* The one alignment rule (see the file comment). */
+static lipi_status emit(emitter *em, const char *bytes, size_t n, long change)
+{
+    lipi_status st = materialize(em);
+    if (st != LIPI_OK)
+        return st;
+    st = text_reserve(em->dst, n, em->track);
+    if (st != LIPI_OK)
+        return st;
+    if (em->track) {
+        lipi_span sp;
+        if (change > 0)
+            sp = em->off == 0 ? (lipi_span){0, 0} : src_span(em, em->off - 1);
+        else if (em->off < em->len)
+            sp = src_span(em, em->off);
+        else /* Hugging Face would index out of bounds here; keep the last span */
+            sp = em->off == 0 ? (lipi_span){0, 0} : src_span(em, em->off - 1);
+        put_span(em, sp, n);
+    }
+    if (change <= 0)
+        for (long k = 0; k <= -change && em->off < em->len; k++)
+            em->off += u8len((unsigned char)em->s[em->off]);
+    memcpy(em->dst->s + em->dst->len, bytes, n);
+    em->dst->len += n;
+    return LIPI_OK;
+}
+
+static lipi_status emit_cp(emitter *em, uint32_t cp, long change)
+{
+    char b[4];
+    return emit(em, b, lipi_utf8_encode(cp, b), change);
+}
+
+/* Copies the next n input bytes unchanged (each char: change 0 in place). */
+static lipi_status copy_run(emitter *em, size_t n)
+{
+    if (em->lazy)
+        em->off += n;
+    if (n == 0 || em->lazy)
+        return LIPI_OK;
+    lipi_status st = text_reserve(em->dst, n, em->track);
+    if (st != LIPI_OK)
+        return st;
+    if (em->track) {
+        lipi_span *d = em->dst->al + em->dst->len;
+        if (em->al) {
+            memcpy(d, em->al + em->off, n * sizeof *d);
+        } else {
+            for (size_t i = 0; i < n;) {
+                size_t k = u8len((unsigned char)em->s[em->off + i]);
+                lipi_span sp = {em->off + i, em->off + i + k};
+                for (size_t j = 0; j < k && i + j < n; j++)
+                    d[i + j] = sp;
+                i += k;
+            }
+        }
+    }
+    memcpy(em->dst->s + em->dst->len, em->s + em->off, n);
+    em->dst->len += n;
+    em->off += n;
+    return LIPI_OK;
+}
+
+/* Passes n input bytes without output (removed chars). */
+static lipi_status skip_run(emitter *em, size_t n)
+{
+    lipi_status st = materialize(em);
+    em->off += n;
+    return st;
+}
+
+/* ======================================================================== */
+/* Unicode normalization (emulating unicode-normalization-alignments)        */
+/* ======================================================================== */
+
+static lipi_status grow_dch(dch **p, size_t *cap, size_t need)
+{
+    void *v = *p;
+    lipi_status st = lipi_grow(&v, cap, need, sizeof(dch));
+    *p = v;
+    return st;
+}
+
+static lipi_status push_dch(dch **p, size_t *n, size_t *cap, dch d)
+{
+    lipi_status st = grow_dch(p, cap, *n + 1);
+    if (st == LIPI_OK)
+        (*p)[(*n)++] = d;
+    return st;
+}
+
+/* Stable sort of d[from..n) by combining class (blocks are short). */
+static void sort_pending(dch *d, size_t from, size_t n)
+{
+    for (size_t i = from + 1; i < n; i++) {
+        dch x = d[i];
+        size_t j = i;
+        while (j > from && d[j - 1].ccc > x.ccc) {
+            d[j] = d[j - 1];
+            j--;
+        }
+        d[j] = x;
+    }
+}
+
+/* Full decomposition of c (at most 18 code points, U+FDFA under NFKD). */
+static void decomposition(const UNormalizer2 *inst, uint32_t c, uint32_t *out, size_t *n_out)
+{
+    if (c < 0xA0) {
+        out[0] = c;
+        *n_out = 1;
+        return;
+    }
+    UErrorCode ec = U_ZERO_ERROR;
+    UChar buf[32];
+    int32_t k = unorm2_getDecomposition(inst, (UChar32)c, buf, 32, &ec);
+    if (U_FAILURE(ec) || k < 0) {
+        /* No mapping (or, for safety, one longer than any in Unicode). */
+        out[0] = c;
+        *n_out = 1;
+        return;
+    }
+    size_t m = 0;
+    for (int32_t i = 0; i < k && m < 18;) {
+        UChar32 cp;
+        U16_NEXT(buf, i, k, cp);
+        out[m++] = (uint32_t)cp;
+    }
+    *n_out = m;
+}
+
+/* Hugging Face's Recompositions over dec[0..n) into sc->comp. */
+static lipi_status recompose(const lipi_normalizer *n, nscratch *sc, size_t nd, size_t *nc)
+{
+    lipi_status st = LIPI_OK;
+    const UNormalizer2 *nfc = n->nf[NF_C];
+    size_t out = 0, nbuf = 0;
+    bool have_k = false, have_last = false;
+    dch k = {0};
+    uint8_t last = 0;
+    for (size_t i = 0; i < nd; i++) {
+        dch ch = sc->dec[i];
+        if (!have_k) {
+            if (ch.ccc != 0) {
+                TRY(push_dch(&sc->comp, &out, &sc->comp_cap, ch));
+                continue;
+            }
+            k = ch;
+            have_k = true;
+            continue;
+        }
+        if (!have_last) {
+            UChar32 r = unorm2_composePair(nfc, (UChar32)k.cp, (UChar32)ch.cp);
+            if (r >= 0) {
+                k = (dch){(uint32_t)r, k.change + ch.change - 1, 0};
+                continue;
+            }
+            if (ch.ccc == 0) {
+                TRY(push_dch(&sc->comp, &out, &sc->comp_cap, k));
+                k = ch;
+                continue;
+            }
+            TRY(push_dch(&sc->buf, &nbuf, &sc->buf_cap, ch));
+            last = ch.ccc;
+            have_last = true;
+            continue;
+        }
+        if (last >= ch.ccc) {
+            if (ch.ccc == 0) {
+                /* Blocked by a new starter: flush composee, then the buffer. */
+                TRY(push_dch(&sc->comp, &out, &sc->comp_cap, k));
+                for (size_t j = 0; j < nbuf; j++)
+                    TRY(push_dch(&sc->comp, &out, &sc->comp_cap, sc->buf[j]));
+                nbuf = 0;
+                k = ch;
+                have_last = false;
+                continue;
+            }
+            TRY(push_dch(&sc->buf, &nbuf, &sc->buf_cap, ch));
+            last = ch.ccc;
+            continue;
+        }
+        UChar32 r = unorm2_composePair(nfc, (UChar32)k.cp, (UChar32)ch.cp);
+        if (r >= 0) {
+            k = (dch){(uint32_t)r, k.change + ch.change - 1, 0};
+            continue;
+        }
+        TRY(push_dch(&sc->buf, &nbuf, &sc->buf_cap, ch));
+        last = ch.ccc;
+    }
+    if (have_k)
+        TRY(push_dch(&sc->comp, &out, &sc->comp_cap, k));
+    for (size_t j = 0; j < nbuf; j++)
+        TRY(push_dch(&sc->comp, &out, &sc->comp_cap, sc->buf[j]));
+    *nc = out;
+done:
+    return st;
+}
+
+/* Normalizes the segment s[a..b) (it starts at a boundary and the next char
+ * starts another) and emits it with its changes. */
+static lipi_status nf_segment(const lipi_normalizer *n, int form, nscratch *sc, emitter *em,
+                              size_t a, size_t b)
+{
+    lipi_status st = LIPI_OK;
+    const UNormalizer2 *dinst = (form == NF_C || form == NF_D) ? n->nf[NF_D] : n->nf[NF_KD];
+    size_t nd = 0, ready = 0;
+    for (size_t i = a; i < b;) {
+        size_t l;
+        uint32_t c = u8get(em->s + i, &l);
+        i += l;
+        uint32_t parts[18];
+        size_t np = 0;
+        decomposition(dinst, c, parts, &np);
+        for (size_t j = 0; j < np; j++) {
+            uint8_t ccc = u_getCombiningClass((UChar32)parts[j]);
+            if (ccc == 0) {
+                sort_pending(sc->dec, ready, nd);
+                ready = nd;
+            }
+            TRY(push_dch(&sc->dec, &nd, &sc->dec_cap, (dch){parts[j], j == 0 ? 0 : 1, ccc}));
+        }
+    }
+    sort_pending(sc->dec, ready, nd);
+    const dch *res = sc->dec;
+    size_t nr = nd;
+    if (form == NF_C || form == NF_KC) {
+        TRY(recompose(n, sc, nd, &nr));
+        res = sc->comp;
+    }
+    for (size_t i = 0; i < nr; i++)
+        TRY(emit_cp(em, res[i].cp, res[i].change));
+done:
+    return st;
+}
+
+static const UProperty qc_prop[4] = {UCHAR_NFC_QUICK_CHECK, UCHAR_NFD_QUICK_CHECK,
+                                     UCHAR_NFKC_QUICK_CHECK, UCHAR_NFKD_QUICK_CHECK};
+
+static lipi_status op_nf(const lipi_normalizer *n, int form, nscratch *sc, emitter *em)
+{
+    lipi_status st = LIPI_OK;
+    const UNormalizer2 *inst = n->nf[form];
+    const char *s = em->s;
+    size_t len = em->len, i = 0;
+    /* Unchanged text accumulates in [em->off, i) and is copied in one go. */
+    while (i < len) {
+        /* ASCII chars are single-char segments, except that the last one
+         * before a non-ASCII char may combine with it. */
+        size_t j = i;
+        while (j < len && (unsigned char)s[j] < 0x80)
+            j++;
+        if (j == len) {
+            i = len;
+            break;
+        }
+        if (j > i)
+            i = j - 1;
+        size_t a = i, l;
+        uint32_t c = u8get(s + i, &l);
+        i += l;
+        /* Inert: unchanged, and a boundary on both sides. */
+        if (c >= 0x80 && unorm2_isInert(inst, (UChar32)c))
+            continue;
+        size_t nchars = 1;
+        while (i < len) {
+            uint32_t c2 = u8get(s + i, &l);
+            if (c2 < 0x80 || unorm2_hasBoundaryBefore(inst, (UChar32)c2))
+                break;
+            i += l;
+            nchars++;
+        }
+        if (nchars == 1 &&
+            (c < 0x80 || u_getIntPropertyValue((UChar32)c, qc_prop[form]) == UNORM_YES))
+            continue;
+        TRY(copy_run(em, a - em->off));
+        TRY(nf_segment(n, form, sc, em, a, i));
+    }
+    TRY(copy_run(em, i - em->off));
+done:
+    return st;
+}
+
+/* ======================================================================== */
+/* Per-char operations                                                       */
+/* ======================================================================== */
+
+/* Rust char::to_lowercase: the full per-char lowercase mapping, no context
+ * (so Σ always becomes σ); U+0130 is the only char whose full mapping
+ * differs from the simple one. */
+static lipi_status op_lowercase(emitter *em)
+{
+    lipi_status st = LIPI_OK;
+    const char *s = em->s;
+    size_t len = em->len, i = 0;
+    while (i < len) {
+        size_t j = i;
+        while (j < len && (unsigned char)s[j] < 0x80 && !(s[j] >= 'A' && s[j] <= 'Z'))
+            j++;
+        TRY(copy_run(em, j - i));
+        i = j;
+        if (i == len)
+            break;
+        size_t l;
+        uint32_t c = u8get(s + i, &l);
+        if (c < 0x80) {
+            char lc = (char)(c - 'A' + 'a');
+            TRY(emit(em, &lc, 1, 0));
+        } else if (u_tolower((UChar32)c) == (UChar32)c && c != 0x130) {
+            TRY(copy_run(em, l));
+        } else {
+            UChar src[2], dst[8];
+            int32_t ns = 0;
+            U16_APPEND_UNSAFE(src, ns, c);
+            UErrorCode ec = U_ZERO_ERROR;
+            int32_t nd = u_strToLower(dst, 8, src, ns, "", &ec);
+            if (U_FAILURE(ec) || nd > 8)
+                return LIPI_EICU;
+            long change = 0;
+            for (int32_t k = 0; k < nd;) {
+                UChar32 d;
+                U16_NEXT(dst, k, nd, d);
+                TRY(emit_cp(em, (uint32_t)d, change));
+                change = 1;
+            }
+        }
+        i += l;
+    }
+done:
+    return st;
+}
+
+static bool is_mark(uint32_t c)
+{
+    int8_t t = u_charType((UChar32)c);
+    return t == U_NON_SPACING_MARK || t == U_ENCLOSING_MARK || t == U_COMBINING_SPACING_MARK;
+}
+
+/* Rust's char::is_whitespace is the White_Space property. */
+static bool bert_whitespace(uint32_t c)
+{
+    return c == '\t' || c == '\n' || c == '\r' || u_isUWhiteSpace((UChar32)c);
+}
+
+/* unicode_categories' is_other: Cc, Cf and Co (not Cn). */
+static bool bert_control(uint32_t c)
+{
+    if (c == '\t' || c == '\n' || c == '\r')
+        return false;
+    int8_t t = u_charType((UChar32)c);
+    return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_PRIVATE_USE_CHAR;
+}
+
+static bool is_cjk(uint32_t c)
+{
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+           (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+           (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+static bool nmt_drop(uint32_t c)
+{
+    return (c >= 0x01 && c <= 0x08) || c == 0x0B || (c >= 0x0E && c <= 0x1F) || c == 0x7F ||
+           c == 0x8F || c == 0x9F;
+}
+
+static bool nmt_space(uint32_t c)
+{
+    return c == 0x09 || c == 0x0A || c == 0x0C || c == 0x0D || c == 0x1680 ||
+           (c >= 0x200B && c <= 0x200F) || c == 0x2028 || c == 0x2029 || c == 0x2581 ||
+           c == 0xFEFF || c == 0xFFFD;
+}
+
+/* What a per-char op does with one char. */
+enum { PC_KEEP, PC_DROP, PC_SPACE, PC_CJK };
+
+static int per_char_action(op_kind kind, uint32_t c)
+{
+    switch (kind) {
+    case OP_FILTER_MARKS: return c >= 0x300 && is_mark(c) ? PC_DROP : PC_KEEP;
+    case OP_FILTER_MN:
+        return c >= 0x300 && u_charType((UChar32)c) == U_NON_SPACING_MARK ? PC_DROP : PC_KEEP;
+    case OP_BERT_CLEAN:
+        if (c == 0 || c == 0xFFFD || bert_control(c))
+            return PC_DROP;
+        return c != ' ' && bert_whitespace(c) ? PC_SPACE : PC_KEEP;
+    case OP_BERT_CJK: return is_cjk(c) ? PC_CJK : PC_KEEP;
+    case OP_NMT:
+        if (nmt_drop(c))
+            return PC_DROP;
+        return nmt_space(c) ? PC_SPACE : PC_KEEP;
+    default: return PC_KEEP;
+    }
+}
+
+/* Filters and maps (StripAccents, the BertNormalizer passes, Nmt): kept
+ * chars keep their span, dropped chars vanish, mapped chars replace in
+ * place, and a CJK ideograph becomes " c " with all three on its span. */
+static lipi_status op_per_char(op_kind kind, emitter *em)
+{
+    lipi_status st = LIPI_OK;
+    const char *s = em->s;
+    size_t len = em->len, i = 0, run = 0;
+    while (i < len) {
+        size_t l;
+        uint32_t c = u8get(s + i, &l);
+        /* Printable ASCII is kept by every per-char op. */
+        int act = c >= 0x20 && c < 0x7F ? PC_KEEP : per_char_action(kind, c);
+        if (act == PC_KEEP) {
+            run += l;
+            i += l;
+            continue;
+        }
+        TRY(copy_run(em, run));
+        run = 0;
+        if (act == PC_DROP) {
+            TRY(skip_run(em, l));
+        } else if (act == PC_SPACE) {
+            TRY(emit(em, " ", 1, 0));
+        } else {
+            TRY(emit(em, " ", 1, 0));
+            TRY(emit(em, s + i, l, 1));
+            TRY(emit(em, " ", 1, 1));
+        }
+        i += l;
+    }
+    TRY(copy_run(em, run));
+done:
+    return st;
+}
+
+/* GPT-2's bytes_to_unicode: printable Latin-1 bytes stay, the others are
+ * numbered from U+0100 in byte order. */
+static uint32_t byte_char(unsigned b)
+{
+    if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE))
+        return b;
+    unsigned k = 0;
+    for (unsigned x = 0; x < b; x++)
+        if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE)))
+            k++;
+    return 0x100 + k;
+}
+
+static lipi_status op_bytelevel(emitter *em)
+{
+    lipi_status st = LIPI_OK;
+    for (size_t i = 0; i < em->len;) {
+        size_t l = u8len((unsigned char)em->s[i]);
+        for (size_t k = 0; k < l; k++)
+            TRY(emit_cp(em, byte_char((unsigned char)em->s[i + k]), k > 0));
+        i += l;
+    }
+done:
+    return st;
+}
+
+static lipi_status op_strip(const lipi_ns_step *step, emitter *em)
+{
+    lipi_status st = LIPI_OK;
+    const char *s = em->s;
+    size_t a = 0, b = em->len;
+    if (step->strip_left)
+        while (a < b) {
+            size_t l;
+            uint32_t c = u8get(s + a, &l);
+            if (!u_isUWhiteSpace((UChar32)c))
+                break;
+            a += l;
+        }
+    if (step->strip_right)
+        while (b > a) {
+            size_t p = b - 1, l;
+            while (p > a && ((unsigned char)s[p] & 0xC0) == 0x80)
+                p--;
+            if (!u_isUWhiteSpace((UChar32)u8get(s + p, &l)))
+                break;
+            b = p;
+        }
+    if (a > 0)
+        TRY(skip_run(em, a));
+    TRY(copy_run(em, b - a));
+done:
+    return st;
+}
+
+static lipi_status op_prepend(const lipi_ns_step *step, emitter *em)
+{
+    lipi_status st = LIPI_OK;
+    if (em->len == 0)
+        return LIPI_OK;
+    size_t first = u8len((unsigned char)em->s[0]);
+    const char *p = step->prepend;
+    long change = 0;
+    for (size_t i = 0; i < step->prepend_len;) {
+        size_t l = u8len((unsigned char)p[i]);
+        TRY(emit(em, p + i, l, change));
+        change = 1;
+        i += l;
+    }
+    TRY(emit(em, em->s, first, 1));
+    /* The transform covered only the first char: the rest stays. */
+    em->off = first;
+    TRY(copy_run(em, em->len - first));
+done:
+    return st;
+}
+
+/* ======================================================================== */
+/* Replace                                                                   */
+/* ======================================================================== */
+
+static lipi_status emit_inserted(emitter *em, const char *t, size_t n)
+{
+    lipi_status st = LIPI_OK;
+    for (size_t i = 0; i < n;) {
+        size_t l = u8len((unsigned char)t[i]);
+        TRY(emit(em, t + i, l, 1));
+        i += l;
+    }
+done:
+    return st;
+}
+
+/* Every match, left to right, no empty match right where the previous one
+ * ended (the Rust regex / onig iteration rule). */
+static lipi_status op_replace(const lipi_ns_step *step, nscratch *sc, emitter *em,
+                              lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    const char *s = em->s;
+    size_t len = em->len, pos = 0;
+    uint32_t opts = PCRE2_NO_UTF_CHECK;
+    while (pos <= len) {
+        int rc = pcre2_match(step->re, (PCRE2_SPTR)s, len, pos, opts, sc->md, NULL);
+        if (rc == PCRE2_ERROR_NOMATCH)
+            break;
+        if (rc < 0) {
+            PCRE2_UCHAR msg[120];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            return lipi_error_set(err, LIPI_EREGEX, NULL, 0, pos,
+                                  "Replace pattern: matching failed: %s", (const char *)msg);
+        }
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(sc->md);
+        size_t ms = ov[0], me = ov[1];
+        if (me < ms || ms < em->off) /* \K tricks: ignore such a match */
+            break;
+        TRY(copy_run(em, ms - em->off));
+        TRY(skip_run(em, me - ms));
+        TRY(emit_inserted(em, step->content, step->content_len));
+        if (me == ms) {
+            if (ms >= len)
+                break;
+            pos = ms + u8len((unsigned char)s[ms]);
+            opts = PCRE2_NO_UTF_CHECK;
+        } else {
+            pos = me;
+            opts = PCRE2_NO_UTF_CHECK | PCRE2_NOTEMPTY_ATSTART;
+        }
+    }
+    TRY(copy_run(em, len - em->off));
+done:
+    return st;
+}
+
+static const cmap_entry *cmap_find(const norm_op *op, uint32_t c)
+{
+    size_t lo = 0, hi = op->n_map;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (op->map[mid].cp == c)
+            return &op->map[mid];
+        if (op->map[mid].cp < c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* A run of Replace steps whose patterns are single chars behaves as one
+ * per-char mapping: each output char takes the span of the char it came
+ * from, as the chain of Replaces would give it. */
+static lipi_status op_charmap(const norm_op *op, emitter *em)
+{
+    lipi_status st = LIPI_OK;
+    const char *s = em->s;
+    size_t len = em->len, i = 0, run = 0;
+    while (i < len) {
+        size_t l;
+        uint32_t c = u8get(s + i, &l);
+        const cmap_entry *e = cmap_find(op, c);
+        if (!e) {
+            run += l;
+            i += l;
+            continue;
+        }
+        TRY(copy_run(em, run));
+        run = 0;
+        TRY(skip_run(em, l));
+        TRY(emit_inserted(em, op->pool + e->off, e->len));
+        i += l;
+    }
+    TRY(copy_run(em, run));
+done:
+    return st;
+}
+
+/* ======================================================================== */
+/* Precompiled (SentencePiece charsmap, as Hugging Face applies it)          */
+/* ======================================================================== */
+
+static inline uint32_t pc_unit(const pc_map *m, size_t i)
+{
+    const uint8_t *b = m->units + 4 * i;
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static inline size_t pc_offset(uint32_t u)
+{
+    return (size_t)(u >> 10) << ((u & (1u << 9)) >> 6);
+}
+
+/* The first (shortest) prefix of key[0..n) in the trie, as spm_precompiled's
+ * transform: the replacement for the whole chunk. Every index is checked,
+ * and a value must start a char inside the pool. */
+static bool pc_lookup(const pc_map *m, const char *key, size_t n, const char **val,
+                      size_t *vlen)
+{
+    if (m->n_units == 0)
+        return false;
+    size_t pos = pc_offset(pc_unit(m, 0));
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c == 0)
+            break;
+        pos ^= c;
+        if (pos >= m->n_units)
+            return false;
+        uint32_t u = pc_unit(m, pos);
+        if ((u & ((1u << 31) | 0xFFu)) != c)
+            return false;
+        pos ^= pc_offset(u);
+        if ((u >> 8) & 1) {
+            if (pos >= m->n_units)
+                return false;
+            size_t v = pc_unit(m, pos) & 0x7FFFFFFFu;
+            if (v >= m->pool_len || ((unsigned char)m->pool[v] & 0xC0) == 0x80)
+                return false;
+            const char *end = memchr(m->pool + v, '\0', m->pool_len - v);
+            *val = m->pool + v;
+            *vlen = end ? (size_t)(end - (m->pool + v)) : m->pool_len - v;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Hugging Face builds the whole list of (char, change) first and, when a
+ * replacement is shorter than what it replaces, adds the difference to the
+ * change of the last entry so far, which may belong to an earlier chunk.
+ * Holding back one entry reproduces that while streaming. */
+typedef struct {
+    char b[4];
+    size_t n;
+    long change;
+    bool has;
+} pc_pending;
+
+static lipi_status pc_push(emitter *em, pc_pending *p, const char *c, size_t n, long change)
+{
+    lipi_status st = LIPI_OK;
+    if (p->has)
+        st = emit(em, p->b, p->n, p->change);
+    memcpy(p->b, c, n);
+    p->n = n;
+    p->change = change;
+    p->has = true;
+    return st;
+}
+
+/* Replaces old_count chars by v: new chars in place, the surplus inserted
+ * at the end, or the deficit taken from the last entry. */
+static lipi_status pc_replace(emitter *em, pc_pending *p, const char *v, size_t vlen,
+                              size_t old_count)
+{
+    lipi_status st = LIPI_OK;
+    long new_count = (long)count_chars(v, vlen), diff = new_count - (long)old_count, i = 0;
+    for (size_t q = 0; q < vlen; i++) {
+        size_t l = u8len((unsigned char)v[q]);
+        TRY(pc_push(em, p, v + q, l, diff > 0 && i >= new_count - diff ? 1 : 0));
+        q += l;
+    }
+    if (diff < 0 && p->has)
+        p->change += diff;
+done:
+    return st;
+}
+
+/* Extended grapheme clusters, UAX #29 rules GB3..GB13 with GB9c (Indic
+ * conjuncts), as Hugging Face's unicode-segmentation and ICU draw them.
+ * Property lookups are much cheaper than ICU's break iterator per cluster. */
+static int gcb_of(uint32_t c)
+{
+    if (c < 0x80) {
+        if (c == '\r')
+            return U_GCB_CR;
+        if (c == '\n')
+            return U_GCB_LF;
+        return c < 0x20 || c == 0x7F ? U_GCB_CONTROL : U_GCB_OTHER;
+    }
+    return u_getIntPropertyValue((UChar32)c, UCHAR_GRAPHEME_CLUSTER_BREAK);
+}
+
+/* Indic_Conjunct_Break: 1 Consonant, 2 Linker, 3 Extend, 0 None. Linkers
+ * and consonants are the viramas and consonants of the six scripts that
+ * form conjuncts this way; Extend is ZWJ and the extending marks with a
+ * nonzero combining class (so a matra or ZWNJ ends a conjunct). */
+static int incb_extend(uint32_t c, int gcb)
+{
+    return gcb == U_GCB_ZWJ || (gcb == U_GCB_EXTEND && u_getCombiningClass((UChar32)c) != 0)
+               ? 3
+               : 0;
+}
+
+static int incb_of(uint32_t c, int gcb)
+{
+    if (c < 0x900 || c > 0xD7F)
+        return incb_extend(c, gcb);
+    bool script = (c >= 0x900 && c <= 0x9FF) || (c >= 0xA80 && c <= 0xB7F) ||
+                  (c >= 0xC00 && c <= 0xC7F) || (c >= 0xD00 && c <= 0xD7F);
+    if (script && (c & 0x7F) == 0x4D)
+        return 2;
+    if (script && u_getIntPropertyValue((UChar32)c, UCHAR_INDIC_SYLLABIC_CATEGORY) ==
+                      U_INSC_CONSONANT)
+        return 1;
+    return incb_extend(c, gcb);
+}
+
+/* End of the cluster that starts at s[a] (a is a boundary). */
+static size_t grapheme_end(const char *s, size_t len, size_t a)
+{
+    size_t l;
+    uint32_t c = u8get(s + a, &l);
+    int prev = gcb_of(c);
+    /* GB9c: 0 outside a conjunct, 1 after a consonant (and extends),
+     * 2 once a linker followed it. */
+    int conj = incb_of(c, prev) == 1 ? 1 : 0;
+    bool pict = c >= 0x80 && u_hasBinaryProperty((UChar32)c, UCHAR_EXTENDED_PICTOGRAPHIC);
+    bool pict_zwj = false; /* ExtPict Extend* ZWJ just seen (GB11) */
+    size_t ri = prev == U_GCB_REGIONAL_INDICATOR;
+    size_t i = a + l;
+    while (i < len) {
+        uint32_t d = u8get(s + i, &l);
+        int cur = gcb_of(d);
+        bool join;
+        if (prev == U_GCB_CR && cur == U_GCB_LF)
+            join = true; /* GB3 */
+        else if (prev == U_GCB_CONTROL || prev == U_GCB_CR || prev == U_GCB_LF ||
+                 cur == U_GCB_CONTROL || cur == U_GCB_CR || cur == U_GCB_LF)
+            join = false; /* GB4, GB5 */
+        else if (prev == U_GCB_L &&
+                 (cur == U_GCB_L || cur == U_GCB_V || cur == U_GCB_LV || cur == U_GCB_LVT))
+            join = true; /* GB6 */
+        else if ((prev == U_GCB_LV || prev == U_GCB_V) && (cur == U_GCB_V || cur == U_GCB_T))
+            join = true; /* GB7 */
+        else if ((prev == U_GCB_LVT || prev == U_GCB_T) && cur == U_GCB_T)
+            join = true; /* GB8 */
+        else if (cur == U_GCB_EXTEND || cur == U_GCB_ZWJ || cur == U_GCB_SPACING_MARK ||
+                 prev == U_GCB_PREPEND)
+            join = true; /* GB9, GB9a, GB9b */
+        else if (conj == 2 && incb_of(d, cur) == 1)
+            join = true; /* GB9c */
+        else if (pict_zwj && d >= 0x80 &&
+                 u_hasBinaryProperty((UChar32)d, UCHAR_EXTENDED_PICTOGRAPHIC))
+            join = true; /* GB11 */
+        else if (prev == U_GCB_REGIONAL_INDICATOR && cur == U_GCB_REGIONAL_INDICATOR)
+            join = ri % 2 == 1; /* GB12, GB13 */
+        else
+            join = false;
+        if (!join)
+            break;
+        bool d_pict = d >= 0x80 && u_hasBinaryProperty((UChar32)d, UCHAR_EXTENDED_PICTOGRAPHIC);
+        pict_zwj = cur == U_GCB_ZWJ && pict;
+        if (d_pict)
+            pict = true;
+        else if (cur != U_GCB_EXTEND)
+            pict = false;
+        ri = cur == U_GCB_REGIONAL_INDICATOR ? ri + 1 : 0;
+        int incb = incb_of(d, cur);
+        if (incb == 1)
+            conj = 1;
+        else if (incb == 2 && conj)
+            conj = 2;
+        else if (incb != 3)
+            conj = 0;
+        prev = cur;
+        i += l;
+    }
+    return i;
+}
+
+static lipi_status op_precompiled(const pc_map *m, emitter *em)
+{
+    lipi_status st = LIPI_OK;
+    pc_pending pend = {.has = false};
+    const char *s = em->s;
+    size_t len = em->len;
+    for (size_t a = 0; a < len;) {
+        /* An ASCII char followed by ASCII is a cluster by itself, except
+         * CR LF. */
+        size_t b = a + 1;
+        if ((unsigned char)s[a] >= 0x80 || (b < len && (unsigned char)s[b] >= 0x80) ||
+            (s[a] == '\r' && b < len && s[b] == '\n'))
+            b = grapheme_end(s, len, a);
+        const char *g = s + a;
+        size_t glen = b - a, vlen;
+        const char *v;
+        a = b;
+        if (glen < 6 && pc_lookup(m, g, glen, &v, &vlen)) {
+            TRY(pc_replace(em, &pend, v, vlen, count_chars(g, glen)));
+            continue;
+        }
+        for (size_t i = 0; i < glen;) {
+            size_t l = u8len((unsigned char)g[i]);
+            if (pc_lookup(m, g + i, l, &v, &vlen))
+                TRY(pc_replace(em, &pend, v, vlen, 1));
+            else
+                TRY(pc_push(em, &pend, g + i, l, 0));
+            i += l;
+        }
+    }
+    if (pend.has)
+        TRY(emit(em, pend.b, pend.n, pend.change));
+done:
+    return st;
+}
+
+/* SentencePiece's Normalizer::NormalizePrefix: at each position the longest
+ * prefix in the trie (among the first 32 prefixes, as darts-clone's
+ * commonPrefixSearch is called there) is replaced; otherwise one char is
+ * copied. Replacement chars map to the whole span they replace. */
+static bool pc_longest(const pc_map *m, const char *key, size_t n, size_t *mlen,
+                       const char **val, size_t *vlen)
+{
+    if (m->n_units == 0)
+        return false;
+    size_t pos = pc_offset(pc_unit(m, 0)), found = 0, results = 0;
+    for (size_t i = 0; i < n && results < 32; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c == 0)
+            break;
+        pos ^= c;
+        if (pos >= m->n_units)
+            break;
+        uint32_t u = pc_unit(m, pos);
+        if ((u & ((1u << 31) | 0xFFu)) != c)
+            break;
+        pos ^= pc_offset(u);
+        if ((u >> 8) & 1) {
+            if (pos >= m->n_units)
+                break;
+            results++;
+            size_t v = pc_unit(m, pos) & 0x7FFFFFFFu;
+            if (v >= m->pool_len || ((unsigned char)m->pool[v] & 0xC0) == 0x80)
+                continue;
+            /* A match must end on a char boundary to be replaced whole. */
+            if (i + 1 < n && ((unsigned char)key[i + 1] & 0xC0) == 0x80)
+                continue;
+            const char *end = memchr(m->pool + v, '\0', m->pool_len - v);
+            found = i + 1;
+            *val = m->pool + v;
+            *vlen = end ? (size_t)(end - (m->pool + v)) : m->pool_len - v;
+        }
+    }
+    *mlen = found;
+    return found > 0;
+}
+
+static lipi_status op_spm_charsmap(const pc_map *m, emitter *em)
+{
+    lipi_status st = LIPI_OK;
+    const char *s = em->s;
+    size_t len = em->len, i = 0, run = 0;
+    while (i < len) {
+        size_t mlen, vlen;
+        const char *v;
+        if (!pc_longest(m, s + i, len - i, &mlen, &v, &vlen)) {
+            size_t l = u8len((unsigned char)s[i]);
+            run += l;
+            i += l;
+            continue;
+        }
+        TRY(copy_run(em, run));
+        run = 0;
+        TRY(materialize(em));
+        if (vlen > 0 && em->track) {
+            lipi_span a = src_span(em, i), b = src_span(em, i + mlen - 1);
+            lipi_span sp = {a.start < b.start ? a.start : b.start, a.end > b.end ? a.end : b.end};
+            TRY(text_reserve(em->dst, vlen, true));
+            put_span(em, sp, vlen);
+        } else {
+            TRY(text_reserve(em->dst, vlen, em->track));
+        }
+        memcpy(em->dst->s + em->dst->len, v, vlen);
+        em->dst->len += vlen;
+        TRY(skip_run(em, mlen));
+        i += mlen;
+    }
+    TRY(copy_run(em, run));
+done:
+    return st;
+}
+
+/* ======================================================================== */
+/* Running a normalizer                                                      */
+/* ======================================================================== */
+
+static bool all_ascii(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] >= 0x80)
+            return false;
+    return true;
+}
+
+static lipi_status scratch_get(lipi_normalized *out, nscratch **sc)
+{
+    if (!out->scratch) {
+        nscratch *n = lipi_calloc(1, sizeof *n);
+        if (!n)
+            return LIPI_ENOMEM;
+        out->scratch = n;
+    }
+    *sc = out->scratch;
+    return LIPI_OK;
+}
+
+static void *pcre2_lipi_malloc(PCRE2_SIZE n, void *data)
+{
+    (void)data;
+    return lipi_malloc(n);
+}
+
+static void pcre2_lipi_free(void *p, void *data)
+{
+    (void)data;
+    lipi_free(p);
+}
+
+static lipi_status run_op(const lipi_normalizer *n, size_t i, nscratch *sc, emitter *em,
+                          lipi_error *err)
+{
+    const norm_op *op = &n->ops[i];
+    switch (op->kind) {
+    case OP_NF: return op_nf(n, op->form, sc, em);
+    case OP_LOWERCASE: return op_lowercase(em);
+    case OP_FILTER_MARKS:
+    case OP_FILTER_MN:
+    case OP_BERT_CLEAN:
+    case OP_BERT_CJK:
+    case OP_NMT: return op_per_char(op->kind, em);
+    case OP_REPLACE:
+        if (!sc->md) {
+            pcre2_general_context *g =
+                pcre2_general_context_create(pcre2_lipi_malloc, pcre2_lipi_free, NULL);
+            if (!g)
+                return LIPI_ENOMEM;
+            sc->md = pcre2_match_data_create(1, g);
+            pcre2_general_context_free(g);
+            if (!sc->md)
+                return LIPI_ENOMEM;
+        }
+        return op_replace(op->step, sc, em, err);
+    case OP_CHARMAP: return op_charmap(op, em);
+    case OP_PREPEND: return op_prepend(op->step, em);
+    case OP_STRIP: return op_strip(op->step, em);
+    case OP_PRECOMPILED: return op_precompiled(&op->pc, em);
+    case OP_SPM_CHARSMAP: return op_spm_charsmap(&op->pc, em);
+    case OP_BYTELEVEL: return op_bytelevel(em);
+    }
+    return LIPI_EINVAL;
+}
+
+/* An op that leaves this text unchanged can be skipped (alignments stay). */
+static bool op_is_noop(const norm_op *op, const char *s, size_t len, bool ascii)
+{
+    if (len == 0)
+        return true;
+    if (!ascii)
+        return false;
+    switch (op->kind) {
+    case OP_NF:
+    case OP_FILTER_MARKS:
+    case OP_FILTER_MN:
+    case OP_BERT_CJK: return true;
+    case OP_LOWERCASE:
+        for (size_t i = 0; i < len; i++)
+            if (s[i] >= 'A' && s[i] <= 'Z')
+                return false;
+        return true;
+    default: return false;
+    }
+}
+
+lipi_status lipi_normalize(const lipi_normalizer *n, const char *s, size_t len,
+                           lipi_normalized *out, bool want_align, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    nscratch *sc = NULL;
+    out->len = 0;
+    if (!s && len)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected text, found NULL");
+    size_t good = lipi_utf8_valid_prefix(s, len);
+    if (good < len)
+        return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, good,
+                              "invalid UTF-8 byte 0x%02x at byte %zu (expected valid UTF-8)",
+                              (unsigned char)s[good], good);
+    TRY(scratch_get(out, &sc));
+    ntext slot[2] = {{out->text, 0, out->cap, out->align, out->align_cap}, sc->spare};
+    /* The source of the next op: the input itself at first. */
+    const char *cs = s;
+    size_t clen = len;
+    const lipi_span *cal = NULL;
+    int cur = -1; /* slot holding the current text, -1: the input */
+    bool ascii = all_ascii(s, len);
+    for (size_t i = 0; n && i < n->n_ops; i++) {
+        if (op_is_noop(&n->ops[i], cs, clen, ascii))
+            continue;
+        int d = cur == 0 ? 1 : 0;
+        slot[d].len = 0;
+        emitter em = {cs, clen, cal, 0, &slot[d], want_align, true};
+        st = run_op(n, i, sc, &em, err);
+        if (st != LIPI_OK)
+            break;
+        /* Still lazy: the op copied a prefix only (Strip) or, when that
+         * prefix is everything, changed nothing. */
+        if (em.lazy && em.off == clen)
+            continue;
+        st = materialize(&em);
+        if (st != LIPI_OK)
+            break;
+        cur = d;
+        cs = slot[d].s;
+        clen = slot[d].len;
+        cal = slot[d].al;
+        ascii = all_ascii(cs, clen);
+    }
+    if (st == LIPI_OK && cur == 1) {
+        ntext t = slot[0];
+        slot[0] = slot[1];
+        slot[1] = t;
+    } else if (st == LIPI_OK && cur == -1) {
+        /* Nothing changed the input: copy it, with identity spans. */
+        slot[0].len = 0;
+        emitter em = {cs, clen, cal, 0, &slot[0], want_align, false};
+        st = copy_run(&em, clen);
+    }
+    if (st == LIPI_OK)
+        st = text_reserve(&slot[0], 0, want_align);
+    out->text = slot[0].s;
+    out->cap = slot[0].cap;
+    out->align = slot[0].al;
+    out->align_cap = slot[0].al_cap;
+    sc->spare = slot[1];
+    if (st != LIPI_OK) {
+        out->len = 0;
+        if (out->text)
+            out->text[0] = '\0';
+        if (st == LIPI_ENOMEM)
+            lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory while normalizing");
+        else if (st == LIPI_EICU)
+            lipi_error_set(err, LIPI_EICU, NULL, 0, 0, "ICU failed while normalizing");
+        return st;
+    }
+    out->len = slot[0].len;
+    out->text[out->len] = '\0';
+done:
+    return st;
+}
+
+void lipi_normalized_free(lipi_normalized *out)
+{
+    if (!out)
+        return;
+    nscratch *sc = out->scratch;
+    if (sc) {
+        lipi_free(sc->spare.s);
+        lipi_free(sc->spare.al);
+        lipi_free(sc->dec);
+        lipi_free(sc->comp);
+        lipi_free(sc->buf);
+        pcre2_match_data_free(sc->md);
+        lipi_free(sc);
+    }
+    lipi_free(out->text);
+    lipi_free(out->align);
+    memset(out, 0, sizeof *out);
+}
+
+/* ======================================================================== */
+/* Building                                                                  */
+/* ======================================================================== */
+
+void lipi_ns_step_clear(lipi_ns_step *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_children; i++)
+        lipi_ns_step_clear(&s->children[i]);
+    lipi_free(s->children);
+    lipi_free(s->pattern);
+    lipi_free(s->content);
+    pcre2_code_free(s->re);
+    lipi_free(s->prepend);
+    lipi_free(s->charsmap_b64);
+    lipi_free(s->charsmap);
+    memset(s, 0, sizeof *s);
+}
+
+/* Hugging Face compiles Regex patterns with Oniguruma's Ruby syntax. The
+ * differences from PCRE2 that matter are rewritten here:
+ *   \uHHHH                 -> \x{HHHH}
+ *   \w \W, \b \B           -> Oniguruma's word chars: Alphabetic, M, Nd, Pc
+ *                             and Latin-1's ² ³ ¹ ¼ ½ ¾ (PCRE2 10.42 UCP
+ *                             leaves out marks, so a matra would end a word)
+ *   \h \H                  -> hex digit classes (PCRE2: horizontal space)
+ *   [:alpha:]              -> \p{Alphabetic} (PCRE2: letters only)
+ *   (?m)                   -> (?s): Ruby's m is dotall; ^ and $ always work
+ *                             per line, which PCRE2_MULTILINE gives
+ *   {,n}                   -> {0,n}
+ * Nested sets and && intersections inside classes are Oniguruma-only and
+ * stay as they are (PCRE2 then rejects or reads them literally). */
+#define ONIG_WORD "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}"
+
+static bool is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static lipi_status translate_pattern(const char *p, size_t n, lipi_buf *b)
+{
+    lipi_status st = LIPI_OK;
+    bool in_class = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == '\\' && i + 1 < n) {
+            char d = p[i + 1];
+            const char *rep = NULL;
+            if (d == 'u' && i + 6 <= n && is_hex(p[i + 2]) && is_hex(p[i + 3]) &&
+                is_hex(p[i + 4]) && is_hex(p[i + 5])) {
+                TRY(lipi_buf_append(b, "\\x{", 3));
+                TRY(lipi_buf_append(b, p + i + 2, 4));
+                TRY(lipi_buf_append(b, "}", 1));
+                i += 5;
+                continue;
+            }
+            if (in_class) {
+                if (d == 'w')
+                    rep = ONIG_WORD;
+                else if (d == 'h')
+                    rep = "0-9a-fA-F";
+            } else {
+                switch (d) {
+                case 'w': rep = "[" ONIG_WORD "]"; break;
+                case 'W': rep = "[^" ONIG_WORD "]"; break;
+                case 'b':
+                    rep = "(?:(?<=[" ONIG_WORD "])(?![" ONIG_WORD "])|(?<![" ONIG_WORD
+                          "])(?=[" ONIG_WORD "]))";
+                    break;
+                case 'B':
+                    rep = "(?:(?<=[" ONIG_WORD "])(?=[" ONIG_WORD "])|(?<![" ONIG_WORD
+                          "])(?![" ONIG_WORD "]))";
+                    break;
+                case 'h': rep = "[0-9a-fA-F]"; break;
+                case 'H': rep = "[^0-9a-fA-F]"; break;
+                default: break;
+                }
+            }
+            if (rep)
+                TRY(lipi_buf_append(b, rep, strlen(rep)));
+            else
+                TRY(lipi_buf_append(b, p + i, 2));
+            i++;
+            continue;
+        }
+        if (in_class) {
+            if (c == '[' && i + 1 < n && p[i + 1] == ':') {
+                const char *end = memchr(p + i + 2, ']', n - i - 2);
+                size_t k = end ? (size_t)(end - p) + 1 : n;
+                if (k - i == 9 && memcmp(p + i, "[:alpha:]", 9) == 0)
+                    TRY(lipi_buf_append(b, "\\p{Alphabetic}", 14));
+                else
+                    TRY(lipi_buf_append(b, p + i, k - i));
+                i = k - 1;
+                continue;
+            }
+            if (c == ']')
+                in_class = false;
+            TRY(lipi_buf_append(b, &c, 1));
+            continue;
+        }
+        if (c == '[') {
+            /* A ']' right after '[' or '[^' is a literal. */
+            size_t k = i + 1;
+            if (k < n && p[k] == '^')
+                k++;
+            if (k < n && p[k] == ']')
+                k++;
+            TRY(lipi_buf_append(b, p + i, k - i));
+            i = k - 1;
+            in_class = true;
+            continue;
+        }
+        if (c == '(' && i + 2 < n && p[i + 1] == '?') {
+            size_t k = i + 2;
+            while (k < n && (p[k] == 'i' || p[k] == 'm' || p[k] == 'x' || p[k] == '-'))
+                k++;
+            if (k > i + 2 && k < n && (p[k] == ')' || p[k] == ':')) {
+                TRY(lipi_buf_append(b, "(?", 2));
+                for (size_t q = i + 2; q < k; q++)
+                    TRY(lipi_buf_append(b, p[q] == 'm' ? "s" : p + q, 1));
+                i = k - 1;
+                continue;
+            }
+        }
+        if (c == '{' && i + 1 < n && p[i + 1] == ',') {
+            TRY(lipi_buf_append(b, "{0", 2));
+            continue;
+        }
+        TRY(lipi_buf_append(b, &c, 1));
+    }
+    TRY(lipi_buf_reserve(b, 0));
+done:
+    return st;
+}
+
+lipi_status lipi_ns_compile_replace(lipi_ns_step *s, const char *jpath, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    lipi_buf pat = {0};
+    pcre2_general_context *g = NULL;
+    pcre2_compile_context *cc = NULL;
+    g = pcre2_general_context_create(pcre2_lipi_malloc, pcre2_lipi_free, NULL);
+    cc = g ? pcre2_compile_context_create(g) : NULL;
+    if (!cc)
+        TRY(LIPI_ENOMEM);
+    uint32_t opts = PCRE2_UTF;
+    const char *p = s->pattern;
+    size_t plen = s->pattern_len;
+    if (s->is_regex) {
+        TRY(translate_pattern(s->pattern, s->pattern_len, &pat));
+        p = pat.p;
+        plen = pat.len;
+        /* \C could match half a char and break the UTF-8 of the output. */
+        opts |= PCRE2_UCP | PCRE2_MULTILINE | PCRE2_NEVER_BACKSLASH_C;
+    } else {
+        opts |= PCRE2_LITERAL;
+    }
+    int ecode;
+    PCRE2_SIZE eoff;
+    s->re = pcre2_compile((PCRE2_SPTR)(p ? p : ""), plen, opts, &ecode, &eoff, cc);
+    if (!s->re) {
+        /* 121 is PCRE2's "failed to allocate heap memory" (compile errors
+         * have numbers but no names in pcre2.h). */
+        if (ecode == 121)
+            TRY(LIPI_ENOMEM);
+        PCRE2_UCHAR msg[160];
+        pcre2_get_error_message(ecode, msg, sizeof msg);
+        TRY(lipi_error_set(err, LIPI_EREGEX, NULL, 0, (size_t)eoff,
+                           "%s: cannot compile pattern at offset %zu: %s", jpath, (size_t)eoff,
+                           (const char *)msg));
+    }
+    /* Without JIT (no memory, unsupported CPU) the interpreter still works. */
+    pcre2_jit_compile(s->re, PCRE2_JIT_COMPLETE);
+done:
+    pcre2_compile_context_free(cc);
+    pcre2_general_context_free(g);
+    lipi_buf_free(&pat);
+    return st;
+}
+
+lipi_status lipi_ns_check_charsmap(const uint8_t *blob, size_t len, const char *jpath,
+                                   lipi_error *err)
+{
+    if (len < 4)
+        return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, 0,
+                              "%s.precompiled_charsmap: expected at least 4 bytes (trie size), "
+                              "found %zu",
+                              jpath, len);
+    uint32_t trie = (uint32_t)blob[0] | (uint32_t)blob[1] << 8 | (uint32_t)blob[2] << 16 |
+                    (uint32_t)blob[3] << 24;
+    if (trie % 4 != 0 || trie > len - 4)
+        return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, 0,
+                              "%s.precompiled_charsmap: expected a trie size that is a multiple "
+                              "of 4 and at most %zu, found %u",
+                              jpath, len - 4, (unsigned)trie);
+    size_t pool = len - 4 - trie;
+    size_t bad = lipi_utf8_valid_prefix((const char *)blob + 4 + trie, pool);
+    if (bad < pool)
+        return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, 4 + trie + bad,
+                              "%s.precompiled_charsmap: expected UTF-8 replacements, found byte "
+                              "0x%02x at %zu",
+                              jpath, blob[4 + trie + bad], 4 + trie + bad);
+    return LIPI_OK;
+}
+
+lipi_status lipi_ns_precompiled(const uint8_t *blob, size_t len, bool longest_match,
+                                lipi_ns_step *out, lipi_error *err)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    lipi_status st = LIPI_OK;
+    memset(out, 0, sizeof *out);
+    out->kind = LIPI_NS_PRECOMPILED;
+    out->longest_match = longest_match;
+    TRY(lipi_ns_check_charsmap(blob, len, "normalizer", err));
+    if (len > (SIZE_MAX - 1) / 4 * 3 - 3)
+        TRY(LIPI_ENOMEM);
+    out->charsmap = lipi_malloc(len);
+    out->charsmap_b64 = lipi_malloc((len + 2) / 3 * 4 + 1);
+    if (!out->charsmap || !out->charsmap_b64)
+        TRY(LIPI_ENOMEM);
+    memcpy(out->charsmap, blob, len);
+    out->charsmap_len = len;
+    char *o = out->charsmap_b64;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)blob[i] << 16 | (i + 1 < len ? (uint32_t)blob[i + 1] << 8 : 0) |
+                     (i + 2 < len ? blob[i + 2] : 0);
+        *o++ = tab[v >> 18 & 63];
+        *o++ = tab[v >> 12 & 63];
+        *o++ = i + 1 < len ? tab[v >> 6 & 63] : '=';
+        *o++ = i + 2 < len ? tab[v & 63] : '=';
+    }
+    *o = '\0';
+done:
+    if (st != LIPI_OK)
+        lipi_ns_step_clear(out);
+    return st;
+}
+
+/* Appends the ops of a step (flattening Sequences). */
+static lipi_status add_op(lipi_normalizer *n, size_t *cap, norm_op op)
+{
+    void *p = n->ops;
+    lipi_status st = lipi_grow(&p, cap, n->n_ops + 1, sizeof op);
+    n->ops = p;
+    if (st == LIPI_OK)
+        n->ops[n->n_ops++] = op;
+    return st;
+}
+
+static lipi_status add_ops(lipi_normalizer *n, size_t *cap, const lipi_ns_step *s)
+{
+    lipi_status st = LIPI_OK;
+    norm_op op = {.step = s};
+    switch (s->kind) {
+    case LIPI_NS_SEQUENCE:
+        for (size_t i = 0; i < s->n_children; i++)
+            TRY(add_ops(n, cap, &s->children[i]));
+        return LIPI_OK;
+    case LIPI_NS_NFC: op.kind = OP_NF, op.form = NF_C; break;
+    case LIPI_NS_NFD: op.kind = OP_NF, op.form = NF_D; break;
+    case LIPI_NS_NFKC: op.kind = OP_NF, op.form = NF_KC; break;
+    case LIPI_NS_NFKD: op.kind = OP_NF, op.form = NF_KD; break;
+    case LIPI_NS_LOWERCASE: op.kind = OP_LOWERCASE; break;
+    case LIPI_NS_STRIP_ACCENTS: op.kind = OP_FILTER_MARKS; break;
+    case LIPI_NS_NMT: op.kind = OP_NMT; break;
+    case LIPI_NS_BYTELEVEL: op.kind = OP_BYTELEVEL; break;
+    case LIPI_NS_REPLACE: op.kind = OP_REPLACE; break;
+    case LIPI_NS_PREPEND: op.kind = OP_PREPEND; break;
+    case LIPI_NS_STRIP: op.kind = OP_STRIP; break;
+    case LIPI_NS_PRECOMPILED:
+        op.kind = s->longest_match ? OP_SPM_CHARSMAP : OP_PRECOMPILED;
+        break;
+    case LIPI_NS_BERT: {
+        bool strip = s->strip_accents == 1 || (s->strip_accents < 0 && s->lowercase);
+        if (s->clean_text)
+            TRY(add_op(n, cap, (norm_op){.kind = OP_BERT_CLEAN, .step = s}));
+        if (s->handle_chinese_chars)
+            TRY(add_op(n, cap, (norm_op){.kind = OP_BERT_CJK, .step = s}));
+        if (strip) {
+            TRY(add_op(n, cap, (norm_op){.kind = OP_NF, .form = NF_D, .step = s}));
+            TRY(add_op(n, cap, (norm_op){.kind = OP_FILTER_MN, .step = s}));
+        }
+        if (s->lowercase)
+            TRY(add_op(n, cap, (norm_op){.kind = OP_LOWERCASE, .step = s}));
+        return LIPI_OK;
+    }
+    }
+    TRY(add_op(n, cap, op));
+done:
+    return st;
+}
+
+static bool single_char_replace(const norm_op *op)
+{
+    const lipi_ns_step *s = op->step;
+    if (op->kind != OP_REPLACE || s->is_regex || s->pattern_len == 0)
+        return false;
+    return u8len((unsigned char)s->pattern[0]) == s->pattern_len;
+}
+
+/* Composes ops[a..b) (single-char String Replaces) into one char map. */
+static lipi_status fuse_charmap(norm_op *ops, size_t a, size_t b, norm_op *out)
+{
+    lipi_status st = LIPI_OK;
+    typedef struct {
+        uint32_t cp;
+        lipi_buf rep;
+    } ent;
+    ent *e = NULL;
+    size_t ne = 0, cap = 0;
+    lipi_buf tmp = {0}, pool = {0};
+    for (size_t i = a; i < b; i++) {
+        const lipi_ns_step *s = ops[i].step;
+        size_t l;
+        uint32_t from = u8get(s->pattern, &l);
+        bool seen = false;
+        for (size_t k = 0; k < ne; k++) {
+            tmp.len = 0;
+            TRY(lipi_buf_reserve(&tmp, 0));
+            for (size_t p = 0; p < e[k].rep.len;) {
+                size_t cl;
+                uint32_t c = u8get(e[k].rep.p + p, &cl);
+                if (c == from)
+                    TRY(lipi_buf_append(&tmp, s->content, s->content_len));
+                else
+                    TRY(lipi_buf_append(&tmp, e[k].rep.p + p, cl));
+                p += cl;
+            }
+            e[k].rep.len = 0;
+            TRY(lipi_buf_append(&e[k].rep, tmp.p, tmp.len));
+            seen = seen || e[k].cp == from;
+        }
+        if (!seen) {
+            void *p = e;
+            TRY(lipi_grow(&p, &cap, ne + 1, sizeof *e));
+            e = p;
+            e[ne] = (ent){from, {0}};
+            ne++;
+            TRY(lipi_buf_append(&e[ne - 1].rep, s->content, s->content_len));
+        }
+    }
+    out->map = lipi_calloc(ne ? ne : 1, sizeof *out->map);
+    if (!out->map)
+        TRY(LIPI_ENOMEM);
+    for (size_t k = 0; k < ne; k++) {
+        if (pool.len > UINT32_MAX - e[k].rep.len)
+            TRY(LIPI_ENOMEM);
+        out->map[k] = (cmap_entry){e[k].cp, (uint32_t)pool.len, (uint32_t)e[k].rep.len};
+        TRY(lipi_buf_append(&pool, e[k].rep.p ? e[k].rep.p : "", e[k].rep.len));
+    }
+    TRY(lipi_buf_reserve(&pool, 0));
+    /* Sort by code point (few entries). */
+    for (size_t i = 1; i < ne; i++) {
+        cmap_entry x = out->map[i];
+        size_t j = i;
+        while (j > 0 && out->map[j - 1].cp > x.cp) {
+            out->map[j] = out->map[j - 1];
+            j--;
+        }
+        out->map[j] = x;
+    }
+    out->n_map = ne;
+    out->pool = pool.p;
+    pool.p = NULL;
+    out->kind = OP_CHARMAP;
+done:
+    for (size_t k = 0; k < ne; k++)
+        lipi_buf_free(&e[k].rep);
+    lipi_free(e);
+    lipi_buf_free(&tmp);
+    lipi_buf_free(&pool);
+    return st;
+}
+
+static lipi_status fuse_ops(lipi_normalizer *n)
+{
+    lipi_status st = LIPI_OK;
+    size_t w = 0;
+    for (size_t i = 0; i < n->n_ops;) {
+        size_t j = i;
+        while (j < n->n_ops && single_char_replace(&n->ops[j]))
+            j++;
+        if (j - i >= 2) {
+            norm_op f = {.step = n->ops[i].step};
+            TRY(fuse_charmap(n->ops, i, j, &f));
+            n->ops[w++] = f;
+            i = j;
+        } else {
+            n->ops[w++] = n->ops[i++];
+        }
+    }
+    n->n_ops = w;
+done:
+    return st;
+}
+
+/* Points each Precompiled op at its (already validated) charsmap. */
+static void view_charsmaps(lipi_normalizer *n)
+{
+    for (size_t i = 0; i < n->n_ops; i++) {
+        const lipi_ns_step *s = n->ops[i].step;
+        if (n->ops[i].kind != OP_PRECOMPILED && n->ops[i].kind != OP_SPM_CHARSMAP)
+            continue;
+        pc_map *m = &n->ops[i].pc;
+        const uint8_t *b = s->charsmap;
+        uint32_t trie = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                        (uint32_t)b[3] << 24;
+        m->units = b + 4;
+        m->n_units = trie / 4;
+        m->pool = (const char *)b + 4 + trie;
+        m->pool_len = s->charsmap_len - 4 - trie;
+    }
+}
+
+lipi_status lipi_ns_build(lipi_ns_step *root, lipi_normalizer **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    size_t cap = 0;
+    *out = NULL;
+    lipi_normalizer *n = lipi_calloc(1, sizeof *n);
+    if (!n) {
+        lipi_ns_step_clear(root);
+        return LIPI_ENOMEM;
+    }
+    n->root = *root;
+    memset(root, 0, sizeof *root);
+    UErrorCode ec = U_ZERO_ERROR;
+    n->nf[NF_C] = unorm2_getNFCInstance(&ec);
+    n->nf[NF_D] = unorm2_getNFDInstance(&ec);
+    n->nf[NF_KC] = unorm2_getNFKCInstance(&ec);
+    n->nf[NF_KD] = unorm2_getNFKDInstance(&ec);
+    if (U_FAILURE(ec))
+        TRY(lipi_error_set(err, LIPI_EICU, NULL, 0, 0, "cannot load ICU normalization data: %s",
+                           u_errorName(ec)));
+    TRY(add_ops(n, &cap, &n->root));
+    TRY(fuse_ops(n));
+    view_charsmaps(n);
+    *out = n;
+    n = NULL;
+done:
+    lipi_normalizer_free(n);
+    return st;
+}
+
+void lipi_normalizer_free(lipi_normalizer *n)
+{
+    if (!n)
+        return;
+    for (size_t i = 0; i < n->n_ops; i++) {
+        lipi_free(n->ops[i].map);
+        lipi_free(n->ops[i].pool);
+    }
+    lipi_free(n->ops);
+    lipi_ns_step_clear(&n->root);
+    lipi_free(n);
+}
+
+/* ======================================================================== */
+/* Named normalizers                                                         */
+/* ======================================================================== */
+
+/* Drops ZWNJ/ZWJ except after a mark (virama + ZWJ/ZWNJ: half forms, chillu,
+ * explicit virama) or between two letters/marks; both lookbehinds are one
+ * char wide so Oniguruma accepts the pattern as PCRE2 does. */
+static const char indic_joiners[] =
+    "(?<![\\p{L}\\p{M}])[\\x{200C}\\x{200D}]|(?<=\\p{L})[\\x{200C}\\x{200D}](?![\\p{L}\\p{M}])";
+
+/* Marks on Latin, Greek and Cyrillic letters only (after NFD). */
+static const char latin_marks[] = "(?<=[\\p{Latin}\\p{Greek}\\p{Cyrillic}])\\p{Mn}+";
+
+/* Zero of each script's decimal digits folded by fold_digits. */
+static const uint32_t indic_zeros[] = {0x0966, 0x09E6, 0x0A66, 0x0AE6, 0x0B66,
+                                       0x0BE6, 0x0C66, 0x0CE6, 0x0D66};
+
+typedef struct {
+    lipi_ns_step *v;
+    size_t n, cap;
+} step_list;
+
+static lipi_status push_step(step_list *l, lipi_ns_step s)
+{
+    void *p = l->v;
+    lipi_status st = lipi_grow(&p, &l->cap, l->n + 1, sizeof s);
+    l->v = p;
+    if (st == LIPI_OK)
+        l->v[l->n++] = s;
+    else
+        lipi_ns_step_clear(&s);
+    return st;
+}
+
+static lipi_status push_replace(step_list *l, bool regex, const char *pat, size_t plen,
+                                const char *content, size_t clen, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    lipi_ns_step s = {.kind = LIPI_NS_REPLACE, .is_regex = regex};
+    s.pattern = lipi_strndup(pat, plen);
+    s.content = lipi_strndup(content, clen);
+    s.pattern_len = plen;
+    s.content_len = clen;
+    if (!s.pattern || !s.content)
+        TRY(LIPI_ENOMEM);
+    TRY(lipi_ns_compile_replace(&s, "normalizer", err));
+    st = push_step(l, s);
+    memset(&s, 0, sizeof s);
+done:
+    lipi_ns_step_clear(&s);
+    return st;
+}
+
+lipi_status lipi_normalizer_new(const char *name, const lipi_normalizer_options *opt,
+                                lipi_normalizer **out, lipi_error *err)
+{
+    static const char *const names[] = {"none", "nfc", "nfd", "nfkc", "nfkd", "indic", "bert"};
+    static const lipi_ns_kind forms[] = {LIPI_NS_SEQUENCE, LIPI_NS_NFC, LIPI_NS_NFD,
+                                         LIPI_NS_NFKC, LIPI_NS_NFKD, LIPI_NS_NFC};
+    lipi_status st = LIPI_OK;
+    lipi_normalizer_options o = opt ? *opt : (lipi_normalizer_options){0};
+    step_list l = {0};
+    *out = NULL;
+    size_t which = 0;
+    while (which < sizeof names / sizeof *names && (!name || strcmp(name, names[which]) != 0))
+        which++;
+    if (which == sizeof names / sizeof *names)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "unknown normalizer \"%s\" (expected one of: none, nfc, nfd, nfkc, "
+                              "nfkd, indic, bert)",
+                              name ? name : "(null)");
+    bool decomposed = false;
+    if (which == 6) {
+        TRY(push_step(&l, (lipi_ns_step){.kind = LIPI_NS_BERT, .clean_text = true,
+                                         .handle_chinese_chars = true, .strip_accents = 0,
+                                         .lowercase = o.lowercase}));
+    } else if (which > 0) {
+        TRY(push_step(&l, (lipi_ns_step){.kind = forms[which]}));
+        decomposed = forms[which] == LIPI_NS_NFD || forms[which] == LIPI_NS_NFKD;
+    }
+    if (which == 5)
+        TRY(push_replace(&l, true, indic_joiners, sizeof indic_joiners - 1, "", 0, err));
+    if (o.fold_digits)
+        for (size_t z = 0; z < sizeof indic_zeros / sizeof *indic_zeros; z++)
+            for (uint32_t d = 0; d < 10; d++) {
+                char from[4], to = (char)('0' + d);
+                size_t k = lipi_utf8_encode(indic_zeros[z] + d, from);
+                TRY(push_replace(&l, false, from, k, &to, 1, err));
+            }
+    if (o.strip_accents) {
+        if (!decomposed)
+            TRY(push_step(&l, (lipi_ns_step){.kind = LIPI_NS_NFD}));
+        TRY(push_replace(&l, true, latin_marks, sizeof latin_marks - 1, "", 0, err));
+        if (!decomposed)
+            TRY(push_step(&l, (lipi_ns_step){.kind = LIPI_NS_NFC}));
+    }
+    if (o.lowercase && which != 6)
+        TRY(push_step(&l, (lipi_ns_step){.kind = LIPI_NS_LOWERCASE}));
+    lipi_ns_step root;
+    if (l.n == 1) {
+        root = l.v[0];
+        lipi_free(l.v);
+    } else {
+        root = (lipi_ns_step){.kind = LIPI_NS_SEQUENCE, .children = l.v, .n_children = l.n};
+    }
+    l = (step_list){0};
+    st = lipi_ns_build(&root, out, err);
+done:
+    for (size_t i = 0; i < l.n; i++)
+        lipi_ns_step_clear(&l.v[i]);
+    lipi_free(l.v);
+    return st;
+}
