@@ -12,8 +12,11 @@
 BUILD    ?= build
 CC       ?= cc
 PKGS     := icu-uc icu-i18n libpcre2-8 cmocka jansson openblas zlib liblzma libzstd
-DEB_PKGS := pkg-config libicu-dev libpcre2-dev uthash-dev libcmocka-dev libjansson-dev \
-            libopenblas-dev zlib1g-dev liblzma-dev libzstd-dev
+# What `make deps` checks: pkg-config name (or header/FILE, bin/CMD) : Debian package.
+DEPS     := bin/pkg-config:pkg-config bin/cc:build-essential \
+            icu-uc:libicu-dev libpcre2-8:libpcre2-dev header/uthash.h:uthash-dev \
+            cmocka:libcmocka-dev jansson:libjansson-dev openblas:libopenblas-dev \
+            zlib:zlib1g-dev liblzma:liblzma-dev libzstd:libzstd-dev
 
 OPT      ?= -O2 -g
 WERROR   ?= $(if $(CI),-Werror,)
@@ -53,7 +56,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER_OBJ) $(BUILD)/liblipi.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(TEST_LIBS) $(LDLIBS)
 
 deps:
-	@sh tests/deps.sh $(DEB_PKGS)
+	@sh tests/deps.sh $(DEPS)
 
 # Each test binary runs from the repository root so fixture paths are stable.
 # LIPI_BIN lets tests drive the CLI built into the same BUILD.

@@ -7,12 +7,12 @@ DATA=data/flores200
 
 echo "== The same sentence, split by cl100k (GPT-4) and by lipi's indic pattern =="
 for lang in hin_Deva tam_Taml; do
-  line=$(sed -n 3p "$DATA/$lang.txt" | cut -c1-90)
+  line=$(sed -n 3p "$DATA/$lang.txt" | cut -d" " -f1-6)
   echo
   echo "$lang: $line"
   for pat in cl100k indic; do
     printf '  %-7s ' "$pat"
-    printf '%s\n' "$line" | "$LIPI" pretokenize --pattern "$pat" | cut -c1-160
+    printf "%s\n" "$line" | "$LIPI" pretokenize --pattern "$pat"
   done
 done
 

@@ -1,9 +1,21 @@
 #!/bin/sh
-# Checks that every Debian package lipi builds with is installed; as root,
-# installs the missing ones, otherwise prints the command and fails.
+# `make deps`: checks with pkg-config (and for uthash, its header) that every
+# library lipi builds with is present. As root, installs the missing Debian
+# packages with apt-get; otherwise prints the exact command and fails.
+# Each argument is PKGCONFIG_NAME:DEBIAN_PACKAGE, or header/FILE:DEBIAN_PACKAGE,
+# or bin/COMMAND:DEBIAN_PACKAGE.
 missing=""
-for p in "$@"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+have() {
+  case "$1" in
+    header/*) [ -f "/usr/include/${1#header/}" ] ;;
+    bin/*) command -v "${1#bin/}" >/dev/null 2>&1 ;;
+    *) command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$1" ;;
+  esac
+}
+for spec in "$@"; do
+  what=${spec%%:*}
+  pkg=${spec#*:}
+  have "$what" || missing="$missing $pkg"
 done
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ]; then

@@ -1,7 +1,7 @@
 /* The one allocation hook. jansson is routed through it too, so a test that
  * fails the Nth allocation reaches every allocation lipi makes (ICU and
  * PCRE2 keep their own heaps: their failures surface as LIPI_EICU/EREGEX). */
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/common_impl.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -9,18 +9,24 @@
 
 static lipi_alloc_hooks hooks = {malloc, realloc, free};
 
+_Thread_local unsigned long lipi_alloc_failures;
+
 void lipi_set_alloc_hooks(const lipi_alloc_hooks *h)
 {
     if (h)
         hooks = *h;
     else
         hooks = (lipi_alloc_hooks){malloc, realloc, free};
-    json_set_alloc_funcs(hooks.malloc_fn, hooks.free_fn);
+    /* Through lipi_malloc, so that failures inside jansson are counted. */
+    json_set_alloc_funcs(lipi_malloc, lipi_free);
 }
 
 void *lipi_malloc(size_t size)
 {
-    return hooks.malloc_fn(size ? size : 1);
+    void *p = hooks.malloc_fn(size ? size : 1);
+    if (!p)
+        lipi_alloc_failures++;
+    return p;
 }
 
 void *lipi_calloc(size_t n, size_t size)
@@ -35,7 +41,10 @@ void *lipi_calloc(size_t n, size_t size)
 
 void *lipi_realloc(void *p, size_t size)
 {
-    return hooks.realloc_fn(p, size ? size : 1);
+    void *q = hooks.realloc_fn(p, size ? size : 1);
+    if (!q)
+        lipi_alloc_failures++;
+    return q;
 }
 
 void *lipi_reallocarray(void *p, size_t n, size_t size)

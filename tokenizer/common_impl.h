@@ -3,6 +3,8 @@
 #ifndef LIPI_COMMON_IMPL_H
 #define LIPI_COMMON_IMPL_H
 
+#include <stdio.h>
+
 #include "tokenizer/tokenizer.h"
 
 /* uthash allocates through the lipi hook and reports OOM instead of exiting:
@@ -13,6 +15,12 @@
 #define uthash_nonfatal_oom(obj) (lipi_hash_oom_flag = 1)
 extern _Thread_local int lipi_hash_oom_flag;
 #include <uthash.h>
+
+/* Number of allocations that failed in this thread (lipi_malloc and
+ * lipi_realloc returning NULL, jansson's included). Lets a caller tell an
+ * allocation failure from bad input when a library reports both alike, as
+ * jansson's parser does: compare the value before and after the call. */
+extern _Thread_local unsigned long lipi_alloc_failures;
 
 /* Propagate a failing status to the function's single cleanup label:
  *     TRY(lipi_normalize(...));          jumps to `done` with `st` set */
@@ -44,5 +52,53 @@ void lipi_buf_free(lipi_buf *b);
 
 /* Grows an array *p of *cap elements of `size` bytes to hold `need`. */
 lipi_status lipi_grow(void **p, size_t *cap, size_t need, size_t size);
+
+/* ------------------------------------------------------------------------ */
+/* Files (fileio.c)                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Reads the whole file at `path` into *out (lipi_malloc'd, with a NUL after
+ * the last byte that *len does not count). For small files read whole (JSON,
+ * configs), not for corpora. Fails with err->path = path and:
+ *   LIPI_EIO      the file cannot be opened or read, or is a directory
+ *                 (msg has strerror, e.g. "cannot open: No such file or directory");
+ *   LIPI_EFORMAT  it is larger than max_size bytes (msg gives both sizes);
+ *   LIPI_ENOMEM   allocation failed.
+ * Pipes and other unsized files work too (read until end of file). */
+lipi_status lipi_read_file(const char *path, size_t max_size, char **out, size_t *len,
+                           lipi_error *err);
+
+/* A file written atomically: bytes go to a temporary file in the target's
+ * directory, and only lipi_atomic_commit moves it over the target, so readers
+ * see the old file or the complete new one, never a partial one:
+ *
+ *     lipi_atomic_file af;
+ *     TRY(lipi_atomic_open(&af, "out/tokenizer.json", err));
+ *     fwrite(data, 1, len, af.f);
+ *     TRY(lipi_atomic_commit(&af, err));      (or lipi_atomic_abort(&af))
+ */
+typedef struct {
+    FILE *f;    /* write through this between open and commit / abort */
+    char *path; /* the target */
+    char *tmp;  /* the temporary file, "<path>.tmp-XXXXXXXX" */
+} lipi_atomic_file;
+
+/* Checks first that the target's directory exists and is writable, then
+ * creates the temporary file (mode 0666 minus umask). LIPI_EIO naming the
+ * target in err->path and the directory in msg when it is not; LIPI_EINVAL
+ * for an empty path or one that names a directory; LIPI_ENOMEM. On failure
+ * nothing is left behind and *af needs no cleanup. */
+lipi_status lipi_atomic_open(lipi_atomic_file *af, const char *path, lipi_error *err);
+
+/* Flushes, fsyncs, closes and renames the temporary file over the target
+ * (then fsyncs the directory so the rename survives a crash). Any write
+ * error since open (a full disk, say) is reported here as LIPI_EIO, and then
+ * the temporary file is removed and the target is untouched. *af is released
+ * either way. */
+lipi_status lipi_atomic_commit(lipi_atomic_file *af, lipi_error *err);
+
+/* Closes and removes the temporary file; the target is untouched. Safe on an
+ * af that was already committed or aborted. */
+void lipi_atomic_abort(lipi_atomic_file *af);
 
 #endif

@@ -307,16 +307,29 @@ typedef struct lipi_tokenizer lipi_tokenizer; /* immutable once built */
 
 /* Loads a Hugging Face tokenizer.json. Unknown or malformed sections fail
  * with LIPI_EFORMAT and the JSON path in err->msg, e.g.
- * `normalizer.normalizers[2].type: unknown type "Foo"`. */
+ * `normalizer.normalizers[2].type: unknown type "Foo"`, and the file name
+ * (`name` for _load_json, may be NULL) in err->path; invalid JSON also sets
+ * err->line and err->offset (1-based byte column). Merges must name tokens
+ * of the vocabulary and join to one, added tokens must agree with the model,
+ * ids must be unique. A normalizer or pre-tokenizer pattern that does not
+ * compile is LIPI_EREGEX. A missing or unreadable file (or a directory) is
+ * LIPI_EIO; files over 1 GiB are refused. */
 lipi_status lipi_tokenizer_load(const char *path, lipi_tokenizer **out, lipi_error *err);
 lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *name,
                                      lipi_tokenizer **out, lipi_error *err);
 
 /* Writes tokenizer.json atomically (temporary file in the same folder, then
- * rename): an interrupted save never leaves a partial file. */
+ * rename): an interrupted save never leaves a partial file. The text is
+ * that of lipi_tokenizer_to_json. An unwritable or missing folder is
+ * LIPI_EIO naming `path`, checked before anything is written. */
 lipi_status lipi_tokenizer_save(const lipi_tokenizer *t, const char *path, lipi_error *err);
 
-/* Serializes to a new NUL-terminated JSON string owned by the caller. */
+/* Serializes to a new NUL-terminated JSON string owned by the caller
+ * (lipi_free); *len (may be NULL) is its length. The output is
+ * deterministic and laid out as Hugging Face writes it (keys in its order,
+ * vocabulary by id, 2-space indent, UTF-8 unescaped), so a loaded file saves
+ * back the same. LIPI_EINVAL without a model or for a token that is not
+ * UTF-8 (tokenizer.json cannot hold one). */
 lipi_status lipi_tokenizer_to_json(const lipi_tokenizer *t, char **out, size_t *len,
                                    lipi_error *err);
 void lipi_tokenizer_free(lipi_tokenizer *t);
@@ -370,7 +383,11 @@ lipi_status lipi_tokenizer_take_pretokenizer(lipi_tokenizer *t, lipi_pretokenize
 /* Sets the model. tokens[i] (lens[i] bytes) gets id i; scores are used by
  * Unigram (may be NULL otherwise); merges[r] = {left id, right id} of the
  * merge of rank r (BPE only, may be NULL otherwise). Everything is copied.
- * Duplicate tokens or merge ids out of range: LIPI_EINVAL. */
+ * opt NULL means lipi_model_options_default(type). Duplicate tokens, merge
+ * ids out of range, or a merge whose joined string (left + right without
+ * right's continuing_subword_prefix) is not a token: LIPI_EINVAL, and t
+ * keeps its old model. WordPiece and WordLevel without an unk_id name their
+ * unknown token "[UNK]" / "<unk>" as Hugging Face does. */
 lipi_status lipi_tokenizer_set_model(lipi_tokenizer *t, lipi_model_type type,
                                      const lipi_model_options *opt,
                                      const char *const *tokens, const size_t *lens,

@@ -1,0 +1,351 @@
+/* Internal: the layout of lipi_tokenizer, for the code that reads and writes
+ * tokenizer.json (tokenizer_json.c) and for the encoder, which reads the
+ * model, the post-processor, the decoder and the added tokens directly.
+ * Never included by a public header.
+ *
+ * Everything here is immutable once the tokenizer is built, so any number of
+ * threads may read it without locks. All strings are byte spans (pointer +
+ * length); owned ones are also NUL-terminated for convenience, but may hold
+ * NUL bytes themselves, so always use the length.
+ *
+ * Map of the object:
+ *
+ *   lipi_tokenizer
+ *   ├── normalizer, pretokenizer    (opaque; NULL when the file has null)
+ *   ├── model: lipi_model
+ *   │     ├── vocab: id -> token bytes (one arena) + token -> id hash map
+ *   │     ├── scores[id]            Unigram only
+ *   │     └── merges[rank] = {left, right, result} + (left, right) -> rank map
+ *   ├── post: lipi_post_processor * (NULL when none)
+ *   ├── decoder: lipi_decoder *     (NULL when none)
+ *   ├── added[]: lipi_added_token, sorted by id, + content -> index map
+ *   └── truncation, padding: json_t * kept verbatim for saving (NULL = null)
+ */
+#ifndef LIPI_TOKENIZER_IMPL_H
+#define LIPI_TOKENIZER_IMPL_H
+
+#include <jansson.h>
+#include <string.h>
+
+#include "tokenizer/common_impl.h"
+
+/* ======================================================================== */
+/* String -> index hash map (open addressing, linear probing)                */
+/* ======================================================================== */
+
+/* A borrowed byte span. s == NULL marks "no string here" (a hole). */
+typedef struct {
+    const char *s;
+    size_t len;
+} lipi_strref;
+
+#define LIPI_MAP_EMPTY UINT32_MAX
+
+/* Maps a string to its index in a caller-held lipi_strref array `keys`
+ * (the map stores indices only, so keys must outlive it). slot has mask + 1
+ * entries (a power of two, at most half full); LIPI_MAP_EMPTY is a free slot. */
+typedef struct {
+    uint32_t *slot;
+    size_t mask;
+} lipi_strmap;
+
+/* FNV-1a over the bytes, then a final avalanche so that the low bits used
+ * for the slot index depend on every input byte. */
+static inline uint64_t lipi_hash_bytes(const char *s, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ULL;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+/* Index of (s, len) among keys, or false when absent. */
+static inline bool lipi_strmap_find(const lipi_strmap *m, const lipi_strref *keys,
+                                    const char *s, size_t len, uint32_t *idx)
+{
+    if (!m->slot)
+        return false;
+    size_t i = (size_t)lipi_hash_bytes(s, len) & m->mask;
+    for (;;) {
+        uint32_t k = m->slot[i];
+        if (k == LIPI_MAP_EMPTY)
+            return false;
+        if (keys[k].len == len && (len == 0 || memcmp(keys[k].s, s, len) == 0)) {
+            *idx = k;
+            return true;
+        }
+        i = (i + 1) & m->mask;
+    }
+}
+
+/* Builds a map over keys[0..n) (entries with s == NULL are skipped). On a
+ * repeated string returns LIPI_EINVAL with *dup_first < *dup_second the two
+ * indices; LIPI_ENOMEM on allocation failure. m is left empty on failure. */
+lipi_status lipi_strmap_build(lipi_strmap *m, const lipi_strref *keys, size_t n,
+                              size_t *dup_first, size_t *dup_second);
+void lipi_strmap_free(lipi_strmap *m);
+
+/* ======================================================================== */
+/* The model                                                                 */
+/* ======================================================================== */
+
+/* Model vocabulary. tok[id] is the token of id (tok[id].s == NULL for an id
+ * that no model token has: tokenizer.json allows holes, which added tokens
+ * usually fill). All token bytes live in one arena. */
+typedef struct {
+    lipi_strref *tok; /* n entries */
+    size_t n;         /* highest model id + 1 */
+    size_t count;     /* ids that have a token (n minus holes) */
+    char *arena;
+    lipi_strmap map;  /* token -> id */
+} lipi_vocab;
+
+/* Id of a model token (not an added token), false when absent. */
+static inline bool lipi_vocab_find(const lipi_vocab *v, const char *s, size_t len,
+                                   uint32_t *id)
+{
+    return lipi_strmap_find(&v->map, v->tok, s, len, id);
+}
+
+/* One BPE merge: the pair (left, right) becomes `result`, the id of the
+ * string left + right with the right part's continuing_subword_prefix
+ * removed (exactly as Hugging Face computes it, so "a" + "##b" -> "ab"). */
+typedef struct {
+    uint32_t left, right, result;
+} lipi_merge;
+
+/* Slot of the (left, right) -> rank map. key = left << 32 | right;
+ * LIPI_PAIR_EMPTY marks a free slot (no real pair has both ids UINT32_MAX). */
+typedef struct {
+    uint64_t key;
+    uint32_t rank;
+} lipi_pair_slot;
+
+#define LIPI_PAIR_EMPTY UINT64_MAX
+
+typedef struct {
+    lipi_model_type type;    /* LIPI_MODEL_NONE: no model set yet */
+    lipi_model_options opt;  /* opt.unk_id: id of the unknown token, -1 when
+                                none *or* when unk_token names a string that
+                                is not in the vocabulary (see unk_token) */
+    lipi_vocab vocab;
+
+    double *scores;          /* Unigram: scores[id] (log probabilities); else NULL */
+
+    lipi_merge *merges;      /* BPE: merges[rank], n_merges of them; else NULL */
+    size_t n_merges;
+    lipi_pair_slot *pairs;   /* BPE: (left, right) -> rank, pair_mask + 1 slots.
+                                A pair listed twice maps to its *last* rank,
+                                as in Hugging Face (its merge map keeps the
+                                last insert). */
+    size_t pair_mask;
+
+    /* BPE, WordPiece, WordLevel: the "unk_token" string (NULL for JSON
+     * null). Hugging Face accepts an unk_token that is not in the vocab and
+     * only fails when encoding needs it; the encoder should do the same when
+     * unk_token != NULL but opt.unk_id < 0. */
+    char *unk_token;
+    size_t unk_len;
+
+    /* BPE settings kept only so that saving writes what was loaded. */
+    bool has_dropout;        /* "dropout" was a number, not null */
+    double dropout;          /* in [0, 1] */
+    bool prefix_null;        /* "continuing_subword_prefix": null (not "") */
+    bool suffix_null;        /* "end_of_word_suffix": null (not "") */
+    bool merges_legacy;      /* merges were "a b" strings (else ["a", "b"]) */
+} lipi_model;
+
+/* Rank of the merge of (left, right), false when the pair does not merge. */
+static inline bool lipi_merge_find(const lipi_model *m, uint32_t left, uint32_t right,
+                                   uint32_t *rank)
+{
+    if (!m->pairs)
+        return false;
+    uint64_t key = (uint64_t)left << 32 | right;
+    size_t i = (size_t)lipi_hash_bytes((const char *)&key, sizeof key) & m->pair_mask;
+    for (;;) {
+        const lipi_pair_slot *p = &m->pairs[i];
+        if (p->key == LIPI_PAIR_EMPTY)
+            return false;
+        if (p->key == key) {
+            *rank = p->rank;
+            return true;
+        }
+        i = (i + 1) & m->pair_mask;
+    }
+}
+
+/* ======================================================================== */
+/* Post-processors (Hugging Face "post_processor")                           */
+/* ======================================================================== */
+
+typedef enum {
+    LIPI_POST_BERT = 1,    /* [CLS] A [SEP] (B [SEP]), type ids 0 / 1 */
+    LIPI_POST_ROBERTA,     /* <s> A </s> (</s> B </s>), all type ids 0 */
+    LIPI_POST_BYTELEVEL,   /* only trims offsets */
+    LIPI_POST_TEMPLATE,    /* TemplateProcessing */
+    LIPI_POST_SEQUENCE,    /* items applied in order */
+} lipi_post_type;
+
+/* A (token, id) pair as in "sep": ["[SEP]", 102]. */
+typedef struct {
+    char *token;
+    size_t len;
+    uint32_t id;
+} lipi_post_token;
+
+/* One piece of a template: an input sequence ($A / $B) or a special token. */
+typedef struct {
+    bool is_special;   /* true: special token, false: input sequence */
+    uint8_t seq;       /* input sequence: 0 = A, 1 = B */
+    size_t special;    /* special token: index into lipi_post_processor.special */
+    uint32_t type_id;
+} lipi_template_piece;
+
+/* A template special token: its name (the "id" in the template, e.g.
+ * "[CLS]") and the ids / token strings it expands to (usually one). */
+typedef struct {
+    char *name;
+    size_t name_len;
+    size_t n;          /* number of ids (= number of tokens) */
+    uint32_t *ids;
+    char **tokens;
+    size_t *token_lens;
+} lipi_template_special;
+
+typedef struct lipi_post_processor {
+    lipi_post_type type;
+    /* Bert, Roberta */
+    lipi_post_token sep, cls;
+    /* Roberta, ByteLevel */
+    bool trim_offsets, add_prefix_space;
+    bool use_regex;                 /* ByteLevel */
+    /* Template */
+    lipi_template_piece *single, *pair;
+    size_t n_single, n_pair;
+    lipi_template_special *special; /* sorted by name (bytewise), as saved */
+    size_t n_special;
+    /* Sequence */
+    struct lipi_post_processor *items;
+    size_t n_items;
+} lipi_post_processor;
+
+/* ======================================================================== */
+/* Decoders (Hugging Face "decoder")                                         */
+/* ======================================================================== */
+
+typedef enum {
+    LIPI_DEC_BYTELEVEL = 1,  /* GPT-2 byte alphabet back to bytes */
+    LIPI_DEC_WORDPIECE,      /* strip prefix, join with spaces, cleanup */
+    LIPI_DEC_METASPACE,      /* replacement char back to spaces */
+    LIPI_DEC_BYTEFALLBACK,   /* <0xNN> tokens back to bytes */
+    LIPI_DEC_FUSE,           /* join all tokens into one */
+    LIPI_DEC_STRIP,          /* drop `start` / `stop` copies of a char */
+    LIPI_DEC_REPLACE,        /* pattern -> content */
+    LIPI_DEC_BPE,            /* BPEDecoder: suffix -> space */
+    LIPI_DEC_CTC,            /* dedup, drop pad, delimiter -> space */
+    LIPI_DEC_SEQUENCE,       /* items applied in order */
+} lipi_decoder_type;
+
+typedef enum {
+    LIPI_PREPEND_ALWAYS = 0,
+    LIPI_PREPEND_FIRST,
+    LIPI_PREPEND_NEVER,
+} lipi_prepend_scheme;
+
+/* An owned byte string (NUL-terminated as well). */
+typedef struct {
+    char *s;
+    size_t len;
+} lipi_ownstr;
+
+/* Only the members of `type` are meaningful; the rest are zero. */
+typedef struct lipi_decoder {
+    lipi_decoder_type type;
+    struct { bool add_prefix_space, trim_offsets, use_regex; } bytelevel;
+    struct { lipi_ownstr prefix; bool cleanup; } wordpiece;
+    struct {
+        lipi_ownstr replacement;      /* exactly one UTF-8 character */
+        lipi_prepend_scheme prepend_scheme;
+        bool split;
+    } metaspace;
+    struct { lipi_ownstr content; size_t start, stop; } strip; /* content: one char */
+    struct {
+        bool regex;                   /* pattern is {"Regex": ...}, else {"String": ...} */
+        lipi_ownstr pattern, content; /* regex is not compiled here */
+    } replace;
+    struct { lipi_ownstr suffix; } bpe;
+    struct { lipi_ownstr pad_token, word_delimiter_token; bool cleanup; } ctc;
+    struct { struct lipi_decoder *items; size_t n_items; } sequence;
+} lipi_decoder;
+
+/* ======================================================================== */
+/* The tokenizer                                                             */
+/* ======================================================================== */
+
+struct lipi_tokenizer {
+    lipi_normalizer *normalizer;
+    lipi_pretokenizer *pretokenizer;
+    lipi_model model;
+    lipi_post_processor *post;
+    lipi_decoder *decoder;
+
+    lipi_added_token *added;  /* sorted by id, ids unique; content owned */
+    size_t n_added;
+    lipi_strref *added_keys;  /* added_keys[i] = added[i].content */
+    lipi_strmap added_map;    /* content -> index into added */
+
+    json_t *truncation;       /* owned references, NULL for JSON null */
+    json_t *padding;
+};
+
+/* Frees what the pointer owns, then the pointer. NULL is a no-op. */
+void lipi_post_processor_free(lipi_post_processor *p);
+void lipi_decoder_free(lipi_decoder *d);
+
+/* Members only (the structs are embedded in arrays and in lipi_tokenizer). */
+void lipi_post_processor_clear(lipi_post_processor *p);
+void lipi_decoder_clear(lipi_decoder *d);
+void lipi_model_clear(lipi_model *m);
+
+/* Builds m->vocab from tok[0..n) (holes allowed: tok[i].s == NULL). The bytes
+ * are copied into one arena. A repeated token: LIPI_EINVAL with the two ids
+ * in *dup_first < *dup_second. */
+lipi_status lipi_vocab_build(lipi_vocab *v, const lipi_strref *tok, size_t n,
+                             size_t *dup_first, size_t *dup_second);
+
+/* Builds m->merges and m->pairs from pairs[r] = {left id, right id} (ids must
+ * already be < m->vocab.n with a token; m->vocab and
+ * m->opt.continuing_subword_prefix must be set). When the joined string of a
+ * merge is not in the vocabulary, returns LIPI_EINVAL with *bad_rank set. */
+lipi_status lipi_merges_build(lipi_model *m, const uint32_t (*pairs)[2], size_t n,
+                              size_t *bad_rank);
+
+/* Moves the built model *m into t (replacing t's model) once the added
+ * tokens agree with it (an added token that is also a model token must have
+ * the model's id, and no added token may take another model token's id).
+ * On success *m is emptied; on failure t is unchanged, *m still owns its
+ * parts, and err names the first conflicting added token. */
+lipi_status lipi_tokenizer_install_model(lipi_tokenizer *t, lipi_model *m,
+                                         lipi_error *err);
+
+/* Hugging Face's join of a merge: left + right without the first
+ * prefix_len bytes of right, into out (cleared first). LIPI_EINVAL when
+ * right is shorter than the prefix. */
+lipi_status lipi_merge_join(lipi_strref left, lipi_strref right, size_t prefix_len,
+                            lipi_buf *out);
+
+/* Replaces t's added tokens with toks[0..n): the array and every content
+ * are stolen (freed even on error; both allocated with lipi_malloc). The
+ * tokens are sorted by id. Empty contents, repeated ids or contents, and
+ * disagreements with the model (see lipi_tokenizer_add_token) fail with
+ * LIPI_EINVAL naming the tokens; t is then unchanged. */
+lipi_status lipi_tokenizer_set_added(lipi_tokenizer *t, lipi_added_token *toks, size_t n,
+                                     lipi_error *err);
+
+#endif
