@@ -4,13 +4,10 @@
 #include "pipeline/inflation_impl.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 lipi_status lipi_inflation_format_parse(const char *name, lipi_inflation_format *fmt,
                                         lipi_error *err)
@@ -398,66 +395,22 @@ done:
     return st;
 }
 
-/* Until the shared atomic-file helpers reach this module: the report is
- * written to "<path>.tmp-<pid>-<n>" in the same folder (created exclusively,
- * so the umask applies and nothing else is overwritten), synced, then
- * renamed, so a reader never sees half a report. */
 lipi_status lipi_inflation_save(const lipi_inflation_report *rep, lipi_inflation_format fmt,
                                 const char *path, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    char *tmp = NULL;
-    FILE *f = NULL;
-    int fd = -1;
+    lipi_atomic_file af;
     if (!rep || !path || !path[0])
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected a report and a path");
-    size_t size = strlen(path) + 64;
-    tmp = lipi_malloc(size);
-    if (!tmp)
-        return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
-    for (int i = 0; fd < 0 && i < 100; i++) {
-        snprintf(tmp, size, "%s.tmp-%ld-%d", path, (long)getpid(), i);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST)
-            break;
-    }
-    if (fd < 0) {
-        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot create a file next to it: %s",
-                            strerror(errno));
-        lipi_free(tmp);
-        return st;
-    }
-    f = fdopen(fd, "w");
-    if (!f) {
-        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
-        goto done;
-    }
-    fd = -1;
-    st = lipi_inflation_write(rep, fmt, f, err);
+    TRY(lipi_atomic_open(&af, path, err));
+    st = lipi_inflation_write(rep, fmt, af.f, err);
     if (st != LIPI_OK) {
+        lipi_atomic_abort(&af);
         if (err && !err->path[0])
             snprintf(err->path, sizeof err->path, "%s", path);
         goto done;
     }
-    if (fsync(fileno(f)) != 0) {
-        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot sync: %s", strerror(errno));
-        goto done;
-    }
-    int rc = fclose(f);
-    f = NULL;
-    if (rc != 0) {
-        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
-        goto done;
-    }
-    if (rename(tmp, path) != 0)
-        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot replace: %s", strerror(errno));
+    st = lipi_atomic_commit(&af, err);
 done:
-    if (f)
-        fclose(f);
-    if (fd >= 0)
-        close(fd);
-    if (st != LIPI_OK)
-        unlink(tmp);
-    lipi_free(tmp);
     return st;
 }
