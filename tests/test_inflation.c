@@ -853,6 +853,11 @@ static void test_save_writes_atomically_and_reports_bad_paths(void **state)
     assert_int_equal(rmdir(dir), 0); /* no temporary file left behind */
     assert_int_equal(lipi_inflation_save(rep, LIPI_INFLATION_JSON, path, &err), LIPI_EIO);
     assert_string_equal(err.path, path);
+    FILE *full = fopen("/dev/full", "w");
+    if (full) { /* a full disk is reported, not ignored */
+        assert_int_equal(lipi_inflation_write(rep, LIPI_INFLATION_HTML, full, &err), LIPI_EIO);
+        fclose(full);
+    }
     lipi_inflation_format fmt;
     assert_int_equal(lipi_inflation_format_parse("html", &fmt, &err), LIPI_OK);
     assert_int_equal(fmt, LIPI_INFLATION_HTML);
