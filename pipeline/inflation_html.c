@@ -98,6 +98,9 @@ static void write_chart(const lipi_inflation_report *rep, const size_t *order, F
     double step = tick_step(max);
     double xmax = ceil(max / step - 1e-9) * step;
     double scale = PLOT_W / xmax;
+    int decimals = 0; /* as many as the step needs: 2.5 -> "2.5", "5.0" */
+    while (decimals < 3 && fabs(step * pow(10, decimals) - round(step * pow(10, decimals))) > 1e-6)
+        decimals++;
 
     const char *what = rep->text_mode ? "fertility (tokens per word)" : "parity";
     fprintf(f,
@@ -126,7 +129,7 @@ static void write_chart(const lipi_inflation_report *rep, const size_t *order, F
     for (int k = 0; k * step <= xmax + 1e-9; k++) {
         double x = left + k * step * scale;
         char label[32];
-        lipi_inflation_fmt(label, sizeof label, k * step, step < 0.1 ? 2 : step < 1.0 ? 1 : 0, "");
+        lipi_inflation_fmt(label, sizeof label, k * step, decimals, "");
         fprintf(f,
                 "<line class=\"grid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>"
                 "<text class=\"axis\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",

@@ -311,8 +311,8 @@ lipi_status lipi_inflation_parallel_open(const char *const *paths, size_t n_path
     for (size_t i = 0; i < p->n; i++)
         if (counts[i] != p->lines) {
             st = lipi_error_set(err, LIPI_EFORMAT, p->paths[i], 0, 0,
-                                "expected as many lines as the reference, found %s has %" PRIu64
-                                " lines but %s has %" PRIu64,
+                                "%s has %" PRIu64 " lines but %s has %" PRIu64
+                                ": expected line-aligned files",
                                 p->paths[i], counts[i], p->paths[p->reference], p->lines);
             goto done;
         }

@@ -810,6 +810,28 @@ static void test_html_is_self_contained_with_one_bar_per_cell(void **state)
     lipi_inflation_free(rep);
 }
 
+static void test_html_axis_ticks_keep_the_decimals_of_their_step(void **state)
+{
+    /* parity 17: ticks every 2.5 up to 17.5 */
+    lipi_inflation_report *rep = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_inflation_new(TOKS, 1, LANGS, 2, 0, &rep, &err), LIPI_OK);
+    lipi_inflation_token t[17];
+    for (size_t i = 0; i < 17; i++)
+        t[i] = (lipi_inflation_token){i, i + 1, false, false};
+    assert_int_equal(lipi_inflation_add_line(rep, 0, 0, "abcdefghijklmnopq", 17, t, 1, &err),
+                     LIPI_OK);
+    assert_int_equal(lipi_inflation_add_line(rep, 0, 1, "abcdefghijklmnopq", 17, t, 17, &err),
+                     LIPI_OK);
+    char *html = render(rep, LIPI_INFLATION_HTML);
+    assert_non_null(strstr(html, ">2.5</text>"));
+    assert_non_null(strstr(html, ">7.5</text>"));
+    assert_non_null(strstr(html, ">17.5</text>"));
+    assert_null(strstr(html, ">20.0</text>"));
+    free(html);
+    lipi_inflation_free(rep);
+}
+
 static void test_names_are_escaped_in_every_format(void **state)
 {
     const char *toks[] = {"a<b>,\"c\""};
@@ -1032,6 +1054,7 @@ int main(void)
         cmocka_unit_test(test_csv_has_header_and_fixed_precision_rows),
         cmocka_unit_test(test_table_is_aligned_and_flags_incomparable_rows),
         cmocka_unit_test(test_html_is_self_contained_with_one_bar_per_cell),
+        cmocka_unit_test(test_html_axis_ticks_keep_the_decimals_of_their_step),
         cmocka_unit_test(test_names_are_escaped_in_every_format),
         cmocka_unit_test(test_save_writes_atomically_and_reports_bad_paths),
         cmocka_unit_test(test_every_allocation_failure_is_reported_without_leaks),
