@@ -204,9 +204,10 @@ typedef struct lipi_inflation_parallel lipi_inflation_parallel;
 
 /* Opens the parallel set given as paths: each is a file, or a folder whose
  * files named *.txt, *.dev, *.devtest, *.test or *.valid (optionally
- * followed by .gz, .xz or .zst) are taken, hidden files skipped. Files are
- * sorted by name; a file's language label is its name without folders,
- * compression suffix and extension ("data/hin_Deva.txt.xz" -> "hin_Deva").
+ * followed by .gz, .xz or .zst) are taken, hidden files skipped. A file's
+ * language label is its name without folders, compression suffix and
+ * extension ("data/hin_Deva.txt.xz" -> "hin_Deva"); files are kept sorted
+ * by label, whatever order they were given in.
  * `reference` names the reference label; NULL picks eng_Latn, eng or en
  * (or the only file, so one text can be read the same way).
  * Every file is read once here to count its lines, so a mismatch fails
