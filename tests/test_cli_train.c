@@ -195,7 +195,8 @@ static void test_empty_corpus_and_invalid_utf8_are_errors(void **state)
     assert_non_null(strstr(r.err, "nothing to train on"));
     cli_result_free(&r);
     unlink(path);
-    const char *bad = cli_temp_file("good line\nbad \xc3\x28 line\n", 24);
+    static const char bad_text[] = "good line\nbad \xc3\x28 line\n";
+    const char *bad = cli_temp_file(bad_text, sizeof bad_text - 1);
     snprintf(path, sizeof path, "%s", bad);
     r = run("train --quiet --vocab-size 500 -o /tmp/lipi-e.json %s", path);
     assert_int_equal(r.code, 1);
