@@ -276,6 +276,8 @@ struct lipi_session {
     enc_toks *encs, *encs2;      /* encodings between post-processors */
     size_t encs_cap;
     lipi_buf pool;               /* token strings that are not the vocabulary's */
+    const char *text[2];         /* the texts of the current call */
+    size_t text_len[2];
     /* decoding */
     lipi_buf dec_a, dec_b, dec_tmp;
     lipi_span *dspan_a, *dspan_b;

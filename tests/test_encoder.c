@@ -351,6 +351,10 @@ HF_FIXTURE(bytelevel_generic, false)
 HF_FIXTURE(bytelevel_noregex, false)
 HF_FIXTURE(wordlevel, false)
 HF_FIXTURE(gpt2, true)
+HF_FIXTURE(tj_bpe_byte_fallback, false)
+HF_FIXTURE(tj_bpe_bytelevel, false)
+HF_FIXTURE(tj_unigram, false)
+HF_FIXTURE(tj_wordpiece, false)
 
 /* ------------------------------------------------------------------------ */
 /* llama.cpp reference vectors (made with Hugging Face tokenizers)           */
@@ -1353,6 +1357,10 @@ int main(void)
         cmocka_unit_test(test_same_as_hugging_face_bytelevel_noregex),
         cmocka_unit_test(test_same_as_hugging_face_wordlevel),
         cmocka_unit_test(test_same_as_hugging_face_gpt2),
+        cmocka_unit_test(test_same_as_hugging_face_tj_bpe_byte_fallback),
+        cmocka_unit_test(test_same_as_hugging_face_tj_bpe_bytelevel),
+        cmocka_unit_test(test_same_as_hugging_face_tj_unigram),
+        cmocka_unit_test(test_same_as_hugging_face_tj_wordpiece),
         cmocka_unit_test(test_llama_cpp_vectors_gpt2),
         cmocka_unit_test(test_llama_cpp_vectors_bert_bge),
         cmocka_unit_test(test_corpus_lines_same_as_hugging_face_gpt2),
