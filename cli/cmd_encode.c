@@ -115,13 +115,29 @@ static void write_token(const char *s, size_t n)
     fwrite(s + run, 1, n - run, stdout);
 }
 
+/* Writes a number; printf is slow enough to show in the profile when
+ * millions of ids are printed. */
+static void put_num(size_t v)
+{
+    char buf[24];
+    size_t n = sizeof buf;
+    do {
+        buf[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    fwrite(buf + n, 1, sizeof buf - n, stdout);
+}
+
 static void print_result(const lipi_batch *r, size_t i, out_format fmt, bool offsets)
 {
     size_t a = r->start[i], b = r->start[i + 1];
     if (fmt == FMT_JSONL) {
         fputs("{\"ids\": [", stdout);
-        for (size_t k = a; k < b; k++)
-            printf("%s%u", k > a ? ", " : "", r->ids[k]);
+        for (size_t k = a; k < b; k++) {
+            if (k > a)
+                fputs(", ", stdout);
+            put_num(r->ids[k]);
+        }
         fputs("], \"tokens\": [", stdout);
         for (size_t k = a; k < b; k++) {
             if (k > a)
@@ -130,8 +146,13 @@ static void print_result(const lipi_batch *r, size_t i, out_format fmt, bool off
                                   r->token_start[k + 1] - r->token_start[k]);
         }
         fputs("], \"offsets\": [", stdout);
-        for (size_t k = a; k < b; k++)
-            printf("%s[%zu, %zu]", k > a ? ", " : "", r->offsets[k].start, r->offsets[k].end);
+        for (size_t k = a; k < b; k++) {
+            fputs(k > a ? ", [" : "[", stdout);
+            put_num(r->offsets[k].start);
+            fputs(", ", stdout);
+            put_num(r->offsets[k].end);
+            putchar(']');
+        }
         fputs("]}\n", stdout);
         return;
     }
@@ -139,15 +160,20 @@ static void print_result(const lipi_batch *r, size_t i, out_format fmt, bool off
         if (k > a)
             putchar(' ');
         if (fmt == FMT_IDS)
-            printf("%u", r->ids[k]);
+            put_num(r->ids[k]);
         else
             write_token(r->token_text + r->token_start[k],
                         r->token_start[k + 1] - r->token_start[k]);
     }
     if (offsets) {
         putchar('\t');
-        for (size_t k = a; k < b; k++)
-            printf("%s%zu-%zu", k > a ? " " : "", r->offsets[k].start, r->offsets[k].end);
+        for (size_t k = a; k < b; k++) {
+            if (k > a)
+                putchar(' ');
+            put_num(r->offsets[k].start);
+            putchar('-');
+            put_num(r->offsets[k].end);
+        }
     }
     putchar('\n');
 }
