@@ -303,7 +303,6 @@ void lipi_session_free(lipi_session *s)
     lipi_free(s->pw);
     lipi_free(s->sym);
     lipi_free(s->heap);
-    lipi_free(s->pcache);
     lipi_buf_free(&s->word);
     lipi_lattice_free(&s->lattice);
     lipi_enc_cache_free(&s->cache);

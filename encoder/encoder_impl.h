@@ -265,7 +265,6 @@ struct lipi_session {
     size_t sym_cap;
     bpe_cand *heap;
     size_t heap_cap;
-    enc_pair *pcache;            /* BPE: recent merge-table answers */
     lipi_buf word;               /* prefix/suffix-decorated strings */
     lipi_lattice lattice;
     enc_cache cache;
