@@ -11,41 +11,6 @@
 #include <string.h>
 
 /* ======================================================================== */
-/* GPT-2 byte alphabet                                                       */
-/* ======================================================================== */
-
-/* Printable Latin-1 bytes stand for themselves; the other 68 bytes get the
- * code points 256, 257, ... in byte order (GPT-2's bytes_to_unicode). */
-static bool byte_is_printable(uint8_t b)
-{
-    return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-}
-
-uint32_t lipi_bytelevel_char(uint8_t b)
-{
-    if (byte_is_printable(b))
-        return b;
-    uint32_t n = 0;
-    for (unsigned k = 0; k < b; k++)
-        if (!byte_is_printable((uint8_t)k))
-            n++;
-    return 256 + n;
-}
-
-int lipi_bytelevel_byte(uint32_t cp)
-{
-    if (cp < 256)
-        return byte_is_printable((uint8_t)cp) ? (int)cp : -1;
-    if (cp >= 256 + 68)
-        return -1;
-    uint32_t n = cp - 256;
-    for (unsigned k = 0; k < 256; k++)
-        if (!byte_is_printable((uint8_t)k) && n-- == 0)
-            return (int)k;
-    return -1;
-}
-
-/* ======================================================================== */
 /* Tables                                                                    */
 /* ======================================================================== */
 

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "encoder/encoder.h"
+#include "encoder/encoder_impl.h"
 #include "encoder/lattice_impl.h"
 #include "encoder/trie_impl.h"
 #include "tests/cli_run.h"
@@ -891,6 +892,25 @@ static void test_trie_finds_the_longest_key(void **state)
     free(rv);
 }
 
+/* The GPT-2 alphabet against its definition (bytes_to_unicode). */
+static void test_byte_level_alphabet_is_gpt2s(void **state)
+{
+    (void)state;
+    uint32_t next = 256;
+    bool seen[400] = {false};
+    for (int b = 0; b < 256; b++) {
+        bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        uint32_t want = printable ? (uint32_t)b : next++;
+        assert_int_equal(lipi_bytelevel_char((uint8_t)b), want);
+        assert_int_equal(lipi_bytelevel_byte(want), b);
+        seen[want] = true;
+    }
+    assert_int_equal(next, 256 + 68);
+    for (uint32_t cp = 0; cp < 400; cp++)
+        if (!seen[cp])
+            assert_int_equal(lipi_bytelevel_byte(cp), -1);
+}
+
 static void test_lattice_viterbi_and_marginals(void **state)
 {
     (void)state;
@@ -1372,6 +1392,7 @@ int main(void)
         cmocka_unit_test(test_batch_is_the_same_on_one_and_two_threads),
         cmocka_unit_test(test_batch_reports_the_first_failing_line),
         cmocka_unit_test(test_trie_finds_the_longest_key),
+        cmocka_unit_test(test_byte_level_alphabet_is_gpt2s),
         cmocka_unit_test(test_lattice_viterbi_and_marginals),
         cmocka_unit_test(test_unigram_picks_the_best_segmentation),
         cmocka_unit_test(test_bpe_merges_lowest_rank_first),
