@@ -1340,6 +1340,28 @@ static void test_cli_encode_errors_name_file_and_line(void **state)
     cli_result_free(&r);
 }
 
+/* -t takes any format lipi reads (here BERT's vocab.txt, and a folder). */
+static void test_cli_encode_opens_other_formats(void **state)
+{
+    (void)state;
+    if (!exists(SHARED "vocab/bert-base-uncased/vocab.txt") ||
+        !exists(SHARED "vocab/gpt2/tokenizer.json"))
+        skip();
+    cli_result r = RUN("encode -t " SHARED "vocab/bert-base-uncased/vocab.txt", "Hello world\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "7592 2088\n");
+    cli_result_free(&r);
+    r = RUN("encode -t " SHARED "vocab/bert-base-uncased/vocab.txt --no-lowercase --format tokens",
+            "Hello world\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "[UNK] world\n");
+    cli_result_free(&r);
+    r = RUN("decode -t " SHARED "vocab/gpt2", "15496 995\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "Hello world\n");
+    cli_result_free(&r);
+}
+
 static void test_cli_decode(void **state)
 {
     (void)state;
@@ -1408,6 +1430,7 @@ int main(void)
         cmocka_unit_test(test_cli_encode_formats),
         cmocka_unit_test(test_cli_encode_same_output_for_any_threads),
         cmocka_unit_test(test_cli_encode_errors_name_file_and_line),
+        cmocka_unit_test(test_cli_encode_opens_other_formats),
         cmocka_unit_test(test_cli_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
