@@ -11,6 +11,10 @@ const char cli_version[] = LIPI_VERSION;
 static const cli_command *const commands[] = {
     &cmd_normalize,
     &cmd_pretokenize,
+    &cmd_encode,
+    &cmd_decode,
+    &cmd_count,
+    &cmd_train,
     &cmd_index,
     &cmd_search,
     &cmd_eval_retrieval,

@@ -1,0 +1,392 @@
+/* `lipi encode`: text lines -> token ids, one output line per input line.
+ * Lines are read in blocks and encoded by lipi_encode_batch on --threads
+ * threads; the output is the same for any number of threads. */
+#include "cli/cli.h"
+
+#include <getopt.h>
+#include <string.h>
+
+#include "encoder/encoder.h"
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "Usage: lipi encode -t TOKENIZER [OPTIONS] [FILE...]\n"
+            "\n"
+            "Encodes each input line into token ids, exactly as Hugging Face tokenizers\n"
+            "does with the same tokenizer (one output line per input line).\n"
+            "\n"
+            "Options:\n"
+            "  -t, --tokenizer PATH  a tokenizer.json, a model folder, a SentencePiece .model,\n"
+            "                        a BERT vocab.txt, a GPT-2 vocab.json / merges.txt, a\n"
+            "                        tiktoken file or name (cl100k_base, o200k_base, ...)\n"
+            "                        or a GGUF file\n"
+            "  --lowercase, --no-lowercase, --strip-accents, --no-strip-accents\n"
+            "                        vocab.txt: override what tokenizer_config.json beside\n"
+            "                        it (or the file name) says\n"
+            "  --pattern REGEX       tiktoken / GGUF: the split pattern, for encodings lipi\n"
+            "                        does not know by name\n"
+            "  --format FORMAT       ids (default): ids separated by spaces;\n"
+            "                        tokens: token strings separated by spaces (a space,\n"
+            "                        backslash or control character inside a token is\n"
+            "                        written \\x20, \\\\, \\t, \\n, \\r or \\xNN);\n"
+            "                        jsonl: {\"ids\": [...], \"tokens\": [...],\n"
+            "                        \"offsets\": [[start, end], ...]} per line\n"
+            "  --offsets             ids / tokens formats: add a tab and the byte offsets\n"
+            "                        of each token in the line, START-END separated by spaces\n"
+            "  --add-special-tokens  add the post-processor's tokens ([CLS] ... [SEP], ...)\n"
+            "  --max-length N        truncate to N ids, special tokens included (default:\n"
+            "                        the tokenizer file's truncation setting, if any)\n"
+            "  --threads N           encode on N threads (default 1)\n"
+            "  --invalid MODE        invalid UTF-8: error (default, names file, line and\n"
+            "                        byte) or replace (with U+FFFD)\n"
+            "  -h, --help            show this help\n"
+            "\n"
+            "Example:\n"
+            "  echo 'नमस्ते दुनिया' | lipi encode -t tokenizer.json --format tokens\n");
+}
+
+/* A block of input lines (copied, since the reader reuses its buffer). */
+typedef struct {
+    char *text;
+    size_t len, cap;
+    lipi_text *lines;   /* s points into text only after the block is full */
+    size_t *off;        /* start of each line in text */
+    size_t *line_no;
+    size_t n, lcap;
+} block;
+
+static lipi_status block_add(block *b, const char *s, size_t len, size_t line_no)
+{
+    if (b->n == b->lcap) {
+        size_t cap = b->lcap ? b->lcap * 2 : 1024;
+        lipi_text *l = lipi_realloc(b->lines, cap * sizeof *l);
+        if (!l)
+            return LIPI_ENOMEM;
+        b->lines = l;
+        size_t *o = lipi_realloc(b->off, cap * sizeof *o);
+        if (!o)
+            return LIPI_ENOMEM;
+        b->off = o;
+        size_t *ln = lipi_realloc(b->line_no, cap * sizeof *ln);
+        if (!ln)
+            return LIPI_ENOMEM;
+        b->line_no = ln;
+        b->lcap = cap;
+    }
+    if (len > b->cap - b->len) {
+        size_t cap = b->cap ? b->cap : 1 << 16;
+        while (cap - b->len < len) {
+            if (cap > SIZE_MAX / 2)
+                return LIPI_ENOMEM;
+            cap *= 2;
+        }
+        char *t = lipi_realloc(b->text, cap);
+        if (!t)
+            return LIPI_ENOMEM;
+        b->text = t;
+        b->cap = cap;
+    }
+    if (len)
+        memcpy(b->text + b->len, s, len);
+    b->off[b->n] = b->len;
+    b->lines[b->n].len = len;
+    b->line_no[b->n] = line_no;
+    b->len += len;
+    b->n++;
+    return LIPI_OK;
+}
+
+typedef enum { FMT_IDS, FMT_TOKENS, FMT_JSONL } out_format;
+
+static void write_token(const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c > 0x20 && c != '\\' && c != 0x7f)
+            continue;
+        fwrite(s + run, 1, i - run, stdout);
+        run = i + 1;
+        switch (c) {
+        case '\\': fputs("\\\\", stdout); break;
+        case '\t': fputs("\\t", stdout); break;
+        case '\n': fputs("\\n", stdout); break;
+        case '\r': fputs("\\r", stdout); break;
+        default:
+            fputs("\\x", stdout);
+            putchar(hex[c >> 4]);
+            putchar(hex[c & 15]);
+        }
+    }
+    fwrite(s + run, 1, n - run, stdout);
+}
+
+/* Writes a number; printf is slow enough to show in the profile when
+ * millions of ids are printed. */
+static void put_num(size_t v)
+{
+    char buf[24];
+    size_t n = sizeof buf;
+    do {
+        buf[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    fwrite(buf + n, 1, sizeof buf - n, stdout);
+}
+
+static void print_result(const lipi_batch *r, size_t i, out_format fmt, bool offsets)
+{
+    size_t a = r->start[i], b = r->start[i + 1];
+    if (fmt == FMT_JSONL) {
+        fputs("{\"ids\": [", stdout);
+        for (size_t k = a; k < b; k++) {
+            if (k > a)
+                fputs(", ", stdout);
+            put_num(r->ids[k]);
+        }
+        fputs("], \"tokens\": [", stdout);
+        for (size_t k = a; k < b; k++) {
+            if (k > a)
+                fputs(", ", stdout);
+            cli_write_json_string(stdout, r->token_text + r->token_start[k],
+                                  r->token_start[k + 1] - r->token_start[k]);
+        }
+        fputs("], \"offsets\": [", stdout);
+        for (size_t k = a; k < b; k++) {
+            fputs(k > a ? ", [" : "[", stdout);
+            put_num(r->offsets[k].start);
+            fputs(", ", stdout);
+            put_num(r->offsets[k].end);
+            putchar(']');
+        }
+        fputs("]}\n", stdout);
+        return;
+    }
+    for (size_t k = a; k < b; k++) {
+        if (k > a)
+            putchar(' ');
+        if (fmt == FMT_IDS)
+            put_num(r->ids[k]);
+        else
+            write_token(r->token_text + r->token_start[k],
+                        r->token_start[k + 1] - r->token_start[k]);
+    }
+    if (offsets) {
+        putchar('\t');
+        for (size_t k = a; k < b; k++) {
+            if (k > a)
+                putchar(' ');
+            put_num(r->offsets[k].start);
+            putchar('-');
+            put_num(r->offsets[k].end);
+        }
+    }
+    putchar('\n');
+}
+
+typedef struct {
+    lipi_session **sessions;
+    size_t n_sessions;
+    lipi_encode_options opt;
+    out_format fmt;
+    bool offsets;
+} encode_ctx;
+
+/* Encodes and prints a block; errors name the file and line. */
+static int flush_block(encode_ctx *c, block *b, const char *file)
+{
+    lipi_batch r = {0};
+    lipi_error err = {0};
+    unsigned want = 0;
+    if (b->n == 0)
+        return EXIT_OK;
+    for (size_t i = 0; i < b->n; i++)
+        b->lines[i].s = b->text + b->off[i];
+    if (c->fmt != FMT_IDS)
+        want |= LIPI_WANT_TOKENS;
+    if (c->offsets || c->fmt == FMT_JSONL)
+        want |= LIPI_WANT_OFFSETS;
+    lipi_status st = lipi_encode_batch(c->sessions, c->n_sessions, b->lines, b->n, &c->opt, want,
+                                       &r, &err);
+    if (st != LIPI_OK) {
+        size_t idx = err.line ? err.line - 1 : 0;
+        snprintf(err.path, sizeof err.path, "%s", file);
+        err.line = idx < b->n ? b->line_no[idx] : 0;
+        cli_report("encode", &err);
+        return EXIT_FAIL;
+    }
+    for (size_t i = 0; i < b->n; i++)
+        print_result(&r, i, c->fmt, c->offsets);
+    lipi_batch_free(&r);
+    b->n = 0;
+    b->len = 0;
+    return EXIT_OK;
+}
+
+/* Lines per block: enough to keep every thread busy, little enough to
+ * start printing early. */
+#define BLOCK_LINES 16384
+#define BLOCK_BYTES (8u << 20)
+
+static int encode_files(encode_ctx *c, char **files, int nfiles, lipi_invalid_mode mode)
+{
+    static char *stdin_only[] = {"-"};
+    block b = {0};
+    int rc = EXIT_OK;
+    if (nfiles == 0) {
+        files = stdin_only;
+        nfiles = 1;
+    }
+    for (int f = 0; f < nfiles && rc == EXIT_OK; f++) {
+        lipi_error err = {0};
+        lipi_line_reader *r = NULL;
+        lipi_status st = lipi_line_reader_open(files[f], mode, &r, &err);
+        while (st == LIPI_OK) {
+            const char *line;
+            size_t len;
+            st = lipi_line_reader_next(r, &line, &len, &err);
+            if (st != LIPI_OK || !line)
+                break;
+            st = block_add(&b, line, len, lipi_line_reader_line_no(r));
+            if (st != LIPI_OK) {
+                lipi_error_set(&err, st, files[f], lipi_line_reader_line_no(r), 0, "out of memory");
+                break;
+            }
+            if (b.n >= BLOCK_LINES || b.len >= BLOCK_BYTES) {
+                rc = flush_block(c, &b, files[f]);
+                if (rc != EXIT_OK)
+                    break;
+            }
+        }
+        lipi_line_reader_close(r);
+        if (rc != EXIT_OK)
+            break;
+        if (st != LIPI_OK) {
+            cli_report("encode", &err);
+            rc = EXIT_FAIL;
+            break;
+        }
+        rc = flush_block(c, &b, files[f]);
+    }
+    lipi_free(b.text);
+    lipi_free(b.lines);
+    lipi_free(b.off);
+    lipi_free(b.line_no);
+    return rc;
+}
+
+static int run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"tokenizer", required_argument, NULL, 't'},
+        {"lowercase", no_argument, NULL, 1101},
+        {"no-lowercase", no_argument, NULL, 1102},
+        {"strip-accents", no_argument, NULL, 1103},
+        {"no-strip-accents", no_argument, NULL, 1104},
+        {"pattern", required_argument, NULL, 1105},
+        {"format", required_argument, NULL, 'f'},
+        {"offsets", no_argument, NULL, 'o'},
+        {"add-special-tokens", no_argument, NULL, 's'},
+        {"max-length", required_argument, NULL, 'm'},
+        {"threads", required_argument, NULL, 'j'},
+        {"invalid", required_argument, NULL, 'i'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = NULL;
+    lipi_open_options oo = {0};
+    encode_ctx c = {0};
+    bool add = false, have_max = false;
+    uint64_t max_length = 0, threads = 1;
+    lipi_invalid_mode mode = LIPI_INVALID_ERROR;
+    int ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":t:h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 't': path = optarg; break;
+        case 1101: oo.lowercase = LIPI_FLAG_ON; break;
+        case 1102: oo.lowercase = LIPI_FLAG_OFF; break;
+        case 1103: oo.strip_accents = LIPI_FLAG_ON; break;
+        case 1104: oo.strip_accents = LIPI_FLAG_OFF; break;
+        case 1105: oo.pattern = optarg; break;
+        case 'f':
+            if (strcmp(optarg, "ids") == 0)
+                c.fmt = FMT_IDS;
+            else if (strcmp(optarg, "tokens") == 0)
+                c.fmt = FMT_TOKENS;
+            else if (strcmp(optarg, "jsonl") == 0)
+                c.fmt = FMT_JSONL;
+            else
+                return cli_usage_error("encode", "--format takes ids, tokens or jsonl, not '%s'",
+                                       optarg);
+            break;
+        case 'o': c.offsets = true; break;
+        case 's': add = true; break;
+        case 'm':
+            if (!cli_parse_u64(optarg, &max_length) || max_length == 0 ||
+                max_length > (uint64_t)(SIZE_MAX >> 1))
+                return cli_usage_error("encode", "--max-length takes a positive number, not '%s'",
+                                       optarg);
+            have_max = true;
+            break;
+        case 'j':
+            if (!cli_parse_u64(optarg, &threads) || threads == 0 || threads > 1024)
+                return cli_usage_error("encode",
+                                       "--threads takes a number from 1 to 1024, not '%s'", optarg);
+            break;
+        case 'i':
+            if (!cli_parse_invalid(optarg, &mode))
+                return cli_usage_error("encode", "--invalid takes 'error' or 'replace', not '%s'",
+                                       optarg);
+            break;
+        case 'h': help(stdout); return EXIT_OK;
+        case ':': return cli_usage_error("encode", "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error("encode", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (!path)
+        return cli_usage_error("encode", "no tokenizer given (-t TOKENIZER)");
+
+    lipi_error err = {0};
+    lipi_tokenizer *tok = NULL;
+    lipi_encoder *enc = NULL;
+    int rc = EXIT_FAIL;
+    if (lipi_tokenizer_open(path, &oo, &tok, &err) != LIPI_OK ||
+        lipi_encoder_new(tok, &enc, &err) != LIPI_OK) {
+        if (!err.path[0])
+            snprintf(err.path, sizeof err.path, "%s", path);
+        cli_report("encode", &err);
+        goto done;
+    }
+    c.sessions = lipi_calloc(threads, sizeof *c.sessions);
+    if (!c.sessions) {
+        fprintf(stderr, "lipi encode: out of memory\n");
+        goto done;
+    }
+    for (size_t i = 0; i < threads; i++) {
+        if (lipi_session_new(enc, &c.sessions[i]) != LIPI_OK) {
+            fprintf(stderr, "lipi encode: out of memory\n");
+            goto done;
+        }
+        c.n_sessions++;
+    }
+    lipi_encode_options_default(enc, &c.opt);
+    c.opt.add_special_tokens = add;
+    if (have_max)
+        c.opt.max_length = (size_t)max_length;
+    rc = encode_files(&c, argv + optind, argc - optind, mode);
+    if (rc == EXIT_OK)
+        rc = cli_finish_output("encode");
+done:
+    for (size_t i = 0; i < c.n_sessions; i++)
+        lipi_session_free(c.sessions[i]);
+    lipi_free(c.sessions);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(tok);
+    return rc;
+}
+
+const cli_command cmd_encode = {"encode", "text lines -> token ids (Hugging Face-exact)", run};

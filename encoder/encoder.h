@@ -1,0 +1,167 @@
+/* lipi encoder: text -> token ids (and back) with a loaded lipi_tokenizer,
+ * giving exactly the ids, tokens and offsets of Hugging Face tokenizers.
+ *
+ *   lipi_encoder *enc;  lipi_session *s;  uint32_t ids[256];
+ *   lipi_encoder_new(tok, &enc, &err);              (once; shared by threads)
+ *   lipi_session_new(enc, &s);                      (one per thread)
+ *   lipi_encoding out = {.ids = ids, .cap = 256};
+ *   lipi_encode(s, text, len, NULL, &out, &err);    (out.len ids in ids[])
+ *
+ * An encoder is built once from a tokenizer (it precomputes the tables the
+ * models need: merge table, tries, byte tables, the added-token matcher) and
+ * is immutable afterwards, so any number of threads may use it at once. All
+ * scratch memory (normalized text, pieces, heaps, lattices and a bounded
+ * word -> ids cache) lives in a lipi_session, which one thread uses at a time.
+ * The cache never changes a result: the ids of a text do not depend on what
+ * the session encoded before, nor on the number of threads.
+ *
+ * Offsets are byte spans [start, end) into the text the caller passed (the
+ * original, before normalization), the byte form of the character offsets
+ * Hugging Face's Python and Node bindings give (tokens of a byte-level model
+ * cover whole characters; tokens the post-processor adds get (0, 0)).
+ */
+#ifndef LIPI_ENCODER_H
+#define LIPI_ENCODER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokenizer/tokenizer.h"
+
+typedef struct lipi_encoder lipi_encoder; /* immutable, thread-shareable */
+typedef struct lipi_session lipi_session; /* per-thread scratch */
+
+/* Builds an encoder for `tok`, which is borrowed: it must outlive the
+ * encoder and must not change while the encoder exists. Fails with
+ * LIPI_EINVAL when the tokenizer has no model, LIPI_ENOMEM, or the status of
+ * a normalizer / pre-tokenizer failure while preparing added tokens. */
+lipi_status lipi_encoder_new(const lipi_tokenizer *tok, lipi_encoder **out, lipi_error *err);
+void lipi_encoder_free(lipi_encoder *e);
+
+/* The tokenizer the encoder was built from (borrowed). */
+const lipi_tokenizer *lipi_encoder_tokenizer(const lipi_encoder *e);
+
+/* A session for one thread at a time; it holds a borrowed pointer to `e`.
+ * LIPI_ENOMEM on failure (*out = NULL). */
+lipi_status lipi_session_new(const lipi_encoder *e, lipi_session **out);
+void lipi_session_free(lipi_session *s);
+
+/* ------------------------------------------------------------------------ */
+/* Encoding                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Which text of a pair loses tokens (Hugging Face TruncationStrategy). */
+typedef enum {
+    LIPI_TRUNCATE_LONGEST_FIRST = 0, /* the longer one, evening them out */
+    LIPI_TRUNCATE_ONLY_FIRST,
+    LIPI_TRUNCATE_ONLY_SECOND,
+} lipi_truncate_strategy;
+
+typedef struct {
+    bool add_special_tokens; /* run the post-processor's special tokens
+                                ([CLS] ... [SEP], <s> ... </s>) */
+    size_t max_length;       /* truncate to at most this many ids, special
+                                tokens included; 0: no truncation */
+    bool truncate_left;      /* drop tokens from the start instead of the end */
+    lipi_truncate_strategy strategy;
+} lipi_encode_options;
+
+/* Options as Hugging Face applies them by default: add_special_tokens true,
+ * truncation as the tokenizer.json "truncation" section says (none when
+ * null). Padding is never applied, and BPE dropout is ignored (Hugging Face
+ * makes it random; lipi encodes as with dropout 0). */
+void lipi_encode_options_default(const lipi_encoder *e, lipi_encode_options *opt);
+
+/* Where lipi_encode writes. Every array is the caller's and holds `cap`
+ * entries; NULL arrays are not filled. */
+typedef struct {
+    uint32_t *ids;
+    lipi_span *offsets;       /* byte spans into the original text */
+    uint32_t *type_ids;       /* segment ids from the post-processor */
+    uint8_t *special_mask;    /* 1 for tokens the post-processor added */
+    uint8_t *sequence_ids;    /* 0 (text), 1 (pair) or 255 (added by the
+                                 post-processor): which text offsets refer to */
+    const char **tokens;      /* token strings, borrowed until the next call
+                                 on the session (not NUL-terminated) */
+    size_t *token_lens;       /* with tokens */
+    size_t cap;
+    size_t len;               /* out: number of tokens; when len > cap only
+                                 the first cap were written */
+} lipi_encoding;
+
+/* Encodes s[0..len) (UTF-8) with the session's encoder into *out.
+ * opt NULL means lipi_encode_options_default. Size query: call with
+ * out->cap = 0 (arrays may then be NULL) and read out->len; calling again
+ * with a bigger buffer gives the same result.
+ * Fails with LIPI_EFORMAT (offset of the first bad byte in err->offset) on
+ * invalid UTF-8, LIPI_EINVAL when the model needs an unknown token it does
+ * not have (Hugging Face fails the same way), when max_length is smaller
+ * than the special tokens or an ONLY_* strategy cannot shorten its text
+ * enough, LIPI_ENOMEM, or a normalizer / pre-tokenizer error. */
+lipi_status lipi_encode(lipi_session *s, const char *text, size_t len,
+                        const lipi_encode_options *opt, lipi_encoding *out, lipi_error *err);
+
+/* The same for a pair of texts (BERT's sentence A / sentence B). Offsets of
+ * the pair's tokens refer to `pair`; out->sequence_ids tells them apart. */
+lipi_status lipi_encode_pair(lipi_session *s, const char *text, size_t len, const char *pair,
+                             size_t pair_len, const lipi_encode_options *opt,
+                             lipi_encoding *out, lipi_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Batches over threads                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* A text to encode in a batch. */
+typedef struct {
+    const char *s;
+    size_t len;
+} lipi_text;
+
+enum {
+    LIPI_WANT_OFFSETS = 1,
+    LIPI_WANT_TOKENS = 2,
+    LIPI_WANT_TYPE_IDS = 4,
+    LIPI_WANT_SPECIAL_MASK = 8,
+};
+
+/* Results of a batch, in input order. Tokens of text i are the entries
+ * [start[i], start[i + 1]) of every array. Arrays not asked for are NULL.
+ * Token k's string is token_text[token_start[k] .. token_start[k + 1]). */
+typedef struct {
+    size_t n;            /* texts */
+    size_t *start;       /* n + 1 entries */
+    uint32_t *ids;
+    lipi_span *offsets;
+    uint32_t *type_ids;
+    uint8_t *special_mask;
+    char *token_text;
+    size_t *token_start; /* start[n] + 1 entries */
+} lipi_batch;
+
+/* Encodes texts[0..n) on n_sessions threads, one session each (sessions of
+ * the same encoder; their caches stay warm across calls). The output is the
+ * same for any number of sessions. *out is cleared first and owned by the
+ * caller (lipi_batch_free). On failure the error of the first failing text
+ * (in input order) is returned with err->line = its index + 1, and *out is
+ * left empty. */
+lipi_status lipi_encode_batch(lipi_session *const *sessions, size_t n_sessions,
+                              const lipi_text *texts, size_t n, const lipi_encode_options *opt,
+                              unsigned want, lipi_batch *out, lipi_error *err);
+void lipi_batch_free(lipi_batch *b); /* frees members, not b */
+
+/* ------------------------------------------------------------------------ */
+/* Decoding                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Decodes ids[0..n) to text with the tokenizer's decoder (tokens joined by
+ * spaces when it has none), as Hugging Face's decode does. With
+ * skip_special, added tokens marked special are left out. Writes at most cap
+ * bytes to out (NUL-terminated when *out_len < cap) and sets *out_len to the
+ * full length: call with cap = 0 to ask for the size. An id that no token
+ * has fails with LIPI_EINVAL naming the id and its position in ids.
+ * Decoded bytes that are not valid UTF-8 become U+FFFD, as in Hugging Face. */
+lipi_status lipi_decode(lipi_session *s, const uint32_t *ids, size_t n, bool skip_special,
+                        char *out, size_t cap, size_t *out_len, lipi_error *err);
+
+#endif

@@ -1,0 +1,476 @@
+/* Internal: layout of lipi_encoder and lipi_session, shared by the files of
+ * encoder/. Never included by a public header.
+ *
+ * Flow of one text (Hugging Face's order):
+ *
+ *   text ─▶ added tokens that are not normalized, matched on the raw text
+ *        ─▶ each other segment: normalizer ─▶ normalized added tokens
+ *        ─▶ each other sub-segment: pre-tokenizer ─▶ pieces
+ *        ─▶ each piece: model (through the session's word cache) ─▶ tokens
+ *        ─▶ offsets: piece ─▶ sub-segment ─▶ normalized ─▶ original text
+ *        ─▶ truncation ─▶ post-processor (special tokens, type ids, trims)
+ */
+#ifndef LIPI_ENCODER_IMPL_H
+#define LIPI_ENCODER_IMPL_H
+
+#include "encoder/encoder.h"
+#include "encoder/lattice_impl.h"
+#include "encoder/trie_impl.h"
+#include "tokenizer/tokenizer_impl.h"
+
+/* ======================================================================== */
+/* Small helpers                                                             */
+/* ======================================================================== */
+
+/* Length of the UTF-8 sequence that starts with byte c (1 for anything
+ * that is not a lead byte, so loops always advance). */
+static inline size_t enc_utf8_len(unsigned char c)
+{
+    if (c < 0xC0)
+        return 1;
+    if (c < 0xE0)
+        return 2;
+    if (c < 0xF0)
+        return 3;
+    return 4;
+}
+
+/* Decodes the code point at s (valid UTF-8, at least one byte). */
+static inline uint32_t enc_utf8_cp(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    switch (n) {
+    case 1: return u[0];
+    case 2: return ((uint32_t)(u[0] & 0x1F) << 6) | (u[1] & 0x3F);
+    case 3: return ((uint32_t)(u[0] & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6) | (u[2] & 0x3F);
+    default:
+        return ((uint32_t)(u[0] & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12) |
+               ((uint32_t)(u[2] & 0x3F) << 6) | (u[3] & 0x3F);
+    }
+}
+
+/* Grows the array `arr` (any element type) to hold `need` entries;
+ * LIPI_ENOMEM on failure (arr and cap unchanged). */
+#define ENC_GROW(arr, cap, need) enc_grow_(&(arr), &(cap), (need), sizeof *(arr))
+
+static inline lipi_status enc_grow_(void *pp, size_t *cap, size_t need, size_t size)
+{
+    void *p;
+    if (need <= *cap)
+        return LIPI_OK;
+    memcpy(&p, pp, sizeof p);
+    lipi_status st = lipi_grow(&p, cap, need, size);
+    memcpy(pp, &p, sizeof p);
+    return st;
+}
+
+/* GPT-2's byte <-> code point alphabet (bytes_to_unicode): the printable
+ * Latin-1 bytes '!'..'~', 0xA1..0xAC and 0xAE..0xFF stand for themselves;
+ * the other 68 (0x00..0x20, 0x7F..0xA0, 0xAD) become U+0100, U+0101, ... in
+ * byte order. */
+static inline uint32_t lipi_bytelevel_char(uint8_t b)
+{
+    if (b <= 0x20)
+        return 256u + b;
+    if (b >= 0x7F && b <= 0xA0)
+        return 256u + 33 + (b - 0x7Fu);
+    if (b == 0xAD)
+        return 256u + 67;
+    return b;
+}
+
+/* The byte of a code point of the alphabet, or -1. */
+static inline int lipi_bytelevel_byte(uint32_t cp)
+{
+    if (cp < 256)
+        return (cp > 0x20 && cp < 0x7F) || (cp > 0xA0 && cp != 0xAD) ? (int)cp : -1;
+    if (cp < 256 + 33)
+        return (int)(cp - 256);
+    if (cp < 256 + 67)
+        return (int)(0x7F + cp - 256 - 33);
+    return cp == 256 + 67 ? 0xAD : -1;
+}
+
+/* Code point -> id map for single-character tokens (open addressing). */
+typedef struct {
+    uint64_t *slot; /* cp << 32 | id; UINT64_MAX empty */
+    size_t mask;
+} enc_cpmap;
+
+static inline int64_t enc_cpmap_get(const enc_cpmap *m, uint32_t cp)
+{
+    if (!m->slot)
+        return -1;
+    size_t i = (size_t)(cp * 0x9E3779B1u) & m->mask;
+    for (;;) {
+        uint64_t v = m->slot[i];
+        if (v == UINT64_MAX)
+            return -1;
+        if ((uint32_t)(v >> 32) == cp)
+            return (int64_t)(uint32_t)v;
+        i = (i + 1) & m->mask;
+    }
+}
+
+/* BPE merge table: (left, right) -> (rank, result). */
+typedef struct {
+    uint64_t key;   /* left << 32 | right; UINT64_MAX empty */
+    uint32_t rank, result;
+} enc_pair;
+
+/* ======================================================================== */
+/* Added-token matcher                                                       */
+/* ======================================================================== */
+
+typedef struct {
+    uint32_t id;
+    bool single_word, lstrip, rstrip;
+} enc_added_pat;
+
+/* Leftmost-longest matcher over the contents of some added tokens (Hugging
+ * Face builds an Aho-Corasick automaton with MatchKind::LeftmostLongest). */
+typedef struct {
+    lipi_datrie trie;      /* content -> index into pat */
+    enc_added_pat *pat;
+    size_t n;
+    bool first[256];       /* bytes that can start a match */
+    int only_first;        /* the one byte that starts every pattern, or -1 */
+} enc_added;
+
+/* One segment of a text: an added token, or text for the next stage. */
+typedef struct {
+    size_t start, end;
+    int64_t id;            /* added token id, -1 for text */
+} enc_seg;
+
+/* ======================================================================== */
+/* The encoder                                                               */
+/* ======================================================================== */
+
+struct lipi_encoder {
+    const lipi_tokenizer *tok;
+    const lipi_model *m;
+    lipi_model_type type;
+    const lipi_normalizer *norm;
+    const lipi_pretokenizer *pretok;  /* what runs (tok's or own_pretok) */
+    lipi_pretokenizer *own_pretok;    /* byte-level pre-tokenizer rewritten
+                                         to split raw bytes */
+
+    /* How piece text relates to its source (for offsets). */
+    bool raw_bytes;          /* byte-level BPE run on raw bytes */
+    bool raw_prefix_space;   /* ByteLevel add_prefix_space, done here */
+    bool bytelevel_pieces;   /* pieces arrive in the GPT-2 alphabet */
+    uint32_t meta_char;      /* Metaspace replacement character, 0: none */
+    bool meta_first;         /* Metaspace prepend_scheme "first" */
+
+    /* Unknown token: id, or -1. unk_named: a string was given (even if it
+     * is not in the vocabulary, in which case needing it is an error). */
+    int64_t unk_id;
+    bool unk_named;
+    bool fuse_unk;
+
+    /* BPE */
+    enc_pair *pairs;
+    size_t pair_mask;
+    const char *prefix, *suffix;      /* continuing_subword_prefix, end_of_word_suffix */
+    size_t prefix_len, suffix_len;
+    int64_t ascii_id[4][128];         /* [variant][char]: 0 alone, 1 with
+                                         prefix, 2 with suffix, 3 both */
+    enc_cpmap char_id[4];
+    int64_t byte_fb[256];             /* id of "<0xNN>", -1 */
+    uint32_t byte_id[256];            /* raw_bytes: id of each byte */
+    lipi_strref *raw_keys;            /* raw_bytes + ignore_merges: token -> bytes */
+    char *raw_arena;
+    lipi_strmap raw_map;
+
+    /* WordPiece, Unigram */
+    lipi_datrie trie;                 /* all tokens (WordPiece: without prefix) */
+    lipi_datrie trie_cont;            /* WordPiece: prefixed tokens, prefix cut */
+    double unk_score;                 /* Unigram: min score - 10 */
+
+    /* Added tokens */
+    enc_added raw_added;              /* normalized == false, on raw text */
+    enc_added norm_added;             /* normalized == true, on normalized text */
+    lipi_strref *added_str;           /* per tok->added[i]: its string as Hugging
+                                         Face keeps it (normalized content for
+                                         normalized tokens) */
+
+    /* Decoders: compiled Replace regexes, in decoder-tree order */
+    void **dec_re;                    /* pcre2_code * */
+    size_t n_dec_re, dec_re_cap;
+};
+
+/* ======================================================================== */
+/* The session                                                               */
+/* ======================================================================== */
+
+/* A token of one piece: bytes [start, end) of the piece text. Its string is
+ * the vocabulary's, or (ENC_PTOK_TEXT set in end) the piece bytes
+ * themselves (Unigram's unknown runs). Also the cache's stored form. */
+typedef struct {
+    uint32_t id;
+    uint32_t start, end;
+} enc_ptok;
+
+#define ENC_PTOK_TEXT 0x80000000u
+
+/* A token of a sequence. Its string (kind): the vocabulary's string of id
+ * (TOK_VOCAB, looked up only when someone asks), val[0..val_len)
+ * (TOK_PTR, memory that outlives the call), or pool[pool_off ..
+ * pool_off + val_len) of the session (TOK_POOL). */
+enum { TOK_VOCAB = 0, TOK_PTR, TOK_POOL };
+
+typedef struct {
+    uint32_t id;
+    uint32_t type_id;
+    lipi_span off;
+    const char *val;
+    uint32_t val_len, pool_off;
+    uint8_t kind, special, seq;
+} enc_tok;
+
+typedef struct {
+    enc_tok *t;
+    size_t n, cap;
+} enc_toks;
+
+/* Word -> tokens cache: bounded, cleared whole when full. A slot keeps 32
+ * bits of the hash and where the entry starts in one arena; an entry is a
+ * header, its tokens and its key, side by side, so a hit touches two cache
+ * lines at most. */
+typedef struct {
+    uint32_t tag, off;   /* off: entry offset + 1 in the arena, 0 empty */
+} cache_slot;
+
+typedef struct {
+    cache_slot *slot;
+    size_t mask;
+    size_t n_ent;
+    unsigned char *arena;
+    size_t len, cap;
+} enc_cache;
+
+/* A piece to encode: its text and hash. */
+typedef struct {
+    const char *text;
+    size_t len;
+    uint64_t hash;
+} enc_piece;
+
+typedef struct {
+    uint32_t id;
+    uint32_t len;        /* bytes of the piece it covers */
+    int32_t prev, next;
+} bpe_sym;
+
+/* A heap entry: merge the symbol at pos with its next one (they were left
+ * and right when the entry was pushed) into result, with this rank. */
+typedef struct {
+    uint32_t rank, pos, result;
+    uint32_t left, right;
+} bpe_cand;
+
+struct lipi_session {
+    const lipi_encoder *enc;
+    lipi_normalized norm;
+    lipi_pieces pieces;
+    lipi_buf segbuf;             /* a sub-segment with a space put before it */
+    enc_seg *segs, *segs2;       /* added-token splits (raw, normalized) */
+    size_t segs_cap, segs2_cap;
+    enc_ptok *ptok;              /* tokens of the current piece */
+    size_t ptok_n, ptok_cap;
+    enc_piece *pw;               /* the pieces of the current sub-segment */
+    size_t pw_cap;
+    lipi_span *palign;           /* alignment of a mapped piece, per text byte */
+    size_t palign_cap;
+    bpe_sym *sym;
+    size_t sym_cap;
+    bpe_cand *heap;
+    size_t heap_cap;
+    lipi_buf word;               /* prefix/suffix-decorated strings */
+    lipi_lattice lattice;
+    enc_cache cache;
+    enc_toks seq[2];             /* tokens of text and pair */
+    enc_toks out;                /* after post-processing */
+    const enc_toks *res;         /* the result: &out, or &seq[0] when nothing
+                                    had to change */
+    enc_toks *encs, *encs2;      /* encodings between post-processors */
+    size_t encs_cap;
+    lipi_buf pool;               /* token strings that are not the vocabulary's */
+    const char *text[2];         /* the texts of the current call */
+    size_t text_len[2];
+    /* decoding */
+    lipi_buf dec_a, dec_b, dec_tmp;
+    lipi_span *dspan_a, *dspan_b;
+    size_t dspan_a_cap, dspan_b_cap;
+};
+
+/* ======================================================================== */
+/* Between the files                                                         */
+/* ======================================================================== */
+
+/* models.c: runs the model over one piece and stores the result in the
+ * cache (callers look there first): *toks (n of them) is valid until the
+ * next call. LIPI_EINVAL when an unknown token is needed and the model has
+ * none, or the piece is 2 GiB or longer. */
+lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64_t hash,
+                           const enc_ptok **toks, size_t *n, lipi_error *err);
+
+/* Model tables of the encoder (models.c); freed by lipi_enc_models_free. */
+lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err);
+void lipi_enc_models_free(lipi_encoder *e);
+
+/* added.c */
+lipi_status lipi_enc_added_build(lipi_encoder *e, lipi_error *err);
+void lipi_enc_added_free(enc_added *a);
+/* Splits s[0..len) at the matches of a; segments cover all of s, in order.
+ * *segs grows as needed. */
+lipi_status lipi_enc_added_split(const enc_added *a, const char *s, size_t len, enc_seg **segs,
+                                 size_t *cap, size_t *n);
+
+/* Unicode White_Space (Rust's char::is_whitespace and regex \s). */
+bool lipi_enc_is_space(uint32_t cp);
+
+/* Whether id is an added token marked special. */
+bool lipi_enc_is_special(const lipi_tokenizer *t, uint32_t id);
+/* The string of a token id as Hugging Face's id_to_token gives it, or NULL. */
+const char *lipi_enc_id_to_token(const lipi_encoder *e, uint32_t id, size_t *len);
+void lipi_enc_added_strings_free(lipi_encoder *e);
+
+/* decode.c: compiles the decoders' regexes / frees them. */
+lipi_status lipi_enc_decoders_init(lipi_encoder *e, lipi_error *err);
+void lipi_enc_decoders_free(lipi_encoder *e);
+
+/* cache.c keeps at most this many bytes of key. */
+#define LIPI_ENC_CACHE_MAX_KEY 255
+/* Stores s->ptok under key (failing to allocate only means not caching). */
+void lipi_enc_cache_put(lipi_session *s, const char *key, size_t len, uint64_t hash);
+void lipi_enc_cache_free(enc_cache *c);
+
+/* encode.c: encodes one text (or pair) into s->res. */
+lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char *b,
+                         size_t blen, bool pair, const lipi_encode_options *opt,
+                         bool want_offsets, lipi_error *err);
+
+/* The string of a result token and its length. */
+static inline const char *lipi_enc_tok_str(const lipi_session *s, const enc_tok *t, size_t *len)
+{
+    if (t->kind == TOK_PTR) {
+        *len = t->val_len;
+        return t->val;
+    }
+    if (t->kind == TOK_POOL) {
+        *len = t->val_len;
+        return s->pool.p + t->pool_off;
+    }
+    const lipi_vocab *v = &s->enc->m->vocab;
+    if (t->id < v->n && v->tok[t->id].s) {
+        *len = v->tok[t->id].len;
+        return v->tok[t->id].s;
+    }
+    *len = 0;
+    return "";
+}
+
+/* Fast hash of a short byte string (pieces, for the cache): 8 bytes at a
+ * time, the last ones by overlapping loads (never past the string). */
+static inline uint64_t lipi_enc_hash(const char *s, size_t n)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xff51afd7ed558ccdULL), v;
+    const char *p = s;
+    for (size_t m = n; m > 8; m -= 8, p += 8) {
+        memcpy(&v, p, 8);
+        h = (h ^ v) * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 29;
+    }
+    if (n >= 8) {
+        memcpy(&v, s + n - 8, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        v = (uint64_t)a << 32 | b;
+    } else if (n) {
+        v = (uint64_t)(unsigned char)s[0] << 16 | (uint64_t)(unsigned char)s[n >> 1] << 8 |
+            (unsigned char)s[n - 1];
+    } else {
+        v = 0;
+    }
+    h = (h ^ v) * 0x94d049bb133111ebULL;
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 32);
+}
+
+/* a[0..n) == b[0..n), inline for the short keys of the cache. */
+static inline bool lipi_enc_eq(const void *a, const void *b, size_t n)
+{
+    const unsigned char *x = a, *y = b;
+    while (n >= 8) {
+        uint64_t u, w;
+        memcpy(&u, x, 8);
+        memcpy(&w, y, 8);
+        if (u != w)
+            return false;
+        x += 8;
+        y += 8;
+        n -= 8;
+    }
+    while (n--)
+        if (*x++ != *y++)
+            return false;
+    return true;
+}
+
+/* The tokens cached for key (*n of them, valid until the next put), or
+ * NULL. An entry in the arena (4-byte aligned) is: key length (2 bytes),
+ * token count (2 bytes), the tokens, the key. Inline: it runs once per piece. */
+#define LIPI_ENC_CACHE_HDR 4
+
+static inline const enc_ptok *lipi_enc_cache_get(const lipi_session *s, const char *key,
+                                                 size_t len, uint64_t hash, size_t *n)
+{
+    const enc_cache *c = &s->cache;
+    if (!c->slot)
+        return NULL;
+    uint32_t tag = (uint32_t)(hash >> 32);
+    size_t i = (size_t)hash & c->mask;
+    for (;;) {
+        cache_slot sl = c->slot[i];
+        if (sl.off == 0)
+            return NULL;
+        if (sl.tag == tag) {
+            const unsigned char *en = c->arena + sl.off - 1;
+            uint16_t klen, nt;
+            memcpy(&klen, en, 2);
+            memcpy(&nt, en + 2, 2);
+            const enc_ptok *t = (const enc_ptok *)(const void *)(en + LIPI_ENC_CACHE_HDR);
+            const unsigned char *k = en + LIPI_ENC_CACHE_HDR + (size_t)nt * sizeof *t;
+            if (klen == len && lipi_enc_eq(k, key, len)) {
+                *n = nt;
+                return t;
+            }
+        }
+        i = (i + 1) & c->mask;
+    }
+}
+
+/* Asks the memory system for the slot of hash / the entry it points to. */
+static inline void lipi_enc_cache_prefetch(const lipi_session *s, uint64_t hash)
+{
+    const enc_cache *c = &s->cache;
+    if (c->slot)
+        __builtin_prefetch(&c->slot[(size_t)hash & c->mask]);
+}
+
+static inline void lipi_enc_cache_prefetch_entry(const lipi_session *s, uint64_t hash)
+{
+    const enc_cache *c = &s->cache;
+    if (!c->slot)
+        return;
+    cache_slot sl = c->slot[(size_t)hash & c->mask];
+    if (sl.off && sl.tag == (uint32_t)(hash >> 32))
+        __builtin_prefetch(c->arena + sl.off - 1);
+}
+
+#endif

@@ -1,0 +1,155 @@
+/* The Unigram lattice: Viterbi for encoding, forward-backward for training. */
+#include "encoder/lattice_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "tokenizer/common_impl.h"
+
+void lipi_lattice_reset(lipi_lattice *l, size_t len)
+{
+    l->len = len;
+    l->n_nodes = 0;
+    l->path_len = 0;
+}
+
+lipi_status lipi_lattice_insert(lipi_lattice *l, size_t pos, size_t n, uint32_t id, double score)
+{
+    if (n == 0 || pos > l->len || n > l->len - pos || pos > UINT32_MAX || n > UINT32_MAX)
+        return LIPI_EINVAL;
+    if (l->n_nodes && pos < l->nodes[l->n_nodes - 1].pos)
+        return LIPI_EINVAL;
+    if (l->n_nodes == l->nodes_cap) {
+        void *p = l->nodes;
+        lipi_status st = lipi_grow(&p, &l->nodes_cap, l->n_nodes + 1, sizeof *l->nodes);
+        l->nodes = p;
+        if (st != LIPI_OK)
+            return st;
+    }
+    l->nodes[l->n_nodes++] = (lipi_lattice_node){(uint32_t)pos, (uint32_t)n, id, score};
+    return LIPI_OK;
+}
+
+/* Per-position scratch for len + 1 positions. */
+static lipi_status pos_scratch(lipi_lattice *l)
+{
+    size_t need = l->len + 1;
+    if (need <= l->pos_cap)
+        return LIPI_OK;
+    double *s = lipi_reallocarray(l->pos_score, need, sizeof *s);
+    if (!s)
+        return LIPI_ENOMEM;
+    l->pos_score = s;
+    int64_t *nd = lipi_reallocarray(l->pos_node, need, sizeof *nd);
+    if (!nd)
+        return LIPI_ENOMEM;
+    l->pos_node = nd;
+    double *b = lipi_reallocarray(l->pos_beta, need, sizeof *b);
+    if (!b)
+        return LIPI_ENOMEM;
+    l->pos_beta = b;
+    l->pos_cap = need;
+    return LIPI_OK;
+}
+
+lipi_status lipi_lattice_viterbi(lipi_lattice *l, bool *found)
+{
+    lipi_status st = LIPI_OK;
+    size_t len = l->len;
+    *found = false;
+    l->path_len = 0;
+    TRY(pos_scratch(l));
+    /* pos_node[p] = best node ending at p, -1 unreached; position 0 is
+     * reached by the empty path (-2). */
+    for (size_t p = 0; p <= len; p++)
+        l->pos_node[p] = -1;
+    l->pos_node[0] = -2;
+    l->pos_score[0] = 0.0;
+    for (size_t i = 0; i < l->n_nodes; i++) {
+        const lipi_lattice_node *nd = &l->nodes[i];
+        if (l->pos_node[nd->pos] == -1)
+            continue;
+        double cand = l->pos_score[nd->pos] + nd->score;
+        size_t end = (size_t)nd->pos + nd->len;
+        if (l->pos_node[end] == -1 || cand > l->pos_score[end]) {
+            l->pos_score[end] = cand;
+            l->pos_node[end] = (int64_t)i;
+        }
+    }
+    if (l->pos_node[len] == -1)
+        goto done;
+    size_t count = 0;
+    for (size_t p = len; p > 0; p = l->nodes[l->pos_node[p]].pos)
+        count++;
+    if (count > l->path_cap) {
+        void *p = l->path;
+        st = lipi_grow(&p, &l->path_cap, count, sizeof *l->path);
+        l->path = p;
+        if (st != LIPI_OK)
+            goto done;
+    }
+    l->path_len = count;
+    for (size_t p = len, k = count; p > 0; p = l->nodes[l->pos_node[p]].pos)
+        l->path[--k] = (uint32_t)l->pos_node[p];
+    *found = true;
+done:
+    return st;
+}
+
+/* log(exp(a) + exp(b)) without overflow; -INFINITY is the empty sum. */
+static double log_add(double a, double b)
+{
+    if (a == -INFINITY)
+        return b;
+    if (b == -INFINITY)
+        return a;
+    return a > b ? a + log1p(exp(b - a)) : b + log1p(exp(a - b));
+}
+
+lipi_status lipi_lattice_marginals(lipi_lattice *l, double *marginal, double *log_z)
+{
+    lipi_status st = LIPI_OK;
+    size_t len = l->len;
+    double *alpha, *beta;
+    TRY(pos_scratch(l));
+    alpha = l->pos_score;
+    beta = l->pos_beta;
+    for (size_t p = 0; p <= len; p++)
+        alpha[p] = beta[p] = -INFINITY;
+    alpha[0] = 0.0;
+    beta[len] = 0.0;
+    /* Nodes are ordered by start, so every node ending at p is seen before
+     * any node starting at p (forward), and the reverse holds backward. */
+    for (size_t i = 0; i < l->n_nodes; i++) {
+        const lipi_lattice_node *nd = &l->nodes[i];
+        size_t end = (size_t)nd->pos + nd->len;
+        alpha[end] = log_add(alpha[end], alpha[nd->pos] + nd->score);
+    }
+    for (size_t i = l->n_nodes; i-- > 0;) {
+        const lipi_lattice_node *nd = &l->nodes[i];
+        size_t end = (size_t)nd->pos + nd->len;
+        beta[nd->pos] = log_add(beta[nd->pos], nd->score + beta[end]);
+    }
+    double z = alpha[len];
+    *log_z = z;
+    for (size_t i = 0; i < l->n_nodes; i++) {
+        const lipi_lattice_node *nd = &l->nodes[i];
+        size_t end = (size_t)nd->pos + nd->len;
+        double a = alpha[nd->pos], b = beta[end];
+        marginal[i] = (z == -INFINITY || a == -INFINITY || b == -INFINITY)
+                          ? 0.0
+                          : exp(a + nd->score + b - z);
+    }
+done:
+    return st;
+}
+
+void lipi_lattice_free(lipi_lattice *l)
+{
+    lipi_free(l->nodes);
+    lipi_free(l->path);
+    lipi_free(l->pos_score);
+    lipi_free(l->pos_node);
+    lipi_free(l->pos_beta);
+    memset(l, 0, sizeof *l);
+}

@@ -1,0 +1,678 @@
+/* The models, exactly as Hugging Face tokenizers runs them on one piece:
+ * BPE (merges by rank over a heap of adjacent pairs and a linked list of
+ * symbols), WordPiece (greedy longest match first over a trie), Unigram
+ * (Viterbi over the lattice of trie matches) and WordLevel. Every model
+ * writes the tokens of the piece into s->ptok with byte spans of the piece;
+ * lipi_enc_model stores them in the word cache (encode.c looks there
+ * first). */
+#include "encoder/encoder_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ======================================================================== */
+/* Tables                                                                    */
+/* ======================================================================== */
+
+static lipi_status cpmap_put(enc_cpmap *m, size_t *count, uint32_t cp, uint32_t id)
+{
+    if ((*count + 1) * 2 > m->mask + 1 || !m->slot) {
+        size_t cap = m->slot ? (m->mask + 1) * 2 : 64;
+        uint64_t *ns = lipi_reallocarray(NULL, cap, sizeof *ns);
+        if (!ns)
+            return LIPI_ENOMEM;
+        memset(ns, 0xff, cap * sizeof *ns);
+        for (size_t i = 0; m->slot && i <= m->mask; i++) {
+            uint64_t v = m->slot[i];
+            if (v == UINT64_MAX)
+                continue;
+            size_t k = (size_t)((uint32_t)(v >> 32) * 0x9E3779B1u) & (cap - 1);
+            while (ns[k] != UINT64_MAX)
+                k = (k + 1) & (cap - 1);
+            ns[k] = v;
+        }
+        lipi_free(m->slot);
+        m->slot = ns;
+        m->mask = cap - 1;
+    }
+    size_t k = (size_t)(cp * 0x9E3779B1u) & m->mask;
+    while (m->slot[k] != UINT64_MAX) {
+        if ((uint32_t)(m->slot[k] >> 32) == cp)
+            return LIPI_OK; /* the vocabulary has no repeats; keep the first */
+        k = (k + 1) & m->mask;
+    }
+    m->slot[k] = (uint64_t)cp << 32 | id;
+    (*count)++;
+    return LIPI_OK;
+}
+
+/* Whether s[0..n) is exactly one UTF-8 character; its code point in *cp. */
+static bool one_char(const char *s, size_t n, uint32_t *cp)
+{
+    if (n == 0 || n > 4)
+        return false;
+    size_t cl = lipi_utf8_decode(s, n, cp);
+    return cl == n;
+}
+
+static size_t pair_slot(uint64_t key, size_t mask)
+{
+    uint64_t h = key * 0x9E3779B97F4A7C15ULL;
+    return (size_t)(h >> 32 ^ h) & mask;
+}
+
+static lipi_status bpe_init(lipi_encoder *e)
+{
+    const lipi_model *m = e->m;
+    size_t cap = 16, counts[4] = {0};
+    while (cap / 2 < m->n_merges + 1) {
+        if (cap > SIZE_MAX / 4)
+            return LIPI_ENOMEM;
+        cap *= 2;
+    }
+    e->pairs = lipi_reallocarray(NULL, cap, sizeof *e->pairs);
+    if (!e->pairs)
+        return LIPI_ENOMEM;
+    for (size_t i = 0; i < cap; i++)
+        e->pairs[i].key = UINT64_MAX;
+    e->pair_mask = cap - 1;
+    /* A pair listed twice keeps its last rank, as Hugging Face's map does. */
+    for (size_t r = 0; r < m->n_merges; r++) {
+        const lipi_merge *g = &m->merges[r];
+        uint64_t key = (uint64_t)g->left << 32 | g->right;
+        size_t k = pair_slot(key, e->pair_mask);
+        while (e->pairs[k].key != UINT64_MAX && e->pairs[k].key != key)
+            k = (k + 1) & e->pair_mask;
+        e->pairs[k] = (enc_pair){key, (uint32_t)r, g->result};
+    }
+
+    e->prefix = m->opt.continuing_subword_prefix;
+    e->prefix_len = strnlen(e->prefix, sizeof m->opt.continuing_subword_prefix);
+    e->suffix = m->opt.end_of_word_suffix;
+    e->suffix_len = strnlen(e->suffix, sizeof m->opt.end_of_word_suffix);
+
+    /* Single characters, bare or with the prefix and/or suffix, by variant. */
+    for (int v = 0; v < 4; v++)
+        for (int c = 0; c < 128; c++)
+            e->ascii_id[v][c] = -1;
+    for (size_t id = 0; id < m->vocab.n; id++) {
+        const lipi_strref *t = &m->vocab.tok[id];
+        if (!t->s)
+            continue;
+        for (int v = 0; v < 4; v++) {
+            if (((v & 1) && !e->prefix_len) || ((v & 2) && !e->suffix_len))
+                continue;
+            const char *s = t->s;
+            size_t n = t->len;
+            if (v & 1) {
+                if (n < e->prefix_len || memcmp(s, e->prefix, e->prefix_len) != 0)
+                    continue;
+                s += e->prefix_len;
+                n -= e->prefix_len;
+            }
+            if (v & 2) {
+                if (n < e->suffix_len ||
+                    memcmp(s + n - e->suffix_len, e->suffix, e->suffix_len) != 0)
+                    continue;
+                n -= e->suffix_len;
+            }
+            uint32_t cp;
+            if (!one_char(s, n, &cp))
+                continue;
+            if (cp < 128) {
+                if (e->ascii_id[v][cp] < 0)
+                    e->ascii_id[v][cp] = (int64_t)id;
+            } else {
+                lipi_status st = cpmap_put(&e->char_id[v], &counts[v], cp, (uint32_t)id);
+                if (st != LIPI_OK)
+                    return st;
+            }
+        }
+    }
+    return LIPI_OK;
+}
+
+/* Id of the single-character token cp in variant v, or -1. */
+static inline int64_t char_id(const lipi_encoder *e, int v, uint32_t cp)
+{
+    return cp < 128 ? e->ascii_id[v][cp] : enc_cpmap_get(&e->char_id[v], cp);
+}
+
+lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    const lipi_model *m = e->m;
+    uint32_t *values = NULL;
+    lipi_strref *cut = NULL;
+
+    e->unk_id = m->opt.unk_id;
+    e->unk_named = m->type == LIPI_MODEL_UNIGRAM ? m->opt.unk_id >= 0 : m->unk_token != NULL;
+    /* Hugging Face's Unigram always fuses unknown runs; BPE has the option. */
+    e->fuse_unk = m->type == LIPI_MODEL_UNIGRAM ? true : m->opt.fuse_unk;
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        uint32_t id;
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        e->byte_fb[b] = lipi_vocab_find(&m->vocab, name, 6, &id) ? (int64_t)id : -1;
+    }
+
+    switch (m->type) {
+    case LIPI_MODEL_BPE:
+        TRY(bpe_init(e));
+        break;
+    case LIPI_MODEL_WORDPIECE:
+    case LIPI_MODEL_UNIGRAM: {
+        size_t n = m->vocab.n;
+        values = lipi_reallocarray(NULL, n ? n : 1, sizeof *values);
+        if (!values) {
+            st = LIPI_ENOMEM;
+            goto done;
+        }
+        for (size_t i = 0; i < n; i++)
+            values[i] = (uint32_t)i;
+        TRY(lipi_datrie_build(&e->trie, m->vocab.tok, values, n));
+        if (m->type == LIPI_MODEL_WORDPIECE) {
+            size_t pl = strnlen(m->opt.continuing_subword_prefix,
+                                sizeof m->opt.continuing_subword_prefix);
+            cut = lipi_calloc(n ? n : 1, sizeof *cut);
+            if (!cut) {
+                st = LIPI_ENOMEM;
+                goto done;
+            }
+            for (size_t i = 0; i < n; i++) {
+                const lipi_strref *t = &m->vocab.tok[i];
+                if (t->s && t->len > pl && memcmp(t->s, m->opt.continuing_subword_prefix, pl) == 0)
+                    cut[i] = (lipi_strref){t->s + pl, t->len - pl};
+            }
+            TRY(lipi_datrie_build(&e->trie_cont, cut, values, n));
+            e->prefix = m->opt.continuing_subword_prefix;
+            e->prefix_len = pl;
+        } else {
+            double min = 0.0;
+            bool any = false;
+            for (size_t i = 0; i < n; i++)
+                if (m->vocab.tok[i].s && (!any || m->scores[i] < min)) {
+                    min = m->scores[i];
+                    any = true;
+                }
+            e->unk_score = min - 10.0;
+        }
+        break;
+    }
+    case LIPI_MODEL_WORDLEVEL:
+        break;
+    case LIPI_MODEL_NONE:
+        st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "the tokenizer has no model");
+        break;
+    }
+done:
+    lipi_free(values);
+    lipi_free(cut);
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, st, NULL, 0, 0, "out of memory");
+    return st;
+}
+
+void lipi_enc_models_free(lipi_encoder *e)
+{
+    lipi_free(e->pairs);
+    for (int v = 0; v < 4; v++)
+        lipi_free(e->char_id[v].slot);
+    lipi_free(e->raw_keys);
+    lipi_free(e->raw_arena);
+    lipi_strmap_free(&e->raw_map);
+    lipi_datrie_free(&e->trie);
+    lipi_datrie_free(&e->trie_cont);
+}
+
+/* ======================================================================== */
+/* Piece tokens                                                              */
+/* ======================================================================== */
+
+static lipi_status ptok_push(lipi_session *s, uint32_t id, size_t start, size_t end, bool text)
+{
+    if (s->ptok_n == s->ptok_cap) {
+        lipi_status st = ENC_GROW(s->ptok, s->ptok_cap, s->ptok_n + 1);
+        if (st != LIPI_OK)
+            return st;
+    }
+    s->ptok[s->ptok_n++] = (enc_ptok){id, (uint32_t)start,
+                                      (uint32_t)end | (text ? ENC_PTOK_TEXT : 0)};
+    return LIPI_OK;
+}
+
+static lipi_status no_unk(const lipi_encoder *e, lipi_error *err)
+{
+    const lipi_model *m = e->m;
+    if (m->unk_token)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "the model needs its unknown token \"%.64s\", which is not in its "
+                              "vocabulary",
+                              m->unk_token);
+    return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                          "the model needs an unknown token but has none");
+}
+
+/* ======================================================================== */
+/* BPE                                                                       */
+/* ======================================================================== */
+
+static inline const enc_pair *pair_slot_of(const lipi_encoder *e, uint32_t a, uint32_t b)
+{
+    uint64_t key = (uint64_t)a << 32 | b;
+    return &e->pairs[pair_slot(key, e->pair_mask)];
+}
+
+static inline bool pair_find(const lipi_encoder *e, uint64_t key, uint32_t *rank,
+                             uint32_t *result)
+{
+    size_t k = pair_slot(key, e->pair_mask);
+    for (;;) {
+        const enc_pair *p = &e->pairs[k];
+        if (p->key == key) {
+            *rank = p->rank;
+            *result = p->result;
+            return true;
+        }
+        if (p->key == UINT64_MAX)
+            return false;
+        k = (k + 1) & e->pair_mask;
+    }
+}
+
+static inline bool pair_get(const lipi_encoder *e, uint32_t a, uint32_t b, uint32_t *rank,
+                            uint32_t *result)
+{
+    return pair_find(e, (uint64_t)a << 32 | b, rank, result);
+}
+
+static inline bool cand_less(const bpe_cand *x, const bpe_cand *y)
+{
+    return x->rank != y->rank ? x->rank < y->rank : x->pos < y->pos;
+}
+
+static void heap_push(bpe_cand *h, size_t *n, bpe_cand c)
+{
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!cand_less(&c, &h[p]))
+            break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = c;
+}
+
+static bpe_cand heap_pop(bpe_cand *h, size_t *n)
+{
+    bpe_cand top = h[0], last = h[--(*n)];
+    size_t i = 0, len = *n;
+    for (;;) {
+        size_t l = 2 * i + 1;
+        if (l >= len)
+            break;
+        size_t c = (l + 1 < len && cand_less(&h[l + 1], &h[l])) ? l + 1 : l;
+        if (!cand_less(&h[c], &last))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (len)
+        h[i] = last;
+    return top;
+}
+
+static lipi_status sym_push(lipi_session *s, size_t *n, uint32_t id, size_t len)
+{
+    if (*n == s->sym_cap) {
+        lipi_status st = ENC_GROW(s->sym, s->sym_cap, *n + 1);
+        if (st != LIPI_OK)
+            return st;
+    }
+    s->sym[*n] = (bpe_sym){id, (uint32_t)len, (int32_t)*n - 1, -1};
+    if (*n > 0)
+        s->sym[*n - 1].next = (int32_t)*n;
+    (*n)++;
+    return LIPI_OK;
+}
+
+/* Merges the symbols s->sym[0..n) by rank: the lowest-ranked adjacent pair
+ * first, the leftmost among equal ranks. An entry whose symbols changed
+ * since it was pushed is stale; Hugging Face still merges it when the new
+ * pair happens to merge into the same token, so only then is the table
+ * asked again. */
+static lipi_status bpe_merge(lipi_session *s, size_t n)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_status st = LIPI_OK;
+    size_t hn = 0;
+    bpe_sym *sym = s->sym;
+    if (n < 2)
+        return LIPI_OK;
+    /* At most n - 1 initial pairs and two new ones per merge (n - 1 merges). */
+    TRY(ENC_GROW(s->heap, s->heap_cap, 3 * n));
+    /* Fetch the table slots of all first pairs at once. */
+    for (size_t i = 0; i + 1 < n; i++)
+        __builtin_prefetch(pair_slot_of(e, sym[i].id, sym[i + 1].id));
+    for (size_t i = 0; i + 1 < n; i++) {
+        uint32_t rank, result;
+        if (pair_get(e, sym[i].id, sym[i + 1].id, &rank, &result))
+            heap_push(s->heap, &hn,
+                      (bpe_cand){rank, (uint32_t)i, result, sym[i].id, sym[i + 1].id});
+    }
+    while (hn) {
+        bpe_cand top = heap_pop(s->heap, &hn);
+        bpe_sym *a = &sym[top.pos];
+        if (a->len == 0 || a->next < 0)
+            continue;
+        bpe_sym *b = &sym[a->next];
+        uint32_t rank, result;
+        if (a->id != top.left || b->id != top.right) {
+            if (!pair_get(e, a->id, b->id, &rank, &result) || result != top.result)
+                continue;
+        }
+        a->id = top.result;
+        a->len += b->len;
+        b->len = 0;
+        a->next = b->next;
+        if (a->next >= 0)
+            sym[a->next].prev = (int32_t)top.pos;
+        /* Both new pairs' slots at once: two memory trips overlap. */
+        if (a->prev >= 0)
+            __builtin_prefetch(pair_slot_of(e, sym[a->prev].id, a->id));
+        if (a->next >= 0)
+            __builtin_prefetch(pair_slot_of(e, a->id, sym[a->next].id));
+        if (a->prev >= 0 && pair_get(e, sym[a->prev].id, a->id, &rank, &result))
+            heap_push(s->heap, &hn,
+                      (bpe_cand){rank, (uint32_t)a->prev, result, sym[a->prev].id, a->id});
+        if (a->next >= 0 && pair_get(e, a->id, sym[a->next].id, &rank, &result))
+            heap_push(s->heap, &hn, (bpe_cand){rank, top.pos, result, a->id, sym[a->next].id});
+    }
+done:
+    return st;
+}
+
+/* Initial symbols of a word: one per character (or byte on raw bytes),
+ * decorated with the prefix (not first) and suffix (last) for the vocabulary
+ * lookup, then byte fallback or the unknown token for characters the
+ * vocabulary lacks, exactly in Hugging Face's order (a pending unknown token
+ * is only written when a known character or the end of the word comes). */
+static lipi_status bpe_symbols(lipi_session *s, const char *w, size_t n, size_t *count,
+                               lipi_error *err)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_status st = LIPI_OK;
+    size_t ns = 0;
+    int64_t unk = -1;
+    size_t unk_len = 0;
+
+    if (e->raw_bytes) {
+        for (size_t i = 0; i < n; i++)
+            TRY(sym_push(s, &ns, e->byte_id[(unsigned char)w[i]], 1));
+        *count = ns;
+        return LIPI_OK;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t cl = enc_utf8_len((unsigned char)w[i]);
+        if (cl > n - i)
+            cl = n - i;
+        bool first = i == 0, last = i + cl == n;
+        int v = (!first && e->prefix_len ? 1 : 0) | (last && e->suffix_len ? 2 : 0);
+        int64_t id = char_id(e, v, enc_utf8_cp(w + i, cl));
+        if (id >= 0) {
+            if (unk >= 0) {
+                TRY(sym_push(s, &ns, (uint32_t)unk, unk_len));
+                unk = -1;
+            }
+            TRY(sym_push(s, &ns, (uint32_t)id, cl));
+            i += cl;
+            continue;
+        }
+        if (e->m->opt.byte_fallback) {
+            /* The looked-up string, decoration included, byte by byte. */
+            s->word.len = 0;
+            if (v & 1)
+                TRY(lipi_buf_append(&s->word, e->prefix, e->prefix_len));
+            TRY(lipi_buf_append(&s->word, w + i, cl));
+            if (v & 2)
+                TRY(lipi_buf_append(&s->word, e->suffix, e->suffix_len));
+            bool all = true;
+            for (size_t k = 0; k < s->word.len && all; k++)
+                all = e->byte_fb[(unsigned char)s->word.p[k]] >= 0;
+            if (all) {
+                for (size_t k = 0; k < s->word.len; k++)
+                    TRY(sym_push(s, &ns, (uint32_t)e->byte_fb[(unsigned char)s->word.p[k]], 1));
+                i += cl;
+                continue;
+            }
+        }
+        if (e->unk_named) {
+            if (e->unk_id < 0) {
+                st = no_unk(e, err);
+                goto done;
+            }
+            if (unk >= 0 && e->fuse_unk) {
+                unk_len += cl;
+            } else {
+                if (unk >= 0)
+                    TRY(sym_push(s, &ns, (uint32_t)unk, unk_len));
+                unk = e->unk_id;
+                unk_len = cl;
+            }
+        }
+        i += cl;
+    }
+    if (unk >= 0)
+        TRY(sym_push(s, &ns, (uint32_t)unk, unk_len));
+    *count = ns;
+done:
+    return st;
+}
+
+static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, lipi_error *err)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_status st = LIPI_OK;
+    size_t ns = 0;
+    uint32_t id;
+
+    if (e->m->opt.ignore_merges) {
+        bool found = e->raw_bytes ? lipi_strmap_find(&e->raw_map, e->raw_keys, w, n, &id)
+                                  : lipi_vocab_find(&e->m->vocab, w, n, &id);
+        if (found)
+            return ptok_push(s, id, 0, n, false);
+    }
+    TRY(bpe_symbols(s, w, n, &ns, err));
+    TRY(bpe_merge(s, ns));
+    /* Offsets add up the lengths of the symbols left, as Hugging Face does
+     * (byte fallback of a decorated character can run past the word: clamp). */
+    size_t off = 0;
+    for (int32_t i = ns ? 0 : -1; i >= 0; i = s->sym[i].next) {
+        size_t a = off < n ? off : n;
+        off += s->sym[i].len;
+        size_t b = off < n ? off : n;
+        TRY(ptok_push(s, s->sym[i].id, a, b, false));
+    }
+done:
+    return st;
+}
+
+/* ======================================================================== */
+/* WordPiece                                                                 */
+/* ======================================================================== */
+
+static lipi_status wordpiece_word(lipi_session *s, const char *w, size_t n, lipi_error *err)
+{
+    const lipi_encoder *e = s->enc;
+    size_t chars = 0;
+    for (size_t i = 0; i < n; i++)
+        chars += ((unsigned char)w[i] & 0xC0) != 0x80;
+    if (chars <= e->m->opt.max_input_chars_per_word) {
+        size_t start = 0, first = s->ptok_n;
+        while (start < n) {
+            int32_t id = -1;
+            size_t l = lipi_datrie_longest(start == 0 ? &e->trie : &e->trie_cont, w + start,
+                                           n - start, &id);
+            if (l == 0) {
+                s->ptok_n = first;
+                goto unknown;
+            }
+            lipi_status st = ptok_push(s, (uint32_t)id, start, start + l, false);
+            if (st != LIPI_OK)
+                return st;
+            start += l;
+        }
+        return LIPI_OK;
+    }
+unknown:
+    if (e->unk_id < 0)
+        return no_unk(e, err);
+    return ptok_push(s, (uint32_t)e->unk_id, 0, n, false);
+}
+
+/* ======================================================================== */
+/* Unigram                                                                   */
+/* ======================================================================== */
+
+/* Adds the tokens of the fused run w[a..b): its own id when the run is a
+ * token, else its bytes as <0xNN> tokens, else the unknown token. */
+static lipi_status unigram_run(lipi_session *s, const char *w, size_t a, size_t b, lipi_error *err)
+{
+    const lipi_encoder *e = s->enc;
+    uint32_t id;
+    if (lipi_vocab_find(&e->m->vocab, w + a, b - a, &id))
+        return ptok_push(s, id, a, b, false);
+    if (e->m->opt.byte_fallback) {
+        bool all = true;
+        for (size_t k = a; k < b && all; k++)
+            all = e->byte_fb[(unsigned char)w[k]] >= 0;
+        if (all) {
+            for (size_t k = a; k < b; k++) {
+                lipi_status st =
+                    ptok_push(s, (uint32_t)e->byte_fb[(unsigned char)w[k]], a, b, false);
+                if (st != LIPI_OK)
+                    return st;
+            }
+            return LIPI_OK;
+        }
+    }
+    if (e->unk_id < 0)
+        return no_unk(e, err);
+    return ptok_push(s, (uint32_t)e->unk_id, a, b, true);
+}
+
+static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_error *err)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_lattice *lat = &s->lattice;
+    lipi_status st = LIPI_OK;
+    bool found;
+
+    lipi_lattice_reset(lat, n);
+    for (size_t pos = 0; pos < n;) {
+        size_t cl = enc_utf8_len((unsigned char)w[pos]);
+        bool single = false;
+        int32_t state = 0;
+        if (cl > n - pos)
+            cl = n - pos;
+        for (size_t k = pos; k < n && e->trie.size; k++) {
+            state = lipi_datrie_step(&e->trie, state, (unsigned char)w[k]);
+            if (state < 0)
+                break;
+            int32_t id = e->trie.value[state];
+            if (id >= 0) {
+                TRY(lipi_lattice_insert(lat, pos, k + 1 - pos, (uint32_t)id, e->m->scores[id]));
+                single |= k + 1 - pos == cl;
+            }
+        }
+        if (!single) {
+            if (e->unk_id < 0) {
+                st = no_unk(e, err);
+                goto done;
+            }
+            TRY(lipi_lattice_insert(lat, pos, cl, (uint32_t)e->unk_id, e->unk_score));
+        }
+        pos += cl;
+    }
+    TRY(lipi_lattice_viterbi(lat, &found));
+    if (!found) {
+        st = no_unk(e, err);
+        goto done;
+    }
+    /* Runs of unknown nodes become one string (fuse_unk). */
+    size_t run_start = 0;
+    bool in_run = false;
+    for (size_t k = 0; k < lat->path_len; k++) {
+        const lipi_lattice_node *nd = &lat->nodes[lat->path[k]];
+        if ((int64_t)nd->id == e->unk_id) {
+            if (!in_run) {
+                run_start = nd->pos;
+                in_run = true;
+            }
+            continue;
+        }
+        if (in_run) {
+            TRY(unigram_run(s, w, run_start, nd->pos, err));
+            in_run = false;
+        }
+        TRY(ptok_push(s, nd->id, nd->pos, (size_t)nd->pos + nd->len, false));
+    }
+    if (in_run)
+        TRY(unigram_run(s, w, run_start, n, err));
+done:
+    return st;
+}
+
+/* ======================================================================== */
+/* WordLevel                                                                 */
+/* ======================================================================== */
+
+static lipi_status wordlevel_word(lipi_session *s, const char *w, size_t n, lipi_error *err)
+{
+    const lipi_encoder *e = s->enc;
+    uint32_t id;
+    if (lipi_vocab_find(&e->m->vocab, w, n, &id))
+        return ptok_push(s, id, 0, n, false);
+    if (e->unk_id < 0)
+        return no_unk(e, err);
+    return ptok_push(s, (uint32_t)e->unk_id, 0, n, false);
+}
+
+/* ======================================================================== */
+/* Dispatch through the cache                                                */
+/* ======================================================================== */
+
+
+lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64_t h,
+                           const enc_ptok **toks, size_t *n, lipi_error *err)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_status st;
+
+    s->ptok_n = 0;
+    *toks = s->ptok;
+    *n = 0;
+    if (len == 0)
+        return LIPI_OK;
+    if (len > UINT32_MAX / 2)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "a piece of %zu bytes is longer than the 2 GiB lipi handles", len);
+    switch (e->type) {
+    case LIPI_MODEL_BPE: st = bpe_word(s, text, len, err); break;
+    case LIPI_MODEL_WORDPIECE: st = wordpiece_word(s, text, len, err); break;
+    case LIPI_MODEL_UNIGRAM: st = unigram_word(s, text, len, err); break;
+    case LIPI_MODEL_WORDLEVEL: st = wordlevel_word(s, text, len, err); break;
+    default: st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "the tokenizer has no model");
+    }
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, st, NULL, 0, 0, "out of memory");
+    if (st != LIPI_OK)
+        return st;
+    /* Longer words are rare and would crowd the cache out. */
+    if (len <= LIPI_ENC_CACHE_MAX_KEY)
+        lipi_enc_cache_put(s, text, len, h);
+    *toks = s->ptok;
+    *n = s->ptok_n;
+    return LIPI_OK;
+}

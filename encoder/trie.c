@@ -1,0 +1,253 @@
+/* Double-array trie construction. Keys are sorted, then states are laid out
+ * breadth-first, each one at the first base where all of its children's
+ * cells are free (darts-style first fit over a list of free cells). */
+#include "encoder/trie_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A key and its index, sorted bytewise (shorter first on a common prefix,
+ * then by index so the smallest index of a repeated key comes first). */
+typedef struct {
+    const char *s;
+    size_t len;
+    uint32_t idx;
+} key_rec;
+
+static int key_cmp(const void *a, const void *b)
+{
+    const key_rec *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int r = n ? memcmp(x->s, y->s, n) : 0;
+    if (r)
+        return r;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* Free cells form a doubly linked list in address order, so the search for
+ * a base visits free cells only. A cell that failed as the anchor (the
+ * first child's cell) many times leaves the list (it stays free and can
+ * still take a later child), which keeps the build near linear. */
+#define ANCHOR_TRIES 16
+
+typedef struct {
+    lipi_datrie t;
+    int32_t *nxt, *prv;  /* free list links, -1 none */
+    uint8_t *tries;      /* failed anchor attempts; 255: not in the list */
+    int32_t head, tail;
+} builder;
+
+static void unlink_cell(builder *b, int32_t c)
+{
+    if (b->tries[c] == 255)
+        return;
+    int32_t p = b->prv[c], n = b->nxt[c];
+    if (p >= 0)
+        b->nxt[p] = n;
+    else
+        b->head = n;
+    if (n >= 0)
+        b->prv[n] = p;
+    else
+        b->tail = p;
+    b->tries[c] = 255;
+}
+
+static lipi_status grow(builder *b, size_t need)
+{
+    if (need <= b->t.size)
+        return LIPI_OK;
+    size_t old = b->t.size, cap = old ? old : 1024;
+    while (cap < need) {
+        if (cap > (size_t)INT32_MAX / 2)
+            return LIPI_ENOMEM;
+        cap *= 2;
+    }
+    int32_t *base = lipi_reallocarray(b->t.base, cap, sizeof *base);
+    if (!base)
+        return LIPI_ENOMEM;
+    b->t.base = base;
+    int32_t *check = lipi_reallocarray(b->t.check, cap, sizeof *check);
+    if (!check)
+        return LIPI_ENOMEM;
+    b->t.check = check;
+    int32_t *value = lipi_reallocarray(b->t.value, cap, sizeof *value);
+    if (!value)
+        return LIPI_ENOMEM;
+    b->t.value = value;
+    int32_t *nxt = lipi_reallocarray(b->nxt, cap, sizeof *nxt);
+    if (!nxt)
+        return LIPI_ENOMEM;
+    b->nxt = nxt;
+    int32_t *prv = lipi_reallocarray(b->prv, cap, sizeof *prv);
+    if (!prv)
+        return LIPI_ENOMEM;
+    b->prv = prv;
+    uint8_t *tries = lipi_realloc(b->tries, cap);
+    if (!tries)
+        return LIPI_ENOMEM;
+    b->tries = tries;
+    b->t.size = cap;
+    for (size_t i = old; i < cap; i++) {
+        base[i] = 0;
+        check[i] = -1;
+        value[i] = -1;
+        tries[i] = 0;
+        /* Cell 0 is the root, never free. */
+        if (i == 0) {
+            tries[0] = 255;
+            continue;
+        }
+        prv[i] = b->tail;
+        nxt[i] = -1;
+        if (b->tail >= 0)
+            nxt[b->tail] = (int32_t)i;
+        else
+            b->head = (int32_t)i;
+        b->tail = (int32_t)i;
+    }
+    return LIPI_OK;
+}
+
+/* A state waiting to be laid out: keys [lo, hi) share its prefix of
+ * length depth. */
+typedef struct {
+    int32_t state;
+    size_t lo, hi, depth;
+} pending;
+
+/* First base >= 1 whose cells base + label + 1 are all free. */
+static lipi_status find_base(builder *b, const unsigned char *labels, size_t nl, size_t *out)
+{
+    lipi_status st = LIPI_OK;
+    size_t first = (size_t)labels[0] + 1, last = (size_t)labels[nl - 1] + 1;
+    for (int32_t f = b->head; f >= 0;) {
+        int32_t next = b->nxt[f];
+        if ((size_t)f > first) {
+            size_t base = (size_t)f - first;
+            TRY(grow(b, base + last + 1));
+            size_t k = 1;
+            while (k < nl && b->t.check[base + labels[k] + 1] == -1)
+                k++;
+            if (k == nl) {
+                *out = base;
+                return LIPI_OK;
+            }
+            if (++b->tries[f] >= ANCHOR_TRIES)
+                unlink_cell(b, f);
+        }
+        f = next;
+    }
+    /* Past the end of the arrays every cell is free. */
+    size_t base = b->t.size > first ? b->t.size - first : 1;
+    TRY(grow(b, base + last + 1));
+    *out = base;
+done:
+    return st;
+}
+
+lipi_status lipi_datrie_build(lipi_datrie *t, const lipi_strref *keys, const uint32_t *values,
+                              size_t n)
+{
+    lipi_status st = LIPI_OK;
+    builder b = {.head = -1, .tail = -1};
+    key_rec *rec = NULL;
+    pending *queue = NULL;
+    size_t nrec = 0, qcap = 0, qhead = 0, qtail = 0;
+
+    memset(t, 0, sizeof *t);
+    rec = lipi_reallocarray(NULL, n ? n : 1, sizeof *rec);
+    if (!rec) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (keys[i].s && keys[i].len)
+            rec[nrec++] = (key_rec){keys[i].s, keys[i].len, (uint32_t)i};
+    if (nrec)
+        qsort(rec, nrec, sizeof *rec, key_cmp);
+
+    TRY(grow(&b, 1024));
+    b.t.check[0] = -2; /* the root has no parent */
+    qcap = 64;
+    queue = lipi_reallocarray(NULL, qcap, sizeof *queue);
+    if (!queue) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
+    queue[qtail++] = (pending){0, 0, nrec, 0};
+
+    while (qhead < qtail) {
+        pending p = queue[qhead++];
+        size_t lo = p.lo;
+        /* Keys equal to the prefix end here; the smallest index wins. */
+        if (lo < p.hi && rec[lo].len == p.depth) {
+            b.t.value[p.state] = (int32_t)values[rec[lo].idx];
+            while (lo < p.hi && rec[lo].len == p.depth)
+                lo++;
+        }
+        if (lo == p.hi)
+            continue;
+        /* Children: distinct bytes at position depth (keys are sorted). */
+        unsigned char labels[256];
+        size_t starts[257], nl = 0, base;
+        for (size_t i = lo; i < p.hi; i++) {
+            unsigned char c = (unsigned char)rec[i].s[p.depth];
+            if (nl == 0 || labels[nl - 1] != c) {
+                labels[nl] = c;
+                starts[nl] = i;
+                nl++;
+            }
+        }
+        starts[nl] = p.hi;
+        TRY(find_base(&b, labels, nl, &base));
+        if (base + 257 > (size_t)INT32_MAX) {
+            st = LIPI_ENOMEM;
+            goto done;
+        }
+        b.t.base[p.state] = (int32_t)base;
+        for (size_t k = 0; k < nl; k++) {
+            size_t c = base + labels[k] + 1;
+            b.t.check[c] = p.state;
+            unlink_cell(&b, (int32_t)c);
+            if (qtail == qcap) {
+                /* Reclaim the consumed front before growing. */
+                if (qhead > 0) {
+                    memmove(queue, queue + qhead, (qtail - qhead) * sizeof *queue);
+                    qtail -= qhead;
+                    qhead = 0;
+                }
+                if (qtail == qcap) {
+                    pending *q = lipi_reallocarray(queue, qcap * 2, sizeof *queue);
+                    if (!q) {
+                        st = LIPI_ENOMEM;
+                        goto done;
+                    }
+                    queue = q;
+                    qcap *= 2;
+                }
+            }
+            queue[qtail++] = (pending){(int32_t)c, starts[k], starts[k + 1], p.depth + 1};
+        }
+    }
+    *t = b.t;
+    b.t = (lipi_datrie){0};
+done:
+    lipi_free(rec);
+    lipi_free(queue);
+    lipi_free(b.nxt);
+    lipi_free(b.prv);
+    lipi_free(b.tries);
+    lipi_datrie_free(&b.t);
+    return st;
+}
+
+void lipi_datrie_free(lipi_datrie *t)
+{
+    lipi_free(t->base);
+    lipi_free(t->check);
+    lipi_free(t->value);
+    memset(t, 0, sizeof *t);
+}

@@ -1,0 +1,62 @@
+/* Internal: a double-array trie over byte strings (tokens), for WordPiece's
+ * longest match, Unigram's lattice and the added-token matcher. Never
+ * included by a public header.
+ *
+ * State s has children at base[s] + byte + 1; a child t belongs to s when
+ * check[t] == s. value[s] is the value of the key ending at s, or -1. The
+ * root is state 0. Built once, then only read (thread-shareable).
+ */
+#ifndef LIPI_TRIE_IMPL_H
+#define LIPI_TRIE_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokenizer/tokenizer_impl.h"
+
+typedef struct {
+    int32_t *base;
+    int32_t *check;
+    int32_t *value;
+    size_t size; /* entries of each array */
+} lipi_datrie;
+
+/* Builds a trie mapping keys[i] to values[i] (values < INT32_MAX) for i in
+ * [0, n); keys with s == NULL are skipped, empty keys are ignored (no
+ * token is empty). When a key repeats, the one with the smaller index wins.
+ * LIPI_ENOMEM on failure (t left empty). */
+lipi_status lipi_datrie_build(lipi_datrie *t, const lipi_strref *keys, const uint32_t *values,
+                              size_t n);
+void lipi_datrie_free(lipi_datrie *t);
+
+/* The child of state s for byte c, or -1. */
+static inline int32_t lipi_datrie_step(const lipi_datrie *t, int32_t s, unsigned char c)
+{
+    int64_t n = (int64_t)t->base[s] + c + 1;
+    if (n >= (int64_t)t->size || t->check[n] != s)
+        return -1;
+    return (int32_t)n;
+}
+
+/* Length of the longest key that is a prefix of s[0..len) (0 when none) and
+ * its value in *value. */
+static inline size_t lipi_datrie_longest(const lipi_datrie *t, const char *s, size_t len,
+                                         int32_t *value)
+{
+    size_t best = 0;
+    int32_t st = 0;
+    if (!t->size)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        st = lipi_datrie_step(t, st, (unsigned char)s[i]);
+        if (st < 0)
+            break;
+        if (t->value[st] >= 0) {
+            best = i + 1;
+            *value = t->value[st];
+        }
+    }
+    return best;
+}
+
+#endif
