@@ -51,7 +51,7 @@ typedef struct {
     size_t dim, row, batch;
     cli_text_batch texts;
     float *out;              /* (batch, dim) embeddings */
-    cli_progress progress;
+    cli_lines_progress progress;
 } index_ctx;
 
 /* Embeds (or looks up) the batched lines and adds them to the index. */
@@ -79,7 +79,7 @@ static lipi_status flush(index_ctx *c, lipi_error *err)
     if (st != LIPI_OK)
         return st;
     c->row += n;
-    cli_progress_add(&c->progress, n);
+    cli_lines_progress_add(&c->progress, n);
     cli_text_batch_clear(&c->texts);
     return LIPI_OK;
 }
@@ -185,7 +185,7 @@ static int run(int argc, char **argv)
     }
     if (lipi_index_builder_new(out, &id, ctx.dim, &wo, &ctx.builder, &err) != LIPI_OK)
         goto fail;
-    cli_progress_start(&ctx.progress, "index", !quiet && ctx.emb, argv + optind, argc - optind);
+    cli_lines_progress_start(&ctx.progress, "index", !quiet && ctx.emb, argv + optind, argc - optind);
     if (cli_for_each_line("index", argv + optind, argc - optind, mode, add_line, &ctx) != EXIT_OK)
         goto quiet_fail;
     if (flush(&ctx, &err) != LIPI_OK)
@@ -196,7 +196,7 @@ static int run(int argc, char **argv)
                        lipi_npy_map_rows(ctx.vectors), ctx.row);
         goto fail;
     }
-    cli_progress_done(&ctx.progress);
+    cli_lines_progress_done(&ctx.progress);
     if (wo.faiss_spec && !quiet)
         fprintf(stderr, "lipi index: building the FAISS index (%s) ...\n", wo.faiss_spec);
     size_t total = lipi_index_builder_count(ctx.builder);
@@ -212,7 +212,7 @@ static int run(int argc, char **argv)
 fail:
     cli_report("index", &err);
 quiet_fail:
-    cli_progress_done(&ctx.progress);
+    cli_lines_progress_done(&ctx.progress);
 done:
     lipi_index_builder_abort(ctx.builder);
     lipi_npy_map_close(ctx.vectors);

@@ -102,7 +102,7 @@ static double wall(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-void cli_progress_start(cli_progress *p, const char *sub, bool want, char **files, int nfiles)
+void cli_lines_progress_start(cli_lines_progress *p, const char *sub, bool want, char **files, int nfiles)
 {
     memset(p, 0, sizeof *p);
     p->on = want && isatty(2);
@@ -124,7 +124,7 @@ void cli_progress_start(cli_progress *p, const char *sub, bool want, char **file
     }
 }
 
-void cli_progress_add(cli_progress *p, size_t lines)
+void cli_lines_progress_add(cli_lines_progress *p, size_t lines)
 {
     p->lines += lines;
     if (!p->on)
@@ -138,7 +138,7 @@ void cli_progress_add(cli_progress *p, size_t lines)
     fflush(stderr);
 }
 
-void cli_progress_done(cli_progress *p)
+void cli_lines_progress_done(cli_lines_progress *p)
 {
     if (p->on && p->lines)
         fprintf(stderr, "\rlipi %s: %zu lines, %.0f lines/s\n", p->sub, p->lines,

@@ -36,11 +36,11 @@ typedef struct {
     double t0, last;
     size_t lines;
     unsigned long long bytes_total;
-} cli_progress;
+} cli_lines_progress;
 
-void cli_progress_start(cli_progress *p, const char *sub, bool want, char **files, int nfiles);
-void cli_progress_add(cli_progress *p, size_t lines);
-void cli_progress_done(cli_progress *p);
+void cli_lines_progress_start(cli_lines_progress *p, const char *sub, bool want, char **files, int nfiles);
+void cli_lines_progress_add(cli_lines_progress *p, size_t lines);
+void cli_lines_progress_done(cli_lines_progress *p);
 
 /* Parses a pooling name (cls, mean, max, mean_sqrt_len). */
 bool cli_parse_pooling(const char *s, unsigned *flags);
