@@ -1,12 +1,23 @@
 /* Shared pieces of the retrieval commands (cli/retrieval.h). */
 #include "cli/retrieval.h"
 
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "encoder/encoder.h"
+
+/* One propagation macro, as in the library. */
+#define TRY(expr)                                                                  \
+    do {                                                                           \
+        st = (expr);                                                               \
+        if (st != LIPI_OK)                                                         \
+            goto done;                                                             \
+    } while (0)
 
 /* ------------------------------------------------------------------------ */
 /* Line batches                                                              */
@@ -155,12 +166,23 @@ bool cli_parse_pooling(const char *s, unsigned *flags)
                  {"mean", LIPI_POOL_MEAN},
                  {"max", LIPI_POOL_MAX},
                  {"mean_sqrt_len", LIPI_POOL_MEAN_SQRT_LEN}};
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
-        if (strcmp(s, modes[i].name) == 0) {
-            *flags = modes[i].flag;
-            return true;
-        }
-    return false;
+    unsigned f = 0;
+    while (*s) {
+        size_t l = strcspn(s, "+");
+        bool found = false;
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+            if (strlen(modes[i].name) == l && strncmp(s, modes[i].name, l) == 0) {
+                f |= modes[i].flag;
+                found = true;
+            }
+        if (!found)
+            return false;
+        s += l;
+        if (*s == '+' && !*++s)
+            return false;
+    }
+    *flags = f;
+    return f != 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -168,22 +190,135 @@ bool cli_parse_pooling(const char *s, unsigned *flags)
 /* ------------------------------------------------------------------------ */
 
 struct cli_embedder {
-    size_t dim;
+    lipi_tokenizer *tok;
+    lipi_encoder *enc;
+    lipi_session **sessions;
+    size_t nsess;
+    lipi_model *model;
+    lipi_model_session *ms;
+    lipi_encode_options eopt;
+    lipi_embed_options mopt;
+    size_t dim, batch;
+    lipi_sequence *seqs;   /* batch entries */
+    char *name;
+    char path[PATH_MAX];
+    char fingerprint[17];
+    char pooling[64];
+    bool normalize;
 };
+
+static void pooling_name(unsigned flags, char *out, size_t cap)
+{
+    static const struct {
+        unsigned flag;
+        const char *name;
+    } order[] = {{LIPI_POOL_CLS, "cls"},
+                 {LIPI_POOL_MAX, "max"},
+                 {LIPI_POOL_MEAN, "mean"},
+                 {LIPI_POOL_MEAN_SQRT_LEN, "mean_sqrt_len"}};
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (flags & order[i].flag) {
+            size_t l = strlen(out);
+            snprintf(out + l, cap - l, "%s%s", l ? "+" : "", order[i].name);
+        }
+}
 
 lipi_status cli_embedder_open(const char *model, const cli_embedder_options *opt,
                               cli_embedder **out, lipi_error *err)
 {
+    lipi_status st = LIPI_OK;
     *out = NULL;
-    return lipi_error_set(err, LIPI_EINVAL, model, 0, 0,
-                          "this lipi has no text encoder yet; give precomputed embeddings "
-                          "(--vectors / --query-vectors)");
+    cli_embedder *e = lipi_calloc(1, sizeof *e);
+    if (!e || !(e->name = lipi_strndup(model, strlen(model)))) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
+    struct stat sb;
+    if (stat(model, &sb) != 0 || !S_ISDIR(sb.st_mode) || !realpath(model, e->path)) {
+        st = lipi_error_set(err, LIPI_EIO, model, 0, 0,
+                            "expected a model folder (config.json, model.safetensors and "
+                            "the tokenizer's files)");
+        goto done;
+    }
+    size_t threads = opt->threads ? opt->threads : 1;
+    TRY(lipi_model_load(e->path, NULL, &e->model, err));
+    TRY(lipi_tokenizer_open(e->path, NULL, &e->tok, err));
+    TRY(lipi_encoder_new(e->tok, &e->enc, err));
+    if (!(e->sessions = lipi_calloc(threads, sizeof *e->sessions))) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
+    for (; e->nsess < threads; e->nsess++)
+        if (lipi_session_new(e->enc, &e->sessions[e->nsess]) != LIPI_OK) {
+            st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+            goto done;
+        }
+    TRY(lipi_model_session_new(e->model, threads, &e->ms, err));
+    TRY(lipi_index_model_fingerprint(e->path, e->fingerprint, err));
+
+    const lipi_model_info *info = lipi_model_get_info(e->model);
+    /* Truncate as sentence-transformers does: to max_seq_length tokens,
+     * special tokens included. */
+    size_t max_len = info->max_seq_length < info->max_tokens ? info->max_seq_length
+                                                             : info->max_tokens;
+    if (opt->max_length && opt->max_length < max_len)
+        max_len = opt->max_length;
+    lipi_encode_options_default(e->enc, &e->eopt);
+    e->eopt.add_special_tokens = true;
+    e->eopt.max_length = max_len;
+    unsigned pooling = opt->pooling ? opt->pooling : info->pooling;
+    e->mopt.pooling = pooling;
+    e->mopt.normalize = 1;
+    e->normalize = info->normalize;
+    pooling_name(pooling, e->pooling, sizeof e->pooling);
+    e->dim = lipi_model_embed_dim(e->model, pooling);
+    e->batch = opt->batch ? opt->batch : 32;
+    if (!(e->seqs = lipi_calloc(e->batch, sizeof *e->seqs)))
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+done:
+    if (st != LIPI_OK) {
+        cli_embedder_free(e);
+        return st;
+    }
+    *out = e;
+    return LIPI_OK;
 }
 
 lipi_status cli_embed(cli_embedder *e, const char *const *texts, const size_t *lens, size_t n,
                       float *out, lipi_error *err)
 {
-    return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "no text encoder");
+    lipi_status st = LIPI_OK;
+    lipi_batch b = {0};
+    lipi_text *tx = lipi_calloc(e->batch, sizeof *tx);
+    if (!tx)
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    for (size_t i0 = 0; i0 < n; i0 += e->batch) {
+        size_t m = i0 + e->batch < n ? e->batch : n - i0;
+        for (size_t i = 0; i < m; i++)
+            tx[i] = (lipi_text){texts[i0 + i], lens[i0 + i]};
+        st = lipi_encode_batch(e->sessions, e->nsess, tx, m, &e->eopt, 0, &b, err);
+        if (st != LIPI_OK) {
+            if (err && err->line)
+                err->line += i0;
+            goto done;
+        }
+        for (size_t i = 0; i < m; i++) {
+            e->seqs[i] = (lipi_sequence){b.ids + b.start[i], NULL, b.start[i + 1] - b.start[i]};
+            if (!e->seqs[i].len) {
+                st = lipi_error_set(err, LIPI_EINVAL, NULL, i0 + i + 1, 0,
+                                    "the tokenizer gives no tokens for this text and the model "
+                                    "adds none");
+                goto done;
+            }
+        }
+        TRY(lipi_model_embed(e->ms, e->seqs, m, &e->mopt, out + i0 * e->dim, err));
+        lipi_batch_free(&b);
+    }
+done:
+    lipi_batch_free(&b);
+    lipi_free(tx);
+    return st;
 }
 
 size_t cli_embedder_dim(const cli_embedder *e)
@@ -193,9 +328,25 @@ size_t cli_embedder_dim(const cli_embedder *e)
 
 void cli_embedder_identity(const cli_embedder *e, lipi_index_model *id)
 {
+    id->name = e->name;
+    id->path = e->path;
+    id->fingerprint = e->fingerprint;
+    id->pooling = e->pooling;
+    id->normalize = e->normalize;
 }
 
 void cli_embedder_free(cli_embedder *e)
 {
+    if (!e)
+        return;
+    lipi_model_session_free(e->ms);
+    lipi_model_free(e->model);
+    for (size_t i = 0; i < e->nsess; i++)
+        lipi_session_free(e->sessions[i]);
+    lipi_free(e->sessions);
+    lipi_encoder_free(e->enc);
+    lipi_tokenizer_free(e->tok);
+    lipi_free(e->seqs);
+    lipi_free(e->name);
     lipi_free(e);
 }

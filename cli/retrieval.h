@@ -42,7 +42,8 @@ void cli_lines_progress_start(cli_lines_progress *p, const char *sub, bool want,
 void cli_lines_progress_add(cli_lines_progress *p, size_t lines);
 void cli_lines_progress_done(cli_lines_progress *p);
 
-/* Parses a pooling name (cls, mean, max, mean_sqrt_len). */
+/* Parses a pooling name (cls, mean, max, mean_sqrt_len) or several joined
+ * by '+' ("cls+mean"), as lipi index records them. */
 bool cli_parse_pooling(const char *s, unsigned *flags);
 
 /* Text -> sentence embeddings with a model folder (or hub name): its own

@@ -1067,6 +1067,102 @@ static void test_cli_eval_retrieval_on_the_hand_made_case(void **state)
     cli_result_free(&r);
 }
 
+/* A model folder for the commands: the st_mean fixture (a tiny random
+ * sentence-transformers BERT with mean pooling) plus a WordPiece vocab.txt
+ * of its 100 ids. `extra` changes the vocabulary (and the fingerprint). */
+static bool make_model(const char *dir, const char *extra)
+{
+    static const char *const files[] = {"config.json", "model.safetensors", "modules.json",
+                                        "sentence_bert_config.json", "1_Pooling/config.json"};
+    char a[512], b[512];
+    if (mkdir(dir, 0755) != 0)
+        return false;
+    snprintf(b, sizeof b, "%s/1_Pooling", dir);
+    mkdir(b, 0755);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        size_t n;
+        snprintf(a, sizeof a, "tests/fixtures/models/st_mean/%s", files[i]);
+        snprintf(b, sizeof b, "%s/%s", dir, files[i]);
+        char *p = slurp(a, &n);
+        if (!p)
+            return false;
+        write_bytes(b, p, n);
+        free(p);
+    }
+    static const char *const words[] = {
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "dog", "sat", "on",
+        "mat", "ran", "in", "park", "red", "blue", "sun", "moon", "king", "queen", "reads",
+        "book", "eats", "river", "tree", "##s", "##ed"};
+    snprintf(b, sizeof b, "%s/vocab.txt", dir);
+    FILE *f = fopen(b, "w");
+    assert_non_null(f);
+    size_t n = sizeof words / sizeof words[0];
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s\n", words[i]);
+    for (size_t i = n; i < 100; i++)
+        fprintf(f, "%s%zu\n", extra, i);
+    fclose(f);
+    return true;
+}
+
+static void test_cli_with_a_model_folder(void **state)
+{
+    struct stat sb;
+    if (stat("tests/fixtures/models/st_mean/model.safetensors", &sb) != 0)
+        skip();
+    /* tmp_path's buffers rotate: keep copies. */
+    char model[400], other[400];
+    snprintf(model, sizeof model, "%s", tmp_path("model_a"));
+    snprintf(other, sizeof other, "%s", tmp_path("model_b"));
+    assert_true(make_model(model, "w"));
+    assert_true(make_model(other, "v"));
+    const char *docs = "the cat sat on the mat\nthe dog ran in the park\nred sun\n"
+                       "blue moon\nthe king reads a book\nthe queen eats\n";
+    write_bytes(tmp_path("m_docs.txt"), docs, strlen(docs));
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "index --quiet -m %s -o %s %s", model, tmp_path("m_idx"),
+             tmp_path("m_docs.txt"));
+    cli_result r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+
+    /* A document's own text finds it first, with the index's model by
+     * default and when named. */
+    snprintf(cmd, sizeof cmd, "search --index %s --query 'the dog ran in the park' -k 1",
+             tmp_path("m_idx"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "1\t1\t2\t1.000000\tthe dog ran in the park\n");
+    cli_result_free(&r);
+    snprintf(cmd, sizeof cmd, "search --index %s -m %s --queries - -k 1", tmp_path("m_idx"),
+             model);
+    r = cli_run(cmd, "blue moon\nthe queen eats\n", 25);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "1\t1\t4\t1.000000\tblue moon\n2\t1\t6\t1.000000\tthe queen eats\n");
+    cli_result_free(&r);
+
+    /* Another model is an error, for search and for append. */
+    snprintf(cmd, sizeof cmd, "search --index %s -m %s --query 'red sun'", tmp_path("m_idx"),
+             other);
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "not model"));
+    cli_result_free(&r);
+    snprintf(cmd, sizeof cmd, "index --quiet --append -m %s -o %s %s", other, tmp_path("m_idx"),
+             tmp_path("m_docs.txt"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 1);
+    cli_result_free(&r);
+
+    /* Bitext on a file against itself: every line finds itself. */
+    snprintf(cmd, sizeof cmd, "eval-retrieval -m %s --queries %s --docs %s -k 1 --format json",
+             model, tmp_path("m_docs.txt"), tmp_path("m_docs.txt"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"a_to_b\":{\"p_at_1\":1.000000,\"mrr\":1.000000"));
+    cli_result_free(&r);
+}
+
 /* ======================================================================== */
 /* Allocation failures                                                       */
 /* ======================================================================== */
@@ -1157,6 +1253,7 @@ int main(void)
         cmocka_unit_test(test_bitext_ranks_equal_brute_force),
         cmocka_unit_test(test_cli_index_search_and_append_with_vectors),
         cmocka_unit_test(test_cli_eval_retrieval_on_the_hand_made_case),
+        cmocka_unit_test(test_cli_with_a_model_folder),
         cmocka_unit_test(test_allocation_failures_are_reported_and_leak_nothing),
     };
     return cmocka_run_group_tests_name("retrieval", tests, setup, teardown);
