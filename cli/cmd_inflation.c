@@ -204,7 +204,6 @@ static void free_tokenizer(tok_entry *te)
 typedef struct {
     const tok_entry *toks;
     size_t n_tok;
-    const lipi_inflation_parallel *files;
     const lipi_inflation_batch *batch;
     bool text_mode;
     size_t n_threads;
@@ -340,12 +339,13 @@ static int inflation(const options *o)
     tok_entry *toks = lipi_calloc(o->n_tok, sizeof *toks);
     worker *workers = lipi_calloc(o->threads, sizeof *workers);
     pthread_t *tids = lipi_calloc(o->threads, sizeof *tids);
+    bool *started = lipi_calloc(o->threads, sizeof *started);
     const char **labels = NULL;
     lipi_inflation_parallel *files = NULL;
     lipi_inflation_report *rep = NULL;
     lipi_inflation_batch batch = {0};
     bool failed = false;
-    if (!toks || !workers || !tids) {
+    if (!toks || !workers || !tids || !started) {
         lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto report;
     }
@@ -408,7 +408,7 @@ static int inflation(const options *o)
             goto report;
     }
 
-    job jb = {toks, o->n_tok, files, &batch, o->text != NULL, o->threads};
+    job jb = {toks, o->n_tok, &batch, o->text != NULL, o->threads};
     for (size_t k = 0; k < o->threads; k++) {
         worker *w = &workers[k];
         w->job = &jb;
@@ -429,15 +429,17 @@ static int inflation(const options *o)
             goto report;
         if (batch.lines == 0)
             break;
-        size_t started = 0;
-        for (; started < o->threads && started < batch.lines; started++)
-            if (pthread_create(&tids[started], NULL, work, &workers[started]) != 0)
-                break;
-        for (size_t k = 0; k < started; k++)
-            pthread_join(tids[k], NULL);
-        if (started < o->threads && started < batch.lines) {
-            lipi_error_set(&err, LIPI_EIO, NULL, 0, 0, "cannot start a thread");
-            goto report;
+        /* Worker 0 runs here; a worker whose thread cannot start runs here
+         * too, after it: same lines, same counts. */
+        size_t busy = o->threads < batch.lines ? o->threads : batch.lines;
+        for (size_t k = 1; k < busy; k++)
+            started[k] = pthread_create(&tids[k], NULL, work, &workers[k]) == 0;
+        work(&workers[0]);
+        for (size_t k = 1; k < busy; k++) {
+            if (started[k])
+                pthread_join(tids[k], NULL);
+            else
+                work(&workers[k]);
         }
         /* The first failure in file order, whichever thread met it. */
         worker *first = NULL;
@@ -493,6 +495,7 @@ done:
     lipi_inflation_free(rep);
     lipi_free(labels);
     lipi_free(tids);
+    lipi_free(started);
     lipi_free(workers);
     lipi_free(toks);
     return rc;

@@ -1166,6 +1166,36 @@ static void test_cli_errors_name_the_files_and_usage_errors_exit_2(void **state)
     assert_non_null(strstr(r.err, "hi.txt has 4 lines"));
     assert_non_null(strstr(r.err, "en.txt has 5"));
     cli_result_free(&r);
+    /* an encoding failure names the file and line it happened on */
+    char dir[] = "/tmp/lipi-infl-XXXXXX", path[300], args[900];
+    assert_non_null(mkdtemp(dir));
+    static const char *const files[][2] = {
+        {"en.txt", "a\na\n"},
+        {"hi.txt", "a\nb\n"},
+        {"tok.json", "{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,"
+                     "\"pre_tokenizer\":{\"type\":\"Whitespace\"},\"post_processor\":null,"
+                     "\"decoder\":null,\"model\":{\"type\":\"WordLevel\","
+                     "\"vocab\":{\"a\":0},\"unk_token\":\"<unk>\"}}"},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i][0]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(files[i][1], f);
+        fclose(f);
+    }
+    snprintf(args, sizeof args, "inflation -t %s/tok.json --parallel %s/en.txt %s/hi.txt", dir,
+             dir, dir);
+    r = cli_run(args, "", 0);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "hi.txt:2:"));
+    assert_non_null(strstr(r.err, "<unk>"));
+    cli_result_free(&r);
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i][0]);
+        unlink(path);
+    }
+    rmdir(dir);
     r = cli_run("inflation -t " FIXTURES "/no-such.json --parallel " FIXTURES "/parallel", "", 0);
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.err, "no-such.json"));
