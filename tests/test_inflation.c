@@ -801,6 +801,9 @@ static void test_html_is_self_contained_with_one_bar_per_cell(void **state)
     assert_non_null(strstr(html, "1.0 = eng"));
     assert_int_equal(count_of(html, "class=\"legend-item\""), 2);
     assert_non_null(strstr(html, "data-value=\"1.727\""));
+    /* B on tha is not comparable: one bar drawn faded, its value starred */
+    assert_int_equal(count_of(html, "data-comparable=\"false\""), 1);
+    assert_non_null(strstr(html, ">0.70*</text>"));
     /* nothing fetched from elsewhere */
     assert_null(strstr(html, "<script src"));
     assert_null(strstr(html, "<link"));
