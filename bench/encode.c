@@ -208,7 +208,7 @@ int main(int argc, char **argv)
 
     lipi_tokenizer *tok;
     lipi_encoder *enc;
-    if (lipi_tokenizer_load(tok_path, &tok, &err) != LIPI_OK)
+    if (lipi_tokenizer_open(tok_path, NULL, &tok, &err) != LIPI_OK)
         die("loading", &err);
     if (lipi_encoder_new(tok, &enc, &err) != LIPI_OK)
         die("building the encoder", &err);

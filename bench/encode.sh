@@ -5,9 +5,10 @@
 #
 # Builds bench/encode against BUILD/liblipi.a, decompresses the mono corpora
 # of ../shared/data into $TMPDIR/lipi-bench, and times lipi_encode_batch on
-# each with GPT-2 (byte-level BPE) and multilingual BERT (WordPiece, a
+# each with GPT-2 (byte-level BPE), multilingual BERT (WordPiece, a
 # tokenizer.json made from its vocab.txt the way tests/test_encoder.c does),
-# on 1 and 2 threads. Before timing, each run's ids are compared with the
+# laser_100k.model (SentencePiece Unigram) and cl100k_base (tiktoken), on 1
+# and 2 threads. Before timing, each run's ids are compared with the
 # Hugging Face reference when one is given (bench/encode --check).
 #
 # Output: one header line (corpus, compiler, flags), then one line per run
@@ -31,7 +32,7 @@ $CC $FLAGS -I. -o "$BUILD/bench_encode" bench/encode.c "$BUILD/liblipi.a" $LIBS 
 
 for f in "$SHARED"/mono/*.txt.xz; do
   out="$WORK/$(basename "$f" .xz)"
-  [ -s "$out" ] || xz -dc "$f" > "$out"
+  [ -s "$out" ] || { xz -dc "$f" > "$out.$$" && mv "$out.$$" "$out"; }
 done
 
 # multilingual BERT: tokenizer.json from vocab.txt (BertNormalizer keeping
@@ -39,12 +40,13 @@ done
 MBERT="$WORK/bert-base-multilingual-cased.json"
 if [ ! -s "$MBERT" ]; then
   "$BUILD/bench_encode" --make-bert "$SHARED/vocab/bert-base-multilingual-cased/vocab.txt" \
-    --cased > "$MBERT"
+    --cased > "$MBERT.$$" && mv "$MBERT.$$" "$MBERT"
 fi
 
 echo "# corpus: $SHARED/mono/*.txt.xz (decompressed; en-web-sentences has raw control characters);" \
      "compiler: $($CC --version | head -1); flags: $FLAGS"
-for tok in "$SHARED/vocab/gpt2/tokenizer.json" "$MBERT"; do
+for tok in "$SHARED/vocab/gpt2/tokenizer.json" "$MBERT" \
+           "$SHARED/vocab/laser100k-spm/laser_100k.model" "$SHARED/vocab/tiktoken/cl100k_base.tiktoken"; do
   for corpus in en-wmt-newstest hi-mixed ta-mixed bn-mixed; do
     for threads in 1 2; do
       "$BUILD/bench_encode" -t "$tok" --threads "$threads" --runs 5 "$WORK/$corpus.txt" |

@@ -196,14 +196,17 @@ static int run(int argc, char **argv)
         st = lipi_counts_new(&counts);
         for (size_t i = 0; st == LIPI_OK && i < n_counts; i++)
             st = lipi_counts_load(counts_files[i], counts, &err);
-        if (st == LIPI_OK)
+        if (st == LIPI_OK) {
             st = lipi_bpe_train_counts(counts, norm, pre, &bopt, &tok, &err);
+            norm = NULL; /* stolen by the trainer */
+            pre = NULL;
+        }
     } else {
         st = lipi_bpe_train_files((const char *const *)argv + optind, (size_t)(argc - optind),
                                   norm, pre, &copt, &bopt, &tok, &err);
+        norm = NULL;
+        pre = NULL;
     }
-    norm = NULL; /* stolen by the trainer */
-    pre = NULL;
     if (st != LIPI_OK)
         goto fail;
     if (lipi_tokenizer_save(tok, out, &err) != LIPI_OK)

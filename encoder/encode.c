@@ -303,7 +303,6 @@ void lipi_session_free(lipi_session *s)
     lipi_free(s->pw);
     lipi_free(s->sym);
     lipi_free(s->heap);
-    lipi_free(s->pcache);
     lipi_buf_free(&s->word);
     lipi_lattice_free(&s->lattice);
     lipi_enc_cache_free(&s->cache);
@@ -922,6 +921,34 @@ static enc_tok special_tok(uint32_t id, const char *val, size_t len, uint32_t ty
 
 /* Hugging Face's process_offsets: trims leading / trailing spaces ('Ġ' or
  * Unicode white space) of each token's string off its offsets. */
+/* Moves byte offset `at` of text[0..len) over n characters forward (back
+ * when back is true); false when the text runs out first. */
+static bool step_chars(const char *text, size_t len, size_t *at, size_t n, bool back)
+{
+    size_t p = *at;
+    for (size_t k = 0; k < n; k++) {
+        if (back) {
+            if (p == 0)
+                return false;
+            p--;
+            while (p > 0 && ((unsigned char)text[p] & 0xC0) == 0x80)
+                p--;
+        } else {
+            if (p >= len)
+                return false;
+            p += enc_utf8_len((unsigned char)text[p]);
+        }
+    }
+    *at = p;
+    return true;
+}
+
+/* Hugging Face's process_offsets: trims leading / trailing spaces ('Ġ' or
+ * Unicode white space) of each token's string off its offsets. Hugging Face
+ * counts them in characters of the original text (its bindings trim after
+ * offsets became character offsets), so here offsets move by that many
+ * characters: a byte-level 'Ġ' stands for a one-byte space, a literal
+ * U+3000 in a token for three bytes. */
 static void trim_offsets(const lipi_session *s, enc_toks *t, bool add_prefix_space)
 {
     for (size_t i = 0; i < t->n; i++) {
@@ -956,16 +983,22 @@ static void trim_offsets(const lipi_session *s, enc_toks *t, bool add_prefix_spa
                 p = c;
             }
         }
-        if (lead == 0 && trail == 0)
+        if ((lead == 0 && trail == 0) || k->seq > 1)
             continue;
+        const char *text = s->text[k->seq];
+        size_t len = s->text_len[k->seq];
         if (lead > 0) {
             bool is_first = i == 0 || k->off.start == 0;
             if (is_first && add_prefix_space && lead == 1)
                 lead = 0;
-            k->off.start = k->off.start + lead < k->off.end ? k->off.start + lead : k->off.end;
+            size_t at = k->off.start;
+            if (!step_chars(text, len, &at, lead, false) || at > k->off.end)
+                at = k->off.end;
+            k->off.start = at;
         }
-        if (trail > 0 && k->off.end >= trail)
-            k->off.end = k->off.end - trail > k->off.start ? k->off.end - trail : k->off.start;
+        size_t at = k->off.end;
+        if (trail > 0 && step_chars(text, len, &at, trail, true))
+            k->off.end = at > k->off.start ? at : k->off.start;
     }
 }
 
@@ -1103,6 +1136,10 @@ lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char
     s->pool.len = 0;
     s->out.n = 0;
     s->res = &s->out;
+    s->text[0] = a;
+    s->text_len[0] = alen;
+    s->text[1] = b;
+    s->text_len[1] = blen;
     if (alen > UINT32_MAX || blen > UINT32_MAX)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "a text of more than 4 GiB is more than lipi encodes at once");

@@ -64,10 +64,32 @@ static inline lipi_status enc_grow_(void *pp, size_t *cap, size_t need, size_t s
     return st;
 }
 
-/* GPT-2's byte <-> code point alphabet (bytes_to_unicode). */
-uint32_t lipi_bytelevel_char(uint8_t b);
+/* GPT-2's byte <-> code point alphabet (bytes_to_unicode): the printable
+ * Latin-1 bytes '!'..'~', 0xA1..0xAC and 0xAE..0xFF stand for themselves;
+ * the other 68 (0x00..0x20, 0x7F..0xA0, 0xAD) become U+0100, U+0101, ... in
+ * byte order. */
+static inline uint32_t lipi_bytelevel_char(uint8_t b)
+{
+    if (b <= 0x20)
+        return 256u + b;
+    if (b >= 0x7F && b <= 0xA0)
+        return 256u + 33 + (b - 0x7Fu);
+    if (b == 0xAD)
+        return 256u + 67;
+    return b;
+}
+
 /* The byte of a code point of the alphabet, or -1. */
-int lipi_bytelevel_byte(uint32_t cp);
+static inline int lipi_bytelevel_byte(uint32_t cp)
+{
+    if (cp < 256)
+        return (cp > 0x20 && cp < 0x7F) || (cp > 0xA0 && cp != 0xAD) ? (int)cp : -1;
+    if (cp < 256 + 33)
+        return (int)(cp - 256);
+    if (cp < 256 + 67)
+        return (int)(0x7F + cp - 256 - 33);
+    return cp == 256 + 67 ? 0xAD : -1;
+}
 
 /* Code point -> id map for single-character tokens (open addressing). */
 typedef struct {
@@ -265,7 +287,6 @@ struct lipi_session {
     size_t sym_cap;
     bpe_cand *heap;
     size_t heap_cap;
-    enc_pair *pcache;            /* BPE: recent merge-table answers */
     lipi_buf word;               /* prefix/suffix-decorated strings */
     lipi_lattice lattice;
     enc_cache cache;
@@ -276,6 +297,8 @@ struct lipi_session {
     enc_toks *encs, *encs2;      /* encodings between post-processors */
     size_t encs_cap;
     lipi_buf pool;               /* token strings that are not the vocabulary's */
+    const char *text[2];         /* the texts of the current call */
+    size_t text_len[2];
     /* decoding */
     lipi_buf dec_a, dec_b, dec_tmp;
     lipi_span *dspan_a, *dspan_b;

@@ -11,41 +11,6 @@
 #include <string.h>
 
 /* ======================================================================== */
-/* GPT-2 byte alphabet                                                       */
-/* ======================================================================== */
-
-/* Printable Latin-1 bytes stand for themselves; the other 68 bytes get the
- * code points 256, 257, ... in byte order (GPT-2's bytes_to_unicode). */
-static bool byte_is_printable(uint8_t b)
-{
-    return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-}
-
-uint32_t lipi_bytelevel_char(uint8_t b)
-{
-    if (byte_is_printable(b))
-        return b;
-    uint32_t n = 0;
-    for (unsigned k = 0; k < b; k++)
-        if (!byte_is_printable((uint8_t)k))
-            n++;
-    return 256 + n;
-}
-
-int lipi_bytelevel_byte(uint32_t cp)
-{
-    if (cp < 256)
-        return byte_is_printable((uint8_t)cp) ? (int)cp : -1;
-    if (cp >= 256 + 68)
-        return -1;
-    uint32_t n = cp - 256;
-    for (unsigned k = 0; k < 256; k++)
-        if (!byte_is_printable((uint8_t)k) && n-- == 0)
-            return (int)k;
-    return -1;
-}
-
-/* ======================================================================== */
 /* Tables                                                                    */
 /* ======================================================================== */
 
@@ -315,24 +280,10 @@ static inline bool pair_find(const lipi_encoder *e, uint64_t key, uint32_t *rank
     }
 }
 
-/* The merge of pair (a, b), through the session's small direct-mapped pair
- * cache: the merge table is megabytes, while the pairs a text asks about
- * again and again (found or not) fit in a few kilobytes. */
-#define PAIR_CACHE 4096
-
-static inline bool pair_get(lipi_session *s, uint32_t a, uint32_t b, uint32_t *rank,
+static inline bool pair_get(const lipi_encoder *e, uint32_t a, uint32_t b, uint32_t *rank,
                             uint32_t *result)
 {
-    uint64_t key = (uint64_t)a << 32 | b;
-    enc_pair *c = &s->pcache[pair_slot(key, PAIR_CACHE - 1)];
-    if (c->key != key) {
-        uint32_t r = UINT32_MAX, res = 0;
-        pair_find(s->enc, key, &r, &res);
-        *c = (enc_pair){key, r, res};
-    }
-    *rank = c->rank;
-    *result = c->result;
-    return c->rank != UINT32_MAX;
+    return pair_find(e, (uint64_t)a << 32 | b, rank, result);
 }
 
 static inline bool cand_less(const bpe_cand *x, const bpe_cand *y)
@@ -401,19 +352,12 @@ static lipi_status bpe_merge(lipi_session *s, size_t n)
         return LIPI_OK;
     /* At most n - 1 initial pairs and two new ones per merge (n - 1 merges). */
     TRY(ENC_GROW(s->heap, s->heap_cap, 3 * n));
-    if (!s->pcache) {
-        s->pcache = lipi_reallocarray(NULL, PAIR_CACHE, sizeof *s->pcache);
-        if (!s->pcache)
-            return LIPI_ENOMEM;
-        for (size_t i = 0; i < PAIR_CACHE; i++)
-            s->pcache[i].key = UINT64_MAX;
-    }
     /* Fetch the table slots of all first pairs at once. */
     for (size_t i = 0; i + 1 < n; i++)
         __builtin_prefetch(pair_slot_of(e, sym[i].id, sym[i + 1].id));
     for (size_t i = 0; i + 1 < n; i++) {
         uint32_t rank, result;
-        if (pair_get(s, sym[i].id, sym[i + 1].id, &rank, &result))
+        if (pair_get(e, sym[i].id, sym[i + 1].id, &rank, &result))
             heap_push(s->heap, &hn,
                       (bpe_cand){rank, (uint32_t)i, result, sym[i].id, sym[i + 1].id});
     }
@@ -425,7 +369,7 @@ static lipi_status bpe_merge(lipi_session *s, size_t n)
         bpe_sym *b = &sym[a->next];
         uint32_t rank, result;
         if (a->id != top.left || b->id != top.right) {
-            if (!pair_get(s, a->id, b->id, &rank, &result) || result != top.result)
+            if (!pair_get(e, a->id, b->id, &rank, &result) || result != top.result)
                 continue;
         }
         a->id = top.result;
@@ -439,10 +383,10 @@ static lipi_status bpe_merge(lipi_session *s, size_t n)
             __builtin_prefetch(pair_slot_of(e, sym[a->prev].id, a->id));
         if (a->next >= 0)
             __builtin_prefetch(pair_slot_of(e, a->id, sym[a->next].id));
-        if (a->prev >= 0 && pair_get(s, sym[a->prev].id, a->id, &rank, &result))
+        if (a->prev >= 0 && pair_get(e, sym[a->prev].id, a->id, &rank, &result))
             heap_push(s->heap, &hn,
                       (bpe_cand){rank, (uint32_t)a->prev, result, sym[a->prev].id, a->id});
-        if (a->next >= 0 && pair_get(s, a->id, sym[a->next].id, &rank, &result))
+        if (a->next >= 0 && pair_get(e, a->id, sym[a->next].id, &rank, &result))
             heap_push(s->heap, &hn, (bpe_cand){rank, top.pos, result, a->id, sym[a->next].id});
     }
 done:

@@ -1190,6 +1190,28 @@ static void test_count_reports_invalid_utf8_with_file_and_line(void **state)
     pipeline_free(&pl);
 }
 
+static void test_count_of_empty_lines_is_nothing_to_train_on(void **state)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/empty_lines.txt", tmpdir);
+    write_file(path, "\n\n\r\n", 4);
+    pipeline pl;
+    pipeline_new(&pl);
+    const char *paths[] = {path, path};
+    for (size_t threads = 1; threads <= 2; threads++) {
+        lipi_counts *c = count_paths(paths, 2, &pl, threads);
+        assert_int_equal(lipi_counts_size(c), 0);
+        lipi_bpe_options o;
+        tiny_options(&o);
+        lipi_bpe_model *m = NULL;
+        lipi_error err;
+        assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_EINVAL);
+        assert_non_null(strstr(err.msg, "nothing to train on"));
+        lipi_counts_free(c);
+    }
+    pipeline_free(&pl);
+}
+
 typedef struct {
     size_t calls, done_calls;
     lipi_progress last;
@@ -1788,6 +1810,7 @@ int main(void)
         cmocka_unit_test(test_count_is_the_same_on_1_2_and_3_threads),
         cmocka_unit_test(test_count_of_split_input_merges_to_count_of_whole),
         cmocka_unit_test(test_count_reports_invalid_utf8_with_file_and_line),
+        cmocka_unit_test(test_count_of_empty_lines_is_nothing_to_train_on),
         cmocka_unit_test(test_count_reports_progress_at_the_end),
         cmocka_unit_test(test_bpe_same_merges_from_1_and_2_counting_threads),
         cmocka_unit_test(test_bpe_char_tokenizer_has_byte_fallback_specials_and_decoder),

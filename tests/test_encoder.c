@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "encoder/encoder.h"
+#include "encoder/encoder_impl.h"
 #include "encoder/lattice_impl.h"
 #include "encoder/trie_impl.h"
 #include "tests/cli_run.h"
@@ -351,6 +352,10 @@ HF_FIXTURE(bytelevel_generic, false)
 HF_FIXTURE(bytelevel_noregex, false)
 HF_FIXTURE(wordlevel, false)
 HF_FIXTURE(gpt2, true)
+HF_FIXTURE(tj_bpe_byte_fallback, false)
+HF_FIXTURE(tj_bpe_bytelevel, false)
+HF_FIXTURE(tj_unigram, false)
+HF_FIXTURE(tj_wordpiece, false)
 
 /* ------------------------------------------------------------------------ */
 /* llama.cpp reference vectors (made with Hugging Face tokenizers)           */
@@ -887,6 +892,25 @@ static void test_trie_finds_the_longest_key(void **state)
     free(rv);
 }
 
+/* The GPT-2 alphabet against its definition (bytes_to_unicode). */
+static void test_byte_level_alphabet_is_gpt2s(void **state)
+{
+    (void)state;
+    uint32_t next = 256;
+    bool seen[400] = {false};
+    for (int b = 0; b < 256; b++) {
+        bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        uint32_t want = printable ? (uint32_t)b : next++;
+        assert_int_equal(lipi_bytelevel_char((uint8_t)b), want);
+        assert_int_equal(lipi_bytelevel_byte(want), b);
+        seen[want] = true;
+    }
+    assert_int_equal(next, 256 + 68);
+    for (uint32_t cp = 0; cp < 400; cp++)
+        if (!seen[cp])
+            assert_int_equal(lipi_bytelevel_byte(cp), -1);
+}
+
 static void test_lattice_viterbi_and_marginals(void **state)
 {
     (void)state;
@@ -1316,6 +1340,28 @@ static void test_cli_encode_errors_name_file_and_line(void **state)
     cli_result_free(&r);
 }
 
+/* -t takes any format lipi reads (here BERT's vocab.txt, and a folder). */
+static void test_cli_encode_opens_other_formats(void **state)
+{
+    (void)state;
+    if (!exists(SHARED "vocab/bert-base-uncased/vocab.txt") ||
+        !exists(SHARED "vocab/gpt2/tokenizer.json"))
+        skip();
+    cli_result r = RUN("encode -t " SHARED "vocab/bert-base-uncased/vocab.txt", "Hello world\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "7592 2088\n");
+    cli_result_free(&r);
+    r = RUN("encode -t " SHARED "vocab/bert-base-uncased/vocab.txt --no-lowercase --format tokens",
+            "Hello world\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "[UNK] world\n");
+    cli_result_free(&r);
+    r = RUN("decode -t " SHARED "vocab/gpt2", "15496 995\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "Hello world\n");
+    cli_result_free(&r);
+}
+
 static void test_cli_decode(void **state)
 {
     (void)state;
@@ -1353,6 +1399,10 @@ int main(void)
         cmocka_unit_test(test_same_as_hugging_face_bytelevel_noregex),
         cmocka_unit_test(test_same_as_hugging_face_wordlevel),
         cmocka_unit_test(test_same_as_hugging_face_gpt2),
+        cmocka_unit_test(test_same_as_hugging_face_tj_bpe_byte_fallback),
+        cmocka_unit_test(test_same_as_hugging_face_tj_bpe_bytelevel),
+        cmocka_unit_test(test_same_as_hugging_face_tj_unigram),
+        cmocka_unit_test(test_same_as_hugging_face_tj_wordpiece),
         cmocka_unit_test(test_llama_cpp_vectors_gpt2),
         cmocka_unit_test(test_llama_cpp_vectors_bert_bge),
         cmocka_unit_test(test_corpus_lines_same_as_hugging_face_gpt2),
@@ -1364,6 +1414,7 @@ int main(void)
         cmocka_unit_test(test_batch_is_the_same_on_one_and_two_threads),
         cmocka_unit_test(test_batch_reports_the_first_failing_line),
         cmocka_unit_test(test_trie_finds_the_longest_key),
+        cmocka_unit_test(test_byte_level_alphabet_is_gpt2s),
         cmocka_unit_test(test_lattice_viterbi_and_marginals),
         cmocka_unit_test(test_unigram_picks_the_best_segmentation),
         cmocka_unit_test(test_bpe_merges_lowest_rank_first),
@@ -1379,6 +1430,7 @@ int main(void)
         cmocka_unit_test(test_cli_encode_formats),
         cmocka_unit_test(test_cli_encode_same_output_for_any_threads),
         cmocka_unit_test(test_cli_encode_errors_name_file_and_line),
+        cmocka_unit_test(test_cli_encode_opens_other_formats),
         cmocka_unit_test(test_cli_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
