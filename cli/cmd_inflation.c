@@ -1,6 +1,6 @@
 /* `lipi inflation`: how many more tokens the same content costs per
  * language (parallel files) or per script (one mixed text), for one or more
- * tokenizers. The figures come from pipeline/inflation.h; this file loads
+ * tokenizers. The figures come from pipeline/pipeline.h; this file loads
  * the tokenizers, encodes the lines on worker threads and prints. */
 #include "cli/cli.h"
 
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "encoder/encoder.h"
-#include "pipeline/inflation.h"
+#include "pipeline/pipeline.h"
 
 #define SUB "inflation"
 #define BATCH_LINES 256 /* aligned lines read at once and shared out to the threads */

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/inflation.h"
+#include "pipeline/pipeline.h"
 #include "tests/cli_run.h"
 
 #define TOL 1e-6
