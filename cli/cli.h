@@ -59,6 +59,7 @@ extern const cli_command cmd_count;
 extern const cli_command cmd_train;
 extern const cli_command cmd_encode;
 extern const cli_command cmd_decode;
+extern const cli_command cmd_inflation;
 extern const cli_command cmd_index;
 extern const cli_command cmd_search;
 extern const cli_command cmd_eval_retrieval;
