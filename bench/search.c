@@ -44,6 +44,31 @@ static double cpu_seconds(void)
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
+/* Resets the process's peak RSS (Linux: "5" to clear_refs), so that the
+ * peak of the search phase can be told from the build's. */
+static void reset_peak(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) {
+        fputs("5", f);
+        fclose(f);
+    }
+}
+
+/* VmHWM in MiB, or -1. */
+static double peak_mib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0)
+            kb = strtod(line + 6, NULL);
+    if (f)
+        fclose(f);
+    return kb < 0 ? -1 : kb / 1024;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -213,6 +238,7 @@ static int run_lipi(const char *dir, size_t k, size_t threads, size_t runs)
             return 1;
         }
 
+    reset_peak();
     double c0 = cpu_seconds();
     for (size_t r = 0; r < runs; r++) {
         double t0 = now();
@@ -221,6 +247,7 @@ static int run_lipi(const char *dir, size_t k, size_t threads, size_t runs)
         t[r] = now() - t0;
     }
     report("lipi exact", "-", nq, t, runs, cpu_seconds() - c0, -1);
+    printf("  peak RSS while searching %.0f MiB\n", peak_mib());
     snprintf(path, sizeof path, "%s/truth.bin", dir);
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(docs, sizeof *docs, nq * k, f) != nq * k || fclose(f) != 0) {
@@ -250,9 +277,7 @@ static double recall_at_k(const int64_t *truth, const int64_t *got, size_t nq, s
 }
 
 /* Builds the FAISS index from the index's vectors a chunk at a time (read,
- * not mapped, so the mapping does not count in this process's RSS); the
- * first chunk of 262144 rows (FAISS's own sample size for 1024 lists) trains
- * it. */
+ * not mapped, so the mapping does not count in this process's RSS). */
 static lipi_faiss *build_faiss(const char *dir, const char *spec, size_t threads)
 {
     char path[4096];
@@ -264,21 +289,25 @@ static lipi_faiss *build_faiss(const char *dir, const char *spec, size_t threads
         die("open", &err);
     size_t n = lipi_index_count(idx), d = lipi_index_dim(idx);
     lipi_index_close(idx);
-    enum { CHUNK = 262144 };
-    float *buf = malloc(sizeof(float) * CHUNK * d);
+    /* 262144 rows train IVF1024 (FAISS's own sample size); other indexes
+     * are fed in small chunks so the buffer adds little to the peak RSS. */
+    size_t first = strstr(spec, "IVF") ? 262144 : 16384, chunk = 16384;
+    float *buf = malloc(sizeof(float) * first * d);
     snprintf(path, sizeof path, "%s/index/vectors.npy", dir);
     FILE *f = fopen(path, "rb");
     if (!buf || !f || fseek(f, 128, SEEK_SET) != 0)
         return NULL;
     lipi_faiss *fi = NULL;
-    for (size_t r = 0; r < n; r += CHUNK) {
-        size_t m = r + CHUNK < n ? CHUNK : n - r;
+    for (size_t r = 0; r < n;) {
+        size_t step = r == 0 ? first : chunk;
+        size_t m = r + step < n ? step : n - r;
         if (fread(buf, sizeof(float) * d, m, f) != m)
             return NULL;
         lipi_status st = r == 0 ? lipi_faiss_build(spec, buf, m, d, threads, &fi, &err)
                                 : lipi_faiss_add(fi, buf, m, threads, &err);
         if (st != LIPI_OK)
             die(spec, &err);
+        r += m;
     }
     fclose(f);
     free(buf);
@@ -328,6 +357,7 @@ static int run_faiss(const char *dir, const char *spec, size_t k, size_t threads
     bool have_truth = f && fread(truth, sizeof *truth, nq * k, f) == nq * k;
     if (f)
         fclose(f);
+    reset_peak();
     static char *none[] = {"-"};
     if (nparams == 0) {
         params = none;
@@ -350,6 +380,7 @@ static int run_faiss(const char *dir, const char *spec, size_t k, size_t threads
         report(name, params[p], nq, t, runs, cpu_seconds() - c0,
                have_truth ? recall_at_k(truth, docs, nq, k) : -1);
     }
+    printf("  peak RSS while searching %.0f MiB\n", peak_mib());
     lipi_faiss_free(fi);
     lipi_npy_map_close(qm);
     free(docs);

@@ -4,7 +4,8 @@
 # exact IndexFlatIP (with Debian OpenBLAS's default kernels, and with
 # OPENBLAS_CORETYPE=SkylakeX, its best on AVX-512 CPUs), then QPS and
 # recall@10 of FAISS HNSW32 and IVF1024,Flat. Peak RSS of each process from
-# /usr/bin/time -v. The vectors are generated once into $SEARCH_BENCH_DIR
+# /usr/bin/time -v (FAISS's includes building or loading its index), and of
+# the search phase alone (VmHWM reset before searching). The vectors are generated once into $SEARCH_BENCH_DIR
 # (default /tmp/lipi-bench-search-N-D-NQ, about 1.6 GB for the default size)
 # and the approximate FAISS indexes are cached there too.
 #   N, D, NQ, K, THREADS, RUNS override the sizes; SKIP_HNSW=1 skips HNSW32
