@@ -1023,6 +1023,30 @@ static void test_cli_index_search_and_append_with_vectors(void **state)
     assert_same_file(tmp_path("cli_all/vectors.npy"), tmp_path("cli_parts/vectors.npy"));
     assert_same_file(tmp_path("cli_all/texts"), tmp_path("cli_parts/texts"));
 
+    /* A FAISS index built by the command serves the same hits: Flat, and
+     * IVF with every list probed. */
+    if (lipi_faiss_available()) {
+        static const char *const specs[][2] = {{"Flat", ""}, {"IVF2,Flat", "--faiss-params nprobe=2"}};
+        for (size_t i = 0; i < 2; i++) {
+            snprintf(cmd, sizeof cmd,
+                     "index --quiet --faiss %s --vectors %s -o %s %s && "
+                     "$LIPI_BIN search --index %s %s --query-vectors %s -k 1",
+                     specs[i][0], tmp_path("cli_docs.npy"), tmp_path("cli_faiss"),
+                     tmp_path("cli_docs.txt"), tmp_path("cli_faiss"), specs[i][1],
+                     tmp_path("cli_q.npy"));
+            r = cli_run(cmd, NULL, 0);
+            assert_int_equal(r.code, 0);
+            assert_string_equal(r.out, "1\t1\t3\t1.000000\tup\n2\t1\t1\t0.995037\teast\n");
+            cli_result_free(&r);
+        }
+        char meta[400];
+        snprintf(meta, sizeof meta, "%s/meta.json", tmp_path("cli_faiss"));
+        size_t n;
+        char *m = slurp(meta, &n);
+        assert_non_null(strstr(m, "\"faiss\": \"IVF2,Flat\""));
+        free(m);
+    }
+
     /* Rows and lines must agree. */
     snprintf(cmd, sizeof cmd, "index --quiet --vectors %s -o %s %s", tmp_path("cli_first.npy"),
              tmp_path("cli_bad"), tmp_path("cli_docs.txt"));
