@@ -1,0 +1,1280 @@
+/* Tests of the BPE trainer: golden merge lists on tiny corpora, tie-breaking,
+ * options, the grapheme guard, and agreement with a naive reference trainer
+ * (written here for clarity, not speed) on real Indic words and on random
+ * inputs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "trainer/trainer.h"
+
+/* ======================================================================== */
+/* Helpers                                                                   */
+/* ======================================================================== */
+
+static lipi_counts *counts_of(const char *const *words, const uint64_t *n, size_t k)
+{
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    for (size_t i = 0; i < k; i++)
+        assert_int_equal(lipi_counts_add(c, words[i], strlen(words[i]), n ? n[i] : 1, NULL),
+                         LIPI_OK);
+    return c;
+}
+
+static void tiny_options(lipi_bpe_options *o)
+{
+    lipi_bpe_options_default(o);
+    o->vocab_size = 1000;
+    o->byte_fallback = false;
+    o->min_frequency = 1;
+    o->threads = 1;
+}
+
+static lipi_bpe_model *train(const lipi_counts *c, const lipi_bpe_options *o)
+{
+    lipi_bpe_model *m = NULL;
+    lipi_error err;
+    lipi_status st = lipi_bpe_train(c, o, &m, &err);
+    if (st != LIPI_OK)
+        fail_msg("lipi_bpe_train: %s: %s", lipi_status_name(st), err.msg);
+    return m;
+}
+
+/* Appends s[0..len) to buf, showing a space as '_' so goldens stay readable. */
+static void append_shown(char *buf, size_t cap, const char *s, size_t len)
+{
+    size_t n = strlen(buf);
+    for (size_t i = 0; i < len && n + 1 < cap; i++)
+        buf[n++] = s[i] == ' ' ? '_' : s[i];
+    buf[n] = '\0';
+}
+
+/* "l r, l r, ..." of the whole merge list, in vocabulary strings. */
+static char *merges_string(const lipi_bpe_model *m)
+{
+    size_t cap = 64;
+    for (size_t i = 0; i < lipi_bpe_model_vocab_size(m); i++) {
+        size_t len;
+        lipi_bpe_model_token(m, (uint32_t)i, &len);
+        cap += 2 * len + 4;
+    }
+    char *s = calloc(1, cap);
+    assert_non_null(s);
+    for (size_t r = 0; r < lipi_bpe_model_merge_count(m); r++) {
+        uint32_t l, rr;
+        lipi_bpe_model_get_merge(m, r, &l, &rr, NULL, NULL);
+        size_t ll, rl;
+        const char *ls = lipi_bpe_model_token(m, l, &ll), *rs = lipi_bpe_model_token(m, rr, &rl);
+        if (r)
+            strcat(s, ", ");
+        append_shown(s, cap, ls, ll);
+        strcat(s, " ");
+        append_shown(s, cap, rs, rl);
+    }
+    return s;
+}
+
+/* "t0 t1 t2 ..." of vocabulary ids [from, to). */
+static char *vocab_string(const lipi_bpe_model *m, size_t from, size_t to)
+{
+    size_t cap = 64;
+    for (size_t i = from; i < to; i++) {
+        size_t len;
+        lipi_bpe_model_token(m, (uint32_t)i, &len);
+        cap += len + 2;
+    }
+    char *s = calloc(1, cap);
+    assert_non_null(s);
+    for (size_t i = from; i < to; i++) {
+        size_t len;
+        const char *t = lipi_bpe_model_token(m, (uint32_t)i, &len);
+        if (i > from)
+            strcat(s, " ");
+        append_shown(s, cap, t, len);
+    }
+    return s;
+}
+
+static void assert_merges(const lipi_counts *c, const lipi_bpe_options *o, const char *want)
+{
+    lipi_bpe_model *m = train(c, o);
+    char *got = merges_string(m);
+    assert_string_equal(got, want);
+    free(got);
+    lipi_bpe_model_free(m);
+}
+
+/* ======================================================================== */
+/* Golden merge lists                                                        */
+/* ======================================================================== */
+
+static void test_bpe_abracadabra_whole_vocabulary_and_merges(void **state)
+{
+    const char *w[] = {"abracadabra"};
+    lipi_counts *c = counts_of(w, NULL, 1);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    lipi_bpe_model *m = train(c, &o);
+    char *v = vocab_string(m, 0, lipi_bpe_model_vocab_size(m));
+    assert_string_equal(v, "a b r c d ab abr abra ad abrac abracad abracadabra");
+    char *s = merges_string(m);
+    assert_string_equal(s, "a b, ab r, abr a, a d, abra c, abrac ad, abracad abra");
+    free(v);
+    free(s);
+    lipi_bpe_model_free(m);
+    lipi_counts_free(c);
+}
+
+static void test_bpe_ties_go_to_smaller_left_then_right_bytes(void **state)
+{
+    /* All pairs have count 2: (w,z) wins on its left token, then (x,y)
+     * beats (x,z) on the right token. (b,a) with 3 beats them all. */
+    const char *w[] = {"xz", "xy", "wz", "ba"};
+    const uint64_t n[] = {2, 2, 2, 3};
+    lipi_counts *c = counts_of(w, n, 4);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    assert_merges(c, &o, "b a, w z, x y, x z");
+    lipi_counts_free(c);
+}
+
+static void test_bpe_counts_are_weighted_by_word_counts(void **state)
+{
+    /* "ab" occurs in two words (1 + 1), "cd" in one word of count 3. */
+    const char *w[] = {"abx", "aby", "cd"};
+    const uint64_t n[] = {1, 1, 3};
+    lipi_counts *c = counts_of(w, n, 3);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    assert_merges(c, &o, "c d, a b, ab x, ab y");
+    lipi_counts_free(c);
+}
+
+static void test_bpe_handles_runs_of_one_symbol(void **state)
+{
+    /* (a,a) is counted 3 times in "aaaa", merged left to right twice. */
+    const char *w[] = {"aaaa", "aaa"};
+    lipi_counts *c = counts_of(w, NULL, 2);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    assert_merges(c, &o, "a a, aa a, aa aa");
+    lipi_counts_free(c);
+}
+
+static void test_bpe_min_frequency_stops_training(void **state)
+{
+    const char *w[] = {"ab", "cd", "ef"};
+    const uint64_t n[] = {3, 2, 1};
+    lipi_counts *c = counts_of(w, n, 3);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.min_frequency = 2;
+    assert_merges(c, &o, "a b, c d");
+    lipi_counts_free(c);
+}
+
+static void test_bpe_vocab_size_stops_training(void **state)
+{
+    const char *w[] = {"abracadabra"};
+    lipi_counts *c = counts_of(w, NULL, 1);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.vocab_size = 7; /* 5 letters + 2 merges */
+    assert_merges(c, &o, "a b, ab r");
+    lipi_counts_free(c);
+}
+
+static void test_bpe_max_token_length_limits_merges(void **state)
+{
+    const char *w[] = {"abcd", "कखगघ"};
+    const uint64_t n[] = {5, 4};
+    lipi_counts *c = counts_of(w, n, 2);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.max_token_length = 2;
+    assert_merges(c, &o, "a b, c d, क ख, ग घ");
+    lipi_counts_free(c);
+}
+
+static void test_bpe_special_tokens_and_byte_fallback_ids(void **state)
+{
+    const char *w[] = {"aab"};
+    lipi_counts *c = counts_of(w, NULL, 1);
+    const char *specials[] = {"<pad>", "<unk>", "<s>"};
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.byte_fallback = true;
+    o.special_tokens = specials;
+    o.n_special = 3;
+    o.unk_token = "<unk>";
+    lipi_bpe_model *m = train(c, &o);
+    char *v = vocab_string(m, 0, 5);
+    assert_string_equal(v, "<pad> <unk> <s> <0x00> <0x01>");
+    free(v);
+    v = vocab_string(m, 257, lipi_bpe_model_vocab_size(m));
+    assert_string_equal(v, "<0xFE> <0xFF> a b aa aab");
+    free(v);
+    lipi_bpe_model_free(m);
+    lipi_counts_free(c);
+}
+
+static void test_bpe_alphabet_sorted_by_frequency_then_bytes(void **state)
+{
+    const char *w[] = {"zक", "yक", "ba"};
+    lipi_counts *c = counts_of(w, NULL, 3);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.vocab_size = 6;
+    lipi_bpe_model *m = train(c, &o);
+    char *v = vocab_string(m, 0, 5);
+    assert_string_equal(v, "क a b y z");
+    free(v);
+    lipi_bpe_model_free(m);
+    lipi_counts_free(c);
+}
+
+static void test_bpe_merge_never_makes_a_byte_fallback_token(void **state)
+{
+    /* The text "<0x41>" must stay in pieces: a token "<0x41>" would decode
+     * to "A". */
+    const char *w[] = {"<0x41>"};
+    const uint64_t n[] = {10};
+    lipi_counts *c = counts_of(w, n, 1);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.byte_fallback = true;
+    lipi_bpe_model *m = train(c, &o);
+    for (size_t r = 0; r < lipi_bpe_model_merge_count(m); r++) {
+        uint32_t z;
+        lipi_bpe_model_get_merge(m, r, NULL, NULL, &z, NULL);
+        assert_true(z >= 256);
+    }
+    assert_int_equal(lipi_bpe_model_merge_count(m), 4);
+    lipi_bpe_model_free(m);
+    lipi_counts_free(c);
+}
+
+static void test_bpe_character_coverage_leaves_rare_characters_out(void **state)
+{
+    /* a: 8 of 10 characters, b: 2. Coverage 0.8 keeps only a; the b's are
+     * left to byte fallback and no merge crosses them. */
+    const char *w[] = {"aaaabaaaab"};
+    lipi_counts *c = counts_of(w, NULL, 1);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.character_coverage = 0.8;
+    lipi_bpe_model *m = train(c, &o);
+    char *v = vocab_string(m, 0, 1);
+    assert_string_equal(v, "a");
+    free(v);
+    char *s = merges_string(m);
+    assert_string_equal(s, "a a, aa aa");
+    free(s);
+    lipi_bpe_model_free(m);
+
+    o.character_coverage = 1.0;
+    o.limit_alphabet = 1;
+    assert_merges(c, &o, "a a, aa aa");
+    lipi_counts_free(c);
+}
+
+static void test_bpe_byte_units_use_the_gpt2_alphabet(void **state)
+{
+    const char *w[] = {" hello"};
+    const uint64_t n[] = {3};
+    lipi_counts *c = counts_of(w, n, 1);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.units = LIPI_UNITS_BYTE;
+    o.vocab_size = 256 + 3;
+    lipi_bpe_model *m = train(c, &o);
+    assert_int_equal(lipi_bpe_model_units(m), LIPI_UNITS_BYTE);
+    char *v = vocab_string(m, 0, 8);
+    /* l (6), then space, e, h, o (3 each) by byte value, then unseen bytes
+     * from 0x00 (GPT-2 maps it to U+0100). */
+    assert_string_equal(v, "l Ġ e h o Ā ā Ă");
+    free(v);
+    char *s = merges_string(m);
+    assert_string_equal(s, "Ġ h, Ġh e, Ġhe l");
+    free(s);
+    size_t len;
+    const char *raw = lipi_bpe_model_token_bytes(m, 256, &len);
+    assert_int_equal(len, 2);
+    assert_memory_equal(raw, " h", 2);
+    lipi_bpe_model_free(m);
+    lipi_counts_free(c);
+}
+
+static void test_bpe_rejects_bad_options(void **state)
+{
+    const char *w[] = {"abc"};
+    lipi_counts *c = counts_of(w, NULL, 1);
+    lipi_bpe_options o;
+    lipi_bpe_model *m = NULL;
+    lipi_error err;
+
+    tiny_options(&o);
+    o.vocab_size = 2;
+    assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "minimum 3"));
+
+    tiny_options(&o);
+    o.byte_fallback = true;
+    o.vocab_size = 100;
+    assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "minimum 259"));
+
+    const char *dup[] = {"<s>", "<s>"};
+    tiny_options(&o);
+    o.special_tokens = dup;
+    o.n_special = 2;
+    assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_EINVAL);
+
+    const char *sp[] = {"<s>"};
+    tiny_options(&o);
+    o.special_tokens = sp;
+    o.n_special = 1;
+    o.unk_token = "<unk>";
+    assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_EINVAL);
+
+    tiny_options(&o);
+    o.character_coverage = 0;
+    assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_EINVAL);
+    assert_null(m);
+    lipi_counts_free(c);
+
+    lipi_counts *empty;
+    assert_int_equal(lipi_counts_new(&empty), LIPI_OK);
+    tiny_options(&o);
+    assert_int_equal(lipi_bpe_train(empty, &o, &m, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "nothing to train on"));
+    lipi_counts_free(empty);
+
+    lipi_counts *bad;
+    assert_int_equal(lipi_counts_new(&bad), LIPI_OK);
+    assert_int_equal(lipi_counts_add(bad, "a\xff", 2, 1, NULL), LIPI_OK);
+    assert_int_equal(lipi_bpe_train(bad, &o, &m, &err), LIPI_EFORMAT);
+    lipi_counts_free(bad);
+}
+
+/* ======================================================================== */
+/* Grapheme guard                                                            */
+/* ======================================================================== */
+
+static void test_bpe_guard_builds_clusters_before_joining_them(void **state)
+{
+    /* " कि" is two clusters, " " and "कि". Without the guard the space
+     * joins the bare consonant first (" " < "क"), leaving the vowel sign
+     * to a later token. */
+    const char *w[] = {" कि"};
+    const uint64_t n[] = {5};
+    lipi_counts *c = counts_of(w, n, 1);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    assert_merges(c, &o, "क ि, _ कि");
+    o.grapheme_guard = false;
+    assert_merges(c, &o, "_ क, _क ि");
+    lipi_counts_free(c);
+}
+
+static void test_bpe_guard_in_byte_units_keeps_code_points_whole(void **state)
+{
+    /* "éa": bytes C3 A9 61. A9+61 would join half of é with a. */
+    const char *w[] = {"éa"};
+    const uint64_t n[] = {4};
+    lipi_counts *c = counts_of(w, n, 1);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.units = LIPI_UNITS_BYTE;
+    assert_merges(c, &o, "Ã ©, Ã© a");
+    o.grapheme_guard = false;
+    assert_merges(c, &o, "© a, Ã ©a");
+    lipi_counts_free(c);
+}
+
+/* ======================================================================== */
+/* Naive reference trainer                                                   */
+/*                                                                           */
+/* Recounts every pair of every word at every step and rewrites every word;  */
+/* shares no code with trainer/bpe.c.                                        */
+/* ======================================================================== */
+
+#define RNONE UINT32_MAX
+
+typedef struct {
+    char *s;
+    size_t len;
+    size_t units;
+} rtok;
+
+typedef struct {
+    uint32_t *sym;
+    size_t n;
+    uint64_t count;
+    size_t units;
+    unsigned char *start; /* units + 1 flags: a cluster starts here */
+} rword;
+
+typedef struct {
+    rtok *tok;
+    size_t n_tok;
+    uint32_t (*merges)[2];
+    size_t n_merges;
+} rmodel;
+
+typedef struct {
+    uint32_t l, r;
+    uint64_t c;
+} rocc;
+
+static bool r_byte_units;
+static const rtok *r_tok_for_sort;
+
+static size_t r_units_of(const char *s, size_t len)
+{
+    if (r_byte_units)
+        return len;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return n;
+}
+
+static uint32_t r_find(const rmodel *m, const char *s, size_t len)
+{
+    for (uint32_t i = 0; i < m->n_tok; i++)
+        if (m->tok[i].len == len && memcmp(m->tok[i].s, s, len) == 0)
+            return i;
+    return RNONE;
+}
+
+static uint32_t r_add(rmodel *m, const char *s, size_t len)
+{
+    uint32_t id = r_find(m, s, len);
+    if (id != RNONE)
+        return id;
+    m->tok = realloc(m->tok, (m->n_tok + 1) * sizeof *m->tok);
+    assert_non_null(m->tok);
+    m->tok[m->n_tok].s = malloc(len + 1);
+    memcpy(m->tok[m->n_tok].s, s, len);
+    m->tok[m->n_tok].len = len;
+    m->tok[m->n_tok].units = r_units_of(s, len);
+    return (uint32_t)m->n_tok++;
+}
+
+static int r_cmp_bytes(const rtok *a, const rtok *b)
+{
+    size_t n = a->len < b->len ? a->len : b->len;
+    int c = memcmp(a->s, b->s, n);
+    return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+static int r_cmp_occ(const void *pa, const void *pb)
+{
+    const rocc *a = pa, *b = pb;
+    if (a->l != b->l)
+        return a->l < b->l ? -1 : 1;
+    return (a->r > b->r) - (a->r < b->r);
+}
+
+typedef struct {
+    size_t max_len;
+    bool guard;
+} rcheck;
+
+static bool r_ok(const rmodel *m, const rword *w, uint32_t x, uint32_t y, size_t pos,
+                 const rcheck *rc)
+{
+    if (x == RNONE || y == RNONE)
+        return false;
+    size_t e = pos + m->tok[x].units + m->tok[y].units;
+    if (rc->max_len && e - pos > rc->max_len)
+        return false;
+    if (!rc->guard)
+        return true;
+    if (w->start[pos] && w->start[e])
+        return true;
+    for (size_t i = pos + 1; i < e; i++)
+        if (w->start[i])
+            return false;
+    return true;
+}
+
+typedef struct {
+    uint32_t cp;
+    uint64_t f;
+    uint32_t id;
+} rfreq;
+
+typedef struct {
+    rfreq *v;
+    size_t n;
+} rfreqs;
+
+static rfreq *r_entry(rfreqs *fl, uint32_t cp)
+{
+    for (size_t i = 0; i < fl->n; i++)
+        if (fl->v[i].cp == cp)
+            return &fl->v[i];
+    fl->v = realloc(fl->v, (fl->n + 1) * sizeof *fl->v);
+    assert_non_null(fl->v);
+    fl->v[fl->n] = (rfreq){cp, 0, RNONE};
+    return &fl->v[fl->n++];
+}
+
+static int r_cmp_freq(const void *pa, const void *pb)
+{
+    const rfreq *a = pa, *b = pb;
+    if (a->f != b->f)
+        return a->f > b->f ? -1 : 1;
+    return (a->cp > b->cp) - (a->cp < b->cp);
+}
+
+static void r_free(rmodel *m)
+{
+    for (size_t i = 0; i < m->n_tok; i++)
+        free(m->tok[i].s);
+    free(m->tok);
+    free(m->merges);
+}
+
+/* Trains on counts c with options o (specials, byte fallback, coverage,
+ * limit, max length, min frequency, guard, units). Token strings are raw
+ * bytes. */
+static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
+{
+    memset(m, 0, sizeof *m);
+    r_byte_units = o->units == LIPI_UNITS_BYTE;
+    rcheck rc = {o->max_token_length, o->grapheme_guard};
+    size_t nw = lipi_counts_size(c), pos = 0, k = 0;
+    rword *w = calloc(nw, sizeof *w);
+    rfreqs fl = {NULL, 0};
+    if (r_byte_units)
+        for (uint32_t b = 0; b < 256; b++)
+            r_entry(&fl, b);
+    lipi_count_entry e;
+    size_t *bounds = NULL, bcap = 0, nb;
+    while (lipi_counts_next(c, &pos, &e)) {
+        rword *x = &w[k++];
+        x->count = e.count;
+        x->sym = calloc(e.len + 1, sizeof *x->sym);
+        x->start = calloc(e.len + 2, 1);
+        assert_int_equal(lipi_graphemes(e.word, e.len, &bounds, &bcap, &nb, NULL), LIPI_OK);
+        size_t b = 0;
+        for (size_t i = 0; i < e.len;) {
+            uint32_t cp;
+            size_t step = 1;
+            if (r_byte_units)
+                cp = (unsigned char)e.word[i];
+            else
+                step = lipi_utf8_decode(e.word + i, e.len - i, &cp);
+            if (b < nb && bounds[b] == i) {
+                x->start[x->units] = 1;
+                b++;
+            }
+            x->sym[x->n++] = cp;
+            x->units++;
+            r_entry(&fl, cp)->f += e.count;
+            i += step;
+        }
+        x->start[x->units] = 1;
+    }
+    lipi_free(bounds);
+
+    for (size_t i = 0; i < o->n_special; i++)
+        r_add(m, o->special_tokens[i], strlen(o->special_tokens[i]));
+    uint32_t first_bf = RNONE;
+    if (!r_byte_units && o->byte_fallback)
+        for (unsigned v = 0; v < 256; v++) {
+            char s[8];
+            snprintf(s, sizeof s, "<0x%02X>", v);
+            uint32_t id = r_add(m, s, 6);
+            if (v == 0)
+                first_bf = id;
+        }
+    uint64_t total = 0;
+    for (size_t i = 0; i < fl.n; i++)
+        total += fl.v[i].f;
+    qsort(fl.v, fl.n, sizeof *fl.v, r_cmp_freq);
+    size_t na = fl.n;
+    if (!r_byte_units && o->character_coverage < 1.0) {
+        uint64_t acc = 0;
+        size_t kk = 0;
+        while (kk < na && (double)acc / (double)total < o->character_coverage)
+            acc += fl.v[kk++].f;
+        na = kk;
+    }
+    if (!r_byte_units && o->limit_alphabet && na > o->limit_alphabet)
+        na = o->limit_alphabet;
+    for (size_t i = 0; i < na; i++) {
+        char s[4];
+        size_t len = 1;
+        if (r_byte_units)
+            s[0] = (char)fl.v[i].cp;
+        else
+            len = lipi_utf8_encode(fl.v[i].cp, s);
+        fl.v[i].id = r_add(m, s, len);
+    }
+    for (size_t i = 0; i < nw; i++)
+        for (size_t j = 0; j < w[i].n; j++)
+            w[i].sym[j] = r_entry(&fl, w[i].sym[j])->id;
+    free(fl.v);
+
+    size_t max_occ = 1;
+    for (size_t i = 0; i < nw; i++)
+        max_occ += w[i].n;
+    rocc *occ = malloc(max_occ * sizeof *occ);
+    uint32_t (*forbidden)[2] = NULL;
+    size_t n_forbidden = 0;
+    char *z = NULL;
+    while (m->n_tok < o->vocab_size) {
+        size_t no = 0;
+        for (size_t i = 0; i < nw; i++) {
+            size_t p = 0;
+            for (size_t j = 0; j + 1 < w[i].n; j++) {
+                if (r_ok(m, &w[i], w[i].sym[j], w[i].sym[j + 1], p, &rc))
+                    occ[no++] = (rocc){w[i].sym[j], w[i].sym[j + 1], w[i].count};
+                p += w[i].sym[j] == RNONE ? 1 : m->tok[w[i].sym[j]].units;
+            }
+        }
+        qsort(occ, no, sizeof *occ, r_cmp_occ);
+        r_tok_for_sort = m->tok;
+        bool have = false;
+        rocc best = {0, 0, 0};
+        for (size_t i = 0; i < no;) {
+            rocc sum = occ[i];
+            size_t j = i + 1;
+            for (; j < no && occ[j].l == sum.l && occ[j].r == sum.r; j++)
+                sum.c += occ[j].c;
+            i = j;
+            bool forb = false;
+            for (size_t f = 0; f < n_forbidden; f++)
+                forb |= forbidden[f][0] == sum.l && forbidden[f][1] == sum.r;
+            if (forb)
+                continue;
+            int cl = have ? r_cmp_bytes(&m->tok[sum.l], &m->tok[best.l]) : 0;
+            int cr = have ? r_cmp_bytes(&m->tok[sum.r], &m->tok[best.r]) : 0;
+            if (!have || sum.c > best.c || (sum.c == best.c && (cl < 0 || (cl == 0 && cr < 0)))) {
+                best = sum;
+                have = true;
+            }
+        }
+        if (!have || best.c < o->min_frequency)
+            break;
+        size_t zl = m->tok[best.l].len + m->tok[best.r].len;
+        z = realloc(z, zl);
+        memcpy(z, m->tok[best.l].s, m->tok[best.l].len);
+        memcpy(z + m->tok[best.l].len, m->tok[best.r].s, m->tok[best.r].len);
+        uint32_t existing = r_find(m, z, zl);
+        if (existing != RNONE && first_bf != RNONE && existing >= first_bf &&
+            existing < first_bf + 256) {
+            forbidden = realloc(forbidden, (n_forbidden + 1) * sizeof *forbidden);
+            forbidden[n_forbidden][0] = best.l;
+            forbidden[n_forbidden++][1] = best.r;
+            continue;
+        }
+        uint32_t zid = r_add(m, z, zl);
+        m->merges = realloc(m->merges, (m->n_merges + 1) * sizeof *m->merges);
+        m->merges[m->n_merges][0] = best.l;
+        m->merges[m->n_merges++][1] = best.r;
+        for (size_t i = 0; i < nw; i++) {
+            size_t out = 0, p = 0;
+            for (size_t j = 0; j < w[i].n;) {
+                uint32_t s = w[i].sym[j];
+                if (j + 1 < w[i].n && s == best.l && w[i].sym[j + 1] == best.r &&
+                    r_ok(m, &w[i], s, best.r, p, &rc)) {
+                    w[i].sym[out++] = zid;
+                    p += m->tok[zid].units;
+                    j += 2;
+                } else {
+                    w[i].sym[out++] = s;
+                    p += s == RNONE ? 1 : m->tok[s].units;
+                    j++;
+                }
+            }
+            w[i].n = out;
+        }
+    }
+    free(z);
+    free(forbidden);
+    free(occ);
+    for (size_t i = 0; i < nw; i++) {
+        free(w[i].sym);
+        free(w[i].start);
+    }
+    free(w);
+}
+
+/* Asserts that the trainer and the reference agree on the whole vocabulary
+ * (as raw bytes) and the whole merge list. */
+static void assert_same_as_reference(const lipi_counts *c, const lipi_bpe_options *o,
+                                     const char *what)
+{
+    lipi_bpe_model *m = train(c, o);
+    rmodel r;
+    r_train(c, o, &r);
+    size_t n = lipi_bpe_model_vocab_size(m);
+    if (n != r.n_tok)
+        fail_msg("%s: vocab size %zu, reference %zu", what, n, r.n_tok);
+    for (uint32_t i = 0; i < n; i++) {
+        size_t len;
+        const char *t = lipi_bpe_model_token_bytes(m, i, &len);
+        if (len != r.tok[i].len || memcmp(t, r.tok[i].s, len) != 0)
+            fail_msg("%s: token %u is \"%.*s\", reference \"%.*s\"", what, i, (int)len, t,
+                     (int)r.tok[i].len, r.tok[i].s);
+    }
+    if (lipi_bpe_model_merge_count(m) != r.n_merges)
+        fail_msg("%s: %zu merges, reference %zu", what, lipi_bpe_model_merge_count(m),
+                 r.n_merges);
+    for (size_t k = 0; k < r.n_merges; k++) {
+        uint32_t l, rr;
+        lipi_bpe_model_get_merge(m, k, &l, &rr, NULL, NULL);
+        if (l != r.merges[k][0] || rr != r.merges[k][1])
+            fail_msg("%s: merge %zu is (%u, %u), reference (%u, %u)", what, k, l, rr,
+                     r.merges[k][0], r.merges[k][1]);
+    }
+    r_free(&r);
+    lipi_bpe_model_free(m);
+}
+
+/* ======================================================================== */
+/* Real words                                                                */
+/* ======================================================================== */
+
+/* Counts the space-separated words (each but the first of a line keeps its
+ * leading space, as the indic pattern does) of the first max_lines lines of
+ * a bundled FLORES-200 file. */
+static lipi_counts *words_of_file(const char *path, size_t max_lines)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s (tests run from the repository root)", path);
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    char line[16384];
+    for (size_t n = 0; n < max_lines && fgets(line, sizeof line, f); n++) {
+        size_t len = strcspn(line, "\r\n");
+        size_t s = 0;
+        while (s < len) {
+            size_t e = s + 1;
+            while (e < len && line[e] != ' ')
+                e++;
+            assert_int_equal(lipi_counts_add(c, line + s, e - s, 1, NULL), LIPI_OK);
+            s = e;
+        }
+    }
+    fclose(f);
+    return c;
+}
+
+static void test_bpe_matches_reference_on_hindi_tamil_bengali(void **state)
+{
+    const char *files[] = {"data/flores200/hin_Deva.txt", "data/flores200/tam_Taml.txt",
+                           "data/flores200/ben_Beng.txt"};
+    for (size_t i = 0; i < 3; i++) {
+        lipi_counts *c = words_of_file(files[i], 40);
+        lipi_bpe_options o;
+        tiny_options(&o);
+        o.vocab_size = 400;
+        o.min_frequency = 2;
+        assert_same_as_reference(c, &o, files[i]);
+        o.grapheme_guard = false;
+        o.vocab_size = 300;
+        assert_same_as_reference(c, &o, files[i]);
+        o.grapheme_guard = true;
+        o.units = LIPI_UNITS_BYTE;
+        o.vocab_size = 256 + 150;
+        assert_same_as_reference(c, &o, files[i]);
+        lipi_counts_free(c);
+    }
+}
+
+/* The words of c joined by "\n", with a flag per byte position (and one
+ * past the end) that is set where a grapheme cluster starts or ends. */
+typedef struct {
+    char *text;
+    unsigned char *edge;
+    size_t len;
+} cluster_text;
+
+static void cluster_text_init(cluster_text *ct, const lipi_counts *c)
+{
+    size_t pos = 0, cap = 1, *bounds = NULL, bcap = 0, nb;
+    lipi_count_entry e;
+    while (lipi_counts_next(c, &pos, &e))
+        cap += e.len + 1;
+    ct->text = malloc(cap);
+    ct->edge = calloc(cap + 1, 1);
+    assert_true(ct->text && ct->edge);
+    ct->len = 0;
+    pos = 0;
+    while (lipi_counts_next(c, &pos, &e)) {
+        assert_int_equal(lipi_graphemes(e.word, e.len, &bounds, &bcap, &nb, NULL), LIPI_OK);
+        memcpy(ct->text + ct->len, e.word, e.len);
+        for (size_t b = 0; b <= nb; b++)
+            ct->edge[ct->len + bounds[b]] = 1;
+        ct->len += e.len;
+        ct->text[ct->len] = '\n';
+        ct->edge[++ct->len] = 1;
+    }
+    lipi_free(bounds);
+}
+
+/* Is token t a piece of one cluster, or whole clusters, at some occurrence
+ * in some word? */
+static bool token_fits_some_word(const cluster_text *ct, const char *t, size_t tlen)
+{
+    const char *p = ct->text, *end = ct->text + ct->len;
+    while ((p = memmem(p, (size_t)(end - p), t, tlen)) != NULL) {
+        size_t s = (size_t)(p - ct->text), e = s + tlen, inside = 0;
+        for (size_t i = s + 1; i < e; i++)
+            inside += ct->edge[i];
+        if ((ct->edge[s] && ct->edge[e]) || inside == 0)
+            return true;
+        p++;
+    }
+    return false;
+}
+
+static size_t tokens_with_partial_clusters(const lipi_counts *c, const lipi_bpe_model *m)
+{
+    cluster_text ct;
+    cluster_text_init(&ct, c);
+    size_t bad = 0;
+    for (size_t r = 0; r < lipi_bpe_model_merge_count(m); r++) {
+        uint32_t z;
+        lipi_bpe_model_get_merge(m, r, NULL, NULL, &z, NULL);
+        size_t len;
+        const char *t = lipi_bpe_model_token_bytes(m, z, &len);
+        bad += !token_fits_some_word(&ct, t, len);
+    }
+    free(ct.text);
+    free(ct.edge);
+    return bad;
+}
+
+static void test_bpe_tokens_never_hold_a_partial_cluster(void **state)
+{
+    const char *files[] = {"data/flores200/hin_Deva.txt", "data/flores200/tam_Taml.txt",
+                           "data/flores200/ben_Beng.txt"};
+    for (size_t i = 0; i < 3; i++) {
+        lipi_counts *c = words_of_file(files[i], 200);
+        lipi_bpe_options o;
+        tiny_options(&o);
+        o.vocab_size = 1500;
+        for (int units = 0; units < 2; units++) {
+            o.units = units ? LIPI_UNITS_BYTE : LIPI_UNITS_CHAR;
+            lipi_bpe_model *m = train(c, &o);
+            assert_true(lipi_bpe_model_merge_count(m) > 500);
+            assert_int_equal(tokens_with_partial_clusters(c, m), 0);
+            lipi_bpe_model_free(m);
+        }
+        lipi_counts_free(c);
+    }
+    /* The check does catch such tokens: without the guard, " क" appears. */
+    const char *w[] = {" कि"};
+    lipi_counts *c = counts_of(w, NULL, 1);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.grapheme_guard = false;
+    lipi_bpe_model *m = train(c, &o);
+    assert_int_equal(tokens_with_partial_clusters(c, m), 1);
+    lipi_bpe_model_free(m);
+    lipi_counts_free(c);
+}
+
+static void test_bpe_result_does_not_depend_on_insertion_order_or_threads(void **state)
+{
+    lipi_counts *fwd = words_of_file("data/flores200/hin_Deva.txt", 100);
+    lipi_count_entry *e;
+    size_t n;
+    assert_int_equal(lipi_counts_sorted(fwd, &e, &n), LIPI_OK);
+    lipi_counts *rev;
+    assert_int_equal(lipi_counts_new(&rev), LIPI_OK);
+    for (size_t i = n; i-- > 0;)
+        assert_int_equal(lipi_counts_add(rev, e[i].word, e[i].len, e[i].count, NULL), LIPI_OK);
+    lipi_free(e);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.vocab_size = 800;
+    lipi_bpe_model *a = train(fwd, &o);
+    o.threads = 2;
+    lipi_bpe_model *b = train(rev, &o);
+    char *sa = merges_string(a), *sb = merges_string(b);
+    assert_string_equal(sa, sb);
+    free(sa);
+    free(sb);
+    lipi_bpe_model_free(a);
+    lipi_bpe_model_free(b);
+    lipi_counts_free(fwd);
+    lipi_counts_free(rev);
+}
+
+/* ======================================================================== */
+/* Random inputs against the reference                                       */
+/* ======================================================================== */
+
+static uint64_t rng_state;
+
+static uint32_t rnd(uint32_t n)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng_state >> 33) % n;
+}
+
+static void test_bpe_matches_reference_on_random_words(void **state)
+{
+    /* Letters, combining marks, a virama, ZWJ and an emoji: clusters of
+     * several code points, runs of one symbol, and ties everywhere. */
+    const char *pieces[] = {"a", "b", " ", "\xCC\x81" /* U+0301 */, "क", "ि", "्", "ष",
+                            "\xE2\x80\x8D" /* ZWJ */, "\xF0\x9F\x91\xA9" /* woman */, "<0x", "41>"};
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        rng_state = seed;
+        lipi_counts *c;
+        assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+        size_t nwords = 5 + rnd(30);
+        for (size_t i = 0; i < nwords; i++) {
+            char w[128] = "";
+            size_t k = 1 + rnd(8);
+            for (size_t j = 0; j < k; j++)
+                strcat(w, pieces[rnd(sizeof pieces / sizeof pieces[0])]);
+            assert_int_equal(lipi_counts_add(c, w, strlen(w), 1 + rnd(5), NULL), LIPI_OK);
+        }
+        lipi_bpe_options o;
+        tiny_options(&o);
+        o.units = rnd(2) ? LIPI_UNITS_BYTE : LIPI_UNITS_CHAR;
+        o.grapheme_guard = rnd(3) != 0;
+        o.max_token_length = rnd(2) ? 0 : 2 + rnd(4);
+        o.min_frequency = 1 + rnd(2);
+        o.byte_fallback = rnd(2);
+        if (o.units == LIPI_UNITS_CHAR && rnd(3) == 0)
+            o.character_coverage = 0.9;
+        if (o.units == LIPI_UNITS_CHAR && rnd(4) == 0)
+            o.limit_alphabet = 5;
+        o.vocab_size = (o.units == LIPI_UNITS_BYTE ? 256 : o.byte_fallback ? 256 + 12 : 12) +
+                       5 + rnd(40);
+        char what[64];
+        snprintf(what, sizeof what, "seed %llu", (unsigned long long)seed);
+        assert_same_as_reference(c, &o, what);
+        lipi_counts_free(c);
+    }
+}
+
+/* ======================================================================== */
+/* Counting corpora                                                          */
+/* ======================================================================== */
+
+static char tmpdir[64];
+
+static int make_tmpdir(void **state)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/lipi_test_bpe_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_tmpdir(void **state)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void write_file(const char *path, const char *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+typedef struct {
+    lipi_normalizer *norm;
+    lipi_pretokenizer *pre;
+} pipeline;
+
+static void pipeline_new(pipeline *pl)
+{
+    lipi_error err;
+    if (lipi_normalizer_new("indic", NULL, &pl->norm, &err) != LIPI_OK)
+        fail_msg("normalizer: %s", err.msg);
+    if (lipi_pretokenizer_new("indic", &pl->pre, &err) != LIPI_OK)
+        fail_msg("pre-tokenizer: %s", err.msg);
+}
+
+static void pipeline_free(pipeline *pl)
+{
+    lipi_normalizer_free(pl->norm);
+    lipi_pretokenizer_free(pl->pre);
+}
+
+static lipi_counts *count_paths(const char *const *paths, size_t n, const pipeline *pl,
+                                size_t threads)
+{
+    lipi_count_options co;
+    lipi_count_options_default(&co);
+    co.threads = threads;
+    lipi_counts *c = NULL;
+    lipi_error err;
+    lipi_status st = lipi_count_files(paths, n, pl->norm, pl->pre, &co, &c, &err);
+    if (st != LIPI_OK)
+        fail_msg("lipi_count_files: %s: %s:%zu: %s", lipi_status_name(st), err.path, err.line,
+                 err.msg);
+    return c;
+}
+
+/* "word:count ..." of the whole table in sorted order. */
+static char *counts_string(const lipi_counts *c)
+{
+    lipi_count_entry *e;
+    size_t n, cap = 16, len = 0;
+    assert_int_equal(lipi_counts_sorted(c, &e, &n), LIPI_OK);
+    for (size_t i = 0; i < n; i++)
+        cap += e[i].len + 24;
+    char *s = malloc(cap);
+    assert_non_null(s);
+    s[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(s + len, cap - len, "%.*s:%llu\n", (int)e[i].len, e[i].word,
+                                (unsigned long long)e[i].count);
+    lipi_free(e);
+    return s;
+}
+
+static void test_count_is_the_same_on_1_2_and_3_threads(void **state)
+{
+    const char *paths[] = {"data/flores200/hin_Deva.txt", "data/flores200/eng_Latn.txt",
+                           "data/flores200/tam_Taml.txt"};
+    pipeline pl;
+    pipeline_new(&pl);
+    lipi_counts *c1 = count_paths(paths, 3, &pl, 1);
+    lipi_counts *c2 = count_paths(paths, 3, &pl, 2);
+    lipi_counts *c3 = count_paths(paths, 3, &pl, 3);
+    assert_true(lipi_counts_size(c1) > 3000);
+    char *s1 = counts_string(c1), *s2 = counts_string(c2), *s3 = counts_string(c3);
+    assert_string_equal(s1, s2);
+    assert_string_equal(s1, s3);
+    /* The indic pattern keeps a leading space with the word. */
+    assert_true(lipi_counts_get(c1, " में", strlen(" में")) > 10);
+    free(s1);
+    free(s2);
+    free(s3);
+    lipi_counts_free(c1);
+    lipi_counts_free(c2);
+    lipi_counts_free(c3);
+    pipeline_free(&pl);
+}
+
+static void test_count_of_split_input_merges_to_count_of_whole(void **state)
+{
+    /* The first 100 lines and the rest of a file, counted apart and merged
+     * (as on two machines), equal the count of the whole file. */
+    FILE *f = fopen("data/flores200/ben_Beng.txt", "rb");
+    assert_non_null(f);
+    char a[128], b[128];
+    snprintf(a, sizeof a, "%s/part_a.txt", tmpdir);
+    snprintf(b, sizeof b, "%s/part_b.txt", tmpdir);
+    FILE *fa = fopen(a, "wb"), *fb = fopen(b, "wb");
+    assert_true(fa && fb);
+    char line[16384];
+    for (int n = 0; fgets(line, sizeof line, f); n++)
+        fputs(line, n < 100 ? fa : fb);
+    fclose(f);
+    fclose(fa);
+    fclose(fb);
+
+    pipeline pl;
+    pipeline_new(&pl);
+    const char *whole[] = {"data/flores200/ben_Beng.txt"};
+    const char *pa[] = {a}, *pb[] = {b};
+    char ta[128], tb[128], tall[128];
+    snprintf(ta, sizeof ta, "%s/a.tsv", tmpdir);
+    snprintf(tb, sizeof tb, "%s/b.tsv", tmpdir);
+    snprintf(tall, sizeof tall, "%s/all.tsv", tmpdir);
+    lipi_count_options co;
+    lipi_count_options_default(&co);
+    co.threads = 2;
+    assert_int_equal(lipi_count_to_file(pa, 1, pl.norm, pl.pre, &co, ta, NULL), LIPI_OK);
+    assert_int_equal(lipi_count_to_file(pb, 1, pl.norm, pl.pre, &co, tb, NULL), LIPI_OK);
+    const char *parts[] = {ta, tb};
+    assert_int_equal(lipi_counts_merge_files(parts, 2, tall, NULL), LIPI_OK);
+    lipi_counts *merged;
+    assert_int_equal(lipi_counts_new(&merged), LIPI_OK);
+    assert_int_equal(lipi_counts_load(tall, merged, NULL), LIPI_OK);
+    lipi_counts *direct = count_paths(whole, 1, &pl, 1);
+    char *s1 = counts_string(merged), *s2 = counts_string(direct);
+    assert_string_equal(s1, s2);
+
+    /* And training on either gives the same merges. */
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.vocab_size = 1200;
+    o.min_frequency = 2;
+    lipi_bpe_model *m1 = train(merged, &o), *m2 = train(direct, &o);
+    char *r1 = merges_string(m1), *r2 = merges_string(m2);
+    assert_string_equal(r1, r2);
+    assert_true(lipi_bpe_model_merge_count(m1) > 500);
+    free(r1);
+    free(r2);
+    lipi_bpe_model_free(m1);
+    lipi_bpe_model_free(m2);
+    free(s1);
+    free(s2);
+    lipi_counts_free(merged);
+    lipi_counts_free(direct);
+    pipeline_free(&pl);
+}
+
+static void test_count_reports_invalid_utf8_with_file_and_line(void **state)
+{
+    char bad[128];
+    snprintf(bad, sizeof bad, "%s/bad.txt", tmpdir);
+    const char data[] = "good line\nstill good\nbad \xff byte\nafter\n";
+    write_file(bad, data, sizeof data - 1);
+    pipeline pl;
+    pipeline_new(&pl);
+    const char *paths[] = {"data/flores200/eng_Latn.txt", bad};
+    for (size_t threads = 1; threads <= 2; threads++) {
+        lipi_count_options co;
+        lipi_count_options_default(&co);
+        co.threads = threads;
+        lipi_counts *c = NULL;
+        lipi_error err;
+        memset(&err, 0, sizeof err);
+        assert_int_equal(lipi_count_files(paths, 2, pl.norm, pl.pre, &co, &c, &err),
+                         LIPI_EFORMAT);
+        assert_null(c);
+        assert_string_equal(err.path, bad);
+        assert_int_equal(err.line, 3);
+
+        co.invalid = LIPI_INVALID_REPLACE;
+        assert_int_equal(lipi_count_files(paths, 2, pl.norm, pl.pre, &co, &c, &err), LIPI_OK);
+        assert_int_equal(lipi_counts_get(c, " \xEF\xBF\xBD", 4), 1);
+        lipi_counts_free(c);
+    }
+    const char *missing[] = {"/nonexistent/corpus.txt"};
+    lipi_counts *c = NULL;
+    lipi_error err;
+    assert_int_equal(lipi_count_files(missing, 1, pl.norm, pl.pre, NULL, &c, &err), LIPI_EIO);
+    pipeline_free(&pl);
+}
+
+typedef struct {
+    size_t calls, done_calls;
+    lipi_progress last;
+} progress_log;
+
+static void on_progress(const lipi_progress *p, void *user)
+{
+    progress_log *log = user;
+    log->calls++;
+    log->done_calls += p->done;
+    log->last = *p;
+}
+
+static void test_count_reports_progress_at_the_end(void **state)
+{
+    pipeline pl;
+    pipeline_new(&pl);
+    const char *paths[] = {"data/flores200/hin_Deva.txt"};
+    progress_log log = {0};
+    lipi_count_options co;
+    lipi_count_options_default(&co);
+    co.threads = 2;
+    co.progress = on_progress;
+    co.progress_user = &log;
+    lipi_counts *c = NULL;
+    assert_int_equal(lipi_count_files(paths, 1, pl.norm, pl.pre, &co, &c, NULL), LIPI_OK);
+    assert_int_equal(log.done_calls, 1);
+    assert_true(log.last.done);
+    assert_int_equal(log.last.phase, LIPI_PHASE_COUNT);
+    assert_int_equal(log.last.lines, 200);
+    FILE *f = fopen(paths[0], "rb");
+    fseek(f, 0, SEEK_END);
+    uint64_t size = (uint64_t)ftell(f);
+    fclose(f);
+    assert_int_equal(log.last.bytes_read, size);
+    assert_int_equal(log.last.bytes_total, size);
+
+    progress_log tlog = {0};
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.vocab_size = 700;
+    o.progress = on_progress;
+    o.progress_user = &tlog;
+    lipi_bpe_model *m = train(c, &o);
+    assert_int_equal(tlog.done_calls, 1);
+    assert_int_equal(tlog.last.phase, LIPI_PHASE_MERGE);
+    assert_int_equal(tlog.last.merges_done, lipi_bpe_model_merge_count(m));
+    lipi_bpe_model_free(m);
+    lipi_counts_free(c);
+    pipeline_free(&pl);
+}
+
+/* The same merges from counts made on 1 and 2 threads, on a larger file
+ * from the shared data (skipped where it is not). */
+static void test_bpe_same_merges_from_1_and_2_counting_threads(void **state)
+{
+    const char *path = "../shared/data/parallel/flores200/devtest/hin_Deva.txt";
+    if (access(path, R_OK) != 0)
+        skip();
+    pipeline pl;
+    pipeline_new(&pl);
+    lipi_counts *c1 = count_paths(&path, 1, &pl, 1), *c2 = count_paths(&path, 1, &pl, 2);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.vocab_size = 3000;
+    o.min_frequency = 2;
+    o.byte_fallback = true;
+    lipi_bpe_model *m1 = train(c1, &o);
+    o.threads = 2;
+    lipi_bpe_model *m2 = train(c2, &o);
+    char *r1 = merges_string(m1), *r2 = merges_string(m2);
+    assert_string_equal(r1, r2);
+    assert_true(lipi_bpe_model_merge_count(m1) > 1000);
+    free(r1);
+    free(r2);
+    lipi_bpe_model_free(m1);
+    lipi_bpe_model_free(m2);
+    lipi_counts_free(c1);
+    lipi_counts_free(c2);
+    pipeline_free(&pl);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bpe_abracadabra_whole_vocabulary_and_merges),
+        cmocka_unit_test(test_bpe_ties_go_to_smaller_left_then_right_bytes),
+        cmocka_unit_test(test_bpe_counts_are_weighted_by_word_counts),
+        cmocka_unit_test(test_bpe_handles_runs_of_one_symbol),
+        cmocka_unit_test(test_bpe_min_frequency_stops_training),
+        cmocka_unit_test(test_bpe_vocab_size_stops_training),
+        cmocka_unit_test(test_bpe_max_token_length_limits_merges),
+        cmocka_unit_test(test_bpe_special_tokens_and_byte_fallback_ids),
+        cmocka_unit_test(test_bpe_alphabet_sorted_by_frequency_then_bytes),
+        cmocka_unit_test(test_bpe_merge_never_makes_a_byte_fallback_token),
+        cmocka_unit_test(test_bpe_character_coverage_leaves_rare_characters_out),
+        cmocka_unit_test(test_bpe_byte_units_use_the_gpt2_alphabet),
+        cmocka_unit_test(test_bpe_rejects_bad_options),
+        cmocka_unit_test(test_bpe_guard_builds_clusters_before_joining_them),
+        cmocka_unit_test(test_bpe_guard_in_byte_units_keeps_code_points_whole),
+        cmocka_unit_test(test_bpe_matches_reference_on_hindi_tamil_bengali),
+        cmocka_unit_test(test_bpe_tokens_never_hold_a_partial_cluster),
+        cmocka_unit_test(test_bpe_result_does_not_depend_on_insertion_order_or_threads),
+        cmocka_unit_test(test_bpe_matches_reference_on_random_words),
+        cmocka_unit_test(test_count_is_the_same_on_1_2_and_3_threads),
+        cmocka_unit_test(test_count_of_split_input_merges_to_count_of_whole),
+        cmocka_unit_test(test_count_reports_invalid_utf8_with_file_and_line),
+        cmocka_unit_test(test_count_reports_progress_at_the_end),
+        cmocka_unit_test(test_bpe_same_merges_from_1_and_2_counting_threads),
+    };
+    return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
+}

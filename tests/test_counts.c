@@ -1,0 +1,415 @@
+/* Tests of the word-count table and the word<TAB>count file format. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "trainer/trainer.h"
+
+static char tmpdir[64];
+
+static int make_tmpdir(void **state)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/lipi_test_counts_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_tmpdir(void **state)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void tmp_path(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/%s", tmpdir, name);
+}
+
+static void write_file(const char *path, const char *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *buf = malloc(1 << 20);
+    assert_non_null(buf);
+    *len = fread(buf, 1, 1 << 20, f);
+    fclose(f);
+    buf[*len] = '\0';
+    return buf;
+}
+
+static void add(lipi_counts *c, const char *w, uint64_t n)
+{
+    assert_int_equal(lipi_counts_add(c, w, strlen(w), n, NULL), LIPI_OK);
+}
+
+/* "word:count word:count ..." in sorted order, for whole-table asserts. */
+static char *sorted_string(const lipi_counts *c)
+{
+    lipi_count_entry *e;
+    size_t n;
+    assert_int_equal(lipi_counts_sorted(c, &e, &n), LIPI_OK);
+    size_t cap = 64, len = 0;
+    for (size_t i = 0; i < n; i++)
+        cap += e[i].len + 24;
+    char *s = malloc(cap);
+    assert_non_null(s);
+    s[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(s + len, cap - len, "%s%.*s:%llu", i ? " " : "", (int)e[i].len,
+                                e[i].word, (unsigned long long)e[i].count);
+    lipi_free(e);
+    return s;
+}
+
+static void test_counts_add_and_get(void **state)
+{
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    add(c, "नमस्ते", 2);
+    add(c, " the", 1);
+    add(c, "नमस्ते", 5);
+    assert_int_equal(lipi_counts_size(c), 2);
+    assert_int_equal(lipi_counts_total(c), 8);
+    assert_int_equal(lipi_counts_get(c, "नमस्ते", strlen("नमस्ते")), 7);
+    assert_int_equal(lipi_counts_get(c, " the", 4), 1);
+    assert_int_equal(lipi_counts_get(c, "the", 3), 0);
+    lipi_counts_free(c);
+}
+
+static void test_counts_reject_empty_word_zero_count_and_overflow(void **state)
+{
+    lipi_counts *c;
+    lipi_error err;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    assert_int_equal(lipi_counts_add(c, "", 0, 1, &err), LIPI_EINVAL);
+    assert_int_equal(lipi_counts_add(c, "a", 1, 0, &err), LIPI_EINVAL);
+    add(c, "a", UINT64_MAX - 1);
+    assert_int_equal(lipi_counts_add(c, "a", 1, 2, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "overflows"));
+    assert_true(lipi_counts_get(c, "a", 1) == UINT64_MAX - 1);
+    add(c, "a", 1);
+    assert_true(lipi_counts_get(c, "a", 1) == UINT64_MAX);
+    lipi_counts_free(c);
+}
+
+static void test_counts_sorted_by_count_then_bytes(void **state)
+{
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    add(c, "b", 3);
+    add(c, "ab", 1);
+    add(c, "a", 1);
+    add(c, "c", 3);
+    add(c, "क", 3);
+    add(c, "B", 1);
+    char *s = sorted_string(c);
+    assert_string_equal(s, "b:3 c:3 क:3 B:1 a:1 ab:1");
+    free(s);
+    lipi_counts_free(c);
+}
+
+static void test_counts_many_words_survive_growth(void **state)
+{
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    char w[32];
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 100000; i++) {
+            int n = snprintf(w, sizeof w, "w%d", i);
+            assert_int_equal(lipi_counts_add(c, w, (size_t)n, (uint64_t)i + 1, NULL), LIPI_OK);
+        }
+    assert_int_equal(lipi_counts_size(c), 100000);
+    for (int i = 0; i < 100000; i += 997) {
+        int n = snprintf(w, sizeof w, "w%d", i);
+        assert_int_equal(lipi_counts_get(c, w, (size_t)n), 2 * ((uint64_t)i + 1));
+    }
+    /* A word bigger than an arena block still goes in. */
+    size_t big = 3 << 20;
+    char *huge = malloc(big);
+    assert_non_null(huge);
+    memset(huge, 'x', big);
+    assert_int_equal(lipi_counts_add(c, huge, big, 1, NULL), LIPI_OK);
+    add(c, "after-huge", 1);
+    assert_int_equal(lipi_counts_get(c, huge, big), 1);
+    assert_int_equal(lipi_counts_get(c, "after-huge", 10), 1);
+    free(huge);
+    lipi_counts_free(c);
+}
+
+static void test_counts_merge_equals_counting_the_concatenation(void **state)
+{
+    const char *a[] = {"x", "y", "x", "नमस्ते", " z"};
+    const char *b[] = {"y", "नमस्ते", "w", "x"};
+    lipi_counts *ca, *cb, *all;
+    assert_int_equal(lipi_counts_new(&ca), LIPI_OK);
+    assert_int_equal(lipi_counts_new(&cb), LIPI_OK);
+    assert_int_equal(lipi_counts_new(&all), LIPI_OK);
+    for (size_t i = 0; i < 5; i++) {
+        add(ca, a[i], 1);
+        add(all, a[i], 1);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        add(cb, b[i], 1);
+        add(all, b[i], 1);
+    }
+    assert_int_equal(lipi_counts_merge(ca, cb, NULL), LIPI_OK);
+    char *s1 = sorted_string(ca), *s2 = sorted_string(all);
+    assert_string_equal(s1, s2);
+    assert_string_equal(s1, "x:3 y:2 नमस्ते:2  z:1 w:1");
+    free(s1);
+    free(s2);
+    lipi_counts_free(ca);
+    lipi_counts_free(cb);
+    lipi_counts_free(all);
+}
+
+static void test_counts_tsv_is_sorted_and_escaped(void **state)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "esc.tsv");
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    add(c, " की", 4);
+    add(c, "a\tb", 2);
+    add(c, "line\nbreak", 2);
+    add(c, "back\\slash", 2);
+    add(c, "cr\r", 1);
+    assert_int_equal(lipi_counts_save(c, path, NULL), LIPI_OK);
+    size_t len;
+    char *data = read_file(path, &len);
+    assert_string_equal(data, " की\t4\n"
+                              "a\\tb\t2\n"
+                              "back\\\\slash\t2\n"
+                              "line\\nbreak\t2\n"
+                              "cr\r\t1\n");
+    free(data);
+
+    lipi_counts *back;
+    assert_int_equal(lipi_counts_new(&back), LIPI_OK);
+    assert_int_equal(lipi_counts_load(path, back, NULL), LIPI_OK);
+    char *s1 = sorted_string(c), *s2 = sorted_string(back);
+    assert_string_equal(s1, s2);
+    free(s1);
+    free(s2);
+    lipi_counts_free(back);
+    lipi_counts_free(c);
+}
+
+static void test_counts_load_accepts_bom_crlf_and_literal_backslashes(void **state)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "bom.tsv");
+    const char data[] = "\xEF\xBB\xBFhello\t3\r\nC:\\x\\\t2\r\nhello\t1";
+    write_file(path, data, sizeof data - 1);
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    assert_int_equal(lipi_counts_load(path, c, NULL), LIPI_OK);
+    char *s = sorted_string(c);
+    assert_string_equal(s, "hello:4 C:\\x\\:2");
+    free(s);
+    lipi_counts_free(c);
+}
+
+static void test_counts_load_of_empty_file_adds_nothing(void **state)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "empty.tsv");
+    write_file(path, "", 0);
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    assert_int_equal(lipi_counts_load(path, c, NULL), LIPI_OK);
+    assert_int_equal(lipi_counts_size(c), 0);
+    lipi_counts_free(c);
+}
+
+typedef struct {
+    const char *data;
+    size_t line, offset;
+    const char *msg_part;
+} bad_case;
+
+static void test_counts_load_rejects_bad_lines_with_line_and_offset(void **state)
+{
+    const bad_case cases[] = {
+        {"ok\t1\nno tab here\n", 2, 5 + 11, "no TAB"},
+        {"ok\t1\n\nok\t2\n", 2, 5, "empty line"},
+        {"\t5\n", 1, 0, "expected a word"},
+        {"word\t\n", 1, 5, "end of the line"},
+        {"word\t12x\n", 1, 7, "found 'x'"},
+        {"word\t-3\n", 1, 5, "found '-'"},
+        {"word\t 3\n", 1, 5, "found ' '"},
+        {"word\t3\textra\n", 1, 6, "byte 0x09"},
+        {"word\t0\n", 1, 5, "count >= 1"},
+        {"word\t18446744073709551616\n", 1, 5, "below 2^64"},
+        {"a\t1\nb\t2\nab\xC3(\t4\n", 3, 8 + 2, "byte 0xC3"},
+        {"big\t18446744073709551615\nbig\t1\n", 2, 25 + 4, "overflows"},
+        {"\xEF\xBB\xBFok\t1\r\nx\ty\r\n", 2, 9 + 2, "found 'y'"},
+    };
+    char path[128];
+    tmp_path(path, sizeof path, "bad.tsv");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_file(path, cases[i].data, strlen(cases[i].data));
+        lipi_counts *c;
+        lipi_error err;
+        memset(&err, 0, sizeof err);
+        assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+        lipi_status st = lipi_counts_load(path, c, &err);
+        if (st != LIPI_EFORMAT || err.line != cases[i].line || err.offset != cases[i].offset ||
+            !strstr(err.msg, cases[i].msg_part) || strcmp(err.path, path) != 0)
+            fail_msg("case %zu: status %s line %zu offset %zu msg '%s'", i, lipi_status_name(st),
+                     err.line, err.offset, err.msg);
+        lipi_counts_free(c);
+    }
+}
+
+static void test_counts_load_of_missing_file_is_eio(void **state)
+{
+    lipi_counts *c;
+    lipi_error err;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    assert_int_equal(lipi_counts_load("/nonexistent/dir/counts.tsv", c, &err), LIPI_EIO);
+    assert_string_equal(err.path, "/nonexistent/dir/counts.tsv");
+    lipi_counts_free(c);
+}
+
+static void test_counts_save_to_unwritable_folder_is_eio(void **state)
+{
+    lipi_counts *c;
+    lipi_error err;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    add(c, "a", 1);
+    assert_int_equal(lipi_counts_save(c, "/nonexistent/dir/counts.tsv", &err), LIPI_EIO);
+    lipi_counts_free(c);
+}
+
+static void test_counts_merge_files_adds_counts(void **state)
+{
+    char p1[128], p2[128], out[128];
+    tmp_path(p1, sizeof p1, "m1.tsv");
+    tmp_path(p2, sizeof p2, "m2.tsv");
+    tmp_path(out, sizeof out, "merged.tsv");
+    write_file(p1, "the\t5\nक\t2\n", strlen("the\t5\nक\t2\n"));
+    write_file(p2, "क\t4\nzeta\t1\nthe\t1\n", strlen("क\t4\nzeta\t1\nthe\t1\n"));
+    const char *paths[] = {p1, p2};
+    assert_int_equal(lipi_counts_merge_files(paths, 2, out, NULL), LIPI_OK);
+    size_t len;
+    char *data = read_file(out, &len);
+    assert_string_equal(data, "the\t6\nक\t6\nzeta\t1\n");
+    free(data);
+    /* No temporary file is left next to the output. */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q tmp", tmpdir);
+    assert_int_not_equal(system(cmd), 0);
+}
+
+/* ---- allocation failures ---------------------------------------------- */
+
+static long alloc_budget; /* allocations left before failing; <0: unlimited */
+static long live_allocs;
+
+static void *fail_malloc(size_t n)
+{
+    if (alloc_budget == 0)
+        return NULL;
+    if (alloc_budget > 0)
+        alloc_budget--;
+    void *p = malloc(n);
+    if (p)
+        live_allocs++;
+    return p;
+}
+
+static void *fail_realloc(void *p, size_t n)
+{
+    if (alloc_budget == 0)
+        return NULL;
+    if (alloc_budget > 0)
+        alloc_budget--;
+    void *q = realloc(p, n);
+    if (q && !p)
+        live_allocs++;
+    return q;
+}
+
+static void fail_free(void *p)
+{
+    if (p)
+        live_allocs--;
+    free(p);
+}
+
+static void test_counts_load_fails_cleanly_on_every_allocation(void **state)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "oom.tsv");
+    /* Enough words to grow the table and a line longer than the read buffer. */
+    size_t cap = 1 << 20, len = 0;
+    char *data = malloc(cap);
+    assert_non_null(data);
+    for (int i = 0; i < 3000; i++)
+        len += (size_t)snprintf(data + len, cap - len, "w%d\t%d\n", i, i + 1);
+    memset(data + len, 'y', 100000);
+    len += 100000;
+    len += (size_t)snprintf(data + len, cap - len, "\t7\n");
+    write_file(path, data, len);
+    free(data);
+
+    lipi_alloc_hooks hooks = {fail_malloc, fail_realloc, fail_free};
+    bool succeeded = false;
+    for (long n = 0; n < 10000 && !succeeded; n++) {
+        alloc_budget = n;
+        live_allocs = 0;
+        lipi_set_alloc_hooks(&hooks);
+        lipi_counts *c = NULL;
+        lipi_error err;
+        lipi_status st = lipi_counts_new(&c);
+        if (st == LIPI_OK) {
+            st = lipi_counts_load(path, c, &err);
+            if (st == LIPI_OK) {
+                succeeded = true;
+                assert_int_equal(lipi_counts_size(c), 3001);
+            }
+        }
+        if (!succeeded)
+            assert_int_equal(st, LIPI_ENOMEM);
+        lipi_counts_free(c);
+        lipi_set_alloc_hooks(NULL);
+        assert_int_equal(live_allocs, 0);
+    }
+    assert_true(succeeded);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_counts_add_and_get),
+        cmocka_unit_test(test_counts_reject_empty_word_zero_count_and_overflow),
+        cmocka_unit_test(test_counts_sorted_by_count_then_bytes),
+        cmocka_unit_test(test_counts_many_words_survive_growth),
+        cmocka_unit_test(test_counts_merge_equals_counting_the_concatenation),
+        cmocka_unit_test(test_counts_tsv_is_sorted_and_escaped),
+        cmocka_unit_test(test_counts_load_accepts_bom_crlf_and_literal_backslashes),
+        cmocka_unit_test(test_counts_load_of_empty_file_adds_nothing),
+        cmocka_unit_test(test_counts_load_rejects_bad_lines_with_line_and_offset),
+        cmocka_unit_test(test_counts_load_of_missing_file_is_eio),
+        cmocka_unit_test(test_counts_save_to_unwritable_folder_is_eio),
+        cmocka_unit_test(test_counts_merge_files_adds_counts),
+        cmocka_unit_test(test_counts_load_fails_cleanly_on_every_allocation),
+    };
+    return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
+}

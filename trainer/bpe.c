@@ -1,0 +1,1984 @@
+/* BPE trainer over unique words with 64-bit counts.
+ *
+ * Data layout (everything indexed by small integers, no per-occurrence
+ * allocation):
+ *   words   all symbol ids in one uint32 array; a 40-byte record per word
+ *           (count, where its symbols are, current length, cluster data),
+ *           so a visit costs about two cache misses. Merges rewrite a word
+ *           in place.
+ *   tokens  id -> bytes (and, for byte units, the GPT-2 alphabet string that
+ *           is its identity in tokenizer.json), length in base units.
+ *   pairs   (left, right) -> pair record through an open-addressing table
+ *           keyed by the two ids; a record holds the pair's count and the
+ *           words it may occur in, as a list of 32-byte chunks from a pool.
+ *           Lists only grow (stale entries are skipped when a merge scans
+ *           them) and go back to the pool when the count drops to zero.
+ *   heap    max-heap of (count, pair) with lazy deletion: counts of old
+ *           pairs only fall, so a popped entry whose count is stale is
+ *           pushed again with the current count; pairs whose count rose
+ *           (they contain the new token) are pushed after each merge.
+ *
+ * A merge scans only the words in its pair's list. Per word, the pairs that
+ * touch a merged position disappear and the pairs that touch a new token
+ * appear; every other pair of the word keeps its symbols, position and
+ * validity, so only those two sets change the counts. The changes of all
+ * words are first summed per pair in a small table that stays in cache, then
+ * applied to the big pair table once per distinct pair.
+ *
+ * Grapheme guard: for words whose clusters are not all single units, a
+ * bitmap marks the base units where a cluster starts. An occurrence of a
+ * pair covering units [s, e) is valid if [s, e) lies inside one cluster
+ * (no start in (s, e)) or covers whole clusters (starts at s and e). */
+#include "trainer/trainer.h"
+
+#include "tokenizer/common_impl.h"
+#include "tokenizer/json_impl.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NONE UINT32_MAX
+#define NO_GUARD SIZE_MAX
+
+void lipi_bpe_options_default(lipi_bpe_options *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->vocab_size = 8000;
+    opt->units = LIPI_UNITS_CHAR;
+    opt->byte_fallback = true;
+    opt->min_frequency = 2;
+    opt->character_coverage = 1.0;
+    opt->grapheme_guard = true;
+}
+
+/* ======================================================================== */
+/* The trained model                                                         */
+/* ======================================================================== */
+
+struct lipi_bpe_model {
+    lipi_units units;
+    bool byte_fallback;
+    int64_t unk_id;
+    size_t n_special;
+    size_t n_tokens;
+    char *raw;           /* token bytes, concatenated */
+    size_t *raw_off;     /* n_tokens + 1 */
+    char *vstr;          /* tokenizer.json strings (byte units), else NULL */
+    size_t *vstr_off;    /* n_tokens + 1 */
+    size_t n_merges;
+    uint32_t (*merges)[3]; /* left, right, result */
+    uint64_t *merge_count;
+};
+
+void lipi_bpe_model_free(lipi_bpe_model *m)
+{
+    if (!m)
+        return;
+    lipi_free(m->raw);
+    lipi_free(m->raw_off);
+    lipi_free(m->vstr);
+    lipi_free(m->vstr_off);
+    lipi_free(m->merges);
+    lipi_free(m->merge_count);
+    lipi_free(m);
+}
+
+lipi_units lipi_bpe_model_units(const lipi_bpe_model *m)
+{
+    return m->units;
+}
+
+size_t lipi_bpe_model_vocab_size(const lipi_bpe_model *m)
+{
+    return m->n_tokens;
+}
+
+const char *lipi_bpe_model_token_bytes(const lipi_bpe_model *m, uint32_t id, size_t *len)
+{
+    if (id >= m->n_tokens)
+        return NULL;
+    *len = m->raw_off[id + 1] - m->raw_off[id];
+    return m->raw + m->raw_off[id];
+}
+
+const char *lipi_bpe_model_token(const lipi_bpe_model *m, uint32_t id, size_t *len)
+{
+    if (!m->vstr)
+        return lipi_bpe_model_token_bytes(m, id, len);
+    if (id >= m->n_tokens)
+        return NULL;
+    *len = m->vstr_off[id + 1] - m->vstr_off[id];
+    return m->vstr + m->vstr_off[id];
+}
+
+size_t lipi_bpe_model_merge_count(const lipi_bpe_model *m)
+{
+    return m->n_merges;
+}
+
+void lipi_bpe_model_get_merge(const lipi_bpe_model *m, size_t rank, uint32_t *left,
+                              uint32_t *right, uint32_t *result, uint64_t *count)
+{
+    LIPI_ASSERT(rank < m->n_merges);
+    if (left)
+        *left = m->merges[rank][0];
+    if (right)
+        *right = m->merges[rank][1];
+    if (result)
+        *result = m->merges[rank][2];
+    if (count)
+        *count = m->merge_count[rank];
+}
+
+/* ======================================================================== */
+/* Big arrays                                                                */
+/* ======================================================================== */
+
+/* Asks Linux to back the untouched range [p, p+len) of a large array with
+ * huge pages. The pair tables grow to hundreds of megabytes in a few
+ * seconds, and on virtual machines one page fault per 4 KiB costs as much
+ * as the training work on that memory. Only a hint: ignored where
+ * unsupported. */
+static void huge_pages(void *p, size_t len)
+{
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    uintptr_t e = ((uintptr_t)p + len) & ~(huge - 1);
+    if (e > a)
+        madvise((void *)a, e - a, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)len;
+#endif
+}
+
+/* lipi_grow for the big arrays: the new part gets the huge-page hint. */
+static lipi_status big_grow(void **p, size_t *cap, size_t need, size_t size)
+{
+    size_t old = *cap;
+    lipi_status st = lipi_grow(p, cap, need, size);
+    if (st == LIPI_OK && *cap != old)
+        huge_pages((char *)*p + old * size, (*cap - old) * size);
+    return st;
+}
+
+/* An array of n elements of `size` bytes, zeroed if `zero`. NULL on overflow
+ * or out of memory. */
+static void *big_alloc(size_t n, size_t size, bool zero)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    void *p = lipi_malloc(n * size);
+    if (p) {
+        huge_pages(p, n * size);
+        if (zero)
+            memset(p, 0, n * size);
+    }
+    return p;
+}
+
+/* ======================================================================== */
+/* Training state                                                            */
+/* ======================================================================== */
+
+enum { CHUNK_WORDS = 7 };
+
+/* A list's last chunk has next = TAIL_MARK + (words it holds). */
+#define TAIL_MARK 0xFFFFFFF0u
+
+typedef struct {
+    uint32_t next;
+    uint32_t w[CHUNK_WORDS];
+} chunk;
+
+typedef struct {
+    uint64_t count;
+    uint32_t left, right;
+    uint32_t head, tail; /* word-list chunks, NONE when empty */
+} pair_rec;
+
+typedef struct {
+    uint64_t count;
+    size_t off;      /* first symbol in sym */
+    size_t goff;     /* first bit in gbits; NO_GUARD: every cluster is one unit */
+    uint32_t len;    /* current number of symbols */
+    uint32_t units;  /* length in base units */
+    uint32_t stamp;  /* merge number of the last visit */
+} word_rec;
+
+/* A change of a pair count found while rewriting words: n occurrences of
+ * pair `key` vanish (removals) or appear in word w (additions). */
+typedef struct {
+    uint64_t key, n;
+    uint32_t w;
+} delta;
+
+/* The deltas found by one thread during one merge. */
+typedef struct {
+    delta *rem, *add;
+    size_t n_rem, rem_cap, n_add, add_cap;
+} delta_buf;
+
+/* Per-merge sum of the deltas of one pair. */
+typedef struct {
+    uint64_t key, n;
+    uint32_t epoch;
+    uint32_t pair;
+} agg_slot;
+
+/* A slot of the pair table: the high 32 bits of the pair's hash, then its
+ * id; PSLOT_EMPTY when free. The tag settles almost every probe without
+ * touching the pair record. */
+typedef uint64_t pair_slot;
+#define PSLOT_EMPTY UINT64_MAX
+
+/* The pair's token ids ride along so that comparing two entries touches
+ * only the heap and the small per-token arrays. */
+typedef struct {
+    uint64_t count;
+    uint32_t pair, left, right;
+} heap_ent;
+
+typedef struct {
+    const lipi_bpe_options *opt;
+    bool byte_units, guard;
+    size_t max_len;
+
+    /* tokens */
+    lipi_buf raw, vstr;  /* vstr only for byte units */
+    size_t *raw_off, *vstr_off;
+    uint32_t *ulen;      /* length in base units */
+    uint64_t *prefix;    /* first 8 bytes, big-endian, zero-padded: orders most ties */
+    size_t n_tok, tok_cap;
+    uint32_t *tmap;      /* open addressing on the vocabulary string: id, NONE empty */
+    size_t tmap_cap;
+    uint32_t first_bf;   /* id of <0x00>, NONE without byte fallback */
+    size_t n_special;
+
+    /* words */
+    size_t n_words;
+    word_rec *words;
+    uint32_t *sym;
+    uint8_t *gbits;      /* cluster starts, a bit per base unit */
+    uint32_t max_wlen;
+
+    /* pairs */
+    pair_rec *pairs;
+    size_t n_pairs, pairs_cap;
+    pair_slot *pslots;
+    size_t pcap;
+    unsigned pshift;
+    uint32_t *forbidden; /* pairs whose merge would give a byte-fallback token */
+    size_t n_forbidden;
+    uint64_t min_count;  /* rarer pairs never need a heap entry */
+    chunk *chunks;
+    size_t n_chunks, chunks_cap;
+    uint32_t free_chunk;
+
+    heap_ent *heap;
+    size_t heap_n, heap_cap;
+    uint32_t merge_no;
+
+    /* pair count changes of the current merge: d[0] is the calling
+     * thread's, d[t] helper t's; n_active of them hold this merge's */
+    delta_buf *d;
+    size_t n_threads, n_active;
+    struct helper *helpers; /* n_threads - 1 of them, NULL when running alone */
+    struct gate *go, *done;
+    bool quit;
+    uint32_t job_x, job_y, job_z;
+    size_t job_nw;
+    agg_slot *agg;
+    size_t agg_cap;
+    uint32_t agg_epoch;
+    uint32_t *agg_used;  /* slots in use this epoch, in first-use order */
+    size_t n_used, used_cap;
+
+    /* the word list of the current merge */
+    uint32_t *wl;
+    size_t wl_cap;
+
+    /* result */
+    uint32_t (*merges)[3];
+    uint64_t *merge_count;
+    size_t n_merges, merges_cap;
+} bpe;
+
+static void bpe_free(bpe *b)
+{
+    lipi_buf_free(&b->raw);
+    lipi_buf_free(&b->vstr);
+    lipi_free(b->raw_off);
+    lipi_free(b->vstr_off);
+    lipi_free(b->ulen);
+    lipi_free(b->prefix);
+    lipi_free(b->tmap);
+    lipi_free(b->sym);
+    lipi_free(b->words);
+    lipi_free(b->gbits);
+    lipi_free(b->pairs);
+    lipi_free(b->pslots);
+    lipi_free(b->chunks);
+    lipi_free(b->heap);
+    for (size_t t = 0; b->d && t < b->n_threads; t++) {
+        lipi_free(b->d[t].rem);
+        lipi_free(b->d[t].add);
+    }
+    lipi_free(b->d);
+    lipi_free(b->agg);
+    lipi_free(b->agg_used);
+    lipi_free(b->forbidden);
+    lipi_free(b->wl);
+    lipi_free(b->merges);
+    lipi_free(b->merge_count);
+}
+
+/* ------------------------------------------------------------------------ */
+/* GPT-2 byte alphabet                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* The code point GPT-2's bytes_to_unicode gives byte `b`: printable Latin-1
+ * bytes stand for themselves, the other 68 take U+0100.. in byte order. */
+static uint32_t gpt2_char(unsigned b)
+{
+    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174)
+        return b;
+    unsigned n = 0;
+    for (unsigned x = 0; x < b; x++)
+        if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174))
+            n++;
+    return 256 + n;
+}
+
+typedef struct {
+    char s[256][2];
+    uint8_t len[256];
+} gpt2_map;
+
+static void gpt2_map_init(gpt2_map *m)
+{
+    for (unsigned b = 0; b < 256; b++) {
+        char tmp[4];
+        m->len[b] = (uint8_t)lipi_utf8_encode(gpt2_char(b), tmp);
+        memcpy(m->s[b], tmp, m->len[b]);
+    }
+}
+
+/* The bytes that string s spells in the GPT-2 alphabet, into out; false if
+ * s has a character outside that alphabet (or out of memory, which then
+ * only loses the coincidence with a learned token). */
+static bool gpt2_unmap(const char *s, size_t len, lipi_buf *out)
+{
+    out->len = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        size_t n = lipi_utf8_decode(s + i, len - i, &cp);
+        if (!n || cp >= 256 + 68)
+            return false;
+        unsigned byte = 256;
+        for (unsigned v = 0; v < 256 && byte == 256; v++)
+            if (gpt2_char(v) == cp)
+                byte = v;
+        if (byte == 256)
+            return false;
+        char c = (char)byte;
+        if (lipi_buf_append(out, &c, 1) != LIPI_OK)
+            return false;
+        i += n;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tokens                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t fnv1a(const char *s, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static const char *tok_raw(const bpe *b, uint32_t id, size_t *len)
+{
+    *len = b->raw_off[id + 1] - b->raw_off[id];
+    return b->raw.p + b->raw_off[id];
+}
+
+/* The vocabulary string: the token's identity in tokenizer.json. */
+static const char *tok_vstr(const bpe *b, uint32_t id, size_t *len)
+{
+    if (!b->byte_units)
+        return tok_raw(b, id, len);
+    *len = b->vstr_off[id + 1] - b->vstr_off[id];
+    return b->vstr.p + b->vstr_off[id];
+}
+
+static uint32_t tok_find(const bpe *b, const char *v, size_t len)
+{
+    if (!b->tmap_cap)
+        return NONE;
+    size_t mask = b->tmap_cap - 1;
+    for (size_t i = fnv1a(v, len) & mask;; i = (i + 1) & mask) {
+        uint32_t id = b->tmap[i];
+        if (id == NONE)
+            return NONE;
+        size_t l;
+        const char *s = tok_vstr(b, id, &l);
+        if (l == len && memcmp(s, v, len) == 0)
+            return id;
+    }
+}
+
+static void tmap_place(bpe *b, uint32_t id)
+{
+    size_t len, mask = b->tmap_cap - 1;
+    const char *v = tok_vstr(b, id, &len);
+    size_t i = fnv1a(v, len) & mask;
+    while (b->tmap[i] != NONE)
+        i = (i + 1) & mask;
+    b->tmap[i] = id;
+}
+
+/* Adds token `id` (the newest) to the string -> id map. */
+static lipi_status tmap_insert(bpe *b, uint32_t id)
+{
+    if (b->n_tok * 2 > b->tmap_cap) {
+        size_t ncap = b->tmap_cap ? b->tmap_cap * 2 : 1024;
+        uint32_t *nm = lipi_reallocarray(NULL, ncap, sizeof *nm);
+        if (!nm)
+            return LIPI_ENOMEM;
+        memset(nm, 0xff, ncap * sizeof *nm);
+        lipi_free(b->tmap);
+        b->tmap = nm;
+        b->tmap_cap = ncap;
+        for (uint32_t t = 0; t < id; t++)
+            tmap_place(b, t);
+    }
+    tmap_place(b, id);
+    return LIPI_OK;
+}
+
+/* Appends a token with raw bytes r and vocabulary string v (byte units; v is
+ * ignored otherwise) of `units` base units. The caller checked that v is new. */
+static lipi_status tok_add(bpe *b, const char *r, size_t rlen, const char *v, size_t vlen,
+                           uint32_t units, uint32_t *id)
+{
+    if (b->n_tok >= NONE - 1)
+        return LIPI_ENOMEM;
+    if (b->n_tok + 2 > b->tok_cap) {
+        size_t cap = b->tok_cap, cap2 = b->tok_cap, cap3 = b->tok_cap, cap4 = b->tok_cap;
+        void *p = b->raw_off;
+        if (lipi_grow(&p, &cap, b->n_tok + 2, sizeof(size_t)) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->raw_off = p;
+        p = b->prefix;
+        if (lipi_grow(&p, &cap4, b->n_tok + 2, sizeof(uint64_t)) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->prefix = p;
+        p = b->ulen;
+        if (lipi_grow(&p, &cap2, b->n_tok + 2, sizeof(uint32_t)) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->ulen = p;
+        if (b->byte_units) {
+            p = b->vstr_off;
+            if (lipi_grow(&p, &cap3, b->n_tok + 2, sizeof(size_t)) != LIPI_OK)
+                return LIPI_ENOMEM;
+            b->vstr_off = p;
+        }
+        b->tok_cap = cap;
+        b->raw_off[0] = 0;
+        if (b->byte_units)
+            b->vstr_off[0] = 0;
+    }
+    if (lipi_buf_append(&b->raw, r, rlen) != LIPI_OK)
+        return LIPI_ENOMEM;
+    if (b->byte_units && lipi_buf_append(&b->vstr, v, vlen) != LIPI_OK)
+        return LIPI_ENOMEM;
+    uint32_t t = (uint32_t)b->n_tok;
+    b->raw_off[t + 1] = b->raw.len;
+    if (b->byte_units)
+        b->vstr_off[t + 1] = b->vstr.len;
+    b->ulen[t] = units;
+    uint64_t key = 0;
+    for (size_t i = 0; i < 8; i++)
+        key = key << 8 | (i < rlen ? (unsigned char)r[i] : 0);
+    b->prefix[t] = key;
+    b->n_tok++;
+    if (tmap_insert(b, t) != LIPI_OK) {
+        b->n_tok--;
+        return LIPI_ENOMEM;
+    }
+    *id = t;
+    return LIPI_OK;
+}
+
+/* The id of the token with raw bytes r (vocabulary string v for byte units),
+ * added if new. A special token with the same string is reused (its raw
+ * bytes and units were made to agree when it was added). */
+static lipi_status tok_get(bpe *b, const char *r, size_t rlen, const char *v, size_t vlen,
+                           uint32_t units, uint32_t *id)
+{
+    if (!b->byte_units) {
+        v = r;
+        vlen = rlen;
+    }
+    uint32_t t = tok_find(b, v, vlen);
+    if (t == NONE)
+        return tok_add(b, r, rlen, v, vlen, units, id);
+    *id = t;
+    return LIPI_OK;
+}
+
+/* Units (code points or bytes) of token bytes s. */
+static uint32_t count_units(const bpe *b, const char *s, size_t len)
+{
+    if (b->byte_units)
+        return (uint32_t)len;
+    uint32_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return n;
+}
+
+/* Lexicographic order of the token bytes of a and b (a prefix first). */
+static int tok_cmp(const bpe *b, uint32_t x, uint32_t y)
+{
+    if (x == y)
+        return 0;
+    if (b->prefix[x] != b->prefix[y])
+        return b->prefix[x] < b->prefix[y] ? -1 : 1;
+    size_t lx, ly;
+    const char *sx = tok_raw(b, x, &lx), *sy = tok_raw(b, y, &ly);
+    int r = memcmp(sx, sy, lx < ly ? lx : ly);
+    if (r)
+        return r;
+    return (lx > ly) - (lx < ly);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pairs                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static inline uint64_t pair_key(uint32_t l, uint32_t r)
+{
+    return (uint64_t)l << 32 | r;
+}
+
+static inline uint64_t pair_hash(uint64_t key)
+{
+    return key * 0x9E3779B97F4A7C15ull;
+}
+
+static uint32_t pair_find(const bpe *b, uint64_t key)
+{
+    uint64_t h = pair_hash(key);
+    uint32_t tag = (uint32_t)(h >> 32);
+    size_t mask = b->pcap - 1;
+    for (size_t i = (size_t)(h >> b->pshift);; i = (i + 1) & mask) {
+        pair_slot ps = b->pslots[i];
+        if (ps == PSLOT_EMPTY)
+            return NONE;
+        uint32_t p = (uint32_t)ps;
+        if ((uint32_t)(ps >> 32) == tag && pair_key(b->pairs[p].left, b->pairs[p].right) == key)
+            return p;
+    }
+}
+
+static void pslot_place(bpe *b, uint64_t key, uint32_t p)
+{
+    uint64_t h = pair_hash(key);
+    size_t mask = b->pcap - 1, i = (size_t)(h >> b->pshift);
+    while (b->pslots[i] != PSLOT_EMPTY)
+        i = (i + 1) & mask;
+    b->pslots[i] = (h & 0xffffffff00000000ull) | p;
+}
+
+static lipi_status pslots_grow(bpe *b)
+{
+    size_t ncap = b->pcap ? b->pcap * 2 : 1 << 16;
+    unsigned bits = 0;
+    while (((size_t)1 << bits) < ncap)
+        bits++;
+    pair_slot *ns = big_alloc(ncap, sizeof *ns, false);
+    if (!ns)
+        return LIPI_ENOMEM;
+    for (size_t i = 0; i < ncap; i++)
+        ns[i] = PSLOT_EMPTY;
+    lipi_free(b->pslots);
+    b->pslots = ns;
+    b->pcap = ncap;
+    b->pshift = 64 - bits;
+    for (uint32_t p = 0; p < b->n_pairs; p++)
+        pslot_place(b, pair_key(b->pairs[p].left, b->pairs[p].right), p);
+    return LIPI_OK;
+}
+
+/* The pair (l, r), created with count 0 if new. */
+static lipi_status pair_get(bpe *b, uint32_t l, uint32_t r, uint32_t *out)
+{
+    uint64_t key = pair_key(l, r);
+    /* Grow at 0.6 full: probes stay short, slots are only 8 bytes. */
+    if ((b->n_pairs + 1) * 5 > b->pcap * 3 && pslots_grow(b) != LIPI_OK)
+        return LIPI_ENOMEM;
+    uint32_t p = pair_find(b, key);
+    if (p != NONE) {
+        *out = p;
+        return LIPI_OK;
+    }
+    if (b->n_pairs >= NONE - 1)
+        return LIPI_ENOMEM;
+    void *q = b->pairs;
+    if (big_grow(&q, &b->pairs_cap, b->n_pairs + 1, sizeof(pair_rec)) != LIPI_OK)
+        return LIPI_ENOMEM;
+    b->pairs = q;
+    p = (uint32_t)b->n_pairs++;
+    b->pairs[p] = (pair_rec){0, l, r, NONE, NONE};
+    pslot_place(b, key, p);
+    *out = p;
+    return LIPI_OK;
+}
+
+static bool is_forbidden(const bpe *b, uint32_t p)
+{
+    for (size_t i = 0; i < b->n_forbidden; i++)
+        if (b->forbidden[i] == p)
+            return true;
+    return false;
+}
+
+static lipi_status chunk_alloc(bpe *b, uint32_t *out)
+{
+    if (b->free_chunk != NONE) {
+        *out = b->free_chunk;
+        b->free_chunk = b->chunks[*out].next;
+        if (b->free_chunk != NONE)
+            __builtin_prefetch(&b->chunks[b->free_chunk]); /* for the next call */
+        return LIPI_OK;
+    }
+    if (b->n_chunks >= TAIL_MARK)
+        return LIPI_ENOMEM;
+    void *p = b->chunks;
+    if (big_grow(&p, &b->chunks_cap, b->n_chunks + 1, sizeof(chunk)) != LIPI_OK)
+        return LIPI_ENOMEM;
+    b->chunks = p;
+    *out = (uint32_t)b->n_chunks++;
+    return LIPI_OK;
+}
+
+/* Notes that word w may contain pair p. */
+static lipi_status list_append(bpe *b, uint32_t p, uint32_t w)
+{
+    pair_rec *pr = &b->pairs[p];
+    if (pr->tail != NONE) {
+        chunk *c = &b->chunks[pr->tail];
+        uint32_t fill = c->next - TAIL_MARK;
+        if (c->w[fill - 1] == w)
+            return LIPI_OK;
+        if (fill < CHUNK_WORDS) {
+            c->w[fill] = w;
+            c->next++;
+            return LIPI_OK;
+        }
+    }
+    uint32_t ci;
+    if (chunk_alloc(b, &ci) != LIPI_OK)
+        return LIPI_ENOMEM;
+    pr = &b->pairs[p];
+    chunk *c = &b->chunks[ci];
+    c->next = TAIL_MARK + 1;
+    c->w[0] = w;
+    if (pr->tail == NONE)
+        pr->head = ci;
+    else
+        b->chunks[pr->tail].next = ci;
+    pr->tail = ci;
+    return LIPI_OK;
+}
+
+/* Returns a pair's word list to the chunk pool. */
+static void list_release(bpe *b, pair_rec *pr)
+{
+    if (pr->head == NONE)
+        return;
+    b->chunks[pr->tail].next = b->free_chunk;
+    b->free_chunk = pr->head;
+    pr->head = pr->tail = NONE;
+}
+
+static void pair_dec(bpe *b, uint64_t key, uint64_t n)
+{
+    uint32_t p = pair_find(b, key);
+    LIPI_ASSERT(p != NONE);
+    pair_rec *pr = &b->pairs[p];
+    LIPI_ASSERT(pr->count >= n);
+    pr->count -= n;
+    if (pr->count == 0)
+        list_release(b, pr);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Per-merge sums of pair count changes                                      */
+/* ------------------------------------------------------------------------ */
+
+static lipi_status delta_reserve(delta **v, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return LIPI_OK;
+    void *p = *v;
+    lipi_status st = big_grow(&p, cap, need, sizeof(delta));
+    *v = p;
+    return st;
+}
+
+/* Starts a new sum: every slot of an older epoch counts as empty. */
+static void agg_reset(bpe *b)
+{
+    b->n_used = 0;
+    if (++b->agg_epoch == 0) {
+        for (size_t i = 0; i < b->agg_cap; i++)
+            b->agg[i].epoch = 0;
+        b->agg_epoch = 1;
+    }
+}
+
+static size_t agg_probe(const bpe *b, uint64_t key)
+{
+    size_t mask = b->agg_cap - 1;
+    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+    while (b->agg[i].epoch == b->agg_epoch && b->agg[i].key != key)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* Index of key's slot in the current sum, claimed (n = 0, pair = NONE) if new. */
+static lipi_status agg_slot_of(bpe *b, uint64_t key, size_t *out)
+{
+    if ((b->n_used + 1) * 2 > b->agg_cap) {
+        size_t ncap = b->agg_cap ? b->agg_cap * 2 : 4096;
+        agg_slot *old = b->agg;
+        b->agg = big_alloc(ncap, sizeof *b->agg, true);
+        if (!b->agg) {
+            b->agg = old;
+            return LIPI_ENOMEM;
+        }
+        b->agg_cap = ncap;
+        for (size_t u = 0; u < b->n_used; u++) {
+            size_t j = agg_probe(b, old[b->agg_used[u]].key);
+            b->agg[j] = old[b->agg_used[u]];
+            b->agg_used[u] = (uint32_t)j;
+        }
+        lipi_free(old);
+        void *p = b->agg_used;
+        size_t ucap = b->used_cap;
+        if (lipi_grow(&p, &ucap, ncap / 2 + 1, sizeof(uint32_t)) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->agg_used = p;
+        b->used_cap = ucap;
+    }
+    size_t i = agg_probe(b, key);
+    if (b->agg[i].epoch != b->agg_epoch) {
+        b->agg[i] = (agg_slot){key, 0, b->agg_epoch, NONE};
+        b->agg_used[b->n_used++] = (uint32_t)i;
+    }
+    *out = i;
+    return LIPI_OK;
+}
+
+/* Subtracts the removed occurrences, one big-table update per pair. */
+static lipi_status apply_removals(bpe *b)
+{
+    agg_reset(b);
+    for (size_t t = 0; t < b->n_active; t++)
+        for (size_t k = 0; k < b->d[t].n_rem; k++) {
+            size_t i;
+            if (agg_slot_of(b, b->d[t].rem[k].key, &i) != LIPI_OK)
+                return LIPI_ENOMEM;
+            b->agg[i].n += b->d[t].rem[k].n;
+        }
+    for (size_t u = 0; u < b->n_used; u++)
+        pair_dec(b, b->agg[b->agg_used[u]].key, b->agg[b->agg_used[u]].n);
+    return LIPI_OK;
+}
+
+static lipi_status heap_push(bpe *b, uint64_t count, uint32_t pair);
+
+/* Adds the new occurrences, notes their words, and queues the pairs. */
+static lipi_status apply_additions(bpe *b)
+{
+    agg_reset(b);
+    for (size_t t = 0; t < b->n_active; t++)
+        for (size_t k = 0; k < b->d[t].n_add; k++) {
+            const delta *d = &b->d[t].add[k];
+            size_t i;
+            if (agg_slot_of(b, d->key, &i) != LIPI_OK)
+                return LIPI_ENOMEM;
+            if (b->agg[i].pair == NONE &&
+                pair_get(b, (uint32_t)(d->key >> 32), (uint32_t)d->key, &b->agg[i].pair) !=
+                    LIPI_OK)
+                return LIPI_ENOMEM;
+            uint32_t p = b->agg[i].pair;
+            b->pairs[p].count += d->n;
+            if (list_append(b, p, d->w) != LIPI_OK)
+                return LIPI_ENOMEM;
+        }
+    for (size_t u = 0; u < b->n_used; u++) {
+        uint32_t p = b->agg[b->agg_used[u]].pair;
+        if (b->pairs[p].count >= b->min_count && !is_forbidden(b, p) &&
+            heap_push(b, b->pairs[p].count, p) != LIPI_OK)
+            return LIPI_ENOMEM;
+    }
+    return LIPI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Heap                                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* True if x should be merged before y: higher count, then smaller left
+ * token bytes, then smaller right token bytes. */
+static bool heap_before(const bpe *b, const heap_ent *x, const heap_ent *y)
+{
+    if (x->count != y->count)
+        return x->count > y->count;
+    int c = tok_cmp(b, x->left, y->left);
+    if (c)
+        return c < 0;
+    return tok_cmp(b, x->right, y->right) < 0;
+}
+
+static void heap_sift_down(bpe *b, size_t i)
+{
+    heap_ent *h = b->heap;
+    size_t n = b->heap_n;
+    heap_ent e = h[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && heap_before(b, &h[c + 1], &h[c]))
+            c++;
+        if (!heap_before(b, &h[c], &e))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = e;
+}
+
+static lipi_status heap_push(bpe *b, uint64_t count, uint32_t pair)
+{
+    const pair_rec *pr = &b->pairs[pair];
+    if (b->heap_n == b->heap_cap) {
+        void *p = b->heap;
+        if (big_grow(&p, &b->heap_cap, b->heap_n + 1, sizeof(heap_ent)) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->heap = p;
+    }
+    heap_ent e = {count, pair, pr->left, pr->right};
+    size_t i = b->heap_n++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!heap_before(b, &e, &b->heap[parent]))
+            break;
+        b->heap[i] = b->heap[parent];
+        i = parent;
+    }
+    b->heap[i] = e;
+    return LIPI_OK;
+}
+
+static heap_ent heap_pop(bpe *b)
+{
+    heap_ent top = b->heap[0];
+    b->heap[0] = b->heap[--b->heap_n];
+    if (b->heap_n)
+        heap_sift_down(b, 0);
+    return top;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Words and the grapheme guard                                              */
+/* ------------------------------------------------------------------------ */
+
+static inline uint32_t sym_units(const bpe *b, uint32_t s)
+{
+    return s == NONE ? 1 : b->ulen[s];
+}
+
+static inline bool cluster_starts(const uint8_t *g, uint32_t i)
+{
+    return (g[i >> 3] >> (i & 7)) & 1;
+}
+
+/* May the symbols x, y of word wr, starting at base unit `pos`, be merged? */
+static inline bool pair_ok(const bpe *b, const word_rec *wr, uint32_t x, uint32_t y, uint32_t pos)
+{
+    if (x == NONE || y == NONE)
+        return false;
+    uint32_t e = pos + b->ulen[x] + b->ulen[y];
+    if (b->max_len && e - pos > b->max_len)
+        return false;
+    if (wr->goff == NO_GUARD)
+        return true;
+    const uint8_t *g = b->gbits + wr->goff / 8;
+    if (cluster_starts(g, pos) && (e == wr->units || cluster_starts(g, e)))
+        return true; /* whole clusters */
+    for (uint32_t i = pos + 1; i < e; i++)
+        if (cluster_starts(g, i))
+            return false;
+    return true; /* inside one cluster */
+}
+
+/* Applies the merge x y -> z to every valid occurrence in word w, left to
+ * right, in place, and records the pair count changes in d.
+ * Removed: every pair with a merged position, once (the pair between two
+ * merges in a row is the right pair of the first). Added: every pair with
+ * a new z, once (z z is the left pair of the second z). */
+static lipi_status merge_word(const bpe *b, delta_buf *d, word_rec *wr, uint32_t w, uint32_t x,
+                              uint32_t y, uint32_t z)
+{
+    uint32_t *s = b->sym + wr->off;
+    uint32_t L = wr->len, j = 0, pos = 0;
+    uint32_t ux = b->ulen[x], uy = b->ulen[y];
+    /* old[i-1] and new[j-1], with their positions in base units */
+    uint32_t prev_old = NONE, prev_old_pos = 0, prev_new = NONE, prev_new_pos = 0;
+    bool prev_old_merged = false, prev_new_fresh = false;
+    uint64_t n = wr->count;
+    if (delta_reserve(&d->rem, &d->rem_cap, d->n_rem + 2 * (size_t)L) != LIPI_OK ||
+        delta_reserve(&d->add, &d->add_cap, d->n_add + 2 * (size_t)L) != LIPI_OK)
+        return LIPI_ENOMEM;
+    delta *rem = d->rem + d->n_rem, *add = d->add + d->n_add;
+    for (uint32_t i = 0; i < L;) {
+        uint32_t cur = s[i];
+        if (cur == x && i + 1 < L && s[i + 1] == y && pair_ok(b, wr, x, y, pos)) {
+            if (i > 0 && !prev_old_merged && pair_ok(b, wr, prev_old, x, prev_old_pos))
+                *rem++ = (delta){pair_key(prev_old, x), n, w};
+            *rem++ = (delta){pair_key(x, y), n, w};
+            if (i + 2 < L && pair_ok(b, wr, y, s[i + 2], pos + ux))
+                *rem++ = (delta){pair_key(y, s[i + 2]), n, w};
+            if (j > 0 && pair_ok(b, wr, prev_new, z, prev_new_pos))
+                *add++ = (delta){pair_key(prev_new, z), n, w};
+            s[j++] = z;
+            prev_new = z;
+            prev_new_pos = pos;
+            prev_new_fresh = true;
+            prev_old = y;
+            prev_old_pos = pos + ux;
+            prev_old_merged = true;
+            pos += ux + uy;
+            i += 2;
+        } else {
+            if (prev_new_fresh && pair_ok(b, wr, prev_new, cur, prev_new_pos))
+                *add++ = (delta){pair_key(prev_new, cur), n, w};
+            if (j != i)
+                s[j] = cur;
+            j++;
+            prev_new = prev_old = cur;
+            prev_new_pos = prev_old_pos = pos;
+            prev_new_fresh = prev_old_merged = false;
+            pos += sym_units(b, cur);
+            i++;
+        }
+    }
+    d->n_rem = (size_t)(rem - d->rem);
+    d->n_add = (size_t)(add - d->add);
+    wr->len = j;
+    return LIPI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Preparing the words                                                       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    uint32_t cp; /* code point, or byte for byte units */
+    uint64_t freq;
+} alpha_ent;
+
+/* Code point -> (frequency, token id), in pages of 256 code points made on
+ * first use: a corpus touches a few dozen pages of the 4352. */
+typedef struct {
+    uint64_t freq[256];
+    uint32_t id[256];
+} cp_page;
+
+typedef struct {
+    cp_page *page[0x110000 >> 8];
+} cp_table;
+
+static void cp_table_free(cp_table *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < sizeof t->page / sizeof t->page[0]; i++)
+        lipi_free(t->page[i]);
+    lipi_free(t);
+}
+
+static inline bool cp_add(cp_table *t, uint32_t cp, uint64_t n)
+{
+    cp_page *pg = t->page[cp >> 8];
+    if (!pg) {
+        pg = t->page[cp >> 8] = lipi_calloc(1, sizeof *pg);
+        if (!pg)
+            return false;
+        memset(pg->id, 0xff, sizeof pg->id);
+    }
+    pg->freq[cp & 255] += n;
+    return true;
+}
+
+static int cmp_alpha(const void *pa, const void *pb)
+{
+    const alpha_ent *a = pa, *b = pb;
+    if (a->freq != b->freq)
+        return a->freq > b->freq ? -1 : 1;
+    return (a->cp > b->cp) - (a->cp < b->cp);
+}
+
+static bool needs_clusters(const bpe *b, const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80 || (c == '\r' && i + 1 < len && s[i + 1] == '\n'))
+            return true;
+    }
+    return false;
+}
+
+typedef struct {
+    bpe *b;
+    const lipi_count_entry *ents;
+    size_t lo, hi;
+    lipi_status st;
+    lipi_error err;
+} guard_job;
+
+/* Fills the cluster-start bitmaps of words [lo, hi); a word whose clusters
+ * are all single units needs none (goff = NO_GUARD). */
+static void *guard_run(void *arg)
+{
+    guard_job *job = arg;
+    bpe *b = job->b;
+    size_t *bounds = NULL, cap = 0, n;
+    job->st = LIPI_OK;
+    for (size_t w = job->lo; w < job->hi; w++) {
+        word_rec *wr = &b->words[w];
+        if (wr->goff == NO_GUARD)
+            continue;
+        const char *s = job->ents[w].word;
+        size_t len = job->ents[w].len;
+        job->st = lipi_graphemes(s, len, &bounds, &cap, &n, &job->err);
+        if (job->st != LIPI_OK)
+            break;
+        if (n == wr->units) {
+            wr->goff = NO_GUARD;
+            continue;
+        }
+        uint8_t *g = b->gbits + wr->goff / 8;
+        /* Byte offsets of the cluster starts -> base unit indices. */
+        uint32_t unit = 0;
+        size_t k = 0;
+        for (size_t i = 0; i < len && k < n; i++) {
+            if (!b->byte_units && ((unsigned char)s[i] & 0xC0) == 0x80)
+                continue;
+            if (bounds[k] == i) {
+                g[unit >> 3] |= (uint8_t)(1u << (unit & 7));
+                k++;
+            }
+            unit++;
+        }
+    }
+    lipi_free(bounds);
+    return NULL;
+}
+
+/* Threads to use: the option, or the online CPUs, at most 64. */
+static size_t thread_count(const lipi_bpe_options *opt)
+{
+    long n = opt->threads ? (long)(opt->threads > 64 ? 64 : opt->threads)
+                          : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (size_t)n;
+}
+
+static lipi_status compute_guard(bpe *b, const lipi_count_entry *ents, lipi_error *err)
+{
+    size_t threads = thread_count(b->opt);
+    if (b->n_words < 4096)
+        threads = 1;
+    guard_job jobs[64];
+    pthread_t tid[64];
+    size_t started = 0;
+    for (size_t t = 0; t < threads; t++)
+        jobs[t] = (guard_job){b, ents, b->n_words * t / threads, b->n_words * (t + 1) / threads,
+                              LIPI_OK, {0}};
+    for (size_t t = 1; t < threads; t++) {
+        if (pthread_create(&tid[t], NULL, guard_run, &jobs[t]) != 0)
+            break;
+        started = t;
+    }
+    guard_run(&jobs[0]);
+    /* Ranges whose thread did not start run here. */
+    for (size_t t = started + 1; t < threads; t++)
+        guard_run(&jobs[t]);
+    for (size_t t = 1; t <= started; t++)
+        pthread_join(tid[t], NULL);
+    for (size_t t = 0; t < threads; t++)
+        if (jobs[t].st != LIPI_OK) {
+            if (err)
+                *err = jobs[t].err;
+            return jobs[t].st;
+        }
+    return LIPI_OK;
+}
+
+/* Checks the options that do not depend on the data. */
+static lipi_status check_options(const lipi_bpe_options *opt, lipi_error *err)
+{
+    if (opt->units != LIPI_UNITS_CHAR && opt->units != LIPI_UNITS_BYTE)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected units char or byte");
+    if (opt->vocab_size == 0 || opt->vocab_size >= NONE - 1)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "expected a vocab size from 1 to 4294967293, found %zu",
+                              opt->vocab_size);
+    if (!(opt->character_coverage > 0.0 && opt->character_coverage <= 1.0))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "expected a character coverage in (0, 1], found %g",
+                              opt->character_coverage);
+    if (opt->n_special && !opt->special_tokens)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "special_tokens is NULL");
+    bool unk_found = !opt->unk_token;
+    for (size_t i = 0; i < opt->n_special; i++) {
+        const char *s = opt->special_tokens[i];
+        if (!s || !*s)
+            return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "special token %zu is empty", i);
+        if (lipi_utf8_valid_prefix(s, strlen(s)) != strlen(s))
+            return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                                  "special token %zu is not valid UTF-8", i);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(s, opt->special_tokens[j]) == 0)
+                return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                                      "special token \"%s\" is listed twice", s);
+        if (opt->unk_token && strcmp(s, opt->unk_token) == 0)
+            unk_found = true;
+    }
+    if (!unk_found)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "expected the unk token \"%s\" among the special tokens",
+                              opt->unk_token);
+    return LIPI_OK;
+}
+
+/* Builds the base vocabulary (specials, byte tokens, alphabet) and the
+ * words' symbol arrays from the counts. */
+static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    const lipi_bpe_options *opt = b->opt;
+    lipi_count_entry *ents = NULL;
+    cp_table *cps = NULL;
+    alpha_ent *alpha = NULL;
+    size_t n_alpha = 0;
+    gpt2_map gm;
+    lipi_buf unmapped = {0};
+
+    b->n_words = lipi_counts_size(counts);
+    if (b->n_words == 0)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "nothing to train on: no words");
+    if (b->n_words >= NONE)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "too many distinct words (%zu)",
+                              b->n_words);
+    ents = big_alloc(b->n_words, sizeof *ents, false);
+    cps = lipi_calloc(1, sizeof *cps);
+    b->words = big_alloc(b->n_words, sizeof *b->words, true);
+    if (!ents || !cps || !b->words) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
+
+    /* Pass 1: validate, count units and their frequencies. */
+    size_t pos = 0, w = 0, total_units = 0, guard_bits = 0;
+    uint64_t weighted = 0;
+    while (lipi_counts_next(counts, &pos, &ents[w])) {
+        const char *s = ents[w].word;
+        size_t len = ents[w].len;
+        uint64_t c = ents[w].count;
+        word_rec *wr = &b->words[w];
+        size_t bad = lipi_utf8_valid_prefix(s, len);
+        if (bad < len) {
+            st = lipi_error_set(err, LIPI_EFORMAT, NULL, 0, bad,
+                                "expected UTF-8 in word \"%.*s\", found byte 0x%02X",
+                                (int)(bad > 40 ? 40 : bad), s, (unsigned)(unsigned char)s[bad]);
+            goto done;
+        }
+        size_t units = 0;
+        if (b->byte_units) {
+            for (size_t i = 0; i < len; i++)
+                if (!cp_add(cps, (unsigned char)s[i], c)) {
+                    st = LIPI_ENOMEM;
+                    goto done;
+                }
+            units = len;
+        } else {
+            for (size_t i = 0; i < len;) {
+                uint32_t cp;
+                i += lipi_utf8_decode(s + i, len - i, &cp);
+                if (!cp_add(cps, cp, c)) {
+                    st = LIPI_ENOMEM;
+                    goto done;
+                }
+                units++;
+            }
+        }
+        if (units >= NONE || total_units > SIZE_MAX - units ||
+            (c && units > UINT64_MAX / c) || weighted > UINT64_MAX - c * units) {
+            st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                                "counts too large: characters times counts overflow 64 bits");
+            goto done;
+        }
+        weighted += c * units;
+        wr->off = total_units;
+        wr->len = wr->units = (uint32_t)units;
+        wr->count = c;
+        if (units > b->max_wlen)
+            b->max_wlen = (uint32_t)units;
+        if (b->guard && needs_clusters(b, s, len)) {
+            guard_bits = (guard_bits + 7) & ~(size_t)7; /* byte-aligned: threads write apart */
+            wr->goff = guard_bits;
+            guard_bits += units;
+        } else {
+            wr->goff = NO_GUARD;
+        }
+        total_units += units;
+        w++;
+    }
+
+    /* The alphabet. */
+    alpha = lipi_calloc(b->byte_units ? 256 : 1024, sizeof *alpha);
+    size_t alpha_cap = b->byte_units ? 256 : 1024;
+    if (!alpha) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
+    if (b->byte_units && !cp_add(cps, 0, 0)) {
+        st = LIPI_ENOMEM; /* every byte is in the alphabet, seen or not */
+        goto done;
+    }
+    for (uint32_t pi = 0; pi < sizeof cps->page / sizeof cps->page[0]; pi++) {
+        const cp_page *pg = cps->page[pi];
+        for (uint32_t k = 0; pg && k < 256; k++) {
+            if (!pg->freq[k] && !b->byte_units)
+                continue;
+            if (n_alpha == alpha_cap) {
+                void *p = alpha;
+                if (lipi_grow(&p, &alpha_cap, n_alpha + 1, sizeof *alpha) != LIPI_OK) {
+                    st = LIPI_ENOMEM;
+                    goto done;
+                }
+                alpha = p;
+            }
+            alpha[n_alpha++] = (alpha_ent){pi << 8 | k, pg->freq[k]};
+        }
+    }
+    qsort(alpha, n_alpha, sizeof *alpha, cmp_alpha);
+    if (!b->byte_units) {
+        if (opt->character_coverage < 1.0) {
+            /* SentencePiece's rule: add characters while the covered share
+             * is still below the target. */
+            uint64_t acc = 0;
+            size_t k = 0;
+            while (k < n_alpha && (double)acc / (double)weighted < opt->character_coverage)
+                acc += alpha[k++].freq;
+            n_alpha = k;
+        }
+        if (opt->limit_alphabet && n_alpha > opt->limit_alphabet)
+            n_alpha = opt->limit_alphabet;
+    }
+
+    /* Base vocabulary: specials, byte fallback, alphabet. */
+    uint32_t id;
+    if (b->byte_units)
+        gpt2_map_init(&gm);
+    for (size_t i = 0; i < opt->n_special; i++) {
+        const char *s = opt->special_tokens[i];
+        size_t len = strlen(s);
+        if (b->byte_units && gpt2_unmap(s, len, &unmapped)) {
+            /* Written in the byte alphabet, it may coincide with a learned
+             * token: then it stands for the bytes it spells. */
+            TRY(tok_add(b, unmapped.p, unmapped.len, s, len, (uint32_t)unmapped.len, &id));
+        } else {
+            TRY(tok_add(b, s, len, s, len, count_units(b, s, len), &id));
+        }
+    }
+    b->n_special = opt->n_special;
+    b->first_bf = NONE;
+    if (!b->byte_units && opt->byte_fallback) {
+        for (unsigned v = 0; v < 256; v++) {
+            char s[8];
+            snprintf(s, sizeof s, "<0x%02X>", v);
+            if (tok_find(b, s, 6) != NONE) {
+                st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                                    "special token \"%s\" is also a byte-fallback token", s);
+                goto done;
+            }
+            TRY(tok_add(b, s, 6, s, 6, 6, &id));
+            if (v == 0)
+                b->first_bf = id;
+        }
+    }
+    for (size_t k = 0; k < n_alpha; k++) {
+        char r[4];
+        size_t rlen;
+        if (b->byte_units) {
+            r[0] = (char)alpha[k].cp;
+            TRY(tok_get(b, r, 1, gm.s[alpha[k].cp], gm.len[alpha[k].cp], 1, &id));
+        } else {
+            rlen = lipi_utf8_encode(alpha[k].cp, r);
+            TRY(tok_get(b, r, rlen, NULL, 0, 1, &id));
+        }
+        cps->page[alpha[k].cp >> 8]->id[alpha[k].cp & 255] = id;
+    }
+    if (opt->vocab_size < b->n_tok) {
+        st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                            "vocab size %zu is below the minimum %zu (%zu special tokens, %s%zu "
+                            "alphabet symbols)",
+                            opt->vocab_size, b->n_tok, opt->n_special,
+                            b->first_bf != NONE ? "256 byte-fallback tokens, " : "", n_alpha);
+        goto done;
+    }
+
+    /* Pass 2: symbol arrays. */
+    if (total_units == 0)
+        total_units = 1;
+    b->sym = big_alloc(total_units, sizeof *b->sym, false);
+    b->gbits = lipi_calloc(guard_bits / 8 + 1, 1);
+    if (!b->sym || !b->gbits) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
+    for (w = 0; w < b->n_words; w++) {
+        const char *s = ents[w].word;
+        size_t len = ents[w].len;
+        uint32_t *out = b->sym + b->words[w].off;
+        if (b->byte_units) {
+            for (size_t i = 0; i < len; i++)
+                out[i] = cps->page[0]->id[(unsigned char)s[i]];
+        } else {
+            for (size_t i = 0, k = 0; i < len; k++) {
+                uint32_t cp;
+                i += lipi_utf8_decode(s + i, len - i, &cp);
+                out[k] = cps->page[cp >> 8]->id[cp & 255];
+            }
+        }
+    }
+    if (b->guard)
+        TRY(compute_guard(b, ents, err));
+done:
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, st, NULL, 0, 0, "out of memory preparing BPE training");
+    lipi_free(ents);
+    cp_table_free(cps);
+    lipi_free(alpha);
+    lipi_buf_free(&unmapped);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The merge loop                                                            */
+/* ------------------------------------------------------------------------ */
+
+static lipi_status count_initial_pairs(bpe *b)
+{
+    for (uint32_t w = 0; w < b->n_words; w++) {
+        const word_rec *wr = &b->words[w];
+        const uint32_t *s = b->sym + wr->off;
+        uint32_t pos = 0;
+        for (uint32_t k = 0; k + 1 < wr->len; k++) {
+            if (pair_ok(b, wr, s[k], s[k + 1], pos)) {
+                uint32_t p;
+                if (pair_get(b, s[k], s[k + 1], &p) != LIPI_OK || list_append(b, p, w) != LIPI_OK)
+                    return LIPI_ENOMEM;
+                b->pairs[p].count += wr->count;
+            }
+            pos += sym_units(b, s[k]);
+        }
+    }
+    size_t n = b->n_pairs ? b->n_pairs : 1;
+    b->heap = big_alloc(n, sizeof *b->heap, false);
+    if (!b->heap)
+        return LIPI_ENOMEM;
+    b->heap_cap = n;
+    b->heap_n = 0;
+    for (uint32_t p = 0; p < b->n_pairs; p++)
+        if (b->pairs[p].count >= b->min_count)
+            b->heap[b->heap_n++] =
+                (heap_ent){b->pairs[p].count, p, b->pairs[p].left, b->pairs[p].right};
+    for (size_t i = b->heap_n / 2; i-- > 0;)
+        heap_sift_down(b, i);
+    return LIPI_OK;
+}
+
+/* The next pair to merge, or NONE. */
+static lipi_status next_pair(bpe *b, uint32_t *out)
+{
+    while (b->heap_n) {
+        heap_ent top = heap_pop(b);
+        const pair_rec *pr = &b->pairs[top.pair];
+        if (pr->count < b->min_count || top.count < pr->count || is_forbidden(b, top.pair))
+            continue; /* a newer entry holds the raised count */
+        if (top.count > pr->count) {
+            if (heap_push(b, pr->count, top.pair) != LIPI_OK)
+                return LIPI_ENOMEM;
+            continue;
+        }
+        *out = top.pair;
+        return LIPI_OK;
+    }
+    *out = NONE;
+    return LIPI_OK;
+}
+
+/* Copies pair p's word list (stale and repeated entries included) into
+ * b->wl and releases the list. */
+static lipi_status take_words(bpe *b, uint32_t p, size_t *n)
+{
+    pair_rec *pr = &b->pairs[p];
+    size_t k = 0;
+    for (uint32_t c = pr->head; c != NONE;) {
+        const chunk *ch = &b->chunks[c];
+        uint32_t next = ch->next;
+        uint32_t fill = next >= TAIL_MARK ? next - TAIL_MARK : CHUNK_WORDS;
+        if (next < TAIL_MARK)
+            __builtin_prefetch(&b->chunks[next]);
+        if (k + CHUNK_WORDS > b->wl_cap) {
+            void *q = b->wl;
+            if (big_grow(&q, &b->wl_cap, k + CHUNK_WORDS, sizeof(uint32_t)) != LIPI_OK)
+                return LIPI_ENOMEM;
+            b->wl = q;
+        }
+        for (uint32_t i = 0; i < fill; i++)
+            b->wl[k + i] = ch->w[i];
+        k += fill;
+        c = next < TAIL_MARK ? next : NONE;
+    }
+    list_release(b, pr);
+    *n = k;
+    return LIPI_OK;
+}
+
+/* Rewrites thread t's share (of T) of the words in b->wl[0..nw) with the
+ * merge x y -> z, into d. A word belongs to thread w % T, so a word listed
+ * twice is still rewritten by one thread, once. Word records and symbols
+ * are prefetched far ahead: the words of a list are scattered over memory
+ * and a visit is short next to a miss. */
+static lipi_status rewrite_share(const bpe *b, delta_buf *d, size_t t, size_t T, size_t nw,
+                                 uint32_t x, uint32_t y, uint32_t z)
+{
+    enum { RECORD_AHEAD = 16, SYMBOLS_AHEAD = 8 };
+    const uint32_t *wl = b->wl;
+    d->n_rem = d->n_add = 0;
+    for (size_t i = 0; i < nw; i++) {
+        if (i + RECORD_AHEAD < nw && wl[i + RECORD_AHEAD] % T == t)
+            __builtin_prefetch(&b->words[wl[i + RECORD_AHEAD]]);
+        if (i + SYMBOLS_AHEAD < nw && wl[i + SYMBOLS_AHEAD] % T == t) {
+            const word_rec *ahead = &b->words[wl[i + SYMBOLS_AHEAD]];
+            __builtin_prefetch(b->sym + ahead->off);
+            if (ahead->goff != NO_GUARD)
+                __builtin_prefetch(b->gbits + ahead->goff / 8);
+        }
+        uint32_t w = wl[i];
+        if (w % T != t)
+            continue;
+        word_rec *wr = &b->words[w];
+        if (wr->stamp == b->merge_no)
+            continue;
+        wr->stamp = b->merge_no;
+        if (merge_word(b, d, wr, w, x, y, z) != LIPI_OK)
+            return LIPI_ENOMEM;
+    }
+    return LIPI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Helper threads: merges with long word lists are rewritten in parallel     */
+/* ------------------------------------------------------------------------ */
+
+/* Shorter lists are not worth waking the helpers for. */
+enum { PARALLEL_MIN_WORDS = 4096 };
+
+/* A reusable barrier whose number of parties is set once the helpers that
+ * could be started are known. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t parties, waiting;
+    uint64_t generation;
+} gate;
+
+static bool gate_init(gate *g, size_t parties)
+{
+    g->parties = parties;
+    g->waiting = 0;
+    g->generation = 0;
+    if (pthread_mutex_init(&g->mu, NULL) != 0)
+        return false;
+    if (pthread_cond_init(&g->cv, NULL) != 0) {
+        pthread_mutex_destroy(&g->mu);
+        return false;
+    }
+    return true;
+}
+
+static void gate_destroy(gate *g)
+{
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+}
+
+static void gate_set_parties(gate *g, size_t parties)
+{
+    pthread_mutex_lock(&g->mu);
+    g->parties = parties;
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_wait(gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    uint64_t gen = g->generation;
+    if (++g->waiting == g->parties) {
+        g->waiting = 0;
+        g->generation++;
+        pthread_cond_broadcast(&g->cv);
+    } else {
+        while (gen == g->generation)
+            pthread_cond_wait(&g->cv, &g->mu);
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+typedef struct helper {
+    bpe *b;
+    size_t t;
+    lipi_status st;
+    pthread_t tid;
+} helper;
+
+static void *helper_run(void *arg)
+{
+    helper *h = arg;
+    bpe *b = h->b;
+    for (;;) {
+        gate_wait(b->go);
+        if (b->quit)
+            break;
+        h->st = rewrite_share(b, &b->d[h->t], h->t, b->n_threads, b->job_nw, b->job_x,
+                              b->job_y, b->job_z);
+        gate_wait(b->done);
+    }
+    return NULL;
+}
+
+/* Starts up to threads - 1 helpers; with none (no memory, no threads) the
+ * calling thread does all the work. */
+static lipi_status helpers_start(bpe *b, size_t threads)
+{
+    b->n_threads = 1;
+    b->d = lipi_calloc(threads, sizeof *b->d);
+    if (!b->d)
+        return LIPI_ENOMEM;
+    if (threads < 2)
+        return LIPI_OK;
+    b->helpers = lipi_calloc(threads - 1, sizeof *b->helpers);
+    b->go = lipi_malloc(sizeof *b->go);
+    b->done = lipi_malloc(sizeof *b->done);
+    bool go_ok = false, done_ok = false;
+    if (b->helpers && b->go && b->done) {
+        go_ok = gate_init(b->go, threads);
+        done_ok = go_ok && gate_init(b->done, threads);
+    }
+    size_t started = 0;
+    for (size_t t = 1; done_ok && t < threads; t++) {
+        b->helpers[t - 1] = (helper){b, t, LIPI_OK, 0};
+        if (pthread_create(&b->helpers[t - 1].tid, NULL, helper_run, &b->helpers[t - 1]) != 0)
+            break;
+        started++;
+    }
+    if (started > 0) {
+        b->n_threads = started + 1;
+        gate_set_parties(b->go, b->n_threads);
+        gate_set_parties(b->done, b->n_threads);
+        return LIPI_OK;
+    }
+    if (done_ok)
+        gate_destroy(b->done);
+    if (go_ok)
+        gate_destroy(b->go);
+    lipi_free(b->go);
+    lipi_free(b->done);
+    lipi_free(b->helpers);
+    b->go = b->done = NULL;
+    b->helpers = NULL;
+    return LIPI_OK;
+}
+
+static void helpers_stop(bpe *b)
+{
+    if (!b->helpers)
+        return;
+    b->quit = true;
+    gate_wait(b->go);
+    for (size_t t = 0; t + 1 < b->n_threads; t++)
+        pthread_join(b->helpers[t].tid, NULL);
+    gate_destroy(b->done);
+    gate_destroy(b->go);
+    lipi_free(b->go);
+    lipi_free(b->done);
+    lipi_free(b->helpers);
+    b->go = b->done = NULL;
+    b->helpers = NULL;
+}
+
+/* Rewrites the words of pair (x, y) with the merge x y -> z and updates the
+ * pair counts. */
+static lipi_status merge_pair(bpe *b, uint32_t p, uint32_t x, uint32_t y, uint32_t z)
+{
+    size_t nw;
+    if (take_words(b, p, &nw) != LIPI_OK)
+        return LIPI_ENOMEM;
+    if (b->helpers && nw >= PARALLEL_MIN_WORDS) {
+        b->job_x = x;
+        b->job_y = y;
+        b->job_z = z;
+        b->job_nw = nw;
+        gate_wait(b->go);
+        lipi_status st = rewrite_share(b, &b->d[0], 0, b->n_threads, nw, x, y, z);
+        gate_wait(b->done);
+        for (size_t t = 1; t < b->n_threads; t++)
+            if (b->helpers[t - 1].st != LIPI_OK)
+                st = b->helpers[t - 1].st;
+        if (st != LIPI_OK)
+            return st;
+        b->n_active = b->n_threads;
+    } else {
+        if (rewrite_share(b, &b->d[0], 0, 1, nw, x, y, z) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->n_active = 1;
+    }
+    if (apply_removals(b) != LIPI_OK)
+        return LIPI_ENOMEM;
+    LIPI_ASSERT(b->pairs[p].count == 0);
+    return apply_additions(b);
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void report(const bpe *b, size_t total, bool done)
+{
+    if (!b->opt->progress)
+        return;
+    lipi_progress p = {0};
+    p.phase = LIPI_PHASE_MERGE;
+    p.merges_done = b->n_merges;
+    p.merges_total = total;
+    p.done = done;
+    b->opt->progress(&p, b->opt->progress_user);
+}
+
+static lipi_status learn(bpe *b, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    lipi_buf r = {0}, v = {0};
+    size_t total = b->opt->vocab_size - b->n_tok;
+    double last = now_seconds();
+
+    TRY(count_initial_pairs(b));
+    report(b, total, false);
+    while (b->n_tok < b->opt->vocab_size) {
+        uint32_t p;
+        TRY(next_pair(b, &p));
+        if (p == NONE || b->pairs[p].count < b->opt->min_frequency)
+            break;
+        uint32_t x = b->pairs[p].left, y = b->pairs[p].right;
+        uint64_t count = b->pairs[p].count;
+
+        /* The new token's bytes (and GPT-2 string). */
+        size_t lx, ly;
+        const char *sx = tok_raw(b, x, &lx), *sy = tok_raw(b, y, &ly);
+        r.len = 0;
+        TRY(lipi_buf_append(&r, sx, lx));
+        sy = tok_raw(b, y, &ly);
+        TRY(lipi_buf_append(&r, sy, ly));
+        if (b->byte_units) {
+            v.len = 0;
+            sx = tok_vstr(b, x, &lx);
+            TRY(lipi_buf_append(&v, sx, lx));
+            sy = tok_vstr(b, y, &ly);
+            TRY(lipi_buf_append(&v, sy, ly));
+        }
+        uint32_t found = b->byte_units ? tok_find(b, v.p, v.len) : tok_find(b, r.p, r.len);
+        if (found != NONE && b->first_bf != NONE && found >= b->first_bf &&
+            found < b->first_bf + 256) {
+            /* Text like "<0x41>" must not become the token that decodes to
+             * byte 0x41: leave this pair unmerged. */
+            void *q = b->forbidden;
+            size_t cap = b->n_forbidden;
+            TRY(lipi_grow(&q, &cap, b->n_forbidden + 1, sizeof(uint32_t)));
+            b->forbidden = q;
+            b->forbidden[b->n_forbidden++] = p;
+            continue;
+        }
+        uint32_t z;
+        TRY(tok_get(b, r.p, r.len, v.p, v.len, b->ulen[x] + b->ulen[y], &z));
+
+        if (b->n_merges == b->merges_cap) {
+            size_t cap = b->merges_cap;
+            void *q = b->merges;
+            TRY(lipi_grow(&q, &cap, b->n_merges + 1, sizeof *b->merges));
+            b->merges = q;
+            q = b->merge_count;
+            TRY(lipi_grow(&q, &b->merges_cap, b->n_merges + 1, sizeof *b->merge_count));
+            b->merge_count = q;
+        }
+        b->merges[b->n_merges][0] = x;
+        b->merges[b->n_merges][1] = y;
+        b->merges[b->n_merges][2] = z;
+        b->merge_count[b->n_merges++] = count;
+
+        b->merge_no++;
+        TRY(merge_pair(b, p, x, y, z));
+        if ((b->n_merges & 63) == 0 && b->opt->progress) {
+            double t = now_seconds();
+            if (t - last >= 0.1) {
+                last = t;
+                report(b, total, false);
+            }
+        }
+    }
+    report(b, total, true);
+done:
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, st, NULL, 0, 0, "out of memory learning merges");
+    lipi_buf_free(&r);
+    lipi_buf_free(&v);
+    return st;
+}
+
+/* Moves the vocabulary and merges into a model. */
+static lipi_status make_model(bpe *b, lipi_bpe_model **out)
+{
+    lipi_bpe_model *m = lipi_calloc(1, sizeof *m);
+    if (!m)
+        return LIPI_ENOMEM;
+    m->units = b->opt->units;
+    m->byte_fallback = b->first_bf != NONE;
+    m->n_special = b->n_special;
+    m->n_tokens = b->n_tok;
+    m->unk_id = -1;
+    for (size_t i = 0; b->opt->unk_token && i < b->n_special; i++)
+        if (strcmp(b->opt->special_tokens[i], b->opt->unk_token) == 0)
+            m->unk_id = (int64_t)i;
+    m->raw = b->raw.p;
+    m->raw_off = b->raw_off;
+    b->raw.p = NULL;
+    b->raw_off = NULL;
+    m->raw_off[0] = 0;
+    if (b->byte_units) {
+        m->vstr = b->vstr.p;
+        m->vstr_off = b->vstr_off;
+        m->vstr_off[0] = 0;
+        b->vstr.p = NULL;
+        b->vstr_off = NULL;
+    }
+    m->n_merges = b->n_merges;
+    m->merges = b->merges;
+    m->merge_count = b->merge_count;
+    b->merges = NULL;
+    b->merge_count = NULL;
+    *out = m;
+    return LIPI_OK;
+}
+
+lipi_status lipi_bpe_train(const lipi_counts *counts, const lipi_bpe_options *opt,
+                           lipi_bpe_model **out, lipi_error *err)
+{
+    lipi_status st;
+    bpe b = {0};
+    *out = NULL;
+    TRY(check_options(opt, err));
+    b.opt = opt;
+    b.byte_units = opt->units == LIPI_UNITS_BYTE;
+    b.guard = opt->grapheme_guard;
+    b.max_len = opt->max_token_length;
+    b.min_count = opt->min_frequency > 1 ? opt->min_frequency : 1;
+    b.free_chunk = NONE;
+    TRY(prepare(&b, counts, err));
+    if (helpers_start(&b, thread_count(opt)) != LIPI_OK) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
+    TRY(learn(&b, err));
+    if (make_model(&b, out) != LIPI_OK)
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+done:
+    helpers_stop(&b);
+    bpe_free(&b);
+    return st;
+}
+
+/* ======================================================================== */
+/* Building the tokenizer                                                    */
+/* ======================================================================== */
+
+/* Sequence[pre, ByteLevel(use_regex=false)] through the tokenizer.json
+ * form, so the result is what Hugging Face builds from the same JSON. */
+static lipi_status byte_level_pretokenizer(lipi_pretokenizer *pre, lipi_pretokenizer **out,
+                                           lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    json_t *inner = NULL, *seq = NULL, *list = NULL, *bl = NULL;
+    *out = NULL;
+    bl = json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 0,
+                   "trim_offsets", 1, "use_regex", 0);
+    list = json_array();
+    if (pre)
+        inner = lipi_pretokenizer_to_json(pre);
+    if (!bl || !list || (pre && !inner) || (inner && json_array_append(list, inner) != 0) ||
+        json_array_append(list, bl) != 0 ||
+        !(seq = json_pack("{s:s, s:O}", "type", "Sequence", "pretokenizers", list))) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0,
+                            "out of memory building the byte-level pre-tokenizer");
+        goto done;
+    }
+    st = lipi_pretokenizer_from_json(seq, "pre_tokenizer", out, err);
+done:
+    json_decref(inner);
+    json_decref(bl);
+    json_decref(list);
+    json_decref(seq);
+    lipi_pretokenizer_free(pre);
+    return st;
+}
+
+lipi_status lipi_bpe_model_to_tokenizer(const lipi_bpe_model *m, lipi_normalizer *norm,
+                                        lipi_pretokenizer *pre, lipi_tokenizer **out,
+                                        lipi_error *err)
+{
+    lipi_status st;
+    lipi_tokenizer *t = NULL;
+    const char **toks = NULL;
+    size_t *lens = NULL;
+    uint32_t (*merges)[2] = NULL;
+    *out = NULL;
+
+    if (m->units == LIPI_UNITS_BYTE) {
+        lipi_pretokenizer *wrapped;
+        st = byte_level_pretokenizer(pre, &wrapped, err);
+        pre = NULL;
+        if (st != LIPI_OK)
+            goto done;
+        pre = wrapped;
+    }
+    if (lipi_tokenizer_new(&t) != LIPI_OK) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
+    if (norm) {
+        lipi_normalizer *n = norm;
+        norm = NULL;
+        TRY(lipi_tokenizer_take_normalizer(t, n));
+    }
+    if (pre) {
+        lipi_pretokenizer *p = pre;
+        pre = NULL;
+        TRY(lipi_tokenizer_take_pretokenizer(t, p));
+    }
+    toks = lipi_calloc(m->n_tokens, sizeof *toks);
+    lens = lipi_calloc(m->n_tokens, sizeof *lens);
+    merges = lipi_calloc(m->n_merges ? m->n_merges : 1, sizeof *merges);
+    if (!toks || !lens || !merges) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
+    for (uint32_t i = 0; i < m->n_tokens; i++)
+        toks[i] = lipi_bpe_model_token(m, i, &lens[i]);
+    for (size_t r = 0; r < m->n_merges; r++) {
+        merges[r][0] = m->merges[r][0];
+        merges[r][1] = m->merges[r][1];
+    }
+    lipi_model_options mo;
+    lipi_model_options_default(LIPI_MODEL_BPE, &mo);
+    mo.unk_id = m->unk_id;
+    mo.byte_fallback = m->byte_fallback;
+    mo.byte_level = m->units == LIPI_UNITS_BYTE;
+    TRY(lipi_tokenizer_set_model(t, LIPI_MODEL_BPE, &mo, toks, lens, NULL, m->n_tokens,
+                                 (const uint32_t(*)[2])merges, m->n_merges, err));
+    for (uint32_t i = 0; i < m->n_special; i++) {
+        lipi_added_token at = {0};
+        size_t len = 0;
+        at.content = (char *)lipi_bpe_model_token(m, i, &len);
+        at.len = len;
+        at.id = i;
+        at.special = true;
+        TRY(lipi_tokenizer_add_token(t, &at, err));
+    }
+    *out = t;
+    t = NULL;
+done:
+    lipi_normalizer_free(norm);
+    lipi_pretokenizer_free(pre);
+    lipi_tokenizer_free(t);
+    lipi_free(toks);
+    lipi_free(lens);
+    lipi_free(merges);
+    return st;
+}
+
+lipi_status lipi_bpe_train_counts(const lipi_counts *counts, lipi_normalizer *norm,
+                                  lipi_pretokenizer *pre, const lipi_bpe_options *opt,
+                                  lipi_tokenizer **out, lipi_error *err)
+{
+    lipi_bpe_model *m = NULL;
+    *out = NULL;
+    lipi_status st = lipi_bpe_train(counts, opt, &m, err);
+    if (st == LIPI_OK)
+        st = lipi_bpe_model_to_tokenizer(m, norm, pre, out, err);
+    else {
+        lipi_normalizer_free(norm);
+        lipi_pretokenizer_free(pre);
+    }
+    lipi_bpe_model_free(m);
+    return st;
+}
+
+lipi_status lipi_bpe_train_files(const char *const *paths, size_t n_paths,
+                                 lipi_normalizer *norm, lipi_pretokenizer *pre,
+                                 const lipi_count_options *count_opt,
+                                 const lipi_bpe_options *opt, lipi_tokenizer **out,
+                                 lipi_error *err)
+{
+    lipi_counts *counts = NULL;
+    *out = NULL;
+    lipi_status st = lipi_count_files(paths, n_paths, norm, pre, count_opt, &counts, err);
+    if (st == LIPI_OK) {
+        st = lipi_bpe_train_counts(counts, norm, pre, opt, out, err);
+    } else {
+        lipi_normalizer_free(norm);
+        lipi_pretokenizer_free(pre);
+    }
+    lipi_counts_free(counts);
+    return st;
+}

@@ -1,0 +1,281 @@
+/* lipi trainer module: word counting (in parallel, mergeable counts files)
+ * and the BPE trainer.
+ *
+ *   lipi_tokenizer *tok = NULL;  lipi_count_options co;  lipi_bpe_options bo;
+ *   lipi_count_options_default(&co);  lipi_bpe_options_default(&bo);
+ *   bo.vocab_size = 32000;
+ *   if (lipi_bpe_train_files(files, n, norm, pre, &co, &bo, &tok, &err) == LIPI_OK)
+ *       lipi_tokenizer_save(tok, "tokenizer.json", &err);
+ *
+ * The pieces compose for counting on many machines:
+ *   lipi_count_to_file (per shard) -> lipi_counts_merge_files -> lipi_counts_load
+ *   -> lipi_bpe_train_counts, which gives the same tokenizer as training on
+ *   the concatenated shards.
+ *
+ * Conventions are those of tokenizer/tokenizer.h: lipi_status results,
+ * optional lipi_error, byte spans, _new/_free ownership, _take_ steals.
+ * The library never prints: progress goes to a callback.
+ */
+#ifndef LIPI_TRAINER_H
+#define LIPI_TRAINER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokenizer/tokenizer.h"
+
+/* ======================================================================== */
+/* Word counts: word (bytes) -> 64-bit count                                 */
+/* ======================================================================== */
+
+typedef struct lipi_counts lipi_counts; /* not thread-safe; one per thread */
+
+/* One word and its count. `word` is borrowed from the table: valid until
+ * the next call that adds to the table (add, add_each, merge, load) or its
+ * free. */
+typedef struct {
+    const char *word;
+    size_t len;
+    uint64_t count;
+} lipi_count_entry;
+
+/* New empty table; free with lipi_counts_free. LIPI_ENOMEM only. */
+lipi_status lipi_counts_new(lipi_counts **out);
+void lipi_counts_free(lipi_counts *c);
+
+/* Adds n to the count of word[0..len) (the word is copied). Words are
+ * non-empty byte strings shorter than 4 GiB; they may hold any byte,
+ * including TAB and LF (the TSV writer escapes them). Empty or oversized
+ * words: LIPI_EINVAL. A count that would pass UINT64_MAX: LIPI_EINVAL and
+ * the count is left unchanged. */
+lipi_status lipi_counts_add(lipi_counts *c, const char *word, size_t len, uint64_t n,
+                            lipi_error *err);
+
+/* Adds 1 to the count of each of n words, word i being
+ * text[off[i] .. off[i+1]) (the layout of lipi_pieces). The same as n calls
+ * of lipi_counts_add, but faster on big tables: the lookups of a group of
+ * words overlap. On failure the words before the failing one are counted. */
+lipi_status lipi_counts_add_each(lipi_counts *c, const char *text, const size_t *off, size_t n,
+                                 lipi_error *err);
+
+/* Adds every count of src into dst (src unchanged). On failure dst holds
+ * part of src's counts. */
+lipi_status lipi_counts_merge(lipi_counts *dst, const lipi_counts *src, lipi_error *err);
+
+size_t lipi_counts_size(const lipi_counts *c);   /* number of distinct words */
+uint64_t lipi_counts_total(const lipi_counts *c); /* sum of counts, saturating */
+uint64_t lipi_counts_get(const lipi_counts *c, const char *word, size_t len); /* 0 if absent */
+
+/* Unordered iteration: start with *pos = 0; returns false after the last
+ * entry. The order depends on the insertion history, not only on the
+ * contents: use lipi_counts_sorted where the order is visible. */
+bool lipi_counts_next(const lipi_counts *c, size_t *pos, lipi_count_entry *e);
+
+/* All entries sorted by count (descending), then by bytes (memcmp order,
+ * a prefix first). *out is a new array owned by the caller (lipi_free);
+ * its words are borrowed from c. */
+lipi_status lipi_counts_sorted(const lipi_counts *c, lipi_count_entry **out, size_t *n);
+
+/* ------------------------------------------------------------------------ */
+/* Counts files (TSV)                                                        */
+/*                                                                           */
+/* One line per word, "word<TAB>count\n", sorted as lipi_counts_sorted: the  */
+/* format SentencePiece reads with --input_format=tsv. The count is decimal  */
+/* digits (1 .. 18446744073709551615). Three bytes cannot appear literally   */
+/* in a word and are written as two-character escapes: backslash as "\\",    */
+/* TAB as "\t", LF as "\n". Every other byte, CR and spaces included, is     */
+/* written as is, so words without a backslash read the same in SentencePiece.*/
+/* The reader accepts a leading UTF-8 BOM and CRLF line ends, and takes a    */
+/* backslash before any other byte (or at the end of the word) literally.    */
+/* ------------------------------------------------------------------------ */
+
+/* Writes c to path sorted as above, atomically: a temporary file in the same
+ * folder is renamed over path only when complete. "-" writes to stdout
+ * (not atomic). LIPI_EIO with the system's reason on failure. */
+lipi_status lipi_counts_save(const lipi_counts *c, const char *path, lipi_error *err);
+
+/* Adds the counts of a counts file ("-" for stdin) into `into`. Every line
+ * is checked: missing TAB, empty word, invalid UTF-8 in the word, a count
+ * that is not decimal digits, zero, or does not fit in 64 bits, and sums
+ * that overflow are LIPI_EFORMAT with err->path, err->line (1-based) and
+ * err->offset (byte offset of the problem from the start of the file).
+ * Empty lines are errors too. On failure `into` holds the lines before the
+ * bad one (it stays valid to use and free). */
+lipi_status lipi_counts_load(const char *path, lipi_counts *into, lipi_error *err);
+
+/* Loads every counts file in paths[0..n) and writes their sum to out_path
+ * (atomically, as lipi_counts_save). Memory: one table of the distinct
+ * words of all inputs. */
+lipi_status lipi_counts_merge_files(const char *const *paths, size_t n, const char *out_path,
+                                    lipi_error *err);
+
+/* ======================================================================== */
+/* Progress                                                                  */
+/* ======================================================================== */
+
+typedef enum {
+    LIPI_PHASE_COUNT = 0, /* reading and counting the corpus */
+    LIPI_PHASE_MERGE,     /* learning merges */
+} lipi_train_phase;
+
+typedef struct {
+    lipi_train_phase phase;
+    uint64_t bytes_read;   /* COUNT: raw input bytes read so far (compressed
+                              bytes for .gz/.xz/.zst files) */
+    uint64_t bytes_total;  /* COUNT: sum of the input files' sizes; 0 when
+                              unknown (stdin, pipes) */
+    uint64_t lines;        /* COUNT: lines read so far */
+    size_t merges_done;    /* MERGE: merges learned so far */
+    size_t merges_total;   /* MERGE: most merges the run can make */
+    bool done;             /* the last report of this phase */
+} lipi_progress;
+
+/* Called on the thread that called the training or counting function, a few
+ * times per second of work at most, and once with done = true at the end of
+ * each phase. It must not call back into the object being trained. */
+typedef void (*lipi_progress_fn)(const lipi_progress *p, void *user);
+
+/* ======================================================================== */
+/* Counting a corpus                                                         */
+/* ======================================================================== */
+
+typedef struct {
+    size_t threads;             /* counting threads; 0 = online CPUs (default) */
+    lipi_invalid_mode invalid;  /* invalid UTF-8 in the input (default ERROR) */
+    lipi_progress_fn progress;  /* NULL: no reports (default) */
+    void *progress_user;
+} lipi_count_options;
+
+void lipi_count_options_default(lipi_count_options *opt);
+
+/* Reads every file (lipi_line_reader: "-" is stdin, .gz/.xz/.zst are
+ * decompressed), normalizes each line with `norm` (NULL: none) and splits it
+ * with `pre` (required), and counts the pieces' texts. The result is the
+ * same for every thread count. *out is a new table owned by the caller.
+ * Fails on the first bad line (invalid UTF-8 under LIPI_INVALID_ERROR,
+ * normalizer or pattern errors) with the file and line; nothing is returned
+ * then. norm and pre are borrowed and shared by the threads.
+ *
+ * For byte-level BPE pass the plain split (e.g. the pattern), not a
+ * pre-tokenizer that maps to the GPT-2 byte alphabet: counts hold raw text
+ * and the trainer does the byte-level mapping. */
+lipi_status lipi_count_files(const char *const *paths, size_t n_paths,
+                             const lipi_normalizer *norm, const lipi_pretokenizer *pre,
+                             const lipi_count_options *opt, lipi_counts **out, lipi_error *err);
+
+/* lipi_count_files, then lipi_counts_save to out_path. */
+lipi_status lipi_count_to_file(const char *const *paths, size_t n_paths,
+                               const lipi_normalizer *norm, const lipi_pretokenizer *pre,
+                               const lipi_count_options *opt, const char *out_path,
+                               lipi_error *err);
+
+/* ======================================================================== */
+/* BPE trainer                                                               */
+/* ======================================================================== */
+
+typedef enum {
+    LIPI_UNITS_CHAR = 0, /* base symbols are code points, with byte fallback
+                            (like SentencePiece BPE) */
+    LIPI_UNITS_BYTE,     /* base symbols are the 256 bytes, vocabulary in the
+                            GPT-2 byte alphabet (GPT-2 / RoBERTa ByteLevel) */
+} lipi_units;
+
+typedef struct {
+    size_t vocab_size;         /* final vocabulary size, specials included
+                                  (default 8000) */
+    lipi_units units;          /* default LIPI_UNITS_CHAR */
+    bool byte_fallback;        /* char units: 256 "<0xNN>" tokens right after
+                                  the special tokens (default true); ignored
+                                  for byte units */
+    uint64_t min_frequency;    /* stop when the best pair is rarer (default 2) */
+    size_t max_token_length;   /* longest token in characters (code points;
+                                  bytes for byte units); 0 = no limit (default) */
+    const char *const *special_tokens; /* NUL-terminated strings, borrowed; */
+    size_t n_special;          /* they get ids 0 .. n_special-1 in this order */
+    const char *unk_token;     /* NULL (default) or one of special_tokens: the
+                                  model's unk token */
+    double character_coverage; /* char units: keep the most frequent code points
+                                  that cover this share of all characters, the
+                                  rest go to byte fallback (default 1.0) */
+    size_t limit_alphabet;     /* char units: keep at most this many code
+                                  points, the most frequent; 0 = all (default) */
+    bool grapheme_guard;       /* only merges that give a piece of one grapheme
+                                  cluster or whole clusters (default true) */
+    size_t threads;            /* threads for preparing the words; 0 = online
+                                  CPUs (default). The result never depends on it. */
+    lipi_progress_fn progress; /* NULL: no reports (default) */
+    void *progress_user;
+} lipi_bpe_options;
+
+void lipi_bpe_options_default(lipi_bpe_options *opt);
+
+/* A trained BPE vocabulary and merge list; immutable. */
+typedef struct lipi_bpe_model lipi_bpe_model;
+
+/* Learns BPE merges from word counts.
+ *
+ * Vocabulary order: special tokens, the 256 byte-fallback tokens (char
+ * units with byte_fallback), the alphabet (code points, or the 256 bytes,
+ * by frequency descending then bytes), then merge results in merge order.
+ * Each step merges the adjacent pair with the highest count; ties go to the
+ * pair whose left token's bytes are smaller, then whose right token's bytes
+ * are. With the grapheme guard, a pair occurrence counts (and is merged) only
+ * if the merged token is part of one extended grapheme cluster of the word,
+ * or whole clusters of it: "क्षि" can grow from क + ् + ष + ि, but "ि" never
+ * joins the next letter. Training stops at vocab_size tokens, when the best
+ * pair is rarer than min_frequency, or when no pair is left. A merge whose
+ * result equals an existing token string reuses that token's id.
+ *
+ * Fails with LIPI_EINVAL for bad options and for a vocab_size below the
+ * minimum (specials + byte tokens + alphabet; err->msg states it), for
+ * counts with no words ("nothing to train on"), and with LIPI_EFORMAT for a
+ * word that is not valid UTF-8. counts is borrowed. */
+lipi_status lipi_bpe_train(const lipi_counts *counts, const lipi_bpe_options *opt,
+                           lipi_bpe_model **out, lipi_error *err);
+void lipi_bpe_model_free(lipi_bpe_model *m);
+
+lipi_units lipi_bpe_model_units(const lipi_bpe_model *m);
+size_t lipi_bpe_model_vocab_size(const lipi_bpe_model *m);
+
+/* Token `id` as it appears in tokenizer.json (GPT-2 byte alphabet for byte
+ * units). Borrowed; NULL if id is out of range. */
+const char *lipi_bpe_model_token(const lipi_bpe_model *m, uint32_t id, size_t *len);
+
+/* The text bytes a token stands for: the same as lipi_bpe_model_token except
+ * for byte units, where it is the raw bytes before the GPT-2 mapping. Special
+ * and byte-fallback tokens give their own text. Borrowed; NULL if out of range. */
+const char *lipi_bpe_model_token_bytes(const lipi_bpe_model *m, uint32_t id, size_t *len);
+
+size_t lipi_bpe_model_merge_count(const lipi_bpe_model *m);
+/* Merge of rank r: the ids of its parts, the id it makes and the pair count
+ * it had when it was chosen. rank must be below the merge count. */
+void lipi_bpe_model_get_merge(const lipi_bpe_model *m, size_t rank, uint32_t *left,
+                              uint32_t *right, uint32_t *result, uint64_t *count);
+
+/* Builds the tokenizer: model BPE with m's vocabulary and merges, the special
+ * tokens as added special tokens, `norm` and `pre` installed (both stolen,
+ * freed even on error; either may be NULL). Char units: byte_fallback as
+ * trained. Byte units: byte_level model, and the pre-tokenizer becomes
+ * Sequence[pre, ByteLevel(use_regex=false)]. *out is owned by the caller. */
+lipi_status lipi_bpe_model_to_tokenizer(const lipi_bpe_model *m, lipi_normalizer *norm,
+                                        lipi_pretokenizer *pre, lipi_tokenizer **out,
+                                        lipi_error *err);
+
+/* lipi train --type bpe FILE...: counts the files (lipi_count_files with
+ * norm and pre), trains (lipi_bpe_train), and builds the tokenizer
+ * (lipi_bpe_model_to_tokenizer). norm and pre are stolen. */
+lipi_status lipi_bpe_train_files(const char *const *paths, size_t n_paths,
+                                 lipi_normalizer *norm, lipi_pretokenizer *pre,
+                                 const lipi_count_options *count_opt,
+                                 const lipi_bpe_options *opt, lipi_tokenizer **out,
+                                 lipi_error *err);
+
+/* lipi train --type bpe --from-counts: trains on counts (borrowed) and
+ * builds the tokenizer with norm and pre (stolen), which must be the ones
+ * the counts were made with. */
+lipi_status lipi_bpe_train_counts(const lipi_counts *counts, lipi_normalizer *norm,
+                                  lipi_pretokenizer *pre, const lipi_bpe_options *opt,
+                                  lipi_tokenizer **out, lipi_error *err);
+
+#endif
