@@ -16,7 +16,8 @@ PKGS     := icu-uc icu-i18n libpcre2-8 cmocka jansson openblas zlib liblzma libz
 DEPS     := bin/pkg-config:pkg-config bin/cc:build-essential \
             icu-uc:libicu-dev libpcre2-8:libpcre2-dev header/uthash.h:uthash-dev \
             cmocka:libcmocka-dev jansson:libjansson-dev openblas:libopenblas-dev \
-            zlib:zlib1g-dev liblzma:liblzma-dev libzstd:libzstd-dev
+            zlib:zlib1g-dev liblzma:liblzma-dev libzstd:libzstd-dev \
+            header/oneapi/dnnl/dnnl.h:libdnnl-dev
 
 OPT      ?= -O2 -g
 WERROR   ?= $(if $(CI),-Werror,)

@@ -1,6 +1,7 @@
 /* bench/encode: encoding throughput of lipi_encode_batch.
  *
  *   encode -t TOKENIZER [--threads N] [--runs R] [--check IDS] FILE...
+ *   encode --make-bert VOCAB.txt [--cased]      (prints a tokenizer.json)
  *
  * Reads every line of the FILEs into memory, encodes them once to warm up
  * (and, with --check, compares the ids with a file of reference ids, one line
@@ -13,6 +14,7 @@
  * MB/s counts input bytes (10^6 bytes per MB), excluding newlines, over
  * wall-clock time; MB/s_per_cpu_second over the CPU time the process used
  * (steadier on a busy machine, and per thread). */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,8 +98,58 @@ static int check(const lipi_batch *b, const char *path)
     return bad != 0;
 }
 
+/* A BERT tokenizer.json from vocab.txt (id = line number - 1), as
+ * tests/test_encoder.c and make_corpus_fixtures.js build it. */
+static int make_bert(const char *path, bool lowercase)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        perror(path);
+        return 1;
+    }
+    json_t *vocab = json_object(), *added = json_array();
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    json_int_t id = 0;
+    while ((n = getline(&line, &cap, f)) >= 0) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            n--;
+        json_object_setn_new(vocab, line, (size_t)n, json_integer(id++));
+    }
+    free(line);
+    fclose(f);
+    static const char *const specials[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    for (size_t i = 0; i < 5; i++) {
+        json_t *v = json_object_get(vocab, specials[i]);
+        if (v)
+            json_array_append_new(added, json_pack("{s:I, s:s, s:b, s:b, s:b, s:b, s:b}", "id",
+                                                   json_integer_value(v), "content", specials[i],
+                                                   "single_word", 0, "lstrip", 0, "rstrip", 0,
+                                                   "normalized", 0, "special", 1));
+    }
+    json_t *j = json_pack(
+        "{s:s, s:n, s:n, s:o, s:{s:s, s:b, s:b, s:n, s:b}, s:{s:s}, s:{s:s, s:[s,I], s:[s,I]},"
+        " s:{s:s, s:s, s:b}, s:{s:s, s:s, s:s, s:i, s:o}}",
+        "version", "1.0", "truncation", "padding", "added_tokens", added, "normalizer", "type",
+        "BertNormalizer", "clean_text", 1, "handle_chinese_chars", 1, "strip_accents",
+        "lowercase", lowercase, "pre_tokenizer", "type", "BertPreTokenizer", "post_processor",
+        "type", "BertProcessing", "sep", "[SEP]",
+        json_integer_value(json_object_get(vocab, "[SEP]")), "cls", "[CLS]",
+        json_integer_value(json_object_get(vocab, "[CLS]")), "decoder", "type",
+        "WordPiece", "prefix", "##", "cleanup", 1, "model", "type", "WordPiece", "unk_token",
+        "[UNK]", "continuing_subword_prefix", "##", "max_input_chars_per_word", 100, "vocab",
+        vocab);
+    if (!j || json_dumpf(j, stdout, JSON_COMPACT) != 0)
+        return 1;
+    json_decref(j);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && strcmp(argv[1], "--make-bert") == 0)
+        return make_bert(argv[2], !(argc >= 4 && strcmp(argv[3], "--cased") == 0));
     const char *tok_path = NULL, *check_path = NULL;
     size_t threads = 1, runs = 5;
     char **files = NULL;
@@ -116,7 +168,8 @@ int main(int argc, char **argv)
             files[nfiles++] = argv[i];
     }
     if (!tok_path || nfiles == 0 || threads == 0 || runs == 0) {
-        fprintf(stderr, "usage: encode -t TOKENIZER [--threads N] [--runs R] [--check IDS] FILE...\n");
+        fprintf(stderr,
+                "usage: encode -t TOKENIZER [--threads N] [--runs R] [--check IDS] FILE...\n");
         return 2;
     }
 
@@ -155,7 +208,7 @@ int main(int argc, char **argv)
 
     lipi_tokenizer *tok;
     lipi_encoder *enc;
-    if (lipi_tokenizer_load(tok_path, &tok, &err) != LIPI_OK)
+    if (lipi_tokenizer_open(tok_path, NULL, &tok, &err) != LIPI_OK)
         die("loading", &err);
     if (lipi_encoder_new(tok, &enc, &err) != LIPI_OK)
         die("building the encoder", &err);

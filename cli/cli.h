@@ -33,6 +33,13 @@ bool cli_parse_invalid(const char *s, lipi_invalid_mode *mode);
  * trailing junk). */
 bool cli_parse_u64(const char *s, uint64_t *out);
 
+/* Parses a decimal number in [lo, hi]. */
+bool cli_parse_double(const char *s, double lo, double hi, double *out);
+
+/* Splits s in place at `sep` into at most max non-empty items; returns how
+ * many. */
+size_t cli_split_list(char *s, char sep, char **items, size_t max);
+
 /* Writes s[0..len) as a JSON string literal (quotes included). */
 void cli_write_json_string(FILE *f, const char *s, size_t len);
 
@@ -48,6 +55,8 @@ int cli_finish_output(const char *sub);
 
 extern const cli_command cmd_normalize;
 extern const cli_command cmd_pretokenize;
+extern const cli_command cmd_count;
+extern const cli_command cmd_train;
 extern const cli_command cmd_encode;
 extern const cli_command cmd_decode;
 

@@ -15,7 +15,12 @@ static void help(FILE *f)
             "with the tokenizer's decoder, as Hugging Face tokenizers does.\n"
             "\n"
             "Options:\n"
-            "  -t, --tokenizer PATH     tokenizer.json (Hugging Face format)\n"
+            "  -t, --tokenizer PATH     a tokenizer.json, a model folder, a SentencePiece\n"
+            "                           .model, a BERT vocab.txt, a GPT-2 vocab.json /\n"
+            "                           merges.txt, a tiktoken file or name, or a GGUF file\n"
+            "  --lowercase, --no-lowercase, --strip-accents, --no-strip-accents\n"
+            "                           vocab.txt: override tokenizer_config.json\n"
+            "  --pattern REGEX          tiktoken / GGUF: the split pattern\n"
             "  --skip-special-tokens    leave out added tokens marked special\n"
             "  -h, --help               show this help\n"
             "\n"
@@ -76,7 +81,8 @@ static lipi_status decode_line(const char *line, size_t len, void *vctx, lipi_er
         c->ids[n++] = (uint32_t)v;
     }
     size_t out_len;
-    lipi_status st = lipi_decode(c->s, c->ids, n, c->skip_special, c->text, c->text_cap, &out_len, err);
+    lipi_status st =
+        lipi_decode(c->s, c->ids, n, c->skip_special, c->text, c->text_cap, &out_len, err);
     if (st == LIPI_OK && out_len >= c->text_cap) {
         char *t = lipi_realloc(c->text, out_len + 1);
         if (!t)
@@ -96,11 +102,17 @@ static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"tokenizer", required_argument, NULL, 't'},
+        {"lowercase", no_argument, NULL, 1101},
+        {"no-lowercase", no_argument, NULL, 1102},
+        {"strip-accents", no_argument, NULL, 1103},
+        {"no-strip-accents", no_argument, NULL, 1104},
+        {"pattern", required_argument, NULL, 1105},
         {"skip-special-tokens", no_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *path = NULL;
+    lipi_open_options oo = {0};
     decode_ctx c = {0};
     int ch;
     optind = 1;
@@ -108,6 +120,11 @@ static int run(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, ":t:h", opts, NULL)) != -1) {
         switch (ch) {
         case 't': path = optarg; break;
+        case 1101: oo.lowercase = LIPI_FLAG_ON; break;
+        case 1102: oo.lowercase = LIPI_FLAG_OFF; break;
+        case 1103: oo.strip_accents = LIPI_FLAG_ON; break;
+        case 1104: oo.strip_accents = LIPI_FLAG_OFF; break;
+        case 1105: oo.pattern = optarg; break;
         case 's': c.skip_special = true; break;
         case 'h': help(stdout); return EXIT_OK;
         case ':': return cli_usage_error("decode", "option '%s' needs a value", argv[optind - 1]);
@@ -121,7 +138,7 @@ static int run(int argc, char **argv)
     lipi_tokenizer *tok = NULL;
     lipi_encoder *enc = NULL;
     int rc = EXIT_FAIL;
-    if (lipi_tokenizer_load(path, &tok, &err) != LIPI_OK ||
+    if (lipi_tokenizer_open(path, &oo, &tok, &err) != LIPI_OK ||
         lipi_encoder_new(tok, &enc, &err) != LIPI_OK) {
         if (!err.path[0])
             snprintf(err.path, sizeof err.path, "%s", path);

@@ -17,7 +17,15 @@ static void help(FILE *f)
             "does with the same tokenizer (one output line per input line).\n"
             "\n"
             "Options:\n"
-            "  -t, --tokenizer PATH  tokenizer.json (Hugging Face format)\n"
+            "  -t, --tokenizer PATH  a tokenizer.json, a model folder, a SentencePiece .model,\n"
+            "                        a BERT vocab.txt, a GPT-2 vocab.json / merges.txt, a\n"
+            "                        tiktoken file or name (cl100k_base, o200k_base, ...)\n"
+            "                        or a GGUF file\n"
+            "  --lowercase, --no-lowercase, --strip-accents, --no-strip-accents\n"
+            "                        vocab.txt: override what tokenizer_config.json beside\n"
+            "                        it (or the file name) says\n"
+            "  --pattern REGEX       tiktoken / GGUF: the split pattern, for encodings lipi\n"
+            "                        does not know by name\n"
             "  --format FORMAT       ids (default): ids separated by spaces;\n"
             "                        tokens: token strings separated by spaces (a space,\n"
             "                        backslash or control character inside a token is\n"
@@ -115,13 +123,29 @@ static void write_token(const char *s, size_t n)
     fwrite(s + run, 1, n - run, stdout);
 }
 
+/* Writes a number; printf is slow enough to show in the profile when
+ * millions of ids are printed. */
+static void put_num(size_t v)
+{
+    char buf[24];
+    size_t n = sizeof buf;
+    do {
+        buf[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    fwrite(buf + n, 1, sizeof buf - n, stdout);
+}
+
 static void print_result(const lipi_batch *r, size_t i, out_format fmt, bool offsets)
 {
     size_t a = r->start[i], b = r->start[i + 1];
     if (fmt == FMT_JSONL) {
         fputs("{\"ids\": [", stdout);
-        for (size_t k = a; k < b; k++)
-            printf("%s%u", k > a ? ", " : "", r->ids[k]);
+        for (size_t k = a; k < b; k++) {
+            if (k > a)
+                fputs(", ", stdout);
+            put_num(r->ids[k]);
+        }
         fputs("], \"tokens\": [", stdout);
         for (size_t k = a; k < b; k++) {
             if (k > a)
@@ -130,8 +154,13 @@ static void print_result(const lipi_batch *r, size_t i, out_format fmt, bool off
                                   r->token_start[k + 1] - r->token_start[k]);
         }
         fputs("], \"offsets\": [", stdout);
-        for (size_t k = a; k < b; k++)
-            printf("%s[%zu, %zu]", k > a ? ", " : "", r->offsets[k].start, r->offsets[k].end);
+        for (size_t k = a; k < b; k++) {
+            fputs(k > a ? ", [" : "[", stdout);
+            put_num(r->offsets[k].start);
+            fputs(", ", stdout);
+            put_num(r->offsets[k].end);
+            putchar(']');
+        }
         fputs("]}\n", stdout);
         return;
     }
@@ -139,14 +168,20 @@ static void print_result(const lipi_batch *r, size_t i, out_format fmt, bool off
         if (k > a)
             putchar(' ');
         if (fmt == FMT_IDS)
-            printf("%u", r->ids[k]);
+            put_num(r->ids[k]);
         else
-            write_token(r->token_text + r->token_start[k], r->token_start[k + 1] - r->token_start[k]);
+            write_token(r->token_text + r->token_start[k],
+                        r->token_start[k + 1] - r->token_start[k]);
     }
     if (offsets) {
         putchar('\t');
-        for (size_t k = a; k < b; k++)
-            printf("%s%zu-%zu", k > a ? " " : "", r->offsets[k].start, r->offsets[k].end);
+        for (size_t k = a; k < b; k++) {
+            if (k > a)
+                putchar(' ');
+            put_num(r->offsets[k].start);
+            putchar('-');
+            put_num(r->offsets[k].end);
+        }
     }
     putchar('\n');
 }
@@ -246,6 +281,11 @@ static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"tokenizer", required_argument, NULL, 't'},
+        {"lowercase", no_argument, NULL, 1101},
+        {"no-lowercase", no_argument, NULL, 1102},
+        {"strip-accents", no_argument, NULL, 1103},
+        {"no-strip-accents", no_argument, NULL, 1104},
+        {"pattern", required_argument, NULL, 1105},
         {"format", required_argument, NULL, 'f'},
         {"offsets", no_argument, NULL, 'o'},
         {"add-special-tokens", no_argument, NULL, 's'},
@@ -256,6 +296,7 @@ static int run(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *path = NULL;
+    lipi_open_options oo = {0};
     encode_ctx c = {0};
     bool add = false, have_max = false;
     uint64_t max_length = 0, threads = 1;
@@ -266,6 +307,11 @@ static int run(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, ":t:h", opts, NULL)) != -1) {
         switch (ch) {
         case 't': path = optarg; break;
+        case 1101: oo.lowercase = LIPI_FLAG_ON; break;
+        case 1102: oo.lowercase = LIPI_FLAG_OFF; break;
+        case 1103: oo.strip_accents = LIPI_FLAG_ON; break;
+        case 1104: oo.strip_accents = LIPI_FLAG_OFF; break;
+        case 1105: oo.pattern = optarg; break;
         case 'f':
             if (strcmp(optarg, "ids") == 0)
                 c.fmt = FMT_IDS;
@@ -288,8 +334,8 @@ static int run(int argc, char **argv)
             break;
         case 'j':
             if (!cli_parse_u64(optarg, &threads) || threads == 0 || threads > 1024)
-                return cli_usage_error("encode", "--threads takes a number from 1 to 1024, not '%s'",
-                                       optarg);
+                return cli_usage_error("encode",
+                                       "--threads takes a number from 1 to 1024, not '%s'", optarg);
             break;
         case 'i':
             if (!cli_parse_invalid(optarg, &mode))
@@ -308,7 +354,7 @@ static int run(int argc, char **argv)
     lipi_tokenizer *tok = NULL;
     lipi_encoder *enc = NULL;
     int rc = EXIT_FAIL;
-    if (lipi_tokenizer_load(path, &tok, &err) != LIPI_OK ||
+    if (lipi_tokenizer_open(path, &oo, &tok, &err) != LIPI_OK ||
         lipi_encoder_new(tok, &enc, &err) != LIPI_OK) {
         if (!err.path[0])
             snprintf(err.path, sizeof err.path, "%s", path);

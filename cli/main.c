@@ -9,7 +9,10 @@
 static const cli_command *const commands[] = {
     &cmd_normalize,
     &cmd_pretokenize,
-    &cmd_encode, &cmd_decode,
+    &cmd_encode,
+    &cmd_decode,
+    &cmd_count,
+    &cmd_train,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 void cli_report(const char *sub, const lipi_error *err)
@@ -127,4 +128,31 @@ int cli_finish_output(const char *sub)
         return EXIT_FAIL;
     }
     return EXIT_OK;
+}
+
+bool cli_parse_double(const char *s, double lo, double hi, double *out)
+{
+    if (!s || !*s)
+        return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*end || errno || !(v >= lo && v <= hi))
+        return false;
+    *out = v;
+    return true;
+}
+
+size_t cli_split_list(char *s, char sep, char **items, size_t max)
+{
+    size_t n = 0;
+    while (s && *s && n < max) {
+        char *next = strchr(s, sep);
+        if (next)
+            *next++ = '\0';
+        if (*s)
+            items[n++] = s;
+        s = next;
+    }
+    return n;
 }

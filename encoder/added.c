@@ -70,9 +70,15 @@ static lipi_status matcher_build(enc_added *m, pat_list *l)
     if (l->n == 0)
         return LIPI_OK;
     TRY(lipi_datrie_build(&m->trie, l->keys, l->values, l->n));
+    size_t distinct = 0;
     for (size_t i = 0; i < l->n; i++)
-        if (l->keys[i].len)
+        if (l->keys[i].len && !m->first[(unsigned char)l->keys[i].s[0]]) {
             m->first[(unsigned char)l->keys[i].s[0]] = true;
+            m->only_first = (unsigned char)l->keys[i].s[0];
+            distinct++;
+        }
+    if (distinct != 1)
+        m->only_first = -1;
     m->pat = l->pat;
     m->n = l->n;
     l->pat = NULL;
@@ -185,7 +191,12 @@ lipi_status lipi_enc_added_split(const enc_added *a, const char *s, size_t len, 
     size_t start_offset = 0, i = 0;
     *n = 0;
     while (a->n && i < len) {
-        if (!a->first[(unsigned char)s[i]]) {
+        if (a->only_first >= 0) {
+            const char *q = memchr(s + i, a->only_first, len - i);
+            if (!q)
+                break;
+            i = (size_t)(q - s);
+        } else if (!a->first[(unsigned char)s[i]]) {
             i++;
             continue;
         }

@@ -153,7 +153,8 @@ static lipi_status gather(lipi_batch *b, chunk_out *chunks, size_t n_chunks, siz
     b->ids = lipi_calloc(total ? total : 1, sizeof *b->ids);
     if (!b->start || !b->ids)
         return LIPI_ENOMEM;
-    if (want & LIPI_WANT_OFFSETS && !(b->offsets = lipi_calloc(total ? total : 1, sizeof *b->offsets)))
+    if (want & LIPI_WANT_OFFSETS &&
+        !(b->offsets = lipi_calloc(total ? total : 1, sizeof *b->offsets)))
         return LIPI_ENOMEM;
     if (want & LIPI_WANT_TYPE_IDS &&
         !(b->type_ids = lipi_calloc(total ? total : 1, sizeof *b->type_ids)))

@@ -10,9 +10,8 @@
 #define CACHE_SLOTS (2u * CACHE_MAX_ENTRIES)
 #define CACHE_MAX_BYTES (4u << 20)
 
-/* Entry layout in the arena (4-byte aligned): key length (2 bytes), token
- * count (2 bytes), the tokens, the key. */
-#define HDR 4
+/* Entry layout: see lipi_enc_cache_get in encoder_impl.h. */
+#define HDR LIPI_ENC_CACHE_HDR
 
 static void cache_clear(enc_cache *c)
 {
@@ -22,61 +21,13 @@ static void cache_clear(enc_cache *c)
     c->len = 0;
 }
 
-bool lipi_enc_cache_get(lipi_session *s, const char *key, size_t len, uint64_t hash)
-{
-    const enc_cache *c = &s->cache;
-    if (!c->slot)
-        return false;
-    uint32_t tag = (uint32_t)(hash >> 32);
-    size_t i = (size_t)hash & c->mask;
-    for (;;) {
-        cache_slot sl = c->slot[i];
-        if (sl.off == 0)
-            return false;
-        if (sl.tag == tag) {
-            const unsigned char *en = c->arena + sl.off - 1;
-            uint16_t klen, nt;
-            memcpy(&klen, en, 2);
-            memcpy(&nt, en + 2, 2);
-            const cache_tok *ct = (const cache_tok *)(const void *)(en + HDR);
-            if (klen == len && memcmp(en + HDR + (size_t)nt * sizeof *ct, key, len) == 0) {
-                if (ENC_GROW(s->ptok, s->ptok_cap, nt) != LIPI_OK)
-                    return false; /* computing the tokens again is still correct */
-                for (size_t k = 0; k < nt; k++)
-                    s->ptok[k] = (enc_ptok){ct[k].id, ct[k].start, ct[k].end & 0x7fffu,
-                                            (ct[k].end & 0x8000u) != 0};
-                s->ptok_n = nt;
-                return true;
-            }
-        }
-        i = (i + 1) & c->mask;
-    }
-}
-
-void lipi_enc_cache_prefetch(const lipi_session *s, uint64_t hash)
-{
-    const enc_cache *c = &s->cache;
-    if (c->slot)
-        __builtin_prefetch(&c->slot[(size_t)hash & c->mask]);
-}
-
-void lipi_enc_cache_prefetch_entry(const lipi_session *s, uint64_t hash)
-{
-    const enc_cache *c = &s->cache;
-    if (!c->slot)
-        return;
-    cache_slot sl = c->slot[(size_t)hash & c->mask];
-    if (sl.off && sl.tag == (uint32_t)(hash >> 32))
-        __builtin_prefetch(c->arena + sl.off - 1);
-}
-
 void lipi_enc_cache_put(lipi_session *s, const char *key, size_t len, uint64_t hash)
 {
     enc_cache *c = &s->cache;
     size_t nt = s->ptok_n;
     if (len > LIPI_ENC_CACHE_MAX_KEY || nt > UINT16_MAX)
         return;
-    size_t need = (HDR + nt * sizeof(cache_tok) + len + 3) & ~(size_t)3;
+    size_t need = (HDR + nt * sizeof(enc_ptok) + len + 3) & ~(size_t)3;
     if (!c->slot) {
         c->slot = lipi_calloc(CACHE_SLOTS, sizeof *c->slot);
         if (!c->slot)
@@ -91,13 +42,9 @@ void lipi_enc_cache_put(lipi_session *s, const char *key, size_t len, uint64_t h
     uint16_t klen = (uint16_t)len, n16 = (uint16_t)nt;
     memcpy(en, &klen, 2);
     memcpy(en + 2, &n16, 2);
-    cache_tok *ct = (cache_tok *)(void *)(en + HDR);
-    for (size_t k = 0; k < nt; k++) {
-        const enc_ptok *p = &s->ptok[k];
-        ct[k] = (cache_tok){p->id, (uint16_t)p->start,
-                            (uint16_t)(p->end | (p->text ? 0x8000u : 0))};
-    }
-    memcpy(en + HDR + nt * sizeof *ct, key, len);
+    if (nt)
+        memcpy(en + HDR, s->ptok, nt * sizeof *s->ptok);
+    memcpy(en + HDR + nt * sizeof *s->ptok, key, len);
     size_t i = (size_t)hash & c->mask;
     while (c->slot[i].off)
         i = (i + 1) & c->mask;

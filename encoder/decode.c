@@ -178,13 +178,17 @@ void lipi_enc_decoders_free(lipi_encoder *e)
     e->n_dec_re = e->dec_re_cap = 0;
 }
 
+/* Replaces every match of re in s[0..n) with rep, appending to the last item
+ * of d, with the Rust regex crate's rule for empty matches: one right where
+ * the previous match ended is skipped ("xx" with x* gives one replacement,
+ * "c" gives two: before and after the c). */
 static lipi_status regex_replace(const pcre2_code *re, const char *s, size_t n, const char *rep,
                                  size_t rlen, strlist *d)
 {
     lipi_status st = LIPI_OK;
     pcre2_general_context *g = pcre2_general_context_create(re_malloc, re_free, NULL);
     pcre2_match_data *md = g ? pcre2_match_data_create_from_pattern(re, g) : NULL;
-    size_t pos = 0, run = 0;
+    size_t pos = 0, run = 0, last_end = SIZE_MAX;
     if (!md) {
         st = LIPI_ENOMEM;
         goto done;
@@ -198,19 +202,25 @@ static lipi_status regex_replace(const pcre2_code *re, const char *s, size_t n, 
             goto done;
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        if (ov[1] < ov[0] || ov[0] < pos) {
+            st = LIPI_EREGEX; /* \K games: no sensible replacement */
+            goto done;
+        }
+        if (ov[0] == ov[1] && ov[0] == last_end) {
+            if (ov[0] >= n)
+                break;
+            pos = ov[0] + enc_utf8_len((unsigned char)s[ov[0]]);
+            continue;
+        }
         TRY(sl_extend(d, s + run, ov[0] - run));
         TRY(sl_extend(d, rep, rlen));
-        run = ov[1];
-        if (ov[1] > ov[0]) {
+        run = last_end = ov[1];
+        if (ov[1] > ov[0])
             pos = ov[1];
-        } else {
-            /* An empty match: step over one character. */
-            if (ov[1] >= n)
-                break;
+        else if (ov[1] >= n)
+            break;
+        else
             pos = ov[1] + enc_utf8_len((unsigned char)s[ov[1]]);
-            TRY(sl_extend(d, s + run, pos - run));
-            run = pos;
-        }
     }
     TRY(sl_extend(d, s + run, n - run));
 done:
@@ -231,7 +241,8 @@ static lipi_status strip_token(strlist *d, const char *s, size_t n, const lipi_o
     size_t a = 0, b = n;
     for (size_t k = 0; k < start && a + c->len <= n && memcmp(s + a, c->s, c->len) == 0; k++)
         a += c->len;
-    for (size_t k = 0; k < stop && b >= a + c->len && memcmp(s + b - c->len, c->s, c->len) == 0; k++)
+    for (size_t k = 0; k < stop && b >= a + c->len && memcmp(s + b - c->len, c->s, c->len) == 0;
+         k++)
         b -= c->len;
     return sl_add(d, s + a, b > a ? b - a : 0);
 }

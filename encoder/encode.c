@@ -347,20 +347,27 @@ void lipi_encode_options_default(const lipi_encoder *e, lipi_encode_options *opt
 /* Tokens of a sequence                                                      */
 /* ======================================================================== */
 
-static lipi_status tok_push(enc_toks *d, const enc_tok *t)
+/* Room for `more` tokens after the d->n there are. */
+static inline lipi_status tok_room(enc_toks *d, size_t more)
 {
-    if (d->n == d->cap) {
-        lipi_status st = ENC_GROW(d->t, d->cap, d->n + 1);
-        if (st != LIPI_OK)
-            return st;
-    }
-    d->t[d->n++] = *t;
-    return LIPI_OK;
+    if (d->n + more <= d->cap)
+        return LIPI_OK;
+    return ENC_GROW(d->t, d->cap, d->n + more);
 }
 
-/* Copies s[0..n) into the session's string pool. */
+static inline lipi_status tok_push(enc_toks *d, const enc_tok *t)
+{
+    lipi_status st = tok_room(d, 1);
+    if (st == LIPI_OK)
+        d->t[d->n++] = *t;
+    return st;
+}
+
+/* Copies p[0..n) into the session's string pool as t's string. */
 static lipi_status pool_add(lipi_session *s, const char *p, size_t n, enc_tok *t)
 {
+    if (n > UINT32_MAX - s->pool.len)
+        return LIPI_ENOMEM; /* more than 4 GiB of token strings in one call */
     t->kind = TOK_POOL;
     t->pool_off = (uint32_t)s->pool.len;
     t->val_len = (uint32_t)n;
@@ -403,7 +410,7 @@ static lipi_span map_span(const chain *c, size_t a, size_t b)
     if (na > nb)
         na = nb;
     if (c->widen) {
-        while (na > 0 && ((unsigned char)c->ntext[na] & 0xC0) == 0x80)
+        while (na > 0 && na < c->nlen && ((unsigned char)c->ntext[na] & 0xC0) == 0x80)
             na--;
         while (nb < c->nlen && ((unsigned char)c->ntext[nb] & 0xC0) == 0x80)
             nb++;
@@ -416,7 +423,9 @@ static lipi_span map_span(const chain *c, size_t a, size_t b)
         r.start = c->align[na].start;
         r.end = c->align[nb - 1].end;
     } else {
-        r.start = r.end = na < c->nlen ? c->align[na].start : (c->nlen ? c->align[c->nlen - 1].end : 0);
+        r.start = r.end = na < c->nlen   ? c->align[na].start
+                          : c->nlen      ? c->align[c->nlen - 1].end
+                                         : 0;
     }
     r.start += c->base;
     r.end += c->base;
@@ -532,45 +541,81 @@ whole:
     return LIPI_OK;
 }
 
-/* Runs the model over one piece and appends its tokens to d. */
-static lipi_status emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc,
-                              lipi_span src, uint8_t seq, bool want_offsets, lipi_error *err)
+/* Appends the tokens of a piece without offsets (the common, fast case). */
+static inline __attribute__((always_inline)) lipi_status
+append_ids(lipi_session *s, enc_toks *d, const enc_piece *pc, const enc_ptok *toks, size_t nt,
+           uint8_t seq)
+{
+    lipi_status st = tok_room(d, nt);
+    if (st != LIPI_OK)
+        return st;
+    enc_tok *out = d->t + d->n;
+    d->n += nt;
+    for (size_t k = 0; k < nt; k++) {
+        const enc_ptok *p = &toks[k];
+        out[k] = (enc_tok){.id = p->id, .type_id = seq, .seq = seq};
+        if (p->end & ENC_PTOK_TEXT) {
+            st = pool_add(s, pc->text + p->start, (p->end & ~ENC_PTOK_TEXT) - p->start, &out[k]);
+            if (st != LIPI_OK)
+                return st;
+        }
+    }
+    return LIPI_OK;
+}
+
+/* Appends the tokens of a piece with offsets in the original text. */
+static lipi_status append_with_offsets(lipi_session *s, enc_toks *d, const chain *c,
+                                       const enc_piece *pc, lipi_span src,
+                                       const enc_ptok *toks, size_t nt, uint8_t seq)
 {
     const char *text = pc->text;
     size_t tlen = pc->len;
     lipi_status st = LIPI_OK;
-    bool plain = true;
-
-    const enc_ptok *toks;
-    size_t nt;
-    TRY(lipi_enc_model(s, text, tlen, pc->hash, &toks, &nt, err));
-    if (want_offsets) {
-        plain = tlen == src.end - src.start && memcmp(text, c->sub + src.start, tlen) == 0;
-        if (!plain)
-            TRY(align_piece(s, text, tlen, c->sub + src.start, src.end - src.start));
-    }
+    bool plain = tlen == src.end - src.start && memcmp(text, c->sub + src.start, tlen) == 0;
+    if (!plain)
+        TRY(align_piece(s, text, tlen, c->sub + src.start, src.end - src.start));
+    TRY(tok_room(d, nt));
     for (size_t k = 0; k < nt; k++) {
         const enc_ptok *p = &toks[k];
-        enc_tok t = {.id = p->id, .type_id = seq, .seq = seq};
-        if (want_offsets) {
-            size_t a, b;
-            if (plain) {
-                a = src.start + p->start;
-                b = src.start + p->end;
-            } else if (p->end > p->start) {
-                a = src.start + s->palign[p->start].start;
-                b = src.start + s->palign[p->end - 1].end;
-            } else {
-                a = b = src.start + (p->start < tlen ? s->palign[p->start].start : src.end - src.start);
-            }
-            t.off = map_span(c, a, b);
+        size_t pend = p->end & ~ENC_PTOK_TEXT, a, b;
+        enc_tok *t = &d->t[d->n];
+        *t = (enc_tok){.id = p->id, .type_id = seq, .seq = seq};
+        if (plain) {
+            a = src.start + p->start;
+            b = src.start + pend;
+        } else if (pend > p->start) {
+            a = src.start + s->palign[p->start].start;
+            b = src.start + s->palign[pend - 1].end;
+        } else {
+            a = b = src.start + (p->start < tlen ? s->palign[p->start].start : src.end - src.start);
         }
-        if (p->text)
-            TRY(pool_add(s, text + p->start, p->end - p->start, &t));
-        TRY(tok_push(d, &t));
+        t->off = map_span(c, a, b);
+        if (p->end & ENC_PTOK_TEXT)
+            TRY(pool_add(s, text + p->start, pend - p->start, t));
+        d->n++;
     }
 done:
     return st;
+}
+
+/* Runs the model over one piece (through the cache) and appends its
+ * tokens to d. Inlined into the loops over pieces: it runs once per piece. */
+static inline __attribute__((always_inline)) lipi_status
+emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc, lipi_span src,
+           uint8_t seq, bool want_offsets, lipi_error *err)
+{
+    const enc_ptok *toks = NULL;
+    size_t nt = 0;
+    if (pc->len <= LIPI_ENC_CACHE_MAX_KEY)
+        toks = lipi_enc_cache_get(s, pc->text, pc->len, pc->hash, &nt);
+    if (!toks) {
+        lipi_status st = lipi_enc_model(s, pc->text, pc->len, pc->hash, &toks, &nt, err);
+        if (st != LIPI_OK)
+            return st;
+    }
+    if (want_offsets)
+        return append_with_offsets(s, d, c, pc, src, toks, nt, seq);
+    return append_ids(s, d, pc, toks, nt, seq);
 }
 
 /* Pre-tokenizes one sub-segment (normalized text, no added tokens) and runs
@@ -659,7 +704,8 @@ static lipi_status encode_segment(lipi_session *s, enc_toks *d, const char *text
         c.nlen = len;
     }
     if (e->norm_added.n) {
-        TRY(lipi_enc_added_split(&e->norm_added, c.ntext, c.nlen, &s->segs2, &s->segs2_cap, &nsegs));
+        TRY(lipi_enc_added_split(&e->norm_added, c.ntext, c.nlen, &s->segs2, &s->segs2_cap,
+                                 &nsegs));
     } else {
         TRY(ENC_GROW(s->segs2, s->segs2_cap, 1));
         s->segs2[0] = (enc_seg){0, c.nlen, -1};
@@ -702,12 +748,12 @@ static lipi_status encode_seq(lipi_session *s, enc_toks *d, const char *text, si
     size_t nsegs = 0;
 
     d->n = 0;
-    if (!e->norm) {
-        size_t bad = lipi_utf8_valid_prefix(text, len);
-        if (bad < len)
-            return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, bad,
-                                  "invalid UTF-8 at byte %zu, expected UTF-8 text", bad);
-    }
+    /* Checked here once for the whole text, so that the offset is the
+     * text's (the normalizer only sees segments between added tokens). */
+    size_t bad = lipi_utf8_valid_prefix(text, len);
+    if (bad < len)
+        return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, bad,
+                              "invalid UTF-8 at byte %zu, expected UTF-8 text", bad);
     if (e->raw_added.n) {
         TRY(lipi_enc_added_split(&e->raw_added, text, len, &s->segs, &s->segs_cap, &nsegs));
     } else {
@@ -775,8 +821,8 @@ static void truncate_toks(enc_toks *t, size_t n, bool left)
 /* Hugging Face's truncate_encodings, as tokenizers 0.23.2 behaves (checked
  * against it for pairs of lengths up to 12, max_length 3..10, with and
  * without special tokens). max is max_length less the special tokens. */
-static lipi_status truncate_seqs(lipi_session *s, bool pair, size_t max, const lipi_encode_options *opt,
-                                 lipi_error *err)
+static lipi_status truncate_seqs(lipi_session *s, bool pair, size_t max,
+                                 const lipi_encode_options *opt, lipi_error *err)
 {
     enc_toks *a = &s->seq[0], *b = pair ? &s->seq[1] : NULL;
     size_t total = a->n + (b ? b->n : 0);
@@ -875,6 +921,34 @@ static enc_tok special_tok(uint32_t id, const char *val, size_t len, uint32_t ty
 
 /* Hugging Face's process_offsets: trims leading / trailing spaces ('Ġ' or
  * Unicode white space) of each token's string off its offsets. */
+/* Moves byte offset `at` of text[0..len) over n characters forward (back
+ * when back is true); false when the text runs out first. */
+static bool step_chars(const char *text, size_t len, size_t *at, size_t n, bool back)
+{
+    size_t p = *at;
+    for (size_t k = 0; k < n; k++) {
+        if (back) {
+            if (p == 0)
+                return false;
+            p--;
+            while (p > 0 && ((unsigned char)text[p] & 0xC0) == 0x80)
+                p--;
+        } else {
+            if (p >= len)
+                return false;
+            p += enc_utf8_len((unsigned char)text[p]);
+        }
+    }
+    *at = p;
+    return true;
+}
+
+/* Hugging Face's process_offsets: trims leading / trailing spaces ('Ġ' or
+ * Unicode white space) of each token's string off its offsets. Hugging Face
+ * counts them in characters of the original text (its bindings trim after
+ * offsets became character offsets), so here offsets move by that many
+ * characters: a byte-level 'Ġ' stands for a one-byte space, a literal
+ * U+3000 in a token for three bytes. */
 static void trim_offsets(const lipi_session *s, enc_toks *t, bool add_prefix_space)
 {
     for (size_t i = 0; i < t->n; i++) {
@@ -909,16 +983,22 @@ static void trim_offsets(const lipi_session *s, enc_toks *t, bool add_prefix_spa
                 p = c;
             }
         }
-        if (lead == 0 && trail == 0)
+        if ((lead == 0 && trail == 0) || k->seq > 1)
             continue;
+        const char *text = s->text[k->seq];
+        size_t len = s->text_len[k->seq];
         if (lead > 0) {
             bool is_first = i == 0 || k->off.start == 0;
             if (is_first && add_prefix_space && lead == 1)
                 lead = 0;
-            k->off.start = k->off.start + lead < k->off.end ? k->off.start + lead : k->off.end;
+            size_t at = k->off.start;
+            if (!step_chars(text, len, &at, lead, false) || at > k->off.end)
+                at = k->off.end;
+            k->off.start = at;
         }
-        if (trail > 0 && k->off.end >= trail)
-            k->off.end = k->off.end - trail > k->off.start ? k->off.end - trail : k->off.start;
+        size_t at = k->off.end;
+        if (trail > 0 && step_chars(text, len, &at, trail, true))
+            k->off.end = at > k->off.start ? at : k->off.start;
     }
 }
 
@@ -1014,6 +1094,32 @@ done:
     return st;
 }
 
+/* Whether processor p leaves a single text's tokens exactly as they are
+ * (type ids 0, no special tokens, offsets untouched). */
+static bool post_is_noop(const lipi_post_processor *p, bool add, int depth)
+{
+    switch (p->type) {
+    case LIPI_POST_BYTELEVEL: return !p->trim_offsets;
+    case LIPI_POST_BERT: return !add;
+    case LIPI_POST_ROBERTA: return !add && !p->trim_offsets;
+    case LIPI_POST_TEMPLATE:
+        if (add)
+            return false;
+        for (size_t i = 0; i < p->n_single; i++)
+            if (!p->single[i].is_special && p->single[i].type_id != 0)
+                return false;
+        return p->n_single == 1;
+    case LIPI_POST_SEQUENCE:
+        if (depth > 64)
+            return false;
+        for (size_t i = 0; i < p->n_items; i++)
+            if (!post_is_noop(&p->items[i], add, depth + 1))
+                return false;
+        return true;
+    }
+    return false;
+}
+
 lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char *b,
                          size_t blen, bool pair, const lipi_encode_options *opt,
                          bool want_offsets, lipi_error *err)
@@ -1030,6 +1136,10 @@ lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char
     s->pool.len = 0;
     s->out.n = 0;
     s->res = &s->out;
+    s->text[0] = a;
+    s->text_len[0] = alen;
+    s->text[1] = b;
+    s->text_len[1] = blen;
     if (alen > UINT32_MAX || blen > UINT32_MAX)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "a text of more than 4 GiB is more than lipi encodes at once");
@@ -1053,7 +1163,7 @@ lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char
         TRY(truncate_seqs(s, pair, opt->max_length - added, opt, err));
     }
     size_t n = pair ? 2 : 1;
-    if (!pp && !pair) {
+    if (!pair && (!pp || post_is_noop(pp, opt->add_special_tokens, 0))) {
         s->res = &s->seq[0];
         goto done;
     }

@@ -16,9 +16,9 @@
  * the session encoded before, nor on the number of threads.
  *
  * Offsets are byte spans [start, end) into the text the caller passed (the
- * original, before normalization), as Hugging Face computes them (tokens of
- * a byte-level model cover whole characters; tokens the post-processor adds
- * get (0, 0)).
+ * original, before normalization), the byte form of the character offsets
+ * Hugging Face's Python and Node bindings give (tokens of a byte-level model
+ * cover whole characters; tokens the post-processor adds get (0, 0)).
  */
 #ifndef LIPI_ENCODER_H
 #define LIPI_ENCODER_H
@@ -69,7 +69,8 @@ typedef struct {
 
 /* Options as Hugging Face applies them by default: add_special_tokens true,
  * truncation as the tokenizer.json "truncation" section says (none when
- * null). */
+ * null). Padding is never applied, and BPE dropout is ignored (Hugging Face
+ * makes it random; lipi encodes as with dropout 0). */
 void lipi_encode_options_default(const lipi_encoder *e, lipi_encode_options *opt);
 
 /* Where lipi_encode writes. Every array is the caller's and holds `cap`

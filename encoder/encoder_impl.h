@@ -64,10 +64,32 @@ static inline lipi_status enc_grow_(void *pp, size_t *cap, size_t need, size_t s
     return st;
 }
 
-/* GPT-2's byte <-> code point alphabet (bytes_to_unicode). */
-uint32_t lipi_bytelevel_char(uint8_t b);
+/* GPT-2's byte <-> code point alphabet (bytes_to_unicode): the printable
+ * Latin-1 bytes '!'..'~', 0xA1..0xAC and 0xAE..0xFF stand for themselves;
+ * the other 68 (0x00..0x20, 0x7F..0xA0, 0xAD) become U+0100, U+0101, ... in
+ * byte order. */
+static inline uint32_t lipi_bytelevel_char(uint8_t b)
+{
+    if (b <= 0x20)
+        return 256u + b;
+    if (b >= 0x7F && b <= 0xA0)
+        return 256u + 33 + (b - 0x7Fu);
+    if (b == 0xAD)
+        return 256u + 67;
+    return b;
+}
+
 /* The byte of a code point of the alphabet, or -1. */
-int lipi_bytelevel_byte(uint32_t cp);
+static inline int lipi_bytelevel_byte(uint32_t cp)
+{
+    if (cp < 256)
+        return (cp > 0x20 && cp < 0x7F) || (cp > 0xA0 && cp != 0xAD) ? (int)cp : -1;
+    if (cp < 256 + 33)
+        return (int)(cp - 256);
+    if (cp < 256 + 67)
+        return (int)(0x7F + cp - 256 - 33);
+    return cp == 256 + 67 ? 0xAD : -1;
+}
 
 /* Code point -> id map for single-character tokens (open addressing). */
 typedef struct {
@@ -112,6 +134,7 @@ typedef struct {
     enc_added_pat *pat;
     size_t n;
     bool first[256];       /* bytes that can start a match */
+    int only_first;        /* the one byte that starts every pattern, or -1 */
 } enc_added;
 
 /* One segment of a text: an added token, or text for the next stage. */
@@ -182,13 +205,14 @@ struct lipi_encoder {
 /* ======================================================================== */
 
 /* A token of one piece: bytes [start, end) of the piece text. Its string is
- * the vocabulary's, or (text) the piece bytes themselves (Unigram's unknown
- * runs). */
+ * the vocabulary's, or (ENC_PTOK_TEXT set in end) the piece bytes
+ * themselves (Unigram's unknown runs). Also the cache's stored form. */
 typedef struct {
     uint32_t id;
     uint32_t start, end;
-    uint32_t text;
 } enc_ptok;
+
+#define ENC_PTOK_TEXT 0x80000000u
 
 /* A token of a sequence. Its string (kind): the vocabulary's string of id
  * (TOK_VOCAB, looked up only when someone asks), val[0..val_len)
@@ -217,11 +241,6 @@ typedef struct {
 typedef struct {
     uint32_t tag, off;   /* off: entry offset + 1 in the arena, 0 empty */
 } cache_slot;
-
-typedef struct {
-    uint32_t id;
-    uint16_t start, end; /* end | 0x8000: the token's string is its text */
-} cache_tok;
 
 typedef struct {
     cache_slot *slot;
@@ -278,6 +297,8 @@ struct lipi_session {
     enc_toks *encs, *encs2;      /* encodings between post-processors */
     size_t encs_cap;
     lipi_buf pool;               /* token strings that are not the vocabulary's */
+    const char *text[2];         /* the texts of the current call */
+    size_t text_len[2];
     /* decoding */
     lipi_buf dec_a, dec_b, dec_tmp;
     lipi_span *dspan_a, *dspan_b;
@@ -288,9 +309,10 @@ struct lipi_session {
 /* Between the files                                                         */
 /* ======================================================================== */
 
-/* models.c: tokens of one piece, through the cache: *toks (n of them) is
- * valid until the next call. LIPI_EINVAL when an unknown token is needed
- * and the model has none. */
+/* models.c: runs the model over one piece and stores the result in the
+ * cache (callers look there first): *toks (n of them) is valid until the
+ * next call. LIPI_EINVAL when an unknown token is needed and the model has
+ * none, or the piece is 2 GiB or longer. */
 lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64_t hash,
                            const enc_ptok **toks, size_t *n, lipi_error *err);
 
@@ -319,18 +341,13 @@ void lipi_enc_added_strings_free(lipi_encoder *e);
 lipi_status lipi_enc_decoders_init(lipi_encoder *e, lipi_error *err);
 void lipi_enc_decoders_free(lipi_encoder *e);
 
-/* cache.c: puts the tokens cached for key into s->ptok; false when absent.
- * Keys are at most LIPI_ENC_CACHE_MAX_KEY bytes. */
+/* cache.c keeps at most this many bytes of key. */
 #define LIPI_ENC_CACHE_MAX_KEY 255
-bool lipi_enc_cache_get(lipi_session *s, const char *key, size_t len, uint64_t hash);
-/* Asks the memory system for the slot of hash / the entry it points to. */
-void lipi_enc_cache_prefetch(const lipi_session *s, uint64_t hash);
-void lipi_enc_cache_prefetch_entry(const lipi_session *s, uint64_t hash);
 /* Stores s->ptok under key (failing to allocate only means not caching). */
 void lipi_enc_cache_put(lipi_session *s, const char *key, size_t len, uint64_t hash);
 void lipi_enc_cache_free(enc_cache *c);
 
-/* encode.c: encodes one text (or pair) into s->out. */
+/* encode.c: encodes one text (or pair) into s->res. */
 lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char *b,
                          size_t blen, bool pair, const lipi_encode_options *opt,
                          bool want_offsets, lipi_error *err);
@@ -355,25 +372,105 @@ static inline const char *lipi_enc_tok_str(const lipi_session *s, const enc_tok 
     return "";
 }
 
-/* Fast hash of a short byte string (pieces, for the cache). */
+/* Fast hash of a short byte string (pieces, for the cache): 8 bytes at a
+ * time, the last ones by overlapping loads (never past the string). */
 static inline uint64_t lipi_enc_hash(const char *s, size_t n)
 {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xff51afd7ed558ccdULL);
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, s, 8);
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xff51afd7ed558ccdULL), v;
+    const char *p = s;
+    for (size_t m = n; m > 8; m -= 8, p += 8) {
+        memcpy(&v, p, 8);
         h = (h ^ v) * 0xbf58476d1ce4e5b9ULL;
         h ^= h >> 29;
-        s += 8;
-        n -= 8;
     }
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)(unsigned char)s[i] << (8 * i);
+    if (n >= 8) {
+        memcpy(&v, s + n - 8, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        v = (uint64_t)a << 32 | b;
+    } else if (n) {
+        v = (uint64_t)(unsigned char)s[0] << 16 | (uint64_t)(unsigned char)s[n >> 1] << 8 |
+            (unsigned char)s[n - 1];
+    } else {
+        v = 0;
+    }
     h = (h ^ v) * 0x94d049bb133111ebULL;
     h ^= h >> 31;
     h *= 0xbf58476d1ce4e5b9ULL;
     return h ^ (h >> 32);
+}
+
+/* a[0..n) == b[0..n), inline for the short keys of the cache. */
+static inline bool lipi_enc_eq(const void *a, const void *b, size_t n)
+{
+    const unsigned char *x = a, *y = b;
+    while (n >= 8) {
+        uint64_t u, w;
+        memcpy(&u, x, 8);
+        memcpy(&w, y, 8);
+        if (u != w)
+            return false;
+        x += 8;
+        y += 8;
+        n -= 8;
+    }
+    while (n--)
+        if (*x++ != *y++)
+            return false;
+    return true;
+}
+
+/* The tokens cached for key (*n of them, valid until the next put), or
+ * NULL. An entry in the arena (4-byte aligned) is: key length (2 bytes),
+ * token count (2 bytes), the tokens, the key. Inline: it runs once per piece. */
+#define LIPI_ENC_CACHE_HDR 4
+
+static inline const enc_ptok *lipi_enc_cache_get(const lipi_session *s, const char *key,
+                                                 size_t len, uint64_t hash, size_t *n)
+{
+    const enc_cache *c = &s->cache;
+    if (!c->slot)
+        return NULL;
+    uint32_t tag = (uint32_t)(hash >> 32);
+    size_t i = (size_t)hash & c->mask;
+    for (;;) {
+        cache_slot sl = c->slot[i];
+        if (sl.off == 0)
+            return NULL;
+        if (sl.tag == tag) {
+            const unsigned char *en = c->arena + sl.off - 1;
+            uint16_t klen, nt;
+            memcpy(&klen, en, 2);
+            memcpy(&nt, en + 2, 2);
+            const enc_ptok *t = (const enc_ptok *)(const void *)(en + LIPI_ENC_CACHE_HDR);
+            const unsigned char *k = en + LIPI_ENC_CACHE_HDR + (size_t)nt * sizeof *t;
+            if (klen == len && lipi_enc_eq(k, key, len)) {
+                *n = nt;
+                return t;
+            }
+        }
+        i = (i + 1) & c->mask;
+    }
+}
+
+/* Asks the memory system for the slot of hash / the entry it points to. */
+static inline void lipi_enc_cache_prefetch(const lipi_session *s, uint64_t hash)
+{
+    const enc_cache *c = &s->cache;
+    if (c->slot)
+        __builtin_prefetch(&c->slot[(size_t)hash & c->mask]);
+}
+
+static inline void lipi_enc_cache_prefetch_entry(const lipi_session *s, uint64_t hash)
+{
+    const enc_cache *c = &s->cache;
+    if (!c->slot)
+        return;
+    cache_slot sl = c->slot[(size_t)hash & c->mask];
+    if (sl.off && sl.tag == (uint32_t)(hash >> 32))
+        __builtin_prefetch(c->arena + sl.off - 1);
 }
 
 #endif

@@ -3,46 +3,12 @@
  * symbols), WordPiece (greedy longest match first over a trie), Unigram
  * (Viterbi over the lattice of trie matches) and WordLevel. Every model
  * writes the tokens of the piece into s->ptok with byte spans of the piece;
- * lipi_enc_model puts the word cache in front of them. */
+ * lipi_enc_model stores them in the word cache (encode.c looks there
+ * first). */
 #include "encoder/encoder_impl.h"
 
 #include <stdio.h>
 #include <string.h>
-
-/* ======================================================================== */
-/* GPT-2 byte alphabet                                                       */
-/* ======================================================================== */
-
-/* Printable Latin-1 bytes stand for themselves; the other 68 bytes get the
- * code points 256, 257, ... in byte order (GPT-2's bytes_to_unicode). */
-static bool byte_is_printable(uint8_t b)
-{
-    return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-}
-
-uint32_t lipi_bytelevel_char(uint8_t b)
-{
-    if (byte_is_printable(b))
-        return b;
-    uint32_t n = 0;
-    for (unsigned k = 0; k < b; k++)
-        if (!byte_is_printable((uint8_t)k))
-            n++;
-    return 256 + n;
-}
-
-int lipi_bytelevel_byte(uint32_t cp)
-{
-    if (cp < 256)
-        return byte_is_printable((uint8_t)cp) ? (int)cp : -1;
-    if (cp >= 256 + 68)
-        return -1;
-    uint32_t n = cp - 256;
-    for (unsigned k = 0; k < 256; k++)
-        if (!byte_is_printable((uint8_t)k) && n-- == 0)
-            return (int)k;
-    return -1;
-}
 
 /* ======================================================================== */
 /* Tables                                                                    */
@@ -145,7 +111,8 @@ static lipi_status bpe_init(lipi_encoder *e)
                 n -= e->prefix_len;
             }
             if (v & 2) {
-                if (n < e->suffix_len || memcmp(s + n - e->suffix_len, e->suffix, e->suffix_len) != 0)
+                if (n < e->suffix_len ||
+                    memcmp(s + n - e->suffix_len, e->suffix, e->suffix_len) != 0)
                     continue;
                 n -= e->suffix_len;
             }
@@ -269,7 +236,8 @@ static lipi_status ptok_push(lipi_session *s, uint32_t id, size_t start, size_t 
         if (st != LIPI_OK)
             return st;
     }
-    s->ptok[s->ptok_n++] = (enc_ptok){id, (uint32_t)start, (uint32_t)end, text};
+    s->ptok[s->ptok_n++] = (enc_ptok){id, (uint32_t)start,
+                                      (uint32_t)end | (text ? ENC_PTOK_TEXT : 0)};
     return LIPI_OK;
 }
 
@@ -295,10 +263,9 @@ static inline const enc_pair *pair_slot_of(const lipi_encoder *e, uint32_t a, ui
     return &e->pairs[pair_slot(key, e->pair_mask)];
 }
 
-static inline bool pair_get(const lipi_encoder *e, uint32_t a, uint32_t b, uint32_t *rank,
-                            uint32_t *result)
+static inline bool pair_find(const lipi_encoder *e, uint64_t key, uint32_t *rank,
+                             uint32_t *result)
 {
-    uint64_t key = (uint64_t)a << 32 | b;
     size_t k = pair_slot(key, e->pair_mask);
     for (;;) {
         const enc_pair *p = &e->pairs[k];
@@ -311,6 +278,12 @@ static inline bool pair_get(const lipi_encoder *e, uint32_t a, uint32_t b, uint3
             return false;
         k = (k + 1) & e->pair_mask;
     }
+}
+
+static inline bool pair_get(const lipi_encoder *e, uint32_t a, uint32_t b, uint32_t *rank,
+                            uint32_t *result)
+{
+    return pair_find(e, (uint64_t)a << 32 | b, rank, result);
 }
 
 static inline bool cand_less(const bpe_cand *x, const bpe_cand *y)
@@ -676,23 +649,15 @@ lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64
 {
     const lipi_encoder *e = s->enc;
     lipi_status st;
-    /* Longer words are rare and would crowd the cache out. */
-    bool cacheable = len <= LIPI_ENC_CACHE_MAX_KEY;
 
     s->ptok_n = 0;
     *toks = s->ptok;
     *n = 0;
     if (len == 0)
         return LIPI_OK;
-    if (len > UINT32_MAX)
+    if (len > UINT32_MAX / 2)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                              "a piece of %zu bytes is longer than the 4 GiB lipi handles", len);
-    if (cacheable) {
-        if (lipi_enc_cache_get(s, text, len, h)) {
-            *n = s->ptok_n;
-            return LIPI_OK;
-        }
-    }
+                              "a piece of %zu bytes is longer than the 2 GiB lipi handles", len);
     switch (e->type) {
     case LIPI_MODEL_BPE: st = bpe_word(s, text, len, err); break;
     case LIPI_MODEL_WORDPIECE: st = wordpiece_word(s, text, len, err); break;
@@ -704,7 +669,8 @@ lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64
         lipi_error_set(err, st, NULL, 0, 0, "out of memory");
     if (st != LIPI_OK)
         return st;
-    if (cacheable)
+    /* Longer words are rare and would crowd the cache out. */
+    if (len <= LIPI_ENC_CACHE_MAX_KEY)
         lipi_enc_cache_put(s, text, len, h);
     *toks = s->ptok;
     *n = s->ptok_n;

@@ -1,7 +1,6 @@
 /* Double-array trie construction. Keys are sorted, then states are laid out
  * breadth-first, each one at the first base where all of its children's
- * cells are free (darts-style first fit, with a moving lower bound so the
- * search does not rescan the densely used start of the arrays). */
+ * cells are free (darts-style first fit over a list of free cells). */
 #include "encoder/trie_impl.h"
 
 #include <stdlib.h>
@@ -27,17 +26,40 @@ static int key_cmp(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
+/* Free cells form a doubly linked list in address order, so the search for
+ * a base visits free cells only. A cell that failed as the anchor (the
+ * first child's cell) many times leaves the list (it stays free and can
+ * still take a later child), which keeps the build near linear. */
+#define ANCHOR_TRIES 16
+
 typedef struct {
     lipi_datrie t;
-    uint8_t *used;   /* cell taken (as a state) */
-    size_t first_free;
+    int32_t *nxt, *prv;  /* free list links, -1 none */
+    uint8_t *tries;      /* failed anchor attempts; 255: not in the list */
+    int32_t head, tail;
 } builder;
+
+static void unlink_cell(builder *b, int32_t c)
+{
+    if (b->tries[c] == 255)
+        return;
+    int32_t p = b->prv[c], n = b->nxt[c];
+    if (p >= 0)
+        b->nxt[p] = n;
+    else
+        b->head = n;
+    if (n >= 0)
+        b->prv[n] = p;
+    else
+        b->tail = p;
+    b->tries[c] = 255;
+}
 
 static lipi_status grow(builder *b, size_t need)
 {
     if (need <= b->t.size)
         return LIPI_OK;
-    size_t cap = b->t.size ? b->t.size : 1024;
+    size_t old = b->t.size, cap = old ? old : 1024;
     while (cap < need) {
         if (cap > (size_t)INT32_MAX / 2)
             return LIPI_ENOMEM;
@@ -55,17 +77,37 @@ static lipi_status grow(builder *b, size_t need)
     if (!value)
         return LIPI_ENOMEM;
     b->t.value = value;
-    uint8_t *used = lipi_realloc(b->used, cap);
-    if (!used)
+    int32_t *nxt = lipi_reallocarray(b->nxt, cap, sizeof *nxt);
+    if (!nxt)
         return LIPI_ENOMEM;
-    b->used = used;
-    for (size_t i = b->t.size; i < cap; i++) {
+    b->nxt = nxt;
+    int32_t *prv = lipi_reallocarray(b->prv, cap, sizeof *prv);
+    if (!prv)
+        return LIPI_ENOMEM;
+    b->prv = prv;
+    uint8_t *tries = lipi_realloc(b->tries, cap);
+    if (!tries)
+        return LIPI_ENOMEM;
+    b->tries = tries;
+    b->t.size = cap;
+    for (size_t i = old; i < cap; i++) {
         base[i] = 0;
         check[i] = -1;
         value[i] = -1;
-        used[i] = 0;
+        tries[i] = 0;
+        /* Cell 0 is the root, never free. */
+        if (i == 0) {
+            tries[0] = 255;
+            continue;
+        }
+        prv[i] = b->tail;
+        nxt[i] = -1;
+        if (b->tail >= 0)
+            nxt[b->tail] = (int32_t)i;
+        else
+            b->head = (int32_t)i;
+        b->tail = (int32_t)i;
     }
-    b->t.size = cap;
     return LIPI_OK;
 }
 
@@ -76,11 +118,41 @@ typedef struct {
     size_t lo, hi, depth;
 } pending;
 
+/* First base >= 1 whose cells base + label + 1 are all free. */
+static lipi_status find_base(builder *b, const unsigned char *labels, size_t nl, size_t *out)
+{
+    lipi_status st = LIPI_OK;
+    size_t first = (size_t)labels[0] + 1, last = (size_t)labels[nl - 1] + 1;
+    for (int32_t f = b->head; f >= 0;) {
+        int32_t next = b->nxt[f];
+        if ((size_t)f > first) {
+            size_t base = (size_t)f - first;
+            TRY(grow(b, base + last + 1));
+            size_t k = 1;
+            while (k < nl && b->t.check[base + labels[k] + 1] == -1)
+                k++;
+            if (k == nl) {
+                *out = base;
+                return LIPI_OK;
+            }
+            if (++b->tries[f] >= ANCHOR_TRIES)
+                unlink_cell(b, f);
+        }
+        f = next;
+    }
+    /* Past the end of the arrays every cell is free. */
+    size_t base = b->t.size > first ? b->t.size - first : 1;
+    TRY(grow(b, base + last + 1));
+    *out = base;
+done:
+    return st;
+}
+
 lipi_status lipi_datrie_build(lipi_datrie *t, const lipi_strref *keys, const uint32_t *values,
                               size_t n)
 {
     lipi_status st = LIPI_OK;
-    builder b = {0};
+    builder b = {.head = -1, .tail = -1};
     key_rec *rec = NULL;
     pending *queue = NULL;
     size_t nrec = 0, qcap = 0, qhead = 0, qtail = 0;
@@ -98,9 +170,7 @@ lipi_status lipi_datrie_build(lipi_datrie *t, const lipi_strref *keys, const uin
         qsort(rec, nrec, sizeof *rec, key_cmp);
 
     TRY(grow(&b, 1024));
-    b.used[0] = 1;
     b.t.check[0] = -2; /* the root has no parent */
-    b.first_free = 1;
     qcap = 64;
     queue = lipi_reallocarray(NULL, qcap, sizeof *queue);
     if (!queue) {
@@ -122,7 +192,7 @@ lipi_status lipi_datrie_build(lipi_datrie *t, const lipi_strref *keys, const uin
             continue;
         /* Children: distinct bytes at position depth (keys are sorted). */
         unsigned char labels[256];
-        size_t starts[257], nl = 0;
+        size_t starts[257], nl = 0, base;
         for (size_t i = lo; i < p.hi; i++) {
             unsigned char c = (unsigned char)rec[i].s[p.depth];
             if (nl == 0 || labels[nl - 1] != c) {
@@ -132,30 +202,16 @@ lipi_status lipi_datrie_build(lipi_datrie *t, const lipi_strref *keys, const uin
             }
         }
         starts[nl] = p.hi;
-        /* First fit: a base whose child cells are all free. States may share
-         * a base: check[] names the parent of every cell. */
-        while (b.first_free < b.t.size && b.used[b.first_free])
-            b.first_free++;
-        size_t base = b.first_free > (size_t)labels[0] + 1 ? b.first_free - labels[0] - 1 : 1;
-        for (;; base++) {
-            TRY(grow(&b, base + labels[nl - 1] + 2));
-            if (b.used[base + labels[0] + 1])
-                continue;
-            size_t k = 1;
-            while (k < nl && !b.used[base + labels[k] + 1])
-                k++;
-            if (k == nl)
-                break;
-        }
-        if (base + 256 > (size_t)INT32_MAX) {
+        TRY(find_base(&b, labels, nl, &base));
+        if (base + 257 > (size_t)INT32_MAX) {
             st = LIPI_ENOMEM;
             goto done;
         }
         b.t.base[p.state] = (int32_t)base;
         for (size_t k = 0; k < nl; k++) {
             size_t c = base + labels[k] + 1;
-            b.used[c] = 1;
             b.t.check[c] = p.state;
+            unlink_cell(&b, (int32_t)c);
             if (qtail == qcap) {
                 /* Reclaim the consumed front before growing. */
                 if (qhead > 0) {
@@ -181,7 +237,9 @@ lipi_status lipi_datrie_build(lipi_datrie *t, const lipi_strref *keys, const uin
 done:
     lipi_free(rec);
     lipi_free(queue);
-    lipi_free(b.used);
+    lipi_free(b.nxt);
+    lipi_free(b.prv);
+    lipi_free(b.tries);
     lipi_datrie_free(&b.t);
     return st;
 }

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "trainer/trainer.h"
 
 /* ======================================================================== */
@@ -404,7 +406,8 @@ static void test_bpe_guard_in_byte_units_keeps_code_points_whole(void **state)
 /* Naive reference trainer                                                   */
 /*                                                                           */
 /* Recounts every pair of every word at every step and rewrites every word;  */
-/* shares no code with trainer/bpe.c.                                        */
+/* shares no code with trainer/bpe.c. With the guard, merges inside clusters */
+/* come first, then merges of whole clusters too.                            */
 /* ======================================================================== */
 
 #define RNONE UINT32_MAX
@@ -421,6 +424,7 @@ typedef struct {
     uint64_t count;
     size_t units;
     unsigned char *start; /* units + 1 flags: a cluster starts here */
+    bool trivial;         /* every cluster is one unit */
 } rword;
 
 typedef struct {
@@ -488,24 +492,33 @@ static int r_cmp_occ(const void *pa, const void *pb)
 typedef struct {
     size_t max_len;
     bool guard;
+    bool clusters_only; /* the guard's first phase */
 } rcheck;
+
+/* 0: not counted, 1: counted and merged, 2: crosses a cluster edge while
+ * only merges inside clusters are allowed (the pair must wait). */
+static int r_class(const rmodel *m, const rword *w, uint32_t x, uint32_t y, size_t pos,
+                   const rcheck *rc)
+{
+    if (x == RNONE || y == RNONE)
+        return 0;
+    size_t e = pos + m->tok[x].units + m->tok[y].units;
+    if (rc->max_len && e - pos > rc->max_len)
+        return 0;
+    if (!rc->guard)
+        return 1;
+    bool inside = true;
+    for (size_t i = pos + 1; i < e; i++)
+        inside &= !w->start[i];
+    if (rc->clusters_only)
+        return inside ? 1 : w->trivial ? 0 : 2;
+    return inside || (w->start[pos] && w->start[e]);
+}
 
 static bool r_ok(const rmodel *m, const rword *w, uint32_t x, uint32_t y, size_t pos,
                  const rcheck *rc)
 {
-    if (x == RNONE || y == RNONE)
-        return false;
-    size_t e = pos + m->tok[x].units + m->tok[y].units;
-    if (rc->max_len && e - pos > rc->max_len)
-        return false;
-    if (!rc->guard)
-        return true;
-    if (w->start[pos] && w->start[e])
-        return true;
-    for (size_t i = pos + 1; i < e; i++)
-        if (w->start[i])
-            return false;
-    return true;
+    return r_class(m, w, x, y, pos, rc) == 1;
 }
 
 typedef struct {
@@ -553,7 +566,7 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
 {
     memset(m, 0, sizeof *m);
     r_byte_units = o->units == LIPI_UNITS_BYTE;
-    rcheck rc = {o->max_token_length, o->grapheme_guard};
+    rcheck rc = {o->max_token_length, o->grapheme_guard, o->grapheme_guard};
     size_t nw = lipi_counts_size(c), pos = 0, k = 0;
     rword *w = calloc(nw, sizeof *w);
     rfreqs fl = {NULL, 0};
@@ -586,6 +599,7 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
             i += step;
         }
         x->start[x->units] = 1;
+        x->trivial = nb == x->units;
     }
     lipi_free(bounds);
 
@@ -640,8 +654,11 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
         for (size_t i = 0; i < nw; i++) {
             size_t p = 0;
             for (size_t j = 0; j + 1 < w[i].n; j++) {
-                if (r_ok(m, &w[i], w[i].sym[j], w[i].sym[j + 1], p, &rc))
-                    occ[no++] = (rocc){w[i].sym[j], w[i].sym[j + 1], w[i].count};
+                int c = r_class(m, &w[i], w[i].sym[j], w[i].sym[j + 1], p, &rc);
+                /* A straddling occurrence is an entry of count 0 that
+                 * marks the pair as waiting. */
+                if (c)
+                    occ[no++] = (rocc){w[i].sym[j], w[i].sym[j + 1], c == 1 ? w[i].count : 0};
                 p += w[i].sym[j] == RNONE ? 1 : m->tok[w[i].sym[j]].units;
             }
         }
@@ -651,11 +668,14 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
         rocc best = {0, 0, 0};
         for (size_t i = 0; i < no;) {
             rocc sum = occ[i];
+            bool waits = occ[i].c == 0;
             size_t j = i + 1;
-            for (; j < no && occ[j].l == sum.l && occ[j].r == sum.r; j++)
+            for (; j < no && occ[j].l == sum.l && occ[j].r == sum.r; j++) {
                 sum.c += occ[j].c;
+                waits |= occ[j].c == 0;
+            }
             i = j;
-            bool forb = false;
+            bool forb = waits;
             for (size_t f = 0; f < n_forbidden; f++)
                 forb |= forbidden[f][0] == sum.l && forbidden[f][1] == sum.r;
             if (forb)
@@ -667,8 +687,12 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
                 have = true;
             }
         }
-        if (!have || best.c < o->min_frequency)
-            break;
+        if (!have || best.c < o->min_frequency) {
+            if (!rc.clusters_only)
+                break;
+            rc.clusters_only = false;
+            continue;
+        }
         size_t zl = m->tok[best.l].len + m->tok[best.r].len;
         z = realloc(z, zl);
         memcpy(z, m->tok[best.l].s, m->tok[best.l].len);
@@ -1166,6 +1190,28 @@ static void test_count_reports_invalid_utf8_with_file_and_line(void **state)
     pipeline_free(&pl);
 }
 
+static void test_count_of_empty_lines_is_nothing_to_train_on(void **state)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/empty_lines.txt", tmpdir);
+    write_file(path, "\n\n\r\n", 4);
+    pipeline pl;
+    pipeline_new(&pl);
+    const char *paths[] = {path, path};
+    for (size_t threads = 1; threads <= 2; threads++) {
+        lipi_counts *c = count_paths(paths, 2, &pl, threads);
+        assert_int_equal(lipi_counts_size(c), 0);
+        lipi_bpe_options o;
+        tiny_options(&o);
+        lipi_bpe_model *m = NULL;
+        lipi_error err;
+        assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_EINVAL);
+        assert_non_null(strstr(err.msg, "nothing to train on"));
+        lipi_counts_free(c);
+    }
+    pipeline_free(&pl);
+}
+
 typedef struct {
     size_t calls, done_calls;
     lipi_progress last;
@@ -1248,6 +1294,497 @@ static void test_bpe_same_merges_from_1_and_2_counting_threads(void **state)
     pipeline_free(&pl);
 }
 
+/* ======================================================================== */
+/* The trained tokenizer                                                     */
+/* ======================================================================== */
+
+static char *tokenizer_json(const lipi_tokenizer *t)
+{
+    char *js = NULL;
+    size_t len;
+    lipi_error err;
+    if (lipi_tokenizer_to_json(t, &js, &len, &err) != LIPI_OK)
+        fail_msg("to_json: %s", err.msg);
+    return js;
+}
+
+static json_t *parse(const char *js)
+{
+    json_error_t je;
+    json_t *root = json_loads(js, 0, &je);
+    if (!root)
+        fail_msg("JSON: %s", je.text);
+    return root;
+}
+
+/* The value at a dotted path of objects ("model.type"); NULL if absent. */
+static json_t *at(json_t *root, const char *path)
+{
+    char key[64];
+    json_t *v = root;
+    while (v && *path) {
+        size_t n = strcspn(path, ".");
+        snprintf(key, sizeof key, "%.*s", (int)n, path);
+        v = json_object_get(v, key);
+        path += n + (path[n] == '.');
+    }
+    return v;
+}
+
+static const char *str_at(json_t *root, const char *path)
+{
+    json_t *v = at(root, path);
+    return json_is_string(v) ? json_string_value(v) : "(missing)";
+}
+
+static void test_bpe_char_tokenizer_has_byte_fallback_specials_and_decoder(void **state)
+{
+    lipi_counts *c = words_of_file("data/flores200/hin_Deva.txt", 50);
+    const char *specials[] = {"<unk>", "<s>", "</s>"};
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.byte_fallback = true;
+    o.vocab_size = 600;
+    o.special_tokens = specials;
+    o.n_special = 3;
+    o.unk_token = "<unk>";
+    lipi_bpe_model *m = train(c, &o);
+    pipeline pl;
+    pipeline_new(&pl);
+    lipi_tokenizer *t = NULL;
+    lipi_error err;
+    assert_int_equal(lipi_bpe_model_to_tokenizer(m, pl.norm, pl.pre, &t, &err), LIPI_OK);
+    char *js = tokenizer_json(t);
+    json_t *root = parse(js);
+    assert_string_equal(str_at(root, "model.type"), "BPE");
+    assert_true(json_is_true(at(root, "model.byte_fallback")));
+    assert_string_equal(str_at(root, "model.unk_token"), "<unk>");
+    assert_int_equal(json_object_size(at(root, "model.vocab")), 600);
+    assert_int_equal(json_array_size(at(root, "model.merges")), lipi_bpe_model_merge_count(m));
+    assert_int_equal(json_integer_value(json_object_get(at(root, "model.vocab"), "<0x00>")), 3);
+    json_t *added = at(root, "added_tokens");
+    assert_int_equal(json_array_size(added), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *a = json_array_get(added, i);
+        assert_int_equal(json_integer_value(json_object_get(a, "id")), i);
+        assert_string_equal(json_string_value(json_object_get(a, "content")), specials[i]);
+        assert_true(json_is_true(json_object_get(a, "special")));
+    }
+    assert_string_equal(str_at(root, "decoder.type"), "Sequence");
+    json_t *decs = at(root, "decoder.decoders");
+    assert_int_equal(json_array_size(decs), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(decs, 0), "type")),
+                        "ByteFallback");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(decs, 1), "type")),
+                        "Fuse");
+    assert_string_equal(str_at(root, "pre_tokenizer.type"), "Split");
+    assert_true(json_is_object(at(root, "normalizer")));
+
+    /* Loaded back, it has the trained vocabulary and merges. */
+    lipi_tokenizer *back = NULL;
+    assert_int_equal(lipi_tokenizer_load_json(js, strlen(js), "trained", &back, &err), LIPI_OK);
+    assert_int_equal(lipi_tokenizer_vocab_size(back), lipi_bpe_model_vocab_size(m));
+    for (uint32_t id = 0; id < lipi_bpe_model_vocab_size(m); id++) {
+        size_t l1, l2;
+        const char *a = lipi_bpe_model_token(m, id, &l1);
+        const char *b = lipi_tokenizer_id_to_token(back, id, &l2);
+        assert_non_null(b);
+        assert_int_equal(l1, l2);
+        assert_memory_equal(a, b, l1);
+    }
+    assert_int_equal(lipi_tokenizer_merge_count(back), lipi_bpe_model_merge_count(m));
+    for (size_t r = 0; r < lipi_bpe_model_merge_count(m); r++) {
+        uint32_t l1, r1, l2, r2;
+        lipi_bpe_model_get_merge(m, r, &l1, &r1, NULL, NULL);
+        lipi_tokenizer_get_merge(back, r, &l2, &r2);
+        assert_int_equal(l1, l2);
+        assert_int_equal(r1, r2);
+    }
+    lipi_tokenizer_free(back);
+    json_decref(root);
+    lipi_free(js);
+    lipi_tokenizer_free(t);
+    lipi_bpe_model_free(m);
+    lipi_counts_free(c);
+}
+
+static void test_bpe_byte_tokenizer_is_bytelevel(void **state)
+{
+    lipi_counts *c = words_of_file("data/flores200/tam_Taml.txt", 50);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.units = LIPI_UNITS_BYTE;
+    o.vocab_size = 500;
+    const char *specials[] = {"<|endoftext|>"};
+    o.special_tokens = specials;
+    o.n_special = 1;
+    lipi_bpe_model *m = train(c, &o);
+    pipeline pl;
+    pipeline_new(&pl);
+    lipi_tokenizer *t = NULL;
+    lipi_error err;
+    assert_int_equal(lipi_bpe_model_to_tokenizer(m, pl.norm, pl.pre, &t, &err), LIPI_OK);
+    char *js = tokenizer_json(t);
+    json_t *root = parse(js);
+    assert_string_equal(str_at(root, "model.type"), "BPE");
+    assert_false(json_is_true(at(root, "model.byte_fallback")));
+    /* Every byte has a token, in the GPT-2 alphabet ("Ġ" is the space). */
+    json_t *vocab = at(root, "model.vocab");
+    assert_int_equal(json_object_size(vocab), 500);
+    assert_non_null(json_object_get(vocab, "Ġ"));
+    assert_non_null(json_object_get(vocab, "Ā"));
+    assert_string_equal(str_at(root, "pre_tokenizer.type"), "Sequence");
+    json_t *pres = at(root, "pre_tokenizer.pretokenizers");
+    assert_int_equal(json_array_size(pres), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(pres, 0), "type")),
+                        "Split");
+    json_t *bl = json_array_get(pres, 1);
+    assert_string_equal(json_string_value(json_object_get(bl, "type")), "ByteLevel");
+    assert_true(json_is_false(json_object_get(bl, "use_regex")));
+    assert_string_equal(str_at(root, "decoder.type"), "ByteLevel");
+    lipi_tokenizer *back = NULL;
+    assert_int_equal(lipi_tokenizer_load_json(js, strlen(js), "trained", &back, &err), LIPI_OK);
+    assert_int_equal(lipi_tokenizer_merge_count(back), lipi_bpe_model_merge_count(m));
+    lipi_tokenizer_free(back);
+    json_decref(root);
+    lipi_free(js);
+    lipi_tokenizer_free(t);
+    lipi_bpe_model_free(m);
+    lipi_counts_free(c);
+}
+
+/* Trains on files and returns the tokenizer.json text. */
+static char *train_files_json(const char *const *paths, size_t n, lipi_units units,
+                              size_t threads, size_t vocab_size)
+{
+    pipeline pl;
+    pipeline_new(&pl);
+    lipi_count_options co;
+    lipi_count_options_default(&co);
+    co.threads = threads;
+    lipi_bpe_options o;
+    lipi_bpe_options_default(&o);
+    o.units = units;
+    o.vocab_size = vocab_size;
+    o.threads = threads;
+    lipi_tokenizer *t = NULL;
+    lipi_error err;
+    lipi_status st = lipi_bpe_train_files(paths, n, pl.norm, pl.pre, &co, &o, &t, &err);
+    if (st != LIPI_OK)
+        fail_msg("train_files: %s: %s", lipi_status_name(st), err.msg);
+    char *js = tokenizer_json(t);
+    lipi_tokenizer_free(t);
+    return js;
+}
+
+static void test_bpe_tokenizer_is_byte_identical_on_1_and_2_threads(void **state)
+{
+    const char *paths[] = {"data/flores200/hin_Deva.txt", "data/flores200/eng_Latn.txt",
+                           "data/flores200/ben_Beng.txt", "data/flores200/tam_Taml.txt"};
+    for (int u = 0; u < 2; u++) {
+        lipi_units units = u ? LIPI_UNITS_BYTE : LIPI_UNITS_CHAR;
+        char *a = train_files_json(paths, 4, units, 1, 1800);
+        char *b = train_files_json(paths, 4, units, 2, 1800);
+        assert_string_equal(a, b);
+        lipi_free(a);
+        lipi_free(b);
+    }
+}
+
+static void test_bpe_from_counts_file_gives_the_same_tokenizer(void **state)
+{
+    const char *paths[] = {"data/flores200/hin_Deva.txt", "data/flores200/eng_Latn.txt"};
+    char *direct = train_files_json(paths, 2, LIPI_UNITS_CHAR, 2, 1800);
+
+    char tsv[128];
+    snprintf(tsv, sizeof tsv, "%s/counts.tsv", tmpdir);
+    pipeline pl;
+    pipeline_new(&pl);
+    lipi_count_options co;
+    lipi_count_options_default(&co);
+    assert_int_equal(lipi_count_to_file(paths, 2, pl.norm, pl.pre, &co, tsv, NULL), LIPI_OK);
+    pipeline_free(&pl);
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    assert_int_equal(lipi_counts_load(tsv, c, NULL), LIPI_OK);
+    pipeline_new(&pl);
+    lipi_bpe_options o;
+    lipi_bpe_options_default(&o);
+    o.vocab_size = 1800;
+    lipi_tokenizer *t = NULL;
+    assert_int_equal(lipi_bpe_train_counts(c, pl.norm, pl.pre, &o, &t, NULL), LIPI_OK);
+    char *from_counts = tokenizer_json(t);
+    assert_string_equal(direct, from_counts);
+    lipi_free(direct);
+    lipi_free(from_counts);
+    lipi_tokenizer_free(t);
+    lipi_counts_free(c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Against Hugging Face tokenizers                                           */
+/*                                                                           */
+/* tests/fixtures/bpe holds two tokenizers lipi trained on the first 12      */
+/* lines of four bundled FLORES-200 files (char and byte units, every        */
+/* cluster seen: min_frequency 1) and the ids Hugging Face tokenizers gives  */
+/* those lines with them (make_hf_ids.js). lipi must still train exactly     */
+/* these files; Hugging Face's segmentation must spell the normalized line   */
+/* and never cut a grapheme cluster. LIPI_REGEN_FIXTURES=1 in the            */
+/* environment rewrites the tokenizers instead (then run make_hf_ids.js).    */
+/* ------------------------------------------------------------------------ */
+
+enum { HF_LINES = 12 };
+static const char *const hf_files[] = {"data/flores200/eng_Latn.txt", "data/flores200/hin_Deva.txt",
+                                       "data/flores200/ben_Beng.txt", "data/flores200/tam_Taml.txt"};
+static const char *const hf_fixture[] = {"tests/fixtures/bpe/char_tokenizer.json",
+                                         "tests/fixtures/bpe/byte_tokenizer.json"};
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    rewind(f);
+    char *buf = calloc(1, (size_t)size + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    return buf;
+}
+
+/* Line k (0-based) of text, into out (without its newline). */
+static void nth_line(const char *text, size_t k, char *out, size_t cap)
+{
+    for (; k > 0 && text; k--) {
+        text = strchr(text, '\n');
+        text = text ? text + 1 : NULL;
+    }
+    assert_non_null(text);
+    size_t n = strcspn(text, "\n");
+    assert_true(n < cap);
+    memcpy(out, text, n);
+    out[n] = '\0';
+}
+
+static lipi_tokenizer *train_hf_fixture(lipi_units units)
+{
+    char corpus[128];
+    snprintf(corpus, sizeof corpus, "%s/hf_corpus.txt", tmpdir);
+    FILE *out = fopen(corpus, "wb");
+    assert_non_null(out);
+    char line[16384];
+    for (size_t f = 0; f < 4; f++) {
+        char *text = read_all(hf_files[f]);
+        for (size_t k = 0; k < HF_LINES; k++) {
+            nth_line(text, k, line, sizeof line);
+            fprintf(out, "%s\n", line);
+        }
+        free(text);
+    }
+    fclose(out);
+    pipeline pl;
+    pipeline_new(&pl);
+    lipi_bpe_options o;
+    lipi_bpe_options_default(&o);
+    o.units = units;
+    o.vocab_size = units == LIPI_UNITS_BYTE ? 1200 : 1100;
+    o.min_frequency = 1;
+    const char *paths[] = {corpus};
+    lipi_tokenizer *t = NULL;
+    lipi_error err;
+    if (lipi_bpe_train_files(paths, 1, pl.norm, pl.pre, NULL, &o, &t, &err) != LIPI_OK)
+        fail_msg("train: %s", err.msg);
+    return t;
+}
+
+/* The bytes token `id` stands for: <0xNN> is byte NN; byte-level strings
+ * map back through the GPT-2 alphabet. */
+static size_t token_text(const lipi_tokenizer *t, uint32_t id, bool byte_level, char *out)
+{
+    size_t len;
+    const char *s = lipi_tokenizer_id_to_token(t, id, &len);
+    assert_non_null(s);
+    unsigned v;
+    if (!byte_level && len == 6 && sscanf(s, "<0x%2X>", &v) == 1) {
+        out[0] = (char)v;
+        return 1;
+    }
+    if (!byte_level) {
+        memcpy(out, s, len);
+        return len;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        i += lipi_utf8_decode(s + i, len - i, &cp);
+        unsigned b = cp;
+        if (cp >= 256) { /* the 68 bytes GPT-2 moved to U+0100.. */
+            unsigned k = cp - 256;
+            for (b = 0; b < 256; b++) {
+                bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+                if (!printable && k-- == 0)
+                    break;
+            }
+        }
+        out[n++] = (char)b;
+    }
+    return n;
+}
+
+static void test_bpe_trains_the_tokenizers_checked_with_hugging_face(void **state)
+{
+    bool regen = getenv("LIPI_REGEN_FIXTURES") != NULL;
+    for (int u = 0; u < 2; u++) {
+        lipi_tokenizer *t = train_hf_fixture(u ? LIPI_UNITS_BYTE : LIPI_UNITS_CHAR);
+        char *js = tokenizer_json(t);
+        if (regen) {
+            write_file(hf_fixture[u], js, strlen(js));
+        } else {
+            char *want = read_all(hf_fixture[u]);
+            if (strcmp(js, want) != 0)
+                fail_msg("%s differs from what lipi trains now; if that is meant, regenerate "
+                         "(LIPI_REGEN_FIXTURES=1 build/tests/test_bpe, then make_hf_ids.js)",
+                         hf_fixture[u]);
+            free(want);
+        }
+        lipi_free(js);
+        lipi_tokenizer_free(t);
+    }
+    if (regen)
+        skip();
+}
+
+static void test_bpe_hugging_face_segmentation_keeps_clusters_whole(void **state)
+{
+    char *ids_text = read_all("tests/fixtures/bpe/hf_ids.json");
+    json_t *ids = parse(ids_text);
+    assert_int_equal(json_integer_value(json_object_get(ids, "lines")), HF_LINES);
+    size_t *bounds = NULL, cap = 0, nb, cuts = 0;
+    lipi_normalized normed = {0};
+    static char line[16384], spelled[65536];
+    for (int u = 0; u < 2; u++) {
+        lipi_tokenizer *t = NULL;
+        lipi_error err;
+        if (lipi_tokenizer_load(hf_fixture[u], &t, &err) != LIPI_OK)
+            fail_msg("%s: %s", hf_fixture[u], err.msg);
+        json_t *kind = json_object_get(json_object_get(ids, "ids"), u ? "byte" : "char");
+        for (size_t f = 0; f < 4; f++) {
+            char *text = read_all(hf_files[f]);
+            json_t *lines = json_object_get(kind, hf_files[f]);
+            assert_int_equal(json_array_size(lines), HF_LINES);
+            for (size_t k = 0; k < HF_LINES; k++) {
+                nth_line(text, k, line, sizeof line);
+                assert_int_equal(lipi_normalize(lipi_tokenizer_get_normalizer(t), line,
+                                                strlen(line), &normed, false, NULL),
+                                 LIPI_OK);
+                assert_int_equal(lipi_graphemes(normed.text, normed.len, &bounds, &cap, &nb,
+                                                NULL),
+                                 LIPI_OK);
+                json_t *seq = json_array_get(lines, k);
+                size_t len = 0, b = 0;
+                for (size_t i = 0; i < json_array_size(seq); i++) {
+                    uint32_t id = (uint32_t)json_integer_value(json_array_get(seq, i));
+                    len += token_text(t, id, u == 1, spelled + len);
+                    assert_true(len < sizeof spelled - 64);
+                    while (b <= nb && bounds[b] < len)
+                        b++;
+                    if (b > nb || bounds[b] != len)
+                        fail_msg("%s units, %s line %zu: Hugging Face cuts a cluster after \"%.*s\"",
+                                 u ? "byte" : "char", hf_files[f], k + 1, (int)len, spelled);
+                    cuts++;
+                }
+                if (len != normed.len || memcmp(spelled, normed.text, len) != 0)
+                    fail_msg("%s line %zu: the tokens do not spell the normalized line",
+                             hf_files[f], k + 1);
+            }
+            free(text);
+        }
+        lipi_tokenizer_free(t);
+    }
+    assert_true(cuts > 5000);
+    lipi_normalized_free(&normed);
+    lipi_free(bounds);
+    json_decref(ids);
+    free(ids_text);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Allocation failures                                                       */
+/* ------------------------------------------------------------------------ */
+
+static long alloc_budget; /* allocations left before failing; < 0: no limit */
+static long live_allocs;
+
+static void *fail_malloc(size_t n)
+{
+    if (alloc_budget == 0)
+        return NULL;
+    if (alloc_budget > 0)
+        alloc_budget--;
+    void *p = malloc(n);
+    live_allocs += p != NULL;
+    return p;
+}
+
+static void *fail_realloc(void *p, size_t n)
+{
+    if (alloc_budget == 0)
+        return NULL;
+    if (alloc_budget > 0)
+        alloc_budget--;
+    void *q = realloc(p, n);
+    live_allocs += q && !p;
+    return q;
+}
+
+static void fail_free(void *p)
+{
+    live_allocs -= p != NULL;
+    free(p);
+}
+
+static void test_bpe_fails_cleanly_on_every_allocation(void **state)
+{
+    /* Hindi words (guard bitmaps, clusters phase), specials, byte fallback,
+     * a forbidden merge, on one thread so the counting hooks see every
+     * allocation in order. */
+    lipi_counts *c = words_of_file("data/flores200/hin_Deva.txt", 3);
+    assert_int_equal(lipi_counts_add(c, "<0x41>", 6, 9, NULL), LIPI_OK);
+    const char *specials[] = {"<unk>", "<s>"};
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.vocab_size = 400;
+    o.byte_fallback = true;
+    o.special_tokens = specials;
+    o.n_special = 2;
+    o.unk_token = "<unk>";
+    lipi_alloc_hooks hooks = {fail_malloc, fail_realloc, fail_free};
+    bool succeeded = false;
+    for (long n = 0; n < 100000 && !succeeded; n++) {
+        alloc_budget = n;
+        live_allocs = 0;
+        lipi_set_alloc_hooks(&hooks);
+        lipi_bpe_model *m = NULL;
+        lipi_error err;
+        lipi_status st = lipi_bpe_train(c, &o, &m, &err);
+        if (st == LIPI_OK) {
+            succeeded = true;
+            assert_true(lipi_bpe_model_merge_count(m) > 50);
+        } else if (st != LIPI_ENOMEM) {
+            lipi_set_alloc_hooks(NULL);
+            fail_msg("allocation %ld: %s: %s", n, lipi_status_name(st), err.msg);
+        }
+        lipi_bpe_model_free(m);
+        lipi_set_alloc_hooks(NULL);
+        if (live_allocs != 0)
+            fail_msg("allocation %ld failing leaks %ld blocks", n, live_allocs);
+    }
+    assert_true(succeeded);
+    lipi_counts_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1273,8 +1810,16 @@ int main(void)
         cmocka_unit_test(test_count_is_the_same_on_1_2_and_3_threads),
         cmocka_unit_test(test_count_of_split_input_merges_to_count_of_whole),
         cmocka_unit_test(test_count_reports_invalid_utf8_with_file_and_line),
+        cmocka_unit_test(test_count_of_empty_lines_is_nothing_to_train_on),
         cmocka_unit_test(test_count_reports_progress_at_the_end),
         cmocka_unit_test(test_bpe_same_merges_from_1_and_2_counting_threads),
+        cmocka_unit_test(test_bpe_char_tokenizer_has_byte_fallback_specials_and_decoder),
+        cmocka_unit_test(test_bpe_byte_tokenizer_is_bytelevel),
+        cmocka_unit_test(test_bpe_tokenizer_is_byte_identical_on_1_and_2_threads),
+        cmocka_unit_test(test_bpe_from_counts_file_gives_the_same_tokenizer),
+        cmocka_unit_test(test_bpe_trains_the_tokenizers_checked_with_hugging_face),
+        cmocka_unit_test(test_bpe_hugging_face_segmentation_keeps_clusters_whole),
+        cmocka_unit_test(test_bpe_fails_cleanly_on_every_allocation),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }

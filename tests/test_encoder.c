@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "encoder/encoder.h"
+#include "encoder/encoder_impl.h"
 #include "encoder/lattice_impl.h"
 #include "encoder/trie_impl.h"
 #include "tests/cli_run.h"
@@ -276,10 +277,10 @@ static void report_case(const char *name, size_t idx, const json_t *c, const res
     print_ids("hf:  ", want, nw);
     print_ids("lipi:", r->ids, r->e.len);
     if (strcmp(what, "ids") != 0) {
-        char *s = json_dumps(json_object_get(c, strncmp(what, "decode", 6) == 0
-                                                        ? (strstr(what, "skip") ? "decode_skip" : "decode")
-                                                        : what),
-                             JSON_ENCODE_ANY);
+        const char *key = strncmp(what, "decode", 6) != 0 ? what
+                          : strstr(what, "skip")           ? "decode_skip"
+                                                           : "decode";
+        char *s = json_dumps(json_object_get(c, key), JSON_ENCODE_ANY);
         printf("    hf %s: %s\n", what, s);
         free(s);
         if (strcmp(what, "tokens") == 0 || strcmp(what, "offsets") == 0) {
@@ -348,8 +349,13 @@ HF_FIXTURE(bpe_prefix, false)
 HF_FIXTURE(bytelevel_roberta, false)
 HF_FIXTURE(bytelevel_seq, false)
 HF_FIXTURE(bytelevel_generic, false)
+HF_FIXTURE(bytelevel_noregex, false)
 HF_FIXTURE(wordlevel, false)
 HF_FIXTURE(gpt2, true)
+HF_FIXTURE(tj_bpe_byte_fallback, false)
+HF_FIXTURE(tj_bpe_bytelevel, false)
+HF_FIXTURE(tj_unigram, false)
+HF_FIXTURE(tj_wordpiece, false)
 
 /* ------------------------------------------------------------------------ */
 /* llama.cpp reference vectors (made with Hugging Face tokenizers)           */
@@ -489,6 +495,148 @@ static void test_llama_cpp_vectors_bert_bge(void **state)
     kit_free(&k);
     assert_int_equal(bad, 0);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Real text through real tokenizers (sampled lines of FLORES and NTREX)     */
+/* ------------------------------------------------------------------------ */
+
+/* A corpus file split into lines the way lipi's line reader splits them. */
+typedef struct {
+    char *path;
+    char *text;
+    size_t *start, *len;
+    size_t n;
+} corpus_file;
+
+static corpus_file *corpus_get(corpus_file *files, size_t *nfiles, const char *path)
+{
+    for (size_t i = 0; i < *nfiles; i++)
+        if (strcmp(files[i].path, path) == 0)
+            return &files[i];
+    corpus_file *f = &files[(*nfiles)++];
+    char full[512];
+    size_t len;
+    snprintf(full, sizeof full, SHARED "%s", path);
+    f->path = strdup(path);
+    f->text = read_all(full, &len);
+    assert_non_null(f->text);
+    size_t cap = 1024, p = 0;
+    f->start = malloc(cap * sizeof *f->start);
+    f->len = malloc(cap * sizeof *f->len);
+    f->n = 0;
+    if (len >= 3 && memcmp(f->text, "\xef\xbb\xbf", 3) == 0)
+        p = 3;
+    while (p < len) {
+        char *nl = memchr(f->text + p, '\n', len - p);
+        size_t e = nl ? (size_t)(nl - f->text) : len, l = e - p;
+        if (nl && l && f->text[e - 1] == '\r')
+            l--;
+        if (f->n == cap) {
+            cap *= 2;
+            f->start = realloc(f->start, cap * sizeof *f->start);
+            f->len = realloc(f->len, cap * sizeof *f->len);
+        }
+        f->start[f->n] = p;
+        f->len[f->n++] = l;
+        p = e + 1;
+    }
+    return f;
+}
+
+static void run_corpus(const char *name, lipi_tokenizer *tok)
+{
+    char path[256];
+    snprintf(path, sizeof path, FIXTURES "corpus_%s.ids.xz", name);
+    kit k = kit_from(tok);
+    lipi_line_reader *r = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_line_reader_open(path, LIPI_INVALID_ERROR, &r, &err), LIPI_OK);
+    corpus_file files[128];
+    size_t nfiles = 0, cases = 0, bad = 0;
+    result *res = result_new();
+    const char *line;
+    size_t len;
+    while (lipi_line_reader_next(r, &line, &len, &err) == LIPI_OK && line) {
+        if (len && line[0] == '#')
+            continue;
+        const char *tab = memchr(line, '\t', len), *colon = NULL;
+        assert_non_null(tab);
+        for (const char *q = line; q < tab; q++)
+            if (*q == ':')
+                colon = q;
+        assert_non_null(colon);
+        char fpath[256];
+        snprintf(fpath, sizeof fpath, "%.*s", (int)(colon - line), line);
+        size_t ln = strtoul(colon + 1, NULL, 10);
+        corpus_file *f = corpus_get(files, &nfiles, fpath);
+        assert_true(ln >= 1 && ln <= f->n);
+        const char *text = f->text + f->start[ln - 1];
+        size_t tl = f->len[ln - 1];
+        lipi_status st = encode_opt(&k, text, tl, NULL, 0, false, 0, res, &err);
+        uint32_t want[MAXTOK];
+        size_t nw = 0;
+        for (const char *q = tab + 1; q < line + len && nw < MAXTOK;) {
+            char *e;
+            want[nw++] = (uint32_t)strtoul(q, &e, 10);
+            q = e;
+            while (q < line + len && *q == ' ')
+                q++;
+        }
+        if (st != LIPI_OK || res->e.len != nw ||
+            memcmp(res->ids, want, nw * sizeof *want) != 0) {
+            if (bad == 0) {
+                printf("  %s: %s:%zu differs: \"", name, fpath, ln);
+                print_escaped(text, tl);
+                printf("\"\n");
+                print_ids("hf:  ", want, nw);
+                print_ids("lipi:", res->ids, st == LIPI_OK ? res->e.len : 0);
+            }
+            bad++;
+        }
+        cases++;
+    }
+    lipi_line_reader_close(r);
+    for (size_t i = 0; i < nfiles; i++) {
+        free(files[i].path);
+        free(files[i].text);
+        free(files[i].start);
+        free(files[i].len);
+    }
+    free(res);
+    kit_free(&k);
+    assert_true(cases > 1000);
+    if (bad)
+        fail_msg("%s: %zu of %zu corpus lines differ from Hugging Face", name, bad, cases);
+}
+
+static bool have_corpora(void)
+{
+    return exists(SHARED "parallel/flores200/devtest/hin_Deva.txt") &&
+           exists(SHARED "parallel/ntrex128/hin.txt");
+}
+
+static void test_corpus_lines_same_as_hugging_face_gpt2(void **state)
+{
+    (void)state;
+    if (!have_corpora() || !exists(SHARED "vocab/gpt2/tokenizer.json"))
+        skip();
+    run_corpus("gpt2", load(SHARED "vocab/gpt2/tokenizer.json"));
+}
+
+#define BERT_CORPUS(fn, name, lower)                                                \
+    static void fn(void **state)                                                     \
+    {                                                                                \
+        (void)state;                                                                 \
+        if (!have_corpora() || !exists(SHARED "vocab/" name "/vocab.txt"))           \
+            skip();                                                                  \
+        run_corpus(name, bert_from_vocab(SHARED "vocab/" name "/vocab.txt", lower)); \
+    }
+
+BERT_CORPUS(test_corpus_lines_same_as_hugging_face_mbert_cased, "bert-base-multilingual-cased",
+            false)
+BERT_CORPUS(test_corpus_lines_same_as_hugging_face_bert_uncased, "bert-base-uncased", true)
+BERT_CORPUS(test_corpus_lines_same_as_hugging_face_bert_cased, "bert-base-cased", false)
+BERT_CORPUS(test_corpus_lines_same_as_hugging_face_bert_chinese, "bert-base-chinese", false)
 
 /* ------------------------------------------------------------------------ */
 /* Properties                                                                */
@@ -671,6 +819,11 @@ static void test_batch_reports_the_first_failing_line(void **state)
     assert_int_equal(err.line, 151);
     assert_int_equal(err.offset, 4);
     assert_null(b.ids);
+    /* An empty batch is fine. */
+    assert_int_equal(lipi_encode_batch(two, 2, texts, 0, NULL, 0, &b, &err), LIPI_OK);
+    assert_int_equal(b.n, 0);
+    assert_int_equal(b.start[0], 0);
+    lipi_batch_free(&b);
     lipi_session_free(two[1]);
     kit_free(&k);
 }
@@ -737,6 +890,25 @@ static void test_trie_finds_the_longest_key(void **state)
     free(buf);
     free(rk);
     free(rv);
+}
+
+/* The GPT-2 alphabet against its definition (bytes_to_unicode). */
+static void test_byte_level_alphabet_is_gpt2s(void **state)
+{
+    (void)state;
+    uint32_t next = 256;
+    bool seen[400] = {false};
+    for (int b = 0; b < 256; b++) {
+        bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        uint32_t want = printable ? (uint32_t)b : next++;
+        assert_int_equal(lipi_bytelevel_char((uint8_t)b), want);
+        assert_int_equal(lipi_bytelevel_byte(want), b);
+        seen[want] = true;
+    }
+    assert_int_equal(next, 256 + 68);
+    for (uint32_t cp = 0; cp < 400; cp++)
+        if (!seen[cp])
+            assert_int_equal(lipi_bytelevel_byte(cp), -1);
 }
 
 static void test_lattice_viterbi_and_marginals(void **state)
@@ -872,6 +1044,26 @@ static void test_added_tokens_single_word_lstrip_rstrip(void **state)
     t = tokens_of(&k, "Hi <mask> there\t<mask>\t<mask>\xe2\x80\x80", false);
     assert_string_equal(t, "hi| <mask> |there|\t<mask>\t|<mask>\xe2\x80\x80");
     free(t);
+    kit_free(&k);
+}
+
+/* Regex Replace decoders replace empty matches as Rust's regex crate does
+ * (reference: tokenizers 0.23.2 on the same tokenizer and ids). */
+static void test_regex_replace_decoder_matches_hugging_face(void **state)
+{
+    (void)state;
+    kit k = kit_from(load_text(
+        "{\"pre_tokenizer\": {\"type\": \"WhitespaceSplit\"}, \"decoder\": {\"type\": "
+        "\"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"a+\"}, "
+        "\"content\": \"<A>\"}, {\"type\": \"Replace\", \"pattern\": {\"Regex\": \"x*\"}, "
+        "\"content\": \"-\"}]}, \"model\": {\"type\": \"WordLevel\", \"unk_token\": \"[UNK]\", "
+        "\"vocab\": {\"[UNK]\": 0, \"baab\": 1, \"c\": 2, \"xx\": 3}}}"));
+    uint32_t ids[] = {1, 2, 3, 1};
+    char out[128];
+    size_t len;
+    lipi_error err = {0};
+    assert_int_equal(lipi_decode(k.s, ids, 4, false, out, sizeof out, &len, &err), LIPI_OK);
+    assert_string_equal(out, "-b-<-A->-b--c---b-<-A->-b-");
     kit_free(&k);
 }
 
@@ -1148,6 +1340,28 @@ static void test_cli_encode_errors_name_file_and_line(void **state)
     cli_result_free(&r);
 }
 
+/* -t takes any format lipi reads (here BERT's vocab.txt, and a folder). */
+static void test_cli_encode_opens_other_formats(void **state)
+{
+    (void)state;
+    if (!exists(SHARED "vocab/bert-base-uncased/vocab.txt") ||
+        !exists(SHARED "vocab/gpt2/tokenizer.json"))
+        skip();
+    cli_result r = RUN("encode -t " SHARED "vocab/bert-base-uncased/vocab.txt", "Hello world\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "7592 2088\n");
+    cli_result_free(&r);
+    r = RUN("encode -t " SHARED "vocab/bert-base-uncased/vocab.txt --no-lowercase --format tokens",
+            "Hello world\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "[UNK] world\n");
+    cli_result_free(&r);
+    r = RUN("decode -t " SHARED "vocab/gpt2", "15496 995\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "Hello world\n");
+    cli_result_free(&r);
+}
+
 static void test_cli_decode(void **state)
 {
     (void)state;
@@ -1182,18 +1396,30 @@ int main(void)
         cmocka_unit_test(test_same_as_hugging_face_bytelevel_roberta),
         cmocka_unit_test(test_same_as_hugging_face_bytelevel_seq),
         cmocka_unit_test(test_same_as_hugging_face_bytelevel_generic),
+        cmocka_unit_test(test_same_as_hugging_face_bytelevel_noregex),
         cmocka_unit_test(test_same_as_hugging_face_wordlevel),
         cmocka_unit_test(test_same_as_hugging_face_gpt2),
+        cmocka_unit_test(test_same_as_hugging_face_tj_bpe_byte_fallback),
+        cmocka_unit_test(test_same_as_hugging_face_tj_bpe_bytelevel),
+        cmocka_unit_test(test_same_as_hugging_face_tj_unigram),
+        cmocka_unit_test(test_same_as_hugging_face_tj_wordpiece),
         cmocka_unit_test(test_llama_cpp_vectors_gpt2),
         cmocka_unit_test(test_llama_cpp_vectors_bert_bge),
+        cmocka_unit_test(test_corpus_lines_same_as_hugging_face_gpt2),
+        cmocka_unit_test(test_corpus_lines_same_as_hugging_face_mbert_cased),
+        cmocka_unit_test(test_corpus_lines_same_as_hugging_face_bert_uncased),
+        cmocka_unit_test(test_corpus_lines_same_as_hugging_face_bert_cased),
+        cmocka_unit_test(test_corpus_lines_same_as_hugging_face_bert_chinese),
         cmocka_unit_test(test_decode_of_encode_gives_the_text_back),
         cmocka_unit_test(test_batch_is_the_same_on_one_and_two_threads),
         cmocka_unit_test(test_batch_reports_the_first_failing_line),
         cmocka_unit_test(test_trie_finds_the_longest_key),
+        cmocka_unit_test(test_byte_level_alphabet_is_gpt2s),
         cmocka_unit_test(test_lattice_viterbi_and_marginals),
         cmocka_unit_test(test_unigram_picks_the_best_segmentation),
         cmocka_unit_test(test_bpe_merges_lowest_rank_first),
         cmocka_unit_test(test_added_tokens_single_word_lstrip_rstrip),
+        cmocka_unit_test(test_regex_replace_decoder_matches_hugging_face),
         cmocka_unit_test(test_invalid_utf8_is_an_error_with_its_offset),
         cmocka_unit_test(test_decode_rejects_an_unknown_id),
         cmocka_unit_test(test_size_query_then_fill),
@@ -1204,6 +1430,7 @@ int main(void)
         cmocka_unit_test(test_cli_encode_formats),
         cmocka_unit_test(test_cli_encode_same_output_for_any_threads),
         cmocka_unit_test(test_cli_encode_errors_name_file_and_line),
+        cmocka_unit_test(test_cli_encode_opens_other_formats),
         cmocka_unit_test(test_cli_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

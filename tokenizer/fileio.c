@@ -263,3 +263,12 @@ void lipi_atomic_abort(lipi_atomic_file *af)
     }
     atomic_release(af);
 }
+
+lipi_status lipi_check_writable(const char *path, lipi_error *err)
+{
+    lipi_atomic_file af;
+    lipi_status st = lipi_atomic_open(&af, path, err);
+    if (st == LIPI_OK)
+        lipi_atomic_abort(&af);
+    return st;
+}

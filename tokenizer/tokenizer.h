@@ -324,6 +324,20 @@ lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *n
  * LIPI_EIO naming `path`, checked before anything is written. */
 lipi_status lipi_tokenizer_save(const lipi_tokenizer *t, const char *path, lipi_error *err);
 
+/* Checks, without leaving anything behind, that `path` can be written the
+ * way lipi writes outputs (a temporary file in its folder, then a rename):
+ * for commands that should fail before long work rather than after it.
+ * LIPI_EIO naming the path and the reason; LIPI_EINVAL for a folder. */
+lipi_status lipi_check_writable(const char *path, lipi_error *err);
+
+/* Writes a BPE tokenizer's model as GPT-2 style DIR/vocab.json (token -> id,
+ * in id order) and DIR/merges.txt ("#version: 0.2", then "left right" per
+ * merge), each atomically; DIR is created if missing. LIPI_EINVAL for a
+ * model that is not BPE or whose merges hold a token with a space or line
+ * break (merges.txt cannot represent them); LIPI_EIO naming the path. */
+lipi_status lipi_tokenizer_export_merges(const lipi_tokenizer *t, const char *dir,
+                                         lipi_error *err);
+
 /* Serializes to a new NUL-terminated JSON string owned by the caller
  * (lipi_free); *len (may be NULL) is its length. The output is
  * deterministic and laid out as Hugging Face writes it (keys in its order,
@@ -426,5 +440,133 @@ void lipi_tokenizer_get_merge(const lipi_tokenizer *t, size_t rank, uint32_t *le
 
 size_t lipi_tokenizer_added_count(const lipi_tokenizer *t);
 const lipi_added_token *lipi_tokenizer_get_added(const lipi_tokenizer *t, size_t i);
+
+/* ======================================================================== */
+/* Reading other formats                                                     */
+/* ======================================================================== */
+/*
+ * Tokenizers saved by other tools become lipi tokenizers that give the same
+ * ids as those tools, built from the parts Hugging Face's converters build
+ * (so lipi_tokenizer_save writes the tokenizer.json Hugging Face would):
+ *
+ *   lipi_tokenizer *tok = NULL;
+ *   lipi_error err;
+ *   if (lipi_tokenizer_open("spiece.model", NULL, &tok, &err) != LIPI_OK)
+ *       fprintf(stderr, "%s:%zu: %s\n", err.path, err.offset, err.msg);
+ *
+ * Readers never trust a size in a file: every length and count is checked
+ * against the bytes that are there, so a truncated or hostile file gives
+ * LIPI_EFORMAT with the byte offset (or line) and what was expected.
+ */
+
+/* A yes / no setting that can also be left to the file. Zero is AUTO, so
+ * a zeroed lipi_open_options asks for every default. */
+typedef enum {
+    LIPI_FLAG_AUTO = 0,
+    LIPI_FLAG_OFF,
+    LIPI_FLAG_ON,
+} lipi_flag;
+
+typedef struct {
+    /* vocab.txt (and GGUF bert): AUTO follows tokenizer_config.json beside
+     * the file (do_lower_case), else lowercases iff the folder or file name
+     * contains "uncased". GGUF bert: AUTO lowercases (as bge does). */
+    lipi_flag lowercase;
+    /* vocab.txt: AUTO follows tokenizer_config.json (strip_accents), else
+     * strips accents iff lowercasing, as BERT does. */
+    lipi_flag strip_accents;
+    /* tiktoken and GGUF gpt2: the split regex (PCRE2 / Oniguruma syntax),
+     * replacing the built-in one; required for rank files and GGUF "pre"
+     * types lipi does not know. NULL: built-in. */
+    const char *pattern;
+    /* Folder searched for NAME.tiktoken when `path` is a bare encoding
+     * name such as "cl100k_base". NULL: "data", "data/tiktoken",
+     * "data/vocab/tiktoken" and "../shared/data/vocab/tiktoken", in order. */
+    const char *data_dir;
+} lipi_open_options;
+
+/* Opens a tokenizer of any format lipi reads, choosing the reader by the
+ * file's content and name:
+ *   - tokenizer.json (lipi_tokenizer_load);
+ *   - a folder: its tokenizer.json, else vocab.txt (+ tokenizer_config.json),
+ *     else vocab.json + merges.txt, else one SentencePiece model (*.model:
+ *     spiece.model, sentencepiece.bpe.model, tokenizer.model, ...);
+ *   - a SentencePiece .model (protobuf ModelProto);
+ *   - a BERT vocab.txt (WordPiece);
+ *   - a GPT-2 vocab.json or merges.txt (the other file must sit beside it);
+ *   - a tiktoken rank file (*.tiktoken, or lines "<base64> <rank>"), or the
+ *     bare names cl100k_base, o200k_base, p50k_base, r50k_base (looked up
+ *     as NAME.tiktoken, see data_dir), with their published split patterns
+ *     and special tokens; a NAME.meta.json beside a rank file ({"pat_str",
+ *     "special_tokens"}) gives them for any other name;
+ *   - a GGUF file (its tokenizer.ggml.* metadata; tensors are never read).
+ * `opt` may be NULL. *out is owned by the caller. Errors: LIPI_EIO when the
+ * file cannot be read (or a bare name is not found: the message lists the
+ * folders searched), LIPI_EFORMAT naming the file and position of what is
+ * wrong, LIPI_EINVAL for a bad option or a rank file whose split pattern is
+ * not known (give opt->pattern), LIPI_EREGEX for a bad pattern,
+ * LIPI_ENOMEM. */
+lipi_status lipi_tokenizer_open(const char *path, const lipi_open_options *opt,
+                                lipi_tokenizer **out, lipi_error *err);
+
+/* The readers behind lipi_tokenizer_open, on bytes in memory (not
+ * NUL-terminated; `name`, which may be NULL, goes into err->path). */
+
+/* A SentencePiece ModelProto: Unigram or BPE pieces with scores and types,
+ * the normalizer spec (precompiled charsmap, add_dummy_prefix,
+ * remove_extra_whitespaces, escape_whitespaces) and byte fallback. Gives
+ * SentencePiece's own ids (EncodeAsIds), with control and unknown pieces
+ * as special added tokens and user-defined pieces as added tokens, as
+ * Hugging Face's converters make them; so, unlike SentencePiece, "<s>" in
+ * the text is the control token, and with user-defined pieces a text that
+ * starts with one (or with "▁") gets no lone "▁" before it. Models of type
+ * WORD or CHAR, and treat_whitespace_as_suffix, are LIPI_EFORMAT. */
+lipi_status lipi_tokenizer_from_spm(const void *data, size_t len, const char *name,
+                                    lipi_tokenizer **out, lipi_error *err);
+
+/* A special token of a tiktoken encoding. */
+typedef struct {
+    const char *content; /* NUL-terminated */
+    uint32_t id;
+} lipi_special_token;
+
+/* A tiktoken rank file (lines "<base64 bytes> <rank>"): byte-level BPE
+ * with merges recovered from the ranks, split by `pattern` (required) and
+ * special[0..n_special) as special added tokens. Bad base64, repeated
+ * ranks or tokens, and special ids that are ranks: LIPI_EFORMAT with the
+ * line. */
+lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const char *name,
+                                         const char *pattern,
+                                         const lipi_special_token *special, size_t n_special,
+                                         lipi_tokenizer **out, lipi_error *err);
+
+/* A BERT vocab.txt (one token per line, id = line - 1): WordPiece with
+ * BertNormalizer, BertPreTokenizer, [CLS] A [SEP] template and the
+ * [PAD] [UNK] [CLS] [SEP] [MASK] special tokens, as BertTokenizerFast.
+ * `config` is the text of tokenizer_config.json (NULL: none). lowercase /
+ * strip_accents: ON / OFF override, AUTO follows the config, else
+ * lowercases iff `name` contains "uncased". */
+lipi_status lipi_tokenizer_from_vocab_txt(const char *data, size_t len, const char *name,
+                                          const char *config, size_t config_len,
+                                          lipi_flag lowercase, lipi_flag strip_accents,
+                                          lipi_tokenizer **out, lipi_error *err);
+
+/* GPT-2 vocab.json + merges.txt: byte-level BPE exactly as GPT-2's
+ * tokenizer.json (<|endoftext|> special when present). `config` is the
+ * text of a tokenizer_config.json beside them, or NULL. */
+lipi_status lipi_tokenizer_from_gpt2(const char *vocab_json, size_t vocab_len,
+                                     const char *merges, size_t merges_len, const char *name,
+                                     const char *config, size_t config_len,
+                                     lipi_tokenizer **out, lipi_error *err);
+
+/* The tokenizer in a GGUF file's metadata (versions 2 and 3): models gpt2
+ * (byte-level BPE split as tokenizer.ggml.pre says), llama (SentencePiece
+ * BPE by scores with byte fallback), bert (WordPiece) and t5 (Unigram).
+ * `data` may be just the start of the file as long as it holds the whole
+ * metadata section. A "pre" lipi does not know: LIPI_EFORMAT naming it,
+ * unless opt->pattern is given. */
+lipi_status lipi_tokenizer_from_gguf(const void *data, size_t len, const char *name,
+                                     const lipi_open_options *opt, lipi_tokenizer **out,
+                                     lipi_error *err);
 
 #endif

@@ -28,11 +28,23 @@
  * Grapheme guard: for words whose clusters are not all single units, a
  * bitmap marks the base units where a cluster starts. An occurrence of a
  * pair covering units [s, e) is valid if [s, e) lies inside one cluster
- * (no start in (s, e)) or covers whole clusters (starts at s and e). */
+ * (no start in (s, e)) or covers whole clusters (starts at s and e).
+ * Training runs in two phases: first only merges inside clusters count, so
+ * every cluster seen at least min_frequency times is built from its code
+ * points (or bytes) by the lowest-ranked merges; then the pair counts are
+ * rebuilt and merges of whole clusters (and what is left inside clusters)
+ * follow. In the first phase a pair is merged only while none of its
+ * occurrences straddles a cluster edge (virama + ya is inside "ক্য" but
+ * not inside "অ্যা"): a BPE encoder applies a merge wherever the pair
+ * occurs, so like this it builds each such cluster exactly as training did
+ * before any merge across clusters can take part of it. Encoding text whose
+ * clusters were all seen in training then never puts a token boundary
+ * inside a cluster. */
 #include "trainer/trainer.h"
 
 #include "tokenizer/common_impl.h"
 #include "tokenizer/json_impl.h"
+#include "tokenizer/tokenizer_impl.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -157,14 +169,29 @@ static void huge_pages(void *p, size_t len)
 #endif
 }
 
-/* lipi_grow for the big arrays: the new part gets the huge-page hint. */
+/* lipi_grow for the big arrays: a new block gets the huge-page hint before
+ * the old contents are copied in (realloc would copy first, one page fault
+ * per 4 KiB of the copy). */
 static lipi_status big_grow(void **p, size_t *cap, size_t need, size_t size)
 {
-    size_t old = *cap;
-    lipi_status st = lipi_grow(p, cap, need, size);
-    if (st == LIPI_OK && *cap != old)
-        huge_pages((char *)*p + old * size, (*cap - old) * size);
-    return st;
+    if (need <= *cap)
+        return LIPI_OK;
+    size_t ncap = *cap ? *cap : 16;
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2 / size)
+            return LIPI_ENOMEM;
+        ncap *= 2;
+    }
+    char *np = lipi_malloc(ncap * size);
+    if (!np)
+        return LIPI_ENOMEM;
+    huge_pages(np, ncap * size);
+    if (*cap)
+        memcpy(np, *p, *cap * size);
+    lipi_free(*p);
+    *p = np;
+    *cap = ncap;
+    return LIPI_OK;
 }
 
 /* An array of n elements of `size` bytes, zeroed if `zero`. NULL on overflow
@@ -198,6 +225,7 @@ typedef struct {
 
 typedef struct {
     uint64_t count;
+    uint64_t bad;        /* first guard phase: occurrences across a cluster edge */
     uint32_t left, right;
     uint32_t head, tail; /* word-list chunks, NONE when empty */
 } pair_rec;
@@ -212,7 +240,8 @@ typedef struct {
 } word_rec;
 
 /* A change of a pair count found while rewriting words: n occurrences of
- * pair `key` vanish (removals) or appear in word w (additions). */
+ * pair `key` vanish (removals) or appear in word w (additions). w = NONE:
+ * one occurrence across a cluster edge (pair_rec.bad). */
 typedef struct {
     uint64_t key, n;
     uint32_t w;
@@ -226,7 +255,7 @@ typedef struct {
 
 /* Per-merge sum of the deltas of one pair. */
 typedef struct {
-    uint64_t key, n;
+    uint64_t key, n, bad;
     uint32_t epoch;
     uint32_t pair;
 } agg_slot;
@@ -265,7 +294,6 @@ typedef struct {
     word_rec *words;
     uint32_t *sym;
     uint8_t *gbits;      /* cluster starts, a bit per base unit */
-    uint32_t max_wlen;
 
     /* pairs */
     pair_rec *pairs;
@@ -273,8 +301,9 @@ typedef struct {
     pair_slot *pslots;
     size_t pcap;
     unsigned pshift;
-    uint32_t *forbidden; /* pairs whose merge would give a byte-fallback token */
-    size_t n_forbidden;
+    uint64_t *forbidden; /* keys of pairs whose merge would give a byte-fallback token */
+    size_t n_forbidden, forbidden_cap;
+    bool clusters_only;  /* phase 1 of the guard: only merges inside a cluster */
     uint64_t min_count;  /* rarer pairs never need a heap entry */
     chunk *chunks;
     size_t n_chunks, chunks_cap;
@@ -640,7 +669,7 @@ static lipi_status pair_get(bpe *b, uint32_t l, uint32_t r, uint32_t *out)
         return LIPI_ENOMEM;
     b->pairs = q;
     p = (uint32_t)b->n_pairs++;
-    b->pairs[p] = (pair_rec){0, l, r, NONE, NONE};
+    b->pairs[p] = (pair_rec){0, 0, l, r, NONE, NONE};
     pslot_place(b, key, p);
     *out = p;
     return LIPI_OK;
@@ -648,8 +677,9 @@ static lipi_status pair_get(bpe *b, uint32_t l, uint32_t r, uint32_t *out)
 
 static bool is_forbidden(const bpe *b, uint32_t p)
 {
+    uint64_t key = pair_key(b->pairs[p].left, b->pairs[p].right);
     for (size_t i = 0; i < b->n_forbidden; i++)
-        if (b->forbidden[i] == p)
+        if (b->forbidden[i] == key)
             return true;
     return false;
 }
@@ -713,15 +743,23 @@ static void list_release(bpe *b, pair_rec *pr)
     pr->head = pr->tail = NONE;
 }
 
-static void pair_dec(bpe *b, uint64_t key, uint64_t n)
+static lipi_status heap_push(bpe *b, uint64_t count, uint32_t pair);
+
+/* Takes n occurrences and `bad` edge-straddling ones off pair `key`. A pair
+ * whose last straddling occurrence goes becomes mergeable: it is queued. */
+static lipi_status pair_dec(bpe *b, uint64_t key, uint64_t n, uint64_t bad)
 {
     uint32_t p = pair_find(b, key);
     LIPI_ASSERT(p != NONE);
     pair_rec *pr = &b->pairs[p];
-    LIPI_ASSERT(pr->count >= n);
+    LIPI_ASSERT(pr->count >= n && pr->bad >= bad);
     pr->count -= n;
+    pr->bad -= bad;
     if (pr->count == 0)
         list_release(b, pr);
+    if (bad && pr->bad == 0 && pr->count >= b->min_count && !is_forbidden(b, p))
+        return heap_push(b, pr->count, p);
+    return LIPI_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -785,7 +823,7 @@ static lipi_status agg_slot_of(bpe *b, uint64_t key, size_t *out)
     }
     size_t i = agg_probe(b, key);
     if (b->agg[i].epoch != b->agg_epoch) {
-        b->agg[i] = (agg_slot){key, 0, b->agg_epoch, NONE};
+        b->agg[i] = (agg_slot){key, 0, 0, b->agg_epoch, NONE};
         b->agg_used[b->n_used++] = (uint32_t)i;
     }
     *out = i;
@@ -799,16 +837,30 @@ static lipi_status apply_removals(bpe *b)
     for (size_t t = 0; t < b->n_active; t++)
         for (size_t k = 0; k < b->d[t].n_rem; k++) {
             size_t i;
-            if (agg_slot_of(b, b->d[t].rem[k].key, &i) != LIPI_OK)
+            const delta *d = &b->d[t].rem[k];
+            if (agg_slot_of(b, d->key, &i) != LIPI_OK)
                 return LIPI_ENOMEM;
-            b->agg[i].n += b->d[t].rem[k].n;
+            if (d->w == NONE)
+                b->agg[i].bad += d->n;
+            else
+                b->agg[i].n += d->n;
         }
-    for (size_t u = 0; u < b->n_used; u++)
-        pair_dec(b, b->agg[b->agg_used[u]].key, b->agg[b->agg_used[u]].n);
+    /* The pairs are scattered over the big tables: fetch slot and record
+     * of the pairs a few steps ahead. */
+    for (size_t u = 0; u < b->n_used; u++) {
+        if (u + 8 < b->n_used)
+            __builtin_prefetch(&b->pslots[pair_hash(b->agg[b->agg_used[u + 8]].key) >> b->pshift]);
+        if (u + 4 < b->n_used) {
+            pair_slot ps = b->pslots[pair_hash(b->agg[b->agg_used[u + 4]].key) >> b->pshift];
+            if (ps != PSLOT_EMPTY)
+                __builtin_prefetch(&b->pairs[(uint32_t)ps]);
+        }
+        const agg_slot *a = &b->agg[b->agg_used[u]];
+        if (pair_dec(b, a->key, a->n, a->bad) != LIPI_OK)
+            return LIPI_ENOMEM;
+    }
     return LIPI_OK;
 }
-
-static lipi_status heap_push(bpe *b, uint64_t count, uint32_t pair);
 
 /* Adds the new occurrences, notes their words, and queues the pairs. */
 static lipi_status apply_additions(bpe *b)
@@ -825,14 +877,19 @@ static lipi_status apply_additions(bpe *b)
                     LIPI_OK)
                 return LIPI_ENOMEM;
             uint32_t p = b->agg[i].pair;
+            if (d->w == NONE) {
+                b->pairs[p].bad += d->n;
+                continue;
+            }
             b->pairs[p].count += d->n;
             if (list_append(b, p, d->w) != LIPI_OK)
                 return LIPI_ENOMEM;
         }
     for (size_t u = 0; u < b->n_used; u++) {
         uint32_t p = b->agg[b->agg_used[u]].pair;
-        if (b->pairs[p].count >= b->min_count && !is_forbidden(b, p) &&
-            heap_push(b, b->pairs[p].count, p) != LIPI_OK)
+        const pair_rec *pr = &b->pairs[p];
+        if (pr->count >= b->min_count && pr->bad == 0 && !is_forbidden(b, p) &&
+            heap_push(b, pr->count, p) != LIPI_OK)
             return LIPI_ENOMEM;
     }
     return LIPI_OK;
@@ -918,23 +975,46 @@ static inline bool cluster_starts(const uint8_t *g, uint32_t i)
     return (g[i >> 3] >> (i & 7)) & 1;
 }
 
-/* May the symbols x, y of word wr, starting at base unit `pos`, be merged? */
-static inline bool pair_ok(const bpe *b, const word_rec *wr, uint32_t x, uint32_t y, uint32_t pos)
+enum {
+    PAIR_IGNORED = 0, /* never merged here: not counted */
+    PAIR_VALID,       /* counted, and merged when the pair is chosen */
+    PAIR_STRADDLES,   /* first guard phase: crosses a cluster edge (pair_rec.bad) */
+};
+
+/* What the occurrence of symbols x, y of word wr at base unit `pos` is. */
+static inline int pair_class(const bpe *b, const word_rec *wr, uint32_t x, uint32_t y,
+                             uint32_t pos)
 {
     if (x == NONE || y == NONE)
-        return false;
+        return PAIR_IGNORED;
     uint32_t e = pos + b->ulen[x] + b->ulen[y];
     if (b->max_len && e - pos > b->max_len)
-        return false;
-    if (wr->goff == NO_GUARD)
-        return true;
+        return PAIR_IGNORED;
+    if (wr->goff == NO_GUARD) /* every cluster is one unit: nothing inside */
+        return b->clusters_only ? PAIR_IGNORED : PAIR_VALID;
     const uint8_t *g = b->gbits + wr->goff / 8;
-    if (cluster_starts(g, pos) && (e == wr->units || cluster_starts(g, e)))
-        return true; /* whole clusters */
     for (uint32_t i = pos + 1; i < e; i++)
-        if (cluster_starts(g, i))
-            return false;
-    return true; /* inside one cluster */
+        if (cluster_starts(g, i)) {
+            if (b->clusters_only)
+                return PAIR_STRADDLES;
+            bool whole = cluster_starts(g, pos) && (e == wr->units || cluster_starts(g, e));
+            return whole ? PAIR_VALID : PAIR_IGNORED;
+        }
+    return PAIR_VALID; /* inside one cluster */
+}
+
+static inline bool pair_ok(const bpe *b, const word_rec *wr, uint32_t x, uint32_t y, uint32_t pos)
+{
+    return pair_class(b, wr, x, y, pos) == PAIR_VALID;
+}
+
+/* The delta of an occurrence of class c of pair (x, y) in word w of count n. */
+static inline void note(delta **out, int c, uint32_t x, uint32_t y, uint64_t n, uint32_t w)
+{
+    if (c == PAIR_VALID)
+        *(*out)++ = (delta){pair_key(x, y), n, w};
+    else if (c == PAIR_STRADDLES)
+        *(*out)++ = (delta){pair_key(x, y), 1, NONE};
 }
 
 /* Applies the merge x y -> z to every valid occurrence in word w, left to
@@ -959,13 +1039,13 @@ static lipi_status merge_word(const bpe *b, delta_buf *d, word_rec *wr, uint32_t
     for (uint32_t i = 0; i < L;) {
         uint32_t cur = s[i];
         if (cur == x && i + 1 < L && s[i + 1] == y && pair_ok(b, wr, x, y, pos)) {
-            if (i > 0 && !prev_old_merged && pair_ok(b, wr, prev_old, x, prev_old_pos))
-                *rem++ = (delta){pair_key(prev_old, x), n, w};
+            if (i > 0 && !prev_old_merged)
+                note(&rem, pair_class(b, wr, prev_old, x, prev_old_pos), prev_old, x, n, w);
             *rem++ = (delta){pair_key(x, y), n, w};
-            if (i + 2 < L && pair_ok(b, wr, y, s[i + 2], pos + ux))
-                *rem++ = (delta){pair_key(y, s[i + 2]), n, w};
-            if (j > 0 && pair_ok(b, wr, prev_new, z, prev_new_pos))
-                *add++ = (delta){pair_key(prev_new, z), n, w};
+            if (i + 2 < L)
+                note(&rem, pair_class(b, wr, y, s[i + 2], pos + ux), y, s[i + 2], n, w);
+            if (j > 0)
+                note(&add, pair_class(b, wr, prev_new, z, prev_new_pos), prev_new, z, n, w);
             s[j++] = z;
             prev_new = z;
             prev_new_pos = pos;
@@ -976,8 +1056,8 @@ static lipi_status merge_word(const bpe *b, delta_buf *d, word_rec *wr, uint32_t
             pos += ux + uy;
             i += 2;
         } else {
-            if (prev_new_fresh && pair_ok(b, wr, prev_new, cur, prev_new_pos))
-                *add++ = (delta){pair_key(prev_new, cur), n, w};
+            if (prev_new_fresh)
+                note(&add, pair_class(b, wr, prev_new, cur, prev_new_pos), prev_new, cur, n, w);
             if (j != i)
                 s[j] = cur;
             j++;
@@ -1044,7 +1124,8 @@ static int cmp_alpha(const void *pa, const void *pb)
     return (a->cp > b->cp) - (a->cp < b->cp);
 }
 
-static bool needs_clusters(const bpe *b, const char *s, size_t len)
+/* False when every cluster of s is surely one unit: ASCII, no CR LF. */
+static bool needs_clusters(const char *s, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -1057,25 +1138,39 @@ static bool needs_clusters(const bpe *b, const char *s, size_t len)
 typedef struct {
     bpe *b;
     const lipi_count_entry *ents;
+    const cp_table *cps;
     size_t lo, hi;
     lipi_status st;
     lipi_error err;
-} guard_job;
+} fill_job;
 
-/* Fills the cluster-start bitmaps of words [lo, hi); a word whose clusters
- * are all single units needs none (goff = NO_GUARD). */
-static void *guard_run(void *arg)
+/* Writes the symbols of words [lo, hi) and, with the guard, their
+ * cluster-start bitmaps; a word whose clusters are all single units needs
+ * none (goff = NO_GUARD). Threads write disjoint words (bitmaps start on
+ * byte boundaries). */
+static void *fill_run(void *arg)
 {
-    guard_job *job = arg;
+    fill_job *job = arg;
     bpe *b = job->b;
     size_t *bounds = NULL, cap = 0, n;
     job->st = LIPI_OK;
     for (size_t w = job->lo; w < job->hi; w++) {
         word_rec *wr = &b->words[w];
-        if (wr->goff == NO_GUARD)
-            continue;
         const char *s = job->ents[w].word;
         size_t len = job->ents[w].len;
+        uint32_t *out = b->sym + wr->off;
+        if (b->byte_units) {
+            for (size_t i = 0; i < len; i++)
+                out[i] = job->cps->page[0]->id[(unsigned char)s[i]];
+        } else {
+            for (size_t i = 0, k = 0; i < len; k++) {
+                uint32_t cp;
+                i += lipi_utf8_decode(s + i, len - i, &cp);
+                out[k] = job->cps->page[cp >> 8]->id[cp & 255];
+            }
+        }
+        if (wr->goff == NO_GUARD)
+            continue;
         job->st = lipi_graphemes(s, len, &bounds, &cap, &n, &job->err);
         if (job->st != LIPI_OK)
             break;
@@ -1109,26 +1204,27 @@ static size_t thread_count(const lipi_bpe_options *opt)
     return n < 1 ? 1 : n > 64 ? 64 : (size_t)n;
 }
 
-static lipi_status compute_guard(bpe *b, const lipi_count_entry *ents, lipi_error *err)
+static lipi_status fill_words(bpe *b, const lipi_count_entry *ents, const cp_table *cps,
+                              lipi_error *err)
 {
     size_t threads = thread_count(b->opt);
     if (b->n_words < 4096)
         threads = 1;
-    guard_job jobs[64];
+    fill_job jobs[64];
     pthread_t tid[64];
     size_t started = 0;
     for (size_t t = 0; t < threads; t++)
-        jobs[t] = (guard_job){b, ents, b->n_words * t / threads, b->n_words * (t + 1) / threads,
-                              LIPI_OK, {0}};
+        jobs[t] = (fill_job){b, ents, cps, b->n_words * t / threads,
+                             b->n_words * (t + 1) / threads, LIPI_OK, {0}};
     for (size_t t = 1; t < threads; t++) {
-        if (pthread_create(&tid[t], NULL, guard_run, &jobs[t]) != 0)
+        if (pthread_create(&tid[t], NULL, fill_run, &jobs[t]) != 0)
             break;
         started = t;
     }
-    guard_run(&jobs[0]);
+    fill_run(&jobs[0]);
     /* Ranges whose thread did not start run here. */
     for (size_t t = started + 1; t < threads; t++)
-        guard_run(&jobs[t]);
+        fill_run(&jobs[t]);
     for (size_t t = 1; t <= started; t++)
         pthread_join(tid[t], NULL);
     for (size_t t = 0; t < threads; t++)
@@ -1248,9 +1344,7 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
         wr->off = total_units;
         wr->len = wr->units = (uint32_t)units;
         wr->count = c;
-        if (units > b->max_wlen)
-            b->max_wlen = (uint32_t)units;
-        if (b->guard && needs_clusters(b, s, len)) {
+        if (b->guard && needs_clusters(s, len)) {
             guard_bits = (guard_bits + 7) & ~(size_t)7; /* byte-aligned: threads write apart */
             wr->goff = guard_bits;
             guard_bits += units;
@@ -1355,7 +1449,7 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
         goto done;
     }
 
-    /* Pass 2: symbol arrays. */
+    /* Pass 2, on all threads: symbols and cluster bitmaps. */
     if (total_units == 0)
         total_units = 1;
     b->sym = big_alloc(total_units, sizeof *b->sym, false);
@@ -1364,23 +1458,7 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
         st = LIPI_ENOMEM;
         goto done;
     }
-    for (w = 0; w < b->n_words; w++) {
-        const char *s = ents[w].word;
-        size_t len = ents[w].len;
-        uint32_t *out = b->sym + b->words[w].off;
-        if (b->byte_units) {
-            for (size_t i = 0; i < len; i++)
-                out[i] = cps->page[0]->id[(unsigned char)s[i]];
-        } else {
-            for (size_t i = 0, k = 0; i < len; k++) {
-                uint32_t cp;
-                i += lipi_utf8_decode(s + i, len - i, &cp);
-                out[k] = cps->page[cp >> 8]->id[cp & 255];
-            }
-        }
-    }
-    if (b->guard)
-        TRY(compute_guard(b, ents, err));
+    TRY(fill_words(b, ents, cps, err));
 done:
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, st, NULL, 0, 0, "out of memory preparing BPE training");
@@ -1395,30 +1473,42 @@ done:
 /* The merge loop                                                            */
 /* ------------------------------------------------------------------------ */
 
-static lipi_status count_initial_pairs(bpe *b)
+/* Counts every valid pair of every word from scratch, and fills the heap. */
+static lipi_status count_pairs(bpe *b)
 {
+    b->n_pairs = 0;
+    b->n_chunks = 0;
+    b->free_chunk = NONE;
+    for (size_t i = 0; i < b->pcap; i++)
+        b->pslots[i] = PSLOT_EMPTY;
     for (uint32_t w = 0; w < b->n_words; w++) {
         const word_rec *wr = &b->words[w];
         const uint32_t *s = b->sym + wr->off;
         uint32_t pos = 0;
         for (uint32_t k = 0; k + 1 < wr->len; k++) {
-            if (pair_ok(b, wr, s[k], s[k + 1], pos)) {
-                uint32_t p;
-                if (pair_get(b, s[k], s[k + 1], &p) != LIPI_OK || list_append(b, p, w) != LIPI_OK)
-                    return LIPI_ENOMEM;
-                b->pairs[p].count += wr->count;
-            }
+            int c = pair_class(b, wr, s[k], s[k + 1], pos);
             pos += sym_units(b, s[k]);
+            if (c == PAIR_IGNORED)
+                continue;
+            uint32_t p;
+            if (pair_get(b, s[k], s[k + 1], &p) != LIPI_OK)
+                return LIPI_ENOMEM;
+            if (c == PAIR_STRADDLES) {
+                b->pairs[p].bad++;
+                continue;
+            }
+            if (list_append(b, p, w) != LIPI_OK)
+                return LIPI_ENOMEM;
+            b->pairs[p].count += wr->count;
         }
     }
-    size_t n = b->n_pairs ? b->n_pairs : 1;
-    b->heap = big_alloc(n, sizeof *b->heap, false);
-    if (!b->heap)
+    void *q = b->heap;
+    if (big_grow(&q, &b->heap_cap, b->n_pairs ? b->n_pairs : 1, sizeof *b->heap) != LIPI_OK)
         return LIPI_ENOMEM;
-    b->heap_cap = n;
+    b->heap = q;
     b->heap_n = 0;
     for (uint32_t p = 0; p < b->n_pairs; p++)
-        if (b->pairs[p].count >= b->min_count)
+        if (b->pairs[p].count >= b->min_count && b->pairs[p].bad == 0)
             b->heap[b->heap_n++] =
                 (heap_ent){b->pairs[p].count, p, b->pairs[p].left, b->pairs[p].right};
     for (size_t i = b->heap_n / 2; i-- > 0;)
@@ -1432,7 +1522,8 @@ static lipi_status next_pair(bpe *b, uint32_t *out)
     while (b->heap_n) {
         heap_ent top = heap_pop(b);
         const pair_rec *pr = &b->pairs[top.pair];
-        if (pr->count < b->min_count || top.count < pr->count || is_forbidden(b, top.pair))
+        if (pr->count < b->min_count || pr->bad || top.count < pr->count ||
+            is_forbidden(b, top.pair))
             continue; /* a newer entry holds the raised count */
         if (top.count > pr->count) {
             if (heap_push(b, pr->count, top.pair) != LIPI_OK)
@@ -1705,13 +1796,20 @@ static lipi_status learn(bpe *b, lipi_error *err)
     size_t total = b->opt->vocab_size - b->n_tok;
     double last = now_seconds();
 
-    TRY(count_initial_pairs(b));
+    b->clusters_only = b->guard;
+    TRY(count_pairs(b));
     report(b, total, false);
     while (b->n_tok < b->opt->vocab_size) {
         uint32_t p;
         TRY(next_pair(b, &p));
-        if (p == NONE || b->pairs[p].count < b->opt->min_frequency)
-            break;
+        if (p == NONE || b->pairs[p].count < b->opt->min_frequency) {
+            if (!b->clusters_only)
+                break;
+            /* Clusters are built: count again, whole clusters included. */
+            b->clusters_only = false;
+            TRY(count_pairs(b));
+            continue;
+        }
         uint32_t x = b->pairs[p].left, y = b->pairs[p].right;
         uint64_t count = b->pairs[p].count;
 
@@ -1735,10 +1833,9 @@ static lipi_status learn(bpe *b, lipi_error *err)
             /* Text like "<0x41>" must not become the token that decodes to
              * byte 0x41: leave this pair unmerged. */
             void *q = b->forbidden;
-            size_t cap = b->n_forbidden;
-            TRY(lipi_grow(&q, &cap, b->n_forbidden + 1, sizeof(uint32_t)));
+            TRY(lipi_grow(&q, &b->forbidden_cap, b->n_forbidden + 1, sizeof(uint64_t)));
             b->forbidden = q;
-            b->forbidden[b->n_forbidden++] = p;
+            b->forbidden[b->n_forbidden++] = pair_key(x, y);
             continue;
         }
         uint32_t z;
@@ -1873,6 +1970,36 @@ done:
     return st;
 }
 
+/* The decoder that undoes the model's units: ByteLevel for byte units;
+ * Sequence[ByteFallback, Fuse] for char units, where spaces are ordinary
+ * characters inside tokens. NULL when out of memory.
+ *
+ * The public header has no way to set a decoder, so this one is built in
+ * the tokenizer module's own representation (tokenizer_impl.h). */
+static lipi_decoder *model_decoder(lipi_units units)
+{
+    lipi_decoder *d = lipi_calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    if (units == LIPI_UNITS_BYTE) {
+        d->type = LIPI_DEC_BYTELEVEL;
+        d->bytelevel.add_prefix_space = false;
+        d->bytelevel.trim_offsets = true;
+        d->bytelevel.use_regex = false;
+        return d;
+    }
+    d->type = LIPI_DEC_SEQUENCE;
+    d->sequence.items = lipi_calloc(2, sizeof *d->sequence.items);
+    if (!d->sequence.items) {
+        lipi_free(d);
+        return NULL;
+    }
+    d->sequence.n_items = 2;
+    d->sequence.items[0].type = LIPI_DEC_BYTEFALLBACK;
+    d->sequence.items[1].type = LIPI_DEC_FUSE;
+    return d;
+}
+
 lipi_status lipi_bpe_model_to_tokenizer(const lipi_bpe_model *m, lipi_normalizer *norm,
                                         lipi_pretokenizer *pre, lipi_tokenizer **out,
                                         lipi_error *err)
@@ -1934,6 +2061,11 @@ lipi_status lipi_bpe_model_to_tokenizer(const lipi_bpe_model *m, lipi_normalizer
         at.id = i;
         at.special = true;
         TRY(lipi_tokenizer_add_token(t, &at, err));
+    }
+    t->decoder = model_decoder(m->units);
+    if (!t->decoder) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
     }
     *out = t;
     t = NULL;

@@ -64,7 +64,8 @@ static lipi_status chunk_add_line(chunk *c, const char *s, size_t len)
     c->off = p;
     if (c->n == 0)
         c->off[0] = 0;
-    memcpy(c->data + c->len, s, len);
+    if (len) /* a chunk of empty lines has no data buffer */
+        memcpy(c->data + c->len, s, len);
     c->len += len;
     c->off[++c->n] = c->len;
     return LIPI_OK;

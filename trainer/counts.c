@@ -46,7 +46,8 @@ static uint64_t hash_bytes(const char *p, size_t len)
         len -= 8;
     }
     uint64_t t = 0;
-    memcpy(&t, p, len);
+    if (len)
+        memcpy(&t, p, len);
     return fold_mul(t ^ k0, h ^ k2);
 }
 

@@ -227,9 +227,16 @@ typedef struct lipi_bpe_model lipi_bpe_model;
  * are. With the grapheme guard, a pair occurrence counts (and is merged) only
  * if the merged token is part of one extended grapheme cluster of the word,
  * or whole clusters of it: "क्षि" can grow from क + ् + ष + ि, but "ि" never
- * joins the next letter. Training stops at vocab_size tokens, when the best
- * pair is rarer than min_frequency, or when no pair is left. A merge whose
- * result equals an existing token string reuses that token's id.
+ * joins the next letter. The guard trains in two phases: first only merges
+ * inside clusters, and only of pairs none of whose occurrences crosses a
+ * cluster edge, until no such pair reaches min_frequency; so every cluster
+ * seen min_frequency times is built by the lowest-ranked merges, and a BPE
+ * encoder (Hugging Face's included) never puts a token boundary inside such
+ * a cluster. Then all pairs are counted again and merges of whole clusters
+ * join in. Training stops at vocab_size tokens, when the best pair is rarer
+ * than min_frequency, or when no pair is left. A merge whose result equals an
+ * existing token string reuses that token's id; none makes a byte-fallback
+ * token ("<0x41>" stays in pieces).
  *
  * Fails with LIPI_EINVAL for bad options and for a vocab_size below the
  * minimum (specials + byte tokens + alphabet; err->msg states it), for

@@ -1,0 +1,64 @@
+# Shared pieces of the benchmark scripts (sourced, not run).
+#   bench_corpus        -> path of the ~30 MB mixed corpus (decompressed once)
+#   bench_anchors       -> installs the anchor tools if missing (npm into $ANCHORS)
+#   bench_time NAME CMD -> runs CMD once, appends "NAME wall user sys rss_kb" to $TIMES
+set -eu
+BENCH_TMP=${BENCH_TMP:-/tmp/lipi-bench}
+ANCHORS=${ANCHORS:-$BENCH_TMP/anchors}
+SHARED=${SHARED:-../shared/data}
+RUNS=${RUNS:-3}
+mkdir -p "$BENCH_TMP"
+TIMES=$BENCH_TMP/times.$$
+: > "$TIMES"
+
+bench_corpus() {
+  c=$BENCH_TMP/corpus.txt
+  if [ ! -s "$c" ]; then
+    [ -d "$SHARED/mono" ] || { echo "bench: $SHARED/mono is missing" >&2; exit 1; }
+    xz -dc "$SHARED"/mono/*.txt.xz > "$c.tmp" && mv "$c.tmp" "$c"
+  fi
+  echo "$c"
+}
+
+bench_anchors() {
+  [ -x /usr/bin/time ] || apt-get install -y -qq time >/dev/null
+  command -v spm_train >/dev/null || apt-get install -y -qq sentencepiece >/dev/null
+  if [ ! -d "$ANCHORS/node_modules/tokenizers" ] || [ ! -d "$ANCHORS/node_modules/tiktoken" ]; then
+    mkdir -p "$ANCHORS"
+    (cd "$ANCHORS" && npm install --silent --no-audit --no-fund tokenizers@0.23.2 tiktoken@1.0.22 >/dev/null)
+  fi
+}
+
+bench_time() {
+  name=$1; shift
+  /usr/bin/time -f "$name %e %U %S %M" -a -o "$TIMES" "$@" >/dev/null 2>"$BENCH_TMP/last.err" || {
+    echo "bench: '$name' failed:" >&2; tail -5 "$BENCH_TMP/last.err" >&2; exit 1; }
+}
+
+# Prints a markdown table: name, median wall, CPU (user+sys), peak RSS, and
+# the ratio of each row's wall time to $1's (the lipi row to compare with).
+bench_table() {
+  base=$1
+  awk -v base="$base" '
+    { wall[$1] = wall[$1] " " $2; cpu[$1] = cpu[$1] " " ($3 + $4); rss[$1] = rss[$1] " " $5
+      if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
+    function median(s,   a, k, i, j, t) {
+      k = split(s, a, " ")
+      for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+      return (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+    }
+    function range(s,   a, k, i, lo, hi) {
+      k = split(s, a, " "); lo = hi = a[1]
+      for (i = 2; i <= k; i++) { if (a[i] + 0 < lo + 0) lo = a[i]; if (a[i] + 0 > hi + 0) hi = a[i] }
+      return sprintf("%.2f-%.2f", lo, hi)
+    }
+    END {
+      bw = median(wall[base])
+      printf "| tool | wall s (median) | wall range | CPU s | peak RSS MB | wall ÷ %s |\n", base
+      printf "|---|---|---|---|---|---|\n"
+      for (i = 1; i <= n; i++) {
+        r = order[i]; w = median(wall[r])
+        printf "| %s | %.2f | %s | %.2f | %.0f | %.2f |\n", r, w, range(wall[r]), median(cpu[r]), median(rss[r]) / 1024, w / bw
+      }
+    }' "$TIMES"
+}

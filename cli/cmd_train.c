@@ -1,0 +1,230 @@
+/* `lipi train`: learns a tokenizer from a corpus (or from counts files) and
+ * writes it as a Hugging Face tokenizer.json. */
+#include "cli/cli.h"
+#include "cli/progress.h"
+#include "cli/text_options.h"
+
+#include <getopt.h>
+#include <string.h>
+
+#define MAX_SPECIAL 1024
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "Usage: lipi train --type bpe --vocab-size N -o tokenizer.json [OPTIONS] FILE...\n"
+            "       lipi train --type bpe --vocab-size N -o tokenizer.json --from-counts COUNTS.tsv\n"
+            "\n"
+            "Learns a subword vocabulary from the FILEs ('-' is standard input; .gz, .xz and\n"
+            ".zst are decompressed) and writes a tokenizer.json that Hugging Face tokenizers\n"
+            "loads unchanged. By default no token ever holds part of a grapheme cluster\n"
+            "together with anything outside it, so Indic syllables such as क्षि, ने or ழ்\n"
+            "are never cut across.\n"
+            "\n"
+            "Options:\n"
+            "  --type bpe            model type (bpe)\n"
+            "  --vocab-size N        vocabulary size, special tokens included (default 32000)\n"
+            "  -o, --output FILE     the tokenizer.json to write (required; written atomically)\n"
+            "  --units char|byte     char (default): code points, unseen bytes as <0xNN>\n"
+            "                        tokens (like SentencePiece BPE); byte: GPT-2 byte-level\n"
+            "  --byte-fallback       with char units: add the 256 <0xNN> tokens (default)\n"
+            "  --no-byte-fallback    ... or not (unseen characters become [UNK] if given)\n"
+            CLI_TEXT_OPTIONS_HELP
+            "  --min-frequency N     stop when the best pair occurs fewer times (default 2)\n"
+            "  --special-tokens LIST comma-separated, ids 0.. in order, e.g. \"<unk>,<s>,</s>\"\n"
+            "  --unk-token TOKEN     the unknown token (must be one of the special tokens)\n"
+            "  --max-token-length N  longest token in characters (default: no limit)\n"
+            "  --character-coverage F  with char units: keep the most frequent characters\n"
+            "                        covering F of the text (default 1.0); the rest fall\n"
+            "                        back to bytes\n"
+            "  --limit-alphabet N    with char units: at most N base characters\n"
+            "  --no-grapheme-guard   allow merges across grapheme-cluster boundaries\n"
+            "  --from-counts FILE    train on a counts file from 'lipi count' (repeatable)\n"
+            "  --export-merges DIR   also write DIR/vocab.json and DIR/merges.txt\n"
+            "  --threads N           threads (default: all cores); the result never depends\n"
+            "                        on it\n"
+            "  --invalid MODE        invalid UTF-8: error (default) or replace\n"
+            "  --quiet               no progress on stderr\n"
+            "  -h, --help            show this help\n"
+            "\n"
+            "Example:\n"
+            "  lipi train --type bpe --vocab-size 8000 -o tok.json data/flores200/*.txt\n");
+}
+
+enum {
+    OPT_TYPE = 2000, OPT_VOCAB, OPT_UNITS, OPT_BF, OPT_NO_BF, OPT_MINF, OPT_SPECIAL, OPT_UNK,
+    OPT_MAXLEN, OPT_COVERAGE, OPT_ALPHA, OPT_NO_GUARD, OPT_COUNTS, OPT_EXPORT, OPT_THREADS,
+    OPT_INVALID, OPT_QUIET,
+};
+
+static int run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"type", required_argument, NULL, OPT_TYPE},
+        {"vocab-size", required_argument, NULL, OPT_VOCAB},
+        {"output", required_argument, NULL, 'o'},
+        {"units", required_argument, NULL, OPT_UNITS},
+        {"byte-fallback", no_argument, NULL, OPT_BF},
+        {"no-byte-fallback", no_argument, NULL, OPT_NO_BF},
+        {"min-frequency", required_argument, NULL, OPT_MINF},
+        {"special-tokens", required_argument, NULL, OPT_SPECIAL},
+        {"unk-token", required_argument, NULL, OPT_UNK},
+        {"max-token-length", required_argument, NULL, OPT_MAXLEN},
+        {"character-coverage", required_argument, NULL, OPT_COVERAGE},
+        {"limit-alphabet", required_argument, NULL, OPT_ALPHA},
+        {"no-grapheme-guard", no_argument, NULL, OPT_NO_GUARD},
+        {"from-counts", required_argument, NULL, OPT_COUNTS},
+        {"export-merges", required_argument, NULL, OPT_EXPORT},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"invalid", required_argument, NULL, OPT_INVALID},
+        {"quiet", no_argument, NULL, OPT_QUIET},
+        {"help", no_argument, NULL, 'h'},
+        CLI_TEXT_LONGOPTS,
+        {NULL, 0, NULL, 0},
+    };
+    static char *specials[MAX_SPECIAL];
+    cli_text_options text;
+    cli_text_options_default(&text);
+    lipi_count_options copt;
+    lipi_count_options_default(&copt);
+    lipi_bpe_options bopt;
+    lipi_bpe_options_default(&bopt);
+    bopt.vocab_size = 32000;
+    const char *out = NULL, *export_dir = NULL, *type = "bpe";
+    const char *counts_files[256];
+    size_t n_counts = 0;
+    bool quiet = false;
+    uint64_t v;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
+        if (cli_text_option(c, optarg, &text))
+            continue;
+        switch (c) {
+        case OPT_TYPE: type = optarg; break;
+        case 'o': out = optarg; break;
+        case OPT_VOCAB:
+            if (!cli_parse_u64(optarg, &v) || v == 0 || v > (1u << 31))
+                return cli_usage_error("train", "--vocab-size takes a number from 1 to 2147483648, not '%s'", optarg);
+            bopt.vocab_size = (size_t)v;
+            break;
+        case OPT_UNITS:
+            if (strcmp(optarg, "char") == 0)
+                bopt.units = LIPI_UNITS_CHAR;
+            else if (strcmp(optarg, "byte") == 0)
+                bopt.units = LIPI_UNITS_BYTE;
+            else
+                return cli_usage_error("train", "--units takes 'char' or 'byte', not '%s'", optarg);
+            break;
+        case OPT_BF: bopt.byte_fallback = true; break;
+        case OPT_NO_BF: bopt.byte_fallback = false; break;
+        case OPT_MINF:
+            if (!cli_parse_u64(optarg, &v) || v == 0)
+                return cli_usage_error("train", "--min-frequency takes a whole number >= 1, not '%s'", optarg);
+            bopt.min_frequency = v;
+            break;
+        case OPT_SPECIAL:
+            bopt.n_special = cli_split_list(optarg, ',', specials, MAX_SPECIAL);
+            bopt.special_tokens = (const char *const *)specials;
+            break;
+        case OPT_UNK: bopt.unk_token = optarg; break;
+        case OPT_MAXLEN:
+            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 1u << 20)
+                return cli_usage_error("train", "--max-token-length takes a number from 1 to 1048576, not '%s'", optarg);
+            bopt.max_token_length = (size_t)v;
+            break;
+        case OPT_COVERAGE:
+            if (!cli_parse_double(optarg, 1e-9, 1.0, &bopt.character_coverage))
+                return cli_usage_error("train", "--character-coverage takes a number in (0, 1], not '%s'", optarg);
+            break;
+        case OPT_ALPHA:
+            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 1u << 21)
+                return cli_usage_error("train", "--limit-alphabet takes a number from 1 to 2097152, not '%s'", optarg);
+            bopt.limit_alphabet = (size_t)v;
+            break;
+        case OPT_NO_GUARD: bopt.grapheme_guard = false; break;
+        case OPT_COUNTS:
+            if (n_counts == sizeof counts_files / sizeof counts_files[0])
+                return cli_usage_error("train", "too many --from-counts files (256 at most; merge them with 'lipi count --merge')");
+            counts_files[n_counts++] = optarg;
+            break;
+        case OPT_EXPORT: export_dir = optarg; break;
+        case OPT_THREADS:
+            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 1024)
+                return cli_usage_error("train", "--threads takes a number from 1 to 1024, not '%s'", optarg);
+            copt.threads = bopt.threads = (size_t)v;
+            break;
+        case OPT_INVALID:
+            if (!cli_parse_invalid(optarg, &copt.invalid))
+                return cli_usage_error("train", "--invalid takes 'error' or 'replace', not '%s'", optarg);
+            break;
+        case OPT_QUIET: quiet = true; break;
+        case 'h': help(stdout); return EXIT_OK;
+        case ':': return cli_usage_error("train", "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error("train", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (strcmp(type, "bpe") != 0)
+        return cli_usage_error("train", "--type takes 'bpe', not '%s'", type);
+    if (!out)
+        return cli_usage_error("train", "missing -o FILE (the tokenizer.json to write)");
+    if (n_counts == 0 && optind >= argc)
+        return cli_usage_error("train", "no input files (use '-' for standard input, or --from-counts)");
+    if (n_counts && optind < argc)
+        return cli_usage_error("train", "give either input files or --from-counts, not both");
+
+    lipi_error err = {0};
+    lipi_normalizer *norm = NULL;
+    lipi_pretokenizer *pre = NULL;
+    lipi_tokenizer *tok = NULL;
+    lipi_counts *counts = NULL;
+    int rc = EXIT_FAIL;
+    /* Fail before hours of training, not after, when the output cannot be written. */
+    if (lipi_check_writable(out, &err) != LIPI_OK)
+        goto fail;
+    if (cli_text_build(&text, &norm, &pre, &err) != LIPI_OK) {
+        rc = EXIT_USAGE;
+        goto fail;
+    }
+    cli_progress prog;
+    cli_progress_init(&prog, quiet);
+    copt.progress = bopt.progress = cli_progress_report;
+    copt.progress_user = bopt.progress_user = &prog;
+    lipi_status st;
+    if (n_counts) {
+        st = lipi_counts_new(&counts);
+        for (size_t i = 0; st == LIPI_OK && i < n_counts; i++)
+            st = lipi_counts_load(counts_files[i], counts, &err);
+        if (st == LIPI_OK) {
+            st = lipi_bpe_train_counts(counts, norm, pre, &bopt, &tok, &err);
+            norm = NULL; /* stolen by the trainer */
+            pre = NULL;
+        }
+    } else {
+        st = lipi_bpe_train_files((const char *const *)argv + optind, (size_t)(argc - optind),
+                                  norm, pre, &copt, &bopt, &tok, &err);
+        norm = NULL;
+        pre = NULL;
+    }
+    if (st != LIPI_OK)
+        goto fail;
+    if (lipi_tokenizer_save(tok, out, &err) != LIPI_OK)
+        goto fail;
+    if (export_dir && lipi_tokenizer_export_merges(tok, export_dir, &err) != LIPI_OK)
+        goto fail;
+    if (!quiet)
+        fprintf(stderr, "wrote %s (%zu tokens)\n", out, lipi_tokenizer_vocab_size(tok));
+    rc = EXIT_OK;
+    goto done;
+fail:
+    cli_report("train", &err);
+done:
+    lipi_counts_free(counts);
+    lipi_tokenizer_free(tok);
+    lipi_pretokenizer_free(pre);
+    lipi_normalizer_free(norm);
+    return rc;
+}
+
+const cli_command cmd_train = {"train", "train a BPE tokenizer (tokenizer.json)", run};

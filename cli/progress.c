@@ -1,0 +1,82 @@
+/* See progress.h. */
+#include "cli/progress.h"
+
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void cli_progress_init(cli_progress *p, bool quiet)
+{
+    p->quiet = quiet;
+    p->tty = isatty(STDERR_FILENO);
+    p->start = cli_now();
+    p->last_draw = 0;
+    p->phase = -1;
+}
+
+static void clock_str(char *buf, size_t n, double s)
+{
+    if (s < 0 || s > 1e7) {
+        snprintf(buf, n, "--:--");
+        return;
+    }
+    unsigned long t = (unsigned long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, n, "%lu:%02lu:%02lu", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, n, "%lu:%02lu", t / 60, t % 60);
+}
+
+void cli_progress_report(const lipi_progress *r, void *user)
+{
+    cli_progress *p = user;
+    if (p->quiet)
+        return;
+    double now = cli_now();
+    if ((int)r->phase != p->phase) {
+        p->phase = (int)r->phase;
+        p->start = now;
+    }
+    double el = now - p->start;
+    if (!r->done && (!p->tty || now - p->last_draw < 0.1))
+        return;
+    p->last_draw = now;
+    char elapsed[32], eta[32] = "--:--";
+    clock_str(elapsed, sizeof elapsed, el);
+    const double mb = 1e6;
+    if (r->phase == LIPI_PHASE_COUNT) {
+        double rate = el > 1e-3 ? (double)r->bytes_read / mb / el : 0;
+        if (r->bytes_total && r->bytes_read && el > 0)
+            clock_str(eta, sizeof eta,
+                      el * ((double)r->bytes_total / (double)r->bytes_read - 1.0));
+        if (r->done) {
+            fprintf(stderr, "%scounting: %.1f MB, %llu lines in %.1f s (%.1f MB/s)\n",
+                    p->tty ? "\r\033[K" : "", (double)r->bytes_read / mb,
+                    (unsigned long long)r->lines, el, rate);
+        } else if (r->bytes_total) {
+            fprintf(stderr, "\r\033[Kcounting  %.1f / %.1f MB  %.1f MB/s  elapsed %s  ETA %s",
+                    (double)r->bytes_read / mb, (double)r->bytes_total / mb, rate, elapsed, eta);
+        } else {
+            fprintf(stderr, "\r\033[Kcounting  %.1f MB  %.1f MB/s  elapsed %s",
+                    (double)r->bytes_read / mb, rate, elapsed);
+        }
+    } else {
+        if (r->merges_done && r->merges_total > r->merges_done && el > 0)
+            clock_str(eta, sizeof eta,
+                      el * ((double)r->merges_total / (double)r->merges_done - 1.0));
+        if (r->done)
+            fprintf(stderr, "%smerges: %zu learned in %.1f s\n", p->tty ? "\r\033[K" : "",
+                    r->merges_done, el);
+        else
+            fprintf(stderr, "\r\033[Kmerges  %zu / %zu  elapsed %s  ETA %s", r->merges_done,
+                    r->merges_total, elapsed, eta);
+    }
+    fflush(stderr);
+}

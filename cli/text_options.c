@@ -1,0 +1,47 @@
+/* See text_options.h. */
+#include "cli/text_options.h"
+
+#include <string.h>
+
+void cli_text_options_default(cli_text_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->normalizer = "indic";
+    o->pattern = "indic";
+}
+
+lipi_status cli_text_build(const cli_text_options *o, lipi_normalizer **norm,
+                           lipi_pretokenizer **pre, lipi_error *err)
+{
+    *norm = NULL;
+    *pre = NULL;
+    if (!o->regex && strcmp(o->pattern, "bytelevel") == 0)
+        /* The trainer maps bytes itself (--units byte); mapping twice would
+         * train on the GPT-2 alphabet's UTF-8 encoding. */
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "--pattern bytelevel is for encoding; to train a byte-level "
+                              "vocabulary use --units byte with a split pattern");
+    lipi_status st = lipi_normalizer_new(o->normalizer, &o->norm_opt, norm, err);
+    if (st != LIPI_OK)
+        return st;
+    st = o->regex ? lipi_pretokenizer_new_pattern(o->regex, pre, err)
+                  : lipi_pretokenizer_new(o->pattern, pre, err);
+    if (st != LIPI_OK) {
+        lipi_normalizer_free(*norm);
+        *norm = NULL;
+    }
+    return st;
+}
+
+bool cli_text_option(int c, const char *arg, cli_text_options *o)
+{
+    switch (c) {
+    case 1001: o->normalizer = arg; return true;
+    case 1002: o->norm_opt.lowercase = true; return true;
+    case 1003: o->norm_opt.strip_accents = true; return true;
+    case 1004: o->norm_opt.fold_digits = true; return true;
+    case 1005: o->pattern = arg; return true;
+    case 1006: o->regex = arg; return true;
+    }
+    return false;
+}

@@ -1,0 +1,43 @@
+/* Options that choose how text is normalized and split, shared by the
+ * commands that count and train (so counting shards and training agree). */
+#ifndef LIPI_CLI_TEXT_OPTIONS_H
+#define LIPI_CLI_TEXT_OPTIONS_H
+
+#include <stdbool.h>
+
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    const char *normalizer;   /* --normalizer NAME (default "indic") */
+    lipi_normalizer_options norm_opt; /* --lowercase, --strip-accents, --fold-digits */
+    const char *pattern;      /* --pattern NAME (default "indic") */
+    const char *regex;        /* --regex PATTERN, overrides --pattern */
+} cli_text_options;
+
+void cli_text_options_default(cli_text_options *o);
+
+/* Builds the normalizer and pre-tokenizer; on error fills err and returns
+ * its status, with nothing to free. */
+lipi_status cli_text_build(const cli_text_options *o, lipi_normalizer **norm,
+                           lipi_pretokenizer **pre, lipi_error *err);
+
+/* getopt_long entries and their handler; codes 1001..1006 are reserved. */
+#define CLI_TEXT_LONGOPTS                                                                 \
+    {"normalizer", required_argument, NULL, 1001}, {"lowercase", no_argument, NULL, 1002}, \
+        {"strip-accents", no_argument, NULL, 1003}, {"fold-digits", no_argument, NULL, 1004}, \
+        {"pattern", required_argument, NULL, 1005}, {"regex", required_argument, NULL, 1006}
+
+/* Applies option `c` (with optarg `arg`) if it is one of the above. */
+bool cli_text_option(int c, const char *arg, cli_text_options *o);
+
+#define CLI_TEXT_OPTIONS_HELP                                                             \
+    "  --normalizer NAME     indic (default: NFC, canonical nukta, ZWJ/ZWNJ only inside\n" \
+    "                        words), nfc, nfkc, nfd, nfkd, bert, none\n"                   \
+    "  --lowercase           lowercase (full Unicode) after normalizing\n"                \
+    "  --strip-accents       drop accents of Latin, Greek and Cyrillic letters only\n"    \
+    "  --fold-digits         fold Indic digits to ASCII\n"                                \
+    "  --pattern NAME        pre-tokenizer: indic (default), cl100k, o200k, gpt2, bert,\n" \
+    "                        whitespace, metaspace, digits\n"                             \
+    "  --regex PATTERN       split on your own PCRE2 pattern instead of --pattern\n"
+
+#endif

@@ -1,0 +1,606 @@
+/* config.json of Hugging Face encoders and the sentence-transformers module
+ * files. Field names and defaults follow transformers' BertConfig,
+ * RobertaConfig, XLMRobertaConfig, AlbertConfig and DistilBertConfig: the
+ * sizes that decide the weights' shapes must be present, the rest take the
+ * library's defaults. */
+#include "pipeline/pipeline_impl.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+/* No sane encoder has a dimension this large; the bound keeps every size
+ * product below overflow. */
+#define MAX_DIM ((size_t)1 << 24)
+
+lipi_status lipi_json_load(const char *text, size_t len, size_t flags, const char *path,
+                           size_t base, json_t **out, lipi_error *err)
+{
+    json_error_t e;
+    memset(&e, 0, sizeof e);
+    unsigned long failures = lipi_alloc_failures;
+    *out = json_loadb(text, len, flags, &e);
+    /* jansson 2.14 reports a failed allocation in its lexer as a syntax
+     * error, or not at all (it drops the byte and goes on): the allocator's
+     * count tells, and a document parsed through a failure is not used. */
+    if (lipi_alloc_failures != failures || (!*out && (json_error_code(&e) ==
+                                                          json_error_out_of_memory ||
+                                                      !e.text[0]))) {
+        json_decref(*out);
+        *out = NULL;
+        return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+    }
+    if (*out)
+        return LIPI_OK;
+    return lipi_error_set(err, LIPI_EFORMAT, path, 0, base + (size_t)e.position,
+                          "not valid JSON: %s", e.text);
+}
+
+static lipi_status json_parse(const char *text, size_t len, const char *path, json_t **out,
+                              lipi_error *err)
+{
+    lipi_status st = lipi_json_load(text, len, 0, path, 0, out, err);
+    if (st != LIPI_OK || json_is_object(*out))
+        return st;
+    json_decref(*out);
+    *out = NULL;
+    return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0, "expected a JSON object");
+}
+
+static const char *json_kind(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+/* A size field: required (no default) or defaulted when absent. */
+static lipi_status get_size(json_t *o, const char *key, bool required, size_t dflt, size_t *out,
+                            const char *path, lipi_error *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v) {
+        if (required)
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "missing field \"%s\": expected a positive integer", key);
+        *out = dflt;
+        return LIPI_OK;
+    }
+    if (!json_is_integer(v))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"%s\": expected a positive integer, found %s", key,
+                              json_kind(v));
+    json_int_t i = json_integer_value(v);
+    if (i <= 0 || (unsigned long long)i > MAX_DIM)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"%s\": expected an integer in 1..%zu, found %lld", key,
+                              MAX_DIM, (long long)i);
+    *out = (size_t)i;
+    return LIPI_OK;
+}
+
+static lipi_status get_float(json_t *o, const char *key, double dflt, float *out,
+                             const char *path, lipi_error *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v) {
+        *out = (float)dflt;
+        return LIPI_OK;
+    }
+    if (!json_is_number(v) || !(json_number_value(v) > 0) || json_number_value(v) > 1)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"%s\": expected a number in (0, 1], found %s", key,
+                              json_is_number(v) ? "a value outside" : json_kind(v));
+    *out = (float)json_number_value(v);
+    return LIPI_OK;
+}
+
+static lipi_status get_act(json_t *o, const char *key, const char *dflt, lipi_act *out,
+                           const char *path, lipi_error *err)
+{
+    json_t *v = json_object_get(o, key);
+    const char *s = dflt;
+    if (v) {
+        if (!json_is_string(v))
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "field \"%s\": expected a string, found %s", key,
+                                  json_kind(v));
+        s = json_string_value(v);
+    }
+    if (!strcmp(s, "gelu"))
+        *out = LIPI_ACT_GELU;
+    else if (!strcmp(s, "gelu_new") || !strcmp(s, "gelu_pytorch_tanh") ||
+             !strcmp(s, "gelu_fast"))
+        *out = LIPI_ACT_GELU_TANH;
+    else if (!strcmp(s, "relu"))
+        *out = LIPI_ACT_RELU;
+    else
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"%s\": unsupported activation \"%.40s\", expected gelu, "
+                              "gelu_new, gelu_pytorch_tanh, gelu_fast or relu",
+                              key, s);
+    return LIPI_OK;
+}
+
+static const struct {
+    const char *type;  /* model_type */
+    const char *arch;  /* architectures[] prefix */
+    lipi_arch id;
+} ARCHS[] = {
+    {"bert", "Bert", LIPI_ARCH_BERT},
+    {"roberta", "Roberta", LIPI_ARCH_ROBERTA},
+    {"xlm-roberta", "XLMRoberta", LIPI_ARCH_ROBERTA},
+    {"camembert", "Camembert", LIPI_ARCH_ROBERTA},
+    {"albert", "Albert", LIPI_ARCH_ALBERT},
+    {"distilbert", "DistilBert", LIPI_ARCH_DISTILBERT},
+};
+#define SUPPORTED "bert, roberta, xlm-roberta, camembert, albert, distilbert"
+
+static lipi_status parse_labels(json_t *root, lipi_config *c, const char *path,
+                                lipi_error *err)
+{
+    json_t *id2label = json_object_get(root, "id2label");
+    size_t n = 0;
+    if (id2label && !json_is_object(id2label))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"id2label\": expected an object, found %s",
+                              json_kind(id2label));
+    if (id2label)
+        n = json_object_size(id2label);
+    if (!n) {
+        lipi_status st = get_size(root, "num_labels", false, 2, &n, path, err);
+        if (st != LIPI_OK)
+            return st;
+    }
+    if (n > 100000)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"id2label\": expected at most 100000 labels");
+    c->labels = lipi_calloc(n, sizeof *c->labels);
+    if (!c->labels)
+        return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+    c->num_labels = n;
+    for (size_t i = 0; i < n; i++) {
+        char key[32], dflt[32];
+        snprintf(key, sizeof key, "%zu", i);
+        snprintf(dflt, sizeof dflt, "LABEL_%zu", i);
+        json_t *v = id2label ? json_object_get(id2label, key) : NULL;
+        if (id2label && !json_is_string(v))
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "field \"id2label\": expected a string for key \"%s\"", key);
+        const char *s = v ? json_string_value(v) : dflt;
+        c->labels[i] = lipi_strndup(s, strlen(s));
+        if (!c->labels[i])
+            return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+    }
+    json_t *pt = json_object_get(root, "problem_type");
+    c->multi_label = json_is_string(pt) &&
+                     !strcmp(json_string_value(pt), "multi_label_classification");
+    return LIPI_OK;
+}
+
+static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    json_t *mt = json_object_get(root, "model_type");
+    json_t *archs = json_object_get(root, "architectures");
+    if (mt && !json_is_string(mt))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"model_type\": expected a string, found %s", json_kind(mt));
+    if (archs && !json_is_array(archs))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"architectures\": expected an array, found %s",
+                              json_kind(archs));
+    const char *arch0 = NULL;
+    if (archs && json_array_size(archs) > 0) {
+        if (!json_is_string(json_array_get(archs, 0)))
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "field \"architectures\": expected strings");
+        arch0 = json_string_value(json_array_get(archs, 0));
+    }
+    int found = -1;
+    for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0] && found < 0; i++) {
+        if (mt && !strcmp(json_string_value(mt), ARCHS[i].type))
+            found = (int)i;
+    }
+    /* Without model_type, the class name decides; the longest prefix wins so
+     * "XLMRobertaModel" is not taken for a Roberta. */
+    size_t best = 0;
+    for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0] && !mt && arch0; i++) {
+        size_t k = strlen(ARCHS[i].arch);
+        if (!strncmp(arch0, ARCHS[i].arch, k) && k > best) {
+            best = k;
+            found = (int)i;
+        }
+    }
+    if (found < 0) {
+        if (!mt && !arch0)
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "missing field \"model_type\" (and no \"architectures\"): "
+                                  "expected one of " SUPPORTED);
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "unsupported architecture \"%.60s\": supported are " SUPPORTED,
+                              mt ? json_string_value(mt) : arch0);
+    }
+    c->arch = ARCHS[found].id;
+    snprintf(c->model_type, sizeof c->model_type, "%s", ARCHS[found].type);
+    c->classifier = arch0 && strstr(arch0, "ForSequenceClassification") != NULL;
+
+    if (c->arch == LIPI_ARCH_DISTILBERT) {
+        TRY(get_size(root, "vocab_size", true, 0, &c->vocab, path, err));
+        TRY(get_size(root, "dim", true, 0, &c->hidden, path, err));
+        TRY(get_size(root, "n_layers", true, 0, &c->layers, path, err));
+        TRY(get_size(root, "n_heads", true, 0, &c->heads, path, err));
+        TRY(get_size(root, "hidden_dim", true, 0, &c->inter, path, err));
+        TRY(get_size(root, "max_position_embeddings", true, 0, &c->max_pos, path, err));
+        TRY(get_act(root, "activation", "gelu", &c->act, path, err));
+        c->type_vocab = 0;
+        c->ln_eps = 1e-12f; /* hard-coded in modeling_distilbert */
+    } else {
+        TRY(get_size(root, "vocab_size", true, 0, &c->vocab, path, err));
+        TRY(get_size(root, "hidden_size", true, 0, &c->hidden, path, err));
+        TRY(get_size(root, "num_hidden_layers", true, 0, &c->layers, path, err));
+        TRY(get_size(root, "num_attention_heads", true, 0, &c->heads, path, err));
+        TRY(get_size(root, "intermediate_size", true, 0, &c->inter, path, err));
+        TRY(get_size(root, "max_position_embeddings", true, 0, &c->max_pos, path, err));
+        TRY(get_size(root, "type_vocab_size", false, 2, &c->type_vocab, path, err));
+        TRY(get_float(root, "layer_norm_eps", 1e-12, &c->ln_eps, path, err));
+        TRY(get_act(root, "hidden_act", c->arch == LIPI_ARCH_ALBERT ? "gelu_new" : "gelu",
+                    &c->act, path, err));
+    }
+    json_t *pet = json_object_get(root, "position_embedding_type");
+    if (pet && !(json_is_string(pet) && !strcmp(json_string_value(pet), "absolute")))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"position_embedding_type\": only \"absolute\" is "
+                              "supported, found %s%.40s%s",
+                              json_is_string(pet) ? "\"" : "",
+                              json_is_string(pet) ? json_string_value(pet) : json_kind(pet),
+                              json_is_string(pet) ? "\"" : "");
+    c->embed = c->hidden;
+    c->groups = c->layers;
+    c->inner_groups = 1;
+    if (c->arch == LIPI_ARCH_ALBERT) {
+        TRY(get_size(root, "embedding_size", false, 128, &c->embed, path, err));
+        TRY(get_size(root, "num_hidden_groups", false, 1, &c->groups, path, err));
+        TRY(get_size(root, "inner_group_num", false, 1, &c->inner_groups, path, err));
+        if (c->groups > c->layers || c->layers % c->groups)
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "field \"num_hidden_groups\": expected a divisor of "
+                                  "num_hidden_layers (%zu), found %zu",
+                                  c->layers, c->groups);
+    }
+    json_t *pad = json_object_get(root, "pad_token_id");
+    size_t pad_default = c->arch == LIPI_ARCH_ROBERTA ? 1 : 0;
+    if (pad && !json_is_null(pad)) {
+        if (!json_is_integer(pad) || json_integer_value(pad) < 0 ||
+            (unsigned long long)json_integer_value(pad) >= c->vocab)
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "field \"pad_token_id\": expected an id below vocab_size %zu",
+                                  c->vocab);
+        c->pad_id = (uint32_t)json_integer_value(pad);
+    } else {
+        c->pad_id = (uint32_t)pad_default;
+    }
+    if (c->hidden % c->heads)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"%s\": %zu is not a multiple of the %zu heads",
+                              c->arch == LIPI_ARCH_DISTILBERT ? "dim" : "hidden_size",
+                              c->hidden, c->heads);
+    if (c->arch == LIPI_ARCH_ROBERTA) {
+        /* create_position_ids_from_input_ids: positions start after padding_idx. */
+        c->pos_offset = (size_t)c->pad_id + 1;
+        if (c->pos_offset >= c->max_pos)
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "field \"max_position_embeddings\": %zu leaves no position "
+                                  "after pad_token_id %u",
+                                  c->max_pos, c->pad_id);
+    }
+    if (c->classifier)
+        TRY(parse_labels(root, c, path, err));
+    c->pooling = LIPI_POOL_CLS;
+    c->normalize = false;
+done:
+    return st;
+}
+
+lipi_status lipi_config_parse(const char *json, size_t len, const char *path, lipi_config *cfg,
+                              lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    json_t *root = NULL;
+    memset(cfg, 0, sizeof *cfg);
+    TRY(json_parse(json, len, path, &root, err));
+    TRY(parse_root(root, cfg, path, err));
+done:
+    json_decref(root);
+    if (st != LIPI_OK)
+        lipi_config_free(cfg);
+    return st;
+}
+
+void lipi_config_free(lipi_config *cfg)
+{
+    for (size_t i = 0; i < cfg->n_dense; i++) {
+        lipi_free(cfg->dense[i].w);
+        lipi_free(cfg->dense[i].b);
+        cfg->dense[i].w = cfg->dense[i].b = NULL;
+    }
+    cfg->n_dense = 0;
+    for (size_t i = 0; cfg->labels && i < cfg->num_labels; i++)
+        lipi_free(cfg->labels[i]);
+    lipi_free(cfg->labels);
+    cfg->labels = NULL;
+    cfg->num_labels = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* sentence-transformers                                                     */
+/* ------------------------------------------------------------------------ */
+
+static lipi_status load_json_file(const char *dir, const char *rel, json_t **out,
+                                  lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    char path[4096];
+    char *text = NULL;
+    size_t len = 0;
+    *out = NULL;
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, rel) >= sizeof path) {
+        st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
+        goto done;
+    }
+    TRY(lipi_read_file(path, LIPI_JSON_MAX, &text, &len, err));
+    TRY(json_parse(text, len, path, out, err));
+done:
+    lipi_free(text);
+    return st;
+}
+
+static const char *POOL_KEYS[] = {
+    "pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_tokens",
+    "pooling_mode_mean_sqrt_len_tokens"};
+
+static lipi_status read_pooling(const char *dir, const char *rel, lipi_config *c,
+                                lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    json_t *root = NULL;
+    char sub[4096];
+    if ((size_t)snprintf(sub, sizeof sub, "%s/config.json", rel) >= sizeof sub)
+        return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
+    TRY(load_json_file(dir, sub, &root, err));
+    unsigned flags = 0;
+    for (size_t i = 0; i < 4; i++) {
+        json_t *v = json_object_get(root, POOL_KEYS[i]);
+        if (v && !json_is_boolean(v)) {
+            st = lipi_error_set(err, LIPI_EFORMAT, sub, 0, 0,
+                                "field \"%s\": expected a boolean, found %s", POOL_KEYS[i],
+                                json_kind(v));
+            goto done;
+        }
+        if (json_is_true(v))
+            flags |= 1u << i;
+    }
+    static const char *unsupported[] = {"pooling_mode_weightedmean_tokens",
+                                        "pooling_mode_lasttoken"};
+    for (size_t i = 0; i < 2; i++) {
+        if (json_is_true(json_object_get(root, unsupported[i]))) {
+            st = lipi_error_set(err, LIPI_EFORMAT, sub, 0, 0,
+                                "field \"%s\": unsupported pooling, expected cls, max, mean "
+                                "or mean_sqrt_len",
+                                unsupported[i]);
+            goto done;
+        }
+    }
+    if (!flags) {
+        st = lipi_error_set(err, LIPI_EFORMAT, sub, 0, 0,
+                            "expected one of pooling_mode_cls_token, pooling_mode_mean_tokens, "
+                            "pooling_mode_max_tokens to be true");
+        goto done;
+    }
+    c->pooling = flags;
+done:
+    json_decref(root);
+    return st;
+}
+
+static lipi_status read_dense(const char *dir, const char *rel, lipi_config *c,
+                              lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    json_t *root = NULL;
+    char sub[4096];
+    if (c->n_dense == LIPI_MAX_DENSE)
+        return lipi_error_set(err, LIPI_EFORMAT, dir, 0, 0,
+                              "modules.json: expected at most %d Dense modules", LIPI_MAX_DENSE);
+    if (strlen(rel) >= sizeof c->dense[0].path ||
+        (size_t)snprintf(sub, sizeof sub, "%s/config.json", rel) >= sizeof sub)
+        return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
+    lipi_dense *d = &c->dense[c->n_dense];
+    memset(d, 0, sizeof *d);
+    snprintf(d->path, sizeof d->path, "%s", rel);
+    TRY(load_json_file(dir, sub, &root, err));
+    TRY(get_size(root, "in_features", true, 0, &d->in, sub, err));
+    TRY(get_size(root, "out_features", true, 0, &d->out, sub, err));
+    json_t *bias = json_object_get(root, "bias");
+    if (bias && !json_is_boolean(bias)) {
+        st = lipi_error_set(err, LIPI_EFORMAT, sub, 0, 0,
+                            "field \"bias\": expected a boolean, found %s", json_kind(bias));
+        goto done;
+    }
+    d->bias = !bias || json_is_true(bias);
+    json_t *act = json_object_get(root, "activation_function");
+    const char *a = json_is_string(act) ? json_string_value(act) : "";
+    if (!strcmp(a, "torch.nn.modules.activation.Tanh"))
+        d->tanh = true;
+    else if (strcmp(a, "torch.nn.modules.linear.Identity")) {
+        st = lipi_error_set(err, LIPI_EFORMAT, sub, 0, 0,
+                            "field \"activation_function\": expected "
+                            "torch.nn.modules.activation.Tanh or "
+                            "torch.nn.modules.linear.Identity, found \"%.60s\"",
+                            a);
+        goto done;
+    }
+    c->n_dense++;
+done:
+    json_decref(root);
+    return st;
+}
+
+/* A module path must stay inside the model folder. */
+static bool safe_subpath(const char *p)
+{
+    if (p[0] == '/')
+        return false;
+    for (const char *q = p; *q;) {
+        size_t n = strcspn(q, "/");
+        if (n == 2 && q[0] == '.' && q[1] == '.')
+            return false;
+        q += n;
+        q += *q == '/';
+    }
+    return true;
+}
+
+/* Parses dir/modules.json into *modules (NULL when the file is absent) and
+ * checks every entry's "type" and "path". */
+static lipi_status load_modules(const char *dir, json_t **modules, char *path, size_t cap,
+                                lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    char *text = NULL;
+    size_t len = 0;
+    *modules = NULL;
+    if ((size_t)snprintf(path, cap, "%s/modules.json", dir) >= cap)
+        return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
+    FILE *probe = fopen(path, "rb");
+    if (!probe)
+        return LIPI_OK; /* a plain transformers folder */
+    fclose(probe);
+    TRY(lipi_read_file(path, LIPI_JSON_MAX, &text, &len, err));
+    TRY(lipi_json_load(text, len, 0, path, 0, modules, err));
+    if (!json_is_array(*modules)) {
+        st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0, "expected a JSON array of modules");
+        goto done;
+    }
+    size_t i;
+    json_t *mod;
+    json_array_foreach(*modules, i, mod)
+    {
+        json_t *type = json_object_get(mod, "type"), *mpath = json_object_get(mod, "path");
+        if (!json_is_string(type) || (mpath && !json_is_string(mpath))) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                "[%zu]: expected \"type\" and \"path\" strings", i);
+            goto done;
+        }
+        if (mpath && (!safe_subpath(json_string_value(mpath)) ||
+                      json_string_length(mpath) >= LIPI_SUBPATH_MAX)) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                "[%zu].path: expected a folder inside the model folder, found "
+                                "\"%.60s\"",
+                                i, json_string_value(mpath));
+            goto done;
+        }
+    }
+done:
+    lipi_free(text);
+    if (st != LIPI_OK) {
+        json_decref(*modules);
+        *modules = NULL;
+    }
+    return st;
+}
+
+static const char *module_class(json_t *mod)
+{
+    const char *t = json_string_value(json_object_get(mod, "type"));
+    const char *dot = strrchr(t, '.');
+    return dot ? dot + 1 : t;
+}
+
+lipi_status lipi_config_st_transformer(const char *dir, char sub[LIPI_SUBPATH_MAX],
+                                       lipi_error *err)
+{
+    json_t *modules = NULL, *mod;
+    char path[4096];
+    size_t i;
+    sub[0] = '\0';
+    lipi_status st = load_modules(dir, &modules, path, sizeof path, err);
+    json_array_foreach(modules, i, mod)
+    {
+        json_t *mpath = json_object_get(mod, "path");
+        if (!strcmp(module_class(mod), "Transformer") && mpath) {
+            snprintf(sub, LIPI_SUBPATH_MAX, "%s", json_string_value(mpath));
+            break;
+        }
+    }
+    json_decref(modules);
+    return st;
+}
+
+lipi_status lipi_config_read_st(const char *dir, const char *sub, lipi_config *c,
+                                lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    json_t *modules = NULL, *sb = NULL;
+    char path[4096];
+    TRY(load_modules(dir, &modules, path, sizeof path, err));
+    if (!modules)
+        goto done;
+    size_t i;
+    json_t *mod;
+    json_array_foreach(modules, i, mod)
+    {
+        json_t *mpath = json_object_get(mod, "path");
+        const char *t = json_string_value(json_object_get(mod, "type"));
+        const char *cls = module_class(mod);
+        if (!strcmp(cls, "Transformer")) {
+            continue; /* its folder was found by lipi_config_st_transformer */
+        } else if (!strcmp(cls, "Pooling")) {
+            TRY(read_pooling(dir, mpath ? json_string_value(mpath) : "1_Pooling", c, err));
+        } else if (!strcmp(cls, "Dense")) {
+            if (c->normalize) {
+                st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                    "[%zu]: expected Dense modules before Normalize", i);
+                goto done;
+            }
+            TRY(read_dense(dir, mpath ? json_string_value(mpath) : "2_Dense", c, err));
+        } else if (!strcmp(cls, "Normalize")) {
+            c->normalize = true;
+        } else {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                "[%zu]: unsupported module \"%.80s\", expected Transformer, "
+                                "Pooling, Dense or Normalize",
+                                i, t);
+            goto done;
+        }
+    }
+    /* sentence_bert_config.json sits beside the Transformer's files (older
+     * folders keep them in a subfolder such as 0_BERT/). */
+    char sbdir[4096];
+    if ((size_t)snprintf(sbdir, sizeof sbdir, "%s%s%s", dir, *sub ? "/" : "", sub) >=
+            sizeof sbdir ||
+        (size_t)snprintf(path, sizeof path, "%s/sentence_bert_config.json", sbdir) >=
+            sizeof path)
+        goto done;
+    FILE *probe = fopen(path, "rb");
+    if (probe) {
+        fclose(probe);
+        TRY(load_json_file(sbdir, "sentence_bert_config.json", &sb, err));
+        json_t *msl = json_object_get(sb, "max_seq_length");
+        if (msl && !json_is_null(msl))
+            TRY(get_size(sb, "max_seq_length", true, 0, &c->max_seq_len, path, err));
+    }
+done:
+    json_decref(modules);
+    json_decref(sb);
+    return st;
+}

@@ -1,0 +1,1001 @@
+/* The transformer forward pass: kernels, the session's worker threads and
+ * the layer loop.
+ *
+ * A batch of n sequences is packed: the T = sum(len) real tokens form one
+ * (T, C) matrix, so every projection and FFN is one GEMM over real tokens
+ * only, and attention runs per (sequence, head) on its own L x L scores.
+ * That gives exactly what Hugging Face computes for the unpadded tokens of
+ * a padded batch, since masked keys there get probability zero.
+ *
+ * Determinism: work is cut into tasks whose shapes depend on the problem
+ * only (never on the thread count), each output element belongs to one
+ * task, and a task computes the same way whoever runs it. So 1 and N
+ * threads give bit-identical results. */
+#include "pipeline/pipeline_impl.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define LIPI_CLONES                                                                        \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),           \
+                   optimize("O3", "fp-contract=fast")))
+#else
+#define LIPI_CLONES
+#endif
+
+/* GEMM tiles: at most rows x columns of the output per task; the actual
+ * tile shape depends on the problem shape only (see choose_tiles). */
+#define TILE_M 256
+#define TILE_N 512
+/* Rows per task for row-wise kernels (embeddings, LayerNorm). */
+#define ROWS_PER_TASK 64
+/* The FFN runs over blocks of this many tokens (a multiple of TILE_M), and
+ * the attention over groups of whole sequences of about QKV_ROWS tokens, so
+ * their wide intermediate matrices need not hold the whole batch. */
+#define FFN_ROWS 1024
+#define QKV_ROWS 2048
+
+/* ======================================================================== */
+/* Element-wise math that vectorizes (no libm calls in the loops)            */
+/* ======================================================================== */
+
+/* exp(x) for x in float range, ~2 ulp (Cephes' polynomial after reducing
+ * by n * ln 2); inputs below -87.3 give ~1e-38 instead of underflowing. */
+static inline float vexp(float x)
+{
+    x = x < -87.3f ? -87.3f : x;
+    x = x > 88.3f ? 88.3f : x;
+    float fn = x * 1.44269504088896341f;
+    fn = (fn + 12582912.0f) - 12582912.0f; /* round to nearest */
+    float r = x - fn * 0.693359375f;
+    r = r - fn * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * r * r + r + 1.0f;
+    int32_t e = (int32_t)fn + 127;
+    uint32_t bits = (uint32_t)e << 23;
+    float s;
+    memcpy(&s, &bits, 4);
+    return y * s;
+}
+
+/* erf(x), absolute error below 5e-7 (rational approximation on [-4, 4];
+ * outside, erf is 1 to float precision). */
+static inline float verf(float x)
+{
+    x = x < -4.0f ? -4.0f : x;
+    x = x > 4.0f ? 4.0f : x;
+    float x2 = x * x;
+    float p = -2.72614225801306e-10f;
+    p = p * x2 + 2.77068142495902e-08f;
+    p = p * x2 + -2.10102402082508e-06f;
+    p = p * x2 + -5.69250639462346e-05f;
+    p = p * x2 + -7.34990630326855e-04f;
+    p = p * x2 + -2.95459980854025e-03f;
+    p = p * x2 + -1.60960333262415e-02f;
+    p = p * x;
+    float q = -1.45660718464996e-05f;
+    q = q * x2 + -2.13374055278905e-04f;
+    q = q * x2 + -1.68282697438203e-03f;
+    q = q * x2 + -7.37332916720468e-03f;
+    q = q * x2 + -1.42647390514189e-02f;
+    return p / q;
+}
+
+static inline float vtanh(float y)
+{
+    return 1.0f - 2.0f / (vexp(2.0f * y) + 1.0f);
+}
+
+/* ======================================================================== */
+/* Kernels                                                                   */
+/* ======================================================================== */
+
+/* x: (T, C) in place, per row: (x - mean) / sqrt(var + eps) * w + b */
+LIPI_CLONES
+void lipi_layernorm(float *x, size_t T, size_t C, const float *w, const float *b, float eps)
+{
+    for (size_t t = 0; t < T; t++) {
+        float *r = x + t * C;
+        float acc[16] = {0};
+        size_t i = 0;
+        for (; i + 16 <= C; i += 16)
+            for (int l = 0; l < 16; l++)
+                acc[l] += r[i + l];
+        float sum = 0;
+        for (int l = 0; l < 16; l++)
+            sum += acc[l];
+        for (; i < C; i++)
+            sum += r[i];
+        float mean = sum / (float)C;
+        float vacc[16] = {0};
+        for (i = 0; i + 16 <= C; i += 16)
+            for (int l = 0; l < 16; l++) {
+                float d = r[i + l] - mean;
+                vacc[l] += d * d;
+            }
+        float var = 0;
+        for (int l = 0; l < 16; l++)
+            var += vacc[l];
+        for (; i < C; i++)
+            var += (r[i] - mean) * (r[i] - mean);
+        var /= (float)C;
+        float inv = 1.0f / sqrtf(var + eps);
+        for (i = 0; i < C; i++)
+            r[i] = (r[i] - mean) * inv * w[i] + b[i];
+    }
+}
+
+void lipi_layernorm_ref(float *x, size_t T, size_t C, const float *w, const float *b,
+                        float eps)
+{
+    for (size_t t = 0; t < T; t++) {
+        float *r = x + t * C;
+        double mean = 0, var = 0;
+        for (size_t i = 0; i < C; i++)
+            mean += r[i];
+        mean /= (double)C;
+        for (size_t i = 0; i < C; i++)
+            var += (r[i] - mean) * (r[i] - mean);
+        var /= (double)C;
+        double inv = 1.0 / sqrt(var + eps);
+        for (size_t i = 0; i < C; i++)
+            r[i] = (float)((r[i] - mean) * inv * w[i] + b[i]);
+    }
+}
+
+/* x: (L) in place: softmax(x * scale), scale > 0 */
+LIPI_CLONES
+void lipi_softmax(float *x, size_t L, float scale)
+{
+    float mx[16];
+    for (int l = 0; l < 16; l++)
+        mx[l] = x[0];
+    size_t i = 0;
+    for (; i + 16 <= L; i += 16)
+        for (int l = 0; l < 16; l++)
+            mx[l] = x[i + l] > mx[l] ? x[i + l] : mx[l];
+    float m = mx[0];
+    for (int l = 1; l < 16; l++)
+        m = mx[l] > m ? mx[l] : m;
+    for (; i < L; i++)
+        m = x[i] > m ? x[i] : m;
+    float acc[16] = {0};
+    for (i = 0; i + 16 <= L; i += 16)
+        for (int l = 0; l < 16; l++) {
+            float e = vexp((x[i + l] - m) * scale);
+            x[i + l] = e;
+            acc[l] += e;
+        }
+    float sum = 0;
+    for (int l = 0; l < 16; l++)
+        sum += acc[l];
+    for (; i < L; i++) {
+        x[i] = vexp((x[i] - m) * scale);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (i = 0; i < L; i++)
+        x[i] *= inv;
+}
+
+void lipi_softmax_ref(float *x, size_t L, float scale)
+{
+    double m = x[0], sum = 0;
+    for (size_t i = 1; i < L; i++)
+        m = x[i] > m ? x[i] : m;
+    for (size_t i = 0; i < L; i++) {
+        double e = exp(((double)x[i] - m) * scale);
+        x[i] = (float)e;
+        sum += e;
+    }
+    for (size_t i = 0; i < L; i++)
+        x[i] = (float)(x[i] / sum);
+}
+
+/* x: (T, N) with row stride ldx, in place: act(x + bias), then + res
+ * (T, N) with row stride ldr when res is not NULL */
+/* r: (N) in place: act(r + bias) (+ res) */
+static inline void bias_act_row(float *r, size_t N, const float *bias, int act,
+                                const float *res)
+{
+    switch (act) {
+    case LIPI_ACT_GELU:
+        for (size_t j = 0; j < N; j++) {
+            float v = r[j] + bias[j];
+            r[j] = 0.5f * v * (1.0f + verf(v * 0.70710678118654752f));
+        }
+        break;
+    case LIPI_ACT_GELU_TANH:
+        for (size_t j = 0; j < N; j++) {
+            float v = r[j] + bias[j];
+            float y = 0.79788456080286536f * (v + 0.044715f * v * v * v);
+            r[j] = 0.5f * v * (1.0f + vtanh(y));
+        }
+        break;
+    case LIPI_ACT_RELU:
+        for (size_t j = 0; j < N; j++) {
+            float v = r[j] + bias[j];
+            r[j] = v > 0 ? v : 0;
+        }
+        break;
+    default:
+        for (size_t j = 0; j < N; j++)
+            r[j] += bias[j];
+        break;
+    }
+    if (res)
+        for (size_t j = 0; j < N; j++)
+            r[j] += res[j];
+}
+
+/* x: (T, N) with row stride ldx, in place: act(x + bias), then + res
+ * (T, N) with row stride ldr when res is not NULL */
+LIPI_CLONES
+void lipi_bias_act(float *x, size_t T, size_t N, size_t ldx, const float *bias, int act,
+                   const float *res, size_t ldr)
+{
+    for (size_t t = 0; t < T; t++)
+        bias_act_row(x + t * ldx, N, bias, act, res ? res + t * ldr : NULL);
+}
+
+void lipi_bias_act_ref(float *x, size_t T, size_t N, size_t ldx, const float *bias, int act,
+                       const float *res, size_t ldr)
+{
+    for (size_t t = 0; t < T; t++)
+        for (size_t j = 0; j < N; j++) {
+            double v = (double)x[t * ldx + j] + bias[j];
+            if (act == LIPI_ACT_GELU)
+                v = 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+            else if (act == LIPI_ACT_GELU_TANH)
+                v = 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+            else if (act == LIPI_ACT_RELU)
+                v = v > 0 ? v : 0;
+            if (res)
+                v += res[t * ldr + j];
+            x[t * ldx + j] = (float)v;
+        }
+}
+
+/* x: (K) -> q: (K) u8 = round(x / scale) + 128 with scale = max |x| / 127 */
+LIPI_CLONES
+void lipi_quantize_row(const float *x, size_t K, uint8_t *q, float *scale)
+{
+    float mx[16] = {0};
+    size_t k = 0;
+    for (; k + 16 <= K; k += 16)
+        for (int l = 0; l < 16; l++) {
+            float a = x[k + l] < 0 ? -x[k + l] : x[k + l];
+            mx[l] = a > mx[l] ? a : mx[l];
+        }
+    float amax = 0;
+    for (int l = 0; l < 16; l++)
+        amax = mx[l] > amax ? mx[l] : amax;
+    for (; k < K; k++) {
+        float a = x[k] < 0 ? -x[k] : x[k];
+        amax = a > amax ? a : amax;
+    }
+    float sc = amax > 0 ? amax / 127.0f : 1.0f, inv = 1.0f / sc;
+    /* |x * inv| <= 127, so adding and subtracting 1.5 * 2^23 rounds to the
+     * nearest integer (ties to even, like rintf) in a form that vectorizes. */
+    for (k = 0; k < K; k++) {
+        float r = (x[k] * inv + 12582912.0f) - 12582912.0f;
+        q[k] = (uint8_t)((int32_t)r + 128);
+    }
+    *scale = sc;
+}
+
+/* acc: (M, N) int32 -> out: (M, N) with row stride ldo =
+ * act(acc * as[m] * ws[n] + bias[n]) (+ res (M, N) with row stride ldr),
+ * row by row so each row is finished while it is in L1 */
+LIPI_CLONES
+void lipi_dequantize(const int32_t *acc, size_t M, size_t N, const float *as, const float *ws,
+                     const float *bias, int act, const float *res, size_t ldr, float *out,
+                     size_t ldo)
+{
+    for (size_t i = 0; i < M; i++) {
+        float *o = out + i * ldo, a = as[i];
+        const int32_t *q = acc + i * N;
+        for (size_t j = 0; j < N; j++)
+            o[j] = (float)q[j] * a * ws[j];
+        bias_act_row(o, N, bias, act, res ? res + i * ldr : NULL);
+    }
+}
+
+/* ======================================================================== */
+/* Session: worker threads and scratch                                      */
+/* ======================================================================== */
+
+typedef void (*task_fn)(void *ctx, size_t task, size_t worker);
+
+typedef struct {
+    lipi_model_session *s;
+    size_t index;
+} worker_arg;
+
+struct lipi_model_session {
+    const lipi_model *m;
+    lipi_gemm_kind gemm;
+    size_t nthreads;      /* caller + workers */
+    pthread_t *tids;
+    worker_arg *args;
+    size_t started;
+    bool sync_ok;
+    pthread_mutex_t mu;
+    pthread_cond_t wake, idle;
+    uint32_t gen;          /* dispatch generation, under mu */
+    bool quit;
+    task_fn fn;            /* the current dispatch, under mu */
+    void *ctx;
+    size_t ntasks;
+    /* gen << 32 | next task: claiming with one compare-and-swap means a
+     * worker that wakes late can never run a task of a newer dispatch */
+    _Atomic uint64_t ticket;
+    atomic_size_t done;    /* tasks finished in the current dispatch */
+
+    /* scratch, grown on demand; cap_* count elements */
+    float *x, *tmp, *att;                  /* (T, C) each */
+    float *big;     /* the qkv of one group of sequences, then the FFN's inner
+                       activations of one block of rows; ALBERT's (T, E)
+                       embeddings when E > C */
+    float *scores;                         /* nthreads x (L, L) */
+    uint32_t *tok_id, *tok_type, *tok_pos; /* (T) */
+    size_t *off;                           /* n + 1 */
+    size_t rows;                           /* T of the running batch */
+    uint8_t *aq;                           /* int8: quantized GEMM input + 128 */
+    float *as;                             /* int8: (T) activation scales */
+    int32_t *acc;                          /* int8: nthreads x (TILE_M, TILE_N) */
+    size_t cap_x, cap_tmp, cap_att, cap_big, cap_scores, cap_id, cap_type, cap_pos, cap_off;
+    size_t cap_aq, cap_as, cap_acc;
+    size_t lmax;                           /* longest sequence of the running batch */
+};
+
+/* Claims the next task of dispatch `gen`; false when none is left or a
+ * newer dispatch has started. */
+static bool claim(lipi_model_session *s, uint32_t gen, size_t ntasks, size_t *task)
+{
+    uint64_t v = atomic_load(&s->ticket);
+    for (;;) {
+        if ((uint32_t)(v >> 32) != gen || (v & 0xffffffffu) >= ntasks)
+            return false;
+        if (atomic_compare_exchange_weak(&s->ticket, &v, v + 1)) {
+            *task = (size_t)(v & 0xffffffffu);
+            return true;
+        }
+    }
+}
+
+static void run_tasks(lipi_model_session *s, uint32_t gen, task_fn fn, void *ctx, size_t ntasks,
+                      size_t worker)
+{
+    size_t t;
+    while (claim(s, gen, ntasks, &t)) {
+        fn(ctx, t, worker);
+        if (atomic_fetch_add(&s->done, 1) + 1 == ntasks) {
+            pthread_mutex_lock(&s->mu);
+            pthread_cond_signal(&s->idle);
+            pthread_mutex_unlock(&s->mu);
+        }
+    }
+}
+
+static void *worker_main(void *p)
+{
+    worker_arg *a = p;
+    lipi_model_session *s = a->s;
+    uint32_t seen = 0;
+    lipi_gemm_thread_enter();
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->quit && s->gen == seen)
+            pthread_cond_wait(&s->wake, &s->mu);
+        if (s->quit)
+            break;
+        seen = s->gen;
+        task_fn fn = s->fn;
+        void *ctx = s->ctx;
+        size_t ntasks = s->ntasks;
+        pthread_mutex_unlock(&s->mu);
+        run_tasks(s, seen, fn, ctx, ntasks, a->index);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Runs fn(ctx, 0..ntasks-1, worker) on the session's threads and returns
+ * when all tasks are finished. The caller takes tasks too and never waits
+ * for a worker that has not started: a busy machine only costs parallelism. */
+static void parallel(lipi_model_session *s, task_fn fn, void *ctx, size_t ntasks)
+{
+    if (s->started == 0 || ntasks <= 1) {
+        for (size_t t = 0; t < ntasks; t++)
+            fn(ctx, t, 0);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->fn = fn;
+    s->ctx = ctx;
+    s->ntasks = ntasks;
+    s->gen++;
+    uint32_t gen = s->gen;
+    atomic_store(&s->done, 0);
+    atomic_store(&s->ticket, (uint64_t)gen << 32);
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+    run_tasks(s, gen, fn, ctx, ntasks, 0);
+    pthread_mutex_lock(&s->mu);
+    while (atomic_load(&s->done) < ntasks)
+        pthread_cond_wait(&s->idle, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void free_scratch(lipi_model_session *s)
+{
+    void *p[] = {s->x,      s->tmp,    s->att, s->big, s->scores, s->tok_id,
+                 s->tok_type, s->tok_pos, s->off, s->aq,  s->as,     s->acc};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        lipi_free(p[i]);
+}
+
+void lipi_model_session_free(lipi_model_session *s)
+{
+    if (!s)
+        return;
+    if (s->sync_ok) {
+        pthread_mutex_lock(&s->mu);
+        s->quit = true;
+        pthread_cond_broadcast(&s->wake);
+        pthread_mutex_unlock(&s->mu);
+        for (size_t i = 0; i < s->started; i++)
+            pthread_join(s->tids[i], NULL);
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->wake);
+        pthread_cond_destroy(&s->idle);
+    }
+    free_scratch(s);
+    lipi_free(s->tids);
+    lipi_free(s->args);
+    lipi_free(s);
+}
+
+lipi_status lipi_model_session_new(const lipi_model *m, size_t threads,
+                                   lipi_model_session **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    *out = NULL;
+    if (threads > 1024)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "threads: expected at most 1024, found %zu", threads);
+    lipi_model_session *s = lipi_calloc(1, sizeof *s);
+    if (!s)
+        goto nomem;
+    s->m = m;
+    s->gemm = LIPI_GEMM_AUTO;
+    s->nthreads = threads ? threads : 1;
+    atomic_init(&s->ticket, 0);
+    atomic_init(&s->done, 0);
+    if (s->nthreads > 1) {
+        s->tids = lipi_calloc(s->nthreads - 1, sizeof *s->tids);
+        s->args = lipi_calloc(s->nthreads - 1, sizeof *s->args);
+        if (!s->tids || !s->args)
+            goto nomem;
+    }
+    if (pthread_mutex_init(&s->mu, NULL) != 0)
+        goto nomem;
+    if (pthread_cond_init(&s->wake, NULL) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        goto nomem;
+    }
+    if (pthread_cond_init(&s->idle, NULL) != 0) {
+        pthread_cond_destroy(&s->wake);
+        pthread_mutex_destroy(&s->mu);
+        goto nomem;
+    }
+    s->sync_ok = true;
+    for (size_t i = 0; i + 1 < s->nthreads; i++) {
+        s->args[i] = (worker_arg){s, i + 1};
+        if (pthread_create(&s->tids[i], NULL, worker_main, &s->args[i]) != 0) {
+            st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0,
+                                "cannot start worker thread %zu of %zu", i + 1, s->nthreads);
+            lipi_model_session_free(s);
+            return st;
+        }
+        s->started++;
+    }
+    *out = s;
+    return LIPI_OK;
+nomem:
+    lipi_model_session_free(s);
+    return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+}
+
+void lipi_model_session_set_gemm(lipi_model_session *s, lipi_gemm_kind k)
+{
+    s->gemm = k;
+}
+
+/* Makes *p hold at least n elements of `size` bytes (contents not kept). */
+static lipi_status ensure(void **p, size_t *cap, size_t n, size_t size)
+{
+    if (n <= *cap)
+        return LIPI_OK;
+    lipi_free(*p);
+    *cap = 0;
+    *p = lipi_malloc(n * size);
+    if (!*p)
+        return LIPI_ENOMEM;
+    *cap = n;
+    return LIPI_OK;
+}
+
+#define ENSURE(field, cap, n) TRY(ensure((void **)&(field), &(cap), (n), sizeof *(field)))
+
+/* Rows of the qkv of one attention group: whole sequences, QKV_ROWS tokens
+ * or one longer sequence. */
+static size_t qkv_rows(size_t T, size_t Lmax)
+{
+    size_t r = QKV_ROWS > Lmax ? QKV_ROWS : Lmax;
+    return r < T ? r : T;
+}
+
+/* Ensures scratch for T tokens, sequences up to L long and n sequences.
+ * Sizes were checked against overflow by the caller. */
+static lipi_status reserve(lipi_model_session *s, size_t T, size_t L, size_t n)
+{
+    lipi_status st = LIPI_OK;
+    const lipi_config *c = &s->m->cfg;
+    size_t C = c->hidden, I = c->inter, E = c->embed;
+    size_t rq = qkv_rows(T, L), rf = T < FFN_ROWS ? T : FFN_ROWS;
+    size_t big = rq * 3 * C > rf * I ? rq * 3 * C : rf * I;
+    if (s->m->proj_w && E > C)
+        big = big > T * E ? big : T * E;
+    size_t tc = T * C;
+    ENSURE(s->x, s->cap_x, tc);
+    ENSURE(s->tmp, s->cap_tmp, tc);
+    ENSURE(s->att, s->cap_att, tc);
+    ENSURE(s->big, s->cap_big, big);
+    ENSURE(s->scores, s->cap_scores, s->nthreads * L * L);
+    ENSURE(s->tok_id, s->cap_id, T);
+    ENSURE(s->tok_type, s->cap_type, T);
+    ENSURE(s->tok_pos, s->cap_pos, T);
+    ENSURE(s->off, s->cap_off, n + 1);
+    if (s->m->int8) {
+        size_t aq = tc > rf * I ? tc : rf * I;
+        ENSURE(s->aq, s->cap_aq, aq);
+        ENSURE(s->as, s->cap_as, T);
+        ENSURE(s->acc, s->cap_acc, s->nthreads * TILE_M * TILE_N);
+    }
+done:
+    return st;
+}
+
+/* ======================================================================== */
+/* Tasks                                                                     */
+/* ======================================================================== */
+
+typedef struct {
+    lipi_gemm_kind kind;
+    size_t M, N, K;
+    const float *a; /* (M, K) */
+    size_t lda;
+    const float *w; /* (N, K) */
+    const float *bias;
+    float *c;       /* (M, N) */
+    int act;
+    const float *res; /* (M, N) or NULL */
+    size_t tiles_n, tm, tn;
+    const lipi_qlinear *q; /* int8 weights, or NULL */
+    const uint8_t *aq;     /* (M, K) quantized a */
+    const float *as;       /* (M) */
+    int32_t *acc;          /* per worker (TILE_M, TILE_N) */
+} linear_job;
+
+/* One (mr, nr) tile at (i0, j0) of c: (M, N) = act(a (M, K) . w (N, K)^T + bias)
+ * (+ res (M, N)) */
+static void linear_task(void *p, size_t t, size_t worker)
+{
+    const linear_job *j = p;
+    size_t i0 = (t / j->tiles_n) * j->tm, j0 = (t % j->tiles_n) * j->tn;
+    size_t mr = j->M - i0 < j->tm ? j->M - i0 : j->tm;
+    size_t nr = j->N - j0 < j->tn ? j->N - j0 : j->tn;
+    float *c = j->c + i0 * j->N + j0;
+    if (j->q) {
+        int32_t *acc = j->acc + worker * TILE_M * TILE_N; /* (mr, nr) */
+        lipi_igemm_nt(j->kind, mr, nr, j->K, j->aq + i0 * j->K, j->K, j->q->w + j0 * j->K, j->K,
+                      j->q->wsum + j0, acc, nr);
+        lipi_dequantize(acc, mr, nr, j->as + i0, j->q->scale + j0, j->bias + j0, j->act,
+                        j->res ? j->res + i0 * j->N + j0 : NULL, j->N, c, j->N);
+        return;
+    }
+    lipi_sgemm_nt(j->kind, mr, nr, j->K, j->a + i0 * j->lda, j->lda, j->w + j0 * j->K, j->K, c,
+                  j->N);
+    lipi_bias_act(c, mr, nr, j->N, j->bias + j0, j->act, j->res ? j->res + i0 * j->N + j0 : NULL,
+                  j->N);
+}
+
+typedef struct {
+    const float *a; /* (M, K) */
+    size_t M, K;
+    uint8_t *aq;    /* (M, K) */
+    float *as;      /* (M) */
+} quant_job;
+
+static void quant_task(void *p, size_t t, size_t worker)
+{
+    const quant_job *j = p;
+    size_t r0 = t * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK < j->M ? r0 + ROWS_PER_TASK : j->M;
+    for (size_t r = r0; r < r1; r++)
+        lipi_quantize_row(j->a + r * j->K, j->K, j->aq + r * j->K, &j->as[r]);
+}
+
+/* out: (M, N) = act(a (M, K) . w (N, K)^T + bias) (+ res (M, N)); with int8
+ * weights q, a is first quantized per token */
+static void linear_q(lipi_model_session *s, size_t M, size_t N, size_t K, const float *a,
+                     const float *w, const lipi_qlinear *q, const float *bias, int act,
+                     const float *res, float *out)
+{
+    /* Many rows: 256 x 256 tiles. Few rows (one short batch): wider tiles
+     * so each GEMM call amortizes its packing, but still two column tiles
+     * or more so that two threads share the work. */
+    size_t tm = TILE_M, tn = 256;
+    if (M <= TILE_M) {
+        tn = ((N / 2 + 63) / 64) * 64;
+        tn = tn < 64 ? 64 : tn > 384 ? 384 : tn;
+    }
+    linear_job j = {s->gemm, M, N, K, a, K, w, bias, out, act, res, (N + tn - 1) / tn, tm, tn,
+                    NULL, NULL, NULL, NULL};
+    if (q && q->w) {
+        quant_job qj = {a, M, K, s->aq, s->as};
+        parallel(s, quant_task, &qj, (M + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+        j.q = q;
+        j.aq = s->aq;
+        j.as = s->as;
+        j.acc = s->acc;
+    }
+    parallel(s, linear_task, &j, ((M + tm - 1) / tm) * j.tiles_n);
+}
+
+static void linear(lipi_model_session *s, size_t M, size_t N, size_t K, const float *a,
+                   const float *w, const float *bias, int act, const float *res, float *out)
+{
+    linear_q(s, M, N, K, a, w, NULL, bias, act, res, out);
+}
+
+void lipi_session_linear(lipi_model_session *s, size_t M, size_t N, size_t K, const float *a,
+                         const float *w, const float *bias, int act, const float *res,
+                         float *out)
+{
+    int prev = lipi_gemm_thread_enter();
+    linear(s, M, N, K, a, w, bias, act, res, out);
+    lipi_gemm_thread_restore(prev);
+}
+
+typedef struct {
+    lipi_model_session *s;
+    size_t T;
+    float *x; /* (T, C) */
+    size_t C;
+    const float *w, *b;
+    float eps;
+} ln_job;
+
+static void ln_task(void *p, size_t t, size_t worker)
+{
+    const ln_job *j = p;
+    size_t r0 = t * ROWS_PER_TASK;
+    size_t n = j->T - r0 < ROWS_PER_TASK ? j->T - r0 : ROWS_PER_TASK;
+    lipi_layernorm(j->x + r0 * j->C, n, j->C, j->w, j->b, j->eps);
+}
+
+static void layernorm_rows(lipi_model_session *s, float *x, size_t T, size_t C, const float *w,
+                           const float *b, float eps)
+{
+    ln_job j = {s, T, x, C, w, b, eps};
+    parallel(s, ln_task, &j, (T + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+}
+
+/* Where the (T, E) embeddings go: x, or for ALBERT (projected to C after)
+ * tmp when it is wide enough, else big. */
+static float *embed_out(lipi_model_session *s)
+{
+    const lipi_model *m = s->m;
+    if (!m->proj_w)
+        return s->x;
+    return m->cfg.embed <= m->cfg.hidden ? s->tmp : s->big;
+}
+
+/* Embeddings of a row range: word + token type + position, then LayerNorm.
+ * out: (T, E) */
+static void embed_task(void *p, size_t t, size_t worker)
+{
+    lipi_model_session *s = p;
+    const lipi_model *m = s->m;
+    size_t E = m->cfg.embed, T = s->rows;
+    size_t r0 = t * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK < T ? r0 + ROWS_PER_TASK : T;
+    float *out = embed_out(s);
+    for (size_t r = r0; r < r1; r++) {
+        float *o = out + r * E;
+        const float *we = m->word_emb + (size_t)s->tok_id[r] * E;
+        const float *pe = m->pos_emb + (size_t)s->tok_pos[r] * E;
+        if (m->type_emb) {
+            const float *te = m->type_emb + (size_t)s->tok_type[r] * E;
+            for (size_t i = 0; i < E; i++)
+                o[i] = (we[i] + te[i]) + pe[i];
+        } else {
+            for (size_t i = 0; i < E; i++)
+                o[i] = we[i] + pe[i];
+        }
+    }
+    lipi_layernorm(out + r0 * E, r1 - r0, E, m->emb_ln_w, m->emb_ln_b, m->cfg.ln_eps);
+}
+
+typedef struct {
+    lipi_model_session *s;
+    size_t first, H, D, C; /* sequences first, first + 1, ... of the group */
+    size_t t0;             /* the group's first token */
+    const float *qkv;      /* (group tokens, 3C) */
+    float *out;            /* (T, C) */
+    float scale;
+} attn_job;
+
+/* One (sequence, head): softmax(q k^T / sqrt(D)) v over the sequence's own
+ * tokens. q, k, v: (L, D) slices of qkv with row stride 3C -> out (L, D)
+ * slice with row stride C */
+static void attn_task(void *p, size_t t, size_t worker)
+{
+    const attn_job *j = p;
+    lipi_model_session *s = j->s;
+    size_t seq = j->first + t / j->H, h = t % j->H;
+    size_t o = s->off[seq], L = s->off[seq + 1] - o, C3 = 3 * j->C;
+    const float *q = j->qkv + (o - j->t0) * C3 + h * j->D;
+    const float *k = q + j->C, *v = q + 2 * j->C;
+    float *S = s->scores + worker * s->lmax * s->lmax; /* (L, L) */
+    lipi_sgemm_nt(s->gemm, L, L, j->D, q, C3, k, C3, S, L);
+    for (size_t i = 0; i < L; i++)
+        lipi_softmax(S + i * L, L, j->scale);
+    lipi_sgemm_nn(s->gemm, L, j->D, L, S, L, v, C3, j->out + o * j->C + h * j->D, j->C);
+}
+
+/* ======================================================================== */
+/* Forward                                                                   */
+/* ======================================================================== */
+
+static lipi_status check_inputs(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
+                                size_t *T_out, size_t *L_out, lipi_error *err)
+{
+    const lipi_config *c = &s->m->cfg;
+    size_t T = 0, Lmax = 0, maxlen = c->max_pos - c->pos_offset;
+    /* Task indices of one dispatch (sequences x heads) stay below 2^32. */
+    if (n > ((size_t)1 << 24))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "expected at most %zu sequences per call, found %zu",
+                              (size_t)1 << 24, n);
+    size_t widest = 3 * c->hidden > c->inter ? 3 * c->hidden : c->inter;
+    for (size_t i = 0; i < n; i++) {
+        const lipi_sequence *q = &seqs[i];
+        if (q->len == 0 || q->len > maxlen)
+            return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                                  "sequence %zu: expected 1..%zu tokens, found %zu", i, maxlen,
+                                  q->len);
+        for (size_t k = 0; k < q->len; k++) {
+            if (q->ids[k] >= c->vocab)
+                return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                                      "sequence %zu, token %zu: id %u is not below the "
+                                      "vocabulary size %zu",
+                                      i, k, q->ids[k], c->vocab);
+            if (q->type_ids && c->type_vocab && q->type_ids[k] >= c->type_vocab)
+                return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                                      "sequence %zu, token %zu: token type %u is not below "
+                                      "type_vocab_size %zu",
+                                      i, k, q->type_ids[k], c->type_vocab);
+        }
+        T += q->len;
+        Lmax = q->len > Lmax ? q->len : Lmax;
+    }
+    size_t nt = s->nthreads;
+    if (T > SIZE_MAX / sizeof(float) / widest ||
+        (Lmax && Lmax > SIZE_MAX / sizeof(float) / Lmax / nt))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "batch too large");
+    *T_out = T;
+    *L_out = Lmax;
+    return LIPI_OK;
+}
+
+/* The sublayer output in tmp becomes the next input x. */
+static void swap_x_tmp(lipi_model_session *s)
+{
+    float *p = s->tmp;
+    size_t cap = s->cap_tmp;
+    s->tmp = s->x;
+    s->cap_tmp = s->cap_x;
+    s->x = p;
+    s->cap_x = cap;
+}
+
+/* Runs the encoder; the last hidden states end in s->x (T, C) with
+ * sequence offsets s->off. */
+static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t n, size_t *T_out,
+                       lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    const lipi_model *m = s->m;
+    const lipi_config *c = &m->cfg;
+    size_t T = 0, Lmax = 0;
+    int omp_prev = lipi_gemm_thread_enter();
+    TRY(check_inputs(s, seqs, n, &T, &Lmax, err));
+    if ((st = reserve(s, T, Lmax, n)) != LIPI_OK) {
+        lipi_error_set(err, st, NULL, 0, 0, "out of memory for a batch of %zu tokens", T);
+        goto done;
+    }
+    size_t t = 0;
+    s->off[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        const lipi_sequence *q = &seqs[i];
+        /* RoBERTa's create_position_ids_from_input_ids: padding tokens keep
+         * padding_idx, the others count up from padding_idx + 1. */
+        uint32_t count = 0;
+        for (size_t k = 0; k < q->len; k++, t++) {
+            s->tok_id[t] = q->ids[k];
+            s->tok_type[t] = q->type_ids ? q->type_ids[k] : 0;
+            if (c->arch == LIPI_ARCH_ROBERTA) {
+                bool real = q->ids[k] != c->pad_id;
+                count += real;
+                s->tok_pos[t] = real ? c->pad_id + count : c->pad_id;
+            } else {
+                s->tok_pos[t] = (uint32_t)k;
+            }
+        }
+        s->off[i + 1] = t;
+    }
+    if (T == 0)
+        goto done;
+    s->rows = T;
+    s->lmax = Lmax;
+    parallel(s, embed_task, s, (T + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+    size_t C = c->hidden, I = c->inter, H = c->heads, D = C / H;
+    if (m->proj_w)
+        linear(s, T, C, c->embed, embed_out(s), m->proj_w, m->proj_b, LIPI_ACT_NONE, NULL,
+               s->x);
+
+    for (size_t l = 0; l < m->n_exec; l++) {
+        const lipi_layer_w *w = m->exec[l];
+        /* Attention, group by group of whole sequences: qkv (rows, 3C) in
+         * big, the heads' outputs into att (T, C). */
+        for (size_t i = 0; i < n;) {
+            size_t j = i + 1, t0 = s->off[i];
+            while (j < n && s->off[j + 1] - t0 <= QKV_ROWS)
+                j++;
+            size_t rows = s->off[j] - t0;
+            linear_q(s, rows, 3 * C, C, s->x + t0 * C, w->qkv_w, &w->qkv_q, w->qkv_b,
+                     LIPI_ACT_NONE, NULL, s->big);
+            attn_job aj = {s, i, H, D, C, t0, s->big, s->att, 1.0f / sqrtf((float)D)};
+            parallel(s, attn_task, &aj, (j - i) * H);
+            i = j;
+        }
+        linear_q(s, T, C, C, s->att, w->ao_w, &w->ao_q, w->ao_b, LIPI_ACT_NONE, s->x, s->tmp);
+        layernorm_rows(s, s->tmp, T, C, w->ln1_w, w->ln1_b, c->ln_eps);
+        swap_x_tmp(s);
+        /* FFN, block by block of FFN_ROWS tokens: (rows, I) in big. */
+        for (size_t r0 = 0; r0 < T; r0 += FFN_ROWS) {
+            size_t rows = T - r0 < FFN_ROWS ? T - r0 : FFN_ROWS;
+            linear_q(s, rows, I, C, s->x + r0 * C, w->ff1_w, &w->ff1_q, w->ff1_b, (int)c->act,
+                     NULL, s->big);
+            linear_q(s, rows, C, I, s->big, w->ff2_w, &w->ff2_q, w->ff2_b, LIPI_ACT_NONE,
+                     s->x + r0 * C, s->tmp + r0 * C);
+        }
+        layernorm_rows(s, s->tmp, T, C, w->ln2_w, w->ln2_b, c->ln_eps);
+        swap_x_tmp(s);
+    }
+done:
+    lipi_gemm_thread_restore(omp_prev);
+    *T_out = T;
+    return st;
+}
+
+lipi_status lipi_model_forward(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
+                               float *hidden, lipi_error *err)
+{
+    size_t T = 0;
+    lipi_status st = run(s, seqs, n, &T, err);
+    if (st == LIPI_OK && T)
+        memcpy(hidden, s->x, T * s->m->cfg.hidden * sizeof(float));
+    return st;
+}
+
+lipi_status lipi_model_embed(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
+                             const lipi_embed_options *opt, float *out, lipi_error *err)
+{
+    const lipi_config *c = &s->m->cfg;
+    unsigned flags = opt && opt->pooling ? opt->pooling : c->pooling;
+    bool norm = opt && opt->normalize >= 0 ? opt->normalize != 0 : c->normalize;
+    if (flags & ~15u)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "pooling: unknown flags 0x%x", flags & ~15u);
+    size_t k = 0;
+    for (unsigned b = flags; b; b &= b - 1)
+        k++;
+    size_t pooled = k * c->hidden;
+    if (c->n_dense && c->dense[0].in != pooled)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "pooling gives %zu values per sentence, the Dense module in %s "
+                              "expects %zu",
+                              pooled, c->dense[0].path, c->dense[0].in);
+    size_t T = 0;
+    lipi_status st = run(s, seqs, n, &T, err);
+    if (st != LIPI_OK || n == 0)
+        return st;
+    if (!c->n_dense) {
+        lipi_pool(s->x, s->off, n, c->hidden, flags, out);
+    } else {
+        /* Ping-pong between two scratch rows buffers, the last layer into out. */
+        size_t widest = pooled;
+        for (size_t i = 0; i < c->n_dense; i++)
+            widest = c->dense[i].out > widest ? c->dense[i].out : widest;
+        if (n > SIZE_MAX / sizeof(float) / 2 / widest)
+            return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "batch too large");
+        float *buf = lipi_malloc(2 * n * widest * sizeof(float));
+        if (!buf)
+            return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        float *a = buf, *b = buf + n * widest;
+        lipi_pool(s->x, s->off, n, c->hidden, flags, a);
+        for (size_t i = 0; i < c->n_dense; i++) {
+            float *dst = i + 1 == c->n_dense ? out : b;
+            lipi_dense_apply(&c->dense[i], a, n, dst);
+            float *t = a;
+            a = dst;
+            b = t;
+        }
+        lipi_free(buf);
+    }
+    if (norm)
+        lipi_l2_normalize(out, n, lipi_model_embed_dim(s->m, flags));
+    return LIPI_OK;
+}
+
+lipi_status lipi_model_classify(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
+                                float *logits, float *probs, lipi_error *err)
+{
+    const lipi_model *m = s->m;
+    if (m->head == LIPI_HEAD_NONE)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "the model has no classifier head (expected a "
+                              "*ForSequenceClassification checkpoint)");
+    size_t T = 0, NL = m->cfg.num_labels;
+    lipi_status st = run(s, seqs, n, &T, err);
+    if (st != LIPI_OK || n == 0)
+        return st;
+    /* Scratch: one hidden vector, then the logits when the caller wants
+     * only probabilities. */
+    size_t C = m->cfg.hidden;
+    float *scratch = lipi_malloc((C + (logits ? 0 : n * NL)) * sizeof(float));
+    if (!scratch)
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    float *lg = logits ? logits : scratch + C;
+    lipi_head_logits(m, s->x, s->off, n, scratch, lg);
+    for (size_t i = 0; probs && i < n; i++) {
+        const float *z = lg + i * NL;
+        float *p = probs + i * NL;
+        if (m->cfg.multi_label) {
+            for (size_t k = 0; k < NL; k++)
+                p[k] = (float)(1.0 / (1.0 + exp(-(double)z[k])));
+            continue;
+        }
+        double mx = z[0], sum = 0;
+        for (size_t k = 1; k < NL; k++)
+            mx = z[k] > mx ? z[k] : mx;
+        for (size_t k = 0; k < NL; k++)
+            sum += exp(z[k] - mx);
+        for (size_t k = 0; k < NL; k++)
+            p[k] = (float)(exp(z[k] - mx) / sum);
+    }
+    lipi_free(scratch);
+    return LIPI_OK;
+}

@@ -1,0 +1,621 @@
+/* Loading a model folder: config, then every weight the architecture needs,
+ * checked against the config's shapes, converted to float32 and copied into
+ * one 64-byte aligned block. Query, key and value weights are stacked into
+ * one (3C, C) matrix so the attention input is a single GEMM. */
+#include "pipeline/pipeline_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* A region of the weight block: one or more tensors copied side by side.
+ * A quantized region (dtype int8) holds a (rows, cols) matrix as int8 in
+ * the int8 block, its scales and offsets as 2 * rows floats in the block. */
+typedef struct {
+    float **dst;
+    size_t floats;
+    size_t offset; /* in the block, set when the layout is fixed */
+    lipi_qlinear *q;
+    size_t rows, cols, qoffset;
+} region;
+
+/* One tensor to copy into a region at a float offset. */
+typedef struct {
+    char name[160];
+    size_t region, off;
+    size_t ndim, shape[2];
+    const lipi_st_tensor *t;
+} binding;
+
+typedef struct {
+    const lipi_safetensors *st;
+    const char *prefix;
+    region *regions;
+    size_t n_regions, cap_regions;
+    binding *binds;
+    size_t n_binds, cap_binds;
+    lipi_error *err;
+    bool int8;
+} loader;
+
+/* Finds a tensor by name; LayerNorm parameters also under their legacy
+ * TensorFlow names gamma/beta. */
+static const lipi_st_tensor *find_tensor(const lipi_safetensors *st, const char *name)
+{
+    const lipi_st_tensor *t = lipi_st_find(st, name);
+    if (t || (!strstr(name, "LayerNorm") && !strstr(name, "layer_norm")))
+        return t;
+    char alt[200];
+    size_t n = strlen(name);
+    if (n > 7 && !strcmp(name + n - 7, ".weight") && n < sizeof alt) {
+        snprintf(alt, sizeof alt, "%.*s.gamma", (int)(n - 7), name);
+        return lipi_st_find(st, alt);
+    }
+    if (n > 5 && !strcmp(name + n - 5, ".bias") && n < sizeof alt) {
+        snprintf(alt, sizeof alt, "%.*s.beta", (int)(n - 5), name);
+        return lipi_st_find(st, alt);
+    }
+    return NULL;
+}
+
+static lipi_status add_region(loader *L, float **dst, size_t floats, size_t *idx)
+{
+    void *p = L->regions;
+    if (lipi_grow(&p, &L->cap_regions, L->n_regions + 1, sizeof *L->regions) != LIPI_OK)
+        return LIPI_ENOMEM;
+    L->regions = p;
+    L->regions[L->n_regions] = (region){dst, floats, 0, NULL, 0, 0, 0};
+    *idx = L->n_regions++;
+    return LIPI_OK;
+}
+
+static lipi_status add_qregion(loader *L, lipi_qlinear *q, size_t rows, size_t cols, size_t *idx)
+{
+    lipi_status st = add_region(L, NULL, 2 * rows, idx);
+    if (st == LIPI_OK) {
+        L->regions[*idx].q = q;
+        L->regions[*idx].rows = rows;
+        L->regions[*idx].cols = cols;
+    }
+    return st;
+}
+
+/* Binds `prefix + name` of shape (rows, cols) (cols 0: a vector of rows)
+ * at float offset `off` of region `reg`. `base` = false: no model prefix
+ * (classifier heads sit beside the base model). */
+static lipi_status bind(loader *L, bool base, const char *name, size_t reg, size_t off,
+                        size_t rows, size_t cols)
+{
+    void *p = L->binds;
+    if (lipi_grow(&p, &L->cap_binds, L->n_binds + 1, sizeof *L->binds) != LIPI_OK)
+        return LIPI_ENOMEM;
+    L->binds = p;
+    binding *b = &L->binds[L->n_binds++];
+    memset(b, 0, sizeof *b);
+    snprintf(b->name, sizeof b->name, "%s%s", base ? L->prefix : "", name);
+    b->region = reg;
+    b->off = off;
+    b->ndim = cols ? 2 : 1;
+    b->shape[0] = rows;
+    b->shape[1] = cols;
+    return LIPI_OK;
+}
+
+/* A Linear layer (out, in) with its bias into fresh regions; the matrix
+ * quantized into *q instead of *w when q is not NULL. */
+static lipi_status linear(loader *L, bool base, const char *name, float **w, lipi_qlinear *q,
+                          float **b, size_t out, size_t in)
+{
+    lipi_status st = LIPI_OK;
+    char n[160];
+    size_t r;
+    if (q)
+        TRY(add_qregion(L, q, out, in, &r));
+    else
+        TRY(add_region(L, w, out * in, &r));
+    snprintf(n, sizeof n, "%s.weight", name);
+    TRY(bind(L, base, n, r, 0, out, in));
+    TRY(add_region(L, b, out, &r));
+    snprintf(n, sizeof n, "%s.bias", name);
+    TRY(bind(L, base, n, r, 0, out, 0));
+done:
+    return st;
+}
+
+static lipi_status layernorm(loader *L, const char *name, float **w, float **b, size_t C)
+{
+    lipi_status st = LIPI_OK;
+    char n[160];
+    size_t r;
+    TRY(add_region(L, w, C, &r));
+    snprintf(n, sizeof n, "%s.weight", name);
+    TRY(bind(L, true, n, r, 0, C, 0));
+    TRY(add_region(L, b, C, &r));
+    snprintf(n, sizeof n, "%s.bias", name);
+    TRY(bind(L, true, n, r, 0, C, 0));
+done:
+    return st;
+}
+
+static lipi_status embedding(loader *L, const char *name, float **w, size_t rows, size_t E)
+{
+    size_t r;
+    if (add_region(L, w, rows * E, &r) != LIPI_OK)
+        return LIPI_ENOMEM;
+    return bind(L, true, name, r, 0, rows, E);
+}
+
+/* Query, key and value (C, C) each, stacked into (3C, C) and (3C). */
+static lipi_status qkv(loader *L, const char *pre, const char *const names[3], lipi_layer_w *w,
+                       size_t C)
+{
+    lipi_status st = LIPI_OK;
+    size_t rw, rb;
+    char n[160];
+    if (L->int8)
+        TRY(add_qregion(L, &w->qkv_q, 3 * C, C, &rw));
+    else
+        TRY(add_region(L, &w->qkv_w, 3 * C * C, &rw));
+    TRY(add_region(L, &w->qkv_b, 3 * C, &rb));
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(n, sizeof n, "%s%s.weight", pre, names[i]);
+        TRY(bind(L, true, n, rw, i * C * C, C, C));
+        snprintf(n, sizeof n, "%s%s.bias", pre, names[i]);
+        TRY(bind(L, true, n, rb, i * C, C, 0));
+    }
+done:
+    return st;
+}
+
+/* Per-architecture tensor names of one layer. */
+typedef struct {
+    const char *q, *k, *v, *ao, *ln1, *ff1, *ff2, *ln2;
+} layer_names;
+
+static const layer_names BERT_NAMES = {
+    "attention.self.query", "attention.self.key", "attention.self.value",
+    "attention.output.dense", "attention.output.LayerNorm", "intermediate.dense",
+    "output.dense", "output.LayerNorm"};
+static const layer_names ALBERT_NAMES = {
+    "attention.query", "attention.key", "attention.value", "attention.dense",
+    "attention.LayerNorm", "ffn", "ffn_output", "full_layer_layer_norm"};
+static const layer_names DISTIL_NAMES = {
+    "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin",
+    "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm"};
+
+static lipi_status layer(loader *L, const char *pre, const layer_names *nm, lipi_layer_w *w,
+                         const lipi_config *c)
+{
+    lipi_status st = LIPI_OK;
+    char n[160];
+    const char *const q[3] = {nm->q, nm->k, nm->v};
+    size_t C = c->hidden, I = c->inter;
+    TRY(qkv(L, pre, q, w, C));
+    snprintf(n, sizeof n, "%s%s", pre, nm->ao);
+    TRY(linear(L, true, n, &w->ao_w, L->int8 ? &w->ao_q : NULL, &w->ao_b, C, C));
+    snprintf(n, sizeof n, "%s%s", pre, nm->ln1);
+    TRY(layernorm(L, n, &w->ln1_w, &w->ln1_b, C));
+    snprintf(n, sizeof n, "%s%s", pre, nm->ff1);
+    TRY(linear(L, true, n, &w->ff1_w, L->int8 ? &w->ff1_q : NULL, &w->ff1_b, I, C));
+    snprintf(n, sizeof n, "%s%s", pre, nm->ff2);
+    TRY(linear(L, true, n, &w->ff2_w, L->int8 ? &w->ff2_q : NULL, &w->ff2_b, C, I));
+    snprintf(n, sizeof n, "%s%s", pre, nm->ln2);
+    TRY(layernorm(L, n, &w->ln2_w, &w->ln2_b, C));
+done:
+    return st;
+}
+
+static lipi_status plan(loader *L, lipi_model *m)
+{
+    lipi_status st = LIPI_OK;
+    const lipi_config *c = &m->cfg;
+    size_t C = c->hidden, E = c->embed;
+    char pre[96];
+    bool distil = c->arch == LIPI_ARCH_DISTILBERT;
+
+    TRY(embedding(L, "embeddings.word_embeddings.weight", &m->word_emb, c->vocab, E));
+    TRY(embedding(L, "embeddings.position_embeddings.weight", &m->pos_emb, c->max_pos, E));
+    if (!distil)
+        TRY(embedding(L, "embeddings.token_type_embeddings.weight", &m->type_emb,
+                      c->type_vocab, E));
+    TRY(layernorm(L, "embeddings.LayerNorm", &m->emb_ln_w, &m->emb_ln_b, E));
+    if (c->arch == LIPI_ARCH_ALBERT)
+        TRY(linear(L, true, "encoder.embedding_hidden_mapping_in", &m->proj_w, NULL,
+                   &m->proj_b, C, E));
+
+    for (size_t i = 0; i < m->n_unique; i++) {
+        switch (c->arch) {
+        case LIPI_ARCH_BERT:
+        case LIPI_ARCH_ROBERTA:
+            snprintf(pre, sizeof pre, "encoder.layer.%zu.", i);
+            TRY(layer(L, pre, &BERT_NAMES, &m->unique[i], c));
+            break;
+        case LIPI_ARCH_ALBERT:
+            snprintf(pre, sizeof pre, "encoder.albert_layer_groups.%zu.albert_layers.%zu.",
+                     i / c->inner_groups, i % c->inner_groups);
+            TRY(layer(L, pre, &ALBERT_NAMES, &m->unique[i], c));
+            break;
+        case LIPI_ARCH_DISTILBERT:
+            snprintf(pre, sizeof pre, "transformer.layer.%zu.", i);
+            TRY(layer(L, pre, &DISTIL_NAMES, &m->unique[i], c));
+            break;
+        }
+    }
+
+    if (!c->classifier)
+        goto done;
+    size_t NL = c->num_labels;
+    switch (c->arch) {
+    case LIPI_ARCH_BERT:
+        m->head = LIPI_HEAD_POOLER;
+        TRY(linear(L, true, "pooler.dense", &m->head1_w, NULL, &m->head1_b, C, C));
+        TRY(linear(L, false, "classifier", &m->head2_w, NULL, &m->head2_b, NL, C));
+        break;
+    case LIPI_ARCH_ALBERT:
+        m->head = LIPI_HEAD_POOLER;
+        TRY(linear(L, true, "pooler", &m->head1_w, NULL, &m->head1_b, C, C));
+        TRY(linear(L, false, "classifier", &m->head2_w, NULL, &m->head2_b, NL, C));
+        break;
+    case LIPI_ARCH_ROBERTA:
+        m->head = LIPI_HEAD_ROBERTA;
+        TRY(linear(L, false, "classifier.dense", &m->head1_w, NULL, &m->head1_b, C, C));
+        TRY(linear(L, false, "classifier.out_proj", &m->head2_w, NULL, &m->head2_b, NL, C));
+        break;
+    case LIPI_ARCH_DISTILBERT:
+        m->head = LIPI_HEAD_DISTILBERT;
+        TRY(linear(L, false, "pre_classifier", &m->head1_w, NULL, &m->head1_b, C, C));
+        TRY(linear(L, false, "classifier", &m->head2_w, NULL, &m->head2_b, NL, C));
+        break;
+    }
+done:
+    return st;
+}
+
+/* src: (rows, cols) float32 -> dst: (rows, cols) int8 with a scale per row
+ * (symmetric, max |w| -> 127) and wsum[r] = -128 * sum of the row's int8
+ * values (the offset that makes u8 activations signed again). */
+static void quantize_rows(const float *src, size_t rows, size_t cols, int8_t *dst,
+                          float *scale, int32_t *wsum)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const float *x = src + r * cols;
+        float amax = 0;
+        for (size_t k = 0; k < cols; k++)
+            amax = fabsf(x[k]) > amax ? fabsf(x[k]) : amax;
+        float sc = amax > 0 ? amax / 127.0f : 1.0f;
+        int32_t sum = 0;
+        for (size_t k = 0; k < cols; k++) {
+            long q = lrintf(x[k] / sc);
+            q = q > 127 ? 127 : q < -127 ? -127 : q;
+            dst[r * cols + k] = (int8_t)q;
+            sum += (int32_t)q;
+        }
+        scale[r] = sc;
+        wsum[r] = -128 * sum;
+    }
+}
+
+static void fmt_shape(char *buf, size_t cap, const size_t *shape, size_t ndim)
+{
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, cap - n, "[");
+    for (size_t i = 0; i < ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, i ? ", %zu" : "%zu", shape[i]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "]");
+}
+
+/* Every binding must name a float tensor of exactly the expected shape. */
+static lipi_status resolve(loader *L, const char *path)
+{
+    for (size_t i = 0; i < L->n_binds; i++) {
+        binding *b = &L->binds[i];
+        b->t = find_tensor(L->st, b->name);
+        if (!b->t)
+            return lipi_error_set(L->err, LIPI_EFORMAT, path, 0, 0,
+                                  "missing tensor \"%s\" (the config asks for it)", b->name);
+        const lipi_st_tensor *t = b->t;
+        if (t->dtype == LIPI_ST_OTHER)
+            return lipi_error_set(L->err, LIPI_EFORMAT, path, 0, 0,
+                                  "tensor \"%s\": dtype %s, expected F32, F16 or BF16",
+                                  b->name, t->dtype_name);
+        bool same = t->ndim == b->ndim;
+        for (size_t d = 0; same && d < b->ndim; d++)
+            same = t->shape[d] == b->shape[d];
+        if (!same) {
+            char want[64], got[128];
+            fmt_shape(want, sizeof want, b->shape, b->ndim);
+            fmt_shape(got, sizeof got, t->shape, t->ndim);
+            return lipi_error_set(L->err, LIPI_EFORMAT, path, 0, 0,
+                                  "tensor \"%s\": expected shape %s from config.json, "
+                                  "found %s",
+                                  b->name, want, got);
+        }
+    }
+    return LIPI_OK;
+}
+
+/* The base model's tensors may carry the architecture's prefix ("bert.",
+ * as saved by *For* heads) or none (as saved by the bare model). */
+static lipi_status choose_prefix(loader *L, const lipi_config *c, const char *path)
+{
+    static const char *const prefixes[] = {"bert.", "roberta.", "albert.", "distilbert."};
+    const char *p = prefixes[c->arch];
+    char name[160];
+    snprintf(name, sizeof name, "%sembeddings.word_embeddings.weight", p);
+    if (lipi_st_find(L->st, name)) {
+        L->prefix = p;
+        return LIPI_OK;
+    }
+    if (lipi_st_find(L->st, "embeddings.word_embeddings.weight")) {
+        L->prefix = "";
+        return LIPI_OK;
+    }
+    return lipi_error_set(L->err, LIPI_EFORMAT, path, 0, 0,
+                          "missing tensor \"%s\" (also looked for it without the \"%s\" "
+                          "prefix)",
+                          name, p);
+}
+
+static void fill_info(lipi_model *m)
+{
+    const lipi_config *c = &m->cfg;
+    lipi_model_info *in = &m->info;
+    in->model_type = c->model_type;
+    in->vocab_size = c->vocab;
+    in->hidden_size = c->hidden;
+    in->num_layers = m->n_exec;
+    in->num_heads = c->heads;
+    in->max_tokens = c->max_pos - c->pos_offset;
+    in->max_seq_length = c->max_seq_len && c->max_seq_len < in->max_tokens ? c->max_seq_len
+                                                                           : in->max_tokens;
+    in->pad_token_id = c->pad_id;
+    in->pooling = c->pooling;
+    in->normalize = c->normalize;
+    in->num_labels = c->classifier ? c->num_labels : 0;
+    in->labels = (const char *const *)c->labels;
+}
+
+static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    lipi_safetensors *sf = NULL;
+    loader L = {0};
+    char path[4096];
+    const lipi_config *c = &m->cfg;
+    float *tmp = NULL; /* int8 mode: one tensor in float32 before quantizing */
+    size_t tmp_cap = 0;
+    if ((size_t)snprintf(path, sizeof path, "%s/model.safetensors", dir) >= sizeof path) {
+        st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
+        goto done;
+    }
+    TRY(lipi_st_open(path, &sf, err));
+    L.st = sf;
+    L.err = err;
+    L.int8 = m->int8;
+
+    m->n_unique = c->arch == LIPI_ARCH_ALBERT ? c->groups * c->inner_groups : c->layers;
+    m->n_exec = c->arch == LIPI_ARCH_ALBERT ? c->layers * c->inner_groups : c->layers;
+    m->unique = lipi_calloc(m->n_unique, sizeof *m->unique);
+    m->exec = lipi_calloc(m->n_exec, sizeof *m->exec);
+    if (!m->unique || !m->exec) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
+    /* AlbertTransformer: layer i runs group int(i / (layers / groups)),
+     * which applies its inner_group_num layers in turn. */
+    for (size_t i = 0, k = 0; i < c->layers; i++) {
+        size_t per = c->arch == LIPI_ARCH_ALBERT ? c->layers / c->groups : 1;
+        size_t g = i / per;
+        for (size_t j = 0; j < c->inner_groups; j++)
+            m->exec[k++] = &m->unique[c->arch == LIPI_ARCH_ALBERT ? g * c->inner_groups + j : i];
+    }
+
+    TRY(choose_prefix(&L, c, path));
+    TRY(plan(&L, m));
+    TRY(resolve(&L, path));
+
+    size_t total = 0, qtotal = 0;
+    for (size_t i = 0; i < L.n_regions; i++) {
+        region *r = &L.regions[i];
+        r->offset = total;
+        /* 16 floats = 64 bytes: every matrix starts on a cache line. */
+        size_t padded = (r->floats + 15) & ~(size_t)15;
+        size_t qbytes = (r->rows * r->cols + 63) & ~(size_t)63;
+        if (padded < r->floats || total > SIZE_MAX / 4 - padded || qtotal > SIZE_MAX / 2 - qbytes) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0, "weights too large");
+            goto done;
+        }
+        total += padded;
+        r->qoffset = qtotal;
+        qtotal += qbytes;
+    }
+    m->block_raw = lipi_malloc(total * sizeof(float) + 64);
+    if (!m->block_raw) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
+    m->block = (float *)(((uintptr_t)m->block_raw + 63) & ~(uintptr_t)63);
+    m->block_floats = total;
+    if (qtotal) {
+        m->qblock_raw = lipi_malloc(qtotal + 64);
+        if (!m->qblock_raw) {
+            st = LIPI_ENOMEM;
+            goto done;
+        }
+        m->qblock = (int8_t *)(((uintptr_t)m->qblock_raw + 63) & ~(uintptr_t)63);
+    }
+    for (size_t i = 0; i < L.n_regions; i++) {
+        region *r = &L.regions[i];
+        if (r->q) {
+            r->q->w = m->qblock + r->qoffset;
+            r->q->scale = m->block + r->offset;
+            r->q->wsum = (int32_t *)(m->block + r->offset + r->rows);
+        } else {
+            *r->dst = m->block + r->offset;
+        }
+    }
+    for (size_t i = 0; i < L.n_binds; i++) {
+        const binding *b = &L.binds[i];
+        const region *r = &L.regions[b->region];
+        if (!r->q) {
+            lipi_st_to_f32(b->t, *r->dst + b->off);
+        } else {
+            if (b->t->nelem > tmp_cap) {
+                lipi_free(tmp);
+                tmp_cap = 0;
+                tmp = lipi_malloc(b->t->nelem * sizeof(float));
+                if (!tmp) {
+                    st = LIPI_ENOMEM;
+                    goto done;
+                }
+                tmp_cap = b->t->nelem;
+            }
+            lipi_st_to_f32(b->t, tmp);
+            size_t row0 = b->off / r->cols;
+            quantize_rows(tmp, b->shape[0], r->cols, r->q->w + row0 * r->cols,
+                          r->q->scale + row0, r->q->wsum + row0);
+        }
+        lipi_st_release(sf, b->t);
+    }
+done:
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, st, path, 0, 0, "out of memory");
+    lipi_free(L.regions);
+    lipi_free(L.binds);
+    lipi_free(tmp);
+    lipi_st_close(sf);
+    return st;
+}
+
+/* Weights of the sentence-transformers Dense modules: <path>/model.safetensors
+ * with linear.weight (out, in) and linear.bias (out). */
+static lipi_status load_dense(lipi_model *m, const char *dir, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    lipi_safetensors *sf = NULL;
+    lipi_config *c = &m->cfg;
+    size_t k = 0;
+    for (unsigned b = c->pooling & 15u; b; b &= b - 1)
+        k++;
+    size_t want = k * c->hidden;
+    char path[4096];
+    for (size_t i = 0; i < c->n_dense; i++) {
+        lipi_dense *d = &c->dense[i];
+        if (d->in != want) {
+            st = lipi_error_set(err, LIPI_EFORMAT, dir, 0, 0,
+                                "%s/config.json: in_features %zu, expected %zu (%s)", d->path,
+                                d->in, want, i ? "the previous Dense module's out_features"
+                                               : "the pooled embedding size");
+            goto done;
+        }
+        want = d->out;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, d->path) >=
+            sizeof path) {
+            st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
+            goto done;
+        }
+        TRY(lipi_st_open(path, &sf, err));
+        const char *names[2] = {"linear.weight", "linear.bias"};
+        float **dst[2] = {&d->w, &d->b};
+        size_t rows[2] = {d->out, d->out}, cols[2] = {d->in, 0};
+        for (size_t t = 0; t < (d->bias ? 2u : 1u); t++) {
+            const lipi_st_tensor *ten = lipi_st_find(sf, names[t]);
+            bool ok = ten && ten->dtype != LIPI_ST_OTHER && ten->ndim == (cols[t] ? 2u : 1u) &&
+                      ten->shape[0] == rows[t] && (!cols[t] || ten->shape[1] == cols[t]);
+            if (!ok) {
+                char want[64];
+                size_t shape[2] = {rows[t], cols[t]};
+                fmt_shape(want, sizeof want, shape, cols[t] ? 2 : 1);
+                st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                    "expected tensor \"%s\" of shape %s (F32, F16 or BF16)",
+                                    names[t], want);
+                goto done;
+            }
+            *dst[t] = lipi_malloc(ten->nelem * sizeof(float));
+            if (!*dst[t]) {
+                st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+                goto done;
+            }
+            lipi_st_to_f32(ten, *dst[t]);
+        }
+        lipi_st_close(sf);
+        sf = NULL;
+    }
+done:
+    lipi_st_close(sf);
+    return st;
+}
+
+lipi_status lipi_model_load(const char *dir, const lipi_model_load_options *opt,
+                            lipi_model **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    char *text = NULL;
+    size_t len = 0;
+    char path[4096];
+    lipi_model *m = lipi_calloc(1, sizeof *m);
+    *out = NULL;
+    if (!m) {
+        st = lipi_error_set(err, LIPI_ENOMEM, dir, 0, 0, "out of memory");
+        goto done;
+    }
+    if (opt && opt->dtype != LIPI_DTYPE_F32 && opt->dtype != LIPI_DTYPE_INT8) {
+        st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0,
+                            "dtype option: expected LIPI_DTYPE_F32 or LIPI_DTYPE_INT8");
+        goto done;
+    }
+    m->int8 = opt && opt->dtype == LIPI_DTYPE_INT8;
+    /* A sentence-transformers folder may keep the transformer in a subfolder. */
+    char sub[LIPI_SUBPATH_MAX], tdir[4096];
+    TRY(lipi_config_st_transformer(dir, sub, err));
+    if ((size_t)snprintf(tdir, sizeof tdir, "%s%s%s", dir, *sub ? "/" : "", sub) >=
+            sizeof tdir ||
+        (size_t)snprintf(path, sizeof path, "%s/config.json", tdir) >= sizeof path) {
+        st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
+        goto done;
+    }
+    TRY(lipi_read_file(path, LIPI_JSON_MAX, &text, &len, err));
+    TRY(lipi_config_parse(text, len, path, &m->cfg, err));
+    TRY(lipi_config_read_st(dir, sub, &m->cfg, err));
+    TRY(load_weights(m, tdir, err));
+    TRY(load_dense(m, dir, err));
+    fill_info(m);
+done:
+    lipi_free(text);
+    if (st != LIPI_OK) {
+        lipi_model_free(m);
+        return st;
+    }
+    *out = m;
+    return LIPI_OK;
+}
+
+void lipi_model_free(lipi_model *m)
+{
+    if (!m)
+        return;
+    lipi_config_free(&m->cfg);
+    lipi_free(m->block_raw);
+    lipi_free(m->qblock_raw);
+    lipi_free(m->unique);
+    lipi_free(m->exec);
+    lipi_free(m);
+}
+
+const lipi_model_info *lipi_model_get_info(const lipi_model *m)
+{
+    return &m->info;
+}
+
+size_t lipi_model_embed_dim(const lipi_model *m, unsigned pooling)
+{
+    unsigned f = pooling ? pooling : m->cfg.pooling;
+    size_t k = 0;
+    for (unsigned b = f & 15u; b; b &= b - 1)
+        k++;
+    const lipi_config *c = &m->cfg;
+    if (c->n_dense && c->dense[0].in == k * c->hidden)
+        return c->dense[c->n_dense - 1].out;
+    return k * c->hidden;
+}

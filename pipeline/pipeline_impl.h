@@ -1,0 +1,274 @@
+/* Internal interfaces between the pipeline's files; never included by a
+ * public header. Shape comments use T = tokens of a batch, C = hidden size,
+ * E = embedding size (ALBERT), I = FFN size, L = one sequence's length,
+ * D = head size. All matrices are row-major float32. */
+#ifndef LIPI_PIPELINE_IMPL_H
+#define LIPI_PIPELINE_IMPL_H
+
+#include "pipeline/pipeline.h"
+#include "tokenizer/common_impl.h"
+
+/* ======================================================================== */
+/* safetensors.c                                                             */
+/* ======================================================================== */
+
+typedef enum { LIPI_ST_F32, LIPI_ST_F16, LIPI_ST_BF16, LIPI_ST_OTHER } lipi_st_dtype;
+
+#define LIPI_ST_MAX_DIMS 8
+#define LIPI_ST_MAX_HEADER ((size_t)100 * 1000 * 1000)
+
+typedef struct {
+    char *name;
+    lipi_st_dtype dtype;
+    char dtype_name[12];
+    size_t ndim;
+    size_t shape[LIPI_ST_MAX_DIMS];
+    size_t nelem;
+    size_t begin, end;         /* byte range inside the data area */
+    const unsigned char *data; /* borrowed from the mapping */
+    UT_hash_handle hh;
+} lipi_st_tensor;
+
+typedef struct {
+    char *path;
+    unsigned char *map;
+    size_t map_len;
+    lipi_st_tensor *tensors; /* n entries */
+    size_t n;
+    lipi_st_tensor *index;   /* by name */
+} lipi_safetensors;
+
+/* Maps `path` and validates the whole header (see safetensors.c) before
+ * returning. *out is owned (lipi_st_close). */
+lipi_status lipi_st_open(const char *path, lipi_safetensors **out, lipi_error *err);
+const lipi_st_tensor *lipi_st_find(const lipi_safetensors *st, const char *name);
+/* Converts the tensor's elements (F32, F16 or BF16) to float32: dst has
+ * t->nelem entries. */
+void lipi_st_to_f32(const lipi_st_tensor *t, float *dst);
+/* Tells the kernel the tensor's pages will not be read again. */
+void lipi_st_release(const lipi_safetensors *st, const lipi_st_tensor *t);
+void lipi_st_close(lipi_safetensors *st);
+
+float lipi_f16_to_f32(uint16_t h);
+float lipi_bf16_to_f32(uint16_t h);
+
+/* ======================================================================== */
+/* config.c                                                                  */
+/* ======================================================================== */
+
+typedef enum {
+    LIPI_ARCH_BERT,
+    LIPI_ARCH_ROBERTA,
+    LIPI_ARCH_ALBERT,
+    LIPI_ARCH_DISTILBERT,
+} lipi_arch;
+
+typedef enum { LIPI_ACT_GELU, LIPI_ACT_GELU_TANH, LIPI_ACT_RELU } lipi_act;
+
+/* Longest module folder name inside a sentence-transformers folder. */
+#define LIPI_SUBPATH_MAX 256
+
+/* A sentence-transformers Dense module: y = act(W x + b) after pooling. */
+#define LIPI_MAX_DENSE 4
+typedef struct {
+    char path[LIPI_SUBPATH_MAX]; /* folder, relative to the model folder */
+    size_t in, out;
+    bool bias, tanh;      /* activation: Tanh or Identity */
+    float *w, *b;         /* (out, in), (out); owned */
+} lipi_dense;
+
+typedef struct {
+    lipi_arch arch;
+    char model_type[32];
+    size_t vocab, hidden, layers, heads, inter, max_pos, type_vocab;
+    size_t embed;                 /* E: ALBERT's embedding_size, else hidden */
+    size_t groups, inner_groups;  /* ALBERT layer sharing, else layers and 1 */
+    float ln_eps;
+    lipi_act act;
+    uint32_t pad_id;
+    size_t pos_offset;            /* RoBERTa: padding_idx + 1, else 0 */
+    bool classifier;              /* *ForSequenceClassification */
+    bool multi_label;
+    size_t num_labels;
+    char **labels;
+    /* sentence-transformers */
+    unsigned pooling;
+    bool normalize;
+    lipi_dense dense[LIPI_MAX_DENSE];
+    size_t n_dense;
+    size_t max_seq_len;           /* 0: not given */
+} lipi_config;
+
+/* Parses config.json text (`path` only names it in errors). */
+lipi_status lipi_config_parse(const char *json, size_t len, const char *path,
+                              lipi_config *cfg, lipi_error *err);
+/* The folder of the Transformer module named by dir/modules.json, relative
+ * to dir ("" when it is dir itself or there is no modules.json). */
+lipi_status lipi_config_st_transformer(const char *dir, char sub[LIPI_SUBPATH_MAX],
+                                       lipi_error *err);
+/* Reads modules.json and the pooling / Dense / normalize / sentence_bert
+ * settings of a sentence-transformers folder into cfg; no-op without
+ * modules.json. `sub` is the Transformer's folder. */
+lipi_status lipi_config_read_st(const char *dir, const char *sub, lipi_config *cfg,
+                                lipi_error *err);
+void lipi_config_free(lipi_config *cfg);
+
+/* json_loadb that tells allocation failures (LIPI_ENOMEM, also when
+ * jansson hid one) from syntax errors (LIPI_EFORMAT with the byte offset
+ * base + position). */
+typedef struct json_t json_t;
+lipi_status lipi_json_load(const char *text, size_t len, size_t flags, const char *path,
+                           size_t base, json_t **out, lipi_error *err);
+
+/* Largest config.json / modules.json lipi reads (lipi_read_file limit). */
+#define LIPI_JSON_MAX ((size_t)64 << 20)
+
+/* ======================================================================== */
+/* model.c: weights                                                          */
+/* ======================================================================== */
+
+/* An int8 linear layer (dtype int8): w (N, K) quantized per output row,
+ * w_f32[n][k] ~= scale[n] * w[n][k]. */
+typedef struct {
+    int8_t *w;      /* (N, K) */
+    float *scale;   /* (N) */
+    int32_t *wsum;  /* (N): -128 * sum_k w[n][k], the offset of u8 activations */
+} lipi_qlinear;
+
+typedef struct {
+    lipi_qlinear qkv_q, ao_q, ff1_q, ff2_q; /* int8 mode: the matrices below are NULL */
+    float *qkv_w;  /* (3C, C): query, key, value rows stacked */
+    float *qkv_b;  /* (3C) */
+    float *ao_w;   /* (C, C) attention output */
+    float *ao_b;
+    float *ln1_w, *ln1_b; /* (C) */
+    float *ff1_w;  /* (I, C) */
+    float *ff1_b;
+    float *ff2_w;  /* (C, I) */
+    float *ff2_b;
+    float *ln2_w, *ln2_b;
+} lipi_layer_w;
+
+typedef enum {
+    LIPI_HEAD_NONE,
+    LIPI_HEAD_POOLER,     /* BERT, ALBERT: pooler dense+tanh, classifier */
+    LIPI_HEAD_ROBERTA,    /* classifier.dense + tanh, classifier.out_proj */
+    LIPI_HEAD_DISTILBERT, /* pre_classifier + relu, classifier */
+} lipi_head_kind;
+
+struct lipi_model {
+    lipi_config cfg;
+    lipi_model_info info;
+    float *block;         /* every weight, one allocation (64-byte aligned) */
+    void *block_raw;
+    size_t block_floats;
+    int8_t *qblock;       /* int8 mode: the quantized matrices */
+    void *qblock_raw;
+    bool int8;
+    float *word_emb;      /* (V, E) */
+    float *pos_emb;       /* (P, E) */
+    float *type_emb;      /* (TV, E) or NULL */
+    float *emb_ln_w, *emb_ln_b; /* (E) */
+    float *proj_w;        /* (C, E) ALBERT only */
+    float *proj_b;
+    lipi_layer_w *unique; /* stored layers */
+    size_t n_unique;
+    const lipi_layer_w **exec; /* layers in the order they run */
+    size_t n_exec;
+    lipi_head_kind head;
+    float *head1_w, *head1_b; /* (C, C) pooler / dense / pre_classifier */
+    float *head2_w, *head2_b; /* (labels, C) classifier / out_proj */
+};
+
+/* ======================================================================== */
+/* gemm.c                                                                    */
+/* ======================================================================== */
+
+typedef enum { LIPI_GEMM_AUTO = 0, LIPI_GEMM_ONEDNN, LIPI_GEMM_PORTABLE } lipi_gemm_kind;
+
+/* Resolves AUTO to the best available backend. */
+lipi_gemm_kind lipi_gemm_resolve(lipi_gemm_kind k);
+
+/* c (M, N) = a (M, K) . b (N, K)^T   (ld* are row strides in floats).
+ * Single-threaded: callers split the work. */
+void lipi_sgemm_nt(lipi_gemm_kind k, size_t M, size_t N, size_t K, const float *a,
+                   size_t lda, const float *b, size_t ldb, float *c, size_t ldc);
+/* c (M, N) = a (M, K) . b (K, N) */
+void lipi_sgemm_nn(lipi_gemm_kind k, size_t M, size_t N, size_t K, const float *a,
+                   size_t lda, const float *b, size_t ldb, float *c, size_t ldc);
+void lipi_sgemm_nt_ref(size_t M, size_t N, size_t K, const float *a, size_t lda,
+                       const float *b, size_t ldb, float *c, size_t ldc);
+void lipi_sgemm_nn_ref(size_t M, size_t N, size_t K, const float *a, size_t lda,
+                       const float *b, size_t ldb, float *c, size_t ldc);
+
+/* c (M, N) = (a (M, K) - 128) . b (N, K)^T exactly in int32, computed as
+ * a . b^T + co[n] with co[n] = -128 * sum_k b[n][k] (a is u8: int8
+ * activations shifted by 128, b is s8). oneDNN's u8s8s32 GEMM when the CPU
+ * has VNNI (VPDPBUSD: no intermediate saturation), else lipi's own kernel
+ * (compiled for VNNI too, and picked by cpuid). */
+void lipi_igemm_nt(lipi_gemm_kind k, size_t M, size_t N, size_t K, const uint8_t *a,
+                   size_t lda, const int8_t *b, size_t ldb, const int32_t *co, int32_t *c,
+                   size_t ldc);
+void lipi_igemm_nt_ref(size_t M, size_t N, size_t K, const uint8_t *a, size_t lda,
+                       const int8_t *b, size_t ldb, const int32_t *co, int32_t *c, size_t ldc);
+/* Whether lipi_igemm_nt runs on VNNI for this backend. */
+bool lipi_igemm_vnni(lipi_gemm_kind k);
+
+/* Makes the calling thread run oneDNN single-threaded (its OpenMP team
+ * size); returns the previous value for lipi_gemm_thread_restore. */
+int lipi_gemm_thread_enter(void);
+void lipi_gemm_thread_restore(int prev);
+
+/* ======================================================================== */
+/* forward.c: kernels and the session                                        */
+/* ======================================================================== */
+
+/* x: (T, C) in place: x = (x - mean) / sqrt(var + eps) * w + b per row */
+void lipi_layernorm(float *x, size_t T, size_t C, const float *w, const float *b, float eps);
+void lipi_layernorm_ref(float *x, size_t T, size_t C, const float *w, const float *b,
+                        float eps);
+/* x: (L) in place: softmax(x * scale) */
+void lipi_softmax(float *x, size_t L, float scale);
+void lipi_softmax_ref(float *x, size_t L, float scale);
+/* x: (T, N) in place: act(x + bias) (+ residual (T, N) when not NULL) */
+void lipi_bias_act(float *x, size_t T, size_t N, size_t ldx, const float *bias, int act,
+                   const float *res, size_t ldr);
+void lipi_bias_act_ref(float *x, size_t T, size_t N, size_t ldx, const float *bias, int act,
+                       const float *res, size_t ldr);
+#define LIPI_ACT_NONE (-1)
+/* x: (K) -> q: (K) u8 = round(x / scale) + 128, scale = max |x| / 127 */
+void lipi_quantize_row(const float *x, size_t K, uint8_t *q, float *scale);
+/* acc: (M, N) int32 -> out: (M, N) with row stride ldo:
+ * act(acc * as[m] * ws[n] + bias[n]) (+ res (M, N) with row stride ldr) */
+void lipi_dequantize(const int32_t *acc, size_t M, size_t N, const float *as, const float *ws,
+                     const float *bias, int act, const float *res, size_t ldr, float *out,
+                     size_t ldo);
+
+/* out: (M, N) = act(a (M, K) . w (N, K)^T + bias) (+ res (M, N)), tiled over
+ * the session's threads exactly as the forward pass does (benchmarks; the
+ * session's model is not used and may be NULL). */
+void lipi_session_linear(lipi_model_session *s, size_t M, size_t N, size_t K, const float *a,
+                         const float *w, const float *bias, int act, const float *res,
+                         float *out);
+
+/* Forces a GEMM backend for one session (tests compare backends). */
+void lipi_model_session_set_gemm(lipi_model_session *s, lipi_gemm_kind k);
+
+/* ======================================================================== */
+/* pool.c                                                                    */
+/* ======================================================================== */
+
+/* hidden: (T, C) packed sequences with offsets off[0..n] -> out: (n, C * k)
+ * for the k pooling flags set */
+void lipi_pool(const float *hidden, const size_t *off, size_t n, size_t C, unsigned flags,
+               float *out);
+/* x: (n, in) -> y: (n, out) = act(x W^T + b) for one Dense module */
+void lipi_dense_apply(const lipi_dense *d, const float *x, size_t n, float *y);
+/* x: (n, D) rows scaled to unit L2 norm (norm clamped below at 1e-12) */
+void lipi_l2_normalize(float *x, size_t n, size_t D);
+/* Classifier head on the first token of each sequence: logits (n, labels);
+ * z: (C) scratch */
+void lipi_head_logits(const lipi_model *m, const float *hidden, const size_t *off, size_t n,
+                      float *z, float *logits);
+
+#endif

@@ -1,0 +1,244 @@
+/* `lipi train` and `lipi count` end to end: outputs, determinism, counting
+ * on shards, and the bad inputs the trainer must refuse before training. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/cli_run.h"
+#include "tokenizer/tokenizer.h"
+
+#define DATA "data/flores200/"
+#define ALL DATA "eng_Latn.txt " DATA "hin_Deva.txt " DATA "ben_Beng.txt " DATA "tam_Taml.txt"
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    *len = fread(buf, 1, (size_t)n, f);
+    buf[*len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void assert_same_file(const char *a, const char *b)
+{
+    size_t la, lb;
+    char *x = slurp(a, &la), *y = slurp(b, &lb);
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_int_equal(la, lb);
+    assert_memory_equal(x, y, la);
+    free(x);
+    free(y);
+}
+
+static cli_result run(const char *fmt, ...)
+{
+    char args[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    return cli_run(args, "", 0);
+}
+
+static void test_train_writes_a_loadable_tokenizer_of_the_asked_size(void **state)
+{
+    cli_result r = run("train --quiet --vocab-size 1200 -o /tmp/lipi-t1.json " ALL);
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    lipi_tokenizer *t = NULL;
+    lipi_error err;
+    assert_int_equal(lipi_tokenizer_load("/tmp/lipi-t1.json", &t, &err), LIPI_OK);
+    assert_int_equal(lipi_tokenizer_vocab_size(t), 1200);
+    assert_int_equal(lipi_tokenizer_model_type(t), LIPI_MODEL_BPE);
+    assert_true(lipi_tokenizer_get_model_options(t)->byte_fallback);
+    uint32_t id;
+    assert_true(lipi_tokenizer_token_to_id(t, "<0x00>", 6, &id));
+    lipi_tokenizer_free(t);
+    unlink("/tmp/lipi-t1.json");
+}
+
+static void test_train_is_byte_identical_on_1_and_2_threads(void **state)
+{
+    const char *units[] = {"char", "byte"};
+    for (int u = 0; u < 2; u++) {
+        cli_result r = run("train --quiet --units %s --threads 1 --vocab-size 1500 -o /tmp/lipi-th1.json " ALL, units[u]);
+        assert_int_equal(r.code, 0);
+        cli_result_free(&r);
+        r = run("train --quiet --units %s --threads 2 --vocab-size 1500 -o /tmp/lipi-th2.json " ALL, units[u]);
+        assert_int_equal(r.code, 0);
+        cli_result_free(&r);
+        assert_same_file("/tmp/lipi-th1.json", "/tmp/lipi-th2.json");
+    }
+    unlink("/tmp/lipi-th1.json");
+    unlink("/tmp/lipi-th2.json");
+}
+
+static void test_counting_shards_then_training_equals_training_on_files(void **state)
+{
+    cli_result r = run("count --quiet -o /tmp/lipi-c1.tsv " DATA "eng_Latn.txt " DATA "hin_Deva.txt");
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    r = run("count --quiet -o /tmp/lipi-c2.tsv " DATA "ben_Beng.txt " DATA "tam_Taml.txt");
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    r = run("count --merge -o /tmp/lipi-call.tsv /tmp/lipi-c1.tsv /tmp/lipi-c2.tsv");
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    r = run("train --quiet --vocab-size 1500 --from-counts /tmp/lipi-call.tsv -o /tmp/lipi-fc.json");
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    r = run("train --quiet --vocab-size 1500 -o /tmp/lipi-ff.json " ALL);
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    assert_same_file("/tmp/lipi-fc.json", "/tmp/lipi-ff.json");
+    /* Repeated --from-counts adds the shards up too. */
+    r = run("train --quiet --vocab-size 1500 --from-counts /tmp/lipi-c1.tsv --from-counts /tmp/lipi-c2.tsv -o /tmp/lipi-fc2.json");
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    assert_same_file("/tmp/lipi-fc2.json", "/tmp/lipi-ff.json");
+    const char *tmp[] = {"/tmp/lipi-c1.tsv", "/tmp/lipi-c2.tsv", "/tmp/lipi-call.tsv",
+                         "/tmp/lipi-fc.json", "/tmp/lipi-ff.json", "/tmp/lipi-fc2.json"};
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++)
+        unlink(tmp[i]);
+}
+
+static void test_export_merges_writes_gpt2_files_for_byte_units(void **state)
+{
+    cli_result r = run("train --quiet --units byte --vocab-size 600 -o /tmp/lipi-bl.json "
+                       "--export-merges /tmp/lipi-bl-dir " DATA "eng_Latn.txt");
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    size_t n;
+    char *merges = slurp("/tmp/lipi-bl-dir/merges.txt", &n);
+    assert_non_null(merges);
+    assert_true(strncmp(merges, "#version: 0.2\n", 14) == 0);
+    size_t lines = 0;
+    for (size_t i = 0; i < n; i++)
+        lines += merges[i] == '\n';
+    assert_int_equal(lines, 1 + (600 - 256)); /* header + one merge per new token */
+    free(merges);
+    char *vocab = slurp("/tmp/lipi-bl-dir/vocab.json", &n);
+    assert_non_null(vocab);
+    assert_non_null(strstr(vocab, "\"\xc4\xa0the\":")); /* "Ġthe" */
+    free(vocab);
+    unlink("/tmp/lipi-bl-dir/merges.txt");
+    unlink("/tmp/lipi-bl-dir/vocab.json");
+    rmdir("/tmp/lipi-bl-dir");
+    unlink("/tmp/lipi-bl.json");
+}
+
+static void test_bad_options_are_usage_errors(void **state)
+{
+    const char *bad[] = {
+        "train --vocab-size 0 -o /tmp/x.json " DATA "eng_Latn.txt",
+        "train --vocab-size 1099511627776 -o /tmp/x.json " DATA "eng_Latn.txt",
+        "train --vocab-size -5 -o /tmp/x.json " DATA "eng_Latn.txt",
+        "train --vocab-size ten -o /tmp/x.json " DATA "eng_Latn.txt",
+        "train --character-coverage 1.5 -o /tmp/x.json " DATA "eng_Latn.txt",
+        "train --units word -o /tmp/x.json " DATA "eng_Latn.txt",
+        "train --type wordpiece -o /tmp/x.json " DATA "eng_Latn.txt",
+        "train --vocab-size 100 " DATA "eng_Latn.txt",
+        "train --vocab-size 100 -o /tmp/x.json",
+        "count -o /tmp/x.tsv",
+        "train --pattern nosuch -o /tmp/x.json " DATA "eng_Latn.txt",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cli_result r = run("%s", bad[i]);
+        if (r.code != 2)
+            fprintf(stderr, "expected exit 2 for: lipi %s\n%s", bad[i], r.err);
+        assert_int_equal(r.code, 2);
+        assert_true(r.err_len > 0);
+        cli_result_free(&r);
+        assert_int_equal(access("/tmp/x.json", F_OK), -1);
+    }
+}
+
+static void test_vocab_below_the_alphabet_states_the_minimum(void **state)
+{
+    cli_result r = run("train --quiet --vocab-size 10 -o /tmp/lipi-small.json " DATA "hin_Deva.txt");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "minimum"));
+    assert_int_equal(access("/tmp/lipi-small.json", F_OK), -1);
+    cli_result_free(&r);
+}
+
+static void test_unwritable_output_fails_before_training(void **state)
+{
+    cli_result r = run("train --vocab-size 500 -o /nonexistent-dir/tok.json " ALL);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "/nonexistent-dir/tok.json"));
+    assert_null(strstr(r.err, "counting")); /* no progress: it never started */
+    cli_result_free(&r);
+}
+
+static void test_empty_corpus_and_invalid_utf8_are_errors(void **state)
+{
+    const char *empty = cli_temp_file("\n\n", 2);
+    char path[64];
+    snprintf(path, sizeof path, "%s", empty);
+    cli_result r = run("train --quiet --vocab-size 500 -o /tmp/lipi-e.json %s", path);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "nothing to train on"));
+    cli_result_free(&r);
+    unlink(path);
+    static const char bad_text[] = "good line\nbad \xc3\x28 line\n";
+    const char *bad = cli_temp_file(bad_text, sizeof bad_text - 1);
+    snprintf(path, sizeof path, "%s", bad);
+    r = run("train --quiet --vocab-size 500 -o /tmp/lipi-e.json %s", path);
+    assert_int_equal(r.code, 1);
+    char where[96];
+    snprintf(where, sizeof where, "%s:2:", path);
+    assert_non_null(strstr(r.err, where));
+    cli_result_free(&r);
+    assert_int_equal(access("/tmp/lipi-e.json", F_OK), -1);
+    unlink(path);
+}
+
+static void test_an_existing_output_survives_a_failed_run(void **state)
+{
+    FILE *f = fopen("/tmp/lipi-keep.json", "w");
+    fputs("old", f);
+    fclose(f);
+    cli_result r = run("train --quiet --vocab-size 10 -o /tmp/lipi-keep.json " DATA "hin_Deva.txt");
+    assert_int_equal(r.code, 1);
+    cli_result_free(&r);
+    size_t n;
+    char *s = slurp("/tmp/lipi-keep.json", &n);
+    assert_string_equal(s, "old");
+    free(s);
+    unlink("/tmp/lipi-keep.json");
+}
+
+int main(void)
+{
+    if (access(DATA "hin_Deva.txt", R_OK) != 0) {
+        fprintf(stderr, "test_cli_train: run from the repository root\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_train_writes_a_loadable_tokenizer_of_the_asked_size),
+        cmocka_unit_test(test_train_is_byte_identical_on_1_and_2_threads),
+        cmocka_unit_test(test_counting_shards_then_training_equals_training_on_files),
+        cmocka_unit_test(test_export_merges_writes_gpt2_files_for_byte_units),
+        cmocka_unit_test(test_bad_options_are_usage_errors),
+        cmocka_unit_test(test_vocab_below_the_alphabet_states_the_minimum),
+        cmocka_unit_test(test_unwritable_output_fails_before_training),
+        cmocka_unit_test(test_empty_corpus_and_invalid_utf8_are_errors),
+        cmocka_unit_test(test_an_existing_output_survives_a_failed_run),
+    };
+    return cmocka_run_group_tests_name("cli_train", tests, NULL, NULL);
+}

@@ -1,0 +1,1260 @@
+/* The transformer pipeline: safetensors validation, config parsing, kernels
+ * against their _ref versions, and whole models against the PyTorch
+ * reference outputs in tests/fixtures/models (made by make_models.py). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pipeline/pipeline_impl.h"
+
+#ifndef FIXTURES
+#define FIXTURES "tests/fixtures/models"
+#endif
+#define TOL 1e-4
+
+/* ======================================================================== */
+/* Helpers                                                                   */
+/* ======================================================================== */
+
+/* Counts |got - want| > tol and prints the first few mismatches. */
+static size_t mismatches(const char *what, const float *got, const float *want, size_t n,
+                         double tol)
+{
+    size_t bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= tol)) {
+            if (bad < 5)
+                fprintf(stderr, "  %s[%zu]: got %.7g, expected %.7g (diff %.3g)\n", what, i,
+                        got[i], want[i], d);
+            bad++;
+        }
+        if (d > worst)
+            worst = d;
+    }
+    if (bad)
+        fprintf(stderr, "  %s: %zu of %zu values off by more than %g (worst %.3g)\n", what, bad,
+                n, tol, worst);
+    return bad;
+}
+
+/* Reads a little-endian float32 .npy (C order); returns the data (free())
+ * and the shape. */
+static float *read_npy(const char *path, size_t shape[3], size_t *ndim)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    unsigned char pre[10];
+    assert_int_equal(fread(pre, 1, 10, f), 10);
+    assert_memory_equal(pre, "\x93NUMPY", 6);
+    size_t hl = (size_t)pre[8] | (size_t)pre[9] << 8;
+    char *hdr = calloc(1, hl + 1);
+    assert_int_equal(fread(hdr, 1, hl, f), hl);
+    assert_non_null(strstr(hdr, "'<f4'"));
+    assert_non_null(strstr(hdr, "'fortran_order': False"));
+    const char *p = strchr(strstr(hdr, "'shape'"), '(') + 1;
+    size_t n = 1;
+    *ndim = 0;
+    while (*p && *p != ')') {
+        char *end;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (end == p)
+            break;
+        shape[(*ndim)++] = (size_t)v;
+        n *= (size_t)v;
+        p = end;
+        while (*p == ',' || *p == ' ')
+            p++;
+    }
+    free(hdr);
+    float *data = malloc(n * sizeof(float) + 1);
+    assert_int_equal(fread(data, sizeof(float), n, f), n);
+    fclose(f);
+    return data;
+}
+
+/* A fixture's padded inputs as unpadded sequences (right padding). */
+typedef struct {
+    size_t B, L;
+    uint32_t *ids, *types; /* (B, L) */
+    size_t *lens;
+    lipi_sequence *seqs;
+    size_t T;
+} inputs;
+
+static void read_inputs(const char *dir, inputs *in)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/inputs.json", dir);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    assert_non_null(root);
+    json_t *ids = json_object_get(root, "input_ids"), *mask = json_object_get(root, "attention_mask");
+    json_t *types = json_object_get(root, "token_type_ids");
+    in->B = json_array_size(ids);
+    in->L = json_array_size(json_array_get(ids, 0));
+    in->ids = calloc(in->B * in->L, sizeof(uint32_t));
+    in->types = calloc(in->B * in->L, sizeof(uint32_t));
+    in->lens = calloc(in->B, sizeof(size_t));
+    in->seqs = calloc(in->B, sizeof(lipi_sequence));
+    in->T = 0;
+    for (size_t b = 0; b < in->B; b++) {
+        for (size_t l = 0; l < in->L; l++) {
+            in->ids[b * in->L + l] = (uint32_t)json_integer_value(json_array_get(json_array_get(ids, b), l));
+            in->types[b * in->L + l] =
+                (uint32_t)json_integer_value(json_array_get(json_array_get(types, b), l));
+            in->lens[b] += (size_t)json_integer_value(json_array_get(json_array_get(mask, b), l));
+        }
+        in->seqs[b] = (lipi_sequence){in->ids + b * in->L, in->types + b * in->L, in->lens[b]};
+        in->T += in->lens[b];
+    }
+    json_decref(root);
+}
+
+static void free_inputs(inputs *in)
+{
+    free(in->ids);
+    free(in->types);
+    free(in->lens);
+    free(in->seqs);
+}
+
+static lipi_model *load_fixture(const char *name)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, FIXTURES "/%s", name);
+    lipi_model *m = NULL;
+    lipi_error err = {0};
+    lipi_status st = lipi_model_load(dir, NULL, &m, &err);
+    if (st != LIPI_OK)
+        fprintf(stderr, "  load %s: %s: %s\n", dir, err.path, err.msg);
+    assert_int_equal(st, LIPI_OK);
+    return m;
+}
+
+static char tmp_root[256];
+
+static void make_tmp_root(void)
+{
+    if (tmp_root[0])
+        return;
+    /* Memory-backed when available: the corruption test writes ~1700 files. */
+    struct stat sb;
+    const char *base = stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode) &&
+                               access("/dev/shm", W_OK) == 0
+                           ? "/dev/shm"
+                           : "/tmp";
+    snprintf(tmp_root, sizeof tmp_root, "%s/lipi_test_pipeline_XXXXXX", base);
+    assert_non_null(mkdtemp(tmp_root));
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    FILE *f = fopen(from, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    write_file(to, buf, (size_t)n);
+    free(buf);
+}
+
+/* ======================================================================== */
+/* Exactness against the PyTorch reference                                  */
+/* ======================================================================== */
+
+/* Loads fixture `name`, runs forward with `threads` threads on `gemm`, and
+ * compares the hidden states and cls / mean / max poolings. */
+static void check_fixture(const char *name, size_t threads, lipi_gemm_kind gemm)
+{
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, FIXTURES "/%s", name);
+    lipi_model *m = load_fixture(name);
+    lipi_model_session *s = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_model_session_new(m, threads, &s, &err), LIPI_OK);
+    lipi_model_session_set_gemm(s, gemm);
+    inputs in;
+    read_inputs(dir, &in);
+    size_t C = lipi_model_get_info(m)->hidden_size, shape[3], nd;
+
+    float *hidden = malloc(in.T * C * sizeof(float));
+    lipi_status st = lipi_model_forward(s, in.seqs, in.B, hidden, &err);
+    if (st != LIPI_OK)
+        fprintf(stderr, "  forward: %s\n", err.msg);
+    assert_int_equal(st, LIPI_OK);
+    snprintf(path, sizeof path, "%s/expected_hidden.npy", dir);
+    float *want = read_npy(path, shape, &nd);
+    assert_int_equal(nd, 3);
+    assert_int_equal(shape[0], in.B);
+    assert_int_equal(shape[2], C);
+    size_t bad = 0, row = 0;
+    for (size_t b = 0; b < in.B; b++)
+        for (size_t l = 0; l < in.lens[b]; l++, row++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s hidden[%zu][%zu]", name, b, l);
+            bad += mismatches(what, hidden + row * C, want + (b * shape[1] + l) * C, C, TOL);
+        }
+    assert_int_equal(bad, 0);
+    free(want);
+
+    static const struct {
+        const char *file;
+        unsigned flag;
+    } pools[] = {{"expected_cls.npy", LIPI_POOL_CLS},
+                 {"expected_mean.npy", LIPI_POOL_MEAN},
+                 {"expected_max.npy", LIPI_POOL_MAX}};
+    float *out = malloc(in.B * C * sizeof(float));
+    for (size_t i = 0; i < 3; i++) {
+        lipi_embed_options opt = {pools[i].flag, 0};
+        assert_int_equal(lipi_model_embed(s, in.seqs, in.B, &opt, out, &err), LIPI_OK);
+        snprintf(path, sizeof path, "%s/%s", dir, pools[i].file);
+        want = read_npy(path, shape, &nd);
+        assert_int_equal(mismatches(pools[i].file, out, want, in.B * C, TOL), 0);
+        free(want);
+    }
+    free(out);
+    free(hidden);
+    free_inputs(&in);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+}
+
+static const char *ALL_FIXTURES[] = {
+    "bert",   "bert_noprefix", "bert_legacy", "bert_f16",    "bert_bf16",      "roberta",
+    "xlmr",   "albert",        "distilbert",  "st_mean",     "bert_cls",       "roberta_cls",
+    "distilbert_cls"};
+#define N_FIXTURES (sizeof ALL_FIXTURES / sizeof ALL_FIXTURES[0])
+
+static void test_every_fixture_matches_pytorch_within_1e4(void **state)
+{
+    for (size_t i = 0; i < N_FIXTURES; i++)
+        check_fixture(ALL_FIXTURES[i], 1, LIPI_GEMM_AUTO);
+}
+
+static void test_portable_gemm_backend_matches_pytorch(void **state)
+{
+    for (size_t i = 0; i < N_FIXTURES; i++)
+        check_fixture(ALL_FIXTURES[i], 2, LIPI_GEMM_PORTABLE);
+}
+
+static void test_sentence_transformers_folder_sets_pooling_and_normalize(void **state)
+{
+    lipi_model *m = load_fixture("st_mean");
+    const lipi_model_info *info = lipi_model_get_info(m);
+    assert_int_equal(info->pooling, LIPI_POOL_MEAN);
+    assert_true(info->normalize);
+    assert_int_equal(info->max_seq_length, 16);
+    assert_int_equal(lipi_model_embed_dim(m, LIPI_POOL_DEFAULT), 32);
+    assert_int_equal(lipi_model_embed_dim(m, LIPI_POOL_CLS | LIPI_POOL_MEAN), 64);
+
+    lipi_model_session *s = NULL;
+    assert_int_equal(lipi_model_session_new(m, 1, &s, NULL), LIPI_OK);
+    inputs in;
+    read_inputs(FIXTURES "/st_mean", &in);
+    float *out = malloc(in.B * 32 * sizeof(float));
+    assert_int_equal(lipi_model_embed(s, in.seqs, in.B, NULL, out, NULL), LIPI_OK);
+    size_t shape[3], nd;
+    float *want = read_npy(FIXTURES "/st_mean/expected_default.npy", shape, &nd);
+    assert_int_equal(mismatches("st_mean default", out, want, in.B * 32, TOL), 0);
+    double norm = 0;
+    for (size_t j = 0; j < 32; j++)
+        norm += out[j] * out[j];
+    assert_true(fabs(norm - 1.0) < 1e-5);
+    free(want);
+    free(out);
+    free_inputs(&in);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+
+    /* A plain folder defaults to the first token, unnormalized. */
+    m = load_fixture("bert");
+    assert_int_equal(lipi_model_get_info(m)->pooling, LIPI_POOL_CLS);
+    assert_false(lipi_model_get_info(m)->normalize);
+    assert_int_equal(lipi_model_get_info(m)->max_tokens, 32);
+    lipi_model_free(m);
+    m = load_fixture("roberta");
+    assert_int_equal(lipi_model_get_info(m)->max_tokens, 32); /* 34 positions - (1 + 1) */
+    lipi_model_free(m);
+}
+
+static void test_sentence_transformers_dense_module_runs_after_pooling(void **state)
+{
+    lipi_model *m = load_fixture("st_cls_dense");
+    const lipi_model_info *info = lipi_model_get_info(m);
+    assert_int_equal(info->pooling, LIPI_POOL_CLS);
+    assert_true(info->normalize);
+    assert_int_equal(lipi_model_embed_dim(m, LIPI_POOL_DEFAULT), 24);
+    lipi_model_session *s = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_model_session_new(m, 2, &s, NULL), LIPI_OK);
+    inputs in;
+    read_inputs(FIXTURES "/st_cls_dense", &in);
+    float *out = malloc(in.B * 64 * sizeof(float));
+    assert_int_equal(lipi_model_embed(s, in.seqs, in.B, NULL, out, &err), LIPI_OK);
+    size_t shape[3], nd;
+    float *want = read_npy(FIXTURES "/st_cls_dense/expected_default.npy", shape, &nd);
+    assert_int_equal(shape[1], 24);
+    assert_int_equal(mismatches("st_cls_dense default", out, want, in.B * 24, TOL), 0);
+    free(want);
+    /* A pooling whose size the Dense module cannot take is refused. */
+    lipi_embed_options two = {LIPI_POOL_CLS | LIPI_POOL_MEAN, -1};
+    assert_int_equal(lipi_model_embed(s, in.seqs, in.B, &two, out, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "2_Dense"));
+    free(out);
+    free_inputs(&in);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+
+    /* in_features that do not match the pooled size */
+    char dir[512], path[600];
+    make_tmp_root();
+    snprintf(dir, sizeof dir, "%s/dense", tmp_root);
+    mkdir(dir, 0700);
+    const char *files[] = {"config.json", "model.safetensors", "modules.json",
+                           "1_Pooling/config.json", "2_Dense/model.safetensors"};
+    snprintf(path, sizeof path, "%s/1_Pooling", dir);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/2_Dense", dir);
+    mkdir(path, 0700);
+    for (size_t i = 0; i < 5; i++) {
+        char from[300];
+        snprintf(from, sizeof from, FIXTURES "/st_cls_dense/%s", files[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        copy_file(from, path);
+    }
+    snprintf(path, sizeof path, "%s/2_Dense/config.json", dir);
+    const char *cfg = "{\"in_features\": 64, \"out_features\": 24, \"bias\": true, "
+                      "\"activation_function\": \"torch.nn.modules.activation.Tanh\"}";
+    write_file(path, cfg, strlen(cfg));
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "in_features 64, expected 32"));
+    cfg = "{\"in_features\": 32, \"out_features\": 24, "
+          "\"activation_function\": \"torch.nn.modules.activation.GELU\"}";
+    write_file(path, cfg, strlen(cfg));
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "activation_function"));
+    cfg = "{\"in_features\": 32, \"out_features\": 20, "
+          "\"activation_function\": \"torch.nn.modules.linear.Identity\"}";
+    write_file(path, cfg, strlen(cfg));
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "\"linear.weight\" of shape [20, 32]"));
+}
+
+/* Older sentence-transformers folders keep the transformer in a subfolder
+ * named by modules.json (0_BERT/ ...); module paths stay inside the folder. */
+static void test_sentence_transformers_transformer_subfolder(void **state)
+{
+    char dir[512], path[600], from[300];
+    make_tmp_root();
+    snprintf(dir, sizeof dir, "%s/st_sub", tmp_root);
+    mkdir(dir, 0700);
+    const char *sub[] = {"0_BERT", "1_Pooling"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, sub[i]);
+        mkdir(path, 0700);
+    }
+    const char *files[][2] = {{"config.json", "0_BERT/config.json"},
+                              {"model.safetensors", "0_BERT/model.safetensors"},
+                              {"sentence_bert_config.json", "0_BERT/sentence_bert_config.json"},
+                              {"1_Pooling/config.json", "1_Pooling/config.json"}};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(from, sizeof from, FIXTURES "/st_mean/%s", files[i][0]);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i][1]);
+        copy_file(from, path);
+    }
+    snprintf(path, sizeof path, "%s/modules.json", dir);
+    const char *mods = "[{\"idx\":0,\"name\":\"0\",\"path\":\"0_BERT\",\"type\":"
+                       "\"sentence_transformers.models.Transformer\"},"
+                       "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":"
+                       "\"sentence_transformers.models.Pooling\"},"
+                       "{\"idx\":2,\"name\":\"2\",\"path\":\"2_Normalize\",\"type\":"
+                       "\"sentence_transformers.models.Normalize\"}]";
+    write_file(path, mods, strlen(mods));
+    lipi_model *m = NULL;
+    lipi_error err = {0};
+    lipi_status st = lipi_model_load(dir, NULL, &m, &err);
+    if (st != LIPI_OK)
+        fprintf(stderr, "  %s: %s\n", err.path, err.msg);
+    assert_int_equal(st, LIPI_OK);
+    assert_int_equal(lipi_model_get_info(m)->max_seq_length, 16);
+    lipi_model_session *s = NULL;
+    assert_int_equal(lipi_model_session_new(m, 1, &s, NULL), LIPI_OK);
+    inputs in;
+    read_inputs(FIXTURES "/st_mean", &in);
+    float *out = malloc(in.B * 32 * sizeof(float));
+    assert_int_equal(lipi_model_embed(s, in.seqs, in.B, NULL, out, NULL), LIPI_OK);
+    size_t shape[3], nd;
+    float *want = read_npy(FIXTURES "/st_mean/expected_default.npy", shape, &nd);
+    assert_int_equal(mismatches("0_BERT subfolder", out, want, in.B * 32, TOL), 0);
+    free(want);
+    free(out);
+    free_inputs(&in);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+
+    mods = "[{\"idx\":0,\"name\":\"0\",\"path\":\"../st_mean\",\"type\":"
+           "\"sentence_transformers.models.Transformer\"}]";
+    write_file(path, mods, strlen(mods));
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "inside the model folder"));
+}
+
+static void test_classifiers_give_pytorch_logits_and_labels(void **state)
+{
+    const char *names[] = {"bert_cls", "roberta_cls", "distilbert_cls"};
+    for (size_t i = 0; i < 3; i++) {
+        char dir[256], path[300];
+        snprintf(dir, sizeof dir, FIXTURES "/%s", names[i]);
+        lipi_model *m = load_fixture(names[i]);
+        const lipi_model_info *info = lipi_model_get_info(m);
+        size_t NL = info->num_labels;
+        assert_int_equal(NL, i == 2 ? 2 : 3);
+        assert_string_equal(info->labels[NL - 1], i == 2 ? "POS" : "positive");
+        lipi_model_session *s = NULL;
+        assert_int_equal(lipi_model_session_new(m, 2, &s, NULL), LIPI_OK);
+        inputs in;
+        read_inputs(dir, &in);
+        float *logits = malloc(in.B * NL * sizeof(float)), *probs = malloc(in.B * NL * sizeof(float));
+        assert_int_equal(lipi_model_classify(s, in.seqs, in.B, logits, probs, NULL), LIPI_OK);
+        size_t shape[3], nd;
+        snprintf(path, sizeof path, "%s/expected_logits.npy", dir);
+        float *want = read_npy(path, shape, &nd);
+        assert_int_equal(mismatches("logits", logits, want, in.B * NL, TOL), 0);
+        free(want);
+        snprintf(path, sizeof path, "%s/expected_probs.npy", dir);
+        want = read_npy(path, shape, &nd);
+        assert_int_equal(mismatches("probs", probs, want, in.B * NL, TOL), 0);
+        free(want);
+        /* Probabilities alone work too. */
+        assert_int_equal(lipi_model_classify(s, in.seqs, in.B, NULL, probs, NULL), LIPI_OK);
+        free(logits);
+        free(probs);
+        free_inputs(&in);
+        lipi_model_session_free(s);
+        lipi_model_free(m);
+    }
+    lipi_model *m = load_fixture("bert");
+    lipi_model_session *s = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_model_session_new(m, 1, &s, NULL), LIPI_OK);
+    uint32_t ids[] = {5, 6};
+    lipi_sequence q = {ids, NULL, 2};
+    float p[4];
+    assert_int_equal(lipi_model_classify(s, &q, 1, NULL, p, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "no classifier head"));
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+}
+
+/* A batch big enough for several GEMM tiles and attention tasks. */
+static void random_batch(size_t n, size_t maxlen, uint32_t seed, uint32_t vocab,
+                         uint32_t **ids_out, lipi_sequence **seqs_out, size_t *T)
+{
+    uint32_t *ids = malloc(n * maxlen * sizeof(uint32_t));
+    lipi_sequence *seqs = malloc(n * sizeof *seqs);
+    uint32_t x = seed;
+    *T = 0;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        size_t len = 1 + (x >> 8) % maxlen;
+        for (size_t k = 0; k < len; k++) {
+            x = x * 1664525u + 1013904223u;
+            ids[i * maxlen + k] = 2 + (x >> 8) % (vocab - 2);
+        }
+        seqs[i] = (lipi_sequence){ids + i * maxlen, NULL, len};
+        *T += len;
+    }
+    *ids_out = ids;
+    *seqs_out = seqs;
+}
+
+static void test_one_and_two_threads_are_bit_identical(void **state)
+{
+    for (size_t f = 0; f < N_FIXTURES; f++) {
+        lipi_model *m = load_fixture(ALL_FIXTURES[f]);
+        const lipi_model_info *info = lipi_model_get_info(m);
+        uint32_t *ids;
+        lipi_sequence *seqs;
+        size_t T, C = info->hidden_size;
+        /* More than 2048 tokens: several row tiles, FFN blocks and
+         * attention groups. */
+        random_batch(150, info->max_tokens, 7 + (uint32_t)f, (uint32_t)info->vocab_size, &ids,
+                     &seqs, &T);
+        assert_true(T > 2048);
+        float *h[3];
+        size_t threads[3] = {1, 2, 3};
+        for (size_t k = 0; k < 3; k++) {
+            lipi_model_session *s = NULL;
+            assert_int_equal(lipi_model_session_new(m, threads[k], &s, NULL), LIPI_OK);
+            h[k] = malloc(T * C * sizeof(float));
+            assert_int_equal(lipi_model_forward(s, seqs, 150, h[k], NULL), LIPI_OK);
+            lipi_model_session_free(s);
+        }
+        assert_memory_equal(h[0], h[1], T * C * sizeof(float));
+        assert_memory_equal(h[0], h[2], T * C * sizeof(float));
+        for (size_t k = 0; k < 3; k++)
+            free(h[k]);
+        free(ids);
+        free(seqs);
+        lipi_model_free(m);
+    }
+}
+
+static void test_packed_batch_equals_sequences_run_alone(void **state)
+{
+    lipi_model *m = load_fixture("roberta");
+    lipi_model_session *s = NULL;
+    assert_int_equal(lipi_model_session_new(m, 2, &s, NULL), LIPI_OK);
+    uint32_t *ids;
+    lipi_sequence *seqs;
+    size_t T, C = 32;
+    random_batch(150, 32, 99, 100, &ids, &seqs, &T);
+    assert_true(T > 2048); /* several attention groups and FFN blocks */
+    float *all = malloc(T * C * sizeof(float)), *one = malloc(32 * C * sizeof(float));
+    assert_int_equal(lipi_model_forward(s, seqs, 150, all, NULL), LIPI_OK);
+    size_t row = 0;
+    for (size_t i = 0; i < 150; i++) {
+        assert_int_equal(lipi_model_forward(s, &seqs[i], 1, one, NULL), LIPI_OK);
+        assert_int_equal(mismatches("alone vs packed", one, all + row * C, seqs[i].len * C, 1e-5), 0);
+        row += seqs[i].len;
+    }
+    free(all);
+    free(one);
+    free(ids);
+    free(seqs);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+}
+
+static void test_bad_sequences_are_rejected_with_position(void **state)
+{
+    lipi_model *m = load_fixture("bert");
+    lipi_model_session *s = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_model_session_new(m, 1, &s, NULL), LIPI_OK);
+    float out[64 * 32];
+    uint32_t ids[40] = {1, 2, 3, 100};
+    uint32_t types[4] = {0, 0, 2, 0};
+    lipi_sequence q = {ids, NULL, 4};
+    assert_int_equal(lipi_model_forward(s, &q, 1, out, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "token 3: id 100"));
+    ids[3] = 4;
+    q.type_ids = types;
+    assert_int_equal(lipi_model_forward(s, &q, 1, out, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "token type 2"));
+    q = (lipi_sequence){ids, NULL, 0};
+    assert_int_equal(lipi_model_forward(s, &q, 1, out, &err), LIPI_EINVAL);
+    q.len = 33;
+    assert_int_equal(lipi_model_forward(s, &q, 1, out, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "1..32"));
+    q.len = 32;
+    assert_int_equal(lipi_model_forward(s, &q, 1, out, &err), LIPI_OK);
+    assert_int_equal(lipi_model_forward(s, &q, 0, out, &err), LIPI_OK);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+}
+
+static void fill(float *x, size_t n, uint32_t seed, float scale);
+
+static double cosine(const float *a, const float *b, size_t n)
+{
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return ab / sqrt(aa * bb);
+}
+
+/* INT8 against F32 of the same checkpoint: cosine >= 0.99 for every
+ * sentence's cls and mean embedding, on both GEMM backends. */
+static void test_int8_embeddings_stay_within_cosine_099_of_f32(void **state)
+{
+    lipi_model_load_options q8 = {LIPI_DTYPE_INT8};
+    lipi_gemm_kind kinds[] = {LIPI_GEMM_AUTO, LIPI_GEMM_PORTABLE};
+    double worst = 1;
+    for (size_t f = 0; f < N_FIXTURES; f++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, FIXTURES "/%s", ALL_FIXTURES[f]);
+        lipi_model *m32 = load_fixture(ALL_FIXTURES[f]), *m8 = NULL;
+        assert_int_equal(lipi_model_load(dir, &q8, &m8, NULL), LIPI_OK);
+        inputs in;
+        read_inputs(dir, &in);
+        size_t C = 32;
+        float *e32 = malloc(in.B * 2 * C * sizeof(float)), *e8 = malloc(in.B * 2 * C * sizeof(float));
+        lipi_embed_options opt = {LIPI_POOL_CLS | LIPI_POOL_MEAN, 0};
+        lipi_model_session *s32 = NULL;
+        assert_int_equal(lipi_model_session_new(m32, 1, &s32, NULL), LIPI_OK);
+        assert_int_equal(lipi_model_embed(s32, in.seqs, in.B, &opt, e32, NULL), LIPI_OK);
+        for (size_t k = 0; k < 2; k++) {
+            lipi_model_session *s8 = NULL;
+            assert_int_equal(lipi_model_session_new(m8, 2, &s8, NULL), LIPI_OK);
+            lipi_model_session_set_gemm(s8, kinds[k]);
+            assert_int_equal(lipi_model_embed(s8, in.seqs, in.B, &opt, e8, NULL), LIPI_OK);
+            for (size_t b = 0; b < 2 * in.B; b++) {
+                double cs = cosine(e32 + b * C, e8 + b * C, C);
+                if (cs < 0.99)
+                    fprintf(stderr, "  %s sentence %zu %s: cosine %.4f\n", ALL_FIXTURES[f],
+                            b / 2, b % 2 ? "mean" : "cls", cs);
+                assert_true(cs >= 0.99);
+                worst = cs < worst ? cs : worst;
+            }
+            lipi_model_session_free(s8);
+        }
+        /* The int8 path is deterministic across thread counts too. */
+        lipi_model_session *a = NULL, *b = NULL;
+        assert_int_equal(lipi_model_session_new(m8, 1, &a, NULL), LIPI_OK);
+        assert_int_equal(lipi_model_session_new(m8, 2, &b, NULL), LIPI_OK);
+        assert_int_equal(lipi_model_embed(a, in.seqs, in.B, &opt, e32, NULL), LIPI_OK);
+        assert_int_equal(lipi_model_embed(b, in.seqs, in.B, &opt, e8, NULL), LIPI_OK);
+        assert_memory_equal(e32, e8, in.B * 2 * C * sizeof(float));
+        lipi_model_session_free(a);
+        lipi_model_session_free(b);
+        lipi_model_session_free(s32);
+        free(e32);
+        free(e8);
+        free_inputs(&in);
+        lipi_model_free(m32);
+        lipi_model_free(m8);
+    }
+    printf("  int8 vs f32: lowest cosine %.5f (VNNI: %s)\n", worst,
+           lipi_igemm_vnni(LIPI_GEMM_AUTO) ? "yes" : "no");
+}
+
+static void test_int8_gemm_backends_are_exact(void **state)
+{
+    static const size_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {37, 45, 67}, {64, 96, 3072}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        size_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+        uint8_t *a = malloc(M * K);
+        int8_t *b = malloc(N * K);
+        int32_t *co = malloc(N * sizeof(int32_t)), *c = malloc(M * N * sizeof(int32_t));
+        int32_t *r = malloc(M * N * sizeof(int32_t));
+        uint32_t x = 5;
+        for (size_t k = 0; k < M * K; k++) {
+            x = x * 1664525u + 1013904223u;
+            a[k] = (uint8_t)(x >> 24); /* the full u8 range: 255 * 127 products */
+        }
+        for (size_t k = 0; k < N * K; k++) {
+            x = x * 1664525u + 1013904223u;
+            b[k] = (int8_t)((int)(x >> 24) % 255 - 127);
+        }
+        for (size_t n = 0; n < N; n++)
+            co[n] = (int32_t)n * 1000 - 7;
+        lipi_igemm_nt_ref(M, N, K, a, K, b, K, co, r, N);
+        lipi_igemm_nt(LIPI_GEMM_AUTO, M, N, K, a, K, b, K, co, c, N);
+        assert_memory_equal(c, r, M * N * sizeof(int32_t));
+        lipi_igemm_nt(LIPI_GEMM_PORTABLE, M, N, K, a, K, b, K, co, c, N);
+        assert_memory_equal(c, r, M * N * sizeof(int32_t));
+        free(a);
+        free(b);
+        free(co);
+        free(c);
+        free(r);
+    }
+    float x[37], back[37];
+    uint8_t q[37];
+    float sc;
+    fill(x, 37, 11, 3);
+    x[5] = -3.5f;
+    lipi_quantize_row(x, 37, q, &sc);
+    assert_true(fabsf(sc - 3.5f / 127) < 1e-7f);
+    assert_int_equal(q[5], 1); /* -127 + 128 */
+    for (size_t k = 0; k < 37; k++) {
+        back[k] = ((float)q[k] - 128) * sc;
+        assert_true(fabsf(back[k] - x[k]) <= sc / 2 + 1e-6f);
+    }
+}
+
+/* ======================================================================== */
+/* Kernels against their references                                          */
+/* ======================================================================== */
+
+static void fill(float *x, size_t n, uint32_t seed, float scale)
+{
+    uint32_t s = seed;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 2 * scale;
+    }
+}
+
+static void test_gemm_backends_match_reference(void **state)
+{
+    static const size_t shapes[][3] = {{1, 1, 1},   {3, 5, 7},     {37, 45, 67},
+                                       {64, 96, 32}, {130, 70, 257}, {5, 300, 8}};
+    lipi_gemm_kind kinds[] = {LIPI_GEMM_AUTO, LIPI_GEMM_PORTABLE};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        size_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+        size_t lda = K + 3, ldb = K + 1, ldc = N + 2;
+        float *a = malloc(M * lda * sizeof(float)), *b = malloc(N * ldb * sizeof(float));
+        float *bn = malloc(K * (N + 5) * sizeof(float));
+        float *c = malloc(M * ldc * sizeof(float)), *r = malloc(M * ldc * sizeof(float));
+        fill(a, M * lda, 1, 1);
+        fill(b, N * ldb, 2, 1);
+        fill(bn, K * (N + 5), 3, 1);
+        for (size_t k = 0; k < 2; k++) {
+            lipi_sgemm_nt_ref(M, N, K, a, lda, b, ldb, r, ldc);
+            lipi_sgemm_nt(kinds[k], M, N, K, a, lda, b, ldb, c, ldc);
+            for (size_t row = 0; row < M; row++)
+                assert_int_equal(mismatches("sgemm_nt", c + row * ldc, r + row * ldc, N, 1e-4), 0);
+            lipi_sgemm_nn_ref(M, N, K, a, lda, bn, N + 5, r, ldc);
+            lipi_sgemm_nn(kinds[k], M, N, K, a, lda, bn, N + 5, c, ldc);
+            for (size_t row = 0; row < M; row++)
+                assert_int_equal(mismatches("sgemm_nn", c + row * ldc, r + row * ldc, N, 1e-4), 0);
+        }
+        free(a);
+        free(b);
+        free(bn);
+        free(c);
+        free(r);
+    }
+    const char *name = lipi_gemm_backend();
+    assert_true(!strcmp(name, "onednn") || !strcmp(name, "portable"));
+}
+
+static void test_kernels_match_reference(void **state)
+{
+    enum { T = 5, N = 203 };
+    float x[T * N], r[T * N], w[N], b[N], res[T * N];
+    fill(w, N, 4, 1);
+    fill(b, N, 5, 1);
+    fill(res, T * N, 6, 1);
+    fill(x, T * N, 7, 10);
+    memcpy(r, x, sizeof x);
+    lipi_layernorm(x, T, N, w, b, 1e-12f);
+    lipi_layernorm_ref(r, T, N, w, b, 1e-12f);
+    assert_int_equal(mismatches("layernorm", x, r, T * N, 1e-5), 0);
+
+    for (size_t L = 1; L < 40; L += 7) {
+        fill(x, L, 8 + (uint32_t)L, 30);
+        memcpy(r, x, L * sizeof(float));
+        lipi_softmax(x, L, 0.125f);
+        lipi_softmax_ref(r, L, 0.125f);
+        assert_int_equal(mismatches("softmax", x, r, L, 1e-6), 0);
+    }
+    int acts[] = {LIPI_ACT_NONE, LIPI_ACT_GELU, LIPI_ACT_GELU_TANH, LIPI_ACT_RELU};
+    for (size_t a = 0; a < 4; a++) {
+        fill(x, T * N, 9, 12);
+        memcpy(r, x, sizeof x);
+        lipi_bias_act(x, T, N - 3, N, b, acts[a], a == 0 ? res : NULL, N);
+        lipi_bias_act_ref(r, T, N - 3, N, b, acts[a], a == 0 ? res : NULL, N);
+        assert_int_equal(mismatches("bias_act", x, r, T * N, 3e-6), 0);
+    }
+}
+
+static void test_half_precision_conversions(void **state)
+{
+    assert_true(lipi_f16_to_f32(0x3c00) == 1.0f);
+    assert_true(lipi_f16_to_f32(0xc000) == -2.0f);
+    assert_true(lipi_f16_to_f32(0x0001) == ldexpf(1.0f, -24)); /* smallest subnormal */
+    assert_true(lipi_f16_to_f32(0x7bff) == 65504.0f);
+    assert_true(isinf(lipi_f16_to_f32(0x7c00)));
+    assert_true(isnan(lipi_f16_to_f32(0x7e00)));
+    assert_true(lipi_bf16_to_f32(0x3f80) == 1.0f);
+    assert_true(lipi_bf16_to_f32(0xc0a0) == -5.0f);
+}
+
+/* ======================================================================== */
+/* Hostile safetensors                                                       */
+/* ======================================================================== */
+
+/* Writes an 8-byte length + header + `data` bytes of payload. */
+static void write_st(const char *path, uint64_t hlen_field, const char *header, size_t data)
+{
+    size_t hl = strlen(header);
+    unsigned char *buf = calloc(1, 8 + hl + data + 1);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)(hlen_field >> (8 * i));
+    memcpy(buf + 8, header, hl);
+    write_file(path, buf, 8 + hl + data);
+    free(buf);
+}
+
+static void expect_st_error(const char *header, uint64_t hlen, size_t data, const char *want1,
+                            const char *want2)
+{
+    make_tmp_root();
+    char path[400];
+    snprintf(path, sizeof path, "%s/hostile.safetensors", tmp_root);
+    write_st(path, hlen ? hlen : strlen(header), header, data);
+    lipi_safetensors *st = NULL;
+    lipi_error err = {0};
+    lipi_status s = lipi_st_open(path, &st, &err);
+    if (s == LIPI_OK || !strstr(err.msg, want1) || (want2 && !strstr(err.msg, want2)))
+        fprintf(stderr, "  header %s: status %d, message \"%s\", wanted \"%s\"\n", header, s,
+                err.msg, want1);
+    assert_int_equal(s, LIPI_EFORMAT);
+    assert_null(st);
+    assert_string_equal(err.path, path);
+    assert_non_null(strstr(err.msg, want1));
+    if (want2)
+        assert_non_null(strstr(err.msg, want2));
+}
+
+static void test_hostile_safetensors_are_rejected(void **state)
+{
+    /* offsets outside the file */
+    expect_st_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 0, 4,
+                    "\"w\"", "outside the data area");
+    /* begin after end */
+    expect_st_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,4]}}", 0, 8,
+                    "\"w\"", "outside");
+    /* size disagrees with dtype x shape */
+    expect_st_error("{\"w\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,8]}}", 0, 8,
+                    "expected 6 bytes", "F16");
+    /* overlapping tensors */
+    expect_st_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                    "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                    0, 12, "overlap", "\"b\"");
+    /* header over 100 MB */
+    expect_st_error("{}", 200ull * 1000 * 1000, 0, "100 MB", NULL);
+    /* header longer than the file (truncated) */
+    expect_st_error("{}", 4096, 0, "does not fit", NULL);
+    /* not JSON, and JSON that is not an object */
+    expect_st_error("{\"w\": nope}", 0, 0, "not valid JSON", NULL);
+    expect_st_error("[1, 2]", 0, 0, "JSON object", NULL);
+    /* unknown dtype */
+    expect_st_error("{\"w\":{\"dtype\":\"Q4\",\"shape\":[2],\"data_offsets\":[0,1]}}", 0, 1,
+                    "unknown dtype \"Q4\"", "\"w\"");
+    /* shape product overflows size_t */
+    expect_st_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],"
+                    "\"data_offsets\":[0,4]}}",
+                    0, 4, "overflow", NULL);
+    /* negative and missing fields */
+    expect_st_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 0, 4,
+                    "shape[0]", NULL);
+    expect_st_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}", 0, 4, "data_offsets", NULL);
+    expect_st_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                    "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                    0, 8, "not valid JSON", NULL);
+    /* truncated files: shorter than the length field, and data cut short */
+    make_tmp_root();
+    char path[400];
+    snprintf(path, sizeof path, "%s/short.safetensors", tmp_root);
+    write_file(path, "\x10\x00\x00", 3);
+    lipi_safetensors *st = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_st_open(path, &st, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "8-byte header length"));
+    copy_file(FIXTURES "/bert/model.safetensors", path);
+    assert_int_equal(truncate(path, 20000), 0);
+    assert_int_equal(lipi_st_open(path, &st, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "outside the data area"));
+    /* a missing file is an I/O error */
+    snprintf(path, sizeof path, "%s/none.safetensors", tmp_root);
+    assert_int_equal(lipi_st_open(path, &st, &err), LIPI_EIO);
+
+    /* A well-formed file: metadata and non-float tensors are accepted. */
+    snprintf(path, sizeof path, "%s/ok.safetensors", tmp_root);
+    const char *good = "{\"__metadata__\":{\"format\":\"pt\"},"
+             "\"ids\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]},"
+             "\"e\":{\"dtype\":\"BF16\",\"shape\":[0],\"data_offsets\":[8,8]},"
+             "\"h\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[8,12]}}";
+    write_st(path, strlen(good), good, 12);
+    lipi_status ok = lipi_st_open(path, &st, &err);
+    if (ok != LIPI_OK)
+        fprintf(stderr, "  %s\n", err.msg);
+    assert_int_equal(ok, LIPI_OK);
+    assert_int_equal(st->n, 3);
+    assert_non_null(lipi_st_find(st, "h"));
+    assert_null(lipi_st_find(st, "__metadata__"));
+    lipi_st_close(st);
+}
+
+/* Every truncation and many single-byte corruptions of a valid file are
+ * either accepted or rejected with LIPI_EFORMAT; nothing crashes (the
+ * sanitizer build checks the reads). */
+static void test_corrupted_safetensors_never_crash(void **state)
+{
+    make_tmp_root();
+    char path[400];
+    snprintf(path, sizeof path, "%s/fuzz.safetensors", tmp_root);
+    const char *hdr = "{\"__metadata__\":{\"format\":\"pt\"},"
+                      "\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+                      "\"b\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[16,22]}}";
+    size_t hl = strlen(hdr), total = 8 + hl + 22;
+    unsigned char *good = calloc(1, total), *buf = malloc(total);
+    for (int i = 0; i < 8; i++)
+        good[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(good + 8, hdr, hl);
+    size_t accepted = 0, rejected = 0;
+    for (size_t cut = 0; cut <= total; cut++) {
+        write_file(path, good, cut);
+        lipi_safetensors *st = NULL;
+        lipi_error err = {0};
+        lipi_status r = lipi_st_open(path, &st, &err);
+        assert_true(r == LIPI_OK || r == LIPI_EFORMAT);
+        assert_true((r == LIPI_OK) == (cut == total));
+        lipi_st_close(st);
+    }
+    static const unsigned char values[] = {0, '"', '}', ']', ',', '-', '9', 0xff, '[', ':'};
+    for (size_t pos = 0; pos < 8 + hl; pos++)
+        for (size_t v = 0; v < sizeof values; v++) {
+            memcpy(buf, good, total);
+            buf[pos] = values[v];
+            write_file(path, buf, total);
+            lipi_safetensors *st = NULL;
+            lipi_error err = {0};
+            lipi_status r = lipi_st_open(path, &st, &err);
+            assert_true(r == LIPI_OK || r == LIPI_EFORMAT);
+            if (r == LIPI_OK) {
+                /* Whatever was accepted lies inside the file. */
+                for (size_t i = 0; i < st->n; i++)
+                    assert_true(st->tensors[i].end <= total - 8 - hl ||
+                                st->tensors[i].data + (st->tensors[i].end - st->tensors[i].begin) <=
+                                    st->map + st->map_len);
+                accepted++;
+            } else {
+                assert_true(err.msg[0] != '\0');
+                rejected++;
+            }
+            lipi_st_close(st);
+        }
+    assert_true(rejected > accepted);
+    free(good);
+    free(buf);
+}
+
+/* ======================================================================== */
+/* Config errors                                                             */
+/* ======================================================================== */
+
+static void expect_config_error(const char *json, const char *want1, const char *want2)
+{
+    lipi_config cfg;
+    lipi_error err = {0};
+    lipi_status st = lipi_config_parse(json, strlen(json), "config.json", &cfg, &err);
+    if (st == LIPI_OK || !strstr(err.msg, want1) || (want2 && !strstr(err.msg, want2)))
+        fprintf(stderr, "  config %s: status %d, \"%s\"\n", json, st, err.msg);
+    assert_int_equal(st, LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, want1));
+    if (want2)
+        assert_non_null(strstr(err.msg, want2));
+}
+
+#define BERT_CFG_TAIL                                                                      \
+    "\"vocab_size\":100,\"num_hidden_layers\":2,\"num_attention_heads\":4,"                \
+    "\"intermediate_size\":64,\"max_position_embeddings\":32"
+
+static void test_config_errors_name_the_field(void **state)
+{
+    expect_config_error("{\"model_type\":\"bert\"," BERT_CFG_TAIL "}", "missing field",
+                        "\"hidden_size\"");
+    expect_config_error("{\"model_type\":\"bert\",\"hidden_size\":\"32\"," BERT_CFG_TAIL "}",
+                        "\"hidden_size\"", "found a string");
+    expect_config_error("{\"model_type\":\"bert\",\"hidden_size\":-32," BERT_CFG_TAIL "}",
+                        "\"hidden_size\"", "-32");
+    expect_config_error("{\"model_type\":\"bert\",\"hidden_size\":30," BERT_CFG_TAIL "}",
+                        "\"hidden_size\"", "multiple of the 4 heads");
+    expect_config_error("{\"model_type\":\"gpt2\",\"hidden_size\":32," BERT_CFG_TAIL "}",
+                        "unsupported architecture \"gpt2\"", "bert, roberta, xlm-roberta");
+    expect_config_error("{\"architectures\":[\"T5Model\"]}", "unsupported architecture \"T5Model\"",
+                        "albert, distilbert");
+    expect_config_error("{\"vocab_size\":3}", "missing field \"model_type\"", "bert");
+    expect_config_error("{\"model_type\":\"bert\",\"hidden_size\":32,\"hidden_act\":\"swish\","
+                        BERT_CFG_TAIL "}",
+                        "\"hidden_act\"", "unsupported activation \"swish\"");
+    expect_config_error("{\"model_type\":\"bert\",\"hidden_size\":32,\"layer_norm_eps\":\"x\","
+                        BERT_CFG_TAIL "}",
+                        "\"layer_norm_eps\"", NULL);
+    expect_config_error("{\"model_type\":\"distilbert\",\"vocab_size\":10,\"dim\":8}",
+                        "missing field \"n_layers\"", NULL);
+    expect_config_error("{\"model_type\":\"albert\",\"hidden_size\":32,\"num_hidden_groups\":3,"
+                        BERT_CFG_TAIL "}",
+                        "\"num_hidden_groups\"", NULL);
+    expect_config_error("{\"model_type\":\"bert\",\"hidden_size\":32,\"pad_token_id\":100,"
+                        BERT_CFG_TAIL "}",
+                        "\"pad_token_id\"", NULL);
+    expect_config_error("{\"model_type\":\"bert\",\"architectures\":"
+                        "[\"BertForSequenceClassification\"],\"id2label\":{\"0\":1},"
+                        "\"hidden_size\":32," BERT_CFG_TAIL "}",
+                        "\"id2label\"", NULL);
+    expect_config_error("{\"model_type\":\"bert\",\"hidden_size\":32,"
+                        "\"position_embedding_type\":\"relative_key\"," BERT_CFG_TAIL "}",
+                        "\"position_embedding_type\"", "\"relative_key\"");
+    expect_config_error("not json", "not valid JSON", NULL);
+    expect_config_error("[]", "expected a JSON object", NULL);
+
+    /* Defaults follow transformers: architecture from the class name. */
+    lipi_config cfg;
+    const char *ok = "{\"architectures\":[\"XLMRobertaForSequenceClassification\"],"
+                     "\"hidden_size\":32," BERT_CFG_TAIL ",\"num_labels\":4}";
+    assert_int_equal(lipi_config_parse(ok, strlen(ok), "c", &cfg, NULL), LIPI_OK);
+    assert_int_equal(cfg.arch, LIPI_ARCH_ROBERTA);
+    assert_string_equal(cfg.model_type, "xlm-roberta");
+    assert_int_equal(cfg.pad_id, 1);
+    assert_int_equal(cfg.pos_offset, 2);
+    assert_int_equal(cfg.num_labels, 4);
+    assert_string_equal(cfg.labels[3], "LABEL_3");
+    assert_int_equal(cfg.act, LIPI_ACT_GELU);
+    lipi_config_free(&cfg);
+}
+
+/* A temporary model folder: `config` text + a copy of a fixture's weights. */
+static void make_model_dir(const char *name, const char *config, const char *weights_from,
+                           char *dir, size_t cap)
+{
+    make_tmp_root();
+    snprintf(dir, cap, "%s/%s", tmp_root, name);
+    mkdir(dir, 0700);
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_file(path, config, strlen(config));
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    char from[300];
+    snprintf(from, sizeof from, FIXTURES "/%s/model.safetensors", weights_from);
+    copy_file(from, path);
+}
+
+static void test_weights_that_do_not_match_the_config_are_named(void **state)
+{
+    char dir[512];
+    lipi_model *m = NULL;
+    lipi_error err = {0};
+    make_model_dir("shape", "{\"model_type\":\"bert\",\"hidden_size\":32,\"vocab_size\":100,"
+                            "\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+                            "\"intermediate_size\":48,\"max_position_embeddings\":32}",
+                   "bert", dir, sizeof dir);
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_null(m);
+    assert_non_null(strstr(err.msg, "\"bert.encoder.layer.0.intermediate.dense.weight\""));
+    assert_non_null(strstr(err.msg, "expected shape [48, 32]"));
+    assert_non_null(strstr(err.msg, "found [64, 32]"));
+
+    make_model_dir("layers", "{\"model_type\":\"bert\",\"hidden_size\":32,\"vocab_size\":100,"
+                             "\"num_hidden_layers\":3,\"num_attention_heads\":4,"
+                             "\"intermediate_size\":64,\"max_position_embeddings\":32}",
+                   "bert", dir, sizeof dir);
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "missing tensor \"bert.encoder.layer.2."));
+
+    /* the wrong architecture for the weights */
+    make_model_dir("arch", "{\"model_type\":\"distilbert\",\"dim\":32,\"vocab_size\":100,"
+                           "\"n_layers\":2,\"n_heads\":4,\"hidden_dim\":64,"
+                           "\"max_position_embeddings\":32}",
+                   "bert", dir, sizeof dir);
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "distilbert.embeddings.word_embeddings.weight"));
+
+    /* a folder without weights */
+    make_tmp_root();
+    snprintf(dir, sizeof dir, "%s/empty", tmp_root);
+    mkdir(dir, 0700);
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EIO);
+    assert_non_null(strstr(err.path, "config.json"));
+
+    /* an unsupported sentence-transformers module */
+    make_model_dir("stdense", "{\"model_type\":\"bert\",\"hidden_size\":32,\"vocab_size\":100,"
+                              "\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+                              "\"intermediate_size\":64,\"max_position_embeddings\":32}",
+                   "bert", dir, sizeof dir);
+    char path[600];
+    snprintf(path, sizeof path, "%s/modules.json", dir);
+    const char *mods = "[{\"idx\":0,\"name\":\"0\",\"path\":\"\",\"type\":"
+                       "\"sentence_transformers.models.Transformer\"},"
+                       "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":"
+                       "\"sentence_transformers.models.Pooling\"}]";
+    write_file(path, mods, strlen(mods));
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EIO);
+    assert_non_null(strstr(err.path, "1_Pooling/config.json"));
+    snprintf(path, sizeof path, "%s/1_Pooling", dir);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/1_Pooling/config.json", dir);
+    const char *pool = "{\"pooling_mode_lasttoken\": true}";
+    write_file(path, pool, strlen(pool));
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "pooling_mode_lasttoken"));
+    pool = "{\"pooling_mode_max_tokens\": true, \"pooling_mode_cls_token\": true}";
+    write_file(path, pool, strlen(pool));
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_OK);
+    assert_int_equal(lipi_model_get_info(m)->pooling, LIPI_POOL_CLS | LIPI_POOL_MAX);
+    lipi_model_free(m);
+    snprintf(path, sizeof path, "%s/modules.json", dir);
+    mods = "[{\"idx\":0,\"name\":\"0\",\"path\":\"2_LayerNorm\",\"type\":"
+           "\"sentence_transformers.models.LayerNorm\"}]";
+    write_file(path, mods, strlen(mods));
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "unsupported module"));
+}
+
+/* ======================================================================== */
+/* Allocation failures                                                       */
+/* ======================================================================== */
+
+static long fail_at = -1, alloc_count;
+
+static void *failing_malloc(size_t n)
+{
+    if (alloc_count++ == fail_at)
+        return NULL;
+    return malloc(n);
+}
+
+static void *failing_realloc(void *p, size_t n)
+{
+    if (alloc_count++ == fail_at)
+        return NULL;
+    return realloc(p, n);
+}
+
+/* Fails the Nth allocation of lipi for N = 0, 1, 2, ... through loading,
+ * a session and a forward pass. jansson's own allocations are exempt:
+ * jansson 2.14 can crash inside json_loadb when one of them fails, which
+ * no caller can guard against (lipi_json_load handles the failures jansson
+ * survives). */
+static void test_allocation_failures_are_reported_and_leak_nothing(void **state)
+{
+    lipi_alloc_hooks hooks = {failing_malloc, failing_realloc, free};
+    inputs in;
+    read_inputs(FIXTURES "/bert_cls", &in);
+    float out[4 * 32], probs[4 * 3];
+    const char *folders[] = {FIXTURES "/bert_cls", FIXTURES "/st_cls_dense", FIXTURES "/albert"};
+    lipi_model_load_options int8 = {LIPI_DTYPE_INT8};
+    for (size_t f = 0; f < 3; f++) {
+        bool done = false;
+        for (fail_at = 0; !done && fail_at < 100000; fail_at++) {
+            alloc_count = 0;
+            lipi_set_alloc_hooks(&hooks);
+            json_set_alloc_funcs(malloc, free);
+            lipi_model *m = NULL;
+            lipi_model_session *s = NULL;
+            lipi_error err = {0};
+            lipi_status st = lipi_model_load(folders[f], f == 2 ? &int8 : NULL, &m, &err);
+            if (st == LIPI_OK)
+                st = lipi_model_session_new(m, 2, &s, &err);
+            if (st == LIPI_OK)
+                st = lipi_model_embed(s, in.seqs, in.B, NULL, out, &err);
+            if (st == LIPI_OK && f == 0)
+                st = lipi_model_classify(s, in.seqs, in.B, NULL, probs, &err);
+            lipi_model_session_free(s);
+            lipi_model_free(m);
+            lipi_set_alloc_hooks(NULL);
+            if (st == LIPI_OK) {
+                done = true;
+            } else {
+                if (st != LIPI_ENOMEM)
+                    fprintf(stderr, "  allocation %ld: %d %s\n", fail_at, st, err.msg);
+                assert_int_equal(st, LIPI_ENOMEM);
+                assert_int_equal(err.code, LIPI_ENOMEM);
+            }
+        }
+        assert_true(done);
+        assert_true(fail_at > 10);
+    }
+    fail_at = -1;
+    free_inputs(&in);
+
+    /* A parse that runs out of memory is ENOMEM, not a syntax error. */
+    lipi_set_alloc_hooks(&hooks);
+    fail_at = 0;
+    alloc_count = 0;
+    json_t *j = NULL;
+    lipi_error err = {0};
+    const char *text = "{\"hidden_size\": 32}";
+    lipi_status st = lipi_json_load(text, strlen(text), 0, "config.json", 0, &j, &err);
+    fail_at = -1;
+    lipi_set_alloc_hooks(NULL);
+    assert_int_equal(st, LIPI_ENOMEM);
+    assert_null(j);
+    assert_int_equal(lipi_json_load(text, strlen(text), 0, "config.json", 0, &j, &err), LIPI_OK);
+    json_decref(j);
+}
+
+/* ======================================================================== */
+/* .npy output                                                               */
+/* ======================================================================== */
+
+static void test_npy_writer_round_trips(void **state)
+{
+    make_tmp_root();
+    char path[400];
+    snprintf(path, sizeof path, "%s/out.npy", tmp_root);
+    float rows[6] = {1, -2.5f, 3, 4e-8f, 5, 6};
+    lipi_npy_writer *w = NULL;
+    assert_int_equal(lipi_npy_writer_open(path, 2, &w, NULL), LIPI_OK);
+    assert_int_equal(lipi_npy_writer_append(w, rows, 1, NULL), LIPI_OK);
+    assert_int_equal(lipi_npy_writer_append(w, rows + 2, 2, NULL), LIPI_OK);
+    assert_int_equal(lipi_npy_writer_close(w, NULL), LIPI_OK);
+    size_t shape[3], nd;
+    float *got = read_npy(path, shape, &nd);
+    assert_int_equal(nd, 2);
+    assert_int_equal(shape[0], 3);
+    assert_int_equal(shape[1], 2);
+    assert_memory_equal(got, rows, sizeof rows);
+    free(got);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_size, 128 + sizeof rows); /* data starts 64-byte aligned */
+
+    assert_int_equal(lipi_npy_write(path, rows, 0, 6, NULL), LIPI_OK);
+    got = read_npy(path, shape, &nd);
+    assert_int_equal(shape[0], 0);
+    assert_int_equal(shape[1], 6);
+    free(got);
+    lipi_error err = {0};
+    assert_int_equal(lipi_npy_write("/nonexistent/dir/x.npy", rows, 1, 1, &err), LIPI_EIO);
+    assert_string_equal(err.path, "/nonexistent/dir/x.npy");
+}
+
+static int remove_tmp(void **state)
+{
+    if (tmp_root[0]) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
+        if (system(cmd) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_fixture_matches_pytorch_within_1e4),
+        cmocka_unit_test(test_portable_gemm_backend_matches_pytorch),
+        cmocka_unit_test(test_sentence_transformers_folder_sets_pooling_and_normalize),
+        cmocka_unit_test(test_sentence_transformers_dense_module_runs_after_pooling),
+        cmocka_unit_test(test_sentence_transformers_transformer_subfolder),
+        cmocka_unit_test(test_classifiers_give_pytorch_logits_and_labels),
+        cmocka_unit_test(test_one_and_two_threads_are_bit_identical),
+        cmocka_unit_test(test_packed_batch_equals_sequences_run_alone),
+        cmocka_unit_test(test_bad_sequences_are_rejected_with_position),
+        cmocka_unit_test(test_gemm_backends_match_reference),
+        cmocka_unit_test(test_int8_embeddings_stay_within_cosine_099_of_f32),
+        cmocka_unit_test(test_int8_gemm_backends_are_exact),
+        cmocka_unit_test(test_kernels_match_reference),
+        cmocka_unit_test(test_half_precision_conversions),
+        cmocka_unit_test(test_hostile_safetensors_are_rejected),
+        cmocka_unit_test(test_corrupted_safetensors_never_crash),
+        cmocka_unit_test(test_config_errors_name_the_field),
+        cmocka_unit_test(test_weights_that_do_not_match_the_config_are_named),
+        cmocka_unit_test(test_allocation_failures_are_reported_and_leak_nothing),
+        cmocka_unit_test(test_npy_writer_round_trips),
+    };
+    return cmocka_run_group_tests_name("pipeline", tests, NULL, remove_tmp);
+}

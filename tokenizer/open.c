@@ -1,0 +1,488 @@
+/* lipi_tokenizer_open: which reader a path needs, by its name and its
+ * first bytes, and the files that sit beside it (tokenizer_config.json,
+ * merges.txt, NAME.meta.json). */
+#include "tokenizer/read_impl.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ======================================================================== */
+/* Paths                                                                     */
+/* ======================================================================== */
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* dir + "/" + file (dir may be "" for the current folder); NULL on OOM. */
+static char *join(const char *dir, size_t dir_len, const char *file)
+{
+    lipi_buf b = {0};
+    if ((dir_len && (lipi_buf_append(&b, dir, dir_len) != LIPI_OK ||
+                     lipi_buf_append(&b, "/", 1) != LIPI_OK)) ||
+        lipi_buf_append(&b, file, strlen(file)) != LIPI_OK) {
+        lipi_buf_free(&b);
+        return NULL;
+    }
+    return b.p;
+}
+
+/* The file `file` in the folder of `path`. */
+static char *beside(const char *path, const char *file)
+{
+    const char *slash = strrchr(path, '/');
+    return join(path, slash ? (size_t)(slash - path) : 0, file);
+}
+
+static bool is_file(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static lipi_status oom(const char *path, lipi_error *err)
+{
+    return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+}
+
+/* Reads `path` whole when it exists; *data = NULL (and LIPI_OK) when not. */
+static lipi_status read_optional(const char *path, char **data, size_t *len, lipi_error *err)
+{
+    *data = NULL;
+    *len = 0;
+    if (!path || !is_file(path))
+        return LIPI_OK;
+    return lipi_read_file(path, LIPI_READ_MAX, data, len, err);
+}
+
+/* ======================================================================== */
+/* Readers on files                                                          */
+/* ======================================================================== */
+
+static lipi_status open_spm(const char *path, lipi_tokenizer **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    char *data = NULL;
+    size_t len = 0;
+    TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
+    TRY(lipi_tokenizer_from_spm(data, len, path, out, err));
+done:
+    lipi_free(data);
+    return st;
+}
+
+static lipi_status open_vocab_txt(const char *path, const lipi_open_options *opt,
+                                  lipi_tokenizer **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    char *data = NULL, *cfg = NULL, *cfg_path = beside(path, "tokenizer_config.json");
+    size_t len = 0, cfg_len = 0;
+    if (!cfg_path)
+        return oom(path, err);
+    TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
+    TRY(read_optional(cfg_path, &cfg, &cfg_len, err));
+    TRY(lipi_tokenizer_from_vocab_txt(data, len, path, cfg, cfg_len, opt->lowercase,
+                                      opt->strip_accents, out, err));
+done:
+    lipi_free(data);
+    lipi_free(cfg);
+    lipi_free(cfg_path);
+    return st;
+}
+
+/* vocab.json and merges.txt, given either of them (or the folder). */
+static lipi_status open_gpt2(const char *vocab_path, const char *merges_path,
+                             lipi_tokenizer **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    char *v = NULL, *m = NULL, *cfg = NULL, *cfg_path = beside(vocab_path, "tokenizer_config.json");
+    size_t vn = 0, mn = 0, cn = 0;
+    if (!cfg_path)
+        return oom(vocab_path, err);
+    TRY(lipi_read_file(vocab_path, LIPI_READ_MAX, &v, &vn, err));
+    TRY(lipi_read_file(merges_path, LIPI_READ_MAX, &m, &mn, err));
+    TRY(read_optional(cfg_path, &cfg, &cn, err));
+    TRY(lipi_tokenizer_from_gpt2(v, vn, m, mn, vocab_path, cfg, cn, out, err));
+done:
+    lipi_free(v);
+    lipi_free(m);
+    lipi_free(cfg);
+    lipi_free(cfg_path);
+    return st;
+}
+
+/* NAME.meta.json beside a rank file: {"pat_str": ..., "special_tokens":
+ * {"<|x|>": id, ...}}. *meta keeps the strings alive. */
+static lipi_status read_meta(const char *path, const char *text, size_t len, json_t **meta,
+                             const char **pattern, lipi_special_token **special, size_t *n,
+                             lipi_error *err)
+{
+    json_error_t je;
+    const json_t *pat, *sp;
+    *meta = json_loadb(text, len, 0, &je);
+    if (!*meta)
+        return lipi_rd_json_oom(&je)
+                   ? oom(path, err)
+                   : lipi_error_set(err, LIPI_EFORMAT, path, je.line > 0 ? (size_t)je.line : 0,
+                                    je.column > 0 ? (size_t)je.column : 0, "invalid JSON: %s",
+                                    je.text);
+    pat = json_object_get(*meta, "pat_str");
+    sp = json_object_get(*meta, "special_tokens");
+    if (pat && !json_is_string(pat))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0, "pat_str: expected a string");
+    if (sp && !json_is_object(sp))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "special_tokens: expected an object of ids");
+    if (pat)
+        *pattern = json_string_value(pat);
+    if (sp) {
+        const char *key;
+        const json_t *v;
+        size_t i = 0;
+        *special = lipi_calloc(json_object_size(sp) ? json_object_size(sp) : 1, sizeof **special);
+        if (!*special)
+            return oom(path, err);
+        json_object_foreach((json_t *)sp, key, v) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+                json_integer_value(v) >= (json_int_t)UINT32_MAX || !*key)
+                return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                      "special_tokens.%s: expected a token id", key);
+            (*special)[i++] = (lipi_special_token){key, (uint32_t)json_integer_value(v)};
+        }
+        *n = i;
+    }
+    return LIPI_OK;
+}
+
+static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
+                                 lipi_tokenizer **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    const char *base = base_name(path);
+    size_t base_len = strlen(base);
+    char *data = NULL, *meta_text = NULL, *meta_path = NULL;
+    size_t len = 0, meta_len = 0, n_special = 0;
+    json_t *meta = NULL;
+    const char *pattern = NULL;
+    const lipi_special_token *special = NULL;
+    lipi_special_token *meta_special = NULL;
+    lipi_buf mb = {0};
+
+    if (ends_with(base, ".tiktoken"))
+        base_len -= strlen(".tiktoken");
+    /* The published encodings are known by name; NAME.meta.json beside
+     * the ranks describes any other. */
+    if (!lipi_rd_tiktoken_builtin(base, base_len, &pattern, &special, &n_special)) {
+        if (lipi_buf_append(&mb, base, base_len) != LIPI_OK ||
+            lipi_buf_append(&mb, ".meta.json", 10) != LIPI_OK ||
+            !(meta_path = beside(path, mb.p))) {
+            st = oom(path, err);
+            goto done;
+        }
+        TRY(read_optional(meta_path, &meta_text, &meta_len, err));
+        if (meta_text) {
+            size_t n_meta = 0;
+            TRY(read_meta(meta_path, meta_text, meta_len, &meta, &pattern, &meta_special,
+                          &n_meta, err));
+            if (meta_special) {
+                special = meta_special;
+                n_special = n_meta;
+            }
+        }
+    }
+    if (opt->pattern)
+        pattern = opt->pattern;
+    if (!pattern) {
+        st = lipi_error_set(err, LIPI_EINVAL, path, 0, 0,
+                            "no split pattern is known for \"%.*s\": give one with the pattern "
+                            "option (--pattern)",
+                            (int)(base_len > 64 ? 64 : base_len), base);
+        goto done;
+    }
+    TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
+    TRY(lipi_tokenizer_from_tiktoken(data, len, path, pattern, special, n_special, out, err));
+done:
+    lipi_free(data);
+    lipi_free(meta_text);
+    lipi_free(meta_path);
+    lipi_free(meta_special);
+    lipi_buf_free(&mb);
+    json_decref(meta);
+    return st;
+}
+
+/* A GGUF file is mapped, not read: model files run to many gigabytes and
+ * only the metadata at the start is needed. */
+static lipi_status open_gguf(const char *path, const lipi_open_options *opt,
+                             lipi_tokenizer **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    struct stat sb;
+    void *map = MAP_FAILED;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
+    if (fstat(fd, &sb) != 0) {
+        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot stat: %s", strerror(errno));
+        goto done;
+    }
+    if (sb.st_size == 0) {
+        st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0, "expected a GGUF file, found an empty one");
+        goto done;
+    }
+    map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot map: %s", strerror(errno));
+        goto done;
+    }
+    st = lipi_tokenizer_from_gguf(map, (size_t)sb.st_size, path, opt, out, err);
+done:
+    if (map != MAP_FAILED)
+        munmap(map, (size_t)sb.st_size);
+    close(fd);
+    return st;
+}
+
+/* ======================================================================== */
+/* Choosing the reader                                                       */
+/* ======================================================================== */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The first *.model file of a folder by name, after the usual names. */
+static lipi_status find_model(const char *dir, char **out, lipi_error *err)
+{
+    static const char *const names[] = {"spiece.model", "sentencepiece.bpe.model",
+                                        "tokenizer.model"};
+    char **found = NULL;
+    size_t n = 0, cap = 0;
+    lipi_status st = LIPI_OK;
+    DIR *d = NULL;
+    *out = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *p = join(dir, strlen(dir), names[i]);
+        if (!p)
+            return oom(dir, err);
+        if (is_file(p)) {
+            *out = p;
+            return LIPI_OK;
+        }
+        lipi_free(p);
+    }
+    d = opendir(dir);
+    if (!d)
+        return lipi_error_set(err, LIPI_EIO, dir, 0, 0, "cannot list: %s", strerror(errno));
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!ends_with(e->d_name, ".model"))
+            continue;
+        char *p = join(dir, strlen(dir), e->d_name);
+        if (!p || lipi_grow((void **)&found, &cap, n + 1, sizeof *found) != LIPI_OK) {
+            lipi_free(p);
+            st = oom(dir, err);
+            goto done;
+        }
+        if (is_file(p))
+            found[n++] = p;
+        else
+            lipi_free(p);
+    }
+    if (n) {
+        qsort(found, n, sizeof *found, cmp_str);
+        *out = found[0];
+        found[0] = NULL;
+    }
+done:
+    for (size_t i = 0; i < n; i++)
+        lipi_free(found[i]);
+    lipi_free(found);
+    closedir(d);
+    return st;
+}
+
+static lipi_status open_folder(const char *dir, const lipi_open_options *opt,
+                               lipi_tokenizer **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    size_t dl = strlen(dir);
+    char *tj = join(dir, dl, "tokenizer.json"), *vt = join(dir, dl, "vocab.txt");
+    char *vj = join(dir, dl, "vocab.json"), *mt = join(dir, dl, "merges.txt"), *model = NULL;
+    if (!tj || !vt || !vj || !mt) {
+        st = oom(dir, err);
+        goto done;
+    }
+    if (is_file(tj)) {
+        st = lipi_tokenizer_load(tj, out, err);
+    } else if (is_file(vt)) {
+        st = open_vocab_txt(vt, opt, out, err);
+    } else if (is_file(vj) && is_file(mt)) {
+        st = open_gpt2(vj, mt, out, err);
+    } else {
+        TRY(find_model(dir, &model, err));
+        if (model)
+            st = open_spm(model, out, err);
+        else
+            st = lipi_error_set(err, LIPI_EIO, dir, 0, 0,
+                                "expected a tokenizer in this folder (tokenizer.json, vocab.txt, "
+                                "vocab.json + merges.txt or a SentencePiece .model), found none");
+    }
+done:
+    lipi_free(tj);
+    lipi_free(vt);
+    lipi_free(vj);
+    lipi_free(mt);
+    lipi_free(model);
+    return st;
+}
+
+/* Whether the text looks like tiktoken ranks: "<base64> <digits>\n". */
+static bool looks_tiktoken(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n && (isalnum(s[i]) || s[i] == '+' || s[i] == '/' || s[i] == '='))
+        i++;
+    if (i == 0 || i >= n || s[i] != ' ')
+        return false;
+    size_t d = ++i;
+    while (i < n && s[i] >= '0' && s[i] <= '9')
+        i++;
+    return i > d && (i == n || s[i] == '\n' || s[i] == '\r');
+}
+
+/* A bare encoding name: NAME.tiktoken in the data folders. */
+static lipi_status open_named(const char *name, const lipi_open_options *opt,
+                              lipi_tokenizer **out, lipi_error *err)
+{
+    static const char *const dirs[] = {"data", "data/tiktoken", "data/vocab/tiktoken",
+                                       "../shared/data/vocab/tiktoken"};
+    lipi_status st = LIPI_OK;
+    lipi_buf file = {0};
+    const char *pattern;
+    const lipi_special_token *sp;
+    size_t n_sp;
+    size_t len = strlen(name);
+
+    if (ends_with(name, ".tiktoken"))
+        len -= strlen(".tiktoken");
+    if (!lipi_rd_tiktoken_builtin(name, len, &pattern, &sp, &n_sp))
+        return lipi_error_set(err, LIPI_EIO, name, 0, 0, "cannot open: %s", strerror(ENOENT));
+    if (lipi_buf_append(&file, name, len) != LIPI_OK ||
+        lipi_buf_append(&file, ".tiktoken", 9) != LIPI_OK)
+        return oom(name, err);
+    for (size_t i = 0; i < (opt->data_dir ? 1 : sizeof dirs / sizeof dirs[0]); i++) {
+        const char *dir = opt->data_dir ? opt->data_dir : dirs[i];
+        char *p = join(dir, strlen(dir), file.p);
+        if (!p) {
+            st = oom(name, err);
+            goto done;
+        }
+        if (is_file(p)) {
+            st = open_tiktoken(p, opt, out, err);
+            lipi_free(p);
+            goto done;
+        }
+        lipi_free(p);
+    }
+    st = lipi_error_set(err, LIPI_EIO, name, 0, 0, "cannot find %s in %s", file.p,
+                        opt->data_dir ? opt->data_dir
+                                      : "data, data/tiktoken, data/vocab/tiktoken, "
+                                        "../shared/data/vocab/tiktoken");
+done:
+    lipi_buf_free(&file);
+    return st;
+}
+
+lipi_status lipi_tokenizer_open(const char *path, const lipi_open_options *opt_in,
+                                lipi_tokenizer **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    lipi_open_options opt = {0};
+    struct stat sb;
+    unsigned char head[64];
+    size_t head_len = 0;
+    char *other = NULL;
+
+    if (!out)
+        return lipi_error_set(err, LIPI_EINVAL, path, 0, 0, "no output pointer given");
+    *out = NULL;
+    if (!path || !*path)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "no path given");
+    if (opt_in)
+        opt = *opt_in;
+    if (opt.lowercase > LIPI_FLAG_ON || opt.strip_accents > LIPI_FLAG_ON)
+        return lipi_error_set(err, LIPI_EINVAL, path, 0, 0,
+                              "lowercase and strip_accents take LIPI_FLAG_AUTO, _OFF or _ON");
+
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT && !strchr(path, '/'))
+            return open_named(path, &opt, out, err);
+        return lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
+    }
+    if (S_ISDIR(sb.st_mode))
+        return open_folder(path, &opt, out, err);
+
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
+    head_len = fread(head, 1, sizeof head, f);
+    fclose(f);
+
+    const char *base = base_name(path);
+    if (head_len >= 4 && memcmp(head, "GGUF", 4) == 0)
+        return open_gguf(path, &opt, out, err);
+    if (ends_with(base, ".gguf"))
+        return open_gguf(path, &opt, out, err);
+    if (strcmp(base, "vocab.json") == 0 || strcmp(base, "merges.txt") == 0) {
+        other = beside(path, base[0] == 'v' ? "merges.txt" : "vocab.json");
+        if (!other)
+            return oom(path, err);
+        if (!is_file(other))
+            st = lipi_error_set(err, LIPI_EIO, path, 0, 0,
+                                "expected %s beside it (GPT-2 BPE needs both files), found none",
+                                base_name(other));
+        else if (base[0] == 'v')
+            st = open_gpt2(path, other, out, err);
+        else
+            st = open_gpt2(other, path, out, err);
+        lipi_free(other);
+        return st;
+    }
+    if (ends_with(base, ".json"))
+        return lipi_tokenizer_load(path, out, err);
+    if (ends_with(base, ".tiktoken"))
+        return open_tiktoken(path, &opt, out, err);
+    if (ends_with(base, ".model"))
+        return open_spm(path, out, err);
+    if (ends_with(base, ".txt"))
+        return open_vocab_txt(path, &opt, out, err);
+
+    /* No telling name: look at the bytes. */
+    size_t i = 0;
+    while (i < head_len && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t'))
+        i++;
+    if (i < head_len && head[i] == '{')
+        return lipi_tokenizer_load(path, out, err);
+    if (looks_tiktoken(head, head_len))
+        return open_tiktoken(path, &opt, out, err);
+    /* A ModelProto starts with its first piece: field 1, length-delimited. */
+    if (head_len > 0 && head[0] == 0x0a)
+        return open_spm(path, out, err);
+    return open_vocab_txt(path, &opt, out, err);
+}
