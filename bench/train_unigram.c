@@ -140,7 +140,8 @@ int main(int argc, char **argv)
         die("training", &err);
     if (lipi_tokenizer_save(tok, out, &err) != LIPI_OK)
         die(out, &err);
-    (void)spm;
+    if (spm && lipi_tokenizer_save_spm(tok, spm, &err) != LIPI_OK)
+        die(spm, &err);
     printf("trained vocab=%zu seconds=%.2f\n", lipi_tokenizer_vocab_size(tok), now() - t0);
     lipi_tokenizer_free(tok);
     return 0;

@@ -338,6 +338,31 @@ lipi_status lipi_check_writable(const char *path, lipi_error *err);
 lipi_status lipi_tokenizer_export_merges(const lipi_tokenizer *t, const char *dir,
                                          lipi_error *err);
 
+/* Writes a Unigram tokenizer as a SentencePiece model (ModelProto, the
+ * .model file), atomically, for the sentencepiece library to load: every id
+ * in order with its score and type (the unknown token UNKNOWN, special
+ * added tokens CONTROL, other added tokens USER_DEFINED, "<0xNN>" pieces
+ * BYTE when byte_fallback is on, the rest NORMAL); trainer_spec with
+ * model_type UNIGRAM, byte_fallback and the unk / bos ("<s>") / eos
+ * ("</s>") / pad ("<pad>") ids (-1 when absent); normalizer_spec "identity"
+ * with the tokenizer's Metaspace settings (spaces escaped to "▁", a dummy
+ * prefix unless prepend_scheme is "never", extra whitespace kept).
+ * SentencePiece then gives lipi's ids for text that the tokenizer's
+ * normalizer leaves unchanged (NFC text for "indic") wherever the
+ * pre-tokenizer splits only where no piece could span (before "▁", between
+ * scripts, letters and punctuation; not inside a run of more than three
+ * digits, which the indic pattern cuts and SentencePiece does not), and for
+ * text without special-token strings, which SentencePiece never matches.
+ * LIPI_EINVAL for a model that is not Unigram, without an unknown token, with
+ * an id no token has, or a Metaspace replacement other than "▁"; LIPI_EIO
+ * naming the path. */
+lipi_status lipi_tokenizer_save_spm(const lipi_tokenizer *t, const char *path, lipi_error *err);
+
+/* The bytes lipi_tokenizer_save_spm writes: *out is owned by the caller
+ * (lipi_free), *len its length. */
+lipi_status lipi_tokenizer_to_spm(const lipi_tokenizer *t, char **out, size_t *len,
+                                  lipi_error *err);
+
 /* Serializes to a new NUL-terminated JSON string owned by the caller
  * (lipi_free); *len (may be NULL) is its length. The output is
  * deterministic and laid out as Hugging Face writes it (keys in its order,
