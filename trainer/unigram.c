@@ -389,7 +389,7 @@ typedef struct {
 typedef struct {
     cnode *v;
     size_t *off; /* words + 1 */
-    size_t n;
+    size_t n, n_words;
 } node_cache;
 
 static void cache_free(node_cache *nc)
@@ -632,11 +632,12 @@ typedef struct {
     scratch *sc;
     /* per piece: 0 drop (its best segmentation is split, or it is dead),
      * 1 keep (no alternative), 2 candidate with alternatives
-     * alt[i * alt_stride .. + alen[i]] */
+     * alt[slot[i] * alt_stride .. + alen[i]] */
     uint8_t *kind;
+    uint32_t *slot;    /* rank of piece i among the live ones */
     uint32_t *alt;
     uint8_t *alen;
-    size_t alt_stride;
+    size_t alt_stride; /* the most code points of a piece */
 } prune_job;
 
 static lipi_status prune_alt_run(void *ctx, size_t tid, size_t job, lipi_error *err)
@@ -675,7 +676,7 @@ static lipi_status prune_alt_run(void *ctx, size_t tid, size_t job, lipi_error *
         pj->kind[i] = 2;
         pj->alen[i] = (uint8_t)lat->path_len;
         for (size_t k = 0; k < lat->path_len; k++)
-            pj->alt[i * pj->alt_stride + k] = lat->nodes[lat->path[k]].id;
+            pj->alt[pj->slot[i] * pj->alt_stride + k] = lat->nodes[lat->path[k]].id;
     }
 done:
     if (st == LIPI_ENOMEM)
@@ -725,24 +726,29 @@ static int cand_cmp(const void *a, const void *b)
  * loss assumes all its uses (in the Viterbi segmentations of the words) go
  * to its second-best segmentation. */
 static lipi_status prune(const word_set *ws, piece_set *ps, const node_cache *nc, size_t target,
-                         size_t threads, lipi_error *err)
+                         size_t max_chars, size_t threads, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    size_t n = ps->n;
-    prune_job pj = {.ws = ws, .ps = ps, .nc = nc};
+    size_t n = ps->n, n_alive = 0;
+    prune_job pj = {.ws = ws, .ps = ps, .nc = nc, .alt_stride = max_chars};
     uint64_t *freq = NULL;
     cand *cands = NULL;
     size_t n_cand = 0, n_kept = 0;
 
+    pj.slot = lipi_calloc(n ? n : 1, sizeof *pj.slot);
+    if (!pj.slot) {
+        st = oom(err);
+        goto done;
+    }
     for (size_t i = 0; i < n; i++)
-        if (ps->p[i].alive && ps->p[i].len > pj.alt_stride)
-            pj.alt_stride = ps->p[i].len;
+        if (ps->p[i].alive)
+            pj.slot[i] = (uint32_t)n_alive++;
     pj.sc = lipi_calloc(threads, sizeof *pj.sc);
     pj.kind = lipi_calloc(n ? n : 1, 1);
     pj.alen = lipi_calloc(n ? n : 1, 1);
-    pj.alt = lipi_calloc(n ? n : 1, (pj.alt_stride ? pj.alt_stride : 1) * sizeof *pj.alt);
+    pj.alt = lipi_calloc(n_alive ? n_alive : 1, pj.alt_stride * sizeof *pj.alt);
     freq = lipi_calloc(n ? n : 1, sizeof *freq);
-    cands = lipi_calloc(n ? n : 1, sizeof *cands);
+    cands = lipi_calloc(n_alive ? n_alive : 1, sizeof *cands);
     if (!pj.sc || !pj.kind || !pj.alen || !pj.alt || !freq || !cands) {
         st = oom(err);
         goto done;
@@ -780,7 +786,7 @@ static lipi_status prune(const word_set *ws, piece_set *ps, const node_cache *nc
         }
         double fi = (double)freq[i];
         size_t na = pj.alen[i];
-        const uint32_t *alt = pj.alt + i * pj.alt_stride;
+        const uint32_t *alt = pj.alt + pj.slot[i] * pj.alt_stride;
         /* The piece's uses all go to its alternatives: their counts grow by
          * freq[i] and the total by freq[i] * (na - 1). */
         double f = fi / vsum;
@@ -800,6 +806,7 @@ static lipi_status prune(const word_set *ws, piece_set *ps, const node_cache *nc
     pieces_rescore(ps);
 done:
     scratch_free(pj.sc, threads);
+    lipi_free(pj.slot);
     lipi_free(pj.kind);
     lipi_free(pj.alen);
     lipi_free(pj.alt);
@@ -1117,13 +1124,24 @@ done:
     return st;
 }
 
+static lipi_status sort_run(void *ctx, size_t tid, size_t job, lipi_error *err)
+{
+    node_cache *nc = ctx;
+    size_t lo = job * WORD_BLOCK, hi = lo + WORD_BLOCK < nc->n_words ? lo + WORD_BLOCK : nc->n_words;
+    for (size_t i = lo; i < hi; i++)
+        qsort(nc->v + nc->off[i], nc->off[i + 1] - nc->off[i], sizeof *nc->v, cnode_cmp);
+    return LIPI_OK;
+}
+
 /* The nodes of every word: each character's one-character piece, and each
  * seed substring at every occurrence the guard allows; also sets each
  * substring piece's reference occurrence (its first allowed one). */
 static lipi_status build_cache(const sa_text *t, const seed_cand *c, size_t n_c, size_t n_req,
-                               const int32_t *req_of_rank, piece_set *ps, node_cache *nc)
+                               const int32_t *req_of_rank, size_t threads, piece_set *ps,
+                               node_cache *nc)
 {
     size_t nw = t->n_words;
+    nc->n_words = nw;
     size_t *fill = NULL;
     nc->off = lipi_calloc(nw + 1, sizeof *nc->off);
     fill = lipi_calloc(nw + 1, sizeof *fill);
@@ -1171,10 +1189,8 @@ static lipi_status build_cache(const sa_text *t, const seed_cand *c, size_t n_c,
             memcpy(fill, nc->off, (nw + 1) * sizeof *fill);
         }
     }
-    for (size_t i = 0; i < nw; i++)
-        qsort(nc->v + nc->off[i], nc->off[i + 1] - nc->off[i], sizeof *nc->v, cnode_cmp);
     lipi_free(fill);
-    return LIPI_OK;
+    return par_run(threads, (nw + WORD_BLOCK - 1) / WORD_BLOCK, sort_run, nc, NULL);
 }
 
 /* The seed pieces, as SentencePiece's MakeSeedSentencePieces: the required
@@ -1184,8 +1200,8 @@ static lipi_status build_cache(const sa_text *t, const seed_cand *c, size_t n_c,
  * (the rarest; only beyond 2^31 characters of distinct words) are dropped
  * from ws. */
 static lipi_status make_seeds(word_set *ws, const char_freq *cf, size_t n_req,
-                              const lipi_unigram_options *opt, piece_set *ps, node_cache *nc,
-                              lipi_error *err)
+                              const lipi_unigram_options *opt, size_t threads, piece_set *ps,
+                              node_cache *nc, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     int32_t *rank_of = NULL, *req_of_rank = NULL;
@@ -1240,7 +1256,7 @@ static lipi_status make_seeds(word_set *ws, const char_freq *cf, size_t n_req,
         }
         TRY(pieces_add(ps, utf.p, utf.len, log((double)heap.c[i].score) - logsum));
     }
-    TRY(build_cache(&t, heap.c, heap.n, n_req, req_of_rank, ps, nc));
+    TRY(build_cache(&t, heap.c, heap.n, n_req, req_of_rank, threads, ps, nc));
     pieces_rescore(ps);
 done:
     if (st == LIPI_ENOMEM)
@@ -1576,7 +1592,7 @@ lipi_status lipi_unigram_train(const lipi_counts *counts, const lipi_unigram_opt
     }
 
     report(opt, LIPI_PHASE_SEED, 0, 1, false);
-    TRY(make_seeds(&ws, cf, n_req, opt, &ps, &nc, err));
+    TRY(make_seeds(&ws, cf, n_req, opt, threads, &ps, &nc, err));
     report(opt, LIPI_PHASE_SEED, 1, 1, true);
 
     /* SentencePiece stops pruning at 1.1 * vocab_size, leaving the final
@@ -1607,7 +1623,7 @@ lipi_status lipi_unigram_train(const lipi_counts *counts, const lipi_unigram_opt
         size_t target = (size_t)(opt->shrinking_factor * (double)alive);
         if (target < desired)
             target = desired;
-        TRY(prune(&ws, &ps, &nc, target, threads, err));
+        TRY(prune(&ws, &ps, &nc, target, opt->max_piece_length, threads, err));
         cache_compact(&nc, &ps, ws.n);
         step++;
         report(opt, LIPI_PHASE_EM, step, step + steps_left(pieces_alive(&ps), desired, opt),
