@@ -832,13 +832,41 @@ static int char_freq_cmp(const void *a, const void *b)
     return (x->cp > y->cp) - (x->cp < y->cp);
 }
 
+/* A table over code points, 0 where nothing was stored: 256-entry blocks
+ * allocated on the first store, so small inputs stay small. */
+typedef struct {
+    uint64_t *blk[0x1100];
+} cp_table;
+
+static inline uint64_t cpt_get(const cp_table *t, uint32_t cp)
+{
+    const uint64_t *b = t->blk[cp >> 8];
+    return b ? b[cp & 255] : 0;
+}
+
+static lipi_status cpt_slot(cp_table *t, uint32_t cp, uint64_t **slot)
+{
+    uint64_t **b = &t->blk[cp >> 8];
+    if (!*b && !(*b = lipi_calloc(256, sizeof **b)))
+        return LIPI_ENOMEM;
+    *slot = &(*b)[cp & 255];
+    return LIPI_OK;
+}
+
+static void cpt_free(cp_table *t)
+{
+    for (size_t i = 0; t && i < 0x1100; i++)
+        lipi_free(t->blk[i]);
+    lipi_free(t);
+}
+
 /* Every code point with its weighted count, sorted by count (descending)
  * then code point; *n_req of them (a prefix) are the required characters:
  * the fewest that reach `coverage` of all characters. */
 static lipi_status char_stats(const word_set *ws, double coverage, char_freq **out, size_t *n_out,
                               size_t *n_req, lipi_error *err)
 {
-    uint64_t *cnt = lipi_calloc(0x110000, sizeof *cnt);
+    cp_table *cnt = lipi_calloc(1, sizeof *cnt);
     char_freq *cf = NULL;
     size_t n = 0;
     if (!cnt)
@@ -847,26 +875,31 @@ static lipi_status char_stats(const word_set *ws, double coverage, char_freq **o
         const word *w = &ws->w[i];
         for (size_t k = 0; k < w->len;) {
             uint32_t cp;
+            uint64_t *c;
             size_t l = lipi_utf8_decode(w->s + k, w->len - k, &cp);
-            if (cnt[cp] == 0)
-                n++;
-            cnt[cp] = cnt[cp] + w->count < cnt[cp] ? UINT64_MAX : cnt[cp] + w->count;
+            if (cpt_slot(cnt, cp, &c) != LIPI_OK) {
+                cpt_free(cnt);
+                return oom(err);
+            }
+            n += *c == 0;
+            *c = *c + w->count < *c ? UINT64_MAX : *c + w->count;
             k += l;
         }
     }
     cf = lipi_calloc(n ? n : 1, sizeof *cf);
     if (!cf) {
-        lipi_free(cnt);
+        cpt_free(cnt);
         return oom(err);
     }
     n = 0;
     double all = 0.0;
-    for (uint32_t cp = 0; cp < 0x110000; cp++)
-        if (cnt[cp]) {
-            cf[n++] = (char_freq){cp, cnt[cp]};
-            all += (double)cnt[cp];
-        }
-    lipi_free(cnt);
+    for (uint32_t b = 0; b < 0x1100; b++)
+        for (uint32_t j = 0; cnt->blk[b] && j < 256; j++)
+            if (cnt->blk[b][j]) {
+                cf[n++] = (char_freq){b << 8 | j, cnt->blk[b][j]};
+                all += (double)cnt->blk[b][j];
+            }
+    cpt_free(cnt);
     qsort(cf, n, sizeof *cf, char_freq_cmp);
     double acc = 0.0;
     size_t r = 0;
@@ -923,7 +956,8 @@ static lipi_status seeds_push(seed_heap *h, seed_cand c)
     if (c.score < h->floor || h->keep == 0)
         return LIPI_OK;
     if (h->n == h->cap) {
-        qsort(h->c, h->n, sizeof *h->c, seed_cmp);
+        if (h->n)
+            qsort(h->c, h->n, sizeof *h->c, seed_cmp);
         if (h->n > h->keep) {
             h->n = h->keep;
             h->floor = h->c[h->n - 1].score;
@@ -970,7 +1004,7 @@ static void sa_text_free(sa_text *t)
  * than every character, so no common prefix runs across segments. Ranks
  * of characters follow code point order. Words are taken by count until
  * the text would reach 2^31 positions. */
-static lipi_status sa_text_build(sa_text *t, const word_set *ws, const int32_t *rank_of,
+static lipi_status sa_text_build(sa_text *t, const word_set *ws, const cp_table *rank_of,
                                  size_t n_req)
 {
     size_t n = 0, n_seg = 0, n_words = 0;
@@ -981,7 +1015,7 @@ static lipi_status sa_text_build(sa_text *t, const word_set *ws, const int32_t *
         for (size_t k = 0; k < w->len;) {
             uint32_t cp;
             k += lipi_utf8_decode(w->s + k, w->len - k, &cp);
-            if (rank_of[cp] >= 0) {
+            if (cpt_get(rank_of, cp)) {
                 add++;
                 in_seg = true;
             } else if (in_seg) {
@@ -1017,10 +1051,11 @@ static lipi_status sa_text_build(sa_text *t, const word_set *ws, const int32_t *
         for (size_t k = 0; k < w->len;) {
             uint32_t cp;
             size_t l = lipi_utf8_decode(w->s + k, w->len - k, &cp);
-            if (rank_of[cp] >= 0 || in_seg) {
-                bool sep = rank_of[cp] < 0;
+            uint64_t r = cpt_get(rank_of, cp); /* rank + 1, 0: not required */
+            if (r || in_seg) {
+                bool sep = r == 0;
                 t->seg_start[p] = !in_seg;
-                t->text[p] = sep ? (int32_t)seg++ : (int32_t)(n_seg + (size_t)rank_of[cp]);
+                t->text[p] = sep ? (int32_t)seg++ : (int32_t)(n_seg + (size_t)r - 1);
                 t->cflag[p] = f ? f[k] : 1;
                 t->pos_word[p] = (uint32_t)i;
                 t->byte_off[p] = (uint16_t)k;
@@ -1115,7 +1150,8 @@ static lipi_status seed_candidates(const sa_text *t, const word_set *ws, int32_t
             continue;
         TRY(seeds_push(heap, (seed_cand){c * h, (uint32_t)i, (uint32_t)i, (uint32_t)h}));
     }
-    qsort(heap->c, heap->n, sizeof *heap->c, seed_cmp);
+    if (heap->n)
+        qsort(heap->c, heap->n, sizeof *heap->c, seed_cmp);
     if (heap->n > heap->keep)
         heap->n = heap->keep;
 done:
@@ -1204,35 +1240,42 @@ static lipi_status make_seeds(word_set *ws, const char_freq *cf, size_t n_req,
                               node_cache *nc, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    int32_t *rank_of = NULL, *req_of_rank = NULL;
+    cp_table *rank_of = NULL;
+    int32_t *req_of_rank = NULL;
     uint32_t *cp_of = NULL;
     sa_text t = {0};
     seed_heap heap = {.keep = opt->seed_size};
     lipi_buf utf = {0};
 
-    rank_of = lipi_malloc(0x110000 * sizeof *rank_of);
+    /* Ranks of the required characters in code point order (stored + 1). */
+    rank_of = lipi_calloc(1, sizeof *rank_of);
     cp_of = lipi_calloc(n_req ? n_req : 1, sizeof *cp_of);
     req_of_rank = lipi_calloc(n_req ? n_req : 1, sizeof *req_of_rank);
     if (!rank_of || !cp_of || !req_of_rank) {
         st = LIPI_ENOMEM;
         goto done;
     }
-    for (size_t i = 0; i < 0x110000; i++)
-        rank_of[i] = -1;
-    for (size_t i = 0; i < n_req; i++)
-        rank_of[cf[i].cp] = (int32_t)i;
-    for (uint32_t c = 0, r = 0; c < 0x110000; c++)
-        if (rank_of[c] >= 0) {
-            cp_of[r] = c;
-            req_of_rank[r] = rank_of[c];
-            rank_of[c] = (int32_t)r++;
+    for (size_t i = 0; i < n_req; i++) {
+        uint64_t *slot;
+        TRY(cpt_slot(rank_of, cf[i].cp, &slot));
+        *slot = i + 1;
+    }
+    for (uint32_t b = 0, r = 0; b < 0x1100; b++)
+        for (uint32_t j = 0; rank_of->blk[b] && j < 256; j++) {
+            uint64_t *slot = &rank_of->blk[b][j];
+            if (*slot) {
+                cp_of[r] = b << 8 | j;
+                req_of_rank[r] = (int32_t)(*slot - 1);
+                *slot = ++r;
+            }
         }
     TRY(sa_text_build(&t, ws, rank_of, n_req));
     ws->n = t.n_words;
     TRY(lipi_suffix_array(t.text, t.n, (int32_t)(t.n_seg + n_req), t.sa));
     TRY(lipi_lcp_array(t.text, t.n, t.sa, t.lcp));
     t.lcp[t.n] = 0;
-    int32_t ws_rank = rank_of[WS_CP] >= 0 ? (int32_t)(t.n_seg + (size_t)rank_of[WS_CP]) : -1;
+    uint64_t wr = cpt_get(rank_of, WS_CP);
+    int32_t ws_rank = wr ? (int32_t)(t.n_seg + wr - 1) : -1;
     TRY(seed_candidates(&t, ws, ws_rank, opt, &heap));
 
     double sum = 0.0;
@@ -1261,7 +1304,7 @@ static lipi_status make_seeds(word_set *ws, const char_freq *cf, size_t n_req,
 done:
     if (st == LIPI_ENOMEM)
         oom(err);
-    lipi_free(rank_of);
+    cpt_free(rank_of);
     lipi_free(cp_of);
     lipi_free(req_of_rank);
     sa_text_free(&t);
