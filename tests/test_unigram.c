@@ -283,8 +283,27 @@ static void test_golden_vocabulary_of_a_tiny_corpus(void **state)
 }
 
 /* ======================================================================== */
-/* Determinism, sampling                                                     */
+/* Pre-tokenizer, determinism, sampling                                      */
 /* ======================================================================== */
+
+static void test_pretokenizer_makes_sentencepiece_words(void **state)
+{
+    lipi_pretokenizer *p;
+    lipi_pieces out = {0};
+    lipi_error err;
+    const char *text = "नमस्ते दुनिया! 42 x, 1234";
+    const char *want[] = {"▁नमस्ते", "▁दुनिया", "!", "▁42", "▁x", ",", "▁123", "4"};
+    assert_int_equal(lipi_unigram_pretokenizer_new(&p, &err), LIPI_OK);
+    assert_int_equal(lipi_pretokenize(p, text, strlen(text), &out, &err), LIPI_OK);
+    assert_int_equal(out.count, 8);
+    for (size_t i = 0; i < out.count; i++) {
+        size_t len = out.text_off[i + 1] - out.text_off[i];
+        assert_int_equal(len, strlen(want[i]));
+        assert_memory_equal(out.text + out.text_off[i], want[i], len);
+    }
+    lipi_pieces_free(&out);
+    lipi_pretokenizer_free(p);
+}
 
 static void test_same_tokenizer_on_one_and_two_threads(void **state)
 {
@@ -831,6 +850,7 @@ int main(void)
         cmocka_unit_test(test_em_step_matches_hand_computed_expectations),
         cmocka_unit_test(test_em_step_respects_the_grapheme_guard),
         cmocka_unit_test(test_golden_vocabulary_of_a_tiny_corpus),
+        cmocka_unit_test(test_pretokenizer_makes_sentencepiece_words),
         cmocka_unit_test(test_same_tokenizer_on_one_and_two_threads),
         cmocka_unit_test(test_sample_is_seeded_and_smaller),
         cmocka_unit_test(test_grapheme_guard_on_hindi_tamil_bengali),

@@ -347,12 +347,15 @@ lipi_status lipi_tokenizer_export_merges(const lipi_tokenizer *t, const char *di
  * ("</s>") / pad ("<pad>") ids (-1 when absent); normalizer_spec "identity"
  * with the tokenizer's Metaspace settings (spaces escaped to "▁", a dummy
  * prefix unless prepend_scheme is "never", extra whitespace kept).
- * SentencePiece then gives lipi's ids for text that the tokenizer's
- * normalizer leaves unchanged (NFC text for "indic") wherever the
- * pre-tokenizer splits only where no piece could span (before "▁", between
- * scripts, letters and punctuation; not inside a run of more than three
- * digits, which the indic pattern cuts and SentencePiece does not), and for
- * text without special-token strings, which SentencePiece never matches.
+ * SentencePiece then gives lipi's ids on text that the tokenizer's
+ * normalizer leaves unchanged (NFC text without stray ZWJ/ZWNJ for
+ * "indic"), except where lipi's pre-tokenizer cuts a run that a piece spans:
+ * numbers of more than three digits (cut in threes), a contraction after a
+ * non-letter ("7's"), and a text that starts with a space (SentencePiece's
+ * dummy prefix is added anyway); special-token strings in the text are
+ * matched by lipi and Hugging Face only (SentencePiece never matches
+ * control pieces). On FLORES-200 devtest, about 98.5% of the lines of a
+ * 32000-piece model give identical ids.
  * LIPI_EINVAL for a model that is not Unigram, without an unknown token, with
  * an id no token has, or a Metaspace replacement other than "▁"; LIPI_EIO
  * naming the path. */

@@ -407,11 +407,12 @@ lipi_status lipi_unigram_model_to_tokenizer(const lipi_unigram_model *m, lipi_no
                                             lipi_error *err);
 
 /* The default pre-tokenizer of Unigram training: Sequence[the "indic"
- * split, Metaspace("▁", prepend_scheme "first", split false)]. Spaces
- * become "▁" and stay at the front of their word, and the first word of a
- * text gets one (SentencePiece's dummy prefix):
- * "नमस्ते दुनिया!" -> ["▁नमस्ते", "▁दुनिया", "!"]. Hugging Face loads
- * its tokenizer.json form unchanged. *out is owned by the caller. */
+ * split with a leading space allowed before numbers too, Metaspace("▁",
+ * prepend_scheme "first", split false)]. Spaces become "▁" and stay at the
+ * front of their word, and the first word of a text gets one
+ * (SentencePiece's dummy prefix):
+ * "नमस्ते दुनिया! 42" -> ["▁नमस्ते", "▁दुनिया", "!", "▁42"]. Hugging Face
+ * loads its tokenizer.json form unchanged. *out is owned by the caller. */
 lipi_status lipi_unigram_pretokenizer_new(lipi_pretokenizer **out, lipi_error *err);
 
 /* lipi train --type unigram FILE...: counts the files (lipi_count_files

@@ -1904,6 +1904,39 @@ done:
     return st;
 }
 
+/* The indic pattern with one change for Metaspace words: numbers keep a
+ * leading space like every other word, so " 42" is one word "▁42", as
+ * SentencePiece sees it (the plain pattern gives " " and "42"). The change
+ * is made on the pattern's text; if the pattern no longer has the number
+ * alternative this expects, the plain pattern is used. */
+static const char NUMBER_ALT[] = "|(?:\\p{N}\\p{M}*){1,3}";
+
+static json_t *unigram_split(const lipi_pretokenizer *indic)
+{
+    json_t *j = lipi_pretokenizer_to_json(indic);
+    json_t *re = json_object_get(json_object_get(j, "pattern"), "Regex");
+    const char *pat = json_string_value(re);
+    const char *at = pat ? strstr(pat, NUMBER_ALT) : NULL;
+    if (!at)
+        return j;
+    size_t n = strlen(pat), pre = (size_t)(at - pat);
+    char *mod = lipi_malloc(n + 3);
+    if (!mod) {
+        json_decref(j);
+        return NULL;
+    }
+    memcpy(mod, pat, pre + 1);
+    memcpy(mod + pre + 1, " ?", 2);
+    memcpy(mod + pre + 3, at + 1, n - pre);
+    int bad = json_string_set(re, mod);
+    lipi_free(mod);
+    if (bad) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
 lipi_status lipi_unigram_pretokenizer_new(lipi_pretokenizer **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
@@ -1911,7 +1944,7 @@ lipi_status lipi_unigram_pretokenizer_new(lipi_pretokenizer **out, lipi_error *e
     json_t *inner = NULL, *seq = NULL;
     *out = NULL;
     TRY(lipi_pretokenizer_new("indic", &indic, err));
-    inner = lipi_pretokenizer_to_json(indic);
+    inner = unigram_split(indic);
     if (!inner ||
         !(seq = json_pack("{s:s, s:[O, {s:s, s:s, s:s, s:b}]}", "type", "Sequence",
                           "pretokenizers", inner, "type", "Metaspace", "replacement",
