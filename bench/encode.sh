@@ -32,7 +32,7 @@ $CC $FLAGS -I. -o "$BUILD/bench_encode" bench/encode.c "$BUILD/liblipi.a" $LIBS 
 
 for f in "$SHARED"/mono/*.txt.xz; do
   out="$WORK/$(basename "$f" .xz)"
-  [ -s "$out" ] || xz -dc "$f" > "$out"
+  [ -s "$out" ] || { xz -dc "$f" > "$out.$$" && mv "$out.$$" "$out"; }
 done
 
 # multilingual BERT: tokenizer.json from vocab.txt (BertNormalizer keeping
@@ -40,7 +40,7 @@ done
 MBERT="$WORK/bert-base-multilingual-cased.json"
 if [ ! -s "$MBERT" ]; then
   "$BUILD/bench_encode" --make-bert "$SHARED/vocab/bert-base-multilingual-cased/vocab.txt" \
-    --cased > "$MBERT"
+    --cased > "$MBERT.$$" && mv "$MBERT.$$" "$MBERT"
 fi
 
 echo "# corpus: $SHARED/mono/*.txt.xz (decompressed; en-web-sentences has raw control characters);" \

@@ -59,5 +59,6 @@ extern const cli_command cmd_count;
 extern const cli_command cmd_train;
 extern const cli_command cmd_encode;
 extern const cli_command cmd_decode;
+extern const cli_command cmd_inflation;
 
 #endif

@@ -11,6 +11,7 @@ static const cli_command *const commands[] = {
     &cmd_pretokenize,
     &cmd_encode,
     &cmd_decode,
+    &cmd_inflation,
     &cmd_count,
     &cmd_train,
 };

@@ -57,9 +57,11 @@ void cli_progress_report(const lipi_progress *r, void *user)
             clock_str(eta, sizeof eta,
                       el * ((double)r->bytes_total / (double)r->bytes_read - 1.0));
         if (r->done) {
-            fprintf(stderr, "%scounting: %.1f MB, %llu lines in %.1f s (%.1f MB/s)\n",
-                    p->tty ? "\r\033[K" : "", (double)r->bytes_read / mb,
-                    (unsigned long long)r->lines, el, rate);
+            fprintf(stderr, "%scounting: %.1f MB, %llu lines in %.1f s", p->tty ? "\r\033[K" : "",
+                    (double)r->bytes_read / mb, (unsigned long long)r->lines, el);
+            if (el >= 0.05) /* a rate over a blink of time says nothing */
+                fprintf(stderr, " (%.1f MB/s)", rate);
+            fputc('\n', stderr);
         } else if (r->bytes_total) {
             fprintf(stderr, "\r\033[Kcounting  %.1f / %.1f MB  %.1f MB/s  elapsed %s  ETA %s",
                     (double)r->bytes_read / mb, (double)r->bytes_total / mb, rate, elapsed, eta);

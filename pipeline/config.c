@@ -4,6 +4,7 @@
  * sizes that decide the weights' shapes must be present, the rest take the
  * library's defaults. */
 #include "pipeline/pipeline_impl.h"
+#include "tokenizer/json_impl.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -48,21 +49,6 @@ static lipi_status json_parse(const char *text, size_t len, const char *path, js
     return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0, "expected a JSON object");
 }
 
-static const char *json_kind(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "?";
-}
-
 /* A size field: required (no default) or defaulted when absent. */
 static lipi_status get_size(json_t *o, const char *key, bool required, size_t dflt, size_t *out,
                             const char *path, lipi_error *err)
@@ -78,7 +64,7 @@ static lipi_status get_size(json_t *o, const char *key, bool required, size_t df
     if (!json_is_integer(v))
         return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
                               "field \"%s\": expected a positive integer, found %s", key,
-                              json_kind(v));
+                              lipi_json_kind(v));
     json_int_t i = json_integer_value(v);
     if (i <= 0 || (unsigned long long)i > MAX_DIM)
         return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
@@ -99,7 +85,7 @@ static lipi_status get_float(json_t *o, const char *key, double dflt, float *out
     if (!json_is_number(v) || !(json_number_value(v) > 0) || json_number_value(v) > 1)
         return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
                               "field \"%s\": expected a number in (0, 1], found %s", key,
-                              json_is_number(v) ? "a value outside" : json_kind(v));
+                              json_is_number(v) ? "a value outside" : lipi_json_kind(v));
     *out = (float)json_number_value(v);
     return LIPI_OK;
 }
@@ -113,7 +99,7 @@ static lipi_status get_act(json_t *o, const char *key, const char *dflt, lipi_ac
         if (!json_is_string(v))
             return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
                                   "field \"%s\": expected a string, found %s", key,
-                                  json_kind(v));
+                                  lipi_json_kind(v));
         s = json_string_value(v);
     }
     if (!strcmp(s, "gelu"))
@@ -153,7 +139,7 @@ static lipi_status parse_labels(json_t *root, lipi_config *c, const char *path,
     if (id2label && !json_is_object(id2label))
         return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
                               "field \"id2label\": expected an object, found %s",
-                              json_kind(id2label));
+                              lipi_json_kind(id2label));
     if (id2label)
         n = json_object_size(id2label);
     if (!n) {
@@ -194,11 +180,11 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
     json_t *archs = json_object_get(root, "architectures");
     if (mt && !json_is_string(mt))
         return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
-                              "field \"model_type\": expected a string, found %s", json_kind(mt));
+                              "field \"model_type\": expected a string, found %s", lipi_json_kind(mt));
     if (archs && !json_is_array(archs))
         return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
                               "field \"architectures\": expected an array, found %s",
-                              json_kind(archs));
+                              lipi_json_kind(archs));
     const char *arch0 = NULL;
     if (archs && json_array_size(archs) > 0) {
         if (!json_is_string(json_array_get(archs, 0)))
@@ -262,7 +248,7 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
                               "field \"position_embedding_type\": only \"absolute\" is "
                               "supported, found %s%.40s%s",
                               json_is_string(pet) ? "\"" : "",
-                              json_is_string(pet) ? json_string_value(pet) : json_kind(pet),
+                              json_is_string(pet) ? json_string_value(pet) : lipi_json_kind(pet),
                               json_is_string(pet) ? "\"" : "");
     c->embed = c->hidden;
     c->groups = c->layers;
@@ -383,7 +369,7 @@ static lipi_status read_pooling(const char *dir, const char *rel, lipi_config *c
         if (v && !json_is_boolean(v)) {
             st = lipi_error_set(err, LIPI_EFORMAT, sub, 0, 0,
                                 "field \"%s\": expected a boolean, found %s", POOL_KEYS[i],
-                                json_kind(v));
+                                lipi_json_kind(v));
             goto done;
         }
         if (json_is_true(v))
@@ -433,7 +419,7 @@ static lipi_status read_dense(const char *dir, const char *rel, lipi_config *c,
     json_t *bias = json_object_get(root, "bias");
     if (bias && !json_is_boolean(bias)) {
         st = lipi_error_set(err, LIPI_EFORMAT, sub, 0, 0,
-                            "field \"bias\": expected a boolean, found %s", json_kind(bias));
+                            "field \"bias\": expected a boolean, found %s", lipi_json_kind(bias));
         goto done;
     }
     d->bias = !bias || json_is_true(bias);

@@ -56,6 +56,7 @@ static void write_style(FILE *f)
           "svg .reference{stroke:#222;stroke-width:1.5;stroke-dasharray:5 3}\n"
           "svg .legend-item{cursor:pointer}svg .legend-item.off{opacity:.35}\n"
           "svg text.value{font-size:9px;fill:#555}\n"
+          "svg rect.bar[data-comparable=false]{opacity:.4}\n"
           "svg .hidden{display:none}\n"
           ".scroll{overflow-x:auto}\n"
           "</style>\n",
@@ -76,7 +77,7 @@ static void write_chart(const lipi_inflation_report *rep, const size_t *order, F
     size_t legend_rows = 1;
     double lx = left;
     for (size_t t = 0; t < rep->n_tok; t++) {
-        double w = 28.0 + 7.5 * (double)lipi_inflation_display_width(rep->tok_names[t]);
+        double w = 30.0 + 7.0 * (double)lipi_inflation_display_width(rep->tok_names[t]);
         if (lx + w > width && lx > left) {
             legend_rows++;
             lx = left;
@@ -113,7 +114,7 @@ static void write_chart(const lipi_inflation_report *rep, const size_t *order, F
     lx = left;
     double ly = 10.0;
     for (size_t t = 0; t < rep->n_tok; t++) {
-        double w = 28.0 + 7.5 * (double)lipi_inflation_display_width(rep->tok_names[t]);
+        double w = 30.0 + 7.0 * (double)lipi_inflation_display_width(rep->tok_names[t]);
         if (lx + w > width && lx > left) {
             ly += LEGEND_ROW;
             lx = left;
@@ -137,39 +138,7 @@ static void write_chart(const lipi_inflation_report *rep, const size_t *order, F
     }
     fprintf(f, "<text class=\"axis\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
             left + PLOT_W / 2.0, top + plot_h + 30.0, what);
-    fputs("</g>\n<g class=\"bars\">\n", f);
-    for (size_t i = 0; i < rep->n_lang; i++) {
-        size_t l = order[i];
-        double gy = top + group_h * (double)i + GROUP_GAP / 2.0;
-        fprintf(f, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", left - 8.0,
-                gy + (double)(rep->n_tok * BAR_H) / 2.0 + 4.0);
-        lipi_inflation_html_string(f, rep->lang_names[l]);
-        fputs("</text>\n", f);
-        for (size_t t = 0; t < rep->n_tok; t++) {
-            double v = chart_value(rep, t, l);
-            bool ok = !isnan(v) && isfinite(v);
-            char value[32];
-            lipi_inflation_fmt(value, sizeof value, ok ? v : NAN, 3, "none");
-            fprintf(f,
-                    "<rect class=\"bar\" data-series=\"%zu\" data-value=\"%s\" x=\"%.1f\" "
-                    "y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
-                    t, value, left, gy + (double)(t * BAR_H), ok ? v * scale : 0.0, BAR_H - 2,
-                    palette[t % N_COLORS]);
-            lipi_inflation_html_string(f, rep->lang_names[l]);
-            fputs(" \xC2\xB7 ", f);
-            lipi_inflation_html_string(f, rep->tok_names[t]);
-            fprintf(f, ": %s %s</title></rect>\n", rep->text_mode ? "fertility" : "parity",
-                    ok ? value : "-");
-            if (ok) {
-                char shown[32];
-                lipi_inflation_fmt(shown, sizeof shown, v, 2, "");
-                fprintf(f,
-                        "<text class=\"value\" data-series=\"%zu\" x=\"%.1f\" y=\"%.1f\">%s"
-                        "</text>\n",
-                        t, left + v * scale + 3.0, gy + (double)(t * BAR_H) + BAR_H - 3.0, shown);
-            }
-        }
-    }
+    /* The reference line goes under the bars, so it never hides a value. */
     double rx = left + scale * 1.0;
     fprintf(f,
             "</g>\n<line class=\"reference\" data-value=\"1.0\" x1=\"%.1f\" x2=\"%.1f\" "
@@ -182,7 +151,47 @@ static void write_chart(const lipi_inflation_report *rep, const size_t *order, F
         lipi_inflation_html_string(f, rep->lang_names[rep->reference]);
     } else
         fputs("1.0", f);
-    fputs("</text>\n</svg>\n", f);
+    fputs("</text>\n<g class=\"bars\">\n", f);
+    for (size_t i = 0; i < rep->n_lang; i++) {
+        size_t l = order[i];
+        double gy = top + group_h * (double)i + GROUP_GAP / 2.0;
+        fprintf(f, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", left - 8.0,
+                gy + (double)(rep->n_tok * BAR_H) / 2.0 + 4.0);
+        lipi_inflation_html_string(f, rep->lang_names[l]);
+        fputs("</text>\n", f);
+        for (size_t t = 0; t < rep->n_tok; t++) {
+            lipi_inflation_row row;
+            lipi_inflation_get_row(rep, t, l, &row);
+            double v = rep->text_mode ? row.fertility : row.parity;
+            bool ok = !isnan(v) && isfinite(v);
+            char value[32];
+            lipi_inflation_fmt(value, sizeof value, ok ? v : NAN, 3, "none");
+            /* Rows with too many unknown tokens are drawn faded, not hidden:
+             * their bar is real but not a fair comparison. */
+            fprintf(f,
+                    "<rect class=\"bar\" data-series=\"%zu\" data-value=\"%s\"%s x=\"%.1f\" "
+                    "y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
+                    t, value, row.comparable ? "" : " data-comparable=\"false\"", left,
+                    gy + (double)(t * BAR_H), ok ? v * scale : 0.0, BAR_H - 2,
+                    palette[t % N_COLORS]);
+            lipi_inflation_html_string(f, rep->lang_names[l]);
+            fputs(" \xC2\xB7 ", f);
+            lipi_inflation_html_string(f, rep->tok_names[t]);
+            fprintf(f, ": %s %s%s</title></rect>\n", rep->text_mode ? "fertility" : "parity",
+                    ok ? value : "-",
+                    row.comparable ? "" : " (not comparable: over 10% unknown characters)");
+            if (ok) {
+                char shown[32];
+                lipi_inflation_fmt(shown, sizeof shown, v, 2, "");
+                fprintf(f,
+                        "<text class=\"value\" data-series=\"%zu\" x=\"%.1f\" y=\"%.1f\">%s%s"
+                        "</text>\n",
+                        t, left + v * scale + 3.0, gy + (double)(t * BAR_H) + BAR_H - 3.0, shown,
+                        row.comparable ? "" : "*");
+            }
+        }
+    }
+    fputs("</g>\n</svg>\n", f);
 }
 
 static void write_num(FILE *f, double v, int decimals, const char *cls)

@@ -56,74 +56,74 @@ static cli_result run(const char *fmt, ...)
 
 static void test_train_writes_a_loadable_tokenizer_of_the_asked_size(void **state)
 {
-    cli_result r = run("train --quiet --vocab-size 1200 -o /tmp/lipi-t1.json " ALL);
+    cli_result r = run("train --quiet --vocab-size 1200 -o ./lipi-t1.json " ALL);
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
     lipi_tokenizer *t = NULL;
     lipi_error err;
-    assert_int_equal(lipi_tokenizer_load("/tmp/lipi-t1.json", &t, &err), LIPI_OK);
+    assert_int_equal(lipi_tokenizer_load("./lipi-t1.json", &t, &err), LIPI_OK);
     assert_int_equal(lipi_tokenizer_vocab_size(t), 1200);
     assert_int_equal(lipi_tokenizer_model_type(t), LIPI_MODEL_BPE);
     assert_true(lipi_tokenizer_get_model_options(t)->byte_fallback);
     uint32_t id;
     assert_true(lipi_tokenizer_token_to_id(t, "<0x00>", 6, &id));
     lipi_tokenizer_free(t);
-    unlink("/tmp/lipi-t1.json");
+    unlink("./lipi-t1.json");
 }
 
 static void test_train_is_byte_identical_on_1_and_2_threads(void **state)
 {
     const char *units[] = {"char", "byte"};
     for (int u = 0; u < 2; u++) {
-        cli_result r = run("train --quiet --units %s --threads 1 --vocab-size 1500 -o /tmp/lipi-th1.json " ALL, units[u]);
+        cli_result r = run("train --quiet --units %s --threads 1 --vocab-size 1500 -o ./lipi-th1.json " ALL, units[u]);
         assert_int_equal(r.code, 0);
         cli_result_free(&r);
-        r = run("train --quiet --units %s --threads 2 --vocab-size 1500 -o /tmp/lipi-th2.json " ALL, units[u]);
+        r = run("train --quiet --units %s --threads 2 --vocab-size 1500 -o ./lipi-th2.json " ALL, units[u]);
         assert_int_equal(r.code, 0);
         cli_result_free(&r);
-        assert_same_file("/tmp/lipi-th1.json", "/tmp/lipi-th2.json");
+        assert_same_file("./lipi-th1.json", "./lipi-th2.json");
     }
-    unlink("/tmp/lipi-th1.json");
-    unlink("/tmp/lipi-th2.json");
+    unlink("./lipi-th1.json");
+    unlink("./lipi-th2.json");
 }
 
 static void test_counting_shards_then_training_equals_training_on_files(void **state)
 {
-    cli_result r = run("count --quiet -o /tmp/lipi-c1.tsv " DATA "eng_Latn.txt " DATA "hin_Deva.txt");
+    cli_result r = run("count --quiet -o ./lipi-c1.tsv " DATA "eng_Latn.txt " DATA "hin_Deva.txt");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    r = run("count --quiet -o /tmp/lipi-c2.tsv " DATA "ben_Beng.txt " DATA "tam_Taml.txt");
+    r = run("count --quiet -o ./lipi-c2.tsv " DATA "ben_Beng.txt " DATA "tam_Taml.txt");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    r = run("count --merge -o /tmp/lipi-call.tsv /tmp/lipi-c1.tsv /tmp/lipi-c2.tsv");
+    r = run("count --merge -o ./lipi-call.tsv ./lipi-c1.tsv ./lipi-c2.tsv");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    r = run("train --quiet --vocab-size 1500 --from-counts /tmp/lipi-call.tsv -o /tmp/lipi-fc.json");
+    r = run("train --quiet --vocab-size 1500 --from-counts ./lipi-call.tsv -o ./lipi-fc.json");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    r = run("train --quiet --vocab-size 1500 -o /tmp/lipi-ff.json " ALL);
+    r = run("train --quiet --vocab-size 1500 -o ./lipi-ff.json " ALL);
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    assert_same_file("/tmp/lipi-fc.json", "/tmp/lipi-ff.json");
+    assert_same_file("./lipi-fc.json", "./lipi-ff.json");
     /* Repeated --from-counts adds the shards up too. */
-    r = run("train --quiet --vocab-size 1500 --from-counts /tmp/lipi-c1.tsv --from-counts /tmp/lipi-c2.tsv -o /tmp/lipi-fc2.json");
+    r = run("train --quiet --vocab-size 1500 --from-counts ./lipi-c1.tsv --from-counts ./lipi-c2.tsv -o ./lipi-fc2.json");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    assert_same_file("/tmp/lipi-fc2.json", "/tmp/lipi-ff.json");
-    const char *tmp[] = {"/tmp/lipi-c1.tsv", "/tmp/lipi-c2.tsv", "/tmp/lipi-call.tsv",
-                         "/tmp/lipi-fc.json", "/tmp/lipi-ff.json", "/tmp/lipi-fc2.json"};
+    assert_same_file("./lipi-fc2.json", "./lipi-ff.json");
+    const char *tmp[] = {"./lipi-c1.tsv", "./lipi-c2.tsv", "./lipi-call.tsv",
+                         "./lipi-fc.json", "./lipi-ff.json", "./lipi-fc2.json"};
     for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++)
         unlink(tmp[i]);
 }
 
 static void test_export_merges_writes_gpt2_files_for_byte_units(void **state)
 {
-    cli_result r = run("train --quiet --units byte --vocab-size 600 -o /tmp/lipi-bl.json "
-                       "--export-merges /tmp/lipi-bl-dir " DATA "eng_Latn.txt");
+    cli_result r = run("train --quiet --units byte --vocab-size 600 -o ./lipi-bl.json "
+                       "--export-merges ./lipi-bl-dir " DATA "eng_Latn.txt");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
     size_t n;
-    char *merges = slurp("/tmp/lipi-bl-dir/merges.txt", &n);
+    char *merges = slurp("./lipi-bl-dir/merges.txt", &n);
     assert_non_null(merges);
     assert_true(strncmp(merges, "#version: 0.2\n", 14) == 0);
     size_t lines = 0;
@@ -131,30 +131,30 @@ static void test_export_merges_writes_gpt2_files_for_byte_units(void **state)
         lines += merges[i] == '\n';
     assert_int_equal(lines, 1 + (600 - 256)); /* header + one merge per new token */
     free(merges);
-    char *vocab = slurp("/tmp/lipi-bl-dir/vocab.json", &n);
+    char *vocab = slurp("./lipi-bl-dir/vocab.json", &n);
     assert_non_null(vocab);
     assert_non_null(strstr(vocab, "\"\xc4\xa0the\":")); /* "Ġthe" */
     free(vocab);
-    unlink("/tmp/lipi-bl-dir/merges.txt");
-    unlink("/tmp/lipi-bl-dir/vocab.json");
-    rmdir("/tmp/lipi-bl-dir");
-    unlink("/tmp/lipi-bl.json");
+    unlink("./lipi-bl-dir/merges.txt");
+    unlink("./lipi-bl-dir/vocab.json");
+    rmdir("./lipi-bl-dir");
+    unlink("./lipi-bl.json");
 }
 
 static void test_bad_options_are_usage_errors(void **state)
 {
     const char *bad[] = {
-        "train --vocab-size 0 -o /tmp/x.json " DATA "eng_Latn.txt",
-        "train --vocab-size 1099511627776 -o /tmp/x.json " DATA "eng_Latn.txt",
-        "train --vocab-size -5 -o /tmp/x.json " DATA "eng_Latn.txt",
-        "train --vocab-size ten -o /tmp/x.json " DATA "eng_Latn.txt",
-        "train --character-coverage 1.5 -o /tmp/x.json " DATA "eng_Latn.txt",
-        "train --units word -o /tmp/x.json " DATA "eng_Latn.txt",
-        "train --type wordpiece -o /tmp/x.json " DATA "eng_Latn.txt",
+        "train --vocab-size 0 -o ./x.json " DATA "eng_Latn.txt",
+        "train --vocab-size 1099511627776 -o ./x.json " DATA "eng_Latn.txt",
+        "train --vocab-size -5 -o ./x.json " DATA "eng_Latn.txt",
+        "train --vocab-size ten -o ./x.json " DATA "eng_Latn.txt",
+        "train --character-coverage 1.5 -o ./x.json " DATA "eng_Latn.txt",
+        "train --units word -o ./x.json " DATA "eng_Latn.txt",
+        "train --type wordpiece -o ./x.json " DATA "eng_Latn.txt",
         "train --vocab-size 100 " DATA "eng_Latn.txt",
-        "train --vocab-size 100 -o /tmp/x.json",
-        "count -o /tmp/x.tsv",
-        "train --pattern nosuch -o /tmp/x.json " DATA "eng_Latn.txt",
+        "train --vocab-size 100 -o ./x.json",
+        "count -o ./x.tsv",
+        "train --pattern nosuch -o ./x.json " DATA "eng_Latn.txt",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         cli_result r = run("%s", bad[i]);
@@ -163,16 +163,16 @@ static void test_bad_options_are_usage_errors(void **state)
         assert_int_equal(r.code, 2);
         assert_true(r.err_len > 0);
         cli_result_free(&r);
-        assert_int_equal(access("/tmp/x.json", F_OK), -1);
+        assert_int_equal(access("./x.json", F_OK), -1);
     }
 }
 
 static void test_vocab_below_the_alphabet_states_the_minimum(void **state)
 {
-    cli_result r = run("train --quiet --vocab-size 10 -o /tmp/lipi-small.json " DATA "hin_Deva.txt");
+    cli_result r = run("train --quiet --vocab-size 10 -o ./lipi-small.json " DATA "hin_Deva.txt");
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.err, "minimum"));
-    assert_int_equal(access("/tmp/lipi-small.json", F_OK), -1);
+    assert_int_equal(access("./lipi-small.json", F_OK), -1);
     cli_result_free(&r);
 }
 
@@ -190,7 +190,7 @@ static void test_empty_corpus_and_invalid_utf8_are_errors(void **state)
     const char *empty = cli_temp_file("\n\n", 2);
     char path[64];
     snprintf(path, sizeof path, "%s", empty);
-    cli_result r = run("train --quiet --vocab-size 500 -o /tmp/lipi-e.json %s", path);
+    cli_result r = run("train --quiet --vocab-size 500 -o ./lipi-e.json %s", path);
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.err, "nothing to train on"));
     cli_result_free(&r);
@@ -198,35 +198,52 @@ static void test_empty_corpus_and_invalid_utf8_are_errors(void **state)
     static const char bad_text[] = "good line\nbad \xc3\x28 line\n";
     const char *bad = cli_temp_file(bad_text, sizeof bad_text - 1);
     snprintf(path, sizeof path, "%s", bad);
-    r = run("train --quiet --vocab-size 500 -o /tmp/lipi-e.json %s", path);
+    r = run("train --quiet --vocab-size 500 -o ./lipi-e.json %s", path);
     assert_int_equal(r.code, 1);
     char where[96];
     snprintf(where, sizeof where, "%s:2:", path);
     assert_non_null(strstr(r.err, where));
     cli_result_free(&r);
-    assert_int_equal(access("/tmp/lipi-e.json", F_OK), -1);
+    assert_int_equal(access("./lipi-e.json", F_OK), -1);
     unlink(path);
 }
 
 static void test_an_existing_output_survives_a_failed_run(void **state)
 {
-    FILE *f = fopen("/tmp/lipi-keep.json", "w");
+    FILE *f = fopen("./lipi-keep.json", "w");
     fputs("old", f);
     fclose(f);
-    cli_result r = run("train --quiet --vocab-size 10 -o /tmp/lipi-keep.json " DATA "hin_Deva.txt");
+    cli_result r = run("train --quiet --vocab-size 10 -o ./lipi-keep.json " DATA "hin_Deva.txt");
     assert_int_equal(r.code, 1);
     cli_result_free(&r);
     size_t n;
-    char *s = slurp("/tmp/lipi-keep.json", &n);
+    char *s = slurp("./lipi-keep.json", &n);
     assert_string_equal(s, "old");
     free(s);
-    unlink("/tmp/lipi-keep.json");
+    unlink("./lipi-keep.json");
+}
+
+/* Runs in a private temporary folder (so parallel runs of the suite cannot
+ * clash over output names), with `data` linked to the repository's. */
+static char workdir[] = "/tmp/lipi-cli-train-XXXXXX";
+
+static int enter_workdir(void)
+{
+    char cwd[4096], bin[4096], link[4200];
+    const char *b = getenv("LIPI_BIN") ? getenv("LIPI_BIN") : "build/lipi";
+    if (!getcwd(cwd, sizeof cwd) || !realpath(b, bin) || !mkdtemp(workdir))
+        return -1;
+    setenv("LIPI_BIN", bin, 1);
+    snprintf(link, sizeof link, "%s/data", cwd);
+    if (chdir(workdir) != 0 || symlink(link, "data") != 0)
+        return -1;
+    return 0;
 }
 
 int main(void)
 {
-    if (access(DATA "hin_Deva.txt", R_OK) != 0) {
-        fprintf(stderr, "test_cli_train: run from the repository root\n");
+    if (access(DATA "hin_Deva.txt", R_OK) != 0 || enter_workdir() != 0) {
+        fprintf(stderr, "test_cli_train: run from the repository root with the lipi binary built\n");
         return 1;
     }
     const struct CMUnitTest tests[] = {
@@ -240,5 +257,10 @@ int main(void)
         cmocka_unit_test(test_empty_corpus_and_invalid_utf8_are_errors),
         cmocka_unit_test(test_an_existing_output_survives_a_failed_run),
     };
-    return cmocka_run_group_tests_name("cli_train", tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("cli_train", tests, NULL, NULL);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "test_cli_train: could not remove %s\n", workdir);
+    return failed;
 }

@@ -13,7 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/inflation.h"
+#include "pipeline/pipeline.h"
+#include "tests/cli_run.h"
 
 #define TOL 1e-6
 #define FIXTURES "tests/fixtures/inflation"
@@ -800,6 +801,9 @@ static void test_html_is_self_contained_with_one_bar_per_cell(void **state)
     assert_non_null(strstr(html, "1.0 = eng"));
     assert_int_equal(count_of(html, "class=\"legend-item\""), 2);
     assert_non_null(strstr(html, "data-value=\"1.727\""));
+    /* B on tha is not comparable: one bar drawn faded, its value starred */
+    assert_int_equal(count_of(html, "data-comparable=\"false\""), 1);
+    assert_non_null(strstr(html, ">0.70*</text>"));
     /* nothing fetched from elsewhere */
     assert_null(strstr(html, "<script src"));
     assert_null(strstr(html, "<link"));
@@ -1030,6 +1034,228 @@ static void test_html_chart_is_drawn_in_headless_chromium(void **state)
     lipi_inflation_free(rep);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The `lipi inflation` command                                              */
+/* ------------------------------------------------------------------------ */
+
+#define WP FIXTURES "/tokenizers/wordpiece/tokenizer.json"
+#define BYTES FIXTURES "/tokenizers/bytes/tokenizer.json"
+#define TWO_TOKS "inflation -t " WP " -t " BYTES " --parallel " FIXTURES "/parallel"
+
+static json_t *row_of(json_t *root, const char *tok, const char *lang)
+{
+    json_t *rows = json_object_get(root, "rows");
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *r = json_array_get(rows, i);
+        if (strcmp(json_string_value(json_object_get(r, "tokenizer")), tok) == 0 &&
+            strcmp(json_string_value(json_object_get(r, "language")), lang) == 0)
+            return r;
+    }
+    fail_msg("no row %s/%s", tok, lang);
+    return NULL;
+}
+
+static double real_of(json_t *row, const char *key)
+{
+    json_t *v = json_object_get(row, key);
+    assert_true(json_is_real(v));
+    return json_real_value(v);
+}
+
+static void test_cli_encodes_without_special_tokens_and_counts_by_hand(void **state)
+{
+    /* WordPiece: eng Hello world . | I drink te ##a . | Thank you ! = 11;
+     * hin 3 + 5 + 2 pieces, all [UNK] but "!"; tha 1 + 1 + 2.
+     * Byte-fallback BPE: one token per English letter or mark (30), one
+     * byte piece per UTF-8 byte of Hindi (102, plus "!") and Thai (81 + 1). */
+    cli_result r = cli_run(TWO_TOKS " --format json --threads 2", "", 0);
+    assert_int_equal(r.code, 0);
+    json_t *root = json_loads(r.out, 0, NULL);
+    assert_non_null(root);
+    static const struct {
+        const char *tok, *lang;
+        int tokens;
+        double parity;
+        bool comparable;
+    } want[] = {
+        {"wordpiece", "eng", 11, 1.0, true},       {"wordpiece", "hin", 10, 10.0 / 11, false},
+        {"wordpiece", "tha", 4, 4.0 / 11, false},  {"bytes", "eng", 30, 1.0, true},
+        {"bytes", "hin", 103, 103.0 / 30, true},   {"bytes", "tha", 82, 82.0 / 30, true},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        json_t *row = row_of(root, want[i].tok, want[i].lang);
+        assert_int_equal(json_integer_value(json_object_get(row, "tokens")), want[i].tokens);
+        assert_true(fabs(real_of(row, "parity") - want[i].parity) < TOL);
+        assert_int_equal(json_boolean_value(json_object_get(row, "comparable")),
+                         want[i].comparable);
+    }
+    assert_true(fabs(real_of(row_of(root, "wordpiece", "hin"), "unknown_share") - 0.9) < TOL);
+    assert_true(fabs(real_of(row_of(root, "wordpiece", "eng"), "continued_words") - 1.0 / 7) <
+                TOL);
+    assert_true(fabs(real_of(row_of(root, "bytes", "hin"), "byte_fallback_share") - 102.0 / 103) <
+                TOL);
+    assert_true(fabs(real_of(row_of(root, "bytes", "tha"), "byte_fallback_share") - 81.0 / 82) <
+                TOL);
+    assert_int_equal(json_integer_value(json_object_get(root, "skipped_lines")), 1);
+    json_decref(root);
+    cli_result_free(&r);
+}
+
+static void test_cli_output_is_the_same_on_any_number_of_threads(void **state)
+{
+    cli_result one = cli_run(TWO_TOKS " --format csv --threads 1", "", 0);
+    cli_result four = cli_run(TWO_TOKS " --format csv --threads 4", "", 0);
+    assert_int_equal(one.code, 0);
+    assert_int_equal(four.code, 0);
+    assert_string_equal(one.out, four.out);
+    cli_result_free(&one);
+    cli_result_free(&four);
+}
+
+static void test_cli_table_and_html_file(void **state)
+{
+    cli_result r = cli_run(TWO_TOKS, "", 0);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "Token inflation against eng: 3 aligned lines (1 more skipped"));
+    assert_non_null(strstr(r.out, "wordpiece"));
+    assert_non_null(strstr(r.out, "* not comparable"));
+    cli_result_free(&r);
+
+    char dir[] = "/tmp/lipi-infl-XXXXXX", args[600], path[300];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/report.html", dir);
+    snprintf(args, sizeof args, TWO_TOKS " -o %s", path);
+    r = cli_run(args, "", 0);
+    assert_int_equal(r.code, 0);
+    assert_int_equal(r.out_len, 0);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    assert_non_null(strstr(buf, "<!DOCTYPE html>")); /* format taken from .html */
+    unlink(path);
+    rmdir(dir);
+    cli_result_free(&r);
+}
+
+static void test_cli_text_mode_reports_scripts(void **state)
+{
+    static const char text[] = "Hello नमस्ते दुनिया!\n\nสวัสดีครับ and more\n";
+    const char *path = cli_temp_file(text, sizeof text - 1);
+    char args[400];
+    snprintf(args, sizeof args, "inflation -t " BYTES " --text %s --format json", path);
+    cli_result r = cli_run(args, "", 0);
+    unlink(path);
+    assert_int_equal(r.code, 0);
+    json_t *root = json_loads(r.out, 0, NULL);
+    assert_non_null(root);
+    assert_string_equal(json_string_value(json_object_get(root, "mode")), "text");
+    assert_true(json_is_null(json_object_get(root, "reference")));
+    json_t *row = row_of(root, "bytes", "Devanagari");
+    assert_int_equal(json_integer_value(json_object_get(row, "words")), 2);
+    assert_int_equal(json_integer_value(json_object_get(row_of(root, "bytes", "Thai"), "lines")), 1);
+    assert_int_equal(json_integer_value(json_object_get(row_of(root, "bytes", "Latin"), "lines")),
+                     2);
+    json_decref(root);
+    cli_result_free(&r);
+}
+
+static void test_cli_errors_name_the_files_and_usage_errors_exit_2(void **state)
+{
+    cli_result r = cli_run("inflation -t " WP " --parallel " FIXTURES "/mismatch", "", 0);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "hi.txt has 4 lines"));
+    assert_non_null(strstr(r.err, "en.txt has 5"));
+    cli_result_free(&r);
+    /* an encoding failure names the file and line it happened on */
+    char dir[] = "/tmp/lipi-infl-XXXXXX", path[300], args[900];
+    assert_non_null(mkdtemp(dir));
+    static const char *const files[][2] = {
+        {"en.txt", "a\na\n"},
+        {"hi.txt", "a\nb\n"},
+        {"tok.json", "{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,"
+                     "\"pre_tokenizer\":{\"type\":\"Whitespace\"},\"post_processor\":null,"
+                     "\"decoder\":null,\"model\":{\"type\":\"WordLevel\","
+                     "\"vocab\":{\"a\":0},\"unk_token\":\"<unk>\"}}"},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i][0]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(files[i][1], f);
+        fclose(f);
+    }
+    snprintf(args, sizeof args, "inflation -t %s/tok.json --parallel %s/en.txt %s/hi.txt", dir,
+             dir, dir);
+    r = cli_run(args, "", 0);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "hi.txt:2:"));
+    assert_non_null(strstr(r.err, "<unk>"));
+    cli_result_free(&r);
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i][0]);
+        unlink(path);
+    }
+    rmdir(dir);
+    r = cli_run("inflation -t " FIXTURES "/no-such.json --parallel " FIXTURES "/parallel", "", 0);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "no-such.json"));
+    cli_result_free(&r);
+    static const char *const usage[] = {
+        "inflation --parallel " FIXTURES "/parallel",
+        "inflation -t " WP,
+        "inflation -t " WP " --parallel x --text y",
+        "inflation -t " WP " --parallel x --format xml",
+        "inflation -t " WP " --parallel x --threads 0",
+        "inflation -t " WP " --text y --reference eng",
+    };
+    for (size_t i = 0; i < sizeof usage / sizeof usage[0]; i++) {
+        r = cli_run(usage[i], "", 0);
+        if (r.code != 2)
+            fail_msg("%s: expected exit 2, found %d (%s)", usage[i], r.code, r.err);
+        assert_non_null(strstr(r.err, "lipi inflation"));
+        cli_result_free(&r);
+    }
+    r = cli_run("inflation --help", "", 0);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "--parallel"));
+    cli_result_free(&r);
+}
+
+#define FLORES "../shared/data/parallel/flores200/devtest"
+#define GPT2 "../shared/data/vocab/gpt2/tokenizer.json"
+
+#define CL100K "../shared/data/vocab/tiktoken/cl100k_base.tiktoken"
+
+static void test_cli_gpt_tokenizers_on_flores_cost_hindi_several_times_english(void **state)
+{
+    if (access(FLORES "/hin_Deva.txt", R_OK) != 0 || access(GPT2, R_OK) != 0 ||
+        access(CL100K, R_OK) != 0) {
+        skip();
+        return;
+    }
+    cli_result r = cli_run("inflation -t " GPT2 " -t cl100k_base --parallel " FLORES
+                           "/eng_Latn.txt " FLORES "/hin_Deva.txt " FLORES
+                           "/tam_Taml.txt --format json",
+                           "", 0);
+    assert_int_equal(r.code, 0);
+    json_t *root = json_loads(r.out, 0, NULL);
+    assert_non_null(root);
+    assert_int_equal(json_integer_value(json_object_get(root, "lines")), 1012);
+    /* GPT-2's byte-level BPE saw little Devanagari or Tamil */
+    assert_true(real_of(row_of(root, "gpt2", "hin_Deva"), "parity") > 4.0);
+    assert_true(real_of(row_of(root, "gpt2", "tam_Taml"), "parity") > 4.0);
+    assert_true(real_of(row_of(root, "gpt2", "eng_Latn"), "fertility") < 1.5);
+    /* cl100k (a bare tiktoken name) is better at Hindi than GPT-2, still far
+     * from English (Petrov et al. 2023 measure about 4.8 on FLORES) */
+    double hin = real_of(row_of(root, "cl100k_base", "hin_Deva"), "parity");
+    assert_true(hin > 3.0 && hin < real_of(row_of(root, "gpt2", "hin_Deva"), "parity"));
+    json_decref(root);
+    cli_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1059,6 +1285,12 @@ int main(void)
         cmocka_unit_test(test_save_writes_atomically_and_reports_bad_paths),
         cmocka_unit_test(test_every_allocation_failure_is_reported_without_leaks),
         cmocka_unit_test(test_html_chart_is_drawn_in_headless_chromium),
+        cmocka_unit_test(test_cli_encodes_without_special_tokens_and_counts_by_hand),
+        cmocka_unit_test(test_cli_output_is_the_same_on_any_number_of_threads),
+        cmocka_unit_test(test_cli_table_and_html_file),
+        cmocka_unit_test(test_cli_text_mode_reports_scripts),
+        cmocka_unit_test(test_cli_errors_name_the_files_and_usage_errors_exit_2),
+        cmocka_unit_test(test_cli_gpt_tokenizers_on_flores_cost_hindi_several_times_english),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

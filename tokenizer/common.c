@@ -1,5 +1,6 @@
 /* Small shared helpers: growable buffers and the invariant check. */
 #include "tokenizer/common_impl.h"
+#include "tokenizer/json_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,4 +60,19 @@ void lipi_buf_free(lipi_buf *b)
     lipi_free(b->p);
     b->p = NULL;
     b->len = b->cap = 0;
+}
+
+const char *lipi_json_kind(const json_t *j)
+{
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE: return "true";
+    case JSON_FALSE: return "false";
+    case JSON_NULL: return "null";
+    }
+    return "something else";
 }

@@ -28,4 +28,8 @@ lipi_status lipi_pretokenizer_from_json(const json_t *j, const char *jpath,
                                         lipi_pretokenizer **out, lipi_error *err);
 json_t *lipi_pretokenizer_to_json(const lipi_pretokenizer *p);
 
+/* "an object", "an array", "a string", "an integer", "a number", "true",
+ * "false" or "null": what a JSON value is, for "expected X, found Y". */
+const char *lipi_json_kind(const json_t *j);
+
 #endif

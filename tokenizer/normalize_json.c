@@ -11,27 +11,12 @@
 /* Reading                                                                   */
 /* ======================================================================== */
 
-static const char *json_kind(const json_t *j)
-{
-    switch (json_typeof(j)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE: return "true";
-    case JSON_FALSE: return "false";
-    case JSON_NULL: return "null";
-    }
-    return "something else";
-}
-
 static lipi_status expect(lipi_error *err, const char *jpath, const char *field,
                           const char *what, const json_t *found)
 {
     return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, 0, "%s%s%s: expected %s, found %s", jpath,
                           field ? "." : "", field ? field : "", what,
-                          found ? json_kind(found) : "nothing");
+                          found ? lipi_json_kind(found) : "nothing");
 }
 
 static lipi_status get_bool(const json_t *j, const char *jpath, const char *field, bool *out,
@@ -146,7 +131,7 @@ static lipi_status parse_replace(const json_t *j, const char *jpath, lipi_ns_ste
         return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, 0,
                               "%s.pattern: expected an object with \"String\" or \"Regex\", "
                               "found %s",
-                              jpath, pat ? json_kind(pat) : "nothing");
+                              jpath, pat ? lipi_json_kind(pat) : "nothing");
     char path[512];
     snprintf(path, sizeof path, "%s.pattern", jpath);
     s->is_regex = re != NULL;

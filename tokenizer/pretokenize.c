@@ -1337,21 +1337,6 @@ void lipi_pieces_free(lipi_pieces *out)
 /* tokenizer.json                                                            */
 /* ======================================================================== */
 
-static const char *json_type_name(const json_t *j)
-{
-    switch (json_typeof(j)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE: return "true";
-    case JSON_FALSE: return "false";
-    case JSON_NULL: return "null";
-    }
-    return "something else";
-}
-
 /* `<jpath>.<field>: <message>` as an EFORMAT error. */
 static lipi_status jerr(lipi_error *err, const char *jpath, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -1375,7 +1360,7 @@ static lipi_status get_bool(const json_t *o, const char *jpath, const char *key,
         return LIPI_OK;
     }
     if (!json_is_boolean(v))
-        return jerr(err, jpath, key, "expected true or false, found %s", json_type_name(v));
+        return jerr(err, jpath, key, "expected true or false, found %s", lipi_json_kind(v));
     *out = json_is_true(v);
     return LIPI_OK;
 }
@@ -1390,7 +1375,7 @@ static lipi_status get_char(const json_t *o, const char *jpath, const char *key,
         return LIPI_OK;
     if (!json_is_string(v))
         return jerr(err, jpath, key, "expected a one-character string, found %s",
-                    json_type_name(v));
+                    lipi_json_kind(v));
     const char *s = json_string_value(v);
     size_t n = json_string_length(v);
     if (n == 0 || pt_utf8_valid_prefix(s, n) != n || pt_utf8_next(s, out) != n)
@@ -1422,7 +1407,7 @@ static lipi_status get_enum(const json_t *o, const char *jpath, const char *key,
     }
     if (json_is_string(v))
         return jerr(err, jpath, key, "expected one of %s, found \"%s\"", list, json_string_value(v));
-    return jerr(err, jpath, key, "expected one of %s, found %s", list, json_type_name(v));
+    return jerr(err, jpath, key, "expected one of %s, found %s", list, lipi_json_kind(v));
 }
 
 static lipi_status from_json_rec(const json_t *j, const char *jpath, int depth,
@@ -1440,7 +1425,7 @@ static lipi_status sequence_from_json(const json_t *j, const char *jpath, int de
         goto done;
     }
     if (!json_is_array(arr)) {
-        st = jerr(err, jpath, "pretokenizers", "expected an array, found %s", json_type_name(arr));
+        st = jerr(err, jpath, "pretokenizers", "expected an array, found %s", lipi_json_kind(arr));
         goto done;
     }
     TRY(node_new(PT_SEQUENCE, &p, err));
@@ -1487,11 +1472,11 @@ static lipi_status split_from_json(const json_t *j, const char *jpath, lipi_pret
     const json_t *str = json_is_object(pat) ? json_object_get(pat, "String") : NULL;
     if (!json_is_object(pat) || json_object_size(pat) != 1 || (!rx && !str))
         return jerr(err, jpath, "pattern", "expected {\"Regex\": ...} or {\"String\": ...}, found %s",
-                    json_is_object(pat) ? "another object" : json_type_name(pat));
+                    json_is_object(pat) ? "another object" : lipi_json_kind(pat));
     const json_t *v = rx ? rx : str;
     if (!json_is_string(v))
         return jerr(err, jpath, rx ? "pattern.Regex" : "pattern.String",
-                    "expected a string, found %s", json_type_name(v));
+                    "expected a string, found %s", lipi_json_kind(v));
     int beh;
     bool invert;
     TRY(get_enum(j, jpath, "behavior", behavior_names, 5, BEH_ISOLATED, true, &beh, err));
@@ -1545,12 +1530,12 @@ static lipi_status from_json_rec(const json_t *j, const char *jpath, int depth,
     if (depth > 64)
         return jerr(err, jpath, NULL, "sequences nested more than 64 deep");
     if (!json_is_object(j))
-        return jerr(err, jpath, NULL, "expected an object, found %s", json_type_name(j));
+        return jerr(err, jpath, NULL, "expected an object, found %s", lipi_json_kind(j));
     const json_t *tv = json_object_get(j, "type");
     if (!tv)
         return jerr(err, jpath, "type", "missing");
     if (!json_is_string(tv))
-        return jerr(err, jpath, "type", "expected a string, found %s", json_type_name(tv));
+        return jerr(err, jpath, "type", "expected a string, found %s", lipi_json_kind(tv));
     const char *type = json_string_value(tv);
     static const struct {
         const char *name;
@@ -1600,7 +1585,7 @@ static lipi_status from_json_rec(const json_t *j, const char *jpath, int depth,
         json_int_t len = 5;
         if (v && (!json_is_integer(v) || json_integer_value(v) <= 0))
             return jerr(err, jpath, "length", "expected a positive integer, found %s",
-                        json_is_integer(v) ? "a value <= 0" : json_type_name(v));
+                        json_is_integer(v) ? "a value <= 0" : lipi_json_kind(v));
         if (v)
             len = json_integer_value(v);
         TRY(node_new(PT_FIXED_LENGTH, &p, err));
