@@ -1653,9 +1653,13 @@ lipi_status lipi_unigram_train(const lipi_counts *counts, const lipi_unigram_opt
     for (;;) {
         for (size_t it = 0; it < opt->sub_iterations; it++) {
             double obj;
+            size_t before = pieces_alive(&ps);
             TRY(estep(&ws, &ps, &nc, threads, expected, &obj, err));
             mstep(&ps, expected, score, keep);
-            cache_compact(&nc, &ps, ws.n);
+            /* Dead pieces' nodes are skipped anyway; drop them once there
+             * are enough to pay for the pass. */
+            if ((before - pieces_alive(&ps)) * 100 > before)
+                cache_compact(&nc, &ps, ws.n);
             step++;
             report(opt, LIPI_PHASE_EM, step,
                    step + steps_left(pieces_alive(&ps), desired, opt) - 1, false);
