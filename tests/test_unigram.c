@@ -323,6 +323,41 @@ static void test_same_tokenizer_on_one_and_two_threads(void **state)
     lipi_tokenizer_free(b);
 }
 
+static void test_training_from_a_counts_file_gives_the_same_tokenizer(void **state)
+{
+    lipi_unigram_options o;
+    lipi_unigram_options_default(&o);
+    o.vocab_size = 800;
+    o.threads = 2;
+    lipi_tokenizer *a = train_files(FLORES, 2, &o);
+
+    lipi_error err;
+    lipi_normalizer *norm;
+    lipi_pretokenizer *pre;
+    lipi_count_options co;
+    lipi_count_options_default(&co);
+    assert_int_equal(lipi_normalizer_new("indic", NULL, &norm, &err), LIPI_OK);
+    assert_int_equal(lipi_unigram_pretokenizer_new(&pre, &err), LIPI_OK);
+    char path[] = "/tmp/lipi_test_unigram_counts_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(lipi_count_to_file(FLORES, 2, norm, pre, &co, path, &err), LIPI_OK);
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    assert_int_equal(lipi_counts_load(path, c, &err), LIPI_OK);
+    unlink(path);
+    lipi_tokenizer *b = NULL;
+    assert_int_equal(lipi_unigram_train_counts(c, norm, pre, &o, &b, &err), LIPI_OK);
+    char *ja = to_json(a), *jb = to_json(b);
+    assert_string_equal(ja, jb);
+    lipi_free(ja);
+    lipi_free(jb);
+    lipi_counts_free(c);
+    lipi_tokenizer_free(a);
+    lipi_tokenizer_free(b);
+}
+
 static void test_sample_is_seeded_and_smaller(void **state)
 {
     lipi_unigram_options o;
@@ -852,6 +887,7 @@ int main(void)
         cmocka_unit_test(test_golden_vocabulary_of_a_tiny_corpus),
         cmocka_unit_test(test_pretokenizer_makes_sentencepiece_words),
         cmocka_unit_test(test_same_tokenizer_on_one_and_two_threads),
+        cmocka_unit_test(test_training_from_a_counts_file_gives_the_same_tokenizer),
         cmocka_unit_test(test_sample_is_seeded_and_smaller),
         cmocka_unit_test(test_grapheme_guard_on_hindi_tamil_bengali),
         cmocka_unit_test(test_flores_tokenizer_matches_fixture_and_reference_tools),

@@ -379,7 +379,9 @@ typedef enum {
 /* A trained Unigram vocabulary; immutable. */
 typedef struct lipi_unigram_model lipi_unigram_model;
 
-/* Trains on word counts (borrowed). Fails with LIPI_EINVAL for bad options,
+/* Trains on word counts (borrowed). The vocabulary has vocab_size pieces, or
+ * fewer when the corpus offers fewer candidates (a tiny corpus); the
+ * special tokens keep ids 0 .. n-1. Fails with LIPI_EINVAL for bad options,
  * for counts with no words ("nothing to train on"), for a vocab_size below
  * the minimum (specials + byte pieces + required characters; err->msg
  * states it); LIPI_EFORMAT for a word that is not valid UTF-8; LIPI_EICU,
