@@ -7,8 +7,11 @@
  *   words    the distinct words (sorted by count, then bytes) with their
  *            counts and, under the grapheme guard, one flag per byte that
  *            says whether a cluster starts there;
- *   pieces   the current vocabulary: bytes in one arena, a score each, and
- *            a double-array trie rebuilt after every change;
+ *   pieces   the seed pieces, each keeping its index for the whole run
+ *            (EM and pruning only mark pieces dead), bytes in one arena;
+ *   nodes    every allowed occurrence of every seed piece in every word,
+ *            read once off the suffix array's intervals: a word's lattice
+ *            is its live nodes, so no trie is ever rebuilt;
  *   E-step   words split in fixed blocks taken by the threads; each thread
  *            adds count * marginal in 64-bit fixed point into its own
  *            array, and integer sums do not depend on the order, so the
@@ -24,11 +27,11 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <stdio.h>
 
 enum {
     MAX_THREADS = 64,
