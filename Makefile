@@ -17,14 +17,23 @@ DEPS     := bin/pkg-config:pkg-config bin/cc:build-essential \
             icu-uc:libicu-dev libpcre2-8:libpcre2-dev header/uthash.h:uthash-dev \
             cmocka:libcmocka-dev jansson:libjansson-dev openblas:libopenblas-dev \
             zlib:zlib1g-dev liblzma:liblzma-dev libzstd:libzstd-dev \
-            header/oneapi/dnnl/dnnl.h:libdnnl-dev
+            header/oneapi/dnnl/dnnl.h:libdnnl-dev header/faiss/Index.h:libfaiss-dev
 
 OPT      ?= -O2 -g
 WERROR   ?= $(if $(CI),-Werror,)
 CFLAGS   ?= $(OPT)
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter $(WERROR) \
             -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS   += $(shell pkg-config --libs $(filter-out cmocka,$(PKGS)) 2>/dev/null) -lpthread -lm
+# FAISS is optional: its one C++ binding file is compiled, and the static
+# libfaiss.a (which needs BLAS/LAPACK from OpenBLAS and libgomp) linked, only
+# when the headers are installed; otherwise lipi reports "built without FAISS".
+HAVE_FAISS := $(wildcard /usr/include/faiss/Index.h)
+FAISS_LIBS := $(if $(HAVE_FAISS),-lfaiss,)
+CFLAGS   += $(if $(HAVE_FAISS),-DLIPI_HAVE_FAISS,)
+CXXFLAGS ?= $(OPT)
+CXXFLAGS += -std=c++17 -Wall -Wextra -Wno-unused-parameter $(WERROR) -I.
+LDLIBS   += $(FAISS_LIBS) $(shell pkg-config --libs $(filter-out cmocka,$(PKGS)) 2>/dev/null) \
+            -lpthread -lm $(if $(HAVE_FAISS),-lgomp -lstdc++,)
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
 DEPFLAGS  = -MMD -MP
 
@@ -34,7 +43,7 @@ CLI_SRC  := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_HELPER_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(if $(HAVE_FAISS),$(BUILD)/pipeline/faiss_bind.o,)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -45,6 +54,10 @@ all: $(BUILD)/lipi $(BUILD)/liblipi.a
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/liblipi.a: $(LIB_OBJ)
 	@rm -f $@

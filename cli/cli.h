@@ -60,5 +60,11 @@ extern const cli_command cmd_train;
 extern const cli_command cmd_encode;
 extern const cli_command cmd_decode;
 extern const cli_command cmd_inflation;
+extern const cli_command cmd_index;
+extern const cli_command cmd_search;
+extern const cli_command cmd_eval_retrieval;
+
+/* "0.1.0": the version `lipi --version` prints (recorded in index meta). */
+extern const char cli_version[];
 
 #endif

@@ -5,6 +5,8 @@
 
 #define LIPI_VERSION "0.1.0"
 
+const char cli_version[] = LIPI_VERSION;
+
 /* Only subcommands that work are registered here. */
 static const cli_command *const commands[] = {
     &cmd_normalize,
@@ -14,6 +16,9 @@ static const cli_command *const commands[] = {
     &cmd_inflation,
     &cmd_count,
     &cmd_train,
+    &cmd_index,
+    &cmd_search,
+    &cmd_eval_retrieval,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -26,7 +31,7 @@ static void usage(FILE *f)
             "\n"
             "Commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
-        fprintf(f, "  %-13s %s\n", commands[i]->name, commands[i]->summary);
+        fprintf(f, "  %-15s %s\n", commands[i]->name, commands[i]->summary);
     fprintf(f,
             "\n"
             "Run 'lipi COMMAND --help' for the options of a command.\n"

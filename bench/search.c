@@ -1,0 +1,382 @@
+/* Search throughput: lipi's exact top-k (blocked GEMMs over the mapped
+ * vectors.npy of a lipi index) against FAISS on the same vectors: the
+ * exact IndexFlatIP, and the approximate HNSW32 and IVF1024,Flat with their
+ * recall@k against lipi's exact results. One mode per process, so that
+ * bench/search.sh can measure each one's peak RSS with /usr/bin/time -v.
+ *
+ *   search gen DIR N DIM NQ          random unit vectors: DIR/index (a lipi
+ *                                    index) and DIR/queries.npy
+ *   search lipi DIR K THREADS RUNS   exact search; checks 5 queries against
+ *                                    brute force, writes DIR/truth.bin
+ *   search faiss DIR SPEC K THREADS RUNS [PARAMS...]
+ *                                    FAISS index SPEC built from the index's
+ *                                    vectors (approximate ones cached in
+ *                                    DIR), searched once per PARAMS setting
+ *                                    ("nprobe=16", "efSearch=64", "-": none)
+ *
+ * Times are the median of RUNS runs over all queries after one warm-up run;
+ * QPS = queries / median time. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pipeline/faiss_bind.h"
+#include "pipeline/pipeline.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void die(const char *what, const lipi_error *err)
+{
+    fprintf(stderr, "search: %s: %s%s%s\n", what, err->path, err->path[0] ? ": " : "",
+            err->msg);
+    exit(1);
+}
+
+static uint64_t rng = 0x5eed;
+
+static double unit(void)
+{
+    uint64_t z = (rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+}
+
+/* rows (n, d) of Gaussian noise scaled to unit length: uniform on the sphere */
+static void random_units(float *x, size_t n, size_t d)
+{
+    for (size_t i = 0; i < n; i++) {
+        double ss = 0;
+        for (size_t j = 0; j < d; j++) {
+            double g = sqrt(-2 * log(unit())) * cos(6.283185307179586 * unit());
+            x[i * d + j] = (float)g;
+            ss += g * g;
+        }
+        for (size_t j = 0; j < d; j++)
+            x[i * d + j] = (float)(x[i * d + j] / sqrt(ss));
+    }
+}
+
+static int gen(const char *dir, size_t n, size_t d, size_t nq)
+{
+    char path[4096];
+    lipi_error err = {0};
+    mkdir(dir, 0755);
+    enum { CHUNK = 65536 };
+    float *x = malloc(sizeof(float) * CHUNK * d);
+    char(*text)[24] = malloc(sizeof *text * CHUNK);
+    const char **ptrs = malloc(sizeof *ptrs * CHUNK);
+    size_t *lens = malloc(sizeof *lens * CHUNK);
+    if (!x || !text || !ptrs || !lens)
+        return 1;
+    snprintf(path, sizeof path, "%s/index", dir);
+    lipi_index_model model = {.lipi_version = "bench"};
+    lipi_index_write_options wo = {.no_sync = true};
+    lipi_index_builder *b = NULL;
+    if (lipi_index_builder_new(path, &model, d, &wo, &b, &err) != LIPI_OK)
+        die("index", &err);
+    for (size_t r = 0; r < n; r += CHUNK) {
+        size_t m = r + CHUNK < n ? CHUNK : n - r;
+        random_units(x, m, d);
+        for (size_t i = 0; i < m; i++) {
+            lens[i] = (size_t)snprintf(text[i], sizeof text[i], "doc %zu", r + i + 1);
+            ptrs[i] = text[i];
+        }
+        if (lipi_index_builder_add(b, x, m, ptrs, lens, &err) != LIPI_OK)
+            die("index", &err);
+    }
+    if (lipi_index_builder_commit(b, &err) != LIPI_OK)
+        die("index", &err);
+    float *q = malloc(sizeof(float) * nq * d);
+    if (!q)
+        return 1;
+    random_units(q, nq, d);
+    snprintf(path, sizeof path, "%s/queries.npy", dir);
+    if (lipi_npy_write(path, q, nq, d, &err) != LIPI_OK)
+        die("queries", &err);
+    free(q);
+    free(x);
+    free(text);
+    free(ptrs);
+    free(lens);
+    return 0;
+}
+
+static lipi_npy_map *load_queries(const char *dir)
+{
+    char path[4096];
+    lipi_error err = {0};
+    lipi_npy_map *q = NULL;
+    snprintf(path, sizeof path, "%s/queries.npy", dir);
+    if (lipi_npy_map_open(path, &q, &err) != LIPI_OK)
+        die("queries", &err);
+    return q;
+}
+
+/* t: wall times of the runs, cpu: CPU seconds of all of them */
+static void report(const char *name, const char *params, size_t nq, double *t, size_t runs,
+                   double cpu, double recall)
+{
+    qsort(t, runs, sizeof *t, cmp_double);
+    printf("%-14s %-12s %9.1f QPS  (%.3f s median, %.3f-%.3f; %.0f queries per CPU second)",
+           name, params, (double)nq / t[runs / 2], t[runs / 2], t[0], t[runs - 1],
+           (double)nq * (double)runs / cpu);
+    if (recall >= 0)
+        printf("  recall@k %.4f", recall);
+    printf("\n");
+    fflush(stdout);
+}
+
+static int run_lipi(const char *dir, size_t k, size_t threads, size_t runs)
+{
+    char path[4096];
+    lipi_error err = {0};
+    lipi_index *idx = NULL;
+    snprintf(path, sizeof path, "%s/index", dir);
+    lipi_index_open_options oo = {.skip_faiss = true};
+    if (lipi_index_open(path, &oo, &idx, &err) != LIPI_OK)
+        die("open", &err);
+    lipi_npy_map *qm = load_queries(dir);
+    size_t nq = lipi_npy_map_rows(qm), d = lipi_npy_map_cols(qm);
+    const float *q = lipi_npy_map_data(qm);
+    int64_t *docs = malloc(sizeof *docs * nq * k);
+    float *scores = malloc(sizeof *scores * nq * k);
+    double *t = malloc(sizeof *t * runs);
+    if (!docs || !scores || !t)
+        return 1;
+    lipi_search_options so = {.threads = threads};
+    if (lipi_index_search(idx, q, nq, d, k, &so, docs, scores, &err) != LIPI_OK)
+        die("search", &err);
+
+    /* Check 5 queries against brute force before timing: their scores, and
+     * that no more than k-1 documents score above the k-th hit. The vectors
+     * are read, not mapped, so the check does not count in the peak RSS. */
+    enum { CHECK = 5, CHUNK = 8192 };
+    size_t nc = nq < CHECK ? nq : CHECK, above[CHECK] = {0};
+    float *buf = malloc(sizeof(float) * CHUNK * d);
+    snprintf(path, sizeof path, "%s/index/vectors.npy", dir);
+    FILE *vf = fopen(path, "rb");
+    size_t n = lipi_index_count(idx);
+    if (!buf || !vf || fseek(vf, 128, SEEK_SET) != 0)
+        return 1;
+    for (size_t r0 = 0; r0 < n; r0 += CHUNK) {
+        size_t m = r0 + CHUNK < n ? CHUNK : n - r0;
+        if (fread(buf, sizeof(float) * d, m, vf) != m)
+            return 1;
+        for (size_t i = 0; i < nc; i++)
+            for (size_t j = 0; j < m; j++) {
+                double s = 0;
+                for (size_t c = 0; c < d; c++)
+                    s += (double)q[i * d + c] * buf[j * d + c];
+                above[i] += s > scores[i * k + k - 1] + 1e-5;
+                for (size_t r = 0; r < k; r++)
+                    if (docs[i * k + r] == (int64_t)(r0 + j) &&
+                        (fabs(s - scores[i * k + r]) > 1e-5 ||
+                         (r && scores[i * k + r] > scores[i * k + r - 1]))) {
+                        fprintf(stderr, "search: query %zu rank %zu: score %g, brute force %g\n",
+                                i, r, (double)scores[i * k + r], s);
+                        return 1;
+                    }
+            }
+    }
+    fclose(vf);
+    free(buf);
+    for (size_t i = 0; i < nc; i++)
+        if (above[i] > k - 1) {
+            fprintf(stderr, "search: query %zu: %zu documents beat the k-th hit\n", i, above[i]);
+            return 1;
+        }
+
+    double c0 = cpu_seconds();
+    for (size_t r = 0; r < runs; r++) {
+        double t0 = now();
+        if (lipi_index_search(idx, q, nq, d, k, &so, docs, scores, &err) != LIPI_OK)
+            die("search", &err);
+        t[r] = now() - t0;
+    }
+    report("lipi exact", "-", nq, t, runs, cpu_seconds() - c0, -1);
+    snprintf(path, sizeof path, "%s/truth.bin", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(docs, sizeof *docs, nq * k, f) != nq * k || fclose(f) != 0) {
+        fprintf(stderr, "search: cannot write %s\n", path);
+        return 1;
+    }
+    free(docs);
+    free(scores);
+    free(t);
+    lipi_npy_map_close(qm);
+    lipi_index_close(idx);
+    return 0;
+}
+
+/* Share of the exact top-k that the approximate top-k found. */
+static double recall_at_k(const int64_t *truth, const int64_t *got, size_t nq, size_t k)
+{
+    size_t hit = 0;
+    for (size_t i = 0; i < nq; i++)
+        for (size_t a = 0; a < k; a++)
+            for (size_t b = 0; b < k; b++)
+                if (got[i * k + a] == truth[i * k + b] && got[i * k + a] >= 0) {
+                    hit++;
+                    break;
+                }
+    return (double)hit / (double)(nq * k);
+}
+
+/* Builds the FAISS index from the index's vectors a chunk at a time (read,
+ * not mapped, so the mapping does not count in this process's RSS); the
+ * first chunk of 262144 rows (FAISS's own sample size for 1024 lists) trains
+ * it. */
+static lipi_faiss *build_faiss(const char *dir, const char *spec, size_t threads)
+{
+    char path[4096];
+    lipi_error err = {0};
+    lipi_index *idx = NULL;
+    snprintf(path, sizeof path, "%s/index", dir);
+    lipi_index_open_options oo = {.skip_faiss = true};
+    if (lipi_index_open(path, &oo, &idx, &err) != LIPI_OK)
+        die("open", &err);
+    size_t n = lipi_index_count(idx), d = lipi_index_dim(idx);
+    lipi_index_close(idx);
+    enum { CHUNK = 262144 };
+    float *buf = malloc(sizeof(float) * CHUNK * d);
+    snprintf(path, sizeof path, "%s/index/vectors.npy", dir);
+    FILE *f = fopen(path, "rb");
+    if (!buf || !f || fseek(f, 128, SEEK_SET) != 0)
+        return NULL;
+    lipi_faiss *fi = NULL;
+    for (size_t r = 0; r < n; r += CHUNK) {
+        size_t m = r + CHUNK < n ? CHUNK : n - r;
+        if (fread(buf, sizeof(float) * d, m, f) != m)
+            return NULL;
+        lipi_status st = r == 0 ? lipi_faiss_build(spec, buf, m, d, threads, &fi, &err)
+                                : lipi_faiss_add(fi, buf, m, threads, &err);
+        if (st != LIPI_OK)
+            die(spec, &err);
+    }
+    fclose(f);
+    free(buf);
+    return fi;
+}
+
+static int run_faiss(const char *dir, const char *spec, size_t k, size_t threads, size_t runs,
+                     char **params, int nparams)
+{
+    char path[4096], cache[4096];
+    lipi_error err = {0};
+    lipi_faiss *fi = NULL;
+    bool flat = strcmp(spec, "Flat") == 0;
+    snprintf(cache, sizeof cache, "%s/faiss-", dir);
+    for (const char *s = spec; *s; s++) {
+        size_t l = strlen(cache);
+        cache[l] = (*s == ',' || *s == '/') ? '_' : *s;
+        cache[l + 1] = '\0';
+    }
+    strcat(cache, ".index");
+    struct stat sb;
+    double t0 = now();
+    if (!flat && stat(cache, &sb) == 0) {
+        if (lipi_faiss_read(cache, &fi, &err) != LIPI_OK)
+            die(cache, &err);
+        printf("%-14s loaded from %s\n", spec, cache);
+    } else {
+        if (!(fi = build_faiss(dir, spec, threads))) {
+            fprintf(stderr, "search: cannot read the vectors\n");
+            return 1;
+        }
+        printf("%-14s built in %.1f s\n", spec, now() - t0);
+        if (!flat && lipi_faiss_write(fi, cache, &err) != LIPI_OK)
+            die(cache, &err);
+    }
+    fflush(stdout);
+    lipi_npy_map *qm = load_queries(dir);
+    size_t nq = lipi_npy_map_rows(qm);
+    const float *q = lipi_npy_map_data(qm);
+    int64_t *docs = malloc(sizeof *docs * nq * k), *truth = malloc(sizeof *truth * nq * k);
+    float *scores = malloc(sizeof *scores * nq * k);
+    double *t = malloc(sizeof *t * runs);
+    if (!docs || !truth || !scores || !t)
+        return 1;
+    snprintf(path, sizeof path, "%s/truth.bin", dir);
+    FILE *f = fopen(path, "rb");
+    bool have_truth = f && fread(truth, sizeof *truth, nq * k, f) == nq * k;
+    if (f)
+        fclose(f);
+    static char *none[] = {"-"};
+    if (nparams == 0) {
+        params = none;
+        nparams = 1;
+    }
+    for (int p = 0; p < nparams; p++) {
+        if (strcmp(params[p], "-") != 0 && lipi_faiss_set_params(fi, params[p], &err) != LIPI_OK)
+            die(params[p], &err);
+        if (lipi_faiss_search(fi, q, nq, k, threads, docs, scores, &err) != LIPI_OK)
+            die("search", &err);
+        double c0 = cpu_seconds();
+        for (size_t r = 0; r < runs; r++) {
+            double t1 = now();
+            if (lipi_faiss_search(fi, q, nq, k, threads, docs, scores, &err) != LIPI_OK)
+                die("search", &err);
+            t[r] = now() - t1;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "faiss %s", spec);
+        report(name, params[p], nq, t, runs, cpu_seconds() - c0,
+               have_truth ? recall_at_k(truth, docs, nq, k) : -1);
+    }
+    lipi_faiss_free(fi);
+    lipi_npy_map_close(qm);
+    free(docs);
+    free(truth);
+    free(scores);
+    free(t);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 6 && strcmp(argv[1], "gen") == 0)
+        return gen(argv[2], strtoul(argv[3], NULL, 10), strtoul(argv[4], NULL, 10),
+                   strtoul(argv[5], NULL, 10));
+    if (argc >= 6 && strcmp(argv[1], "lipi") == 0)
+        return run_lipi(argv[2], strtoul(argv[3], NULL, 10), strtoul(argv[4], NULL, 10),
+                        strtoul(argv[5], NULL, 10));
+    if (argc >= 7 && strcmp(argv[1], "faiss") == 0) {
+        if (!lipi_faiss_available()) {
+            printf("faiss          skipped: lipi was built without FAISS\n");
+            return 0;
+        }
+        return run_faiss(argv[2], argv[3], strtoul(argv[4], NULL, 10),
+                         strtoul(argv[5], NULL, 10), strtoul(argv[6], NULL, 10), argv + 7,
+                         argc - 7);
+    }
+    fprintf(stderr, "usage: search gen DIR N DIM NQ | lipi DIR K THREADS RUNS | "
+                    "faiss DIR SPEC K THREADS RUNS [PARAMS...]\n");
+    return 2;
+}

@@ -1,0 +1,62 @@
+#!/bin/sh
+# Search throughput (bench/search.c): 1,000,000 x 384 random unit vectors,
+# 1,000 queries, k = 10, 2 threads. lipi's exact search against FAISS's
+# exact IndexFlatIP (with Debian OpenBLAS's default kernels, and with
+# OPENBLAS_CORETYPE=SkylakeX, its best on AVX-512 CPUs), then QPS and
+# recall@10 of FAISS HNSW32 and IVF1024,Flat. Peak RSS of each process from
+# /usr/bin/time -v. The vectors are generated once into $SEARCH_BENCH_DIR
+# (default /tmp/lipi-bench-search-N-D-NQ, about 1.6 GB for the default size)
+# and the approximate FAISS indexes are cached there too.
+#   N, D, NQ, K, THREADS, RUNS override the sizes; SKIP_HNSW=1 skips HNSW32
+#   (building it over 1M vectors takes a long time on 2 cores).
+set -eu
+BUILD=${1:-build}
+N=${N:-1000000}
+D=${D:-384}
+NQ=${NQ:-1000}
+K=${K:-10}
+THREADS=${THREADS:-2}
+RUNS=${RUNS:-3}
+DIR=${SEARCH_BENCH_DIR:-${TMPDIR:-/tmp}/lipi-bench-search-$N-$D-$NQ}
+BIN="$BUILD/bench_search"
+
+make --no-print-directory BUILD="$BUILD" "$BUILD/liblipi.a" >/dev/null
+extra=""
+[ -f /usr/include/faiss/Index.h ] && extra="-lfaiss"
+cc -O2 -std=c11 -D_GNU_SOURCE -I. bench/search.c "$BUILD/liblipi.a" -o "$BIN" $extra \
+  $(pkg-config --libs icu-uc icu-i18n libpcre2-8 jansson openblas zlib liblzma libzstd) \
+  -lpthread -lm $([ -n "$extra" ] && echo -lgomp -lstdc++)
+
+if [ ! -f "$DIR/index/meta.json" ] || [ ! -f "$DIR/queries.npy" ]; then
+  echo "generating $N x $D random unit vectors and $NQ queries in $DIR ..."
+  "$BIN" gen "$DIR" "$N" "$D" "$NQ"
+fi
+
+echo "search: $N x $D float32 random unit vectors ($(du -sh "$DIR/index/vectors.npy" | cut -f1)), $NQ queries, k=$K, threads=$THREADS, $(cc --version | head -1), -O2, runs=$RUNS (median after a warm-up)"
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; shared machine: absolute times are noisy"
+
+out="$DIR/results.txt"
+: >"$out"
+# measure LABEL CMD...: runs CMD under /usr/bin/time -v, prints its output and peak RSS.
+measure() {
+  label=$1
+  shift
+  /usr/bin/time -v -o "$DIR/time.txt" "$@" | tee -a "$out"
+  rss=$(awk '/Maximum resident set size/ {print $NF}' "$DIR/time.txt")
+  echo "  peak RSS $((rss / 1024)) MiB  ($label)" | tee -a "$out"
+}
+threads="OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS"
+measure "lipi exact" "$BIN" lipi "$DIR" "$K" "$THREADS" "$RUNS"
+measure "faiss Flat, OpenBLAS default kernels" env $threads "$BIN" faiss "$DIR" Flat "$K" "$THREADS" "$RUNS"
+measure "faiss Flat, OPENBLAS_CORETYPE=SkylakeX" env $threads OPENBLAS_CORETYPE=SkylakeX \
+  "$BIN" faiss "$DIR" Flat "$K" "$THREADS" "$RUNS"
+measure "faiss IVF1024,Flat" env $threads OPENBLAS_CORETYPE=SkylakeX \
+  "$BIN" faiss "$DIR" IVF1024,Flat "$K" "$THREADS" "$RUNS" nprobe=1 nprobe=16 nprobe=64
+if [ "${SKIP_HNSW:-0}" != 1 ]; then
+  measure "faiss HNSW32" env $threads OPENBLAS_CORETYPE=SkylakeX \
+    "$BIN" faiss "$DIR" HNSW32 "$K" "$THREADS" "$RUNS" efSearch=16 efSearch=64 efSearch=256
+fi
+
+awk '/^lipi exact/ {l = $4} /^faiss Flat/ {f[++n] = $4}
+     END { if (l && n) { printf "lipi exact / FAISS Flat QPS: %.2fx (default OpenBLAS)", l / f[1];
+                         if (n > 1) printf ", %.2fx (SkylakeX kernels)", l / f[2]; printf "\n" } }' "$out"

@@ -1,0 +1,226 @@
+/* `lipi index`: builds (or extends) a retrieval index from text lines and
+ * their embeddings. */
+#include "cli/cli.h"
+
+#include <getopt.h>
+#include <string.h>
+
+#include "cli/retrieval.h"
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "Usage: lipi index -m MODEL -o INDEX_DIR [OPTIONS] FILE...\n"
+            "       lipi index --vectors FILE.npy -o INDEX_DIR [OPTIONS] FILE...\n"
+            "\n"
+            "Embeds every input line with MODEL (or takes row i of FILE.npy for line i)\n"
+            "and writes an index directory: the L2-normalized float32 vectors as\n"
+            "vectors.npy, the lines (texts + offsets.npy) and meta.json (model,\n"
+            "pooling, dimension, count). The index is written next to INDEX_DIR and\n"
+            "swapped in at the end: an interrupted run leaves the old index as it was\n"
+            "(and a stale INDEX_DIR.tmp-XXXXXX directory that may be deleted).\n"
+            "Document numbers in search results are line numbers of the input, counted\n"
+            "across the FILEs in order (and after the old documents with --append).\n"
+            "\n"
+            "Options:\n"
+            "  -m, --model MODEL    a Hugging Face model folder (config.json, safetensors\n"
+            "                       weights, its tokenizer)\n"
+            "  --vectors FILE.npy   precomputed embeddings (float32, one row per line)\n"
+            "  -o, --output DIR     the index directory\n"
+            "  --append             add to the index at DIR (made by the same model)\n"
+            "  --faiss SPEC         also build a FAISS index (index_factory string: Flat,\n"
+            "                       IVF1024,Flat, HNSW32, ...) that search then uses;\n"
+            "                       --append extends the index's FAISS index\n"
+            "  --pooling MODE       cls, mean, max or mean_sqrt_len (default: the model's)\n"
+            "  --batch N            sentences per forward pass (default 32)\n"
+            "  --max-length N       truncate longer inputs to N tokens\n"
+            "  --threads N          threads (default 2)\n"
+            "  --invalid MODE       invalid UTF-8: error (default) or replace\n"
+            "  --quiet              no progress bar\n"
+            "  -h, --help           show this help\n"
+            "\n"
+            "Example:\n"
+            "  lipi index -m sentence-transformers/LaBSE -o wiki.idx wiki-hi.txt\n"
+            "  lipi search --index wiki.idx --query 'भारत की राजधानी'\n");
+}
+
+typedef struct {
+    lipi_index_builder *builder;
+    cli_embedder *emb;       /* NULL with --vectors */
+    lipi_npy_map *vectors;   /* --vectors */
+    const char *vectors_path;
+    size_t dim, row, batch;
+    cli_text_batch texts;
+    float *out;              /* (batch, dim) embeddings */
+    cli_lines_progress progress;
+} index_ctx;
+
+/* Embeds (or looks up) the batched lines and adds them to the index. */
+static lipi_status flush(index_ctx *c, lipi_error *err)
+{
+    size_t n = c->texts.n;
+    if (!n)
+        return LIPI_OK;
+    const float *rows;
+    lipi_status st;
+    if (c->vectors) {
+        if (c->row + n > lipi_npy_map_rows(c->vectors))
+            return lipi_error_set(err, LIPI_EINVAL, c->vectors_path, 0, 0,
+                                  "expected a row for every input line, found %zu rows for "
+                                  "more lines",
+                                  lipi_npy_map_rows(c->vectors));
+        rows = lipi_npy_map_data(c->vectors) + c->row * c->dim;
+    } else {
+        st = cli_embed(c->emb, c->texts.ptrs, c->texts.lens, n, c->out, err);
+        if (st != LIPI_OK)
+            return st;
+        rows = c->out;
+    }
+    st = lipi_index_builder_add(c->builder, rows, n, c->texts.ptrs, c->texts.lens, err);
+    if (st != LIPI_OK)
+        return st;
+    c->row += n;
+    cli_lines_progress_add(&c->progress, n);
+    cli_text_batch_clear(&c->texts);
+    return LIPI_OK;
+}
+
+static lipi_status add_line(const char *line, size_t len, void *vctx, lipi_error *err)
+{
+    index_ctx *c = vctx;
+    lipi_status st = cli_text_batch_add(&c->texts, line, len, err);
+    if (st == LIPI_OK && c->texts.n == c->batch)
+        st = flush(c, err);
+    return st;
+}
+
+static int run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, 'm'},
+        {"vectors", required_argument, NULL, 'v'},
+        {"output", required_argument, NULL, 'o'},
+        {"append", no_argument, NULL, 'a'},
+        {"faiss", required_argument, NULL, 'f'},
+        {"pooling", required_argument, NULL, 'p'},
+        {"batch", required_argument, NULL, 'b'},
+        {"max-length", required_argument, NULL, 'L'},
+        {"threads", required_argument, NULL, 't'},
+        {"invalid", required_argument, NULL, 'i'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *model = NULL, *vectors = NULL, *out = NULL, *pooling = NULL;
+    lipi_index_write_options wo = {.threads = 2};
+    cli_embedder_options eo = {.batch = 32, .threads = 2};
+    lipi_invalid_mode mode = LIPI_INVALID_ERROR;
+    bool quiet = false;
+    uint64_t v;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":m:o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'v': vectors = optarg; break;
+        case 'o': out = optarg; break;
+        case 'a': wo.append = true; break;
+        case 'f': wo.faiss_spec = optarg; break;
+        case 'p': pooling = optarg; break;
+        case 'b':
+            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 65536)
+                return cli_usage_error("index", "--batch takes 1..65536, not '%s'", optarg);
+            eo.batch = (size_t)v;
+            break;
+        case 'L':
+            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 1000000)
+                return cli_usage_error("index", "--max-length takes a positive number, not '%s'",
+                                       optarg);
+            eo.max_length = (size_t)v;
+            break;
+        case 't':
+            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 256)
+                return cli_usage_error("index", "--threads takes 1..256, not '%s'", optarg);
+            eo.threads = wo.threads = (size_t)v;
+            break;
+        case 'i':
+            if (!cli_parse_invalid(optarg, &mode))
+                return cli_usage_error("index", "--invalid takes 'error' or 'replace', not '%s'",
+                                       optarg);
+            break;
+        case 'q': quiet = true; break;
+        case 'h': help(stdout); return EXIT_OK;
+        case ':': return cli_usage_error("index", "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error("index", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (!out)
+        return cli_usage_error("index", "give the index directory with -o DIR");
+    if (!model == !vectors)
+        return cli_usage_error("index", "give either -m MODEL or --vectors FILE.npy");
+    if (vectors && pooling)
+        return cli_usage_error("index", "--pooling needs -m MODEL");
+    if (pooling && !cli_parse_pooling(pooling, &eo.pooling))
+        return cli_usage_error("index", "--pooling takes cls, mean, max or mean_sqrt_len, not '%s'",
+                               pooling);
+
+    int rc = EXIT_FAIL;
+    lipi_error err = {0};
+    index_ctx ctx = {.vectors_path = vectors, .batch = eo.batch};
+    lipi_index_model id = {.lipi_version = cli_version};
+    if (vectors) {
+        if (lipi_npy_map_open(vectors, &ctx.vectors, &err) != LIPI_OK)
+            goto fail;
+        ctx.dim = lipi_npy_map_cols(ctx.vectors);
+        ctx.batch = 4096;
+    } else {
+        if (cli_embedder_open(model, &eo, &ctx.emb, &err) != LIPI_OK)
+            goto fail;
+        cli_embedder_identity(ctx.emb, &id);
+        ctx.dim = cli_embedder_dim(ctx.emb);
+        if (!(ctx.out = lipi_reallocarray(NULL, ctx.batch * ctx.dim, sizeof(float)))) {
+            lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+            goto fail;
+        }
+    }
+    if (lipi_index_builder_new(out, &id, ctx.dim, &wo, &ctx.builder, &err) != LIPI_OK)
+        goto fail;
+    cli_lines_progress_start(&ctx.progress, "index", !quiet && ctx.emb, argv + optind, argc - optind);
+    if (cli_for_each_line("index", argv + optind, argc - optind, mode, add_line, &ctx) != EXIT_OK)
+        goto quiet_fail;
+    if (flush(&ctx, &err) != LIPI_OK)
+        goto fail;
+    if (ctx.vectors && ctx.row != lipi_npy_map_rows(ctx.vectors)) {
+        lipi_error_set(&err, LIPI_EINVAL, vectors, 0, 0,
+                       "expected a row for every input line, found %zu rows for %zu lines",
+                       lipi_npy_map_rows(ctx.vectors), ctx.row);
+        goto fail;
+    }
+    cli_lines_progress_done(&ctx.progress);
+    if (wo.faiss_spec && !quiet)
+        fprintf(stderr, "lipi index: building the FAISS index (%s) ...\n", wo.faiss_spec);
+    size_t total = lipi_index_builder_count(ctx.builder);
+    lipi_status st = lipi_index_builder_commit(ctx.builder, &err);
+    ctx.builder = NULL;
+    if (st != LIPI_OK)
+        goto fail;
+    if (!quiet)
+        fprintf(stderr, "lipi index: %s: %zu documents (%zu added), dimension %zu\n", out, total,
+                ctx.row, ctx.dim);
+    rc = EXIT_OK;
+    goto done;
+fail:
+    cli_report("index", &err);
+quiet_fail:
+    cli_lines_progress_done(&ctx.progress);
+done:
+    lipi_index_builder_abort(ctx.builder);
+    lipi_npy_map_close(ctx.vectors);
+    cli_embedder_free(ctx.emb);
+    cli_text_batch_free(&ctx.texts);
+    lipi_free(ctx.out);
+    return rc;
+}
+
+const cli_command cmd_index = {"index", "build a retrieval index of sentence embeddings", run};

@@ -1,0 +1,249 @@
+/* `lipi search`: top-k documents of an index for each query. */
+#include "cli/cli.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/retrieval.h"
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "Usage: lipi search --index DIR [-m MODEL] (--query TEXT | --queries FILE) [OPTIONS]\n"
+            "       lipi search --index DIR --query-vectors FILE.npy [OPTIONS]\n"
+            "\n"
+            "Finds the k documents of the index most similar (cosine) to each query and\n"
+            "prints one row per hit:  query_no<TAB>rank<TAB>doc_no<TAB>score<TAB>text\n"
+            "with 1-based numbers: query_no is the query's line in FILE (1 for --query),\n"
+            "doc_no the document's line in the indexed input, in indexing order. The\n"
+            "search is exact (blocked GEMMs over the memory-mapped vectors) unless the\n"
+            "index has a FAISS index (lipi index --faiss), which is then used.\n"
+            "\n"
+            "Options:\n"
+            "  --index DIR            the index (lipi index -o DIR)\n"
+            "  -m, --model MODEL      embeds the queries; default: the index's model.\n"
+            "                         Another model than the index's is an error\n"
+            "  --query TEXT           one query\n"
+            "  --queries FILE         one query per line ('-': standard input)\n"
+            "  --query-vectors FILE   precomputed query embeddings (.npy, one row each)\n"
+            "  -k N                   hits per query (default 10)\n"
+            "  --format FMT           tsv (default) or jsonl (the same fields)\n"
+            "  --exact                exact search even when the index has FAISS\n"
+            "  --faiss-params P       FAISS search parameters, e.g. nprobe=16 or\n"
+            "                         efSearch=128 (comma-separated)\n"
+            "  --threads N            threads (default 2)\n"
+            "  --invalid MODE         invalid UTF-8 in queries: error (default) or replace\n"
+            "  -h, --help             show this help\n"
+            "\n"
+            "Example:\n"
+            "  lipi search --index wiki.idx --query 'भारत की राजधानी' -k 5\n");
+}
+
+enum { FMT_TSV, FMT_JSONL };
+
+/* Queries searched at a time: results of one chunk are printed before the
+ * next is embedded, so memory stays bounded for any number of queries. */
+#define QUERY_CHUNK 4096
+
+typedef struct {
+    const lipi_index *idx;
+    lipi_search_options so;
+    size_t k, dim;
+    int format;
+    int64_t *docs;
+    float *scores;
+} search_ctx;
+
+/* Searches q (n, dim) for queries numbered first.. and prints the hits. */
+static lipi_status search_print(search_ctx *c, float *q, size_t n, size_t first,
+                                lipi_error *err)
+{
+    lipi_vectors_normalize(q, n, c->dim);
+    lipi_status st = lipi_index_search(c->idx, q, n, c->dim, c->k, &c->so, c->docs, c->scores,
+                                       err);
+    if (st != LIPI_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        for (size_t r = 0; r < c->k; r++) {
+            int64_t d = c->docs[i * c->k + r];
+            if (d < 0)
+                break;
+            const char *text;
+            size_t len;
+            if ((st = lipi_index_get_text(c->idx, (size_t)d, &text, &len, err)) != LIPI_OK)
+                return st;
+            double score = c->scores[i * c->k + r];
+            if (c->format == FMT_TSV) {
+                printf("%zu\t%zu\t%lld\t%.6f\t", first + i + 1, r + 1, (long long)d + 1, score);
+                fwrite(text, 1, len, stdout);
+                putchar('\n');
+            } else {
+                printf("{\"query_no\":%zu,\"rank\":%zu,\"doc_no\":%lld,\"score\":%.6f,\"text\":",
+                       first + i + 1, r + 1, (long long)d + 1, score);
+                cli_write_json_string(stdout, text, len);
+                fputs("}\n", stdout);
+            }
+        }
+    return LIPI_OK;
+}
+
+static int run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"index", required_argument, NULL, 'I'},
+        {"model", required_argument, NULL, 'm'},
+        {"query", required_argument, NULL, 'q'},
+        {"queries", required_argument, NULL, 'Q'},
+        {"query-vectors", required_argument, NULL, 'V'},
+        {"format", required_argument, NULL, 'F'},
+        {"exact", no_argument, NULL, 'e'},
+        {"faiss-params", required_argument, NULL, 'P'},
+        {"threads", required_argument, NULL, 't'},
+        {"invalid", required_argument, NULL, 'i'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *index = NULL, *model = NULL, *query = NULL, *queries = NULL, *qvec = NULL;
+    lipi_index_open_options oo = {0};
+    search_ctx c = {.k = 10, .so = {.threads = 2}};
+    cli_embedder_options eo = {.batch = 32, .threads = 2};
+    lipi_invalid_mode mode = LIPI_INVALID_ERROR;
+    uint64_t v;
+    int ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":m:k:h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'I': index = optarg; break;
+        case 'm': model = optarg; break;
+        case 'q': query = optarg; break;
+        case 'Q': queries = optarg; break;
+        case 'V': qvec = optarg; break;
+        case 'k':
+            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 100000)
+                return cli_usage_error("search", "-k takes 1..100000, not '%s'", optarg);
+            c.k = (size_t)v;
+            break;
+        case 'F':
+            if (strcmp(optarg, "tsv") == 0)
+                c.format = FMT_TSV;
+            else if (strcmp(optarg, "jsonl") == 0)
+                c.format = FMT_JSONL;
+            else
+                return cli_usage_error("search", "--format takes tsv or jsonl, not '%s'", optarg);
+            break;
+        case 'e': c.so.exact = true; break;
+        case 'P': oo.faiss_params = optarg; break;
+        case 't':
+            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 256)
+                return cli_usage_error("search", "--threads takes 1..256, not '%s'", optarg);
+            c.so.threads = eo.threads = (size_t)v;
+            break;
+        case 'i':
+            if (!cli_parse_invalid(optarg, &mode))
+                return cli_usage_error("search", "--invalid takes 'error' or 'replace', not '%s'",
+                                       optarg);
+            break;
+        case 'h': help(stdout); return EXIT_OK;
+        case ':': return cli_usage_error("search", "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error("search", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("search", "unexpected argument '%s'", argv[optind]);
+    if (!index)
+        return cli_usage_error("search", "give the index with --index DIR");
+    if (!!query + !!queries + !!qvec != 1)
+        return cli_usage_error("search",
+                               "give one of --query TEXT, --queries FILE, --query-vectors FILE");
+    if (qvec && model)
+        return cli_usage_error("search", "-m embeds text queries; --query-vectors needs none");
+
+    int rc = EXIT_FAIL;
+    lipi_error err = {0};
+    lipi_index *idx = NULL;
+    lipi_npy_map *qm = NULL;
+    cli_embedder *emb = NULL;
+    cli_text_batch texts = {0};
+    float *q = NULL;
+    if (lipi_index_open(index, &oo, &idx, &err) != LIPI_OK)
+        goto fail;
+    c.idx = idx;
+    c.dim = lipi_index_dim(idx);
+    if (lipi_index_faiss_spec(idx) && !lipi_index_has_faiss(idx) && !c.so.exact)
+        fprintf(stderr, "lipi search: this lipi was built without FAISS; searching %s exactly\n",
+                index);
+    if (!(c.docs = lipi_reallocarray(NULL, (size_t)QUERY_CHUNK * c.k, sizeof *c.docs)) ||
+        !(c.scores = lipi_reallocarray(NULL, (size_t)QUERY_CHUNK * c.k, sizeof *c.scores)) ||
+        !(q = lipi_reallocarray(NULL, (size_t)QUERY_CHUNK * c.dim, sizeof *q))) {
+        lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto fail;
+    }
+
+    if (qvec) {
+        if (lipi_npy_map_open(qvec, &qm, &err) != LIPI_OK)
+            goto fail;
+        if (lipi_npy_map_cols(qm) != c.dim) {
+            lipi_error_set(&err, LIPI_EINVAL, qvec, 0, 0,
+                           "expected query vectors of the index's dimension %zu, found %zu",
+                           c.dim, lipi_npy_map_cols(qm));
+            goto fail;
+        }
+        size_t n = lipi_npy_map_rows(qm);
+        for (size_t q0 = 0; q0 < n; q0 += QUERY_CHUNK) {
+            size_t m = q0 + QUERY_CHUNK < n ? QUERY_CHUNK : n - q0;
+            memcpy(q, lipi_npy_map_data(qm) + q0 * c.dim, m * c.dim * sizeof *q);
+            if (search_print(&c, q, m, q0, &err) != LIPI_OK)
+                goto fail;
+        }
+    } else {
+        const lipi_index_model *im = lipi_index_get_model(idx);
+        if (!model && !im->name) {
+            lipi_error_set(&err, LIPI_EINVAL, index, 0, 0,
+                           "the index was built from precomputed vectors: search it with "
+                           "--query-vectors");
+            goto fail;
+        }
+        /* The index's own model by default: its folder if it is still
+         * there, else the name it was given by. */
+        const char *use = model ? model : im->path && access(im->path, R_OK) == 0 ? im->path
+                                                                                : im->name;
+        if (im->pooling && !cli_parse_pooling(im->pooling, &eo.pooling))
+            eo.pooling = 0;
+        if (cli_embedder_open(use, &eo, &emb, &err) != LIPI_OK)
+            goto fail;
+        lipi_index_model qid;
+        cli_embedder_identity(emb, &qid);
+        if (lipi_index_check_model(idx, &qid, &err) != LIPI_OK)
+            goto fail;
+        if (query) {
+            if (cli_text_batch_add(&texts, query, strlen(query), &err) != LIPI_OK)
+                goto fail;
+        } else if (cli_text_batch_read(&texts, queries, mode, &err) != LIPI_OK) {
+            goto fail;
+        }
+        for (size_t q0 = 0; q0 < texts.n; q0 += QUERY_CHUNK) {
+            size_t m = q0 + QUERY_CHUNK < texts.n ? QUERY_CHUNK : texts.n - q0;
+            if (cli_embed(emb, texts.ptrs + q0, texts.lens + q0, m, q, &err) != LIPI_OK ||
+                search_print(&c, q, m, q0, &err) != LIPI_OK)
+                goto fail;
+        }
+    }
+    rc = cli_finish_output("search");
+    goto done;
+fail:
+    cli_report("search", &err);
+done:
+    lipi_free(q);
+    lipi_free(c.docs);
+    lipi_free(c.scores);
+    cli_text_batch_free(&texts);
+    cli_embedder_free(emb);
+    lipi_npy_map_close(qm);
+    lipi_index_close(idx);
+    return rc;
+}
+
+const cli_command cmd_search = {"search", "find the nearest documents of an index", run};

@@ -1,0 +1,1888 @@
+/* Retrieval: the on-disk index (pipeline.h, "Retrieval"), exact top-k
+ * search as blocked GEMMs over a memory-mapped matrix, bitext metrics, and
+ * the FAISS stand-ins of a lipi built without FAISS.
+ *
+ * Exact search splits the matrix into fixed blocks of rows that threads
+ * take in turn. Each block is scored as GEMMs of (query tile) x (row panel)
+ * into a small scratch matrix, and each row of scores goes through one
+ * bounded heap per query and thread; the heaps are merged at the end. The
+ * tiling depends on the options and the inputs only, and the order of hits
+ * (score, then lower document) is total, so the thread count never changes
+ * a result. Blocks of a large mapped matrix are dropped from the mapping
+ * after use (the page cache keeps them), so a search over millions of rows
+ * holds a few blocks in memory, not the matrix. */
+#include "pipeline/index_impl.h"
+#include "pipeline/faiss_bind.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define INDEX_FORMAT "lipi-index"
+#define INDEX_VERSION 1
+#define NPY_HDR 128
+#define MAX_DIM ((size_t)1 << 20)
+
+static const char *const index_files[] = {"vectors.npy", "texts", "offsets.npy", "meta.json",
+                                          "faiss.index"};
+#define N_INDEX_FILES (sizeof index_files / sizeof index_files[0])
+
+/* ======================================================================== */
+/* Small helpers                                                             */
+/* ======================================================================== */
+
+static lipi_status join_path(char out[PATH_MAX], const char *dir, const char *name,
+                             lipi_error *err)
+{
+    if ((size_t)snprintf(out, PATH_MAX, "%s/%s", dir, name) >= PATH_MAX)
+        return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
+    return LIPI_OK;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? lipi_strndup(s, strlen(s)) : NULL;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+static void put_u64le(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_u64le(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static bool host_little_endian(void)
+{
+    uint16_t one = 1;
+    unsigned char b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+/* A read-only mapping of a whole regular file (NULL map when empty). */
+typedef struct {
+    unsigned char *map;
+    size_t len;
+} mapped_file;
+
+static lipi_status map_file(const char *path, mapped_file *m, lipi_error *err)
+{
+    m->map = NULL;
+    m->len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
+    struct stat sb;
+    lipi_status st = LIPI_OK;
+    if (fstat(fd, &sb) != 0) {
+        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot stat: %s", strerror(errno));
+    } else if (!S_ISREG(sb.st_mode)) {
+        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "expected a regular file");
+    } else if (sb.st_size > 0) {
+        void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+            st = lipi_error_set(err, errno == ENOMEM ? LIPI_ENOMEM : LIPI_EIO, path, 0, 0,
+                                "cannot map: %s", strerror(errno));
+        else {
+            m->map = p;
+            m->len = (size_t)sb.st_size;
+        }
+    }
+    close(fd);
+    return st;
+}
+
+static void unmap_file(mapped_file *m)
+{
+    if (m->map)
+        munmap(m->map, m->len);
+    m->map = NULL;
+    m->len = 0;
+}
+
+/* ======================================================================== */
+/* .npy headers                                                              */
+/* ======================================================================== */
+
+/* hdr[0..128): a version 1.0 header for `descr` with shape (rows, cols), or
+ * (rows,) when cols is 0; the dict is padded with spaces so the data starts
+ * at byte 128 (64-byte aligned) whatever the shape. */
+static void npy_header(unsigned char hdr[NPY_HDR], const char *descr, size_t rows, size_t cols)
+{
+    memset(hdr, ' ', NPY_HDR);
+    memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+    hdr[8] = (unsigned char)((NPY_HDR - 10) & 0xff);
+    hdr[9] = (unsigned char)((NPY_HDR - 10) >> 8);
+    char dict[NPY_HDR];
+    int n = cols ? snprintf(dict, sizeof dict,
+                            "{'descr': '%s', 'fortran_order': False, 'shape': (%zu, %zu), }",
+                            descr, rows, cols)
+                 : snprintf(dict, sizeof dict,
+                            "{'descr': '%s', 'fortran_order': False, 'shape': (%zu,), }", descr,
+                            rows);
+    memcpy(hdr + 10, dict, (size_t)n);
+    hdr[NPY_HDR - 1] = '\n';
+}
+
+typedef struct {
+    const char *s;   /* the header dict */
+    size_t n, i;
+    size_t base;     /* file offset of s[0] */
+    const char *path;
+    lipi_error *err;
+} npy_lex;
+
+static lipi_status npy_fail(npy_lex *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static lipi_status npy_fail(npy_lex *x, const char *fmt, ...)
+{
+    char msg[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char found[16];
+    if (x->i >= x->n)
+        snprintf(found, sizeof found, "end of header");
+    else if ((unsigned char)x->s[x->i] >= 0x20 && (unsigned char)x->s[x->i] < 0x7f)
+        snprintf(found, sizeof found, "'%c'", x->s[x->i]);
+    else
+        snprintf(found, sizeof found, "byte 0x%02x", (unsigned char)x->s[x->i]);
+    return lipi_error_set(x->err, LIPI_EFORMAT, x->path, 0, x->base + x->i,
+                          ".npy header: expected %s, found %s", msg, found);
+}
+
+static void npy_ws(npy_lex *x)
+{
+    while (x->i < x->n && (x->s[x->i] == ' ' || x->s[x->i] == '\t' || x->s[x->i] == '\n' ||
+                           x->s[x->i] == '\r'))
+        x->i++;
+}
+
+static bool npy_eat(npy_lex *x, char c)
+{
+    npy_ws(x);
+    if (x->i < x->n && x->s[x->i] == c) {
+        x->i++;
+        return true;
+    }
+    return false;
+}
+
+/* A quoted Python string without escapes into out[cap]. */
+static lipi_status npy_string(npy_lex *x, char *out, size_t cap)
+{
+    npy_ws(x);
+    if (x->i >= x->n || (x->s[x->i] != '\'' && x->s[x->i] != '"'))
+        return npy_fail(x, "a quoted string");
+    char q = x->s[x->i++];
+    size_t start = x->i;
+    while (x->i < x->n && x->s[x->i] != q) {
+        if (x->s[x->i] == '\\' || x->s[x->i] == '\n')
+            return npy_fail(x, "a plain string");
+        x->i++;
+    }
+    if (x->i >= x->n)
+        return npy_fail(x, "the closing quote");
+    size_t len = x->i - start;
+    if (len >= cap) {
+        x->i = start;
+        return npy_fail(x, "a string of at most %zu bytes", cap - 1);
+    }
+    memcpy(out, x->s + start, len);
+    out[len] = '\0';
+    x->i++;
+    return LIPI_OK;
+}
+
+static lipi_status npy_size(npy_lex *x, size_t *v)
+{
+    npy_ws(x);
+    if (x->i >= x->n || x->s[x->i] < '0' || x->s[x->i] > '9')
+        return npy_fail(x, "a dimension (decimal integer)");
+    size_t r = 0;
+    while (x->i < x->n && x->s[x->i] >= '0' && x->s[x->i] <= '9') {
+        size_t d = (size_t)(x->s[x->i] - '0');
+        if (r > (SIZE_MAX - d) / 10)
+            return npy_fail(x, "a dimension that fits in 64 bits");
+        r = r * 10 + d;
+        x->i++;
+    }
+    *v = r;
+    return LIPI_OK;
+}
+
+lipi_status lipi_npy_parse(const unsigned char *p, size_t len, const char *path,
+                           const char *descr, size_t *ndim, size_t shape[2], size_t *data_off,
+                           lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    if (len < 10 || memcmp(p, "\x93NUMPY", 6) != 0)
+        return lipi_error_set(err, len < 10 ? LIPI_ETRUNC : LIPI_EFORMAT, path, 0, 0,
+                              "expected a .npy file (magic \\x93NUMPY), found %s",
+                              len < 10 ? "a file shorter than 10 bytes" : "other bytes");
+    size_t base, hlen;
+    if (p[6] == 1 && p[7] == 0) {
+        hlen = (size_t)p[8] | (size_t)p[9] << 8;
+        base = 10;
+    } else if ((p[6] == 2 || p[6] == 3) && p[7] == 0 && len >= 12) {
+        hlen = (size_t)p[8] | (size_t)p[9] << 8 | (size_t)p[10] << 16 | (size_t)p[11] << 24;
+        base = 12;
+    } else {
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 6,
+                              "expected .npy version 1.0, 2.0 or 3.0, found %u.%u", p[6], p[7]);
+    }
+    if (hlen > len - base)
+        return lipi_error_set(err, LIPI_ETRUNC, path, 0, base - 2,
+                              "header length %zu runs past the end of the file (%zu bytes)",
+                              hlen, len);
+    npy_lex x = {(const char *)p + base, hlen, 0, base, path, err};
+    char got_descr[16] = "";
+    bool fortran = true, seen_descr = false, seen_fortran = false, seen_shape = false;
+    size_t nd = 0, sh[2] = {0, 1};
+    if (!npy_eat(&x, '{'))
+        return npy_fail(&x, "'{'");
+    while (!npy_eat(&x, '}')) {
+        char key[32];
+        TRY(npy_string(&x, key, sizeof key));
+        if (!npy_eat(&x, ':'))
+            return npy_fail(&x, "':'");
+        if (strcmp(key, "descr") == 0 && !seen_descr) {
+            TRY(npy_string(&x, got_descr, sizeof got_descr));
+            seen_descr = true;
+        } else if (strcmp(key, "fortran_order") == 0 && !seen_fortran) {
+            npy_ws(&x);
+            if (x.n - x.i >= 4 && memcmp(x.s + x.i, "True", 4) == 0) {
+                fortran = true;
+                x.i += 4;
+            } else if (x.n - x.i >= 5 && memcmp(x.s + x.i, "False", 5) == 0) {
+                fortran = false;
+                x.i += 5;
+            } else {
+                return npy_fail(&x, "True or False");
+            }
+            seen_fortran = true;
+        } else if (strcmp(key, "shape") == 0 && !seen_shape) {
+            if (!npy_eat(&x, '('))
+                return npy_fail(&x, "'(' opening the shape");
+            while (!npy_eat(&x, ')')) {
+                if (nd == 2)
+                    return npy_fail(&x, "at most 2 dimensions");
+                TRY(npy_size(&x, &sh[nd]));
+                nd++;
+                if (!npy_eat(&x, ',')) {
+                    if (!npy_eat(&x, ')'))
+                        return npy_fail(&x, "',' or ')' in the shape");
+                    break;
+                }
+            }
+            seen_shape = true;
+        } else {
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, x.base + x.i,
+                                  ".npy header: expected the keys 'descr', 'fortran_order' "
+                                  "and 'shape' once each, found '%s'",
+                                  key);
+        }
+        if (!npy_eat(&x, ',')) {
+            if (!npy_eat(&x, '}'))
+                return npy_fail(&x, "',' or '}'");
+            break;
+        }
+    }
+    npy_ws(&x);
+    if (x.i < x.n)
+        return npy_fail(&x, "only spaces after the dict");
+    if (!seen_descr || !seen_fortran || !seen_shape)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, base,
+                              ".npy header: expected the keys 'descr', 'fortran_order' and "
+                              "'shape', found a dict without '%s'",
+                              !seen_descr ? "descr" : !seen_fortran ? "fortran_order" : "shape");
+    if (strcmp(got_descr, descr) != 0)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, base,
+                              ".npy header: expected descr '%s' (%s), found '%s'", descr,
+                              descr[1] == 'f' ? "little-endian float32"
+                                              : "little-endian uint64",
+                              got_descr);
+    if (fortran)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, base,
+                              ".npy header: expected fortran_order False (C order), found True");
+    if (nd == 0)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, base,
+                              ".npy header: expected a 1-D or 2-D shape, found ()");
+    size_t item = descr[2] == '4' ? 4 : 8;
+    size_t elems, bytes;
+    if (__builtin_mul_overflow(sh[0], sh[1], &elems) ||
+        __builtin_mul_overflow(elems, item, &bytes))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, base,
+                              ".npy header: shape (%zu, %zu) is too large", sh[0], sh[1]);
+    size_t off = base + hlen;
+    if (off % item)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, off,
+                              "expected the data to start at a multiple of %zu bytes, found "
+                              "offset %zu",
+                              item, off);
+    if (bytes != len - off)
+        return lipi_error_set(err, bytes > len - off ? LIPI_ETRUNC : LIPI_EFORMAT, path, 0, off,
+                              "expected %zu data bytes for shape (%zu, %zu), found %zu", bytes,
+                              sh[0], nd == 2 ? sh[1] : 1, len - off);
+    *ndim = nd;
+    shape[0] = sh[0];
+    shape[1] = sh[1];
+    *data_off = off;
+done:
+    return st;
+}
+
+struct lipi_npy_map {
+    mapped_file f;
+    const float *data;
+    size_t rows, cols;
+};
+
+lipi_status lipi_npy_map_open(const char *path, lipi_npy_map **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    *out = NULL;
+    lipi_npy_map *m = lipi_calloc(1, sizeof *m);
+    if (!m)
+        return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+    if (!host_little_endian()) {
+        st = lipi_error_set(err, LIPI_EINVAL, path, 0, 0,
+                            "mapping little-endian .npy data needs a little-endian host");
+        goto done;
+    }
+    TRY(map_file(path, &m->f, err));
+    size_t nd, shape[2], off;
+    TRY(lipi_npy_parse(m->f.map, m->f.len, path, "<f4", &nd, shape, &off, err));
+    if (nd == 1) {
+        m->rows = 1;
+        m->cols = shape[0];
+    } else {
+        m->rows = shape[0];
+        m->cols = shape[1];
+    }
+    m->data = (const float *)(m->f.map + off);
+done:
+    if (st != LIPI_OK) {
+        lipi_npy_map_close(m);
+        return st;
+    }
+    *out = m;
+    return LIPI_OK;
+}
+
+const float *lipi_npy_map_data(const lipi_npy_map *m)
+{
+    return m->data;
+}
+
+size_t lipi_npy_map_rows(const lipi_npy_map *m)
+{
+    return m->rows;
+}
+
+size_t lipi_npy_map_cols(const lipi_npy_map *m)
+{
+    return m->cols;
+}
+
+void lipi_npy_map_close(lipi_npy_map *m)
+{
+    if (!m)
+        return;
+    unmap_file(&m->f);
+    lipi_free(m);
+}
+
+/* ======================================================================== */
+/* Threads                                                                   */
+/* ======================================================================== */
+
+typedef struct {
+    void (*fn)(void *ctx, size_t tid);
+    void *ctx;
+    size_t tid;
+} thread_arg;
+
+static void *thread_main(void *p)
+{
+    thread_arg *a = p;
+    a->fn(a->ctx, a->tid);
+    return NULL;
+}
+
+/* Runs fn(ctx, 0..n-1) on n threads, the caller being thread 0. A thread
+ * that cannot be created leaves its share to the others (the work is
+ * handed out dynamically), so this never fails. */
+static void run_threads(size_t n, void (*fn)(void *, size_t), void *ctx)
+{
+    enum { MAX_THREADS = 256 };
+    pthread_t th[MAX_THREADS];
+    thread_arg args[MAX_THREADS];
+    bool started[MAX_THREADS] = {false};
+    if (n > MAX_THREADS)
+        n = MAX_THREADS;
+    for (size_t t = 1; t < n; t++) {
+        args[t] = (thread_arg){fn, ctx, t};
+        started[t] = pthread_create(&th[t], NULL, thread_main, &args[t]) == 0;
+    }
+    fn(ctx, 0);
+    for (size_t t = 1; t < n; t++)
+        if (started[t])
+            pthread_join(th[t], NULL);
+}
+
+/* ======================================================================== */
+/* Exact top-k                                                               */
+/* ======================================================================== */
+
+typedef struct {
+    float s;
+    int64_t d;
+} knn_hit;
+
+/* a ranks before b: higher score, then lower document. */
+static inline bool hit_before(float s, int64_t d, const knn_hit *b)
+{
+    return s > b->s || (s == b->s && d < b->d);
+}
+
+static int hit_cmp(const void *pa, const void *pb)
+{
+    const knn_hit *a = pa, *b = pb;
+    if (hit_before(a->s, a->d, b))
+        return -1;
+    if (hit_before(b->s, b->d, a))
+        return 1;
+    return 0;
+}
+
+/* h: a heap of n hits with the one that ranks last at h[0]. */
+static void heap_sift_down(knn_hit *h, size_t n, size_t i)
+{
+    knn_hit x = h[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && hit_before(h[c].s, h[c].d, &h[c + 1]))
+            c++;
+        if (!hit_before(x.s, x.d, &h[c]))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+static void heap_push(knn_hit *h, size_t *n, float s, int64_t d)
+{
+    size_t i = (*n)++;
+    knn_hit x = {s, d};
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!hit_before(h[p].s, h[p].d, &x))
+            break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = x;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define KNN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define KNN_CLONES
+#endif
+
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+
+/* Whether any of p[0..16) >= t: the common case of a row of scores is that
+ * nothing beats the heap's last hit, and this answers it 16 at a time. */
+static inline bool any_ge16(const float *p, float t)
+{
+    v16f v;
+    memcpy(&v, p, sizeof v);
+    v16i m = v >= t;
+    uint64_t u[8];
+    memcpy(u, &m, sizeof u);
+    return (u[0] | u[1] | u[2] | u[3] | u[4] | u[5] | u[6] | u[7]) != 0;
+}
+
+/* Feeds one row of scores row[0..S) for documents doc0.. into the heap
+ * h (*n of k hits). */
+KNN_CLONES
+static void knn_select_row(const float *row, size_t S, int64_t doc0, knn_hit *h, size_t *n,
+                           size_t k)
+{
+    size_t j = 0;
+    for (; j < S && *n < k; j++)
+        heap_push(h, n, row[j], doc0 + (int64_t)j);
+    if (j == S)
+        return;
+    float t = h[0].s;
+    for (; j + 16 <= S; j += 16) {
+        if (!any_ge16(row + j, t))
+            continue;
+        for (size_t l = j; l < j + 16; l++)
+            if (hit_before(row[l], doc0 + (int64_t)l, &h[0])) {
+                h[0] = (knn_hit){row[l], doc0 + (int64_t)l};
+                heap_sift_down(h, k, 0);
+                t = h[0].s;
+            }
+    }
+    for (; j < S; j++)
+        if (hit_before(row[j], doc0 + (int64_t)j, &h[0])) {
+            h[0] = (knn_hit){row[j], doc0 + (int64_t)j};
+            heap_sift_down(h, k, 0);
+        }
+}
+
+typedef struct {
+    float *scratch; /* (gemm_queries, gemm_rows) */
+    knn_hit *heaps; /* (chunk, k) */
+    size_t *fill;   /* (chunk) */
+} knn_thread;
+
+typedef struct {
+    const float *x;
+    size_t n, dim;
+    const float *q; /* this pass's queries: (qc, dim) */
+    size_t qc, k;
+    size_t block, panel, tile;
+    bool release;
+    size_t nblocks;
+    atomic_size_t next;
+    knn_thread *t;
+} knn_ctx;
+
+/* Drops the whole pages inside rows [r0, r1) from the mapping: the page
+ * cache keeps them, the process's memory does not. */
+static void release_rows(const float *x, size_t dim, size_t r0, size_t r1)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)(x + r0 * dim), b = (uintptr_t)(x + r1 * dim);
+    a = (a + page - 1) & ~(page - 1);
+    b &= ~(page - 1);
+    if (b > a)
+        madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+static void knn_worker(void *vctx, size_t tid)
+{
+    knn_ctx *c = vctx;
+    knn_thread *t = &c->t[tid];
+    int prev = lipi_gemm_thread_enter();
+    for (;;) {
+        size_t b = atomic_fetch_add(&c->next, 1);
+        if (b >= c->nblocks)
+            break;
+        size_t r0 = b * c->block, r1 = r0 + c->block < c->n ? r0 + c->block : c->n;
+        for (size_t p0 = r0; p0 < r1; p0 += c->panel) {
+            size_t S = p0 + c->panel < r1 ? c->panel : r1 - p0;
+            const float *xp = c->x + p0 * c->dim;
+            for (size_t q0 = 0; q0 < c->qc; q0 += c->tile) {
+                size_t T = q0 + c->tile < c->qc ? c->tile : c->qc - q0;
+                /* q tile: (T, dim), x panel: (S, dim) -> scratch: (T, S) */
+                lipi_sgemm_nt(LIPI_GEMM_AUTO, T, S, c->dim, c->q + q0 * c->dim, c->dim, xp,
+                              c->dim, t->scratch, S);
+                for (size_t i = 0; i < T; i++)
+                    knn_select_row(t->scratch + i * S, S, (int64_t)p0,
+                                   t->heaps + (q0 + i) * c->k, &t->fill[q0 + i], c->k);
+            }
+        }
+        if (c->release)
+            release_rows(c->x, c->dim, r0, r1);
+    }
+    lipi_gemm_thread_restore(prev);
+}
+
+static lipi_status check_finite(const float *v, size_t n, size_t dim, const char *what,
+                                lipi_error *err)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < dim; j++)
+            if (!isfinite(v[i * dim + j]))
+                return lipi_error_set(err, LIPI_EINVAL, NULL, i + 1, 0,
+                                      "%s %zu: expected finite values, found %g at position %zu",
+                                      what, i + 1, (double)v[i * dim + j], j);
+    return LIPI_OK;
+}
+
+/* lipi_knn_search; `mapped` says x is a read-only file mapping whose pages
+ * may be dropped after use (madvise on any other memory would zero it). */
+static lipi_status knn_search(const float *x, size_t n, size_t dim, const float *q, size_t nq,
+                              size_t k, const lipi_search_options *opt, bool mapped,
+                              int64_t *docs, float *scores, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    lipi_search_options o = opt ? *opt : (lipi_search_options){0};
+    knn_thread *th = NULL;
+    knn_hit *merged = NULL;
+    size_t threads = o.threads ? o.threads : 1;
+    if (!k || !dim)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "search: expected k >= 1 and dimension >= 1, found k = %zu, "
+                              "dimension %zu",
+                              k, dim);
+    TRY(check_finite(q, nq, dim, "query", err));
+    size_t keff = k < n ? k : n;
+    for (size_t i = 0; i < nq; i++)
+        for (size_t j = keff; j < k; j++) {
+            docs[i * k + j] = -1;
+            scores[i * k + j] = -INFINITY;
+        }
+    if (!keff || !nq)
+        return LIPI_OK;
+    size_t block = o.block_rows ? o.block_rows : LIPI_KNN_BLOCK_ROWS;
+    size_t panel = o.gemm_rows ? o.gemm_rows : LIPI_KNN_GEMM_ROWS;
+    size_t tile = o.gemm_queries ? o.gemm_queries : LIPI_KNN_GEMM_QUERIES;
+    if (panel > block)
+        panel = block;
+    size_t chunk = LIPI_KNN_HEAP_BYTES / (keff * sizeof(knn_hit));
+    if (chunk < 1)
+        chunk = 1;
+    if (chunk > nq)
+        chunk = nq;
+    if (tile > chunk)
+        tile = chunk;
+    size_t nblocks = n / block + (n % block != 0);
+    if (threads > nblocks)
+        threads = nblocks;
+    bool release = mapped && (o.release_pages > 0 ||
+                              (o.release_pages == 0 &&
+                               n * dim * sizeof(float) >= LIPI_KNN_RELEASE_BYTES));
+    size_t heap_n, scratch_n;
+    if (__builtin_mul_overflow(chunk, keff, &heap_n) ||
+        __builtin_mul_overflow(tile, panel, &scratch_n)) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "search: sizes overflow");
+        goto done;
+    }
+    th = lipi_calloc(threads, sizeof *th);
+    merged = lipi_reallocarray(NULL, threads * keff, sizeof *merged);
+    if (!th || !merged) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
+    for (size_t t = 0; t < threads; t++) {
+        th[t].scratch = lipi_reallocarray(NULL, scratch_n, sizeof(float));
+        th[t].heaps = lipi_reallocarray(NULL, heap_n, sizeof(knn_hit));
+        th[t].fill = lipi_calloc(chunk, sizeof(size_t));
+        if (!th[t].scratch || !th[t].heaps || !th[t].fill) {
+            st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+            goto done;
+        }
+    }
+    for (size_t q0 = 0; q0 < nq; q0 += chunk) {
+        size_t qc = q0 + chunk < nq ? chunk : nq - q0;
+        knn_ctx c = {.x = x, .n = n, .dim = dim, .q = q + q0 * dim, .qc = qc, .k = keff,
+                     .block = block, .panel = panel, .tile = tile, .release = release,
+                     .nblocks = nblocks, .t = th};
+        atomic_init(&c.next, 0);
+        for (size_t t = 0; t < threads; t++)
+            memset(th[t].fill, 0, qc * sizeof(size_t));
+        run_threads(threads, knn_worker, &c);
+        for (size_t i = 0; i < qc; i++) {
+            size_t m = 0;
+            for (size_t t = 0; t < threads; t++) {
+                memcpy(merged + m, th[t].heaps + i * keff, th[t].fill[i] * sizeof *merged);
+                m += th[t].fill[i];
+            }
+            qsort(merged, m, sizeof *merged, hit_cmp);
+            for (size_t j = 0; j < keff; j++) {
+                docs[(q0 + i) * k + j] = merged[j].d;
+                scores[(q0 + i) * k + j] = merged[j].s;
+            }
+        }
+    }
+done:
+    if (th)
+        for (size_t t = 0; t < threads; t++) {
+            lipi_free(th[t].scratch);
+            lipi_free(th[t].heaps);
+            lipi_free(th[t].fill);
+        }
+    lipi_free(th);
+    lipi_free(merged);
+    return st;
+}
+
+lipi_status lipi_knn_search(const float *x, size_t n, size_t dim, const float *q, size_t nq,
+                            size_t k, const lipi_search_options *opt, int64_t *docs,
+                            float *scores, lipi_error *err)
+{
+    return knn_search(x, n, dim, q, nq, k, opt, false, docs, scores, err);
+}
+
+/* ======================================================================== */
+/* Bitext metrics                                                            */
+/* ======================================================================== */
+
+typedef struct {
+    const float *q, *d;
+    size_t n, dim, tile, ntiles;
+    atomic_size_t next;
+    float **scratch; /* per thread: (tile, tile) */
+    size_t *ranks;
+} rank_ctx;
+
+/* Counts, for the queries of tile [i0, i0+T), the documents of panel
+ * [j0, j0+S) that rank before their match. */
+static void rank_panel(const float *sc, size_t T, size_t S, size_t i0, size_t j0,
+                       const float *own, size_t *ranks)
+{
+    for (size_t i = 0; i < T; i++) {
+        const float *row = sc + i * S;
+        float s = own[i];
+        size_t qi = i0 + i, before = 0;
+        for (size_t j = 0; j < S; j++)
+            before += row[j] > s || (row[j] == s && j0 + j < qi);
+        ranks[qi] += before;
+    }
+}
+
+static void rank_worker(void *vctx, size_t tid)
+{
+    rank_ctx *c = vctx;
+    float *sc = c->scratch[tid];
+    float own[LIPI_KNN_GEMM_QUERIES * 4];
+    int prev = lipi_gemm_thread_enter();
+    for (;;) {
+        size_t ti = atomic_fetch_add(&c->next, 1);
+        if (ti >= c->ntiles)
+            break;
+        size_t i0 = ti * c->tile, T = i0 + c->tile < c->n ? c->tile : c->n - i0;
+        const float *qt = c->q + i0 * c->dim;
+        /* The diagonal panel first: it holds each query's own score, which
+         * every other score of the query is compared with. Panels line up
+         * with tiles, so it has the tile's rows exactly. */
+        lipi_sgemm_nt(LIPI_GEMM_AUTO, T, T, c->dim, qt, c->dim, c->d + i0 * c->dim, c->dim, sc,
+                      T);
+        for (size_t i = 0; i < T; i++) {
+            own[i] = sc[i * T + i];
+            c->ranks[i0 + i] = 1;
+        }
+        rank_panel(sc, T, T, i0, i0, own, c->ranks);
+        for (size_t j0 = 0; j0 < c->n; j0 += c->tile) {
+            if (j0 == i0)
+                continue;
+            size_t S = j0 + c->tile < c->n ? c->tile : c->n - j0;
+            lipi_sgemm_nt(LIPI_GEMM_AUTO, T, S, c->dim, qt, c->dim, c->d + j0 * c->dim, c->dim,
+                          sc, S);
+            rank_panel(sc, T, S, i0, j0, own, c->ranks);
+        }
+    }
+    lipi_gemm_thread_restore(prev);
+}
+
+lipi_status lipi_bitext_ranks(const float *q, const float *docs, size_t n, size_t dim,
+                              const lipi_search_options *opt, size_t *ranks, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    size_t threads = opt && opt->threads ? opt->threads : 1;
+    size_t tile = opt && opt->gemm_queries ? opt->gemm_queries : LIPI_KNN_GEMM_QUERIES;
+    if (tile > LIPI_KNN_GEMM_QUERIES * 4)
+        tile = LIPI_KNN_GEMM_QUERIES * 4;
+    if (!n)
+        return LIPI_OK;
+    if (!dim)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "bitext: dimension 0");
+    TRY(check_finite(q, n, dim, "query", err));
+    TRY(check_finite(docs, n, dim, "document", err));
+    rank_ctx c = {.q = q, .d = docs, .n = n, .dim = dim, .tile = tile,
+                  .ntiles = n / tile + (n % tile != 0), .ranks = ranks};
+    atomic_init(&c.next, 0);
+    if (threads > c.ntiles)
+        threads = c.ntiles;
+    c.scratch = lipi_calloc(threads, sizeof *c.scratch);
+    if (!c.scratch) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
+    for (size_t t = 0; t < threads; t++)
+        if (!(c.scratch[t] = lipi_reallocarray(NULL, tile * tile, sizeof(float)))) {
+            st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+            goto done;
+        }
+    run_threads(threads, rank_worker, &c);
+done:
+    if (c.scratch)
+        for (size_t t = 0; t < threads; t++)
+            lipi_free(c.scratch[t]);
+    lipi_free(c.scratch);
+    return st;
+}
+
+void lipi_retrieval_metrics(const size_t *ranks, size_t n, const size_t *ks, size_t nk,
+                            lipi_retrieval_scores *out)
+{
+    double p1 = 0, rr = 0;
+    for (size_t j = 0; j < nk; j++)
+        out->recall[j] = 0;
+    for (size_t i = 0; i < n; i++) {
+        p1 += ranks[i] == 1;
+        rr += 1.0 / (double)ranks[i];
+        for (size_t j = 0; j < nk; j++)
+            out->recall[j] += ranks[i] <= ks[j];
+    }
+    out->p_at_1 = n ? p1 / (double)n : 0;
+    out->mrr = n ? rr / (double)n : 0;
+    for (size_t j = 0; j < nk; j++)
+        out->recall[j] = n ? out->recall[j] / (double)n : 0;
+}
+
+lipi_status lipi_eval_bitext(const float *a, const float *b, size_t n, size_t dim,
+                             const size_t *ks, size_t nk, const lipi_search_options *opt,
+                             lipi_retrieval_scores *a_to_b, lipi_retrieval_scores *b_to_a,
+                             lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    size_t nn = n ? n : 1, total;
+    size_t *ranks = lipi_reallocarray(NULL, nn, sizeof *ranks);
+    float *na = NULL, *nb = NULL;
+    if (__builtin_mul_overflow(nn, dim, &total) || !ranks ||
+        !(na = lipi_reallocarray(NULL, total, sizeof *na)) ||
+        !(nb = lipi_reallocarray(NULL, total, sizeof *nb))) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
+    TRY(check_finite(a, n, dim, "query", err));
+    TRY(check_finite(b, n, dim, "document", err));
+    memcpy(na, a, n * dim * sizeof *na);
+    memcpy(nb, b, n * dim * sizeof *nb);
+    lipi_l2_normalize(na, n, dim);
+    lipi_l2_normalize(nb, n, dim);
+    TRY(lipi_bitext_ranks(na, nb, n, dim, opt, ranks, err));
+    lipi_retrieval_metrics(ranks, n, ks, nk, a_to_b);
+    TRY(lipi_bitext_ranks(nb, na, n, dim, opt, ranks, err));
+    lipi_retrieval_metrics(ranks, n, ks, nk, b_to_a);
+done:
+    lipi_free(ranks);
+    lipi_free(na);
+    lipi_free(nb);
+    return st;
+}
+
+void lipi_vectors_normalize(float *x, size_t n, size_t dim)
+{
+    lipi_l2_normalize(x, n, dim);
+}
+
+/* ======================================================================== */
+/* Model identity                                                            */
+/* ======================================================================== */
+
+typedef struct {
+    char *name, *path, *fingerprint, *pooling, *version;
+    bool normalize;
+} model_copy;
+
+static void model_copy_free(model_copy *m)
+{
+    lipi_free(m->name);
+    lipi_free(m->path);
+    lipi_free(m->fingerprint);
+    lipi_free(m->pooling);
+    lipi_free(m->version);
+    memset(m, 0, sizeof *m);
+}
+
+static lipi_status model_copy_set(model_copy *m, const lipi_index_model *src, lipi_error *err)
+{
+    m->name = dup_or_null(src->name);
+    m->path = dup_or_null(src->path);
+    m->fingerprint = dup_or_null(src->fingerprint);
+    m->pooling = dup_or_null(src->pooling);
+    m->version = dup_or_null(src->lipi_version ? src->lipi_version : "unknown");
+    m->normalize = src->normalize;
+    if ((src->name && !m->name) || (src->path && !m->path) ||
+        (src->fingerprint && !m->fingerprint) || (src->pooling && !m->pooling) || !m->version) {
+        model_copy_free(m);
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    }
+    return LIPI_OK;
+}
+
+static lipi_index_model model_view(const model_copy *m)
+{
+    return (lipi_index_model){m->name, m->path, m->fingerprint, m->pooling, m->normalize,
+                              m->version};
+}
+
+static bool models_match(const lipi_index_model *a, const lipi_index_model *b)
+{
+    if (!a->name || !b->name)
+        return !a->name && !b->name;
+    bool same = a->fingerprint && b->fingerprint ? strcmp(a->fingerprint, b->fingerprint) == 0
+                                                 : strcmp(a->name, b->name) == 0;
+    return same && str_eq(a->pooling, b->pooling) && a->normalize == b->normalize;
+}
+
+static void describe_model(char *out, size_t cap, const lipi_index_model *m)
+{
+    if (!m->name)
+        snprintf(out, cap, "precomputed vectors");
+    else
+        snprintf(out, cap, "model '%s' (pooling %s%s, fingerprint %s)", m->name,
+                 m->pooling ? m->pooling : "unknown", m->normalize ? ", normalized" : "",
+                 m->fingerprint ? m->fingerprint : "none");
+}
+
+static lipi_status model_mismatch(const char *dir, const lipi_index_model *have,
+                                  const lipi_index_model *want, lipi_error *err)
+{
+    char a[120], b[120];
+    describe_model(a, sizeof a, have);
+    describe_model(b, sizeof b, want);
+    return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "the index was built from %s, not %s", a,
+                          b);
+}
+
+/* FNV-1a, 64 bits: a fingerprint, not a defence against forgery. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+/* Hashes the name, size and first MiB of dir/name into *h; a missing file
+ * hashes as absent unless required. */
+static lipi_status fingerprint_file(uint64_t *h, const char *dir, const char *name,
+                                    bool required, lipi_error *err)
+{
+    char path[PATH_MAX];
+    lipi_status st = join_path(path, dir, name, err);
+    if (st != LIPI_OK)
+        return st;
+    *h = fnv1a(*h, name, strlen(name) + 1);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (!required && errno == ENOENT)
+            return LIPI_OK;
+        return lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
+    }
+    struct stat sb;
+    unsigned char buf[65536];
+    size_t total = 0, got;
+    if (fstat(fileno(f), &sb) != 0) {
+        fclose(f);
+        return lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot stat: %s", strerror(errno));
+    }
+    unsigned char size[8];
+    put_u64le(size, (uint64_t)sb.st_size);
+    *h = fnv1a(*h, size, 8);
+    while (total < ((size_t)1 << 20) && (got = fread(buf, 1, sizeof buf, f)) > 0) {
+        *h = fnv1a(*h, buf, got);
+        total += got;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad)
+        return lipi_error_set(err, LIPI_EIO, path, 0, 0, "read failed");
+    return LIPI_OK;
+}
+
+lipi_status lipi_index_model_fingerprint(const char *dir, char out[17], lipi_error *err)
+{
+    static const char *const optional[] = {
+        "modules.json", "1_Pooling/config.json", "sentence_bert_config.json", "2_Dense/config.json",
+        "2_Dense/model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+        "sentencepiece.bpe.model", "spiece.model"};
+    lipi_status st = LIPI_OK;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    TRY(fingerprint_file(&h, dir, "config.json", true, err));
+    TRY(fingerprint_file(&h, dir, "model.safetensors", true, err));
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++)
+        TRY(fingerprint_file(&h, dir, optional[i], false, err));
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+done:
+    return st;
+}
+
+/* ======================================================================== */
+/* Opening an index                                                          */
+/* ======================================================================== */
+
+struct lipi_index {
+    char *dir;
+    mapped_file vec, off, txt;
+    const float *x;
+    const unsigned char *offs; /* (count + 1) little-endian uint64 */
+    size_t count, dim;
+    model_copy model;
+    lipi_index_model view;
+    char *faiss_spec;
+    lipi_faiss *faiss;
+};
+
+/* Reads meta.json's fields; `path` names it in errors. */
+static lipi_status read_meta(lipi_index *idx, const char *path, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    mapped_file mf = {0};
+    json_t *root = NULL;
+    const char *field = NULL, *want = NULL;
+    TRY(map_file(path, &mf, err));
+    if (mf.len > ((size_t)1 << 20)) {
+        st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                            "expected at most 1 MiB of JSON, found %zu bytes", mf.len);
+        goto done;
+    }
+    json_error_t je;
+    unsigned long fails = lipi_alloc_failures;
+    root = json_loadb((const char *)mf.map, mf.len, JSON_REJECT_DUPLICATES, &je);
+    /* jansson's lexer can drop characters of a string when an allocation
+     * fails and still succeed, so any failure during the parse counts. */
+    if (lipi_alloc_failures != fails) {
+        st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+        goto done;
+    }
+    if (!root) {
+        st = lipi_error_set(err, LIPI_EFORMAT, path, (size_t)je.line, (size_t)je.position,
+                            "expected JSON: %s", je.text);
+        goto done;
+    }
+    json_t *v;
+#define META_FAIL(f, w)                                                                    \
+    do {                                                                                   \
+        field = (f);                                                                       \
+        want = (w);                                                                        \
+        goto bad;                                                                          \
+    } while (0)
+    if (!json_is_object(root))
+        META_FAIL("(top level)", "an object");
+    v = json_object_get(root, "format");
+    if (!json_is_string(v) || strcmp(json_string_value(v), INDEX_FORMAT) != 0)
+        META_FAIL("format", "\"" INDEX_FORMAT "\"");
+    v = json_object_get(root, "version");
+    if (!json_is_integer(v) || json_integer_value(v) != INDEX_VERSION)
+        META_FAIL("version", "1");
+    v = json_object_get(root, "dimension");
+    if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+        (uint64_t)json_integer_value(v) > MAX_DIM)
+        META_FAIL("dimension", "an integer from 1 to 1048576");
+    idx->dim = (size_t)json_integer_value(v);
+    v = json_object_get(root, "count");
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        META_FAIL("count", "a non-negative integer");
+    idx->count = (size_t)json_integer_value(v);
+    lipi_index_model m = {0};
+    json_t *model = json_object_get(root, "model");
+    if (json_is_object(model)) {
+        v = json_object_get(model, "name");
+        if (!json_is_string(v))
+            META_FAIL("model.name", "a string");
+        m.name = json_string_value(v);
+        v = json_object_get(model, "path");
+        if (v && !json_is_null(v) && !json_is_string(v))
+            META_FAIL("model.path", "a string or null");
+        m.path = json_string_value(v);
+        v = json_object_get(model, "fingerprint");
+        if (v && !json_is_null(v) && !json_is_string(v))
+            META_FAIL("model.fingerprint", "a string or null");
+        m.fingerprint = json_string_value(v);
+    } else if (model && !json_is_null(model)) {
+        META_FAIL("model", "an object or null");
+    }
+    v = json_object_get(root, "pooling");
+    if (v && !json_is_null(v) && !json_is_string(v))
+        META_FAIL("pooling", "a string or null");
+    m.pooling = json_string_value(v);
+    v = json_object_get(root, "normalize");
+    if (!json_is_boolean(v))
+        META_FAIL("normalize", "true or false");
+    m.normalize = json_is_true(v);
+    v = json_object_get(root, "lipi_version");
+    m.lipi_version = json_is_string(v) ? json_string_value(v) : NULL;
+    v = json_object_get(root, "faiss");
+    if (v && !json_is_null(v) && !json_is_string(v))
+        META_FAIL("faiss", "an index_factory string or null");
+    if (json_is_string(v) && !(idx->faiss_spec = dup_or_null(json_string_value(v)))) {
+        st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+        goto done;
+    }
+#undef META_FAIL
+    TRY(model_copy_set(&idx->model, &m, err));
+    idx->view = model_view(&idx->model);
+    goto done;
+bad:
+    st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0, "field \"%s\": expected %s", field, want);
+done:
+    json_decref(root);
+    unmap_file(&mf);
+    return st;
+}
+
+lipi_status lipi_index_open(const char *dir, const lipi_index_open_options *opt,
+                            lipi_index **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    char path[PATH_MAX];
+    *out = NULL;
+    lipi_index *idx = lipi_calloc(1, sizeof *idx);
+    if (!idx || !(idx->dir = dup_or_null(dir))) {
+        st = lipi_error_set(err, LIPI_ENOMEM, dir, 0, 0, "out of memory");
+        goto done;
+    }
+    if (!host_little_endian()) {
+        st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0,
+                            "an index stores little-endian data; this host is big-endian");
+        goto done;
+    }
+    TRY(join_path(path, dir, "meta.json", err));
+    TRY(read_meta(idx, path, err));
+
+    size_t nd, shape[2], off;
+    TRY(join_path(path, dir, "vectors.npy", err));
+    TRY(map_file(path, &idx->vec, err));
+    TRY(lipi_npy_parse(idx->vec.map, idx->vec.len, path, "<f4", &nd, shape, &off, err));
+    if (nd != 2 || shape[0] != idx->count || shape[1] != idx->dim) {
+        st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                            "expected shape (%zu, %zu) as meta.json says, found (%zu%s%zu)",
+                            idx->count, idx->dim, shape[0], nd == 2 ? ", " : ",",
+                            nd == 2 ? shape[1] : 0);
+        goto done;
+    }
+    idx->x = (const float *)(idx->vec.map + off);
+
+    TRY(join_path(path, dir, "offsets.npy", err));
+    TRY(map_file(path, &idx->off, err));
+    TRY(lipi_npy_parse(idx->off.map, idx->off.len, path, "<u8", &nd, shape, &off, err));
+    if (nd != 1 || shape[0] != idx->count + 1) {
+        st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                            "expected shape (%zu,) (count + 1), found %zu%s", idx->count + 1,
+                            shape[0], nd == 1 ? "" : " rows of 2-D data");
+        goto done;
+    }
+    idx->offs = idx->off.map + off;
+
+    TRY(join_path(path, dir, "texts", err));
+    TRY(map_file(path, &idx->txt, err));
+    uint64_t first = get_u64le(idx->offs), last = get_u64le(idx->offs + 8 * idx->count);
+    if (first != 0 || last != idx->txt.len) {
+        st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                            "expected %llu bytes as offsets.npy says (first offset %llu), "
+                            "found %zu",
+                            (unsigned long long)last, (unsigned long long)first, idx->txt.len);
+        goto done;
+    }
+
+    if (idx->faiss_spec && !(opt && opt->skip_faiss) && lipi_faiss_available()) {
+        TRY(join_path(path, dir, "faiss.index", err));
+        TRY(lipi_faiss_read(path, &idx->faiss, err));
+        if (lipi_faiss_count(idx->faiss) != idx->count ||
+            lipi_faiss_dim(idx->faiss) != idx->dim) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                "expected %zu vectors of dimension %zu as meta.json says, "
+                                "found %zu of dimension %zu",
+                                idx->count, idx->dim, lipi_faiss_count(idx->faiss),
+                                lipi_faiss_dim(idx->faiss));
+            goto done;
+        }
+        if (opt && opt->faiss_params && opt->faiss_params[0])
+            TRY(lipi_faiss_set_params(idx->faiss, opt->faiss_params, err));
+    }
+done:
+    if (st != LIPI_OK) {
+        lipi_index_close(idx);
+        return st;
+    }
+    *out = idx;
+    return LIPI_OK;
+}
+
+void lipi_index_close(lipi_index *idx)
+{
+    if (!idx)
+        return;
+    lipi_faiss_free(idx->faiss);
+    unmap_file(&idx->vec);
+    unmap_file(&idx->off);
+    unmap_file(&idx->txt);
+    model_copy_free(&idx->model);
+    lipi_free(idx->faiss_spec);
+    lipi_free(idx->dir);
+    lipi_free(idx);
+}
+
+size_t lipi_index_count(const lipi_index *idx)
+{
+    return idx->count;
+}
+
+size_t lipi_index_dim(const lipi_index *idx)
+{
+    return idx->dim;
+}
+
+const lipi_index_model *lipi_index_get_model(const lipi_index *idx)
+{
+    return &idx->view;
+}
+
+const char *lipi_index_faiss_spec(const lipi_index *idx)
+{
+    return idx->faiss_spec;
+}
+
+bool lipi_index_has_faiss(const lipi_index *idx)
+{
+    return idx->faiss != NULL;
+}
+
+lipi_status lipi_index_check_model(const lipi_index *idx, const lipi_index_model *model,
+                                   lipi_error *err)
+{
+    if (!model || !model->name || models_match(&idx->view, model))
+        return LIPI_OK;
+    return model_mismatch(idx->dir, &idx->view, model, err);
+}
+
+lipi_status lipi_index_get_text(const lipi_index *idx, size_t doc, const char **text,
+                                size_t *len, lipi_error *err)
+{
+    if (doc >= idx->count)
+        return lipi_error_set(err, LIPI_EINVAL, idx->dir, 0, 0,
+                              "document %zu: expected a number below %zu", doc, idx->count);
+    uint64_t a = get_u64le(idx->offs + 8 * doc), b = get_u64le(idx->offs + 8 * (doc + 1));
+    if (a >= b || b > idx->txt.len || idx->txt.map[b - 1] != '\n' ||
+        memchr(idx->txt.map + a, '\n', (size_t)(b - a - 1)))
+        return lipi_error_set(err, LIPI_EFORMAT, idx->dir, 0, 0,
+                              "offsets.npy entry %zu: expected a line of texts, found "
+                              "offsets %llu..%llu of %zu bytes",
+                              doc, (unsigned long long)a, (unsigned long long)b, idx->txt.len);
+    *text = (const char *)idx->txt.map + a;
+    *len = (size_t)(b - a - 1);
+    return LIPI_OK;
+}
+
+lipi_status lipi_index_search(const lipi_index *idx, const float *q, size_t nq, size_t dim,
+                              size_t k, const lipi_search_options *opt, int64_t *docs,
+                              float *scores, lipi_error *err)
+{
+    if (dim != idx->dim)
+        return lipi_error_set(err, LIPI_EINVAL, idx->dir, 0, 0,
+                              "queries of dimension %zu: expected the index's %zu", dim,
+                              idx->dim);
+    if (idx->faiss && !(opt && opt->exact)) {
+        if (!k)
+            return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "search: expected k >= 1");
+        lipi_status st = check_finite(q, nq, dim, "query", err);
+        if (st != LIPI_OK)
+            return st;
+        return lipi_faiss_search(idx->faiss, q, nq, k, opt ? opt->threads : 0, docs, scores,
+                                 err);
+    }
+    return knn_search(idx->x, idx->count, idx->dim, q, nq, k, opt, true, docs, scores, err);
+}
+
+/* ======================================================================== */
+/* Writing an index                                                          */
+/* ======================================================================== */
+
+struct lipi_index_builder {
+    char dir[PATH_MAX], tmp[PATH_MAX];
+    size_t dim, count, old_count;
+    uint64_t text_bytes;
+    FILE *vec, *txt, *off;
+    model_copy model;
+    char *faiss_spec;  /* spec of the new faiss.index, or NULL */
+    bool faiss_extend; /* add the new rows to the old faiss.index */
+    size_t threads;
+    bool sync;         /* fsync files and directories before the swap */
+    float *scratch;    /* SCRATCH_ROWS rows */
+    bool failed;
+    lipi_index_swap_fn swap;
+};
+
+#define SCRATCH_ROWS 1024
+
+/* Puts tmp at dir: one rename when dir is new, else an atomic exchange
+ * (the old index ends at tmp), or, on file systems without RENAME_EXCHANGE,
+ * three renames with a moment when dir is missing. */
+static int default_swap(const char *tmp, const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return rename(tmp, dir) == 0 ? 0 : errno;
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS)
+        return errno;
+    char old[PATH_MAX + 8];
+    snprintf(old, sizeof old, "%s-old", tmp);
+    if (rename(dir, old) != 0)
+        return errno;
+    if (rename(tmp, dir) != 0) {
+        int e = errno;
+        rename(old, dir);
+        return e;
+    }
+    return rename(old, tmp) == 0 ? 0 : errno;
+}
+
+void lipi_index_builder_set_swap(lipi_index_builder *b, lipi_index_swap_fn fn)
+{
+    b->swap = fn;
+}
+
+const char *lipi_index_builder_tmp_dir(const lipi_index_builder *b)
+{
+    return b->tmp;
+}
+
+/* Removes an index directory lipi wrote (only the files an index has, so a
+ * stray file of the user's keeps the directory and is never deleted). */
+static void remove_index_dir(const char *dir)
+{
+    char path[PATH_MAX];
+    for (size_t i = 0; i < N_INDEX_FILES; i++)
+        if (join_path(path, dir, index_files[i], NULL) == LIPI_OK)
+            unlink(path);
+    rmdir(dir);
+}
+
+static void sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+static void parent_dir(const char *path, char out[PATH_MAX])
+{
+    snprintf(out, PATH_MAX, "%s", path);
+    size_t n = strlen(out);
+    while (n > 1 && out[n - 1] == '/')
+        out[--n] = '\0';
+    char *slash = strrchr(out, '/');
+    if (!slash)
+        snprintf(out, PATH_MAX, ".");
+    else if (slash == out)
+        out[1] = '\0';
+    else
+        *slash = '\0';
+}
+
+/* What is at dir: 0 nothing, 1 an empty directory, 2 an index. */
+static lipi_status inspect_target(const char *dir, int *what, lipi_error *err)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (errno != ENOENT)
+            return lipi_error_set(err, LIPI_EIO, dir, 0, 0, "cannot stat: %s", strerror(errno));
+        *what = 0;
+        return LIPI_OK;
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0,
+                              "expected an index directory, found another kind of file");
+    DIR *d = opendir(dir);
+    if (!d)
+        return lipi_error_set(err, LIPI_EIO, dir, 0, 0, "cannot read: %s", strerror(errno));
+    bool meta = false, any = false;
+    char stray[NAME_MAX + 1] = "";
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        any = true;
+        bool known = false;
+        for (size_t i = 0; i < N_INDEX_FILES; i++)
+            known |= strcmp(e->d_name, index_files[i]) == 0;
+        if (!known && !stray[0])
+            snprintf(stray, sizeof stray, "%s", e->d_name);
+        meta |= strcmp(e->d_name, "meta.json") == 0;
+    }
+    closedir(d);
+    if (any && (!meta || stray[0]))
+        return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0,
+                              "expected a lipi index or an empty directory, found %s%s%s",
+                              stray[0] ? "a file an index does not have: '" : "no meta.json",
+                              stray, stray[0] ? "'" : "");
+    *what = any ? 2 : 1;
+    return LIPI_OK;
+}
+
+static lipi_status builder_io(lipi_index_builder *b, const char *name, lipi_error *err)
+{
+    b->failed = true;
+    char path[PATH_MAX];
+    join_path(path, b->tmp, name, NULL);
+    return lipi_error_set(err, LIPI_EIO, path, 0, 0, "write failed: %s", strerror(errno));
+}
+
+static lipi_status write_u64(lipi_index_builder *b, uint64_t v, lipi_error *err)
+{
+    unsigned char le[8];
+    put_u64le(le, v);
+    if (fwrite(le, 1, 8, b->off) != 8)
+        return builder_io(b, "offsets.npy", err);
+    return LIPI_OK;
+}
+
+/* Copies the old index's rows into the new files. */
+static lipi_status copy_old(lipi_index_builder *b, const lipi_index *old, lipi_error *err)
+{
+    size_t vec_bytes = old->count * old->dim * sizeof(float);
+    if (vec_bytes && fwrite(old->x, 1, vec_bytes, b->vec) != vec_bytes)
+        return builder_io(b, "vectors.npy", err);
+    if (old->txt.len && fwrite(old->txt.map, 1, old->txt.len, b->txt) != old->txt.len)
+        return builder_io(b, "texts", err);
+    uint64_t prev = 0;
+    for (size_t i = 1; i <= old->count; i++) {
+        uint64_t v = get_u64le(old->offs + 8 * i);
+        if (v <= prev || v > old->txt.len)
+            return lipi_error_set(err, LIPI_EFORMAT, old->dir, 0, 0,
+                                  "offsets.npy entry %zu: expected an offset in (%llu, %zu], "
+                                  "found %llu",
+                                  i, (unsigned long long)prev, old->txt.len,
+                                  (unsigned long long)v);
+        lipi_status st = write_u64(b, v, err);
+        if (st != LIPI_OK)
+            return st;
+        prev = v;
+    }
+    b->count = b->old_count = old->count;
+    b->text_bytes = old->txt.len;
+    return LIPI_OK;
+}
+
+static lipi_status open_new_file(lipi_index_builder *b, const char *name, FILE **f,
+                                 lipi_error *err)
+{
+    char path[PATH_MAX];
+    lipi_status st = join_path(path, b->tmp, name, err);
+    if (st != LIPI_OK)
+        return st;
+    *f = fopen(path, "wb");
+    if (!*f)
+        return lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot create: %s", strerror(errno));
+    return LIPI_OK;
+}
+
+lipi_status lipi_index_builder_new(const char *dir, const lipi_index_model *model, size_t dim,
+                                   const lipi_index_write_options *opt,
+                                   lipi_index_builder **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    lipi_index *old = NULL;
+    lipi_index_write_options o = opt ? *opt : (lipi_index_write_options){0};
+    *out = NULL;
+    lipi_index_builder *b = lipi_calloc(1, sizeof *b);
+    if (!b)
+        return lipi_error_set(err, LIPI_ENOMEM, dir, 0, 0, "out of memory");
+    b->dim = dim;
+    b->threads = o.threads ? o.threads : 1;
+    b->sync = !o.no_sync;
+    b->swap = default_swap;
+    if (!dim || dim > MAX_DIM) {
+        st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0,
+                            "expected a dimension from 1 to %zu, found %zu", MAX_DIM, dim);
+        goto done;
+    }
+    if (!dir[0] || (size_t)snprintf(b->dir, sizeof b->dir, "%s", dir) >= sizeof b->dir - 16) {
+        st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "expected a directory path");
+        goto done;
+    }
+    size_t dl = strlen(b->dir);
+    while (dl > 1 && b->dir[dl - 1] == '/')
+        b->dir[--dl] = '\0';
+    if (!host_little_endian()) {
+        st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0,
+                            "an index stores little-endian data; this host is big-endian");
+        goto done;
+    }
+    if (o.faiss_spec && !lipi_faiss_available()) {
+        st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0,
+                            "--faiss %s: lipi was built without FAISS (install libfaiss-dev "
+                            "and rebuild)",
+                            o.faiss_spec);
+        goto done;
+    }
+    TRY(model_copy_set(&b->model, model, err));
+    int what;
+    TRY(inspect_target(b->dir, &what, err));
+    if (o.append && what == 2) {
+        lipi_index_open_options oo = {.skip_faiss = true};
+        TRY(lipi_index_open(b->dir, &oo, &old, err));
+        if (old->dim != dim) {
+            st = lipi_error_set(err, LIPI_EINVAL, b->dir, 0, 0,
+                                "cannot append vectors of dimension %zu to an index of "
+                                "dimension %zu",
+                                dim, old->dim);
+            goto done;
+        }
+        lipi_index_model mv = model_view(&b->model);
+        if (!models_match(&old->view, &mv)) {
+            st = model_mismatch(b->dir, &old->view, &mv, err);
+            goto done;
+        }
+        if (old->faiss_spec && (!o.faiss_spec || strcmp(o.faiss_spec, old->faiss_spec) == 0)) {
+            if (!lipi_faiss_available()) {
+                st = lipi_error_set(err, LIPI_EINVAL, b->dir, 0, 0,
+                                    "the index has a FAISS index (%s) that this lipi, built "
+                                    "without FAISS, cannot extend",
+                                    old->faiss_spec);
+                goto done;
+            }
+            b->faiss_extend = true;
+            o.faiss_spec = old->faiss_spec;
+        }
+    }
+    if (o.faiss_spec && !(b->faiss_spec = dup_or_null(o.faiss_spec))) {
+        st = lipi_error_set(err, LIPI_ENOMEM, dir, 0, 0, "out of memory");
+        goto done;
+    }
+    if (!(b->scratch = lipi_reallocarray(NULL, (size_t)SCRATCH_ROWS * dim, sizeof(float)))) {
+        st = lipi_error_set(err, LIPI_ENOMEM, dir, 0, 0, "out of memory");
+        goto done;
+    }
+    if ((size_t)snprintf(b->tmp, sizeof b->tmp, "%s.tmp-XXXXXX", b->dir) >= sizeof b->tmp ||
+        !mkdtemp(b->tmp)) {
+        char parent[PATH_MAX];
+        parent_dir(b->dir, parent);
+        st = lipi_error_set(err, LIPI_EIO, b->dir, 0, 0,
+                            "cannot create a directory in %s: %s", parent, strerror(errno));
+        b->tmp[0] = '\0';
+        goto done;
+    }
+    TRY(open_new_file(b, "vectors.npy", &b->vec, err));
+    TRY(open_new_file(b, "texts", &b->txt, err));
+    TRY(open_new_file(b, "offsets.npy", &b->off, err));
+    unsigned char hdr[NPY_HDR];
+    npy_header(hdr, "<f4", 0, dim);
+    if (fwrite(hdr, 1, NPY_HDR, b->vec) != NPY_HDR) {
+        st = builder_io(b, "vectors.npy", err);
+        goto done;
+    }
+    npy_header(hdr, "<u8", 1, 0);
+    if (fwrite(hdr, 1, NPY_HDR, b->off) != NPY_HDR) {
+        st = builder_io(b, "offsets.npy", err);
+        goto done;
+    }
+    TRY(write_u64(b, 0, err));
+    if (old)
+        TRY(copy_old(b, old, err));
+done:
+    lipi_index_close(old);
+    if (st != LIPI_OK) {
+        lipi_index_builder_abort(b);
+        return st;
+    }
+    *out = b;
+    return LIPI_OK;
+}
+
+lipi_status lipi_index_builder_add(lipi_index_builder *b, const float *vecs, size_t n,
+                                   const char *const *texts, const size_t *lens,
+                                   lipi_error *err)
+{
+    if (b->failed)
+        return lipi_error_set(err, LIPI_EINVAL, b->dir, 0, 0,
+                              "the index writer failed earlier; abort it");
+    for (size_t i = 0; i < n; i++)
+        if (memchr(texts[i], '\n', lens[i]))
+            return lipi_error_set(err, LIPI_EINVAL, b->dir, i + 1, 0,
+                                  "document %zu: expected one line, found a newline",
+                                  b->count + i + 1);
+    lipi_status st = check_finite(vecs, n, b->dim, "vector", err);
+    if (st != LIPI_OK)
+        return st;
+    for (size_t r0 = 0; r0 < n; r0 += SCRATCH_ROWS) {
+        size_t m = r0 + SCRATCH_ROWS < n ? SCRATCH_ROWS : n - r0;
+        memcpy(b->scratch, vecs + r0 * b->dim, m * b->dim * sizeof(float));
+        lipi_l2_normalize(b->scratch, m, b->dim);
+        if (fwrite(b->scratch, sizeof(float), m * b->dim, b->vec) != m * b->dim)
+            return builder_io(b, "vectors.npy", err);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((lens[i] && fwrite(texts[i], 1, lens[i], b->txt) != lens[i]) ||
+            putc('\n', b->txt) == EOF)
+            return builder_io(b, "texts", err);
+        b->text_bytes += lens[i] + 1;
+        if ((st = write_u64(b, b->text_bytes, err)) != LIPI_OK)
+            return st;
+    }
+    b->count += n;
+    return LIPI_OK;
+}
+
+size_t lipi_index_builder_count(const lipi_index_builder *b)
+{
+    return b->count;
+}
+
+/* Rewrites the header with the final shape, then flushes, syncs and
+ * closes. */
+static lipi_status finish_npy(lipi_index_builder *b, FILE **f, const char *name,
+                              const char *descr, size_t rows, size_t cols, lipi_error *err)
+{
+    unsigned char hdr[NPY_HDR];
+    npy_header(hdr, descr, rows, cols);
+    bool ok = fflush(*f) == 0 && fseek(*f, 0, SEEK_SET) == 0 &&
+              fwrite(hdr, 1, NPY_HDR, *f) == NPY_HDR && fflush(*f) == 0 &&
+              (!b->sync || fsync(fileno(*f)) == 0);
+    ok &= fclose(*f) == 0;
+    *f = NULL;
+    return ok ? LIPI_OK : builder_io(b, name, err);
+}
+
+static lipi_status write_meta(lipi_index_builder *b, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    json_t *root = json_object(), *model = NULL;
+    FILE *f = NULL;
+    if (!root)
+        goto nomem;
+    const model_copy *m = &b->model;
+    if (m->name) {
+        model = json_object();
+        if (!model || json_object_set_new(model, "name", json_string(m->name)) ||
+            json_object_set_new(model, "path", m->path ? json_string(m->path) : json_null()) ||
+            json_object_set_new(model, "fingerprint",
+                                m->fingerprint ? json_string(m->fingerprint) : json_null()))
+            goto nomem;
+    } else {
+        model = json_null();
+    }
+    if (json_object_set_new(root, "format", json_string(INDEX_FORMAT)) ||
+        json_object_set_new(root, "version", json_integer(INDEX_VERSION)) ||
+        json_object_set_new(root, "lipi_version", json_string(m->version)))
+        goto nomem;
+    /* set_new takes the reference whether it succeeds or not. */
+    int bad = json_object_set_new(root, "model", model);
+    model = NULL;
+    if (bad ||
+        json_object_set_new(root, "pooling", m->pooling ? json_string(m->pooling) : json_null()) ||
+        json_object_set_new(root, "normalize", json_boolean(m->normalize)) ||
+        json_object_set_new(root, "dimension", json_integer((json_int_t)b->dim)) ||
+        json_object_set_new(root, "count", json_integer((json_int_t)b->count)) ||
+        json_object_set_new(root, "faiss",
+                            b->faiss_spec ? json_string(b->faiss_spec) : json_null()))
+        goto nomem;
+    TRY(open_new_file(b, "meta.json", &f, err));
+    unsigned long fails = lipi_alloc_failures;
+    bool ok = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 &&
+              putc('\n', f) != EOF && fflush(f) == 0 && (!b->sync || fsync(fileno(f)) == 0);
+    ok &= fclose(f) == 0;
+    f = NULL;
+    if (!ok && lipi_alloc_failures != fails) {
+        b->failed = true;
+        goto nomem;
+    }
+    if (!ok)
+        st = builder_io(b, "meta.json", err);
+    goto done;
+nomem:
+    st = lipi_error_set(err, LIPI_ENOMEM, b->dir, 0, 0, "out of memory");
+done:
+    json_decref(model);
+    json_decref(root);
+    return st;
+}
+
+/* Builds faiss.index in the new directory from its vectors.npy. */
+static lipi_status write_faiss(lipi_index_builder *b, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    lipi_npy_map *vm = NULL;
+    lipi_faiss *f = NULL;
+    char path[PATH_MAX];
+    TRY(join_path(path, b->tmp, "vectors.npy", err));
+    TRY(lipi_npy_map_open(path, &vm, err));
+    const float *x = lipi_npy_map_data(vm);
+    if (b->faiss_extend) {
+        TRY(join_path(path, b->dir, "faiss.index", err));
+        TRY(lipi_faiss_read(path, &f, err));
+        if (lipi_faiss_count(f) != b->old_count || lipi_faiss_dim(f) != b->dim) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                "expected %zu vectors of dimension %zu, found %zu of "
+                                "dimension %zu",
+                                b->old_count, b->dim, lipi_faiss_count(f), lipi_faiss_dim(f));
+            goto done;
+        }
+        TRY(lipi_faiss_add(f, x + b->old_count * b->dim, b->count - b->old_count, b->threads,
+                           err));
+    } else {
+        TRY(lipi_faiss_build(b->faiss_spec, x, b->count, b->dim, b->threads, &f, err));
+    }
+    TRY(join_path(path, b->tmp, "faiss.index", err));
+    TRY(lipi_faiss_write(f, path, err));
+done:
+    lipi_faiss_free(f);
+    lipi_npy_map_close(vm);
+    return st;
+}
+
+lipi_status lipi_index_builder_commit(lipi_index_builder *b, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    if (b->failed) {
+        st = lipi_error_set(err, LIPI_EINVAL, b->dir, 0, 0,
+                            "the index writer failed earlier; nothing was committed");
+        goto done;
+    }
+    TRY(finish_npy(b, &b->vec, "vectors.npy", "<f4", b->count, b->dim, err));
+    TRY(finish_npy(b, &b->off, "offsets.npy", "<u8", b->count + 1, 0, err));
+    bool ok = fflush(b->txt) == 0 && (!b->sync || fsync(fileno(b->txt)) == 0);
+    ok &= fclose(b->txt) == 0;
+    b->txt = NULL;
+    if (!ok) {
+        st = builder_io(b, "texts", err);
+        goto done;
+    }
+    if (b->faiss_spec)
+        TRY(write_faiss(b, err));
+    TRY(write_meta(b, err));
+    if (b->sync)
+        sync_dir(b->tmp);
+    int e = b->swap(b->tmp, b->dir);
+    if (e) {
+        st = lipi_error_set(err, LIPI_EIO, b->dir, 0, 0,
+                            "cannot put the new index in place: %s (the old one is unchanged)",
+                            strerror(e));
+        goto done;
+    }
+    if (b->sync) {
+        char parent[PATH_MAX];
+        parent_dir(b->dir, parent);
+        sync_dir(parent);
+    }
+    /* The old index, if there was one, is now at tmp. */
+    remove_index_dir(b->tmp);
+    b->tmp[0] = '\0';
+done:
+    lipi_index_builder_abort(b);
+    return st;
+}
+
+void lipi_index_builder_abort(lipi_index_builder *b)
+{
+    if (!b)
+        return;
+    if (b->vec)
+        fclose(b->vec);
+    if (b->txt)
+        fclose(b->txt);
+    if (b->off)
+        fclose(b->off);
+    if (b->tmp[0])
+        remove_index_dir(b->tmp);
+    model_copy_free(&b->model);
+    lipi_free(b->faiss_spec);
+    lipi_free(b->scratch);
+    lipi_free(b);
+}
+
+lipi_status lipi_index_create(const char *dir, const lipi_index_model *model,
+                              const float *vecs, size_t n, size_t dim,
+                              const char *const *texts, const size_t *lens,
+                              const lipi_index_write_options *opt, lipi_error *err)
+{
+    lipi_index_builder *b = NULL;
+    lipi_status st = lipi_index_builder_new(dir, model, dim, opt, &b, err);
+    if (st != LIPI_OK)
+        return st;
+    st = lipi_index_builder_add(b, vecs, n, texts, lens, err);
+    if (st != LIPI_OK) {
+        lipi_index_builder_abort(b);
+        return st;
+    }
+    return lipi_index_builder_commit(b, err);
+}
+
+/* ======================================================================== */
+/* Without FAISS                                                             */
+/* ======================================================================== */
+
+#ifndef LIPI_HAVE_FAISS
+static lipi_status no_faiss(lipi_error *err)
+{
+    return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                          "lipi was built without FAISS (install libfaiss-dev and rebuild)");
+}
+
+bool lipi_faiss_available(void)
+{
+    return false;
+}
+
+lipi_status lipi_faiss_build(const char *spec, const float *x, size_t n, size_t dim,
+                             size_t threads, lipi_faiss **out, lipi_error *err)
+{
+    *out = NULL;
+    return no_faiss(err);
+}
+
+lipi_status lipi_faiss_add(lipi_faiss *f, const float *x, size_t n, size_t threads,
+                           lipi_error *err)
+{
+    return no_faiss(err);
+}
+
+lipi_status lipi_faiss_set_params(lipi_faiss *f, const char *params, lipi_error *err)
+{
+    return no_faiss(err);
+}
+
+lipi_status lipi_faiss_search(const lipi_faiss *f, const float *q, size_t nq, size_t k,
+                              size_t threads, int64_t *docs, float *scores, lipi_error *err)
+{
+    return no_faiss(err);
+}
+
+lipi_status lipi_faiss_write(const lipi_faiss *f, const char *path, lipi_error *err)
+{
+    return no_faiss(err);
+}
+
+lipi_status lipi_faiss_read(const char *path, lipi_faiss **out, lipi_error *err)
+{
+    *out = NULL;
+    return no_faiss(err);
+}
+
+size_t lipi_faiss_count(const lipi_faiss *f)
+{
+    return 0;
+}
+
+size_t lipi_faiss_dim(const lipi_faiss *f)
+{
+    return 0;
+}
+
+void lipi_faiss_free(lipi_faiss *f)
+{
+}
+#endif

@@ -1,0 +1,38 @@
+/* Internal interfaces of the retrieval index (pipeline/index.c) for tests
+ * and benchmarks; never included by a public header. */
+#ifndef LIPI_INDEX_IMPL_H
+#define LIPI_INDEX_IMPL_H
+
+#include "pipeline/pipeline_impl.h"
+
+/* Default tiling of exact search (lipi_search_options). A block of 16384
+ * rows of 384 floats is 24 MiB: large enough that handing out blocks costs
+ * nothing, small enough that two threads finish together. GEMMs of 256
+ * queries x 1024 rows keep the row panel (1.5 MiB at 384 floats) in L2 and
+ * L3 while every query tile passes over it. */
+#define LIPI_KNN_BLOCK_ROWS ((size_t)16384)
+#define LIPI_KNN_GEMM_ROWS ((size_t)1024)
+#define LIPI_KNN_GEMM_QUERIES ((size_t)256)
+/* Heaps of one thread for one pass over the matrix; more queries than fit
+ * make several passes. */
+#define LIPI_KNN_HEAP_BYTES ((size_t)32 << 20)
+/* Matrices this large give their pages back after each block by default. */
+#define LIPI_KNN_RELEASE_BYTES ((size_t)256 << 20)
+
+/* How the builder puts the new directory in place: returns 0 or an errno
+ * value; afterwards `dir` is the new index and the old one (if any) is at
+ * `tmp`. Tests replace it to fail the commit step. */
+typedef int (*lipi_index_swap_fn)(const char *tmp, const char *dir);
+void lipi_index_builder_set_swap(lipi_index_builder *b, lipi_index_swap_fn fn);
+/* The new directory ("<dir>.tmp-XXXXXX"), borrowed from the builder. */
+const char *lipi_index_builder_tmp_dir(const lipi_index_builder *b);
+
+/* Parses the .npy header at the start of p[0..len) (`path` names it in
+ * errors) and checks it describes a little-endian array of `descr` ("<f4"
+ * or "<u8") with 1 or 2 dimensions whose bytes exactly fill the rest of the
+ * file. *data_off is where the data starts; shape[1] is 1 for 1-D. */
+lipi_status lipi_npy_parse(const unsigned char *p, size_t len, const char *path,
+                           const char *descr, size_t *ndim, size_t shape[2], size_t *data_off,
+                           lipi_error *err);
+
+#endif

@@ -1,0 +1,1260 @@
+/* Retrieval: exact top-k against a brute-force reference (ties included),
+ * FAISS Flat against exact search, the index directory (append, atomic
+ * replacement, interrupted writes, model identity, hostile files) and the
+ * bitext metrics on a case worked out by hand. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#define _XOPEN_SOURCE_EXTENDED 1
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pipeline/faiss_bind.h"
+#include "pipeline/index_impl.h"
+#include "tests/cli_run.h"
+
+static char tmp_root[64];
+
+/* ======================================================================== */
+/* Helpers                                                                   */
+/* ======================================================================== */
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1). */
+static double rng_unit(void)
+{
+    return (double)(rng_next() >> 11) / 9007199254740992.0;
+}
+
+/* Multiples of 1/8 in [-1, 1]: every dot product of a few dozen of them is
+ * exact in float32 whatever the order of the sums, so a GEMM and a plain
+ * loop agree to the bit and equal scores really are equal. */
+static void fill_eighths(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((int)(rng_next() % 17) - 8) / 8.0f;
+}
+
+static void fill_gauss(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double u = rng_unit() + 1e-12, v = rng_unit();
+        x[i] = (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+    }
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static void rm_tree(const char *path)
+{
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int setup(void **state)
+{
+    snprintf(tmp_root, sizeof tmp_root, "/tmp/lipi_test_retrieval_XXXXXX");
+    return mkdtemp(tmp_root) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    rm_tree(tmp_root);
+    return 0;
+}
+
+static const char *tmp_path(const char *name)
+{
+    static char buf[8][400];
+    static int slot;
+    char *p = buf[slot++ % 8];
+    snprintf(p, 400, "%s/%s", tmp_root, name);
+    return p;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc((size_t)n + 1);
+    assert_non_null(p);
+    assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    p[n] = '\0';
+    *len = (size_t)n;
+    return p;
+}
+
+static void write_bytes(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void assert_same_file(const char *a, const char *b)
+{
+    size_t la, lb;
+    char *pa = slurp(a, &la), *pb = slurp(b, &lb);
+    assert_non_null(pa);
+    assert_non_null(pb);
+    if (la != lb || memcmp(pa, pb, la) != 0)
+        fail_msg("%s and %s differ (%zu and %zu bytes)", a, b, la, lb);
+    free(pa);
+    free(pb);
+}
+
+typedef struct {
+    double s;
+    int64_t d;
+} ref_hit;
+
+static int ref_cmp(const void *pa, const void *pb)
+{
+    const ref_hit *a = pa, *b = pb;
+    if (a->s != b->s)
+        return a->s > b->s ? -1 : 1;
+    return a->d < b->d ? -1 : a->d > b->d;
+}
+
+/* Brute force: every score in double, a full sort, ties by document. */
+static void brute_force(const float *x, size_t n, size_t dim, const float *q, size_t nq,
+                        size_t k, int64_t *docs, double *scores)
+{
+    ref_hit *all = malloc((n ? n : 1) * sizeof *all);
+    assert_non_null(all);
+    for (size_t i = 0; i < nq; i++) {
+        for (size_t j = 0; j < n; j++) {
+            double s = 0;
+            for (size_t c = 0; c < dim; c++)
+                s += (double)q[i * dim + c] * x[j * dim + c];
+            all[j] = (ref_hit){s, (int64_t)j};
+        }
+        qsort(all, n, sizeof *all, ref_cmp);
+        for (size_t j = 0; j < k; j++) {
+            docs[i * k + j] = j < n ? all[j].d : -1;
+            scores[i * k + j] = j < n ? all[j].s : -INFINITY;
+        }
+    }
+    free(all);
+}
+
+static const char *const *text_ptrs(char (*buf)[32], size_t n, size_t first,
+                                    const char **ptrs, size_t *lens)
+{
+    for (size_t i = 0; i < n; i++) {
+        snprintf(buf[i], 32, "document %zu", first + i);
+        ptrs[i] = buf[i];
+        lens[i] = strlen(buf[i]);
+    }
+    return ptrs;
+}
+
+/* Most tests skip fsync: it is slow on busy disks and they test other
+ * things (test_index_round_trip_and_search and the CLI tests sync). */
+static const lipi_index_write_options fast = {.no_sync = true};
+
+static const lipi_index_model model_a = {"org/model-a", "/models/a", "00000000000000aa", "mean",
+                                         true, "test"};
+
+/* ======================================================================== */
+/* Exact search                                                              */
+/* ======================================================================== */
+
+static void test_exact_search_equals_brute_force_with_ties(void **state)
+{
+    enum { N = 1000, D = 37, NQ = 23, K = 7 };
+    rng_state = 42;
+    float *x = malloc(sizeof(float) * N * D), q[NQ * D];
+    assert_non_null(x);
+    fill_eighths(x, N * D);
+    fill_eighths(q, NQ * D);
+    /* Exact duplicates and a query equal to a document make ties at the
+     * top, where the order shows. */
+    memcpy(x + 100 * D, x + 5 * D, D * sizeof(float));
+    memcpy(x + 700 * D, x + 5 * D, D * sizeof(float));
+    memcpy(x + 999 * D, x + 5 * D, D * sizeof(float));
+    memcpy(q + 3 * D, x + 5 * D, D * sizeof(float));
+    int64_t want_d[NQ * K], got_d[NQ * K];
+    double want_s[NQ * K];
+    float got_s[NQ * K];
+    brute_force(x, N, D, q, NQ, K, want_d, want_s);
+    assert_int_equal(want_d[3 * K], 5);
+    assert_int_equal(want_d[3 * K + 1], 100);
+    assert_int_equal(want_d[3 * K + 2], 700);
+    assert_int_equal(want_d[3 * K + 3], 999);
+    const lipi_search_options opts[] = {
+        {0},
+        {.threads = 2},
+        {.threads = 3, .block_rows = 96, .gemm_rows = 40, .gemm_queries = 5},
+        {.threads = 1, .block_rows = 7, .gemm_rows = 3, .gemm_queries = 1},
+        {.threads = 2, .block_rows = 1000, .gemm_rows = 1000, .gemm_queries = 64},
+    };
+    for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
+        lipi_error err = {0};
+        assert_int_equal(lipi_knn_search(x, N, D, q, NQ, K, &opts[o], got_d, got_s, &err),
+                         LIPI_OK);
+        for (size_t i = 0; i < NQ * K; i++) {
+            if (got_d[i] != want_d[i] || got_s[i] != (float)want_s[i])
+                fail_msg("options %zu, query %zu, rank %zu: got doc %lld score %g, expected "
+                         "doc %lld score %g",
+                         o, i / K, i % K, (long long)got_d[i], (double)got_s[i],
+                         (long long)want_d[i], want_s[i]);
+        }
+    }
+    free(x);
+}
+
+static void test_more_hits_asked_than_documents_pad_with_minus_one(void **state)
+{
+    float x[3 * 2] = {1, 0, 0, 1, 1, 1}, q[2] = {1, 0.5f};
+    int64_t d[5];
+    float s[5];
+    lipi_error err = {0};
+    assert_int_equal(lipi_knn_search(x, 3, 2, q, 1, 5, NULL, d, s, &err), LIPI_OK);
+    assert_int_equal(d[0], 2);
+    assert_int_equal(d[1], 0);
+    assert_int_equal(d[2], 1);
+    assert_int_equal(d[3], -1);
+    assert_int_equal(d[4], -1);
+    assert_true(s[0] == 1.5f && s[1] == 1.0f && s[2] == 0.5f);
+    assert_true(isinf(s[3]) && s[3] < 0);
+    assert_int_equal(lipi_knn_search(x, 0, 2, q, 1, 2, NULL, d, s, &err), LIPI_OK);
+    assert_int_equal(d[0], -1);
+}
+
+static void test_bad_search_arguments_are_errors(void **state)
+{
+    float x[4] = {1, 0, 0, 1}, q[2] = {NAN, 0};
+    int64_t d[2];
+    float s[2];
+    lipi_error err = {0};
+    assert_int_equal(lipi_knn_search(x, 2, 2, q, 1, 2, NULL, d, s, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "finite"));
+    q[0] = 1;
+    assert_int_equal(lipi_knn_search(x, 2, 2, q, 1, 0, NULL, d, s, &err), LIPI_EINVAL);
+}
+
+/* ======================================================================== */
+/* The index directory                                                       */
+/* ======================================================================== */
+
+static void test_index_round_trip_and_search(void **state)
+{
+    enum { N = 500, D = 24, NQ = 9, K = 5 };
+    rng_state = 7;
+    float *x = malloc(sizeof(float) * N * D), q[NQ * D];
+    static char buf[N][32];
+    const char *ptrs[N];
+    size_t lens[N];
+    assert_non_null(x);
+    fill_gauss(x, N * D);
+    fill_gauss(q, NQ * D);
+    const char *dir = tmp_path("round");
+    lipi_error err = {0};
+    assert_int_equal(lipi_index_create(dir, &model_a, x, N, D,
+                                       text_ptrs(buf, N, 1, ptrs, lens), lens, &fast, &err),
+                     LIPI_OK);
+    lipi_index *idx = NULL;
+    assert_int_equal(lipi_index_open(dir, NULL, &idx, &err), LIPI_OK);
+    assert_int_equal(lipi_index_count(idx), N);
+    assert_int_equal(lipi_index_dim(idx), D);
+    const lipi_index_model *m = lipi_index_get_model(idx);
+    assert_string_equal(m->name, "org/model-a");
+    assert_string_equal(m->fingerprint, "00000000000000aa");
+    assert_string_equal(m->pooling, "mean");
+    assert_true(m->normalize);
+    assert_null(lipi_index_faiss_spec(idx));
+
+    /* Stored rows are the inputs, L2-normalized. */
+    lipi_npy_map *vm = NULL;
+    assert_int_equal(lipi_npy_map_open(tmp_path("round/vectors.npy"), &vm, &err), LIPI_OK);
+    assert_int_equal(lipi_npy_map_rows(vm), N);
+    assert_int_equal(lipi_npy_map_cols(vm), D);
+    const float *stored = lipi_npy_map_data(vm);
+    for (size_t i = 0; i < N; i++) {
+        double ss = 0;
+        for (size_t j = 0; j < D; j++)
+            ss += (double)stored[i * D + j] * stored[i * D + j];
+        assert_true(fabs(ss - 1) < 1e-5);
+    }
+    int64_t want_d[NQ * K], got_d[NQ * K];
+    double want_s[NQ * K];
+    float got_s[NQ * K];
+    brute_force(stored, N, D, q, NQ, K, want_d, want_s);
+    /* Dropping the pages of each block after use (as large indexes do)
+     * changes nothing, also when they are read again. */
+    const lipi_search_options opts[] = {{0}, {.release_pages = 1, .block_rows = 128},
+                                        {.release_pages = 1, .threads = 2},
+                                        {.release_pages = -1}};
+    for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
+        assert_int_equal(lipi_index_search(idx, q, NQ, D, K, &opts[o], got_d, got_s, &err),
+                         LIPI_OK);
+        for (size_t i = 0; i < NQ * K; i++) {
+            assert_int_equal(got_d[i], want_d[i]);
+            assert_true(fabs(got_s[i] - want_s[i]) < 1e-5);
+        }
+    }
+    const char *t;
+    size_t tl;
+    assert_int_equal(lipi_index_get_text(idx, 0, &t, &tl, &err), LIPI_OK);
+    assert_int_equal(tl, strlen("document 1"));
+    assert_memory_equal(t, "document 1", tl);
+    assert_int_equal(lipi_index_get_text(idx, N - 1, &t, &tl, &err), LIPI_OK);
+    assert_memory_equal(t, "document 500", tl);
+    assert_int_equal(lipi_index_get_text(idx, N, &t, &tl, &err), LIPI_EINVAL);
+    assert_int_equal(lipi_index_search(idx, q, NQ, D + 1, K, NULL, got_d, got_s, &err),
+                     LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "dimension"));
+    lipi_npy_map_close(vm);
+    lipi_index_close(idx);
+    free(x);
+}
+
+static void test_append_equals_indexing_all_at_once(void **state)
+{
+    enum { N1 = 300, N2 = 77, D = 16 };
+    rng_state = 9;
+    float *x = malloc(sizeof(float) * (N1 + N2) * D);
+    static char buf[N1 + N2][32];
+    const char *ptrs[N1 + N2];
+    size_t lens[N1 + N2];
+    assert_non_null(x);
+    fill_gauss(x, (N1 + N2) * D);
+    text_ptrs(buf, N1 + N2, 1, ptrs, lens);
+    bool faiss = lipi_faiss_available();
+    lipi_index_write_options wo = {.faiss_spec = faiss ? "Flat" : NULL, .no_sync = true};
+    lipi_error err = {0};
+    const char *all = tmp_path("all"), *parts = tmp_path("parts");
+    assert_int_equal(lipi_index_create(all, &model_a, x, N1 + N2, D, ptrs, lens, &wo, &err),
+                     LIPI_OK);
+    assert_int_equal(lipi_index_create(parts, &model_a, x, N1, D, ptrs, lens, &wo, &err),
+                     LIPI_OK);
+    /* Append keeps (and extends) the FAISS index without being asked. */
+    lipi_index_write_options ap = {.append = true, .no_sync = true};
+    assert_int_equal(lipi_index_create(parts, &model_a, x + N1 * D, 50, D, ptrs + N1, lens + N1,
+                                       &ap, &err),
+                     LIPI_OK);
+    assert_int_equal(lipi_index_create(parts, &model_a, x + (N1 + 50) * D, N2 - 50, D,
+                                       ptrs + N1 + 50, lens + N1 + 50, &ap, &err),
+                     LIPI_OK);
+    static const char *const files[] = {"vectors.npy", "texts", "offsets.npy", "meta.json"};
+    char a[300], b[300];
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(a, sizeof a, "%s/%s", all, files[i]);
+        snprintf(b, sizeof b, "%s/%s", parts, files[i]);
+        assert_same_file(a, b);
+    }
+    if (faiss) {
+        snprintf(a, sizeof a, "%s/faiss.index", all);
+        snprintf(b, sizeof b, "%s/faiss.index", parts);
+        assert_same_file(a, b);
+    }
+    /* Appending to a directory that does not exist yet creates it. */
+    const char *fresh = tmp_path("fresh");
+    assert_int_equal(lipi_index_create(fresh, &model_a, x, N1 + N2, D, ptrs, lens, &ap, &err),
+                     LIPI_OK);
+    snprintf(a, sizeof a, "%s/vectors.npy", all);
+    snprintf(b, sizeof b, "%s/vectors.npy", fresh);
+    assert_same_file(a, b);
+    free(x);
+}
+
+static void test_model_mismatch_is_an_error(void **state)
+{
+    float x[2 * 4] = {1, 2, 3, 4, 4, 3, 2, 1};
+    const char *t[2] = {"a", "b"};
+    size_t l[2] = {1, 1};
+    lipi_error err = {0};
+    const char *dir = tmp_path("models");
+    assert_int_equal(lipi_index_create(dir, &model_a, x, 2, 4, t, l, &fast, &err), LIPI_OK);
+    lipi_index *idx = NULL;
+    assert_int_equal(lipi_index_open(dir, NULL, &idx, &err), LIPI_OK);
+
+    lipi_index_model other = model_a;
+    other.fingerprint = "00000000000000bb";
+    other.name = "org/model-b";
+    assert_int_equal(lipi_index_check_model(idx, &other, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "org/model-a"));
+    assert_non_null(strstr(err.msg, "org/model-b"));
+    /* The same weights under another name (a path instead of a hub name). */
+    lipi_index_model renamed = model_a;
+    renamed.name = "/home/me/model-a";
+    assert_int_equal(lipi_index_check_model(idx, &renamed, &err), LIPI_OK);
+    lipi_index_model pooled = model_a;
+    pooled.pooling = "cls";
+    assert_int_equal(lipi_index_check_model(idx, &pooled, &err), LIPI_EINVAL);
+    lipi_index_model unnorm = model_a;
+    unnorm.normalize = false;
+    assert_int_equal(lipi_index_check_model(idx, &unnorm, &err), LIPI_EINVAL);
+    assert_int_equal(lipi_index_check_model(idx, NULL, &err), LIPI_OK);
+    lipi_index_close(idx);
+
+    /* Appending with another model or dimension leaves the index as it was. */
+    lipi_index_write_options ap = {.append = true, .no_sync = true};
+    size_t before_len, after_len;
+    char *before = slurp(tmp_path("models/vectors.npy"), &before_len);
+    assert_int_equal(lipi_index_create(dir, &other, x, 2, 4, t, l, &ap, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "org/model-b"));
+    assert_int_equal(lipi_index_create(dir, &model_a, x, 1, 8, t, l, &ap, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "dimension"));
+    lipi_index_model none = {0};
+    assert_int_equal(lipi_index_create(dir, &none, x, 2, 4, t, l, &ap, &err), LIPI_EINVAL);
+    char *after = slurp(tmp_path("models/vectors.npy"), &after_len);
+    assert_int_equal(before_len, after_len);
+    assert_memory_equal(before, after, before_len);
+    free(before);
+    free(after);
+
+    /* An index of precomputed vectors rejects a model's queries. */
+    const char *vdir = tmp_path("vectors_only");
+    assert_int_equal(lipi_index_create(vdir, &none, x, 2, 4, t, l, &fast, &err), LIPI_OK);
+    assert_int_equal(lipi_index_open(vdir, NULL, &idx, &err), LIPI_OK);
+    assert_null(lipi_index_get_model(idx)->name);
+    assert_int_equal(lipi_index_check_model(idx, &model_a, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "precomputed"));
+    assert_int_equal(lipi_index_check_model(idx, &none, &err), LIPI_OK);
+    lipi_index_close(idx);
+}
+
+static int failing_swap(const char *tmp, const char *dir)
+{
+    return EIO;
+}
+
+/* Names in tmp_root that start with prefix (stale temporary directories). */
+static size_t count_prefixed(const char *prefix, bool remove)
+{
+    DIR *d = opendir(tmp_root);
+    assert_non_null(d);
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+            n++;
+            if (remove)
+                rm_tree(tmp_path(e->d_name));
+        }
+    closedir(d);
+    return n;
+}
+
+static void test_interrupted_write_leaves_the_old_index(void **state)
+{
+    enum { D = 8 };
+    float x[3 * D];
+    rng_state = 3;
+    fill_gauss(x, 3 * D);
+    const char *t[3] = {"one", "two", "three"};
+    size_t l[3] = {3, 3, 5};
+    lipi_error err = {0};
+    const char *dir = tmp_path("crash");
+    assert_int_equal(lipi_index_create(dir, &model_a, x, 2, D, t, l, &fast, &err), LIPI_OK);
+    size_t len0;
+    char *meta0 = slurp(tmp_path("crash/meta.json"), &len0);
+
+    /* The commit step fails: the old index stays, the new files go. */
+    lipi_index_write_options ap = {.append = true, .no_sync = true};
+    lipi_index_builder *b = NULL;
+    assert_int_equal(lipi_index_builder_new(dir, &model_a, D, &ap, &b, &err), LIPI_OK);
+    assert_int_equal(lipi_index_builder_add(b, x + 2 * D, 1, t + 2, l + 2, &err), LIPI_OK);
+    assert_int_equal(lipi_index_builder_count(b), 3);
+    lipi_index_builder_set_swap(b, failing_swap);
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s", lipi_index_builder_tmp_dir(b));
+    struct stat sb;
+    assert_int_equal(stat(tmp, &sb), 0);
+    assert_int_equal(lipi_index_builder_commit(b, &err), LIPI_EIO);
+    assert_non_null(strstr(err.msg, "unchanged"));
+    assert_int_not_equal(stat(tmp, &sb), 0);
+
+    /* The process dies between writing and committing. */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        lipi_index_builder *cb = NULL;
+        lipi_error cerr;
+        if (lipi_index_builder_new(dir, &model_a, D, &ap, &cb, &cerr) != LIPI_OK ||
+            lipi_index_builder_add(cb, x + 2 * D, 1, t + 2, l + 2, &cerr) != LIPI_OK)
+            _exit(1);
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(count_prefixed("crash.tmp-", true), 1);
+
+    /* Aborting removes the new directory. */
+    assert_int_equal(lipi_index_builder_new(dir, &model_a, D, &ap, &b, &err), LIPI_OK);
+    lipi_index_builder_abort(b);
+    assert_int_equal(count_prefixed("crash.tmp-", false), 0);
+
+    size_t len1;
+    char *meta1 = slurp(tmp_path("crash/meta.json"), &len1);
+    assert_int_equal(len0, len1);
+    assert_memory_equal(meta0, meta1, len0);
+    lipi_index *idx = NULL;
+    assert_int_equal(lipi_index_open(dir, NULL, &idx, &err), LIPI_OK);
+    assert_int_equal(lipi_index_count(idx), 2);
+    lipi_index_close(idx);
+    free(meta0);
+    free(meta1);
+}
+
+static void test_writing_over_other_files_is_refused(void **state)
+{
+    float x[2] = {1, 0};
+    const char *t[1] = {"text"};
+    size_t l[1] = {4};
+    lipi_error err = {0};
+    /* A directory with the user's files is never replaced. */
+    const char *mine = tmp_path("mine");
+    assert_int_equal(mkdir(mine, 0755), 0);
+    write_bytes(tmp_path("mine/notes.txt"), "keep", 4);
+    assert_int_equal(lipi_index_create(mine, &model_a, x, 1, 2, t, l, &fast, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "notes.txt"));
+    size_t n;
+    char *kept = slurp(tmp_path("mine/notes.txt"), &n);
+    assert_non_null(kept);
+    free(kept);
+    /* Nor is a regular file. */
+    const char *file = tmp_path("plain_file");
+    write_bytes(file, "x", 1);
+    assert_int_equal(lipi_index_create(file, &model_a, x, 1, 2, t, l, &fast, &err), LIPI_EINVAL);
+    /* An empty directory and an existing index are replaced. */
+    const char *empty = tmp_path("empty");
+    assert_int_equal(mkdir(empty, 0755), 0);
+    assert_int_equal(lipi_index_create(empty, &model_a, x, 1, 2, t, l, &fast, &err), LIPI_OK);
+    float y[4] = {0, 1, 1, 1};
+    const char *t2[2] = {"new", "newer"};
+    size_t l2[2] = {3, 5};
+    assert_int_equal(lipi_index_create(empty, &model_a, y, 2, 2, t2, l2, &fast, &err), LIPI_OK);
+    lipi_index *idx = NULL;
+    assert_int_equal(lipi_index_open(empty, NULL, &idx, &err), LIPI_OK);
+    assert_int_equal(lipi_index_count(idx), 2);
+    const char *s;
+    size_t sl;
+    assert_int_equal(lipi_index_get_text(idx, 1, &s, &sl, &err), LIPI_OK);
+    assert_memory_equal(s, "newer", 5);
+    lipi_index_close(idx);
+    assert_int_equal(count_prefixed("empty.tmp-", false), 0);
+    /* Texts with newlines and vectors with NaN are refused. */
+    const char *bad_t[1] = {"two\nlines"};
+    size_t bad_l[1] = {9};
+    assert_int_equal(lipi_index_create(tmp_path("nl"), &model_a, x, 1, 2, bad_t, bad_l, &fast,
+                                       &err),
+                     LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "newline"));
+    float nan_x[2] = {NAN, 1};
+    assert_int_equal(lipi_index_create(tmp_path("nan"), &model_a, nan_x, 1, 2, t, l, &fast, &err),
+                     LIPI_EINVAL);
+    assert_int_equal(count_prefixed("nl", false) + count_prefixed("nan", false), 0);
+}
+
+static void test_faiss_flat_gives_the_exact_results(void **state)
+{
+    if (!lipi_faiss_available())
+        skip();
+    enum { N = 2000, D = 32, NQ = 40, K = 10 };
+    rng_state = 11;
+    float *x = malloc(sizeof(float) * N * D), q[NQ * D];
+    static char buf[N][32];
+    const char *ptrs[N];
+    size_t lens[N];
+    assert_non_null(x);
+    fill_gauss(x, N * D);
+    fill_gauss(q, NQ * D);
+    lipi_error err = {0};
+    lipi_index_write_options wo = {.faiss_spec = "Flat", .threads = 2, .no_sync = true};
+    const char *dir = tmp_path("faiss_flat");
+    assert_int_equal(lipi_index_create(dir, &model_a, x, N, D, text_ptrs(buf, N, 1, ptrs, lens),
+                                       lens, &wo, &err),
+                     LIPI_OK);
+    lipi_index *idx = NULL;
+    assert_int_equal(lipi_index_open(dir, NULL, &idx, &err), LIPI_OK);
+    assert_true(lipi_index_has_faiss(idx));
+    assert_string_equal(lipi_index_faiss_spec(idx), "Flat");
+    int64_t fd[NQ * K], ed[NQ * K];
+    float fs[NQ * K], es[NQ * K];
+    lipi_search_options exact = {.exact = true, .threads = 2};
+    /* Over 20 queries FAISS scores with BLAS, under 20 with its own loop. */
+    size_t counts[2] = {NQ, 3};
+    for (size_t c = 0; c < 2; c++) {
+        lipi_search_options fo = {.threads = 2};
+        assert_int_equal(lipi_index_search(idx, q, counts[c], D, K, &fo, fd, fs, &err),
+                         LIPI_OK);
+        assert_int_equal(lipi_index_search(idx, q, counts[c], D, K, &exact, ed, es, &err),
+                         LIPI_OK);
+        for (size_t i = 0; i < counts[c] * K; i++) {
+            if (fd[i] != ed[i] || fabsf(fs[i] - es[i]) > 1e-5f)
+                fail_msg("query %zu rank %zu: FAISS doc %lld (%g), exact doc %lld (%g)", i / K,
+                         i % K, (long long)fd[i], (double)fs[i], (long long)ed[i],
+                         (double)es[i]);
+        }
+    }
+    lipi_index_close(idx);
+    /* skip_faiss opens the same directory for exact search only. */
+    lipi_index_open_options oo = {.skip_faiss = true};
+    assert_int_equal(lipi_index_open(dir, &oo, &idx, &err), LIPI_OK);
+    assert_false(lipi_index_has_faiss(idx));
+    lipi_index_close(idx);
+    free(x);
+}
+
+static void test_faiss_approximate_indexes_build_and_take_parameters(void **state)
+{
+    if (!lipi_faiss_available())
+        skip();
+    enum { N = 1200, D = 16, K = 5 };
+    rng_state = 12;
+    float *x = malloc(sizeof(float) * N * D);
+    assert_non_null(x);
+    fill_gauss(x, N * D);
+    lipi_error err = {0};
+    lipi_faiss *f = NULL;
+    assert_int_equal(lipi_faiss_build("IVF8,Flat", x, N, D, 2, &f, &err), LIPI_OK);
+    assert_int_equal(lipi_faiss_count(f), N);
+    assert_int_equal(lipi_faiss_set_params(f, "nprobe=8", &err), LIPI_OK);
+    /* With every list probed, IVF is exact: a row finds itself first. */
+    int64_t d[3 * K];
+    float s[3 * K];
+    assert_int_equal(lipi_faiss_search(f, x, 3, K, 2, d, s, &err), LIPI_OK);
+    double self = 0;
+    for (size_t j = 0; j < D; j++)
+        self += (double)x[j] * x[j];
+    assert_true(fabs(s[0] - self) < 1e-3 * self);
+    assert_int_equal(lipi_faiss_set_params(f, "efSearch=10", &err), LIPI_EINVAL);
+    lipi_faiss_free(f);
+    assert_int_equal(lipi_faiss_build("NoSuchIndex", x, N, D, 1, &f, &err), LIPI_EINVAL);
+    assert_null(f);
+    assert_non_null(strstr(err.msg, "FAISS"));
+    assert_int_equal(lipi_faiss_build("IVF4096,Flat", x, 100, D, 1, &f, &err), LIPI_EINVAL);
+    assert_int_equal(lipi_faiss_read(tmp_path("no_such.index"), &f, &err), LIPI_EIO);
+    write_bytes(tmp_path("junk.index"), "not a faiss index", 17);
+    assert_int_equal(lipi_faiss_read(tmp_path("junk.index"), &f, &err), LIPI_EFORMAT);
+    free(x);
+}
+
+/* ======================================================================== */
+/* Hostile files                                                             */
+/* ======================================================================== */
+
+/* A .npy file: version 1.0, the dict padded to `pad` total header bytes
+ * (0: to 64), then data_len bytes of zeros. */
+static void write_npy(const char *path, const char *dict, size_t pad, size_t data_len)
+{
+    size_t dl = strlen(dict), total = pad ? pad : ((10 + dl + 1 + 63) / 64) * 64;
+    unsigned char *p = calloc(1, total + data_len);
+    assert_non_null(p);
+    memcpy(p, "\x93NUMPY\x01\x00", 8);
+    size_t hl = total - 10;
+    p[8] = (unsigned char)(hl & 0xff);
+    p[9] = (unsigned char)(hl >> 8);
+    memset(p + 10, ' ', hl);
+    memcpy(p + 10, dict, dl);
+    p[total - 1] = '\n';
+    write_bytes(path, p, total + data_len);
+    free(p);
+}
+
+static void test_hostile_npy_headers_are_rejected(void **state)
+{
+    static const struct {
+        const char *dict;
+        size_t pad, data;
+        lipi_status want;
+    } cases[] = {
+        {"{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }", 0, 48, LIPI_EFORMAT},
+        {"{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", 0, 24, LIPI_EFORMAT},
+        {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 0, 24, LIPI_EFORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 0, 20, LIPI_ETRUNC},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 0, 28, LIPI_EFORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999, 3), }", 0, 0,
+         LIPI_EFORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }", 0, 0,
+         LIPI_EFORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 1), }", 0, 24, LIPI_EFORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 0, 4, LIPI_EFORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 3), }", 0, 24, LIPI_EFORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, }", 0, 24, LIPI_EFORMAT},
+        {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 0, 24,
+         LIPI_EFORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'extra': 1}", 0, 24,
+         LIPI_EFORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)} junk", 0, 24, LIPI_EFORMAT},
+        {"['descr', '<f4']", 0, 24, LIPI_EFORMAT},
+        {"{'descr': '<f4, 'fortran_order': False, 'shape': (2, 3)}", 0, 24, LIPI_EFORMAT},
+        {"{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2, 3)}", 0, 24, LIPI_EFORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3}", 0, 24, LIPI_EFORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)", 0, 24, LIPI_EFORMAT},
+        /* data starting at byte 66: not a multiple of 4 */
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 66, 24, LIPI_EFORMAT},
+    };
+    lipi_error err;
+    const char *path = tmp_path("hostile.npy");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_npy(path, cases[i].dict, cases[i].pad, cases[i].data);
+        lipi_npy_map *m = NULL;
+        memset(&err, 0, sizeof err);
+        lipi_status st = lipi_npy_map_open(path, &m, &err);
+        if (st != cases[i].want)
+            fail_msg("case %zu (%s): got %s (%s), expected %s", i, cases[i].dict,
+                     lipi_status_name(st), err.msg, lipi_status_name(cases[i].want));
+        assert_null(m);
+        assert_string_equal(err.path, path);
+    }
+    /* Broken prefixes. */
+    static const struct {
+        const char *bytes;
+        size_t len;
+        lipi_status want;
+    } raw[] = {
+        {"\x93NUMP", 5, LIPI_ETRUNC},
+        {"\x93NUMPZ\x01\x00\x10\x00{}", 12, LIPI_EFORMAT},
+        {"\x93NUMPY\x09\x00\x10\x00{}", 12, LIPI_EFORMAT},
+        {"\x93NUMPY\x01\x00\xff\x7f{}", 12, LIPI_ETRUNC},
+        {"\x93NUMPY\x02\x00\xff\xff\xff\xff{}", 14, LIPI_ETRUNC},
+        {"", 0, LIPI_ETRUNC},
+    };
+    for (size_t i = 0; i < sizeof raw / sizeof raw[0]; i++) {
+        write_bytes(path, raw[i].bytes, raw[i].len);
+        lipi_npy_map *m = NULL;
+        lipi_status st = lipi_npy_map_open(path, &m, &err);
+        if (st != raw[i].want)
+            fail_msg("raw case %zu: got %s (%s), expected %s", i, lipi_status_name(st), err.msg,
+                     lipi_status_name(raw[i].want));
+    }
+    /* What numpy writes is accepted: 2-D, 1-D (one row), version 2.0, and
+     * an empty matrix. */
+    lipi_npy_map *m = NULL;
+    write_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 0, 24);
+    assert_int_equal(lipi_npy_map_open(path, &m, &err), LIPI_OK);
+    assert_int_equal(lipi_npy_map_rows(m), 2);
+    assert_int_equal(lipi_npy_map_cols(m), 3);
+    lipi_npy_map_close(m);
+    write_npy(path, "{\"shape\": (5,), \"fortran_order\": False, \"descr\": \"<f4\"}", 0, 20);
+    assert_int_equal(lipi_npy_map_open(path, &m, &err), LIPI_OK);
+    assert_int_equal(lipi_npy_map_rows(m), 1);
+    assert_int_equal(lipi_npy_map_cols(m), 5);
+    lipi_npy_map_close(m);
+    write_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 7), }", 0, 0);
+    assert_int_equal(lipi_npy_map_open(path, &m, &err), LIPI_OK);
+    assert_int_equal(lipi_npy_map_rows(m), 0);
+    lipi_npy_map_close(m);
+    unsigned char v2[128 + 8] = "\x93NUMPY\x02\x00";
+    const char *d2 = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
+    v2[8] = 128 - 12;
+    memset(v2 + 12, ' ', 128 - 12);
+    memcpy(v2 + 12, d2, strlen(d2));
+    v2[127] = '\n';
+    memset(v2 + 128, 0, 8);
+    write_bytes(path, v2, sizeof v2);
+    assert_int_equal(lipi_npy_map_open(path, &m, &err), LIPI_OK);
+    assert_int_equal(lipi_npy_map_cols(m), 2);
+    lipi_npy_map_close(m);
+    assert_int_equal(lipi_npy_map_open(tmp_path("missing.npy"), &m, &err), LIPI_EIO);
+}
+
+/* Copies the files of index `src` into `dst` (a fresh directory). */
+static void copy_index(const char *src, const char *dst)
+{
+    static const char *const files[] = {"vectors.npy", "texts", "offsets.npy", "meta.json"};
+    rm_tree(dst);
+    assert_int_equal(mkdir(dst, 0755), 0);
+    for (size_t i = 0; i < 4; i++) {
+        char a[300], b[300];
+        size_t n;
+        snprintf(a, sizeof a, "%s/%s", src, files[i]);
+        snprintf(b, sizeof b, "%s/%s", dst, files[i]);
+        char *p = slurp(a, &n);
+        assert_non_null(p);
+        write_bytes(b, p, n);
+        free(p);
+    }
+}
+
+static void test_damaged_index_files_are_rejected(void **state)
+{
+    float x[3 * 2] = {1, 0, 0, 1, 1, 1};
+    const char *t[3] = {"a", "bb", "ccc"};
+    size_t l[3] = {1, 2, 3};
+    lipi_error err = {0};
+    const char *good = tmp_path("good"), *bad = tmp_path("bad");
+    assert_int_equal(lipi_index_create(good, &model_a, x, 3, 2, t, l, &fast, &err), LIPI_OK);
+    lipi_index *idx = NULL;
+    char path[300];
+
+    /* meta.json that does not agree with the files, or is not meta. */
+    static const struct {
+        const char *meta;
+        lipi_status want;
+        const char *says;
+    } metas[] = {
+        {"{\"format\": \"lipi-index\", \"version\": 1, \"model\": null, \"pooling\": null, "
+         "\"normalize\": true, \"dimension\": 2, \"count\": 4}",
+         LIPI_EFORMAT, "shape"},
+        {"{\"format\": \"lipi-index\", \"version\": 1, \"model\": null, \"pooling\": null, "
+         "\"normalize\": true, \"dimension\": 3, \"count\": 3}",
+         LIPI_EFORMAT, "shape"},
+        {"{\"format\": \"other\", \"version\": 1}", LIPI_EFORMAT, "format"},
+        {"{\"format\": \"lipi-index\", \"version\": 2}", LIPI_EFORMAT, "version"},
+        {"{\"format\": \"lipi-index\", \"version\": 1, \"dimension\": \"2\"}", LIPI_EFORMAT,
+         "dimension"},
+        {"{\"format\": \"lipi-index\", \"version\": 1, \"dimension\": 2, \"count\": -1}",
+         LIPI_EFORMAT, "count"},
+        {"{\"format\": \"lipi-index\", \"version\": 1, \"dimension\": 2, \"count\": 3, "
+         "\"model\": {\"name\": 5}, \"normalize\": true}",
+         LIPI_EFORMAT, "model.name"},
+        {"[1, 2", LIPI_EFORMAT, "JSON"},
+    };
+    for (size_t i = 0; i < sizeof metas / sizeof metas[0]; i++) {
+        copy_index(good, bad);
+        snprintf(path, sizeof path, "%s/meta.json", bad);
+        write_bytes(path, metas[i].meta, strlen(metas[i].meta));
+        lipi_status st = lipi_index_open(bad, NULL, &idx, &err);
+        if (st != metas[i].want || !strstr(err.msg, metas[i].says))
+            fail_msg("meta %zu: got %s (%s), expected %s mentioning '%s'", i,
+                     lipi_status_name(st), err.msg, lipi_status_name(metas[i].want),
+                     metas[i].says);
+        assert_null(idx);
+    }
+
+    /* texts cut short. */
+    copy_index(good, bad);
+    snprintf(path, sizeof path, "%s/texts", bad);
+    write_bytes(path, "a\nbb\n", 5);
+    assert_int_equal(lipi_index_open(bad, NULL, &idx, &err), LIPI_EFORMAT);
+
+    /* offsets that run backwards are caught when the text is looked up. */
+    copy_index(good, bad);
+    snprintf(path, sizeof path, "%s/offsets.npy", bad);
+    size_t n;
+    unsigned char *off = (unsigned char *)slurp(path, &n);
+    assert_int_equal(n, 128 + 4 * 8);
+    off[128 + 8] = 9; /* offset of document 1: 2 -> 9 */
+    write_bytes(path, off, n);
+    free(off);
+    assert_int_equal(lipi_index_open(bad, NULL, &idx, &err), LIPI_OK);
+    const char *s;
+    size_t sl;
+    assert_int_equal(lipi_index_get_text(idx, 0, &s, &sl, &err), LIPI_EFORMAT);
+    assert_int_equal(lipi_index_get_text(idx, 1, &s, &sl, &err), LIPI_EFORMAT);
+    assert_int_equal(lipi_index_get_text(idx, 2, &s, &sl, &err), LIPI_OK);
+    assert_memory_equal(s, "ccc", 3);
+    lipi_index_close(idx);
+    /* and when it is appended to. */
+    lipi_index_write_options ap = {.append = true, .no_sync = true};
+    assert_int_equal(lipi_index_create(bad, &model_a, x, 1, 2, t, l, &ap, &err), LIPI_EFORMAT);
+
+    /* A missing file. */
+    copy_index(good, bad);
+    snprintf(path, sizeof path, "%s/texts", bad);
+    unlink(path);
+    assert_int_equal(lipi_index_open(bad, NULL, &idx, &err), LIPI_EIO);
+    rm_tree(bad);
+}
+
+/* ======================================================================== */
+/* Bitext metrics                                                            */
+/* ======================================================================== */
+
+static void test_bitext_metrics_on_a_hand_made_case(void **state)
+{
+    /* Ranks by cosine; b's rows normalized keep every comparison below.
+     * scores a_i . b_j (rows: queries of A, columns: documents of B):
+     *        b0=(2,0) b1=(1,1) b2=(0,3) b3=(1,-1)
+     *  a0=(1,0)   2      1       0       1      own 2: rank 1
+     *  a1=(0,1)   0      1       3      -1      own 1: b2 above, rank 2
+     *  a2=(1,0)   2      1       0       1      own 0: b0 b1 b3 above, rank 4
+     *  a3=(0,-1)  0     -1      -3       1      own 1: rank 1
+     * B -> A (ties go to the lower document):
+     *  b0: (2,0,2,0) own 2, a2 ties but comes later: rank 1
+     *  b1: (1,1,1,-1) own 1, a0 ties and comes first: rank 2
+     *  b2: (0,3,0,-3) own 0, a1 above, a0 ties first: rank 3
+     *  b3: (1,-1,1,1) own 1, a0 and a2 tie first: rank 3 */
+    const float a[8] = {1, 0, 0, 1, 1, 0, 0, -1};
+    const float b[8] = {2, 0, 1, 1, 0, 3, 1, -1};
+    const size_t ks[4] = {1, 2, 3, 5};
+    double rab[4], rba[4];
+    lipi_retrieval_scores ab = {.recall = rab}, ba = {.recall = rba};
+    const lipi_search_options opts[] = {{0}, {.threads = 2, .gemm_queries = 1},
+                                        {.threads = 3, .gemm_queries = 3}};
+    for (size_t o = 0; o < 3; o++) {
+        lipi_error err = {0};
+        size_t ranks[4];
+        assert_int_equal(lipi_bitext_ranks(a, b, 4, 2, &opts[o], ranks, &err), LIPI_OK);
+        assert_int_equal(ranks[0], 1);
+        assert_int_equal(ranks[1], 2);
+        assert_int_equal(ranks[2], 4);
+        assert_int_equal(ranks[3], 1);
+        assert_int_equal(lipi_eval_bitext(a, b, 4, 2, ks, 4, &opts[o], &ab, &ba, &err),
+                         LIPI_OK);
+        assert_true(fabs(ab.p_at_1 - 0.5) < 1e-12);
+        assert_true(fabs(ab.mrr - 0.6875) < 1e-12);
+        assert_true(fabs(rab[0] - 0.5) < 1e-12 && fabs(rab[1] - 0.75) < 1e-12 &&
+                    fabs(rab[2] - 0.75) < 1e-12 && fabs(rab[3] - 1) < 1e-12);
+        assert_true(fabs(ba.p_at_1 - 0.25) < 1e-12);
+        assert_true(fabs(ba.mrr - (1 + 0.5 + 1.0 / 3 + 1.0 / 3) / 4) < 1e-12);
+        assert_true(fabs(rba[0] - 0.25) < 1e-12 && fabs(rba[1] - 0.5) < 1e-12 &&
+                    fabs(rba[2] - 1) < 1e-12 && fabs(rba[3] - 1) < 1e-12);
+    }
+}
+
+static void test_bitext_ranks_equal_brute_force(void **state)
+{
+    enum { N = 301, D = 19 };
+    rng_state = 5;
+    float *a = malloc(sizeof(float) * N * D), *b = malloc(sizeof(float) * N * D);
+    assert_non_null(a);
+    assert_non_null(b);
+    fill_eighths(a, N * D);
+    fill_eighths(b, N * D);
+    memcpy(b + 17 * D, b + 16 * D, D * sizeof(float));
+    size_t want[N], got[N];
+    for (size_t i = 0; i < N; i++) {
+        double own = 0;
+        for (size_t c = 0; c < D; c++)
+            own += (double)a[i * D + c] * b[i * D + c];
+        want[i] = 1;
+        for (size_t j = 0; j < N; j++) {
+            double s = 0;
+            for (size_t c = 0; c < D; c++)
+                s += (double)a[i * D + c] * b[j * D + c];
+            want[i] += s > own || (s == own && j < i);
+        }
+    }
+    lipi_search_options o = {.threads = 2, .gemm_queries = 64};
+    lipi_error err = {0};
+    assert_int_equal(lipi_bitext_ranks(a, b, N, D, &o, got, &err), LIPI_OK);
+    for (size_t i = 0; i < N; i++)
+        if (got[i] != want[i])
+            fail_msg("query %zu: rank %zu, expected %zu", i, got[i], want[i]);
+    free(a);
+    free(b);
+}
+
+
+/* ======================================================================== */
+/* The commands                                                              */
+/* ======================================================================== */
+
+static void test_cli_index_search_and_append_with_vectors(void **state)
+{
+    /* Six documents on the axes of R^3 and between them; queries pick them
+     * out exactly. */
+    const float docs[6 * 3] = {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 2, 2, 3, 0, 0};
+    const float queries[2 * 3] = {0, 0, 5, 1, 0.1f, 0};
+    lipi_error err = {0};
+    char cmd[2048];
+    static const char *const files[][2] = {
+        {"cli_docs.txt", "east\nnorth\nup\nnorth-east\nnorth-up\nEAST\n"},
+        {"cli_first.txt", "east\nnorth\nup\n"},
+        {"cli_rest.txt", "north-east\nnorth-up\nEAST\n"},
+    };
+    for (size_t i = 0; i < 3; i++)
+        write_bytes(tmp_path(files[i][0]), files[i][1], strlen(files[i][1]));
+    assert_int_equal(lipi_npy_write(tmp_path("cli_docs.npy"), docs, 6, 3, &err), LIPI_OK);
+    assert_int_equal(lipi_npy_write(tmp_path("cli_first.npy"), docs, 3, 3, &err), LIPI_OK);
+    assert_int_equal(lipi_npy_write(tmp_path("cli_rest.npy"), docs + 9, 3, 3, &err), LIPI_OK);
+    assert_int_equal(lipi_npy_write(tmp_path("cli_q.npy"), queries, 2, 3, &err), LIPI_OK);
+
+    snprintf(cmd, sizeof cmd, "index --quiet --vectors %s -o %s %s", tmp_path("cli_docs.npy"),
+             tmp_path("cli_all"), tmp_path("cli_docs.txt"));
+    cli_result r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+
+    snprintf(cmd, sizeof cmd, "search --index %s --query-vectors %s -k 2", tmp_path("cli_all"),
+             tmp_path("cli_q.npy"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    /* Ties (east and EAST score the same) go to the earlier line. */
+    assert_string_equal(r.out, "1\t1\t3\t1.000000\tup\n"
+                               "1\t2\t5\t0.707107\tnorth-up\n"
+                               "2\t1\t1\t0.995037\teast\n"
+                               "2\t2\t6\t0.995037\tEAST\n");
+    cli_result_free(&r);
+
+    snprintf(cmd, sizeof cmd, "search --index %s --query-vectors %s -k 1 --format jsonl",
+             tmp_path("cli_all"), tmp_path("cli_q.npy"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out,
+                        "{\"query_no\":1,\"rank\":1,\"doc_no\":3,\"score\":1.000000,\"text\":\"up\"}\n"
+                        "{\"query_no\":2,\"rank\":1,\"doc_no\":1,\"score\":0.995037,\"text\":\"east\"}\n");
+    cli_result_free(&r);
+
+    /* Index in two parts with --append: the same files. */
+    snprintf(cmd, sizeof cmd,
+             "index --quiet --vectors %s -o %s %s && "
+             "$LIPI_BIN index --quiet --append --vectors %s -o %s %s",
+             tmp_path("cli_first.npy"), tmp_path("cli_parts"), tmp_path("cli_first.txt"),
+             tmp_path("cli_rest.npy"), tmp_path("cli_parts"), tmp_path("cli_rest.txt"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    assert_same_file(tmp_path("cli_all/vectors.npy"), tmp_path("cli_parts/vectors.npy"));
+    assert_same_file(tmp_path("cli_all/texts"), tmp_path("cli_parts/texts"));
+
+    /* Rows and lines must agree. */
+    snprintf(cmd, sizeof cmd, "index --quiet --vectors %s -o %s %s", tmp_path("cli_first.npy"),
+             tmp_path("cli_bad"), tmp_path("cli_docs.txt"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "row for every input line"));
+    cli_result_free(&r);
+    /* Text queries need the index's model; this one has none. */
+    snprintf(cmd, sizeof cmd, "search --index %s --query hello", tmp_path("cli_all"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "precomputed"));
+    cli_result_free(&r);
+    r = cli_run("search --query hello", NULL, 0);
+    assert_int_equal(r.code, 2);
+    cli_result_free(&r);
+}
+
+static void test_cli_eval_retrieval_on_the_hand_made_case(void **state)
+{
+    const float a[8] = {1, 0, 0, 1, 1, 0, 0, -1};
+    const float b[8] = {2, 0, 1, 1, 0, 3, 1, -1};
+    lipi_error err = {0};
+    assert_int_equal(lipi_npy_write(tmp_path("eval_a.npy"), a, 4, 2, &err), LIPI_OK);
+    assert_int_equal(lipi_npy_write(tmp_path("eval_b.npy"), b, 4, 2, &err), LIPI_OK);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "eval-retrieval --query-vectors %s --doc-vectors %s -k 1,2 --format json",
+             tmp_path("eval_a.npy"), tmp_path("eval_b.npy"));
+    cli_result r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"pairs\":4"));
+    assert_non_null(strstr(r.out, "\"a_to_b\":{\"p_at_1\":0.500000,\"mrr\":0.687500,"
+                                  "\"recall\":{\"1\":0.500000,\"2\":0.750000}}"));
+    assert_non_null(strstr(r.out, "\"b_to_a\":{\"p_at_1\":0.250000,\"mrr\":0.541667,"
+                                  "\"recall\":{\"1\":0.250000,\"2\":0.500000}}"));
+    cli_result_free(&r);
+    snprintf(cmd, sizeof cmd, "eval-retrieval --query-vectors %s --doc-vectors %s -k 1,,2",
+             tmp_path("eval_a.npy"), tmp_path("eval_b.npy"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 2);
+    cli_result_free(&r);
+}
+
+/* A model folder for the commands: the st_mean fixture (a tiny random
+ * sentence-transformers BERT with mean pooling) plus a WordPiece vocab.txt
+ * of its 100 ids. `extra` changes the vocabulary (and the fingerprint). */
+static bool make_model(const char *dir, const char *extra)
+{
+    static const char *const files[] = {"config.json", "model.safetensors", "modules.json",
+                                        "sentence_bert_config.json", "1_Pooling/config.json"};
+    char a[512], b[512];
+    if (mkdir(dir, 0755) != 0)
+        return false;
+    snprintf(b, sizeof b, "%s/1_Pooling", dir);
+    mkdir(b, 0755);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        size_t n;
+        snprintf(a, sizeof a, "tests/fixtures/models/st_mean/%s", files[i]);
+        snprintf(b, sizeof b, "%s/%s", dir, files[i]);
+        char *p = slurp(a, &n);
+        if (!p)
+            return false;
+        write_bytes(b, p, n);
+        free(p);
+    }
+    static const char *const words[] = {
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "dog", "sat", "on",
+        "mat", "ran", "in", "park", "red", "blue", "sun", "moon", "king", "queen", "reads",
+        "book", "eats", "river", "tree", "##s", "##ed"};
+    snprintf(b, sizeof b, "%s/vocab.txt", dir);
+    FILE *f = fopen(b, "w");
+    assert_non_null(f);
+    size_t n = sizeof words / sizeof words[0];
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s\n", words[i]);
+    for (size_t i = n; i < 100; i++)
+        fprintf(f, "%s%zu\n", extra, i);
+    fclose(f);
+    return true;
+}
+
+static void test_cli_with_a_model_folder(void **state)
+{
+    struct stat sb;
+    if (stat("tests/fixtures/models/st_mean/model.safetensors", &sb) != 0)
+        skip();
+    /* tmp_path's buffers rotate: keep copies. */
+    char model[400], other[400];
+    snprintf(model, sizeof model, "%s", tmp_path("model_a"));
+    snprintf(other, sizeof other, "%s", tmp_path("model_b"));
+    assert_true(make_model(model, "w"));
+    assert_true(make_model(other, "v"));
+    const char *docs = "the cat sat on the mat\nthe dog ran in the park\nred sun\n"
+                       "blue moon\nthe king reads a book\nthe queen eats\n";
+    write_bytes(tmp_path("m_docs.txt"), docs, strlen(docs));
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "index --quiet -m %s -o %s %s", model, tmp_path("m_idx"),
+             tmp_path("m_docs.txt"));
+    cli_result r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+
+    /* A document's own text finds it first, with the index's model by
+     * default and when named. */
+    snprintf(cmd, sizeof cmd, "search --index %s --query 'the dog ran in the park' -k 1",
+             tmp_path("m_idx"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "1\t1\t2\t1.000000\tthe dog ran in the park\n");
+    cli_result_free(&r);
+    snprintf(cmd, sizeof cmd, "search --index %s -m %s --queries - -k 1", tmp_path("m_idx"),
+             model);
+    r = cli_run(cmd, "blue moon\nthe queen eats\n", 25);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "1\t1\t4\t1.000000\tblue moon\n2\t1\t6\t1.000000\tthe queen eats\n");
+    cli_result_free(&r);
+
+    /* Another model is an error, for search and for append. */
+    snprintf(cmd, sizeof cmd, "search --index %s -m %s --query 'red sun'", tmp_path("m_idx"),
+             other);
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "not model"));
+    cli_result_free(&r);
+    snprintf(cmd, sizeof cmd, "index --quiet --append -m %s -o %s %s", other, tmp_path("m_idx"),
+             tmp_path("m_docs.txt"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 1);
+    cli_result_free(&r);
+
+    /* Bitext on a file against itself: every line finds itself. */
+    snprintf(cmd, sizeof cmd, "eval-retrieval -m %s --queries %s --docs %s -k 1 --format json",
+             model, tmp_path("m_docs.txt"), tmp_path("m_docs.txt"));
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"a_to_b\":{\"p_at_1\":1.000000,\"mrr\":1.000000"));
+    cli_result_free(&r);
+}
+
+/* ======================================================================== */
+/* Allocation failures                                                       */
+/* ======================================================================== */
+
+static long fail_at = -1, alloc_count;
+
+static void *failing_malloc(size_t n)
+{
+    if (fail_at >= 0 && alloc_count++ == fail_at)
+        return NULL;
+    return malloc(n);
+}
+
+static void *failing_realloc(void *p, size_t n)
+{
+    if (fail_at >= 0 && alloc_count++ == fail_at)
+        return NULL;
+    return realloc(p, n);
+}
+
+static void test_allocation_failures_are_reported_and_leak_nothing(void **state)
+{
+    enum { N = 40, D = 8 };
+    float x[N * D], q[2 * D];
+    static char buf[N][32];
+    const char *ptrs[N];
+    size_t lens[N];
+    rng_state = 1;
+    fill_gauss(x, N * D);
+    fill_gauss(q, 2 * D);
+    text_ptrs(buf, N, 1, ptrs, lens);
+    lipi_alloc_hooks hooks = {failing_malloc, failing_realloc, free};
+    const char *dir = tmp_path("alloc");
+    bool done = false;
+    for (fail_at = 0; !done && fail_at < 10000; fail_at++) {
+        alloc_count = 0;
+        lipi_set_alloc_hooks(&hooks);
+        lipi_error err = {0};
+        lipi_index_write_options wo = {.no_sync = true}, ap = {.append = true, .no_sync = true};
+        lipi_status st = lipi_index_create(dir, &model_a, x, N / 2, D, ptrs, lens, &wo, &err);
+        if (st == LIPI_OK)
+            st = lipi_index_create(dir, &model_a, x + N / 2 * D, N / 2, D, ptrs + N / 2,
+                                   lens + N / 2, &ap, &err);
+        lipi_index *idx = NULL;
+        int64_t d[2 * 3];
+        float s[2 * 3];
+        size_t ranks[N];
+        lipi_search_options so = {.threads = 2, .block_rows = 16};
+        if (st == LIPI_OK)
+            st = lipi_index_open(dir, NULL, &idx, &err);
+        if (st == LIPI_OK)
+            st = lipi_index_search(idx, q, 2, D, 3, &so, d, s, &err);
+        if (st == LIPI_OK)
+            st = lipi_bitext_ranks(x, x, N, D, &so, ranks, &err);
+        lipi_index_close(idx);
+        lipi_set_alloc_hooks(NULL);
+        if (st == LIPI_OK) {
+            done = true;
+            assert_int_equal(ranks[7], 1);
+        } else {
+            if (st != LIPI_ENOMEM)
+                fprintf(stderr, "  allocation %ld: %s %s\n", fail_at, lipi_status_name(st),
+                        err.msg);
+            assert_int_equal(st, LIPI_ENOMEM);
+        }
+        assert_int_equal(count_prefixed("alloc.tmp-", false), 0);
+    }
+    fail_at = -1;
+    assert_true(done);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exact_search_equals_brute_force_with_ties),
+        cmocka_unit_test(test_more_hits_asked_than_documents_pad_with_minus_one),
+        cmocka_unit_test(test_bad_search_arguments_are_errors),
+        cmocka_unit_test(test_index_round_trip_and_search),
+        cmocka_unit_test(test_append_equals_indexing_all_at_once),
+        cmocka_unit_test(test_model_mismatch_is_an_error),
+        cmocka_unit_test(test_interrupted_write_leaves_the_old_index),
+        cmocka_unit_test(test_writing_over_other_files_is_refused),
+        cmocka_unit_test(test_faiss_flat_gives_the_exact_results),
+        cmocka_unit_test(test_faiss_approximate_indexes_build_and_take_parameters),
+        cmocka_unit_test(test_hostile_npy_headers_are_rejected),
+        cmocka_unit_test(test_damaged_index_files_are_rejected),
+        cmocka_unit_test(test_bitext_metrics_on_a_hand_made_case),
+        cmocka_unit_test(test_bitext_ranks_equal_brute_force),
+        cmocka_unit_test(test_cli_index_search_and_append_with_vectors),
+        cmocka_unit_test(test_cli_eval_retrieval_on_the_hand_made_case),
+        cmocka_unit_test(test_cli_with_a_model_folder),
+        cmocka_unit_test(test_allocation_failures_are_reported_and_leak_nothing),
+    };
+    return cmocka_run_group_tests_name("retrieval", tests, setup, teardown);
+}
