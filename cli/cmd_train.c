@@ -99,7 +99,7 @@ static int run(int argc, char **argv)
     lipi_bpe_options_default(&bopt);
     bopt.vocab_size = 32000;
     const char *out = NULL, *export_dir = NULL, *export_spm = NULL, *type = "bpe";
-    bool set_coverage = false, set_maxlen = false, set_units = false;
+    bool set_coverage = false, set_maxlen = false, set_units = false, set_pattern = false;
     uint64_t sample = 0, seed = 1;
     const char *counts_files[256];
     size_t n_counts = 0;
@@ -109,8 +109,10 @@ static int run(int argc, char **argv)
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
-        if (cli_text_option(c, optarg, &text))
+        if (cli_text_option(c, optarg, &text)) {
+            set_pattern |= c == 1005 || c == 1006;
             continue;
+        }
         switch (c) {
         case OPT_TYPE: type = optarg; break;
         case 'o': out = optarg; break;
@@ -210,16 +212,13 @@ static int run(int argc, char **argv)
     /* Fail before hours of training, not after, when the output cannot be written. */
     if (lipi_check_writable(out, &err) != LIPI_OK)
         goto fail;
+    if (unigram && !set_pattern)
+        text.pattern = "unigram"; /* words carry SentencePiece's "▁" prefix */
+    if (export_spm && lipi_check_writable(export_spm, &err) != LIPI_OK)
+        goto fail;
     if (cli_text_build(&text, &norm, &pre, &err) != LIPI_OK) {
         rc = EXIT_USAGE;
         goto fail;
-    }
-    if (unigram && !text.regex && strcmp(text.pattern, "indic") == 0) {
-        /* Unigram words carry SentencePiece's "▁" prefix by default. */
-        lipi_pretokenizer_free(pre);
-        pre = NULL;
-        if (lipi_unigram_pretokenizer_new(&pre, &err) != LIPI_OK)
-            goto fail;
     }
     lipi_unigram_options uopt;
     lipi_unigram_options_default(&uopt);

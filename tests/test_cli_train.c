@@ -269,6 +269,14 @@ static void test_unigram_writes_tokenizer_json_and_spm_model_alike(void **state)
     r = run("train --type unigram --units byte -o ./lipi-u3.json " ALL);
     assert_int_equal(r.code, 2);
     cli_result_free(&r);
+    /* Counts made with the unigram pattern train the same model. */
+    r = run("count --quiet --pattern unigram -o ./lipi-u.tsv " ALL);
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    r = run("train --quiet --type unigram --vocab-size 1500 --from-counts ./lipi-u.tsv -o ./lipi-u4.json");
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    assert_same_file("./lipi-u1.json", "./lipi-u4.json");
 }
 
 int main(void)
