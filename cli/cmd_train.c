@@ -12,8 +12,8 @@
 static void help(FILE *f)
 {
     fprintf(f,
-            "Usage: lipi train --type bpe --vocab-size N -o tokenizer.json [OPTIONS] FILE...\n"
-            "       lipi train --type bpe --vocab-size N -o tokenizer.json --from-counts COUNTS.tsv\n"
+            "Usage: lipi train [--type bpe|unigram] --vocab-size N -o tokenizer.json [OPTIONS] FILE...\n"
+            "       lipi train [--type bpe|unigram] --vocab-size N -o tokenizer.json --from-counts COUNTS.tsv\n"
             "\n"
             "Learns a subword vocabulary from the FILEs ('-' is standard input; .gz, .xz and\n"
             ".zst are decompressed) and writes a tokenizer.json that Hugging Face tokenizers\n"
@@ -22,7 +22,8 @@ static void help(FILE *f)
             "are never cut across.\n"
             "\n"
             "Options:\n"
-            "  --type bpe            model type (bpe)\n"
+            "  --type TYPE           bpe (default) or unigram (Kudo 2018, as SentencePiece;\n"
+            "                        words get SentencePiece's '▁' prefix)\n"
             "  --vocab-size N        vocabulary size, special tokens included (default 32000)\n"
             "  -o, --output FILE     the tokenizer.json to write (required; written atomically)\n"
             "  --units char|byte     char (default): code points, unseen bytes as <0xNN>\n"
@@ -33,14 +34,18 @@ static void help(FILE *f)
             "  --min-frequency N     stop when the best pair occurs fewer times (default 2)\n"
             "  --special-tokens LIST comma-separated, ids 0.. in order, e.g. \"<unk>,<s>,</s>\"\n"
             "  --unk-token TOKEN     the unknown token (must be one of the special tokens)\n"
-            "  --max-token-length N  longest token in characters (default: no limit)\n"
-            "  --character-coverage F  with char units: keep the most frequent characters\n"
-            "                        covering F of the text (default 1.0); the rest fall\n"
-            "                        back to bytes\n"
+            "  --max-token-length N  longest token in characters (default: no limit for\n"
+            "                        bpe, 16 for unigram)\n"
+            "  --character-coverage F  keep the most frequent characters covering F of the\n"
+            "                        text (default 1.0 for bpe, 0.9995 for unigram); the\n"
+            "                        rest fall back to bytes\n"
             "  --limit-alphabet N    with char units: at most N base characters\n"
             "  --no-grapheme-guard   allow merges across grapheme-cluster boundaries\n"
             "  --from-counts FILE    train on a counts file from 'lipi count' (repeatable)\n"
-            "  --export-merges DIR   also write DIR/vocab.json and DIR/merges.txt\n"
+            "  --export-merges DIR   bpe: also write DIR/vocab.json and DIR/merges.txt\n"
+            "  --export-spm FILE     unigram: also write a SentencePiece .model\n"
+            "  --sample N            unigram: train on a seeded random sample of N lines\n"
+            "  --seed N              the sample's seed (default 1)\n"
             "  --threads N           threads (default: all cores); the result never depends\n"
             "                        on it\n"
             "  --invalid MODE        invalid UTF-8: error (default) or replace\n"
@@ -54,7 +59,7 @@ static void help(FILE *f)
 enum {
     OPT_TYPE = 2000, OPT_VOCAB, OPT_UNITS, OPT_BF, OPT_NO_BF, OPT_MINF, OPT_SPECIAL, OPT_UNK,
     OPT_MAXLEN, OPT_COVERAGE, OPT_ALPHA, OPT_NO_GUARD, OPT_COUNTS, OPT_EXPORT, OPT_THREADS,
-    OPT_INVALID, OPT_QUIET,
+    OPT_INVALID, OPT_QUIET, OPT_SPM, OPT_SAMPLE, OPT_SEED,
 };
 
 static int run(int argc, char **argv)
@@ -78,6 +83,9 @@ static int run(int argc, char **argv)
         {"threads", required_argument, NULL, OPT_THREADS},
         {"invalid", required_argument, NULL, OPT_INVALID},
         {"quiet", no_argument, NULL, OPT_QUIET},
+        {"export-spm", required_argument, NULL, OPT_SPM},
+        {"sample", required_argument, NULL, OPT_SAMPLE},
+        {"seed", required_argument, NULL, OPT_SEED},
         {"help", no_argument, NULL, 'h'},
         CLI_TEXT_LONGOPTS,
         {NULL, 0, NULL, 0},
@@ -90,7 +98,9 @@ static int run(int argc, char **argv)
     lipi_bpe_options bopt;
     lipi_bpe_options_default(&bopt);
     bopt.vocab_size = 32000;
-    const char *out = NULL, *export_dir = NULL, *type = "bpe";
+    const char *out = NULL, *export_dir = NULL, *export_spm = NULL, *type = "bpe";
+    bool set_coverage = false, set_maxlen = false, set_units = false, set_pattern = false;
+    uint64_t sample = 0, seed = 1;
     const char *counts_files[256];
     size_t n_counts = 0;
     bool quiet = false;
@@ -99,8 +109,10 @@ static int run(int argc, char **argv)
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
-        if (cli_text_option(c, optarg, &text))
+        if (cli_text_option(c, optarg, &text)) {
+            set_pattern |= c == 1005 || c == 1006;
             continue;
+        }
         switch (c) {
         case OPT_TYPE: type = optarg; break;
         case 'o': out = optarg; break;
@@ -116,6 +128,7 @@ static int run(int argc, char **argv)
                 bopt.units = LIPI_UNITS_BYTE;
             else
                 return cli_usage_error("train", "--units takes 'char' or 'byte', not '%s'", optarg);
+            set_units = true;
             break;
         case OPT_BF: bopt.byte_fallback = true; break;
         case OPT_NO_BF: bopt.byte_fallback = false; break;
@@ -133,10 +146,12 @@ static int run(int argc, char **argv)
             if (!cli_parse_u64(optarg, &v) || v == 0 || v > 1u << 20)
                 return cli_usage_error("train", "--max-token-length takes a number from 1 to 1048576, not '%s'", optarg);
             bopt.max_token_length = (size_t)v;
+            set_maxlen = true;
             break;
         case OPT_COVERAGE:
             if (!cli_parse_double(optarg, 1e-9, 1.0, &bopt.character_coverage))
                 return cli_usage_error("train", "--character-coverage takes a number in (0, 1], not '%s'", optarg);
+            set_coverage = true;
             break;
         case OPT_ALPHA:
             if (!cli_parse_u64(optarg, &v) || v == 0 || v > 1u << 21)
@@ -160,13 +175,27 @@ static int run(int argc, char **argv)
                 return cli_usage_error("train", "--invalid takes 'error' or 'replace', not '%s'", optarg);
             break;
         case OPT_QUIET: quiet = true; break;
+        case OPT_SPM: export_spm = optarg; break;
+        case OPT_SAMPLE:
+            if (!cli_parse_u64(optarg, &sample) || sample == 0)
+                return cli_usage_error("train", "--sample takes a number of lines >= 1, not '%s'", optarg);
+            break;
+        case OPT_SEED:
+            if (!cli_parse_u64(optarg, &seed))
+                return cli_usage_error("train", "--seed takes a whole number, not '%s'", optarg);
+            break;
         case 'h': help(stdout); return EXIT_OK;
         case ':': return cli_usage_error("train", "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error("train", "unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (strcmp(type, "bpe") != 0)
-        return cli_usage_error("train", "--type takes 'bpe', not '%s'", type);
+    bool unigram = strcmp(type, "unigram") == 0;
+    if (!unigram && strcmp(type, "bpe") != 0)
+        return cli_usage_error("train", "--type takes 'bpe' or 'unigram', not '%s'", type);
+    if (unigram && (set_units || export_dir))
+        return cli_usage_error("train", "--units and --export-merges are for --type bpe");
+    if (!unigram && (export_spm || sample))
+        return cli_usage_error("train", "--export-spm and --sample are for --type unigram");
     if (!out)
         return cli_usage_error("train", "missing -o FILE (the tokenizer.json to write)");
     if (n_counts == 0 && optind >= argc)
@@ -183,27 +212,52 @@ static int run(int argc, char **argv)
     /* Fail before hours of training, not after, when the output cannot be written. */
     if (lipi_check_writable(out, &err) != LIPI_OK)
         goto fail;
+    if (unigram && !set_pattern)
+        text.pattern = "unigram"; /* words carry SentencePiece's "▁" prefix */
+    if (export_spm && lipi_check_writable(export_spm, &err) != LIPI_OK)
+        goto fail;
     if (cli_text_build(&text, &norm, &pre, &err) != LIPI_OK) {
         rc = EXIT_USAGE;
         goto fail;
     }
+    lipi_unigram_options uopt;
+    lipi_unigram_options_default(&uopt);
+    uopt.vocab_size = bopt.vocab_size;
+    uopt.byte_fallback = bopt.byte_fallback;
+    if (set_coverage)
+        uopt.character_coverage = bopt.character_coverage;
+    if (set_maxlen)
+        uopt.max_piece_length = bopt.max_token_length;
+    if (bopt.n_special) {
+        uopt.special_tokens = bopt.special_tokens;
+        uopt.n_special = bopt.n_special;
+    }
+    if (bopt.unk_token)
+        uopt.unk_token = bopt.unk_token;
+    uopt.grapheme_guard = bopt.grapheme_guard;
+    uopt.threads = bopt.threads;
+    uopt.sample = sample;
+    uopt.sample_seed = seed;
     cli_progress prog;
     cli_progress_init(&prog, quiet);
-    copt.progress = bopt.progress = cli_progress_report;
-    copt.progress_user = bopt.progress_user = &prog;
+    copt.progress = bopt.progress = uopt.progress = cli_progress_report;
+    copt.progress_user = bopt.progress_user = uopt.progress_user = &prog;
     lipi_status st;
     if (n_counts) {
         st = lipi_counts_new(&counts);
         for (size_t i = 0; st == LIPI_OK && i < n_counts; i++)
             st = lipi_counts_load(counts_files[i], counts, &err);
         if (st == LIPI_OK) {
-            st = lipi_bpe_train_counts(counts, norm, pre, &bopt, &tok, &err);
+            st = unigram ? lipi_unigram_train_counts(counts, norm, pre, &uopt, &tok, &err)
+                         : lipi_bpe_train_counts(counts, norm, pre, &bopt, &tok, &err);
             norm = NULL; /* stolen by the trainer */
             pre = NULL;
         }
     } else {
-        st = lipi_bpe_train_files((const char *const *)argv + optind, (size_t)(argc - optind),
-                                  norm, pre, &copt, &bopt, &tok, &err);
+        const char *const *files = (const char *const *)argv + optind;
+        size_t nfiles = (size_t)(argc - optind);
+        st = unigram ? lipi_unigram_train_files(files, nfiles, norm, pre, &copt, &uopt, &tok, &err)
+                     : lipi_bpe_train_files(files, nfiles, norm, pre, &copt, &bopt, &tok, &err);
         norm = NULL;
         pre = NULL;
     }
@@ -212,6 +266,8 @@ static int run(int argc, char **argv)
     if (lipi_tokenizer_save(tok, out, &err) != LIPI_OK)
         goto fail;
     if (export_dir && lipi_tokenizer_export_merges(tok, export_dir, &err) != LIPI_OK)
+        goto fail;
+    if (export_spm && lipi_tokenizer_save_spm(tok, export_spm, &err) != LIPI_OK)
         goto fail;
     if (!quiet)
         fprintf(stderr, "wrote %s (%zu tokens)\n", out, lipi_tokenizer_vocab_size(tok));
@@ -227,4 +283,4 @@ done:
     return rc;
 }
 
-const cli_command cmd_train = {"train", "train a BPE tokenizer (tokenizer.json)", run};
+const cli_command cmd_train = {"train", "train a BPE or Unigram tokenizer (tokenizer.json)", run};

@@ -73,11 +73,16 @@ void cli_progress_report(const lipi_progress *r, void *user)
         if (r->merges_done && r->merges_total > r->merges_done && el > 0)
             clock_str(eta, sizeof eta,
                       el * ((double)r->merges_total / (double)r->merges_done - 1.0));
-        if (r->done)
-            fprintf(stderr, "%smerges: %zu learned in %.1f s\n", p->tty ? "\r\033[K" : "",
+        const char *what = r->phase == LIPI_PHASE_MERGE  ? "merges"
+                           : r->phase == LIPI_PHASE_SEED ? "seed pieces"
+                                                         : "EM steps";
+        if (r->phase == LIPI_PHASE_SEED && r->done)
+            fprintf(stderr, "%sseed pieces: done in %.1f s\n", p->tty ? "\r\033[K" : "", el);
+        else if (r->done)
+            fprintf(stderr, "%s%s: %zu done in %.1f s\n", p->tty ? "\r\033[K" : "", what,
                     r->merges_done, el);
         else
-            fprintf(stderr, "\r\033[Kmerges  %zu / %zu  elapsed %s  ETA %s", r->merges_done,
+            fprintf(stderr, "\r\033[K%s  %zu / %zu  elapsed %s  ETA %s", what, r->merges_done,
                     r->merges_total, elapsed, eta);
     }
     fflush(stderr);

@@ -1,5 +1,6 @@
 /* See text_options.h. */
 #include "cli/text_options.h"
+#include "trainer/trainer.h"
 
 #include <string.h>
 
@@ -24,8 +25,12 @@ lipi_status cli_text_build(const cli_text_options *o, lipi_normalizer **norm,
     lipi_status st = lipi_normalizer_new(o->normalizer, &o->norm_opt, norm, err);
     if (st != LIPI_OK)
         return st;
-    st = o->regex ? lipi_pretokenizer_new_pattern(o->regex, pre, err)
-                  : lipi_pretokenizer_new(o->pattern, pre, err);
+    if (o->regex)
+        st = lipi_pretokenizer_new_pattern(o->regex, pre, err);
+    else if (strcmp(o->pattern, "unigram") == 0)
+        st = lipi_unigram_pretokenizer_new(pre, err);
+    else
+        st = lipi_pretokenizer_new(o->pattern, pre, err);
     if (st != LIPI_OK) {
         lipi_normalizer_free(*norm);
         *norm = NULL;

@@ -36,8 +36,10 @@ bool cli_text_option(int c, const char *arg, cli_text_options *o);
     "  --lowercase           lowercase (full Unicode) after normalizing\n"                \
     "  --strip-accents       drop accents of Latin, Greek and Cyrillic letters only\n"    \
     "  --fold-digits         fold Indic digits to ASCII\n"                                \
-    "  --pattern NAME        pre-tokenizer: indic (default), cl100k, o200k, gpt2, bert,\n" \
-    "                        whitespace, metaspace, digits\n"                             \
+    "  --pattern NAME        pre-tokenizer: indic (default for bpe), unigram (indic\n" \
+    "                        with SentencePiece's '▁' word prefix; default for\n"        \
+    "                        unigram), cl100k, o200k, gpt2, bert, whitespace,\n"         \
+    "                        metaspace, digits\n"                                         \
     "  --regex PATTERN       split on your own PCRE2 pattern instead of --pattern\n"
 
 #endif

@@ -106,12 +106,57 @@ static double log_add(double a, double b)
     return a > b ? a + log1p(exp(b - a)) : b + log1p(exp(a - b));
 }
 
+/* Forward-backward with probabilities instead of their logs, which needs
+ * no exp/log per addition (the trainer's E-step runs this for every word of
+ * the corpus, many times). Node weights are exp(score + c * len): every
+ * path covers all the bytes, so the factor e^(c * l->len) is common to all
+ * paths and cancels in the marginals, and c (minus the mean score per byte)
+ * keeps path products near 1. Returns false, leaving the work to the log
+ * domain, when Z falls outside [1e-150, 1e150], where rounding near the
+ * ends of the double range could matter. */
+static bool marginals_linear(lipi_lattice *l, double *marginal, double *log_z)
+{
+    size_t len = l->len;
+    double *alpha = l->pos_score, *beta = l->pos_beta, c = 0.0;
+    if (l->n_nodes == 0 || len == 0)
+        return false;
+    for (size_t i = 0; i < l->n_nodes; i++)
+        c += l->nodes[i].score / l->nodes[i].len;
+    c = -c / (double)l->n_nodes;
+    for (size_t i = 0; i < l->n_nodes; i++)
+        marginal[i] = exp(l->nodes[i].score + c * l->nodes[i].len);
+    for (size_t p = 0; p <= len; p++)
+        alpha[p] = beta[p] = 0.0;
+    alpha[0] = 1.0;
+    beta[len] = 1.0;
+    for (size_t i = 0; i < l->n_nodes; i++) {
+        const lipi_lattice_node *nd = &l->nodes[i];
+        alpha[nd->pos + nd->len] += alpha[nd->pos] * marginal[i];
+    }
+    for (size_t i = l->n_nodes; i-- > 0;) {
+        const lipi_lattice_node *nd = &l->nodes[i];
+        beta[nd->pos] += marginal[i] * beta[nd->pos + nd->len];
+    }
+    double z = alpha[len];
+    if (!(z > 1e-150 && z < 1e150))
+        return false;
+    double inv = 1.0 / z;
+    for (size_t i = 0; i < l->n_nodes; i++) {
+        const lipi_lattice_node *nd = &l->nodes[i];
+        marginal[i] = alpha[nd->pos] * marginal[i] * beta[nd->pos + nd->len] * inv;
+    }
+    *log_z = log(z) - c * (double)len;
+    return true;
+}
+
 lipi_status lipi_lattice_marginals(lipi_lattice *l, double *marginal, double *log_z)
 {
     lipi_status st = LIPI_OK;
     size_t len = l->len;
     double *alpha, *beta;
     TRY(pos_scratch(l));
+    if (marginals_linear(l, marginal, log_z))
+        goto done;
     alpha = l->pos_score;
     beta = l->pos_beta;
     for (size_t p = 0; p <= len; p++)

@@ -240,6 +240,45 @@ static int enter_workdir(void)
     return 0;
 }
 
+static void test_unigram_writes_tokenizer_json_and_spm_model_alike(void **state)
+{
+    cli_result r = run("train --quiet --type unigram --threads 1 --vocab-size 1500 -o ./lipi-u1.json "
+                       "--export-spm ./lipi-u1.model " ALL);
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    r = run("train --quiet --type unigram --threads 2 --vocab-size 1500 -o ./lipi-u2.json " ALL);
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    assert_same_file("./lipi-u1.json", "./lipi-u2.json");
+    lipi_tokenizer *a = NULL, *b = NULL;
+    lipi_error err;
+    assert_int_equal(lipi_tokenizer_load("./lipi-u1.json", &a, &err), LIPI_OK);
+    assert_int_equal(lipi_tokenizer_open("./lipi-u1.model", NULL, &b, &err), LIPI_OK);
+    assert_int_equal(lipi_tokenizer_model_type(a), LIPI_MODEL_UNIGRAM);
+    assert_int_equal(lipi_tokenizer_vocab_size(a), 1500);
+    assert_int_equal(lipi_tokenizer_vocab_size(b), 1500);
+    for (uint32_t id = 0; id < 1500; id += 7) {
+        size_t la, lb;
+        const char *ta = lipi_tokenizer_id_to_token(a, id, &la);
+        const char *tb = lipi_tokenizer_id_to_token(b, id, &lb);
+        assert_int_equal(la, lb);
+        assert_memory_equal(ta, tb, la);
+    }
+    lipi_tokenizer_free(a);
+    lipi_tokenizer_free(b);
+    r = run("train --type unigram --units byte -o ./lipi-u3.json " ALL);
+    assert_int_equal(r.code, 2);
+    cli_result_free(&r);
+    /* Counts made with the unigram pattern train the same model. */
+    r = run("count --quiet --pattern unigram -o ./lipi-u.tsv " ALL);
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    r = run("train --quiet --type unigram --vocab-size 1500 --from-counts ./lipi-u.tsv -o ./lipi-u4.json");
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    assert_same_file("./lipi-u1.json", "./lipi-u4.json");
+}
+
 int main(void)
 {
     if (access(DATA "hin_Deva.txt", R_OK) != 0 || enter_workdir() != 0) {
@@ -256,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_unwritable_output_fails_before_training),
         cmocka_unit_test(test_empty_corpus_and_invalid_utf8_are_errors),
         cmocka_unit_test(test_an_existing_output_survives_a_failed_run),
+        cmocka_unit_test(test_unigram_writes_tokenizer_json_and_spm_model_alike),
     };
     int failed = cmocka_run_group_tests_name("cli_train", tests, NULL, NULL);
     char cmd[128];

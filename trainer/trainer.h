@@ -117,6 +117,10 @@ lipi_status lipi_counts_merge_files(const char *const *paths, size_t n, const ch
 typedef enum {
     LIPI_PHASE_COUNT = 0, /* reading and counting the corpus */
     LIPI_PHASE_MERGE,     /* learning merges */
+    LIPI_PHASE_SEED,      /* Unigram: suffix array and seed pieces */
+    LIPI_PHASE_EM,        /* Unigram: EM and pruning; merges_done and
+                             merges_total count EM steps (an E-step plus
+                             M-step, or a pruning) done and expected */
 } lipi_train_phase;
 
 typedef struct {
@@ -284,5 +288,151 @@ lipi_status lipi_bpe_train_files(const char *const *paths, size_t n_paths,
 lipi_status lipi_bpe_train_counts(const lipi_counts *counts, lipi_normalizer *norm,
                                   lipi_pretokenizer *pre, const lipi_bpe_options *opt,
                                   lipi_tokenizer **out, lipi_error *err);
+
+/* ======================================================================== */
+/* Unigram trainer                                                           */
+/* ======================================================================== */
+
+/* The unigram language model of Kudo (2018), trained as SentencePiece's
+ * unigram_model_trainer does:
+ *
+ *   lipi_unigram_options uo;  lipi_count_options co;  lipi_pretokenizer *pre;
+ *   lipi_unigram_options_default(&uo);  lipi_count_options_default(&co);
+ *   uo.vocab_size = 32000;
+ *   lipi_normalizer_new("indic", NULL, &norm, &err);
+ *   lipi_unigram_pretokenizer_new(&pre, &err);
+ *   lipi_unigram_train_files(files, n, norm, pre, &co, &uo, &tok, &err);
+ *   lipi_tokenizer_save(tok, "tokenizer.json", &err);
+ *   lipi_tokenizer_save_spm(tok, "model.model", &err);   (tokenizer.h)
+ *
+ * 1. Words and counts (lipi_count_files), by default with the indic
+ *    normalizer and lipi_unigram_pretokenizer_new: words look like
+ *    "▁नमस्ते", as SentencePiece's whitespace-split sentences do.
+ * 2. Required characters: the most frequent code points covering
+ *    character_coverage of all characters (the rest are left to byte
+ *    fallback, or <unk>).
+ * 3. Seed pieces: the required characters, plus the seed_size substrings
+ *    of 2 .. max_piece_length code points with the highest frequency *
+ *    length, found with a suffix array over the distinct words (each
+ *    substring counted with the counts of the words it occurs in).
+ * 4. EM over the distinct words weighted by their counts: E-step by
+ *    forward-backward over each word's lattice (the encoder's lattice), on
+ *    all threads; M-step with SentencePiece's Bayesian (digamma) update,
+ *    dropping pieces expected less than 0.5 times. sub_iterations EM steps,
+ *    then pruning: each piece's loss is the drop in likelihood when its
+ *    uses go to its second-best segmentation; the lowest-loss pieces go
+ *    until shrinking_factor of them are left, never below 1.1 * vocab_size.
+ * 5. Final vocabulary: special tokens, then 256 "<0xNN>" pieces (with
+ *    byte_fallback), then the required characters and the best-scoring
+ *    pieces up to vocab_size, sorted by score (descending) then bytes. Scores
+ *    are log probabilities; specials and byte pieces score 0.
+ *
+ * Grapheme guard (default on): a piece is only ever used where it is a part
+ * of one extended grapheme cluster of the word or whole clusters of it, and
+ * a substring that is never used so is not a seed. "क्षि" can be one piece
+ * or a piece of one cluster, but "ि" never joins the next letter.
+ *
+ * The result does not depend on the thread count: E-step sums are
+ * accumulated in 64-bit fixed point (2^-24 or finer), every other sum is of
+ * integers or done in a fixed order. */
+
+typedef struct {
+    size_t vocab_size;          /* final vocabulary size, specials and byte
+                                   pieces included (default 8000) */
+    double character_coverage;  /* share of characters the required
+                                   characters cover (default 0.9995) */
+    bool byte_fallback;         /* 256 "<0xNN>" pieces after the specials
+                                   (default true) */
+    size_t max_piece_length;    /* longest piece in code points (default 16) */
+    size_t seed_size;           /* most seed substrings (default 1000000) */
+    double shrinking_factor;    /* share of pieces kept by a pruning, in
+                                   (0, 1) (default 0.75) */
+    size_t sub_iterations;      /* EM steps before each pruning (default 2) */
+    const char *const *special_tokens; /* NUL-terminated strings, borrowed;  */
+    size_t n_special;           /* ids 0 .. n-1 in this order. NULL/0 (default):
+                                   "<unk>", "<s>", "</s>" */
+    const char *unk_token;      /* the unknown piece (default "<unk>"); put
+                                   first when it is not a special token */
+    bool grapheme_guard;        /* see above (default true) */
+    uint64_t sample;            /* lipi_unigram_train_files: train on a
+                                   reservoir sample of this many lines; 0 =
+                                   every line (default) */
+    uint64_t sample_seed;       /* the sample's random seed (default 1): the
+                                   same seed and input give the same sample */
+    size_t threads;             /* 0 = online CPUs (default); the result never
+                                   depends on it */
+    lipi_progress_fn progress;  /* NULL: no reports (default) */
+    void *progress_user;
+} lipi_unigram_options;
+
+void lipi_unigram_options_default(lipi_unigram_options *opt);
+
+/* SentencePiece's piece types (the ModelProto numbers). */
+typedef enum {
+    LIPI_PIECE_NORMAL = 1,
+    LIPI_PIECE_UNKNOWN = 2,
+    LIPI_PIECE_CONTROL = 3,
+    LIPI_PIECE_USER_DEFINED = 4,
+    LIPI_PIECE_BYTE = 6,
+} lipi_piece_type;
+
+/* A trained Unigram vocabulary; immutable. */
+typedef struct lipi_unigram_model lipi_unigram_model;
+
+/* Trains on word counts (borrowed). The vocabulary has vocab_size pieces, or
+ * fewer when the corpus offers fewer candidates (a tiny corpus); the
+ * special tokens keep ids 0 .. n-1. Fails with LIPI_EINVAL for bad options,
+ * for counts with no words ("nothing to train on"), for a vocab_size below
+ * the minimum (specials + byte pieces + required characters; err->msg
+ * states it); LIPI_EFORMAT for a word that is not valid UTF-8; LIPI_EICU,
+ * LIPI_ENOMEM. Words longer than 65535 bytes are skipped (SentencePiece
+ * skips sentences over 4192). */
+lipi_status lipi_unigram_train(const lipi_counts *counts, const lipi_unigram_options *opt,
+                               lipi_unigram_model **out, lipi_error *err);
+void lipi_unigram_model_free(lipi_unigram_model *m);
+
+size_t lipi_unigram_model_vocab_size(const lipi_unigram_model *m);
+
+/* Piece `id`: its bytes (borrowed, *len bytes), score and type; NULL when
+ * id is out of range. score and type may be NULL. */
+const char *lipi_unigram_model_piece(const lipi_unigram_model *m, uint32_t id, size_t *len,
+                                     double *score, lipi_piece_type *type);
+
+/* Builds the tokenizer: model Unigram with m's pieces and scores, unk_id
+ * and byte_fallback as trained, the special tokens as added special tokens,
+ * `norm` and `pre` installed (both stolen, freed even on error; either may
+ * be NULL), and a decoder: ByteFallback (with byte_fallback), then
+ * Metaspace when `pre` holds a Metaspace step (with its replacement and
+ * prepend scheme), else Fuse. *out is owned by the caller. */
+lipi_status lipi_unigram_model_to_tokenizer(const lipi_unigram_model *m, lipi_normalizer *norm,
+                                            lipi_pretokenizer *pre, lipi_tokenizer **out,
+                                            lipi_error *err);
+
+/* The default pre-tokenizer of Unigram training: Sequence[the "indic"
+ * split with a leading space allowed before numbers too, Metaspace("▁",
+ * prepend_scheme "first", split false)]. Spaces become "▁" and stay at the
+ * front of their word, and the first word of a text gets one
+ * (SentencePiece's dummy prefix):
+ * "नमस्ते दुनिया! 42" -> ["▁नमस्ते", "▁दुनिया", "!", "▁42"]. Hugging Face
+ * loads its tokenizer.json form unchanged. *out is owned by the caller. */
+lipi_status lipi_unigram_pretokenizer_new(lipi_pretokenizer **out, lipi_error *err);
+
+/* lipi train --type unigram FILE...: counts the files (lipi_count_files
+ * with norm and pre and count_opt; with opt->sample, a seeded reservoir
+ * sample of opt->sample lines is counted instead), trains, and builds the
+ * tokenizer (lipi_unigram_model_to_tokenizer). norm and pre are stolen;
+ * pre is required (LIPI_EINVAL). */
+lipi_status lipi_unigram_train_files(const char *const *paths, size_t n_paths,
+                                     lipi_normalizer *norm, lipi_pretokenizer *pre,
+                                     const lipi_count_options *count_opt,
+                                     const lipi_unigram_options *opt, lipi_tokenizer **out,
+                                     lipi_error *err);
+
+/* lipi train --type unigram --from-counts: trains on counts (borrowed) and
+ * builds the tokenizer with norm and pre (stolen), which must be the ones
+ * the counts were made with. */
+lipi_status lipi_unigram_train_counts(const lipi_counts *counts, lipi_normalizer *norm,
+                                      lipi_pretokenizer *pre, const lipi_unigram_options *opt,
+                                      lipi_tokenizer **out, lipi_error *err);
 
 #endif
