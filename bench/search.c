@@ -314,6 +314,9 @@ static lipi_faiss *build_faiss(const char *dir, const char *spec, size_t threads
     return fi;
 }
 
+/* OpenBLAS (FAISS's BLAS here) names the kernels it chose. */
+char *openblas_get_corename(void);
+
 static int run_faiss(const char *dir, const char *spec, size_t k, size_t threads, size_t runs,
                      char **params, int nparams)
 {
@@ -333,13 +336,15 @@ static int run_faiss(const char *dir, const char *spec, size_t k, size_t threads
     if (!flat && stat(cache, &sb) == 0) {
         if (lipi_faiss_read(cache, &fi, &err) != LIPI_OK)
             die(cache, &err);
-        printf("%-14s loaded from %s\n", spec, cache);
+        printf("%-14s loaded from %s (OpenBLAS kernels: %s)\n", spec, cache,
+               openblas_get_corename());
     } else {
         if (!(fi = build_faiss(dir, spec, threads))) {
             fprintf(stderr, "search: cannot read the vectors\n");
             return 1;
         }
-        printf("%-14s built in %.1f s\n", spec, now() - t0);
+        printf("%-14s built in %.1f s (OpenBLAS kernels: %s)\n", spec, now() - t0,
+               openblas_get_corename());
         if (!flat && lipi_faiss_write(fi, cache, &err) != LIPI_OK)
             die(cache, &err);
     }
