@@ -305,6 +305,10 @@ typedef struct {
     size_t n_forbidden, forbidden_cap;
     bool clusters_only;  /* phase 1 of the guard: only merges inside a cluster */
     uint64_t min_count;  /* rarer pairs never need a heap entry */
+    uint64_t floor;      /* >= min_count: every mergeable pair counted this
+                          * often has a heap entry, rarer ones wait (see refill) */
+    uint64_t *scratch;   /* counts, for choosing the floor */
+    size_t scratch_cap;
     chunk *chunks;
     size_t n_chunks, chunks_cap;
     uint32_t free_chunk;
@@ -354,6 +358,7 @@ static void bpe_free(bpe *b)
     lipi_free(b->pslots);
     lipi_free(b->chunks);
     lipi_free(b->heap);
+    lipi_free(b->scratch);
     for (size_t t = 0; b->d && t < b->n_threads; t++) {
         lipi_free(b->d[t].rem);
         lipi_free(b->d[t].add);
@@ -757,7 +762,7 @@ static lipi_status pair_dec(bpe *b, uint64_t key, uint64_t n, uint64_t bad)
     pr->bad -= bad;
     if (pr->count == 0)
         list_release(b, pr);
-    if (bad && pr->bad == 0 && pr->count >= b->min_count && !is_forbidden(b, p))
+    if (bad && pr->bad == 0 && pr->count >= b->floor && !is_forbidden(b, p))
         return heap_push(b, pr->count, p);
     return LIPI_OK;
 }
@@ -888,7 +893,7 @@ static lipi_status apply_additions(bpe *b)
     for (size_t u = 0; u < b->n_used; u++) {
         uint32_t p = b->agg[b->agg_used[u]].pair;
         const pair_rec *pr = &b->pairs[p];
-        if (pr->count >= b->min_count && pr->bad == 0 && !is_forbidden(b, p) &&
+        if (pr->count >= b->floor && pr->bad == 0 && !is_forbidden(b, p) &&
             heap_push(b, pr->count, p) != LIPI_OK)
             return LIPI_ENOMEM;
     }
@@ -930,6 +935,19 @@ static void heap_sift_down(bpe *b, size_t i)
     h[i] = e;
 }
 
+static void heap_sift_up(bpe *b, size_t i)
+{
+    heap_ent e = b->heap[i];
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!heap_before(b, &e, &b->heap[parent]))
+            break;
+        b->heap[i] = b->heap[parent];
+        i = parent;
+    }
+    b->heap[i] = e;
+}
+
 static lipi_status heap_push(bpe *b, uint64_t count, uint32_t pair)
 {
     const pair_rec *pr = &b->pairs[pair];
@@ -939,16 +957,8 @@ static lipi_status heap_push(bpe *b, uint64_t count, uint32_t pair)
             return LIPI_ENOMEM;
         b->heap = p;
     }
-    heap_ent e = {count, pair, pr->left, pr->right};
-    size_t i = b->heap_n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!heap_before(b, &e, &b->heap[parent]))
-            break;
-        b->heap[i] = b->heap[parent];
-        i = parent;
-    }
-    b->heap[i] = e;
+    b->heap[b->heap_n] = (heap_ent){count, pair, pr->left, pr->right};
+    heap_sift_up(b, b->heap_n++);
     return LIPI_OK;
 }
 
@@ -1135,6 +1145,137 @@ static bool needs_clusters(const char *s, size_t len)
     return false;
 }
 
+/* Threads to use: the option, or the online CPUs, at most 64. */
+static size_t thread_count(const lipi_bpe_options *opt)
+{
+    long n = opt->threads ? (long)(opt->threads > 64 ? 64 : opt->threads)
+                          : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (size_t)n;
+}
+
+/* Runs fn(&jobs[t]) for t < n on up to n threads (jobs of a thread that
+ * could not start run on the calling one). */
+static void run_jobs(void *(*fn)(void *), void *jobs, size_t size, size_t n)
+{
+    pthread_t tid[64];
+    size_t started = 0;
+    for (size_t t = 1; t < n; t++) {
+        if (pthread_create(&tid[t], NULL, fn, (char *)jobs + t * size) != 0)
+            break;
+        started = t;
+    }
+    fn(jobs);
+    for (size_t t = started + 1; t < n; t++)
+        fn((char *)jobs + t * size);
+    for (size_t t = 1; t <= started; t++)
+        pthread_join(tid[t], NULL);
+}
+
+typedef struct {
+    bpe *b;
+    const lipi_count_entry *ents;
+    cp_table *cps;       /* this thread's unit frequencies */
+    size_t lo, hi;
+    uint64_t weighted;   /* sum of count x units */
+    size_t bad_word;     /* first word that is not UTF-8, or hi */
+    size_t bad_at;
+    bool overflow, nomem;
+} scan_job;
+
+/* Pass 1 over words [lo, hi): units, cluster need, unit frequencies. */
+static void *scan_run(void *arg)
+{
+    scan_job *job = arg;
+    bpe *b = job->b;
+    job->bad_word = job->hi;
+    for (size_t w = job->lo; w < job->hi; w++) {
+        const char *s = job->ents[w].word;
+        size_t len = job->ents[w].len;
+        uint64_t c = job->ents[w].count;
+        word_rec *wr = &b->words[w];
+        size_t bad = lipi_utf8_valid_prefix(s, len);
+        if (bad < len) {
+            job->bad_word = w;
+            job->bad_at = bad;
+            return NULL;
+        }
+        size_t units = 0;
+        if (b->byte_units) {
+            for (size_t i = 0; i < len; i++)
+                if (!cp_add(job->cps, (unsigned char)s[i], c))
+                    goto nomem;
+            units = len;
+        } else {
+            for (size_t i = 0; i < len; units++) {
+                uint32_t cp;
+                i += lipi_utf8_decode(s + i, len - i, &cp);
+                if (!cp_add(job->cps, cp, c))
+                    goto nomem;
+            }
+        }
+        if (units >= NONE || (c && units > UINT64_MAX / c) ||
+            job->weighted > UINT64_MAX - c * units) {
+            job->overflow = true;
+            return NULL;
+        }
+        job->weighted += c * units;
+        wr->len = wr->units = (uint32_t)units;
+        wr->count = c;
+        wr->goff = b->guard && needs_clusters(s, len) ? 0 : NO_GUARD;
+    }
+    return NULL;
+nomem:
+    job->nomem = true;
+    return NULL;
+}
+
+/* Pass 1 on all threads; the unit frequencies of all threads are summed
+ * into cps and the total of count x units into *weighted. Errors name the
+ * first bad word in table order, whatever the thread count. */
+static lipi_status scan_words(bpe *b, const lipi_count_entry *ents, cp_table *cps,
+                              uint64_t *weighted, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    size_t threads = b->n_words < 4096 ? 1 : thread_count(b->opt);
+    scan_job jobs[64];
+    for (size_t t = 0; t < threads; t++)
+        jobs[t] = (scan_job){b, ents, t ? NULL : cps, b->n_words * t / threads,
+                             b->n_words * (t + 1) / threads, 0, 0, 0, false, false};
+    for (size_t t = 1; t < threads; t++)
+        if (!(jobs[t].cps = lipi_calloc(1, sizeof *jobs[t].cps)))
+            threads = t; /* fewer threads: the last range absorbs the rest */
+    jobs[threads - 1].hi = b->n_words;
+    run_jobs(scan_run, jobs, sizeof *jobs, threads);
+    *weighted = 0;
+    for (size_t t = 0; t < threads && st == LIPI_OK; t++) {
+        const scan_job *j = &jobs[t];
+        if (j->bad_word < j->hi) {
+            const char *s = ents[j->bad_word].word;
+            st = lipi_error_set(err, LIPI_EFORMAT, NULL, 0, j->bad_at,
+                                "expected UTF-8 in word \"%.*s\", found byte 0x%02X",
+                                (int)(j->bad_at > 40 ? 40 : j->bad_at), s,
+                                (unsigned)(unsigned char)s[j->bad_at]);
+        } else if (j->nomem) {
+            st = LIPI_ENOMEM;
+        } else if (j->overflow || *weighted > UINT64_MAX - j->weighted) {
+            st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                                "counts too large: characters times counts overflow 64 bits");
+        } else {
+            *weighted += j->weighted;
+        }
+    }
+    for (size_t t = 1; t < threads; t++) {
+        for (size_t pi = 0; st == LIPI_OK && pi < sizeof cps->page / sizeof cps->page[0]; pi++) {
+            const cp_page *src = jobs[t].cps->page[pi];
+            for (uint32_t k = 0; src && k < 256; k++)
+                if (src->freq[k] && !cp_add(cps, pi << 8 | k, src->freq[k]))
+                    st = LIPI_ENOMEM;
+        }
+        cp_table_free(jobs[t].cps);
+    }
+    return st;
+}
+
 typedef struct {
     bpe *b;
     const lipi_count_entry *ents;
@@ -1196,14 +1337,6 @@ static void *fill_run(void *arg)
     return NULL;
 }
 
-/* Threads to use: the option, or the online CPUs, at most 64. */
-static size_t thread_count(const lipi_bpe_options *opt)
-{
-    long n = opt->threads ? (long)(opt->threads > 64 ? 64 : opt->threads)
-                          : sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 64 ? 64 : (size_t)n;
-}
-
 static lipi_status fill_words(bpe *b, const lipi_count_entry *ents, const cp_table *cps,
                               lipi_error *err)
 {
@@ -1211,22 +1344,10 @@ static lipi_status fill_words(bpe *b, const lipi_count_entry *ents, const cp_tab
     if (b->n_words < 4096)
         threads = 1;
     fill_job jobs[64];
-    pthread_t tid[64];
-    size_t started = 0;
     for (size_t t = 0; t < threads; t++)
         jobs[t] = (fill_job){b, ents, cps, b->n_words * t / threads,
                              b->n_words * (t + 1) / threads, LIPI_OK, {0}};
-    for (size_t t = 1; t < threads; t++) {
-        if (pthread_create(&tid[t], NULL, fill_run, &jobs[t]) != 0)
-            break;
-        started = t;
-    }
-    fill_run(&jobs[0]);
-    /* Ranges whose thread did not start run here. */
-    for (size_t t = started + 1; t < threads; t++)
-        fill_run(&jobs[t]);
-    for (size_t t = 1; t <= started; t++)
-        pthread_join(tid[t], NULL);
+    run_jobs(fill_run, jobs, sizeof *jobs, threads);
     for (size_t t = 0; t < threads; t++)
         if (jobs[t].st != LIPI_OK) {
             if (err)
@@ -1300,59 +1421,26 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
         goto done;
     }
 
-    /* Pass 1: validate, count units and their frequencies. */
-    size_t pos = 0, w = 0, total_units = 0, guard_bits = 0;
+    /* Pass 1, on all threads: validate, count units and their frequencies;
+     * then the words' places in the symbol and bitmap arrays, in order. */
+    size_t pos = 0, total_units = 0, guard_bits = 0;
     uint64_t weighted = 0;
-    while (lipi_counts_next(counts, &pos, &ents[w])) {
-        const char *s = ents[w].word;
-        size_t len = ents[w].len;
-        uint64_t c = ents[w].count;
+    for (size_t w = 0; lipi_counts_next(counts, &pos, &ents[w]); w++)
+        ;
+    TRY(scan_words(b, ents, cps, &weighted, err));
+    for (size_t w = 0; w < b->n_words; w++) {
         word_rec *wr = &b->words[w];
-        size_t bad = lipi_utf8_valid_prefix(s, len);
-        if (bad < len) {
-            st = lipi_error_set(err, LIPI_EFORMAT, NULL, 0, bad,
-                                "expected UTF-8 in word \"%.*s\", found byte 0x%02X",
-                                (int)(bad > 40 ? 40 : bad), s, (unsigned)(unsigned char)s[bad]);
+        if (total_units > SIZE_MAX - wr->units) {
+            st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "too many characters in the words");
             goto done;
         }
-        size_t units = 0;
-        if (b->byte_units) {
-            for (size_t i = 0; i < len; i++)
-                if (!cp_add(cps, (unsigned char)s[i], c)) {
-                    st = LIPI_ENOMEM;
-                    goto done;
-                }
-            units = len;
-        } else {
-            for (size_t i = 0; i < len;) {
-                uint32_t cp;
-                i += lipi_utf8_decode(s + i, len - i, &cp);
-                if (!cp_add(cps, cp, c)) {
-                    st = LIPI_ENOMEM;
-                    goto done;
-                }
-                units++;
-            }
-        }
-        if (units >= NONE || total_units > SIZE_MAX - units ||
-            (c && units > UINT64_MAX / c) || weighted > UINT64_MAX - c * units) {
-            st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                                "counts too large: characters times counts overflow 64 bits");
-            goto done;
-        }
-        weighted += c * units;
         wr->off = total_units;
-        wr->len = wr->units = (uint32_t)units;
-        wr->count = c;
-        if (b->guard && needs_clusters(s, len)) {
+        total_units += wr->units;
+        if (wr->goff != NO_GUARD) {
             guard_bits = (guard_bits + 7) & ~(size_t)7; /* byte-aligned: threads write apart */
             wr->goff = guard_bits;
-            guard_bits += units;
-        } else {
-            wr->goff = NO_GUARD;
+            guard_bits += wr->units;
         }
-        total_units += units;
-        w++;
     }
 
     /* The alphabet. */
@@ -1473,6 +1561,8 @@ done:
 /* The merge loop                                                            */
 /* ------------------------------------------------------------------------ */
 
+static lipi_status lower_floor(bpe *b, uint64_t below);
+
 /* Counts every valid pair of every word from scratch, and fills the heap. */
 static lipi_status count_pairs(bpe *b)
 {
@@ -1502,36 +1592,109 @@ static lipi_status count_pairs(bpe *b)
             b->pairs[p].count += wr->count;
         }
     }
-    void *q = b->heap;
-    if (big_grow(&q, &b->heap_cap, b->n_pairs ? b->n_pairs : 1, sizeof *b->heap) != LIPI_OK)
-        return LIPI_ENOMEM;
-    b->heap = q;
     b->heap_n = 0;
-    for (uint32_t p = 0; p < b->n_pairs; p++)
-        if (b->pairs[p].count >= b->min_count && b->pairs[p].bad == 0)
-            b->heap[b->heap_n++] =
-                (heap_ent){b->pairs[p].count, p, b->pairs[p].left, b->pairs[p].right};
-    for (size_t i = b->heap_n / 2; i-- > 0;)
-        heap_sift_down(b, i);
+    return lower_floor(b, UINT64_MAX);
+}
+
+/* The k-th largest (k >= 1) of v[0..n), k <= n; reorders v. */
+static uint64_t kth_largest(uint64_t *v, size_t n, size_t k)
+{
+    ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, want = (ptrdiff_t)k - 1;
+    while (lo < hi) {
+        uint64_t a = v[lo], m = v[lo + (hi - lo) / 2], c = v[hi];
+        uint64_t pivot = a < m ? (m < c ? m : a < c ? c : a) : (a < c ? a : m < c ? c : m);
+        /* Descending three-way partition: > pivot, == pivot, < pivot. */
+        ptrdiff_t lt = lo, i = lo, gt = hi;
+        while (i <= gt) {
+            uint64_t x = v[i];
+            if (x > pivot) {
+                v[i++] = v[lt];
+                v[lt++] = x;
+            } else if (x < pivot) {
+                v[i] = v[gt];
+                v[gt--] = x;
+            } else {
+                i++;
+            }
+        }
+        if (want < lt)
+            hi = lt - 1;
+        else if (want > gt)
+            lo = gt + 1;
+        else
+            return pivot;
+    }
+    return v[lo];
+}
+
+/* Gives heap entries to the mergeable pairs counted less than `below` but
+ * at least a new, lower floor, chosen so that about `budget` of them get
+ * one (all of them once the floor reaches min_count). Rare pairs thus stay
+ * out of the heap until the frequent ones are used up: most never enter
+ * it, and the heap stays small enough for the cache. Called with an empty
+ * heap; the merges chosen are the same as with every pair in the heap. */
+static lipi_status lower_floor(bpe *b, uint64_t below)
+{
+    size_t remaining = b->opt->vocab_size > b->n_tok ? b->opt->vocab_size - b->n_tok : 0;
+    size_t budget = remaining * 2 > 16384 ? remaining * 2 : 16384;
+    size_t n = 0;
+    if (b->n_pairs > b->scratch_cap) {
+        void *q = b->scratch;
+        if (big_grow(&q, &b->scratch_cap, b->n_pairs, sizeof *b->scratch) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->scratch = q;
+    }
+    for (uint32_t p = 0; p < b->n_pairs; p++) {
+        const pair_rec *pr = &b->pairs[p];
+        if (pr->count >= b->min_count && pr->count < below && pr->bad == 0)
+            b->scratch[n++] = pr->count;
+    }
+    uint64_t f = n > budget ? kth_largest(b->scratch, n, budget) : b->min_count;
+    b->floor = f > b->min_count ? f : b->min_count;
+    if (n > b->heap_cap - b->heap_n) {
+        void *q = b->heap;
+        if (big_grow(&q, &b->heap_cap, b->heap_n + n, sizeof *b->heap) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->heap = q;
+    }
+    size_t first = b->heap_n;
+    for (uint32_t p = 0; p < b->n_pairs; p++) {
+        const pair_rec *pr = &b->pairs[p];
+        if (pr->count >= b->floor && pr->count < below && pr->bad == 0 && !is_forbidden(b, p))
+            b->heap[b->heap_n++] = (heap_ent){pr->count, p, pr->left, pr->right};
+    }
+    if (first == 0) {
+        for (size_t i = b->heap_n / 2; i-- > 0;)
+            heap_sift_down(b, i);
+    } else {
+        for (size_t i = first; i < b->heap_n; i++)
+            heap_sift_up(b, i);
+    }
     return LIPI_OK;
 }
 
 /* The next pair to merge, or NONE. */
 static lipi_status next_pair(bpe *b, uint32_t *out)
 {
-    while (b->heap_n) {
-        heap_ent top = heap_pop(b);
-        const pair_rec *pr = &b->pairs[top.pair];
-        if (pr->count < b->min_count || pr->bad || top.count < pr->count ||
-            is_forbidden(b, top.pair))
-            continue; /* a newer entry holds the raised count */
-        if (top.count > pr->count) {
-            if (heap_push(b, pr->count, top.pair) != LIPI_OK)
-                return LIPI_ENOMEM;
-            continue;
+    for (;;) {
+        while (b->heap_n) {
+            heap_ent top = heap_pop(b);
+            const pair_rec *pr = &b->pairs[top.pair];
+            if (pr->count < b->floor || pr->bad || top.count < pr->count ||
+                is_forbidden(b, top.pair))
+                continue; /* a newer entry holds the raised count, or it waits below the floor */
+            if (top.count > pr->count) {
+                if (heap_push(b, pr->count, top.pair) != LIPI_OK)
+                    return LIPI_ENOMEM;
+                continue;
+            }
+            *out = top.pair;
+            return LIPI_OK;
         }
-        *out = top.pair;
-        return LIPI_OK;
+        if (b->floor <= b->min_count)
+            break;
+        if (lower_floor(b, b->floor) != LIPI_OK)
+            return LIPI_ENOMEM;
     }
     *out = NONE;
     return LIPI_OK;
@@ -1921,6 +2084,7 @@ lipi_status lipi_bpe_train(const lipi_counts *counts, const lipi_bpe_options *op
     b.guard = opt->grapheme_guard;
     b.max_len = opt->max_token_length;
     b.min_count = opt->min_frequency > 1 ? opt->min_frequency : 1;
+    b.floor = b.min_count;
     b.free_chunk = NONE;
     TRY(prepare(&b, counts, err));
     if (helpers_start(&b, thread_count(opt)) != LIPI_OK) {
