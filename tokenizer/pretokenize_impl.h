@@ -1,11 +1,22 @@
-/* Internal helpers shared by pretokenize.c and unicode.c: a UTF-8 validator
- * and a decoder for text already known to be valid. They are inline because
+/* Internal helpers shared by pretokenize.c, scanner.c and unicode.c: a UTF-8
+ * validator and a decoder for text already known to be valid. They are inline because
  * the pre-tokenizer calls them once per character of every input. */
 #ifndef LIPI_PRETOKENIZE_IMPL_H
 #define LIPI_PRETOKENIZE_IMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+typedef struct lipi_pretokenizer lipi_pretokenizer;
+
+/* Whether the Split/ByteLevel nodes of p (and its children) whose pattern
+ * is a known one run the hand-written scanner (the default) or PCRE2. For
+ * tests that compare the two; not for a pre-tokenizer other threads use. */
+void lipi_pretokenizer_use_scanners(lipi_pretokenizer *p, bool on);
+
+/* True when some node of p runs a scanner instead of its regex. */
+bool lipi_pretokenizer_has_scanner(const lipi_pretokenizer *p);
 
 /* Decodes the code point at s, which must start a well-formed sequence
  * (callers validate first); stores it in *cp and returns its length. */
@@ -26,6 +37,32 @@ static inline size_t pt_utf8_next(const char *s, uint32_t *cp)
     }
     *cp = ((uint32_t)(u[0] & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12) |
           ((uint32_t)(u[2] & 0x3F) << 6) | (u[3] & 0x3F);
+    return 4;
+}
+
+/* Writes code point cp (<= U+10FFFF, not a surrogate) as UTF-8 to out
+ * (room for 4 bytes) and returns its length. */
+static inline size_t pt_utf8_put(uint32_t cp, char *out)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
     return 4;
 }
 
