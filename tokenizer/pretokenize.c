@@ -1255,16 +1255,27 @@ static lipi_status pieces_reserve(lipi_pieces *out, size_t count, size_t text)
 lipi_status lipi_pretokenize(const lipi_pretokenizer *p, const char *s, size_t len,
                              lipi_pieces *out, lipi_error *err)
 {
+    if (!out || (!s && len))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected text and an output");
+    size_t bad = pt_utf8_valid_prefix(s, len);
+    if (bad < len) {
+        out->count = 0;
+        out->text_len = 0;
+        return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, bad,
+                              "expected UTF-8, found byte 0x%02X at offset %zu",
+                              (unsigned char)s[bad], bad);
+    }
+    return lipi_pretokenize_valid(p, s, len, out, err);
+}
+
+lipi_status lipi_pretokenize_valid(const lipi_pretokenizer *p, const char *s, size_t len,
+                                   lipi_pieces *out, lipi_error *err)
+{
     lipi_status st = LIPI_OK;
     if (!out || (!s && len))
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected text and an output");
     out->count = 0;
     out->text_len = 0;
-    size_t bad = pt_utf8_valid_prefix(s, len);
-    if (bad < len)
-        return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, bad,
-                              "expected UTF-8, found byte 0x%02X at offset %zu",
-                              (unsigned char)s[bad], bad);
     pt_scratch *sc;
     TRY(scratch_get(out, &sc));
     sc->src = s;

@@ -7,8 +7,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
-typedef struct lipi_pretokenizer lipi_pretokenizer;
+#include "tokenizer/tokenizer.h"
+
+/* lipi_pretokenize for text the caller has already checked to be valid
+ * UTF-8 (the encoder checks each input once, before normalizing). */
+lipi_status lipi_pretokenize_valid(const lipi_pretokenizer *p, const char *s, size_t len,
+                                   lipi_pieces *out, lipi_error *err);
 
 /* Whether the Split/ByteLevel nodes of p (and its children) whose pattern
  * is a known one run the hand-written scanner (the default) or PCRE2. For
@@ -76,7 +82,22 @@ static inline size_t pt_utf8_valid_prefix(const char *s, size_t len)
     while (i < len) {
         unsigned char c = u[i];
         if (c < 0x80) {
-            i++;
+            /* ASCII runs 8 bytes at a time */
+            while (len - i >= 8) {
+                uint64_t w;
+                memcpy(&w, u + i, 8);
+                if (w & 0x8080808080808080ull)
+                    break;
+                i += 8;
+            }
+            while (i < len && u[i] < 0x80)
+                i++;
+            continue;
+        }
+        /* the common case of most Indic and CJK text: E1..EC, EE, EF */
+        if (c >= 0xE1 && c != 0xED && c <= 0xEF && len - i >= 3 && (u[i + 1] & 0xC0) == 0x80 &&
+            (u[i + 2] & 0xC0) == 0x80) {
+            i += 3;
             continue;
         }
         size_t n;
