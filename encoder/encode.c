@@ -2,6 +2,7 @@
  * normalizer, pre-tokenizer, offsets back to the original text, truncation
  * and post-processing, in Hugging Face's order (see encoder_impl.h). */
 #include "encoder/encoder_impl.h"
+#include "tokenizer/pretokenize_impl.h"
 
 #include <string.h>
 
@@ -643,7 +644,9 @@ static lipi_status encode_sub(lipi_session *s, enc_toks *d, chain *c, bool first
         enc_piece pc = {c->sub, c->sub_len, lipi_enc_hash(c->sub, c->sub_len)};
         return emit_piece(s, d, c, &pc, whole, seq, want_offsets, err);
     }
-    TRY(lipi_pretokenize(e->pretok, c->sub, c->sub_len, &s->pieces, err));
+    /* encode_seq checked the input; normalizers and added-token splits
+     * keep text valid UTF-8 (charsmap replacements are checked at load). */
+    TRY(lipi_pretokenize_valid(e->pretok, c->sub, c->sub_len, &s->pieces, err));
     size_t np = s->pieces.count;
     TRY(ENC_GROW(s->pw, s->pw_cap, np));
     /* First the pieces' hashes, so that their cache slots can be fetched

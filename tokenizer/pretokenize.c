@@ -21,69 +21,9 @@
 
 #include "tokenizer/common_impl.h"
 #include "tokenizer/json_impl.h"
+#include "tokenizer/patterns_impl.h"
 #include "tokenizer/pretokenize_impl.h"
-
-/* ======================================================================== */
-/* Published patterns                                                        */
-/* ======================================================================== */
-
-#define PAT_GPT2                                                                   \
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
-
-#define PAT_CONTRACTIONS                                                           \
-    "('s|'S|'t|'T|'re|'rE|'Re|'RE|'ve|'vE|'Ve|'VE|'m|'M|'ll|'lL|'Ll|'LL|'d|'D)"
-
-/* tiktoken's cl100k_base and o200k_base pat_str, verbatim. */
-#define PAT_CL100K                                                                 \
-    PAT_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*" \
-                     "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-
-#define PAT_O200K                                                                  \
-    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+" \
-    PAT_CONTRACTIONS "?"                                                             \
-    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*" \
-    PAT_CONTRACTIONS "?"                                                             \
-    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-
-/* lipi's "indic" pattern. A word is a letter of one script followed by
- * letters of that script, combining marks (any \p{M}: matras, virama, nukta,
- * anusvara, accents) and ZWNJ/ZWJ, so the word ends where the script
- * changes. `[^\P{L}\P{Deva}]` is "a letter that is Devanagari": script
- * properties alone would also take the script's digits and signs. A word is
- * spelled L+(?:M+L*)*+ rather than L(?:L|M)*: the same strings, but a loop
- * per run of marks instead of per character (faster), and possessive, which
- * Oniguruma reads the same way and which keeps PCRE2's JIT stack flat on
- * long unspaced lines (Thai, Sanskrit compounds). Nothing after a word can
- * fail, so giving up backtracking changes no match. Written in
- * the syntax PCRE2 and Oniguruma share, so a tokenizer.json that carries it
- * splits the same way in Hugging Face tokenizers. */
-#define ZW "\\x{200C}\\x{200D}"
-#define LET(S) "[^\\P{L}\\P{" S "}]"
-#define WORD(S) LET(S) "+(?:[\\p{M}" ZW "]+" LET(S) "*)*+"
-#define JA_ALT LET("Han") "|" LET("Hiragana") "|" LET("Katakana")
-#define WORD_JA "(?:" JA_ALT "|\\x{30FC})(?:" JA_ALT "|[\\x{30FC}\\p{M}" ZW "])*+"
-#define LISTED                                                                     \
-    "\\p{Latin}\\p{Devanagari}\\p{Bengali}\\p{Tamil}\\p{Telugu}\\p{Gujarati}"       \
-    "\\p{Kannada}\\p{Malayalam}\\p{Gurmukhi}\\p{Oriya}\\p{Sinhala}\\p{Ol_Chiki}"    \
-    "\\p{Meetei_Mayek}\\p{Arabic}\\p{Cyrillic}\\p{Greek}\\p{Armenian}\\p{Hebrew}"   \
-    "\\p{Georgian}\\p{Thai}\\p{Lao}\\p{Tibetan}\\p{Myanmar}\\p{Khmer}\\p{Ethiopic}" \
-    "\\p{Hangul}\\p{Han}\\p{Hiragana}\\p{Katakana}"
-#define LET_OTHER "[^\\P{L}" LISTED "]"
-#define WORD_OTHER "(?:" LET_OTHER "|\\p{M})" LET_OTHER "*(?:[\\p{M}" ZW "]+" LET_OTHER "*)*+"
-
-#define PAT_INDIC                                                                  \
-    " ?(?:" WORD("Latin") "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"                           \
-    "|" WORD("Devanagari") "|" WORD("Bengali") "|" WORD("Tamil") "|" WORD("Telugu") \
-    "|" WORD("Gujarati") "|" WORD("Kannada") "|" WORD("Malayalam")                  \
-    "|" WORD("Gurmukhi") "|" WORD("Oriya") "|" WORD("Sinhala") "|" WORD("Ol_Chiki") \
-    "|" WORD("Meetei_Mayek") "|" WORD("Arabic") "|" WORD("Cyrillic")                \
-    "|" WORD("Greek") "|" WORD("Armenian") "|" WORD("Hebrew") "|" WORD("Georgian")  \
-    "|" WORD("Thai") "|" WORD("Lao") "|" WORD("Tibetan") "|" WORD("Myanmar")        \
-    "|" WORD("Khmer") "|" WORD("Ethiopic") "|" WORD("Hangul") "|" WORD_JA           \
-    "|" WORD_OTHER ")"                                                              \
-    "|(?:\\p{N}\\p{M}*){1,3}"                                                        \
-    "| ?[^\\s\\p{L}\\p{N}\\p{M}][^\\s\\p{L}\\p{N}]*[\\r\\n]*"                         \
-    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#include "tokenizer/scanner_impl.h"
 
 /* ======================================================================== */
 /* The tree                                                                  */
@@ -122,6 +62,10 @@ static const char *const prepend_names[] = {"always", "first", "never"};
 struct lipi_pretokenizer {
     pt_kind kind;
     pcre2_code *re;          /* Split, ByteLevel with use_regex */
+    /* The hand-written equivalent of re, when its pattern is a known one;
+     * re stays compiled (tests compare both, and no_scan selects re). */
+    const lipi_scanner *scan;
+    bool no_scan;
     /* Split */
     char *pattern;           /* as written in tokenizer.json, NUL-terminated */
     size_t pattern_len;
@@ -407,6 +351,7 @@ static lipi_status split_new(const char *pattern, size_t n, bool is_regex, pt_be
     p->pattern_len = n;
     if (is_regex) {
         TRY(compile_regex(pattern, n, where, &p->re, err));
+        p->scan = lipi_scanner_find(pattern, n);
     } else {
         if (n > SIZE_MAX / 2) {
             st = LIPI_ENOMEM;
@@ -440,8 +385,10 @@ static lipi_status bytelevel_new(bool add_prefix_space, bool trim_offsets, bool 
     p->add_prefix_space = add_prefix_space;
     p->trim_offsets = trim_offsets;
     p->use_regex = use_regex;
-    if (use_regex)
+    if (use_regex) {
         TRY(compile_regex(PAT_GPT2, strlen(PAT_GPT2), "ByteLevel", &p->re, err));
+        p->scan = lipi_scanner_find(PAT_GPT2, strlen(PAT_GPT2));
+    }
     *out = p;
     p = NULL;
 done:
@@ -494,6 +441,25 @@ static lipi_status pretokenizer_new(const char *name, lipi_pretokenizer **out, l
 lipi_status lipi_pretokenizer_new(const char *name, lipi_pretokenizer **out, lipi_error *err)
 {
     return with_nomem_msg(pretokenizer_new(name, out, err), err);
+}
+
+void lipi_pretokenizer_use_scanners(lipi_pretokenizer *p, bool on)
+{
+    if (!p)
+        return;
+    p->no_scan = !on;
+    for (size_t i = 0; i < p->n_children; i++)
+        lipi_pretokenizer_use_scanners(p->children[i], on);
+}
+
+bool lipi_pretokenizer_has_scanner(const lipi_pretokenizer *p)
+{
+    if (!p)
+        return false;
+    for (size_t i = 0; i < p->n_children; i++)
+        if (lipi_pretokenizer_has_scanner(p->children[i]))
+            return true;
+    return p->scan != NULL;
 }
 
 lipi_status lipi_pretokenizer_new_pattern(const char *pattern, lipi_pretokenizer **out,
@@ -578,29 +544,6 @@ static uint32_t byte_char(uint8_t b)
     return 0x143; /* 0xAD */
 }
 
-static size_t utf8_put(uint32_t cp, char *out)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
 
 /* ======================================================================== */
 /* Per-thread scratch                                                        */
@@ -834,6 +777,41 @@ done:
     return st;
 }
 
+/* Segments of t[0..n) for a known pattern, by its scanner: the same
+ * segments as find_regex, as no known pattern matches the empty string. */
+static lipi_status find_scan(pt_scratch *sc, const lipi_scanner *scan, const char *t, size_t n,
+                             bool invert)
+{
+    lipi_status st = LIPI_OK;
+    size_t i = 0, prev = 0;
+    sc->n_segs = 0;
+    while (i < n) {
+        size_t m = lipi_scan_match(scan, t, n, i);
+        if (!m) {
+            uint32_t cp;
+            i += pt_utf8_next(t + i, &cp);
+            continue;
+        }
+        if (prev != i)
+            TRY(seg_push(sc, prev, i, invert));
+        TRY(seg_push(sc, i, i + m, !invert));
+        i = prev = i + m;
+    }
+    if (prev != n)
+        TRY(seg_push(sc, prev, n, invert));
+done:
+    return st;
+}
+
+/* The segments of a Split or ByteLevel node's pattern. */
+static lipi_status find_pattern(pt_scratch *sc, const lipi_pretokenizer *pt, const char *t, size_t n,
+                                bool invert, lipi_error *err)
+{
+    if (pt->scan && !pt->no_scan)
+        return find_scan(sc, pt->scan, t, n, invert);
+    return find_regex(sc, pt->re, t, n, invert, err);
+}
+
 /* Segments for a character predicate: every matching character alone, the
  * runs between them as non-matches. */
 static lipi_status find_chars(pt_scratch *sc, const char *t, size_t n, bool (*pred)(uint32_t, uint32_t),
@@ -945,13 +923,13 @@ static lipi_status bytelevel_map(pt_scratch *sc, pt_piece *p, bool prefix_space)
         size_t k = pt_utf8_next(t + i, &cp);
         lipi_span sp = piece_align(sc, p, i, k);
         if (i == 0 && prefix_space) {
-            size_t m = utf8_put(byte_char(' '), o + w);
+            size_t m = pt_utf8_put(byte_char(' '), o + w);
             for (size_t j = 0; j < m; j++)
                 a[w + j] = sp;
             w += m;
         }
         for (size_t j = 0; j < k; j++) {
-            size_t m = utf8_put(byte_char((uint8_t)t[i + j]), o + w);
+            size_t m = pt_utf8_put(byte_char((uint8_t)t[i + j]), o + w);
             for (size_t x = 0; x < m; x++)
                 a[w + x] = sp;
             w += m;
@@ -1004,7 +982,7 @@ static lipi_status metaspace_map(pt_scratch *sc, pt_piece *p, uint32_t rep, bool
     size_t n = piece_len(p);
     const char *t = piece_text(sc, p);
     char rb[4];
-    size_t rl = utf8_put(rep, rb);
+    size_t rl = pt_utf8_put(rep, rb);
     bool has_space = memchr(t, ' ', n) != NULL;
     uint32_t first;
     pt_utf8_next(t, &first);
@@ -1176,7 +1154,7 @@ static lipi_status apply_leaf(const lipi_pretokenizer *pt, pt_scratch *sc, pt_pi
     lipi_status st = LIPI_OK;
     switch (pt->kind) {
     case PT_SPLIT:
-        TRY(find_regex(sc, pt->re, piece_text(sc, &p), piece_len(&p), pt->invert, err));
+        TRY(find_pattern(sc, pt, piece_text(sc, &p), piece_len(&p), pt->invert, err));
         TRY(split_by_segs(sc, &p, pt->behavior, out));
         break;
     case PT_BYTELEVEL: {
@@ -1184,7 +1162,7 @@ static lipi_status apply_leaf(const lipi_pretokenizer *pt, pt_scratch *sc, pt_pi
             TRY(prepend_space(sc, &p));
         size_t first = out->n;
         if (pt->use_regex) {
-            TRY(find_regex(sc, pt->re, piece_text(sc, &p), piece_len(&p), false, err));
+            TRY(find_pattern(sc, pt, piece_text(sc, &p), piece_len(&p), false, err));
             TRY(split_by_segs(sc, &p, BEH_ISOLATED, out));
         } else {
             TRY(list_push(out, &p));
@@ -1277,16 +1255,27 @@ static lipi_status pieces_reserve(lipi_pieces *out, size_t count, size_t text)
 lipi_status lipi_pretokenize(const lipi_pretokenizer *p, const char *s, size_t len,
                              lipi_pieces *out, lipi_error *err)
 {
+    if (!out || (!s && len))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected text and an output");
+    size_t bad = pt_utf8_valid_prefix(s, len);
+    if (bad < len) {
+        out->count = 0;
+        out->text_len = 0;
+        return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, bad,
+                              "expected UTF-8, found byte 0x%02X at offset %zu",
+                              (unsigned char)s[bad], bad);
+    }
+    return lipi_pretokenize_valid(p, s, len, out, err);
+}
+
+lipi_status lipi_pretokenize_valid(const lipi_pretokenizer *p, const char *s, size_t len,
+                                   lipi_pieces *out, lipi_error *err)
+{
     lipi_status st = LIPI_OK;
     if (!out || (!s && len))
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected text and an output");
     out->count = 0;
     out->text_len = 0;
-    size_t bad = pt_utf8_valid_prefix(s, len);
-    if (bad < len)
-        return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, bad,
-                              "expected UTF-8, found byte 0x%02X at offset %zu",
-                              (unsigned char)s[bad], bad);
     pt_scratch *sc;
     TRY(scratch_get(out, &sc));
     sc->src = s;
@@ -1620,7 +1609,7 @@ static bool put(json_t *o, const char *key, json_t *v)
 static json_t *char_json(uint32_t cp)
 {
     char b[4];
-    return json_stringn(b, utf8_put(cp, b));
+    return json_stringn(b, pt_utf8_put(cp, b));
 }
 
 json_t *lipi_pretokenizer_to_json(const lipi_pretokenizer *p)

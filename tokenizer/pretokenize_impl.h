@@ -1,11 +1,28 @@
-/* Internal helpers shared by pretokenize.c and unicode.c: a UTF-8 validator
- * and a decoder for text already known to be valid. They are inline because
+/* Internal helpers shared by pretokenize.c, scanner.c and unicode.c: a UTF-8
+ * validator and a decoder for text already known to be valid. They are inline because
  * the pre-tokenizer calls them once per character of every input. */
 #ifndef LIPI_PRETOKENIZE_IMPL_H
 #define LIPI_PRETOKENIZE_IMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "tokenizer/tokenizer.h"
+
+/* lipi_pretokenize for text the caller has already checked to be valid
+ * UTF-8 (the encoder checks each input once, before normalizing). */
+lipi_status lipi_pretokenize_valid(const lipi_pretokenizer *p, const char *s, size_t len,
+                                   lipi_pieces *out, lipi_error *err);
+
+/* Whether the Split/ByteLevel nodes of p (and its children) whose pattern
+ * is a known one run the hand-written scanner (the default) or PCRE2. For
+ * tests that compare the two; not for a pre-tokenizer other threads use. */
+void lipi_pretokenizer_use_scanners(lipi_pretokenizer *p, bool on);
+
+/* True when some node of p runs a scanner instead of its regex. */
+bool lipi_pretokenizer_has_scanner(const lipi_pretokenizer *p);
 
 /* Decodes the code point at s, which must start a well-formed sequence
  * (callers validate first); stores it in *cp and returns its length. */
@@ -29,6 +46,32 @@ static inline size_t pt_utf8_next(const char *s, uint32_t *cp)
     return 4;
 }
 
+/* Writes code point cp (<= U+10FFFF, not a surrogate) as UTF-8 to out
+ * (room for 4 bytes) and returns its length. */
+static inline size_t pt_utf8_put(uint32_t cp, char *out)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
 /* Offset of the first byte of s[0..len) that does not start a well-formed
  * UTF-8 sequence (overlongs, surrogates, values above U+10FFFF and truncated
  * sequences included), or len when all of s is valid. */
@@ -39,7 +82,22 @@ static inline size_t pt_utf8_valid_prefix(const char *s, size_t len)
     while (i < len) {
         unsigned char c = u[i];
         if (c < 0x80) {
-            i++;
+            /* ASCII runs 8 bytes at a time */
+            while (len - i >= 8) {
+                uint64_t w;
+                memcpy(&w, u + i, 8);
+                if (w & 0x8080808080808080ull)
+                    break;
+                i += 8;
+            }
+            while (i < len && u[i] < 0x80)
+                i++;
+            continue;
+        }
+        /* the common case of most Indic and CJK text: E1..EC, EE, EF */
+        if (c >= 0xE1 && c != 0xED && c <= 0xEF && len - i >= 3 && (u[i + 1] & 0xC0) == 0x80 &&
+            (u[i + 2] & 0xC0) == 0x80) {
+            i += 3;
             continue;
         }
         size_t n;

@@ -8,6 +8,7 @@
  * so overlongs, surrogates and values above U+10FFFF are rejected by the
  * range of the second byte alone. */
 #include "tokenizer/common_impl.h"
+#include "tokenizer/pretokenize_impl.h"
 
 #include <string.h>
 
@@ -135,19 +136,7 @@ static size_t ascii_prefix(const unsigned char *s, size_t len)
 
 size_t lipi_utf8_valid_prefix(const char *s, size_t len)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < len) {
-        i += ascii_prefix(u + i, len - i);
-        if (i >= len)
-            break;
-        bool ok;
-        size_t n = scan_one(u + i, len - i, &ok);
-        if (!ok)
-            return i;
-        i += n;
-    }
-    return len;
+    return pt_utf8_valid_prefix(s, len);
 }
 
 lipi_status lipi_utf8_repair(const char *s, size_t len, char **out, size_t *out_len)
