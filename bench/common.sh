@@ -62,3 +62,12 @@ bench_table() {
       }
     }' "$TIMES"
 }
+
+# bench_ratios BASE OTHER: OTHER's wall time over BASE's, run by run (runs are
+# interleaved, so each pair saw the same machine load).
+bench_ratios() {
+  awk -v base="$1" -v other="$2" '
+    $1 == base { b[++nb] = $2 } $1 == other { o[++no] = $2 }
+    END { s = ""; for (i = 1; i <= nb && i <= no; i++) s = s sprintf(" %.2f", o[i] / b[i])
+          printf "%s wall / %s wall, run by run:%s\n", other, base, s }' "$TIMES"
+}

@@ -39,4 +39,7 @@ done
 echo
 bench_table lipi-char
 echo
+bench_ratios lipi-char hf-bytelevel
+bench_ratios lipi-char hf-nfkc-metaspace
+echo
 echo "Ratios below 1 mean that tool took less wall time than lipi-char."
