@@ -266,10 +266,11 @@ typedef struct {
 typedef uint64_t pair_slot;
 #define PSLOT_EMPTY UINT64_MAX
 
-/* The pair's token ids ride along so that comparing two entries touches
- * only the heap and the small per-token arrays. */
+/* The pair's token ids and the first bytes of its left token ride along,
+ * so that comparing two entries seldom leaves the heap. */
 typedef struct {
     uint64_t count;
+    uint64_t left_prefix; /* prefix[left] */
     uint32_t pair, left, right;
 } heap_ent;
 
@@ -906,15 +907,21 @@ static lipi_status apply_additions(bpe *b)
 
 /* True if x should be merged before y: higher count, then smaller left
  * token bytes, then smaller right token bytes. */
-static bool heap_before(const bpe *b, const heap_ent *x, const heap_ent *y)
+static inline bool heap_before(const bpe *b, const heap_ent *x, const heap_ent *y)
 {
     if (x->count != y->count)
         return x->count > y->count;
+    if (x->left_prefix != y->left_prefix)
+        return x->left_prefix < y->left_prefix;
     int c = tok_cmp(b, x->left, y->left);
     if (c)
         return c < 0;
     return tok_cmp(b, x->right, y->right) < 0;
 }
+
+/* A 4-ary heap: half the levels of a binary one, and the four children
+ * of a node share a cache line or two. */
+enum { HEAP_ARITY = 4 };
 
 static void heap_sift_down(bpe *b, size_t i)
 {
@@ -922,15 +929,17 @@ static void heap_sift_down(bpe *b, size_t i)
     size_t n = b->heap_n;
     heap_ent e = h[i];
     for (;;) {
-        size_t c = 2 * i + 1;
+        size_t c = HEAP_ARITY * i + 1;
         if (c >= n)
             break;
-        if (c + 1 < n && heap_before(b, &h[c + 1], &h[c]))
-            c++;
-        if (!heap_before(b, &h[c], &e))
+        size_t end = c + HEAP_ARITY < n ? c + HEAP_ARITY : n, best = c;
+        for (size_t k = c + 1; k < end; k++)
+            if (heap_before(b, &h[k], &h[best]))
+                best = k;
+        if (!heap_before(b, &h[best], &e))
             break;
-        h[i] = h[c];
-        i = c;
+        h[i] = h[best];
+        i = best;
     }
     h[i] = e;
 }
@@ -939,7 +948,7 @@ static void heap_sift_up(bpe *b, size_t i)
 {
     heap_ent e = b->heap[i];
     while (i > 0) {
-        size_t parent = (i - 1) / 2;
+        size_t parent = (i - 1) / HEAP_ARITY;
         if (!heap_before(b, &e, &b->heap[parent]))
             break;
         b->heap[i] = b->heap[parent];
@@ -957,7 +966,7 @@ static lipi_status heap_push(bpe *b, uint64_t count, uint32_t pair)
             return LIPI_ENOMEM;
         b->heap = p;
     }
-    b->heap[b->heap_n] = (heap_ent){count, pair, pr->left, pr->right};
+    b->heap[b->heap_n] = (heap_ent){count, b->prefix[pr->left], pair, pr->left, pr->right};
     heap_sift_up(b, b->heap_n++);
     return LIPI_OK;
 }
@@ -1661,10 +1670,11 @@ static lipi_status lower_floor(bpe *b, uint64_t below)
     for (uint32_t p = 0; p < b->n_pairs; p++) {
         const pair_rec *pr = &b->pairs[p];
         if (pr->count >= b->floor && pr->count < below && pr->bad == 0 && !is_forbidden(b, p))
-            b->heap[b->heap_n++] = (heap_ent){pr->count, p, pr->left, pr->right};
+            b->heap[b->heap_n++] = (heap_ent){pr->count, b->prefix[pr->left], p, pr->left,
+                                              pr->right};
     }
     if (first == 0) {
-        for (size_t i = b->heap_n / 2; i-- > 0;)
+        for (size_t i = b->heap_n / HEAP_ARITY + 1; i-- > 0;)
             heap_sift_down(b, i);
     } else {
         for (size_t i = first; i < b->heap_n; i++)
