@@ -1674,7 +1674,8 @@ static lipi_status lower_floor(bpe *b, uint64_t below)
                                               pr->right};
     }
     if (first == 0) {
-        for (size_t i = b->heap_n / HEAP_ARITY + 1; i-- > 0;)
+        /* from the last node with a child up to the root */
+        for (size_t i = b->heap_n > 1 ? (b->heap_n - 2) / HEAP_ARITY + 1 : 0; i-- > 0;)
             heap_sift_down(b, i);
     } else {
         for (size_t i = first; i < b->heap_n; i++)
