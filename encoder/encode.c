@@ -607,7 +607,7 @@ emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc, li
 {
     const enc_ptok *toks = NULL;
     size_t nt = 0;
-    if (pc->len <= LIPI_ENC_CACHE_MAX_KEY)
+    if (pc->len <= LIPI_ENC_CACHE_MAX_KEY && !s->enc->m->f32_scores)
         toks = lipi_enc_cache_get(s, pc->text, pc->len, pc->hash, &nt);
     if (!toks) {
         lipi_status st = lipi_enc_model(s, pc->text, pc->len, pc->hash, &toks, &nt, err);
@@ -751,6 +751,7 @@ static lipi_status encode_seq(lipi_session *s, enc_toks *d, const char *text, si
     size_t nsegs = 0;
 
     d->n = 0;
+    s->f32_run = 0.0f;
     /* Checked here once for the whole text, so that the offset is the
      * text's (the normalizer only sees segments between added tokens). */
     size_t bad = lipi_utf8_valid_prefix(text, len);

@@ -289,6 +289,12 @@ struct lipi_session {
     size_t heap_cap;
     lipi_buf word;               /* prefix/suffix-decorated strings */
     lipi_lattice lattice;
+    /* f32 Unigram (SentencePiece .model): the float32 score of the best
+     * path up to the current word. SentencePiece runs one lattice over the
+     * whole sentence, so float rounding (and with it the choice between
+     * near-equal paths) depends on what came before; words are then scored
+     * from this value, in order, and bypass the word cache. */
+    float f32_run;
     enc_cache cache;
     enc_toks seq[2];             /* tokens of text and pair */
     enc_toks out;                /* after post-processing */

@@ -64,15 +64,25 @@ lipi_status lipi_lattice_viterbi(lipi_lattice *l, bool *found)
     for (size_t p = 0; p <= len; p++)
         l->pos_node[p] = -1;
     l->pos_node[0] = -2;
-    l->pos_score[0] = 0.0;
+    l->pos_score[0] = l->f32 ? (double)l->start : 0.0;
     for (size_t i = 0; i < l->n_nodes; i++) {
         const lipi_lattice_node *nd = &l->nodes[i];
         if (l->pos_node[nd->pos] == -1)
             continue;
         double cand = l->pos_score[nd->pos] + nd->score;
+        if (l->f32) {
+            /* SentencePiece's EncodeOptimized: a piece's candidate is the
+             * float best-so-far plus its float score added in double (the
+             * score's type is deduced as double there), the unknown's is
+             * added in float, and the best is stored as a float. So a later
+             * equal-looking candidate can beat a stored one rounded down. */
+            float from = (float)l->pos_score[nd->pos];
+            cand = (int64_t)nd->id == l->f32_unk ? (double)(from + (float)nd->score)
+                                                 : (double)from + (double)(float)nd->score;
+        }
         size_t end = (size_t)nd->pos + nd->len;
         if (l->pos_node[end] == -1 || cand > l->pos_score[end]) {
-            l->pos_score[end] = cand;
+            l->pos_score[end] = l->f32 ? (double)(float)cand : cand;
             l->pos_node[end] = (int64_t)i;
         }
     }

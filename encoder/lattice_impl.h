@@ -36,6 +36,10 @@ typedef struct {
 
 typedef struct {
     size_t len;                /* sentence length in bytes */
+    bool f32;                  /* Viterbi sums scores in float32 (SentencePiece's
+                                  arithmetic), else in double (Hugging Face's) */
+    float start;               /* f32: the score the path starts from */
+    int64_t f32_unk;           /* f32: id of the unknown piece, -1 none */
     lipi_lattice_node *nodes;  /* n_nodes, in insertion order */
     size_t n_nodes, nodes_cap;
     uint32_t *path;            /* Viterbi result: node indices, start to end */

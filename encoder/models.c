@@ -195,7 +195,8 @@ lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err)
                     min = m->scores[i];
                     any = true;
                 }
-            e->unk_score = min - 10.0;
+            /* SentencePiece's kUnkPenalty, subtracted in its arithmetic */
+            e->unk_score = m->f32_scores ? (double)((float)min - 10.0f) : min - 10.0;
         }
         break;
     }
@@ -570,6 +571,9 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
     bool found;
 
     lipi_lattice_reset(lat, n);
+    lat->f32 = e->m->f32_scores;
+    lat->start = s->f32_run;
+    lat->f32_unk = e->unk_id;
     for (size_t pos = 0; pos < n;) {
         size_t cl = enc_utf8_len((unsigned char)w[pos]);
         bool single = false;
@@ -600,6 +604,8 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
         st = no_unk(e, err);
         goto done;
     }
+    if (lat->f32)
+        s->f32_run = (float)lat->pos_score[n];
     /* Runs of unknown nodes become one string (fuse_unk). */
     size_t run_start = 0;
     bool in_run = false;
@@ -670,7 +676,7 @@ lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64
     if (st != LIPI_OK)
         return st;
     /* Longer words are rare and would crowd the cache out. */
-    if (len <= LIPI_ENC_CACHE_MAX_KEY)
+    if (len <= LIPI_ENC_CACHE_MAX_KEY && !e->m->f32_scores)
         lipi_enc_cache_put(s, text, len, h);
     *toks = s->ptok;
     *n = s->ptok_n;

@@ -1139,8 +1139,9 @@ static bool check_fixture(const char *fixture, const char *open_name, const lipi
     lipi_tokenizer *t = NULL;
     lipi_encoder *enc = NULL;
     lipi_session *s = NULL;
-    text_file files[16] = {{0}};
+    static text_file files[96]; /* FLORES, NTREX and the fixtures' own inputs */
     size_t n_files = 0, checked = 0;
+    memset(files, 0, sizeof files);
     const char *line;
     size_t len;
 
@@ -1169,6 +1170,7 @@ static bool check_fixture(const char *fixture, const char *open_name, const lipi
         char rel[256];
         snprintf(rel, sizeof rel, "%.*s", (int)(tab1 - line), line);
         size_t no = (size_t)strtoul(tab1 + 1, NULL, 10);
+        assert_true(n_files < sizeof files / sizeof *files);
         text_file *f = texts_load(files, &n_files, rel);
         assert_true(no >= 1 && no <= f->n);
         size_t n_want = parse_ids(tab2 + 1, len - (size_t)(tab2 + 1 - line), want,

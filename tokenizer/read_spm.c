@@ -446,6 +446,7 @@ lipi_status lipi_tokenizer_from_spm(const void *data, size_t len, const char *na
     spec.treat_whitespace_as_suffix = m.treat_whitespace_as_suffix;
     spec.longest_match = true;
     TRY(lipi_rd_spm_build(b.name, &spec, out, err));
+    (*out)->model.f32_scores = true;
 done:
     lipi_free(m.pieces);
     return st;

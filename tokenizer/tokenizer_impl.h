@@ -136,6 +136,9 @@ typedef struct {
     lipi_vocab vocab;
 
     double *scores;          /* Unigram: scores[id] (log probabilities); else NULL */
+    bool f32_scores;         /* Unigram read from a SentencePiece .model: paths
+                                are scored in float32, as SentencePiece sums
+                                them (ties then break as they do there) */
 
     lipi_merge *merges;      /* BPE: merges[rank], n_merges of them; else NULL */
     size_t n_merges;
