@@ -28,7 +28,6 @@ set -u
 LIPI=${LIPI_BIN:-build/lipi}
 case $LIPI in /*) ;; *) LIPI=$(pwd)/$LIPI ;; esac
 HERE=$(cd "$(dirname "$0")" && pwd)
-FIX=$(cd "$HERE/../fixtures/models/st_mean" && pwd)
 TIMEOUT=${BAD_INPUT_TIMEOUT:-60}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/lipi-bad.XXXXXX") || exit 1
 trap 'chmod -R u+rwx "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
@@ -39,23 +38,8 @@ if [ ! -x "$LIPI" ]; then
     exit 1
 fi
 
-# A model folder: the st_mean fixture (tiny sentence-transformers BERT) and a
-# WordPiece vocab.txt of its 100 ids; $2 makes the vocabulary differ.
-make_model() {
-    mkdir -p "$1/1_Pooling" || return 1
-    for f in config.json model.safetensors modules.json sentence_bert_config.json \
-             1_Pooling/config.json; do
-        cp "$FIX/$f" "$1/$f" || return 1
-    done
-    {
-        for w in '[PAD]' '[UNK]' '[CLS]' '[SEP]' '[MASK]' the a cat dog sat on mat ran in \
-                 park red blue sun moon king queen reads book; do
-            echo "$w"
-        done
-        i=23
-        while [ $i -lt 100 ]; do echo "$2$i"; i=$((i + 1)); done
-    } > "$1/vocab.txt"
-}
+. "$HERE/lib.sh"
+cd "$HERE/../.." || exit 1
 
 MODEL=$WORK/shared/model
 MODEL_B=$WORK/shared/model_b
@@ -67,18 +51,6 @@ if ! "$LIPI" index --quiet -m "$MODEL" -o "$INDEX" "$WORK/shared/docs.txt" 2>"$W
     cat "$WORK/shared/err" >&2
     exit 1
 fi
-
-# Prints a checksum line per file under $1 (a file or a folder), so that two
-# snapshots differ when any byte, name or entry changed.
-snapshot() {
-    if [ -d "$1" ]; then
-        (cd "$1" && find . -print | LC_ALL=C sort && find . -type f -exec cksum {} + | LC_ALL=C sort)
-    elif [ -e "$1" ]; then
-        cksum < "$1"
-    else
-        echo absent
-    fi
-}
 
 pass=0 fail=0 skipped=0
 failed_names=
