@@ -229,7 +229,12 @@ static int run(int argc, char **argv)
         nb = lipi_npy_map_rows(mb);
         dim = lipi_npy_map_cols(ma);
     }
-    if (na != nb || na == 0) {
+    if (na == 0) {
+        lipi_error_set(&err, LIPI_EINVAL, name_a, 0, 0,
+                       "expected at least one sentence to retrieve, found none");
+        goto fail;
+    }
+    if (na != nb) {
         lipi_error_set(&err, LIPI_EINVAL, name_b, 0, 0,
                        "expected %zu lines aligned with %s, found %zu", na, name_a, nb);
         goto fail;

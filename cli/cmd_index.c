@@ -18,7 +18,7 @@ static void help(FILE *f)
             "vectors.npy, the lines (texts + offsets.npy) and meta.json (model,\n"
             "pooling, dimension, count). The index is written next to INDEX_DIR and\n"
             "swapped in at the end: an interrupted run leaves the old index as it was\n"
-            "(and a stale INDEX_DIR.tmp-XXXXXX directory that may be deleted).\n"
+            "(and a stale INDEX_DIR.tmp-XXXXXX directory, which the next run removes).\n"
             "Document numbers in search results are line numbers of the input, counted\n"
             "across the FILEs in order (and after the old documents with --append).\n"
             "\n"

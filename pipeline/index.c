@@ -1318,6 +1318,7 @@ struct lipi_index_builder {
     size_t threads;
     bool sync;         /* fsync files and directories before the swap */
     float *scratch;    /* SCRATCH_ROWS rows */
+    int lock_fd;       /* holds the flock on tmp (see lipi_temp_claim), or -1 */
     bool failed;
     lipi_index_swap_fn swap;
 };
@@ -1505,6 +1506,7 @@ lipi_status lipi_index_builder_new(const char *dir, const lipi_index_model *mode
     b->threads = o.threads ? o.threads : 1;
     b->sync = !o.no_sync;
     b->swap = default_swap;
+    b->lock_fd = -1;
     if (!dim || dim > MAX_DIM) {
         st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0,
                             "expected a dimension from 1 to %zu, found %zu", MAX_DIM, dim);
@@ -1567,14 +1569,23 @@ lipi_status lipi_index_builder_new(const char *dir, const lipi_index_model *mode
         st = lipi_error_set(err, LIPI_ENOMEM, dir, 0, 0, "out of memory");
         goto done;
     }
-    if ((size_t)snprintf(b->tmp, sizeof b->tmp, "%s.tmp-XXXXXX", b->dir) >= sizeof b->tmp ||
-        !mkdtemp(b->tmp)) {
-        char parent[PATH_MAX];
-        parent_dir(b->dir, parent);
-        st = lipi_error_set(err, LIPI_EIO, b->dir, 0, 0,
-                            "cannot create a directory in %s: %s", parent, strerror(errno));
-        b->tmp[0] = '\0';
-        goto done;
+    lipi_remove_stale_temps(b->dir, 6, remove_index_dir);
+    for (;;) {
+        if ((size_t)snprintf(b->tmp, sizeof b->tmp, "%s.tmp-XXXXXX", b->dir) >= sizeof b->tmp ||
+            !mkdtemp(b->tmp)) {
+            char parent[PATH_MAX];
+            parent_dir(b->dir, parent);
+            st = lipi_error_set(err, LIPI_EIO, b->dir, 0, 0,
+                                "cannot create a directory in %s: %s", parent, strerror(errno));
+            b->tmp[0] = '\0';
+            goto done;
+        }
+        b->lock_fd = open(b->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (b->lock_fd < 0 || lipi_temp_claim(b->lock_fd))
+            break;
+        /* A cleaner removed it before the lock was taken. */
+        close(b->lock_fd);
+        b->lock_fd = -1;
     }
     TRY(open_new_file(b, "vectors.npy", &b->vec, err));
     TRY(open_new_file(b, "texts", &b->txt, err));
@@ -1798,6 +1809,8 @@ void lipi_index_builder_abort(lipi_index_builder *b)
         fclose(b->off);
     if (b->tmp[0])
         remove_index_dir(b->tmp);
+    if (b->lock_fd >= 0)
+        close(b->lock_fd);
     model_copy_free(&b->model);
     lipi_free(b->faiss_spec);
     lipi_free(b->scratch);

@@ -83,8 +83,29 @@ typedef struct {
     char *tmp;  /* the temporary file, "<path>.tmp-XXXXXXXX" */
 } lipi_atomic_file;
 
-/* Checks first that the target's directory exists and is writable, then
- * creates the temporary file (mode 0666 minus umask). LIPI_EIO naming the
+/* Temporary files and what a killed writer leaves. lipi writes an output
+ * under a temporary name next to it, "<target>.tmp-" + a random suffix
+ * (8 hex digits for files, 6 letters or digits for index folders), and
+ * renames it over the target at the end. The writer holds an flock on the
+ * temporary file (or folder) until then. A SIGKILL cannot clean up, so it
+ * may leave one such temporary behind, never a partial target; the next
+ * write of the same target removes every temporary of it that no live
+ * writer holds locked, so concurrent writers never remove each other's. */
+
+/* Locks fd, a temporary file or folder just created, for its writer. False
+ * when a cleaner removed it before the lock was taken (create another). */
+bool lipi_temp_claim(int fd);
+
+/* Removes the unlocked temporaries "<target>.tmp-XXX..." (suffix_len
+ * letters or digits) in target's folder: regular files with unlink when
+ * remove_dir is NULL, else folders with remove_dir. Best effort: errors
+ * leave files in place and are not reported. */
+void lipi_remove_stale_temps(const char *target, size_t suffix_len,
+                             void (*remove_dir)(const char *path));
+
+/* Checks first that the target's directory exists and is writable, removes
+ * temporaries of killed writers of it (see above), then creates the
+ * temporary file (mode 0666 minus umask). LIPI_EIO naming the
  * target in err->path and the directory in msg when it is not; LIPI_EINVAL
  * for an empty path or one that names a directory; LIPI_ENOMEM. On failure
  * nothing is left behind and *af needs no cleanup. */

@@ -2,9 +2,12 @@
  * + fsync + rename). POSIX only. */
 #include "tokenizer/common_impl.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -119,6 +122,69 @@ static char *dir_of(const char *path)
     return lipi_strndup(path, (size_t)(slash - path));
 }
 
+/* ------------------------------------------------------------------------ */
+/* Temporary files of killed writers                                         */
+/* ------------------------------------------------------------------------ */
+
+bool lipi_temp_claim(int fd)
+{
+    struct stat sb;
+    while (flock(fd, LOCK_EX) != 0) {
+        /* Without locks no cleaner can take the lock either, so it never
+         * removes this file: writing unlocked is safe. */
+        if (errno != EINTR)
+            break;
+    }
+    return fstat(fd, &sb) == 0 && sb.st_nlink > 0;
+}
+
+void lipi_remove_stale_temps(const char *target, size_t suffix_len,
+                             void (*remove_dir)(const char *path))
+{
+    char *dir = dir_of(target);
+    DIR *d = dir ? opendir(dir) : NULL;
+    const char *slash = strrchr(target, '/');
+    const char *base = slash ? slash + 1 : target;
+    size_t blen = strlen(base), dlen = dir ? strlen(dir) : 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        const char *name = e->d_name, *rest = name + blen + 5;
+        if (strncmp(name, base, blen) != 0 || strncmp(name + blen, ".tmp-", 5) != 0 ||
+            strlen(rest) != suffix_len)
+            continue;
+        bool alnum = true;
+        for (size_t i = 0; i < suffix_len; i++)
+            alnum &= isalnum((unsigned char)rest[i]) != 0;
+        size_t nlen = strlen(name);
+        char *path = alnum ? lipi_malloc(dlen + nlen + 2) : NULL;
+        if (!path)
+            continue;
+        memcpy(path, dir, dlen);
+        path[dlen] = '/';
+        memcpy(path + dlen + 1, name, nlen + 1);
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat sb;
+        if (fd >= 0 && fstat(fd, &sb) == 0 &&
+            (remove_dir ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode)) &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            if (remove_dir)
+                remove_dir(path);
+            else
+                unlink(path);
+        }
+        if (fd >= 0)
+            close(fd);
+        lipi_free(path);
+    }
+    if (d)
+        closedir(d);
+    lipi_free(dir);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Atomic writes                                                             */
+/* ------------------------------------------------------------------------ */
+
 /* Eight hex digits that differ between calls and processes. */
 static void random_suffix(char out[9], unsigned attempt)
 {
@@ -176,6 +242,7 @@ lipi_status lipi_atomic_open(lipi_atomic_file *af, const char *path, lipi_error 
         st = lipi_error_set(err, LIPI_EINVAL, path, 0, 0, "is a directory, expected a file name");
         goto done;
     }
+    lipi_remove_stale_temps(path, 8, NULL);
     for (unsigned attempt = 0; fd < 0; attempt++) {
         char suffix[9];
         random_suffix(suffix, attempt);
@@ -186,6 +253,11 @@ lipi_status lipi_atomic_open(lipi_atomic_file *af, const char *path, lipi_error 
         if (fd < 0 && (errno != EEXIST || attempt >= 100)) {
             st = io_error(err, path, "cannot create a temporary file", errno);
             goto done;
+        }
+        /* A cleaner that got here between open and lock removed it. */
+        if (fd >= 0 && !lipi_temp_claim(fd)) {
+            close(fd);
+            fd = -1;
         }
     }
     af->f = fdopen(fd, "wb");
@@ -225,20 +297,21 @@ lipi_status lipi_atomic_commit(lipi_atomic_file *af, lipi_error *err)
         failed = 1;
         e = errno;
     }
-    if (fclose(f) != 0 && !failed) {
-        failed = 1;
-        e = errno;
+    /* Rename while the lock is held (it ends with fclose), so no cleaner
+     * can take the temporary file for a killed writer's. */
+    if (!failed && rename(af->tmp, af->path) != 0) {
+        st = io_error(err, af->path, "cannot rename the temporary file over it", errno);
+        unlink(af->tmp);
+        fclose(f);
+        goto done;
     }
     if (failed) {
         st = io_error(err, af->path, "cannot write", e ? e : EIO);
         unlink(af->tmp);
+        fclose(f);
         goto done;
     }
-    if (rename(af->tmp, af->path) != 0) {
-        st = io_error(err, af->path, "cannot rename the temporary file over it", errno);
-        unlink(af->tmp);
-        goto done;
-    }
+    fclose(f); /* the data is flushed and synced: nothing left to fail */
     /* Make the rename itself durable. Some file systems refuse fsync on a
      * directory; the data is written by then, so that is not an error. */
     char *dir = dir_of(af->path);

@@ -370,68 +370,26 @@ lipi_status lipi_counts_save(const lipi_counts *c, const char *path, lipi_error 
     lipi_status st = LIPI_OK;
     lipi_count_entry *e = NULL;
     size_t n = 0;
-    char *tmp = NULL;
-    FILE *f = NULL;
+    lipi_atomic_file af = {0};
     bool to_stdout = strcmp(path, "-") == 0;
 
     if (lipi_counts_sorted(c, &e, &n) != LIPI_OK) {
         st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory sorting counts");
         goto done;
     }
-    if (to_stdout) {
-        f = stdout;
-    } else {
-        size_t plen = strlen(path);
-        tmp = lipi_malloc(plen + sizeof ".tmp.XXXXXX");
-        if (!tmp) {
-            st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
-            goto done;
-        }
-        memcpy(tmp, path, plen);
-        memcpy(tmp + plen, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
-        int fd = mkstemp(tmp);
-        if (fd < 0) {
-            st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot create a temporary file next to it: %s",
-                                strerror(errno));
-            lipi_free(tmp);
-            tmp = NULL;
-            goto done;
-        }
-        f = fdopen(fd, "wb");
-        if (!f) {
-            st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open %s: %s", tmp, strerror(errno));
-            close(fd);
-            goto done;
-        }
-    }
+    if (!to_stdout)
+        TRY(lipi_atomic_open(&af, path, err));
+    FILE *f = to_stdout ? stdout : af.f;
     for (size_t i = 0; i < n; i++)
         write_entry(f, &e[i]);
-    if (fflush(f) != 0 || ferror(f) || (!to_stdout && fsync(fileno(f)) != 0)) {
-        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
+    if (to_stdout) {
+        if (fflush(f) != 0 || ferror(f))
+            st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
         goto done;
     }
-    if (!to_stdout) {
-        FILE *g = f;
-        f = NULL;
-        if (fclose(g) != 0) {
-            st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
-            goto done;
-        }
-        if (rename(tmp, path) != 0) {
-            st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot rename %s to it: %s", tmp,
-                                strerror(errno));
-            goto done;
-        }
-        lipi_free(tmp);
-        tmp = NULL;
-    }
+    st = lipi_atomic_commit(&af, err);
 done:
-    if (f && !to_stdout)
-        fclose(f);
-    if (tmp) {
-        unlink(tmp);
-        lipi_free(tmp);
-    }
+    lipi_atomic_abort(&af);
     lipi_free(e);
     return st;
 }

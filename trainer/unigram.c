@@ -1443,7 +1443,9 @@ static lipi_status finalize(const piece_set *ps, const char_freq *cf, size_t n_r
     char *chars = NULL;
     size_t n_fp = 0;
 
-    fp = lipi_calloc(room ? room : 1, sizeof *fp);
+    /* At most every piece makes it: a huge vocab_size must not size this. */
+    size_t cap = room < n_req + ps->n ? room : n_req + ps->n;
+    fp = lipi_calloc(cap ? cap : 1, sizeof *fp);
     sorted = lipi_calloc(ps->n ? ps->n : 1, sizeof *sorted);
     taken = lipi_calloc(ps->n ? ps->n : 1, 1);
     chars = lipi_calloc(n_req ? n_req : 1, 4);

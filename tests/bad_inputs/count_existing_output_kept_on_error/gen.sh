@@ -1,0 +1,1 @@
+printf 'old\t1\n' > "$T/c.tsv"

@@ -1,0 +1,3 @@
+. "$LIB"
+copy_model "$MODEL" "$T/m"
+safetensors "$T/m/model.safetensors" '{"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}}' 16

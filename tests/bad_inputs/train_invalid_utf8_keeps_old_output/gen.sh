@@ -1,0 +1,1 @@
+echo '{"an": "earlier tokenizer"}' > "$T/t.json"
