@@ -132,12 +132,14 @@ static lipi_status balance_build(const balance_args *ba, const char *const *file
         c = NULL;
     }
     if (ba->mode == LIPI_BALANCE_PARITY) {
+        lipi_count_options dev_opt = *copt; /* small files: no progress lines */
+        dev_opt.progress = NULL;
         TRY(lipi_inflation_parallel_open(&ba->dev, 1, NULL, copt->invalid, &dev, err));
         size_t used_files = 0;
         for (size_t i = 0; i < lipi_inflation_parallel_count(dev); i++) {
             const char *f = lipi_inflation_parallel_path(dev, i);
             bool used;
-            TRY(lipi_count_files(&f, 1, norm, pre, copt, &c, err));
+            TRY(lipi_count_files(&f, 1, norm, pre, &dev_opt, &c, err));
             TRY(lipi_balance_add_dev(*bal, lipi_inflation_parallel_label(dev, i), c, &used, err));
             lipi_counts_free(c);
             c = NULL;

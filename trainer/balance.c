@@ -15,6 +15,7 @@
 #define NONE32 UINT32_MAX
 /* ICU has about 200 script codes; a larger code is treated as no script. */
 enum { MAX_LANGS = 65535, N_SCRIPTS = 512 };
+#define MINOR_SHARE 0.001
 
 typedef struct {
     char *name;
@@ -22,6 +23,7 @@ typedef struct {
     uint64_t mass;      /* sum of counts, saturating */
     lipi_counts *dev;   /* dev words, NULL without a dev file */
     size_t dev_files;
+    bool by_script;     /* made by lipi_balance_add_mixed */
 } lang;
 
 struct lipi_balance {
@@ -211,6 +213,8 @@ lipi_status lipi_balance_add_mixed(lipi_balance *b, const lipi_counts *c, lipi_e
             const char *name = script_name(sc);
             st = lang_get(b, name, strlen(name), &li, err);
             lang_of_script[sc] = li;
+            if (st == LIPI_OK && b->l[li].mass == 0)
+                b->l[li].by_script = true;
         } else {
             li = lang_of_script[sc];
         }
@@ -252,20 +256,30 @@ lipi_status lipi_balance_add_dev(lipi_balance *b, const char *label, const lipi_
     return LIPI_OK;
 }
 
+/* A script of mixed text under 0.1% of the words is stray letters (a Greek
+ * symbol in English text), not a language to raise. */
+static bool minor(const lipi_balance *b, size_t i, double all)
+{
+    return b->l[i].by_script && (double)b->l[i].mass < all * MINOR_SHARE;
+}
+
 lipi_status lipi_balance_weights(const lipi_balance *b, double alpha, uint64_t *w, lipi_error *err)
 {
     if (!(alpha >= 0.0 && alpha <= 1.0))
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "expected a smoothing alpha in [0, 1], found %g", alpha);
-    double total = 0.0, z = 0.0;
+    double total = 0.0, z = 0.0, all = 0.0;
     for (size_t i = 1; i < b->n; i++)
-        total += (double)b->l[i].mass;
+        all += (double)b->l[i].mass;
     for (size_t i = 1; i < b->n; i++)
-        if (b->l[i].mass)
+        if (!minor(b, i, all))
+            total += (double)b->l[i].mass;
+    for (size_t i = 1; i < b->n; i++)
+        if (b->l[i].mass && !minor(b, i, all))
             z += pow((double)b->l[i].mass / total, alpha);
     for (size_t i = 1; i < b->n; i++) {
-        uint64_t v = 1;
-        if (b->l[i].mass) {
+        uint64_t v = (uint64_t)1 << 32;
+        if (b->l[i].mass && !minor(b, i, all)) {
             double q = (double)b->l[i].mass / total;
             double r = pow(q, alpha) / z / q * 4294967296.0;
             v = r >= 18446744073709549568.0 ? UINT64_MAX : r < 1.0 ? 1 : (uint64_t)(r + 0.5);
@@ -388,6 +402,45 @@ void lipi_balance_rank(const lipi_balance *b, const uint64_t *cost, uint32_t *or
         order[j] = i;
     }
     *n = k;
+}
+
+/* Code points of dev words, weighted by their counts. */
+static uint64_t dev_chars(const lipi_counts *c)
+{
+    uint64_t n = 0;
+    size_t pos = 0;
+    lipi_count_entry e;
+    while (lipi_counts_next(c, &pos, &e)) {
+        uint64_t k = 0;
+        for (size_t i = 0; i < e.len; i++)
+            k += ((unsigned char)e.word[i] & 0xC0) != 0x80;
+        n += k * e.count;
+    }
+    return n;
+}
+
+void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
+                                const uint64_t *chars, uint64_t *wt)
+{
+    double best = 0.0;
+    for (size_t l = 0; l < b->n; l++) {
+        wt[l] = 1u << 16;
+        if (l == LIPI_LANG_NONE || !b->l[l].dev || !chars[l] || !tok[l])
+            continue;
+        double cost = (double)tok[l] / (double)chars[l] * (double)dev_chars(b->l[l].dev) /
+                      (double)b->l[l].dev_files;
+        if (best == 0.0 || cost < best)
+            best = cost;
+    }
+    for (size_t l = 0; l < b->n; l++) {
+        if (l == LIPI_LANG_NONE || !b->l[l].dev || !chars[l] || !tok[l])
+            continue;
+        double cost = (double)tok[l] / (double)chars[l] * (double)dev_chars(b->l[l].dev) /
+                      (double)b->l[l].dev_files;
+        double r = cost / best;
+        double v = r * r * r * r * 65536.0;
+        wt[l] = v > 1e15 ? (uint64_t)1e15 : (uint64_t)(v + 0.5);
+    }
 }
 
 /* ======================================================================== */

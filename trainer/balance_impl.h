@@ -30,6 +30,16 @@ const lipi_counts *lipi_balance_dev(const lipi_balance *b, uint32_t lang, size_t
  * language; ties go to the lower index). */
 void lipi_balance_rank(const lipi_balance *b, const uint64_t *cost, uint32_t *order, size_t *n);
 
+/* Loss weights of parity-aware Unigram pruning, fixed point (2^16 = 1),
+ * into wt[0..n_langs). tok[l] and chars[l] are the tokens (current Viterbi
+ * segmentation) and code points of language l's training words, both
+ * weighted by the word counts. A language's estimated dev cost is
+ * tok/chars times its dev code points per dev file; a language c times as
+ * costly as the cheapest gets weight c^4, others (no dev file, no
+ * language) weight 1. Deterministic: fixed order, no thread sums. */
+void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
+                                const uint64_t *chars, uint64_t *wt);
+
 /* Tracks the dev set's token count per language while BPE merges are
  * learned, without encoding it again after each merge: the dev words are
  * held as symbol ids with an index from pair to the words it occurs in, and

@@ -240,7 +240,9 @@ uint64_t lipi_balance_lang_mass(const lipi_balance *b, size_t i);
  * w: with q_i = n_i / N the language's share of the word mass and
  * p_i = q_i^alpha / sum_j q_j^alpha (XLM-R, alpha in [0, 1]), w_i = p_i / q_i
  * rounded to the nearest 2^-32 (at least 2^-32), so language i's counts sum
- * to about p_i * N. LIPI_EINVAL for alpha outside [0, 1]. */
+ * to about p_i * N. A script of mixed text with under 0.1% of all words
+ * (stray letters, not a language) keeps weight 1 and stays out of N.
+ * LIPI_EINVAL for alpha outside [0, 1]. */
 lipi_status lipi_balance_weights(const lipi_balance *b, double alpha, uint64_t *w, lipi_error *err);
 
 /* The counts to train on, a new table (*out, the caller's):
