@@ -58,6 +58,9 @@ static void help(FILE *f)
             "                        'lipi inflation --parallel' takes (never the test set)\n"
             "  --parity-threshold R  parity, bpe: plain merges while the worst language's\n"
             "                        dev tokens are within R times the best's (default 1)\n"
+            "  --parity-exponent K   parity, bpe: take the pair with the highest count x\n"
+            "                        (language cost / best cost)^K over all languages,\n"
+            "                        not only the worst language's (default: off)\n"
             "  --threads N           threads (default: all cores); the result never depends\n"
             "                        on it\n"
             "  --invalid MODE        invalid UTF-8: error (default) or replace\n"
@@ -72,7 +75,7 @@ enum {
     OPT_TYPE = 2000, OPT_VOCAB, OPT_UNITS, OPT_BF, OPT_NO_BF, OPT_MINF, OPT_SPECIAL, OPT_UNK,
     OPT_MAXLEN, OPT_COVERAGE, OPT_ALPHA, OPT_NO_GUARD, OPT_COUNTS, OPT_EXPORT, OPT_THREADS,
     OPT_INVALID, OPT_QUIET, OPT_SPM, OPT_SAMPLE, OPT_SEED, OPT_BALANCE, OPT_LANG_FILE,
-    OPT_SMOOTH, OPT_DEV, OPT_PTHRESH,
+    OPT_SMOOTH, OPT_DEV, OPT_PTHRESH, OPT_PEXP,
 };
 
 #define MAX_LANG_FILES 256
@@ -208,6 +211,7 @@ static int run(int argc, char **argv)
         {"alpha", required_argument, NULL, OPT_SMOOTH},
         {"dev", required_argument, NULL, OPT_DEV},
         {"parity-threshold", required_argument, NULL, OPT_PTHRESH},
+        {"parity-exponent", required_argument, NULL, OPT_PEXP},
         {"help", no_argument, NULL, 'h'},
         CLI_TEXT_LONGOPTS,
         {NULL, 0, NULL, 0},
@@ -226,7 +230,7 @@ static int run(int argc, char **argv)
     static balance_args ba;
     memset(&ba, 0, sizeof ba);
     ba.alpha = 0.3;
-    double parity_threshold = 0.0;
+    double parity_threshold = 0.0, parity_exponent = 0.0;
     const char *counts_files[256];
     size_t n_counts = 0;
     bool quiet = false;
@@ -341,6 +345,10 @@ static int run(int argc, char **argv)
             if (!cli_parse_double(optarg, 1.0, 1e9, &parity_threshold))
                 return cli_usage_error("train", "--parity-threshold takes a number >= 1, not '%s'", optarg);
             break;
+        case OPT_PEXP:
+            if (!cli_parse_double(optarg, 1e-9, 1e3, &parity_exponent))
+                return cli_usage_error("train", "--parity-exponent takes a number in (0, 1000], not '%s'", optarg);
+            break;
         case 'h': help(stdout); return EXIT_OK;
         case ':': return cli_usage_error("train", "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error("train", "unknown option '%s'", argv[optind - 1]);
@@ -361,8 +369,8 @@ static int run(int argc, char **argv)
         return cli_usage_error("train", "--balance parity needs --dev DIR (line-aligned dev files, one per language)");
     if (ba.dev && ba.mode != LIPI_BALANCE_PARITY)
         return cli_usage_error("train", "--dev is for --balance parity");
-    if (parity_threshold && (ba.mode != LIPI_BALANCE_PARITY || unigram))
-        return cli_usage_error("train", "--parity-threshold is for --balance parity with --type bpe");
+    if ((parity_threshold || parity_exponent) && (ba.mode != LIPI_BALANCE_PARITY || unigram))
+        return cli_usage_error("train", "--parity-threshold and --parity-exponent are for --balance parity with --type bpe");
     if (ba.n_lang && n_counts)
         return cli_usage_error("train", "--lang-file counts text files; it does not go with --from-counts");
     if (ba.mode != LIPI_BALANCE_NONE && sample)
@@ -430,6 +438,7 @@ static int run(int argc, char **argv)
     copt.progress_user = bopt.progress_user = uopt.progress_user = &prog;
     lipi_status st;
     bopt.parity_threshold = parity_threshold;
+    bopt.parity_exponent = parity_exponent;
     if (balanced) {
         const char *const *files = n_counts ? counts_files : (const char *const *)argv + optind;
         size_t nf = n_counts ? n_counts : (size_t)(argc - optind);

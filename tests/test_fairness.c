@@ -274,6 +274,12 @@ static void test_parity_picks_the_merges_of_the_worse_language(void **state)
     o.parity_threshold = 3.0;
     train_merges(train, &o, got, sizeof got);
     assert_string_equal(got, "a b, c d, x y, xy z");
+    /* Exponent 1: scores count * cost / best cost. A 10 * 1 beats B 3 * 9/4;
+     * then B 3 * 9/3 = 9 beats A 8; then A 8 beats B 3 * 6/3; then B. */
+    o.parity_threshold = 0.0;
+    o.parity_exponent = 1.0;
+    train_merges(train, &o, got, sizeof got);
+    assert_string_equal(got, "a b, x y, c d, xy z");
     lipi_counts_free(train);
     lipi_balance_free(b);
 }

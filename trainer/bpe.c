@@ -47,6 +47,7 @@
 #include "tokenizer/json_impl.h"
 #include "tokenizer/tokenizer_impl.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2076,6 +2077,30 @@ static lipi_status parity_after_merge(bpe *b, uint32_t x, uint32_t y, uint32_t z
     return LIPI_OK;
 }
 
+/* Drops the stale and unusable entries on top of language lang's heap;
+ * *out is the pair on top, or NONE when the heap is empty. */
+static lipi_status lp_top(bpe *b, uint32_t lang, uint32_t *out)
+{
+    bpe_parity *pa = b->par;
+    lp_heap *h = &pa->heap[lang];
+    while (h->n) {
+        heap_ent top = h->e[0];
+        uint64_t cur = lp_count(pa, lang, top.pair);
+        const pair_rec *pr = &b->pairs[top.pair];
+        if (cur == top.count && pr->count >= b->min_count && !is_forbidden(b, top.pair)) {
+            *out = top.pair;
+            return LIPI_OK;
+        }
+        lp_pop(b, h);
+        /* stale, rare, or never to be merged; a fallen count goes back */
+        if (cur < top.count && cur >= b->min_count && pr->count >= b->min_count &&
+            !is_forbidden(b, top.pair) && lp_push(b, h, cur, top.pair) != LIPI_OK)
+            return LIPI_ENOMEM;
+    }
+    *out = NONE;
+    return LIPI_OK;
+}
+
 /* The next pair: the most frequent one of the worst language on the dev
  * set that has one, or the plain choice (first guard phase; the worst
  * language within parity_threshold of the best; no language has a pair). */
@@ -2098,24 +2123,35 @@ static lipi_status parity_next_pair(bpe *b, uint32_t *out)
         if (worst <= best * b->opt->parity_threshold)
             return next_pair(b, out);
     }
+    /* Each language's best pair, scored count * (cost / best cost)^K;
+     * without K only the worst language with a pair counts. */
+    double k_exp = b->opt->parity_exponent, best_score = -1.0;
+    size_t fbest;
+    lipi_balance_dev(pa->bal, pa->order[n - 1], &fbest);
+    double cbest = (double)tokens[pa->order[n - 1]] / (double)fbest;
+    uint32_t pick = NONE;
     for (size_t k = 0; k < n; k++) {
-        uint32_t lang = pa->order[k];
-        lp_heap *h = &pa->heap[lang];
-        while (h->n) {
-            heap_ent top = lp_pop(b, h);
-            uint64_t cur = lp_count(pa, lang, top.pair);
-            const pair_rec *pr = &b->pairs[top.pair];
-            if (cur > top.count || cur < b->min_count || pr->count < b->min_count ||
-                is_forbidden(b, top.pair))
-                continue; /* stale, rare, or never to be merged */
-            if (cur < top.count) {
-                if (lp_push(b, h, cur, top.pair) != LIPI_OK)
-                    return LIPI_ENOMEM;
-                continue;
-            }
-            *out = top.pair;
-            return LIPI_OK;
+        uint32_t lang = pa->order[k], p;
+        if (lp_top(b, lang, &p) != LIPI_OK)
+            return LIPI_ENOMEM;
+        if (p == NONE)
+            continue;
+        if (k_exp <= 0.0) {
+            pick = lang;
+            break;
         }
+        size_t files;
+        lipi_balance_dev(pa->bal, lang, &files);
+        double ratio = (double)tokens[lang] / (double)files / cbest;
+        double score = (double)pa->heap[lang].e[0].count * pow(ratio, k_exp);
+        if (score > best_score) {
+            best_score = score;
+            pick = lang;
+        }
+    }
+    if (pick != NONE) {
+        *out = lp_pop(b, &pa->heap[pick]).pair;
+        return LIPI_OK;
     }
     return next_pair(b, out);
 }

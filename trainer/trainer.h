@@ -303,6 +303,13 @@ typedef struct {
                                   most frequent pair overall (see
                                   docs/FAIRNESS.md). */
     double parity_threshold;   /* 0 (default) or 1: always the worst language */
+    double parity_exponent;    /* K > 0: instead of the worst language's best
+                                  pair, the pair with the highest
+                                  count * (cost / best cost)^K among every
+                                  language's best pair, cost being dev
+                                  tokens per dev file: a path from plain BPE
+                                  (K near 0) to the paper's rule (K large).
+                                  0, the default: the paper's rule */
 } lipi_bpe_options;
 
 void lipi_bpe_options_default(lipi_bpe_options *opt);
