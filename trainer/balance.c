@@ -432,13 +432,19 @@ void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
         if (best == 0.0 || cost < best)
             best = cost;
     }
+    uint64_t most = 0;
+    for (size_t l = 0; l < b->n; l++)
+        if (l != LIPI_LANG_NONE && b->l[l].dev && tok[l] > most)
+            most = tok[l];
     for (size_t l = 0; l < b->n; l++) {
         if (l == LIPI_LANG_NONE || !b->l[l].dev || !chars[l] || !tok[l])
             continue;
         double cost = (double)tok[l] / (double)chars[l] * (double)dev_chars(b->l[l].dev) /
                       (double)b->l[l].dev_files;
         double r = cost / best;
-        double v = r * r * r * r * 65536.0;
+        /* Every dev language weighs as much as the biggest one, then the
+         * costlier ones more. */
+        double v = r * r * r * r * (double)most / (double)tok[l] * 65536.0;
         wt[l] = v > 1e15 ? (uint64_t)1e15 : (uint64_t)(v + 0.5);
     }
 }

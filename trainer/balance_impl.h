@@ -34,9 +34,11 @@ void lipi_balance_rank(const lipi_balance *b, const uint64_t *cost, uint32_t *or
  * into wt[0..n_langs). tok[l] and chars[l] are the tokens (current Viterbi
  * segmentation) and code points of language l's training words, both
  * weighted by the word counts. A language's estimated dev cost is
- * tok/chars times its dev code points per dev file; a language c times as
- * costly as the cheapest gets weight c^4, others (no dev file, no
- * language) weight 1. Deterministic: fixed order, no thread sums. */
+ * tok/chars times its dev code points per dev file. A dev language gets
+ * weight (T / tok) * c^4, T the most tokens of any dev language and c its
+ * cost over the cheapest one's: every dev language weighs as much as the
+ * biggest, the costlier ones more. Others (no dev file, no language) get
+ * weight 1. Deterministic: fixed order, no thread sums. */
 void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
                                 const uint64_t *chars, uint64_t *wt);
 
