@@ -486,10 +486,18 @@ static inline uint64_t dkey(uint32_t l, uint32_t r)
     return (uint64_t)l << 32 | r;
 }
 
+/* splitmix64's finalizer: every key bit reaches the low bits. */
+static inline uint64_t mix(uint64_t x)
+{
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
 static size_t dslot(const lipi_dev_track *t, uint64_t key)
 {
     size_t mask = t->cap - 1;
-    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+    size_t i = (size_t)mix(key) & mask;
     while (t->slots[i].key != UINT64_MAX && t->slots[i].key != key)
         i = (i + 1) & mask;
     return i;

@@ -1805,11 +1805,19 @@ static void report(const bpe *b, size_t total, bool done)
  * language costs the most dev tokens per dev file and takes that language's
  * most frequent pair; the first guard phase (clusters only) stays plain. */
 
+/* Keyed by pair key and language, so the deltas (which carry pair keys)
+ * update it without a lookup in the global pair table. */
 typedef struct {
-    uint64_t key;   /* language << 32 | pair id; UINT64_MAX empty */
-    uint64_t count;
+    uint64_t key;   /* pair_key(left, right) */
+    uint32_t lang;  /* NONE: empty */
     uint32_t epoch; /* the merge that last raised it */
+    uint64_t count;
 } lp_slot;
+
+typedef struct {
+    uint64_t key;
+    uint32_t lang;
+} lp_ref;
 
 typedef struct {
     heap_ent *e;
@@ -1825,7 +1833,7 @@ typedef struct bpe_parity {
     size_t cap, used;
     lp_heap *heap;        /* per language */
     uint32_t *order;      /* languages, worst first */
-    uint64_t *raised;     /* slots raised by the current merge */
+    lp_ref *raised;       /* slots raised by the current merge */
     size_t n_raised, raised_cap;
     uint32_t epoch;
     bool live;            /* per-language counts are current */
@@ -1846,10 +1854,11 @@ static void parity_free(bpe_parity *pa)
     lipi_free(pa);
 }
 
-static size_t lp_probe(const bpe_parity *pa, uint64_t key)
+static size_t lp_probe(const bpe_parity *pa, uint64_t key, uint32_t lang)
 {
-    size_t mask = pa->cap - 1, i = (size_t)(pair_hash(key) >> 24) & mask;
-    while (pa->t[i].key != UINT64_MAX && pa->t[i].key != key)
+    size_t mask = pa->cap - 1;
+    size_t i = (size_t)(pair_hash(key ^ (uint64_t)lang * 0xC2B2AE3D27D4EB4Full) >> 24) & mask;
+    while (pa->t[i].lang != NONE && (pa->t[i].key != key || pa->t[i].lang != lang))
         i = (i + 1) & mask;
     return i;
 }
@@ -1864,34 +1873,33 @@ static lipi_status lp_grow(bpe_parity *pa)
         return LIPI_ENOMEM;
     }
     for (size_t i = 0; i < ncap; i++)
-        pa->t[i].key = UINT64_MAX;
+        pa->t[i].lang = NONE;
     pa->cap = ncap;
     for (size_t i = 0; i < ocap; i++)
-        if (old[i].key != UINT64_MAX)
-            pa->t[lp_probe(pa, old[i].key)] = old[i];
+        if (old[i].lang != NONE)
+            pa->t[lp_probe(pa, old[i].key, old[i].lang)] = old[i];
     lipi_free(old);
     return LIPI_OK;
 }
 
-/* The slot of (lang, pair p), created with count 0 if new. */
-static lipi_status lp_slot_of(bpe_parity *pa, uint32_t lang, uint32_t p, size_t *out)
+/* The slot of (lang, pair key), created with count 0 if new. */
+static lipi_status lp_slot_of(bpe_parity *pa, uint32_t lang, uint64_t key, size_t *out)
 {
     if ((pa->used + 1) * 2 > pa->cap && lp_grow(pa) != LIPI_OK)
         return LIPI_ENOMEM;
-    uint64_t key = (uint64_t)lang << 32 | p;
-    size_t i = lp_probe(pa, key);
-    if (pa->t[i].key == UINT64_MAX) {
-        pa->t[i] = (lp_slot){key, 0, 0};
+    size_t i = lp_probe(pa, key, lang);
+    if (pa->t[i].lang == NONE) {
+        pa->t[i] = (lp_slot){key, lang, 0, 0};
         pa->used++;
     }
     *out = i;
     return LIPI_OK;
 }
 
-static uint64_t lp_count(const bpe_parity *pa, uint32_t lang, uint32_t p)
+static uint64_t lp_count(const bpe_parity *pa, uint32_t lang, uint64_t key)
 {
-    size_t i = lp_probe(pa, (uint64_t)lang << 32 | p);
-    return pa->t[i].key == UINT64_MAX ? 0 : pa->t[i].count;
+    size_t i = lp_probe(pa, key, lang);
+    return pa->t[i].lang == NONE ? 0 : pa->t[i].count;
 }
 
 static lipi_status lp_push(const bpe *b, lp_heap *h, uint64_t count, uint32_t p)
@@ -1985,8 +1993,8 @@ static lipi_status parity_heaps(bpe *b)
     bpe_parity *pa = b->par;
     for (size_t i = 0; i < pa->cap; i++) {
         const lp_slot *s = &pa->t[i];
-        if (s->key != UINT64_MAX && s->count >= b->min_count &&
-            lp_push(b, &pa->heap[s->key >> 32], s->count, (uint32_t)s->key) != LIPI_OK)
+        if (s->lang != NONE && s->count >= b->min_count &&
+            lp_push(b, &pa->heap[s->lang], s->count, pair_find(b, s->key)) != LIPI_OK)
             return LIPI_ENOMEM;
     }
     return LIPI_OK;
@@ -2001,7 +2009,7 @@ static lipi_status parity_recount(bpe *b)
     if (!pa->live)
         return LIPI_OK;
     for (size_t i = 0; i < pa->cap; i++)
-        pa->t[i].key = UINT64_MAX;
+        pa->t[i].lang = NONE;
     pa->used = 0;
     for (size_t l = 0; l < pa->n_langs; l++)
         pa->heap[l].n = 0;
@@ -2017,7 +2025,7 @@ static lipi_status parity_recount(bpe *b)
             if (c != PAIR_VALID)
                 continue;
             size_t i;
-            if (lp_slot_of(pa, lang, pair_find(b, pair_key(s[k], s[k + 1])), &i) != LIPI_OK)
+            if (lp_slot_of(pa, lang, pair_key(s[k], s[k + 1]), &i) != LIPI_OK)
                 return LIPI_ENOMEM;
             pa->t[i].count += wr->count;
         }
@@ -2044,8 +2052,8 @@ static lipi_status parity_after_merge(bpe *b, uint32_t x, uint32_t y, uint32_t z
             uint32_t lang = r->w == NONE ? LIPI_LANG_NONE : pa->wlang[r->w];
             if (lang == LIPI_LANG_NONE)
                 continue;
-            size_t i = lp_probe(pa, (uint64_t)lang << 32 | pair_find(b, r->key));
-            LIPI_ASSERT(pa->t[i].key != UINT64_MAX && pa->t[i].count >= r->n);
+            size_t i = lp_probe(pa, r->key, lang);
+            LIPI_ASSERT(pa->t[i].lang != NONE && pa->t[i].count >= r->n);
             pa->t[i].count -= r->n;
         }
         for (size_t k = 0; k < d->n_add; k++) {
@@ -2054,7 +2062,7 @@ static lipi_status parity_after_merge(bpe *b, uint32_t x, uint32_t y, uint32_t z
             if (lang == LIPI_LANG_NONE)
                 continue;
             size_t i;
-            if (lp_slot_of(pa, lang, pair_find(b, a->key), &i) != LIPI_OK)
+            if (lp_slot_of(pa, lang, a->key, &i) != LIPI_OK)
                 return LIPI_ENOMEM;
             pa->t[i].count += a->n;
             if (pa->t[i].epoch == pa->epoch)
@@ -2064,14 +2072,15 @@ static lipi_status parity_after_merge(bpe *b, uint32_t x, uint32_t y, uint32_t z
             if (lipi_grow(&q, &pa->raised_cap, pa->n_raised + 1, sizeof *pa->raised) != LIPI_OK)
                 return LIPI_ENOMEM;
             pa->raised = q;
-            pa->raised[pa->n_raised++] = pa->t[i].key;
+            pa->raised[pa->n_raised++] = (lp_ref){a->key, lang};
         }
     }
     /* Slots may move while others are added: push by key. */
     for (size_t r = 0; r < pa->n_raised; r++) {
-        uint64_t key = pa->raised[r];
-        uint64_t c = pa->t[lp_probe(pa, key)].count;
-        if (c >= b->min_count && lp_push(b, &pa->heap[key >> 32], c, (uint32_t)key) != LIPI_OK)
+        const lp_ref *ref = &pa->raised[r];
+        uint64_t c = pa->t[lp_probe(pa, ref->key, ref->lang)].count;
+        if (c >= b->min_count &&
+            lp_push(b, &pa->heap[ref->lang], c, pair_find(b, ref->key)) != LIPI_OK)
             return LIPI_ENOMEM;
     }
     return LIPI_OK;
@@ -2085,7 +2094,7 @@ static lipi_status lp_top(bpe *b, uint32_t lang, uint32_t *out)
     lp_heap *h = &pa->heap[lang];
     while (h->n) {
         heap_ent top = h->e[0];
-        uint64_t cur = lp_count(pa, lang, top.pair);
+        uint64_t cur = lp_count(pa, lang, pair_key(top.left, top.right));
         const pair_rec *pr = &b->pairs[top.pair];
         if (cur == top.count && pr->count >= b->min_count && !is_forbidden(b, top.pair)) {
             *out = top.pair;
