@@ -180,7 +180,7 @@ static void test_word_of_two_languages_belongs_to_the_one_counting_it_most(void 
     assert_int_equal(lipi_balance_train_counts(b, LIPI_BALANCE_NONE, 0, &train, NULL), LIPI_OK);
     assert_int_equal(lipi_counts_get(train, "ok", 2), 9);
     assert_int_equal(lipi_balance_lang_of(b, "ok", 2), 2);
-    assert_int_equal(lipi_balance_lang_of(b, "tie", 3), 1); /* a tie: the first language */
+    assert_int_equal(lipi_balance_lang_of(b, "tie", 3), 1); /* a tie: the first by name */
     lipi_counts_free(train);
     lipi_balance_free(b);
 }
@@ -250,7 +250,8 @@ static void test_stray_script_keeps_weight_one(void **state)
  * takes a b, c d, x y, xy z by frequency. Dev: A "ab cd" (4 tokens), B
  * "xyz xyz xyz" (9 tokens). B is worst: x y (ties with y z at 3, x sorts
  * first), B has 6; still worst: xy z, B has 3; now A (4) is worst: a b, A
- * has 3; a tie of 3 and 3 goes to the first language, A: c d. */
+ * has 3; a tie of 3 and 3 goes to the first language by name, A: c d.
+ * Languages added in the other order give the same merges. */
 static void test_parity_picks_the_merges_of_the_worse_language(void **state)
 {
     (void)state;
@@ -280,6 +281,20 @@ static void test_parity_picks_the_merges_of_the_worse_language(void **state)
     o.parity_exponent = 1.0;
     train_merges(train, &o, got, sizeof got);
     assert_string_equal(got, "a b, x y, c d, xy z");
+    lipi_counts_free(train);
+    lipi_balance_free(b);
+
+    assert_int_equal(lipi_balance_new(&b), LIPI_OK);
+    add_lang(b, "B", "xyz:3");
+    add_dev(b, "B", "xyz:3");
+    add_lang(b, "A", "ab:10 cd:8");
+    add_dev(b, "A", "ab:1 cd:1");
+    assert_int_equal(lipi_balance_train_counts(b, LIPI_BALANCE_PARITY, 0, &train, NULL), LIPI_OK);
+    assert_string_equal(lipi_balance_lang_name(b, 0), "A");
+    tiny_options(&o);
+    o.balance = b;
+    train_merges(train, &o, got, sizeof got);
+    assert_string_equal(got, "x y, xy z, a b, c d");
     lipi_counts_free(train);
     lipi_balance_free(b);
 }

@@ -163,11 +163,13 @@ lipi_status lipi_balance_add_lang(lipi_balance *b, const char *name, const lipi_
 }
 
 /* Dominant script of s (weighted by n) among the scripts other than Common,
- * Inherited and Unknown. tally[] (indexed by script code) and order[] (the
- * scripts in first-seen order, *n_order of them) accumulate over calls; the
- * caller zeroes them. Returns USCRIPT_INVALID_CODE for none. */
+ * Inherited and Unknown; a tie goes to the script seen first (first_seen)
+ * or to the lowest script code. tally[] (indexed by script code) and
+ * order[] (the scripts in first-seen order, *n_order of them) accumulate
+ * over calls; the caller zeroes them. Returns USCRIPT_INVALID_CODE for
+ * none. */
 static int dominant_script(const char *s, size_t len, uint64_t n, uint64_t *tally, int *order,
-                           size_t *n_order)
+                           size_t *n_order, bool first_seen)
 {
     int best = USCRIPT_INVALID_CODE;
     for (size_t i = 0; i < len;) {
@@ -181,7 +183,8 @@ static int dominant_script(const char *s, size_t len, uint64_t n, uint64_t *tall
         tally[sc] += n;
     }
     for (size_t k = 0; k < *n_order; k++)
-        if (best == USCRIPT_INVALID_CODE || tally[order[k]] > tally[best])
+        if (best == USCRIPT_INVALID_CODE || tally[order[k]] > tally[best] ||
+            (tally[order[k]] == tally[best] && !first_seen && order[k] < best))
             best = order[k];
     return best;
 }
@@ -203,7 +206,7 @@ lipi_status lipi_balance_add_mixed(lipi_balance *b, const lipi_counts *c, lipi_e
     lipi_status st = LIPI_OK;
     while (st == LIPI_OK && lipi_counts_next(c, &pos, &e)) {
         size_t n_order = 0;
-        int sc = dominant_script(e.word, e.len, 1, tally, order, &n_order);
+        int sc = dominant_script(e.word, e.len, 1, tally, order, &n_order, true);
         for (size_t k = 0; k < n_order; k++)
             tally[order[k]] = 0;
         size_t li = 0;
@@ -236,7 +239,7 @@ lipi_status lipi_balance_add_dev(lipi_balance *b, const char *label, const lipi_
         size_t n_order = 0, pos = 0;
         lipi_count_entry e;
         while (lipi_counts_next(c, &pos, &e))
-            sc = dominant_script(e.word, e.len, e.count, tally, order, &n_order);
+            sc = dominant_script(e.word, e.len, e.count, tally, order, &n_order, false);
         if (sc == USCRIPT_INVALID_CODE)
             return LIPI_OK;
         const char *name = script_name(sc);
@@ -318,6 +321,11 @@ static lipi_status own(lipi_balance *b, size_t li, lipi_error *err)
     return LIPI_OK;
 }
 
+static int cmp_lang(const void *pa, const void *pb)
+{
+    return strcmp(((const lang *)pa)->name, ((const lang *)pb)->name);
+}
+
 lipi_status lipi_balance_train_counts(lipi_balance *b, lipi_balance_mode mode, double alpha,
                                       lipi_counts **out, lipi_error *err)
 {
@@ -325,6 +333,12 @@ lipi_status lipi_balance_train_counts(lipi_balance *b, lipi_balance_mode mode, d
     lipi_counts *c = NULL;
     uint64_t *w = NULL;
     *out = NULL;
+    /* Scripts of mixed text become languages in the order their words come
+     * out of a hash table, which depends on how the counts were made (files
+     * or counts files, threads): sort by name so that every tie between
+     * languages is broken the same way. */
+    if (!b->owner)
+        qsort(b->l + 1, b->n - 1, sizeof *b->l, cmp_lang);
     if (mode == LIPI_BALANCE_SMOOTHED) {
         w = lipi_calloc(b->n, sizeof *w);
         if (!w)

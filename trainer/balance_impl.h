@@ -17,7 +17,7 @@ enum { LIPI_LANG_NONE = 0 };
 size_t lipi_balance_n_langs(const lipi_balance *b);
 
 /* The language of a training word: the one that counts it most often (ties:
- * the language added first); LIPI_LANG_NONE for a word no language counts.
+ * the language first by name); LIPI_LANG_NONE for a word no language counts.
  * Needs lipi_balance_train_counts to have run. */
 uint32_t lipi_balance_lang_of(const lipi_balance *b, const char *word, size_t len);
 

@@ -216,7 +216,7 @@ lipi_status lipi_balance_add_lang(lipi_balance *b, const char *lang, const lipi_
 /* Adds the counts c (borrowed) of mixed text: each word goes to the
  * language named by its dominant script (the ICU short name of the script
  * with the most code points in the word, Common and Inherited not counted,
- * ties to the script seen first: "Deva", "Latn", "Taml"); words with no
+ * ties to the script seen first in the word: "Deva", "Latn", "Taml"); words with no
  * letter of any script go to no language (weight 1, never parity-selected). */
 lipi_status lipi_balance_add_mixed(lipi_balance *b, const lipi_counts *c, lipi_error *err);
 
@@ -226,7 +226,8 @@ lipi_status lipi_balance_add_mixed(lipi_balance *b, const lipi_counts *c, lipi_e
  * of that name, else to the one named by the dominant script of its text;
  * *used (may be NULL) tells whether there is one (a dev file of a language
  * without training data is not used). The dev files of one language are
- * summed and their number kept, so languages are compared per file. */
+ * summed and their number kept, so languages are compared per file. A tie
+ * of scripts in a dev file goes to the lowest ICU script code. */
 lipi_status lipi_balance_add_dev(lipi_balance *b, const char *label, const lipi_counts *c,
                                  bool *used, lipi_error *err);
 
@@ -252,7 +253,9 @@ lipi_status lipi_balance_weights(const lipi_balance *b, double alpha, uint64_t *
  * (round half up, computed in 128 bits), at least 1 so no seen word
  * vanishes; words of no language keep c; a word counted by several
  * languages gets the sum. Also fixes each word's language for parity
- * training, so b must not change afterwards. LIPI_EINVAL (alpha; no words),
+ * training, so b must not change afterwards, and the first call sorts the
+ * languages by name (lipi_balance_lang_name's order; every tie between
+ * languages goes to the one first by name). LIPI_EINVAL (alpha; no words),
  * LIPI_ENOMEM. */
 lipi_status lipi_balance_train_counts(lipi_balance *b, lipi_balance_mode mode, double alpha,
                                       lipi_counts **out, lipi_error *err);
