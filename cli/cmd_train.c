@@ -4,6 +4,8 @@
 #include "cli/progress.h"
 #include "cli/text_options.h"
 
+#include "pipeline/pipeline.h"
+
 #include <getopt.h>
 #include <string.h>
 
@@ -46,6 +48,19 @@ static void help(FILE *f)
             "  --export-spm FILE     unigram: also write a SentencePiece .model\n"
             "  --sample N            unigram: train on a seeded random sample of N lines\n"
             "  --seed N              the sample's seed (default 1)\n"
+            "  --balance MODE        none (default), smoothed or parity: fair shares for\n"
+            "                        every language (docs/FAIRNESS.md)\n"
+            "  --lang-file LANG=FILE a file of one language (repeatable); words of the\n"
+            "                        other FILEs belong to their script (Latn, Deva, ...)\n"
+            "  --alpha A             smoothed: language i gets p_i ~ (n_i/N)^A of the\n"
+            "                        counts (default 0.3, as XLM-R; 1 = unchanged, 0 = equal)\n"
+            "  --dev DIR             parity: line-aligned dev files, one per language, as\n"
+            "                        'lipi inflation --parallel' takes (never the test set)\n"
+            "  --parity-threshold R  parity, bpe: plain merges while the worst language's\n"
+            "                        dev tokens are within R times the best's (default 1)\n"
+            "  --parity-exponent K   parity, bpe: take the pair with the highest count x\n"
+            "                        (language cost / best cost)^K over all languages,\n"
+            "                        not only the worst language's (default: off)\n"
             "  --threads N           threads (default: all cores); the result never depends\n"
             "                        on it\n"
             "  --invalid MODE        invalid UTF-8: error (default) or replace\n"
@@ -59,8 +74,113 @@ static void help(FILE *f)
 enum {
     OPT_TYPE = 2000, OPT_VOCAB, OPT_UNITS, OPT_BF, OPT_NO_BF, OPT_MINF, OPT_SPECIAL, OPT_UNK,
     OPT_MAXLEN, OPT_COVERAGE, OPT_ALPHA, OPT_NO_GUARD, OPT_COUNTS, OPT_EXPORT, OPT_THREADS,
-    OPT_INVALID, OPT_QUIET, OPT_SPM, OPT_SAMPLE, OPT_SEED,
+    OPT_INVALID, OPT_QUIET, OPT_SPM, OPT_SAMPLE, OPT_SEED, OPT_BALANCE, OPT_LANG_FILE,
+    OPT_SMOOTH, OPT_DEV, OPT_PTHRESH, OPT_PEXP,
 };
+
+#define MAX_LANG_FILES 256
+
+typedef struct {
+    lipi_balance_mode mode;
+    double alpha;
+    bool set_alpha;
+    const char *dev;
+    char *lang[MAX_LANG_FILES], *file[MAX_LANG_FILES];
+    size_t n_lang;
+} balance_args;
+
+/* Counts FILEs as lipi_count_files does, or loads counts files. */
+static lipi_status count_some(const char *const *files, size_t n, bool are_counts,
+                              const lipi_normalizer *norm, const lipi_pretokenizer *pre,
+                              const lipi_count_options *copt, lipi_counts **out, lipi_error *err)
+{
+    if (!are_counts)
+        return lipi_count_files(files, n, norm, pre, copt, out, err);
+    lipi_status st = lipi_counts_new(out);
+    for (size_t i = 0; st == LIPI_OK && i < n; i++)
+        st = lipi_counts_load(files[i], *out, err);
+    return st;
+}
+
+/* Counts the language files, the mixed files (or counts files) and the dev
+ * set into a new balance, and makes the counts to train on. */
+static lipi_status balance_build(const balance_args *ba, const char *const *files, size_t n_files,
+                                 bool are_counts, const lipi_normalizer *norm,
+                                 const lipi_pretokenizer *pre, const lipi_count_options *copt,
+                                 bool quiet, lipi_balance **bal, lipi_counts **train,
+                                 lipi_error *err)
+{
+    lipi_status st;
+    lipi_counts *c = NULL;
+    lipi_inflation_parallel *dev = NULL;
+    uint64_t *w = NULL;
+/* One cleanup label, as in the library. */
+#define TRY(expr)              \
+    do {                       \
+        if ((st = (expr)) != LIPI_OK) \
+            goto done;         \
+    } while (0)
+    TRY(lipi_balance_new(bal));
+    for (size_t i = 0; i < ba->n_lang; i++) {
+        const char *f = ba->file[i];
+        TRY(lipi_count_files(&f, 1, norm, pre, copt, &c, err));
+        TRY(lipi_balance_add_lang(*bal, ba->lang[i], c, err));
+        lipi_counts_free(c);
+        c = NULL;
+    }
+    if (n_files) {
+        TRY(count_some(files, n_files, are_counts, norm, pre, copt, &c, err));
+        TRY(lipi_balance_add_mixed(*bal, c, err));
+        lipi_counts_free(c);
+        c = NULL;
+    }
+    if (ba->mode == LIPI_BALANCE_PARITY) {
+        lipi_count_options dev_opt = *copt; /* small files: no progress lines */
+        dev_opt.progress = NULL;
+        TRY(lipi_inflation_parallel_open(&ba->dev, 1, NULL, copt->invalid, &dev, err));
+        size_t used_files = 0;
+        for (size_t i = 0; i < lipi_inflation_parallel_count(dev); i++) {
+            const char *f = lipi_inflation_parallel_path(dev, i);
+            bool used;
+            TRY(lipi_count_files(&f, 1, norm, pre, &dev_opt, &c, err));
+            TRY(lipi_balance_add_dev(*bal, lipi_inflation_parallel_label(dev, i), c, &used, err));
+            lipi_counts_free(c);
+            c = NULL;
+            used_files += used;
+            if (!used && !quiet)
+                fprintf(stderr, "lipi train: dev file %s: no training data in its language, not used\n", f);
+        }
+        if (!used_files) {
+            st = lipi_error_set(err, LIPI_EINVAL, ba->dev, 0, 0,
+                                "expected dev files of the training languages, found none");
+            goto done;
+        }
+    }
+    TRY(lipi_balance_train_counts(*bal, ba->mode, ba->alpha, train, err));
+    size_t n = lipi_balance_lang_count(*bal);
+    w = lipi_calloc(n ? n : 1, sizeof *w);
+    if (!w) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
+    if (!quiet && lipi_balance_weights(*bal, ba->mode == LIPI_BALANCE_SMOOTHED ? ba->alpha : 1.0, w, err) == LIPI_OK) {
+        uint64_t total = 0;
+        for (size_t i = 0; i < n; i++)
+            total += lipi_balance_lang_mass(*bal, i);
+        fprintf(stderr, "lipi train: %zu languages (share of words, weight):", n);
+        for (size_t i = 0; i < n; i++)
+            fprintf(stderr, " %s %.2f%% %.3f", lipi_balance_lang_name(*bal, i),
+                    100.0 * (double)lipi_balance_lang_mass(*bal, i) / (double)(total ? total : 1),
+                    (double)w[i] / 4294967296.0);
+        fprintf(stderr, "\n");
+    }
+done:
+    lipi_free(w);
+    lipi_inflation_parallel_close(dev);
+    lipi_counts_free(c);
+    return st;
+#undef TRY
+}
 
 static int run(int argc, char **argv)
 {
@@ -86,6 +206,12 @@ static int run(int argc, char **argv)
         {"export-spm", required_argument, NULL, OPT_SPM},
         {"sample", required_argument, NULL, OPT_SAMPLE},
         {"seed", required_argument, NULL, OPT_SEED},
+        {"balance", required_argument, NULL, OPT_BALANCE},
+        {"lang-file", required_argument, NULL, OPT_LANG_FILE},
+        {"alpha", required_argument, NULL, OPT_SMOOTH},
+        {"dev", required_argument, NULL, OPT_DEV},
+        {"parity-threshold", required_argument, NULL, OPT_PTHRESH},
+        {"parity-exponent", required_argument, NULL, OPT_PEXP},
         {"help", no_argument, NULL, 'h'},
         CLI_TEXT_LONGOPTS,
         {NULL, 0, NULL, 0},
@@ -101,6 +227,10 @@ static int run(int argc, char **argv)
     const char *out = NULL, *export_dir = NULL, *export_spm = NULL, *type = "bpe";
     bool set_coverage = false, set_maxlen = false, set_units = false, set_pattern = false;
     uint64_t sample = 0, seed = 1;
+    static balance_args ba;
+    memset(&ba, 0, sizeof ba);
+    ba.alpha = 0.3;
+    double parity_threshold = 0.0, parity_exponent = 0.0;
     const char *counts_files[256];
     size_t n_counts = 0;
     bool quiet = false;
@@ -184,6 +314,41 @@ static int run(int argc, char **argv)
             if (!cli_parse_u64(optarg, &seed))
                 return cli_usage_error("train", "--seed takes a whole number, not '%s'", optarg);
             break;
+        case OPT_BALANCE:
+            if (strcmp(optarg, "none") == 0)
+                ba.mode = LIPI_BALANCE_NONE;
+            else if (strcmp(optarg, "smoothed") == 0)
+                ba.mode = LIPI_BALANCE_SMOOTHED;
+            else if (strcmp(optarg, "parity") == 0)
+                ba.mode = LIPI_BALANCE_PARITY;
+            else
+                return cli_usage_error("train", "--balance takes 'none', 'smoothed' or 'parity', not '%s'", optarg);
+            break;
+        case OPT_LANG_FILE: {
+            char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg || !eq[1])
+                return cli_usage_error("train", "--lang-file takes LANG=FILE (e.g. hin_Deva=hi.txt), not '%s'", optarg);
+            if (ba.n_lang == MAX_LANG_FILES)
+                return cli_usage_error("train", "too many --lang-file options (%d at most)", MAX_LANG_FILES);
+            *eq = '\0';
+            ba.lang[ba.n_lang] = optarg;
+            ba.file[ba.n_lang++] = eq + 1;
+            break;
+        }
+        case OPT_SMOOTH:
+            if (!cli_parse_double(optarg, 0.0, 1.0, &ba.alpha))
+                return cli_usage_error("train", "--alpha takes a number in [0, 1], not '%s'", optarg);
+            ba.set_alpha = true;
+            break;
+        case OPT_DEV: ba.dev = optarg; break;
+        case OPT_PTHRESH:
+            if (!cli_parse_double(optarg, 1.0, 1e9, &parity_threshold))
+                return cli_usage_error("train", "--parity-threshold takes a number >= 1, not '%s'", optarg);
+            break;
+        case OPT_PEXP:
+            if (!cli_parse_double(optarg, 1e-9, 1e3, &parity_exponent))
+                return cli_usage_error("train", "--parity-exponent takes a number in (0, 1000], not '%s'", optarg);
+            break;
         case 'h': help(stdout); return EXIT_OK;
         case ':': return cli_usage_error("train", "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error("train", "unknown option '%s'", argv[optind - 1]);
@@ -198,7 +363,35 @@ static int run(int argc, char **argv)
         return cli_usage_error("train", "--export-spm and --sample are for --type unigram");
     if (!out)
         return cli_usage_error("train", "missing -o FILE (the tokenizer.json to write)");
-    if (n_counts == 0 && optind >= argc)
+    if (ba.set_alpha && ba.mode != LIPI_BALANCE_SMOOTHED)
+        return cli_usage_error("train", "--alpha is for --balance smoothed");
+    if (ba.mode == LIPI_BALANCE_PARITY && !ba.dev)
+        return cli_usage_error("train", "--balance parity needs --dev DIR (line-aligned dev files, one per language)");
+    if (ba.dev && ba.mode != LIPI_BALANCE_PARITY)
+        return cli_usage_error("train", "--dev is for --balance parity");
+    if ((parity_threshold || parity_exponent) && (ba.mode != LIPI_BALANCE_PARITY || unigram))
+        return cli_usage_error("train", "--parity-threshold and --parity-exponent are for --balance parity with --type bpe");
+    if (ba.n_lang && n_counts)
+        return cli_usage_error("train", "--lang-file counts text files; it does not go with --from-counts");
+    if (ba.mode != LIPI_BALANCE_NONE && sample)
+        return cli_usage_error("train", "--sample does not go with --balance %s", ba.mode == LIPI_BALANCE_PARITY ? "parity" : "smoothed");
+    bool balanced = ba.mode != LIPI_BALANCE_NONE;
+    char **all_files = NULL;
+    if (!balanced && ba.n_lang) {
+        /* Without balancing, language files are plain input files. */
+        size_t n_pos = (size_t)(argc - optind);
+        all_files = lipi_calloc(n_pos + ba.n_lang + 1, sizeof *all_files);
+        if (!all_files)
+            return cli_usage_error("train", "out of memory");
+        for (size_t i = 0; i < n_pos; i++)
+            all_files[i] = argv[optind + (int)i];
+        for (size_t i = 0; i < ba.n_lang; i++)
+            all_files[n_pos + i] = ba.file[i];
+        argv = all_files;
+        argc = (int)(n_pos + ba.n_lang);
+        optind = 0;
+    }
+    if (n_counts == 0 && optind >= argc && !ba.n_lang)
         return cli_usage_error("train", "no input files (use '-' for standard input, or --from-counts)");
     if (n_counts && optind < argc)
         return cli_usage_error("train", "give either input files or --from-counts, not both");
@@ -208,6 +401,7 @@ static int run(int argc, char **argv)
     lipi_pretokenizer *pre = NULL;
     lipi_tokenizer *tok = NULL;
     lipi_counts *counts = NULL;
+    lipi_balance *bal = NULL;
     int rc = EXIT_FAIL;
     /* Fail before hours of training, not after, when the output cannot be written. */
     if (lipi_check_writable(out, &err) != LIPI_OK)
@@ -243,7 +437,22 @@ static int run(int argc, char **argv)
     copt.progress = bopt.progress = uopt.progress = cli_progress_report;
     copt.progress_user = bopt.progress_user = uopt.progress_user = &prog;
     lipi_status st;
-    if (n_counts) {
+    bopt.parity_threshold = parity_threshold;
+    bopt.parity_exponent = parity_exponent;
+    if (balanced) {
+        const char *const *files = n_counts ? counts_files : (const char *const *)argv + optind;
+        size_t nf = n_counts ? n_counts : (size_t)(argc - optind);
+        st = balance_build(&ba, files, nf, n_counts > 0, norm, pre, &copt, quiet, &bal, &counts,
+                           &err);
+        if (st == LIPI_OK) {
+            if (ba.mode == LIPI_BALANCE_PARITY)
+                bopt.balance = uopt.balance = bal;
+            st = unigram ? lipi_unigram_train_counts(counts, norm, pre, &uopt, &tok, &err)
+                         : lipi_bpe_train_counts(counts, norm, pre, &bopt, &tok, &err);
+            norm = NULL;
+            pre = NULL;
+        }
+    } else if (n_counts) {
         st = lipi_counts_new(&counts);
         for (size_t i = 0; st == LIPI_OK && i < n_counts; i++)
             st = lipi_counts_load(counts_files[i], counts, &err);
@@ -276,6 +485,8 @@ static int run(int argc, char **argv)
 fail:
     cli_report("train", &err);
 done:
+    lipi_free(all_files);
+    lipi_balance_free(bal);
     lipi_counts_free(counts);
     lipi_tokenizer_free(tok);
     lipi_pretokenizer_free(pre);

@@ -41,11 +41,13 @@
  * clusters were all seen in training then never puts a token boundary
  * inside a cluster. */
 #include "trainer/trainer.h"
+#include "trainer/balance_impl.h"
 
 #include "tokenizer/common_impl.h"
 #include "tokenizer/json_impl.h"
 #include "tokenizer/tokenizer_impl.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,6 +343,8 @@ typedef struct {
     uint32_t (*merges)[3];
     uint64_t *merge_count;
     size_t n_merges, merges_cap;
+
+    struct bpe_parity *par; /* parity-aware selection, NULL without a balance */
 } bpe;
 
 static void bpe_free(bpe *b)
@@ -1963,6 +1967,378 @@ static void report(const bpe *b, size_t total, bool done)
     b->opt->progress(&p, b->opt->progress_user);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Parity-aware merge selection (Foroutan et al. 2025; docs/FAIRNESS.md)     */
+/* ------------------------------------------------------------------------ */
+
+/* Each word has one language (lipi_balance_lang_of). Pair counts per
+ * language live in their own table keyed by language and pair id, kept up
+ * to date from the same deltas that update the global counts, with a lazy
+ * max-heap per language ordered as the global one. The dev set's tokens per
+ * language follow every merge (lipi_dev_track). A merge step asks which
+ * language costs the most dev tokens per dev file and takes that language's
+ * most frequent pair; the first guard phase (clusters only) stays plain. */
+
+/* Keyed by pair key and language, so the deltas (which carry pair keys)
+ * update it without a lookup in the global pair table. */
+typedef struct {
+    uint64_t key;   /* pair_key(left, right) */
+    uint32_t lang;  /* NONE: empty */
+    uint32_t epoch; /* the merge that last raised it */
+    uint64_t count;
+} lp_slot;
+
+typedef struct {
+    uint64_t key;
+    uint32_t lang;
+} lp_ref;
+
+typedef struct {
+    heap_ent *e;
+    size_t n, cap;
+} lp_heap;
+
+typedef struct bpe_parity {
+    const lipi_balance *bal;
+    size_t n_langs;
+    uint16_t *wlang;
+    lipi_dev_track *dev;
+    lp_slot *t;
+    size_t cap, used;
+    lp_heap *heap;        /* per language */
+    uint32_t *order;      /* languages, worst first */
+    lp_ref *raised;       /* slots raised by the current merge */
+    size_t n_raised, raised_cap;
+    uint32_t epoch;
+    bool live;            /* per-language counts are current */
+} bpe_parity;
+
+static void parity_free(bpe_parity *pa)
+{
+    if (!pa)
+        return;
+    lipi_free(pa->wlang);
+    lipi_dev_track_free(pa->dev);
+    lipi_free(pa->t);
+    for (size_t l = 0; pa->heap && l < pa->n_langs; l++)
+        lipi_free(pa->heap[l].e);
+    lipi_free(pa->heap);
+    lipi_free(pa->order);
+    lipi_free(pa->raised);
+    lipi_free(pa);
+}
+
+static size_t lp_probe(const bpe_parity *pa, uint64_t key, uint32_t lang)
+{
+    size_t mask = pa->cap - 1;
+    size_t i = (size_t)(pair_hash(key ^ (uint64_t)lang * 0xC2B2AE3D27D4EB4Full) >> 24) & mask;
+    while (pa->t[i].lang != NONE && (pa->t[i].key != key || pa->t[i].lang != lang))
+        i = (i + 1) & mask;
+    return i;
+}
+
+static lipi_status lp_grow(bpe_parity *pa)
+{
+    size_t ncap = pa->cap ? pa->cap * 2 : 1 << 16, ocap = pa->cap;
+    lp_slot *old = pa->t;
+    pa->t = big_alloc(ncap, sizeof *pa->t, false);
+    if (!pa->t) {
+        pa->t = old;
+        return LIPI_ENOMEM;
+    }
+    for (size_t i = 0; i < ncap; i++)
+        pa->t[i].lang = NONE;
+    pa->cap = ncap;
+    for (size_t i = 0; i < ocap; i++)
+        if (old[i].lang != NONE)
+            pa->t[lp_probe(pa, old[i].key, old[i].lang)] = old[i];
+    lipi_free(old);
+    return LIPI_OK;
+}
+
+/* The slot of (lang, pair key), created with count 0 if new. */
+static lipi_status lp_slot_of(bpe_parity *pa, uint32_t lang, uint64_t key, size_t *out)
+{
+    if ((pa->used + 1) * 2 > pa->cap && lp_grow(pa) != LIPI_OK)
+        return LIPI_ENOMEM;
+    size_t i = lp_probe(pa, key, lang);
+    if (pa->t[i].lang == NONE) {
+        pa->t[i] = (lp_slot){key, lang, 0, 0};
+        pa->used++;
+    }
+    *out = i;
+    return LIPI_OK;
+}
+
+static uint64_t lp_count(const bpe_parity *pa, uint32_t lang, uint64_t key)
+{
+    size_t i = lp_probe(pa, key, lang);
+    return pa->t[i].lang == NONE ? 0 : pa->t[i].count;
+}
+
+static lipi_status lp_push(const bpe *b, lp_heap *h, uint64_t count, uint32_t p)
+{
+    if (h->n == h->cap) {
+        void *q = h->e;
+        if (big_grow(&q, &h->cap, h->n + 1, sizeof *h->e) != LIPI_OK)
+            return LIPI_ENOMEM;
+        h->e = q;
+    }
+    heap_ent e = {count, p, b->pairs[p].left, b->pairs[p].right};
+    size_t i = h->n++;
+    while (i > 0 && heap_before(b, &e, &h->e[(i - 1) / 2])) {
+        h->e[i] = h->e[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->e[i] = e;
+    return LIPI_OK;
+}
+
+static heap_ent lp_pop(const bpe *b, lp_heap *h)
+{
+    heap_ent top = h->e[0], e = h->e[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && heap_before(b, &h->e[c + 1], &h->e[c]))
+            c++;
+        if (!heap_before(b, &h->e[c], &e))
+            break;
+        h->e[i] = h->e[c];
+        i = c;
+    }
+    if (h->n)
+        h->e[i] = e;
+    return top;
+}
+
+typedef struct {
+    const bpe *b;
+    gpt2_map gm;
+} unit_ctx;
+
+static uint32_t parity_unit_id(void *ctx, const char *s, size_t len)
+{
+    const unit_ctx *u = ctx;
+    if (!u->b->byte_units)
+        return tok_find(u->b, s, len);
+    unsigned char c = (unsigned char)s[0];
+    return tok_find(u->b, u->gm.s[c], u->gm.len[c]);
+}
+
+/* Languages of the words (in prepare's order) and the dev tracker. */
+static lipi_status parity_start(bpe *b, const lipi_counts *counts, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    bpe_parity *pa = lipi_calloc(1, sizeof *pa);
+    unit_ctx *u = lipi_malloc(sizeof *u);
+    if (!pa || !u) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
+    b->par = pa;
+    pa->bal = b->opt->balance;
+    pa->n_langs = lipi_balance_n_langs(pa->bal);
+    pa->wlang = big_alloc(b->n_words, sizeof *pa->wlang, false);
+    pa->heap = lipi_calloc(pa->n_langs, sizeof *pa->heap);
+    pa->order = lipi_calloc(pa->n_langs, sizeof *pa->order);
+    if (!pa->wlang || !pa->heap || !pa->order || lp_grow(pa) != LIPI_OK) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
+    size_t pos = 0, w = 0;
+    lipi_count_entry e;
+    while (lipi_counts_next(counts, &pos, &e))
+        pa->wlang[w++] = (uint16_t)lipi_balance_lang_of(pa->bal, e.word, e.len);
+    u->b = b;
+    gpt2_map_init(&u->gm);
+    TRY(lipi_dev_track_new(pa->bal, b->byte_units, parity_unit_id, u, &pa->dev));
+done:
+    lipi_free(u);
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, st, NULL, 0, 0, "out of memory preparing parity-aware BPE");
+    return st;
+}
+
+static lipi_status parity_heaps(bpe *b)
+{
+    bpe_parity *pa = b->par;
+    for (size_t i = 0; i < pa->cap; i++) {
+        const lp_slot *s = &pa->t[i];
+        if (s->lang != NONE && s->count >= b->min_count &&
+            lp_push(b, &pa->heap[s->lang], s->count, pair_find(b, s->key)) != LIPI_OK)
+            return LIPI_ENOMEM;
+    }
+    return LIPI_OK;
+}
+
+/* Counts the pairs of every word per language from scratch (after
+ * count_pairs), once merges of whole clusters are allowed. */
+static lipi_status parity_recount(bpe *b)
+{
+    bpe_parity *pa = b->par;
+    pa->live = !b->clusters_only;
+    if (!pa->live)
+        return LIPI_OK;
+    for (size_t i = 0; i < pa->cap; i++)
+        pa->t[i].lang = NONE;
+    pa->used = 0;
+    for (size_t l = 0; l < pa->n_langs; l++)
+        pa->heap[l].n = 0;
+    for (uint32_t w = 0; w < b->n_words; w++) {
+        const word_rec *wr = &b->words[w];
+        const uint32_t *s = b->sym + wr->off;
+        uint32_t lang = pa->wlang[w], pos = 0;
+        if (lang == LIPI_LANG_NONE)
+            continue;
+        for (uint32_t k = 0; k + 1 < wr->len; k++) {
+            int c = pair_class(b, wr, s[k], s[k + 1], pos);
+            pos += sym_units(b, s[k]);
+            if (c != PAIR_VALID)
+                continue;
+            size_t i;
+            if (lp_slot_of(pa, lang, pair_key(s[k], s[k + 1]), &i) != LIPI_OK)
+                return LIPI_ENOMEM;
+            pa->t[i].count += wr->count;
+        }
+    }
+    return parity_heaps(b);
+}
+
+/* Moves the deltas of the merge just made into the per-language counts
+ * and the dev tracker. */
+static lipi_status parity_after_merge(bpe *b, uint32_t x, uint32_t y, uint32_t z)
+{
+    bpe_parity *pa = b->par;
+    if (lipi_dev_track_merge(pa->dev, x, y, z) != LIPI_OK)
+        return LIPI_ENOMEM;
+    if (!pa->live)
+        return LIPI_OK;
+    pa->n_raised = 0;
+    if (++pa->epoch == 0)
+        pa->epoch = 1;
+    for (size_t t = 0; t < b->n_active; t++) {
+        const delta_buf *d = &b->d[t];
+        for (size_t k = 0; k < d->n_rem; k++) {
+            const delta *r = &d->rem[k];
+            uint32_t lang = r->w == NONE ? LIPI_LANG_NONE : pa->wlang[r->w];
+            if (lang == LIPI_LANG_NONE)
+                continue;
+            size_t i = lp_probe(pa, r->key, lang);
+            LIPI_ASSERT(pa->t[i].lang != NONE && pa->t[i].count >= r->n);
+            pa->t[i].count -= r->n;
+        }
+        for (size_t k = 0; k < d->n_add; k++) {
+            const delta *a = &d->add[k];
+            uint32_t lang = a->w == NONE ? LIPI_LANG_NONE : pa->wlang[a->w];
+            if (lang == LIPI_LANG_NONE)
+                continue;
+            size_t i;
+            if (lp_slot_of(pa, lang, a->key, &i) != LIPI_OK)
+                return LIPI_ENOMEM;
+            pa->t[i].count += a->n;
+            if (pa->t[i].epoch == pa->epoch)
+                continue;
+            pa->t[i].epoch = pa->epoch;
+            void *q = pa->raised;
+            if (lipi_grow(&q, &pa->raised_cap, pa->n_raised + 1, sizeof *pa->raised) != LIPI_OK)
+                return LIPI_ENOMEM;
+            pa->raised = q;
+            pa->raised[pa->n_raised++] = (lp_ref){a->key, lang};
+        }
+    }
+    /* Slots may move while others are added: push by key. */
+    for (size_t r = 0; r < pa->n_raised; r++) {
+        const lp_ref *ref = &pa->raised[r];
+        uint64_t c = pa->t[lp_probe(pa, ref->key, ref->lang)].count;
+        if (c >= b->min_count &&
+            lp_push(b, &pa->heap[ref->lang], c, pair_find(b, ref->key)) != LIPI_OK)
+            return LIPI_ENOMEM;
+    }
+    return LIPI_OK;
+}
+
+/* Drops the stale and unusable entries on top of language lang's heap;
+ * *out is the pair on top, or NONE when the heap is empty. */
+static lipi_status lp_top(bpe *b, uint32_t lang, uint32_t *out)
+{
+    bpe_parity *pa = b->par;
+    lp_heap *h = &pa->heap[lang];
+    while (h->n) {
+        heap_ent top = h->e[0];
+        uint64_t cur = lp_count(pa, lang, pair_key(top.left, top.right));
+        const pair_rec *pr = &b->pairs[top.pair];
+        if (cur == top.count && pr->count >= b->min_count && !is_forbidden(b, top.pair)) {
+            *out = top.pair;
+            return LIPI_OK;
+        }
+        lp_pop(b, h);
+        /* stale, rare, or never to be merged; a fallen count goes back */
+        if (cur < top.count && cur >= b->min_count && pr->count >= b->min_count &&
+            !is_forbidden(b, top.pair) && lp_push(b, h, cur, top.pair) != LIPI_OK)
+            return LIPI_ENOMEM;
+    }
+    *out = NONE;
+    return LIPI_OK;
+}
+
+/* The next pair: the most frequent one of the worst language on the dev
+ * set that has one, or the plain choice (first guard phase; the worst
+ * language within parity_threshold of the best; no language has a pair). */
+static lipi_status parity_next_pair(bpe *b, uint32_t *out)
+{
+    bpe_parity *pa = b->par;
+    if (!pa->live)
+        return next_pair(b, out);
+    const uint64_t *tokens = lipi_dev_track_tokens(pa->dev);
+    size_t n;
+    lipi_balance_rank(pa->bal, tokens, pa->order, &n);
+    if (n == 0)
+        return next_pair(b, out);
+    if (b->opt->parity_threshold > 1.0) {
+        size_t fw, fb;
+        lipi_balance_dev(pa->bal, pa->order[0], &fw);
+        lipi_balance_dev(pa->bal, pa->order[n - 1], &fb);
+        double worst = (double)tokens[pa->order[0]] / (double)fw;
+        double best = (double)tokens[pa->order[n - 1]] / (double)fb;
+        if (worst <= best * b->opt->parity_threshold)
+            return next_pair(b, out);
+    }
+    /* Each language's best pair, scored count * (cost / best cost)^K;
+     * without K only the worst language with a pair counts. */
+    double k_exp = b->opt->parity_exponent, best_score = -1.0;
+    size_t fbest;
+    lipi_balance_dev(pa->bal, pa->order[n - 1], &fbest);
+    double cbest = (double)tokens[pa->order[n - 1]] / (double)fbest;
+    uint32_t pick = NONE;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t lang = pa->order[k], p;
+        if (lp_top(b, lang, &p) != LIPI_OK)
+            return LIPI_ENOMEM;
+        if (p == NONE)
+            continue;
+        if (k_exp <= 0.0) {
+            pick = lang;
+            break;
+        }
+        size_t files;
+        lipi_balance_dev(pa->bal, lang, &files);
+        double ratio = (double)tokens[lang] / (double)files / cbest;
+        double score = (double)pa->heap[lang].e[0].count * pow(ratio, k_exp);
+        if (score > best_score) {
+            best_score = score;
+            pick = lang;
+        }
+    }
+    if (pick != NONE) {
+        *out = lp_pop(b, &pa->heap[pick]).pair;
+        return LIPI_OK;
+    }
+    return next_pair(b, out);
+}
+
 static lipi_status learn(bpe *b, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
@@ -1972,16 +2348,20 @@ static lipi_status learn(bpe *b, lipi_error *err)
 
     b->clusters_only = b->guard;
     TRY(count_pairs(b));
+    if (b->par)
+        TRY(parity_recount(b));
     report(b, total, false);
     while (b->n_tok < b->opt->vocab_size) {
         uint32_t p;
-        TRY(next_pair(b, &p));
+        TRY(b->par ? parity_next_pair(b, &p) : next_pair(b, &p));
         if (p == NONE || b->pairs[p].count < b->opt->min_frequency) {
             if (!b->clusters_only)
                 break;
             /* Clusters are built: count again, whole clusters included. */
             b->clusters_only = false;
             TRY(count_pairs(b));
+            if (b->par)
+                TRY(parity_recount(b));
             continue;
         }
         uint32_t x = b->pairs[p].left, y = b->pairs[p].right;
@@ -2031,6 +2411,8 @@ static lipi_status learn(bpe *b, lipi_error *err)
 
         b->merge_no++;
         TRY(merge_pair(b, p, x, y, z));
+        if (b->par)
+            TRY(parity_after_merge(b, x, y, z));
         if ((b->n_merges & 63) == 0 && b->opt->progress) {
             double t = now_seconds();
             if (t - last >= 0.1) {
@@ -2098,6 +2480,8 @@ lipi_status lipi_bpe_train(const lipi_counts *counts, const lipi_bpe_options *op
     b.floor = b.min_count;
     b.free_chunk = NONE;
     TRY(prepare(&b, counts, err));
+    if (opt->balance)
+        TRY(parity_start(&b, counts, err));
     if (helpers_start(&b, thread_count(opt)) != LIPI_OK) {
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto done;
@@ -2107,6 +2491,7 @@ lipi_status lipi_bpe_train(const lipi_counts *counts, const lipi_bpe_options *op
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
 done:
     helpers_stop(&b);
+    parity_free(b.par);
     bpe_free(&b);
     return st;
 }

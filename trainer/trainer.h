@@ -175,6 +175,92 @@ lipi_status lipi_count_to_file(const char *const *paths, size_t n_paths,
                                lipi_error *err);
 
 /* ======================================================================== */
+/* Fair vocabularies: per-language counts, smoothing, parity-aware training  */
+/* ======================================================================== */
+
+/* Multilingual corpora starve small languages: frequency is all BPE and
+ * Unigram see. A lipi_balance holds word counts per language, from one file
+ * per language or by the ICU script of each word of mixed files, and gives
+ * the trainers counts reweighted per language (smoothed) or the language
+ * of every word plus a line-aligned dev set (parity):
+ *
+ *   lipi_balance *bal;  lipi_counts *train;
+ *   lipi_balance_new(&bal);
+ *   lipi_balance_add_lang(bal, "hin_Deva", hindi_counts, &err);
+ *   lipi_balance_add_mixed(bal, other_counts, &err);
+ *   lipi_balance_add_dev(bal, "hin_Deva", hindi_dev_counts, &err);  (parity)
+ *   lipi_balance_train_counts(bal, LIPI_BALANCE_PARITY, 0, &train, &err);
+ *   bpe_opt.balance = bal;
+ *   lipi_bpe_train_counts(train, norm, pre, &bpe_opt, &tok, &err);
+ *
+ * docs/FAIRNESS.md describes the methods and their sources. */
+
+typedef enum {
+    LIPI_BALANCE_NONE = 0, /* the union of all counts, as without a balance */
+    LIPI_BALANCE_SMOOTHED, /* XLM-R's exponentially smoothed language shares */
+    LIPI_BALANCE_PARITY,   /* parity-aware: the worst language on the dev set first */
+} lipi_balance_mode;
+
+typedef struct lipi_balance lipi_balance;
+
+/* New empty balance; free with lipi_balance_free. LIPI_ENOMEM only. */
+lipi_status lipi_balance_new(lipi_balance **out);
+void lipi_balance_free(lipi_balance *b);
+
+/* Adds the counts c (borrowed) to language `lang` (a name such as
+ * "hin_Deva", created on first use; at most 65535 languages). LIPI_EINVAL
+ * for an empty name, LIPI_ENOMEM. */
+lipi_status lipi_balance_add_lang(lipi_balance *b, const char *lang, const lipi_counts *c,
+                                  lipi_error *err);
+
+/* Adds the counts c (borrowed) of mixed text: each word goes to the
+ * language named by its dominant script (the ICU short name of the script
+ * with the most code points in the word, Common and Inherited not counted,
+ * ties to the script seen first in the word: "Deva", "Latn", "Taml"); words with no
+ * letter of any script go to no language (weight 1, never parity-selected). */
+lipi_status lipi_balance_add_mixed(lipi_balance *b, const lipi_counts *c, lipi_error *err);
+
+/* Adds one file of the parity dev set: its word counts c (borrowed; made
+ * with the normalizer and pre-tokenizer of training) under the file's label
+ * ("hin_Deva" for hin_Deva.txt). The file belongs to the training language
+ * of that name, else to the one named by the dominant script of its text;
+ * *used (may be NULL) tells whether there is one (a dev file of a language
+ * without training data is not used). The dev files of one language are
+ * summed and their number kept, so languages are compared per file. A tie
+ * of scripts in a dev file goes to the lowest ICU script code. */
+lipi_status lipi_balance_add_dev(lipi_balance *b, const char *label, const lipi_counts *c,
+                                 bool *used, lipi_error *err);
+
+/* Number of languages (the no-language class not counted), their names and
+ * word masses (sum of the counts of their words); i from 0. Borrowed. */
+size_t lipi_balance_lang_count(const lipi_balance *b);
+const char *lipi_balance_lang_name(const lipi_balance *b, size_t i);
+uint64_t lipi_balance_lang_mass(const lipi_balance *b, size_t i);
+
+/* Smoothed weights, fixed point (2^32 = 1), of languages 0..count-1 into
+ * w: with q_i = n_i / N the language's share of the word mass and
+ * p_i = q_i^alpha / sum_j q_j^alpha (XLM-R, alpha in [0, 1]), w_i = p_i / q_i
+ * rounded to the nearest 2^-32 (at least 2^-32), so language i's counts sum
+ * to about p_i * N. A script of mixed text with under 0.1% of all words
+ * (stray letters, not a language) keeps weight 1 and stays out of N.
+ * LIPI_EINVAL for alpha outside [0, 1]. */
+lipi_status lipi_balance_weights(const lipi_balance *b, double alpha, uint64_t *w, lipi_error *err);
+
+/* The counts to train on, a new table (*out, the caller's):
+ * NONE and PARITY: the sum of every language's counts (what counting all
+ * files together gives); SMOOTHED: each language's count c of a word
+ * becomes floor((c * w_i + 2^31) / 2^32) with w_i from lipi_balance_weights
+ * (round half up, computed in 128 bits), at least 1 so no seen word
+ * vanishes; words of no language keep c; a word counted by several
+ * languages gets the sum. Also fixes each word's language for parity
+ * training, so b must not change afterwards, and the first call sorts the
+ * languages by name (lipi_balance_lang_name's order; every tie between
+ * languages goes to the one first by name). LIPI_EINVAL (alpha; no words),
+ * LIPI_ENOMEM. */
+lipi_status lipi_balance_train_counts(lipi_balance *b, lipi_balance_mode mode, double alpha,
+                                      lipi_counts **out, lipi_error *err);
+
+/* ======================================================================== */
 /* BPE trainer                                                               */
 /* ======================================================================== */
 
@@ -210,6 +296,23 @@ typedef struct {
                                   CPUs (default). The result never depends on it. */
     lipi_progress_fn progress; /* NULL: no reports (default) */
     void *progress_user;
+    const lipi_balance *balance; /* parity-aware training (borrowed; NULL,
+                                  the default: plain BPE). The counts must be
+                                  lipi_balance_train_counts(balance, PARITY).
+                                  Each merge is the most frequent pair in the
+                                  words of the language whose dev set has
+                                  the most tokens per file, while
+                                  worst / best > parity_threshold; else the
+                                  most frequent pair overall (see
+                                  docs/FAIRNESS.md). */
+    double parity_threshold;   /* 0 (default) or 1: always the worst language */
+    double parity_exponent;    /* K > 0: instead of the worst language's best
+                                  pair, the pair with the highest
+                                  count * (cost / best cost)^K among every
+                                  language's best pair, cost being dev
+                                  tokens per dev file: a path from plain BPE
+                                  (K near 0) to the paper's rule (K large).
+                                  0, the default: the paper's rule */
 } lipi_bpe_options;
 
 void lipi_bpe_options_default(lipi_bpe_options *opt);
@@ -363,6 +466,12 @@ typedef struct {
                                    depends on it */
     lipi_progress_fn progress;  /* NULL: no reports (default) */
     void *progress_user;
+    const lipi_balance *balance; /* parity-aware pruning (borrowed; NULL, the
+                                   default: plain). Each pruning weighs a
+                                   piece's loss per language, the languages
+                                   whose dev sets cost the most tokens most
+                                   (see docs/FAIRNESS.md). The counts must be
+                                   lipi_balance_train_counts(balance, PARITY). */
 } lipi_unigram_options;
 
 void lipi_unigram_options_default(lipi_unigram_options *opt);

@@ -18,6 +18,7 @@
  *            result does not depend on the thread count. */
 #include "trainer/trainer.h"
 #include "trainer/unigram_impl.h"
+#include "trainer/balance_impl.h"
 
 #include "encoder/lattice_impl.h"
 #include "tokenizer/common_impl.h"
@@ -469,6 +470,8 @@ typedef struct {
     size_t marg_cap;
     int64_t *acc;     /* E-step: fixed-point expected counts per piece */
     uint64_t *freq;   /* pruning: Viterbi counts per piece */
+    uint64_t *ltok;   /* parity pruning: Viterbi tokens per language */
+    uint64_t *wfreq;  /* parity pruning: language-weighted Viterbi counts */
 } scratch;
 
 static void scratch_free(scratch *s, size_t n)
@@ -478,6 +481,8 @@ static void scratch_free(scratch *s, size_t n)
         lipi_free(s[t].marg);
         lipi_free(s[t].acc);
         lipi_free(s[t].freq);
+        lipi_free(s[t].ltok);
+        lipi_free(s[t].wfreq);
     }
     lipi_free(s);
 }
@@ -628,6 +633,15 @@ static void mstep(piece_set *ps, const double *expected, double *score, bool *ke
 /* Pruning                                                                   */
 /* ======================================================================== */
 
+/* Parity-aware pruning (docs/FAIRNESS.md): each word's language, the code
+ * points per language, and the loss weights of the current pruning. */
+typedef struct {
+    const lipi_balance *bal;
+    size_t n_langs;
+    uint16_t *wlang;
+    uint64_t *chars, *tok, *wt;
+} fair_prune;
+
 typedef struct {
     const word_set *ws;
     const piece_set *ps;
@@ -641,6 +655,8 @@ typedef struct {
     uint32_t *alt;
     uint8_t *alen;
     size_t alt_stride; /* the most code points of a piece */
+    const fair_prune *fp; /* NULL: plain pruning */
+    bool weighted;        /* this pass sums wfreq only */
 } prune_job;
 
 static lipi_status prune_alt_run(void *ctx, size_t tid, size_t job, lipi_error *err)
@@ -699,6 +715,17 @@ static lipi_status viterbi_run(void *ctx, size_t tid, size_t job, lipi_error *er
         bool found;
         TRY(lattice_fill(pj->ps, pj->nc, w, i, &sc->lat, 0, w->len, UNK_NODE));
         TRY(lipi_lattice_viterbi(&sc->lat, &found));
+        if (pj->weighted) {
+            uint64_t c = w->count * pj->fp->wt[pj->fp->wlang[i]];
+            for (size_t k = 0; k < sc->lat.path_len; k++) {
+                uint32_t id = sc->lat.nodes[sc->lat.path[k]].id;
+                if (id != UNK_NODE)
+                    sc->wfreq[id] += c;
+            }
+            continue;
+        }
+        if (pj->fp)
+            sc->ltok[pj->fp->wlang[i]] += w->count * sc->lat.path_len;
         for (size_t k = 0; k < sc->lat.path_len; k++) {
             uint32_t id = sc->lat.nodes[sc->lat.path[k]].id;
             if (id != UNK_NODE)
@@ -709,6 +736,59 @@ done:
     if (st == LIPI_ENOMEM)
         oom(err);
     return st;
+}
+
+static void fair_free(fair_prune *fp)
+{
+    lipi_free(fp->wlang);
+    lipi_free(fp->chars);
+    lipi_free(fp->tok);
+    lipi_free(fp->wt);
+}
+
+/* Each word's language and the code points of each language. */
+static lipi_status fair_start(fair_prune *fp, const lipi_balance *bal, const word_set *ws,
+                              lipi_error *err)
+{
+    fp->bal = bal;
+    fp->n_langs = lipi_balance_n_langs(bal);
+    fp->wlang = lipi_calloc(ws->n ? ws->n : 1, sizeof *fp->wlang);
+    fp->chars = lipi_calloc(fp->n_langs, sizeof *fp->chars);
+    fp->tok = lipi_calloc(fp->n_langs, sizeof *fp->tok);
+    fp->wt = lipi_calloc(fp->n_langs, sizeof *fp->wt);
+    if (!fp->wlang || !fp->chars || !fp->tok || !fp->wt)
+        return oom(err);
+    for (size_t i = 0; i < ws->n; i++) {
+        const word *w = &ws->w[i];
+        fp->wlang[i] = (uint16_t)lipi_balance_lang_of(bal, w->s, w->len);
+        fp->chars[fp->wlang[i]] += w->count * w->nchars;
+    }
+    return LIPI_OK;
+}
+
+/* After the plain Viterbi pass: the languages' tokens give the loss
+ * weights, and a second pass sums the weighted piece counts. */
+static lipi_status fair_weigh(prune_job *pj, size_t threads, lipi_error *err)
+{
+    fair_prune *fp = (fair_prune *)pj->fp;
+    for (size_t l = 0; l < fp->n_langs; l++) {
+        fp->tok[l] = 0;
+        for (size_t t = 0; t < threads; t++)
+            fp->tok[l] += pj->sc[t].ltok[l];
+    }
+    lipi_balance_prune_weights(fp->bal, fp->tok, fp->chars, fp->wt);
+    pj->weighted = true;
+    lipi_status st = par_run(threads, (pj->ws->n + WORD_BLOCK - 1) / WORD_BLOCK, viterbi_run, pj, err);
+    pj->weighted = false;
+    return st;
+}
+
+static uint64_t fair_wfreq(const prune_job *pj, size_t threads, size_t i)
+{
+    uint64_t f = 0;
+    for (size_t t = 0; t < threads; t++)
+        f += pj->sc[t].wfreq[i];
+    return f;
 }
 
 typedef struct {
@@ -729,11 +809,11 @@ static int cand_cmp(const void *a, const void *b)
  * loss assumes all its uses (in the Viterbi segmentations of the words) go
  * to its second-best segmentation. */
 static lipi_status prune(const word_set *ws, piece_set *ps, const node_cache *nc, size_t target,
-                         size_t max_chars, size_t threads, lipi_error *err)
+                         size_t max_chars, size_t threads, const fair_prune *fp, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     size_t n = ps->n, n_alive = 0;
-    prune_job pj = {.ws = ws, .ps = ps, .nc = nc, .alt_stride = max_chars};
+    prune_job pj = {.ws = ws, .ps = ps, .nc = nc, .alt_stride = max_chars, .fp = fp};
     uint64_t *freq = NULL;
     cand *cands = NULL;
     size_t n_cand = 0, n_kept = 0;
@@ -762,13 +842,23 @@ static lipi_status prune(const word_set *ws, piece_set *ps, const node_cache *nc
             st = oom(err);
             goto done;
         }
+        if (fp) {
+            pj.sc[t].ltok = lipi_calloc(fp->n_langs, sizeof *pj.sc[t].ltok);
+            pj.sc[t].wfreq = lipi_calloc(n ? n : 1, sizeof *pj.sc[t].wfreq);
+            if (!pj.sc[t].ltok || !pj.sc[t].wfreq) {
+                st = oom(err);
+                goto done;
+            }
+        }
     }
     TRY(par_run(threads, (n + PIECE_BLOCK - 1) / PIECE_BLOCK, prune_alt_run, &pj, err));
     TRY(par_run(threads, (ws->n + WORD_BLOCK - 1) / WORD_BLOCK, viterbi_run, &pj, err));
+    if (fp)
+        TRY(fair_weigh(&pj, threads, err));
 
     double vsum = 0.0, sum = 0.0;
     for (size_t i = 0; i < ws->n; i++)
-        vsum += (double)ws->w[i].count;
+        vsum += (double)ws->w[i].count * (fp ? (double)fp->wt[fp->wlang[i]] : 1.0);
     for (size_t i = 0; i < n; i++) {
         for (size_t t = 0; t < threads; t++)
             freq[i] += pj.sc[t].freq[i];
@@ -792,7 +882,7 @@ static lipi_status prune(const word_set *ws, piece_set *ps, const node_cache *nc
         const uint32_t *alt = pj.alt + pj.slot[i] * pj.alt_stride;
         /* The piece's uses all go to its alternatives: their counts grow by
          * freq[i] and the total by freq[i] * (na - 1). */
-        double f = fi / vsum;
+        double f = fp ? (double)fair_wfreq(&pj, threads, i) / vsum : fi / vsum;
         double logprob_sp = log(fi) - logsum;
         double logsum_alt = log(sum + fi * (double)(na - 1));
         double logprob_alt = 0.0;
@@ -1610,6 +1700,7 @@ lipi_status lipi_unigram_train(const lipi_counts *counts, const lipi_unigram_opt
     double *expected = NULL, *score = NULL;
     bool *keep = NULL;
     specials sp;
+    fair_prune fp = {0};
     *out = NULL;
     if (!opt) {
         lipi_unigram_options_default(&def);
@@ -1629,6 +1720,8 @@ lipi_status lipi_unigram_train(const lipi_counts *counts, const lipi_unigram_opt
         goto done;
     }
     TRY(char_stats(&ws, opt->character_coverage, &cf, &n_cf, &n_req, err));
+    if (opt->balance)
+        TRY(fair_start(&fp, opt->balance, &ws, err));
     size_t n_meta = sp.n + (opt->byte_fallback ? 256 : 0);
     if (opt->vocab_size < n_meta + n_req) {
         st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
@@ -1675,7 +1768,8 @@ lipi_status lipi_unigram_train(const lipi_counts *counts, const lipi_unigram_opt
         size_t target = (size_t)(opt->shrinking_factor * (double)alive);
         if (target < desired)
             target = desired;
-        TRY(prune(&ws, &ps, &nc, target, opt->max_piece_length, threads, err));
+        TRY(prune(&ws, &ps, &nc, target, opt->max_piece_length, threads,
+                  opt->balance ? &fp : NULL, err));
         cache_compact(&nc, &ps, ws.n);
         step++;
         report(opt, LIPI_PHASE_EM, step, step + steps_left(pieces_alive(&ps), desired, opt),
@@ -1694,6 +1788,7 @@ done:
     lipi_free(expected);
     lipi_free(score);
     lipi_free(keep);
+    fair_free(&fp);
     return st;
 }
 
