@@ -116,7 +116,7 @@ lipi_status cli_embedder_open(const char *model, const cli_embedder_options *opt
     e->strict = opt->strict;
     unsigned pooling = opt->pooling ? opt->pooling : info->pooling;
     e->mopt.pooling = pooling;
-    e->mopt.normalize = opt->normalize == 0 ? 1 : opt->normalize;
+    e->mopt.normalize = opt->normalize == 0 ? 1 : opt->normalize == -2 ? 0 : opt->normalize;
     e->normalize = info->normalize;
     pooling_name(pooling, e->pooling, sizeof e->pooling);
     e->dim = lipi_model_embed_dim(e->model, pooling);

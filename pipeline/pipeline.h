@@ -144,16 +144,33 @@ const char *lipi_gemm_backend(void);
 
 typedef struct lipi_npy_writer lipi_npy_writer;
 
-/* Creates `path` for a (rows, cols) float32 array whose row count is known
- * only at the end: rows are appended, and lipi_npy_writer_close writes the
- * final shape into the header (the file must be seekable). LIPI_EIO on
- * failure. */
+/* Starts `path` for a (rows, cols) float32 array whose row count is known
+ * only at the end: rows are appended to a temporary file beside it, and
+ * lipi_npy_writer_close writes the final shape into the header and renames
+ * the file over `path`, so readers never see a partial array. LIPI_EIO on
+ * failure (an unwritable folder is found here, before any work). */
 lipi_status lipi_npy_writer_open(const char *path, size_t cols, lipi_npy_writer **out,
                                  lipi_error *err);
 lipi_status lipi_npy_writer_append(lipi_npy_writer *w, const float *rows, size_t n,
                                    lipi_error *err);
-/* Fixes the header and closes; frees w even on error. */
+/* Fixes the header and moves the file into place; frees w even on error
+ * (then `path` is untouched). */
 lipi_status lipi_npy_writer_close(lipi_npy_writer *w, lipi_error *err);
+/* Drops the temporary file; `path` is untouched. NULL is a no-op. */
+void lipi_npy_writer_abort(lipi_npy_writer *w);
+
+/* A text output of a command: `path`, written to a temporary file beside
+ * it and renamed over it by lipi_output_commit, or standard output for
+ * NULL or "-". *f is where to write (borrowed until commit or abort).
+ * LIPI_EIO when the folder is not writable (found before any work),
+ * LIPI_ENOMEM. */
+typedef struct lipi_output lipi_output;
+lipi_status lipi_output_open(const char *path, lipi_output **out, FILE **f, lipi_error *err);
+/* Flushes and moves the file into place; any write error since open is
+ * LIPI_EIO and leaves `path` untouched. Frees o either way. */
+lipi_status lipi_output_commit(lipi_output *o, lipi_error *err);
+/* Drops the temporary file (`path` untouched). NULL is a no-op. */
+void lipi_output_abort(lipi_output *o);
 
 /* Writes a whole (rows, cols) float32 array to `path`. */
 lipi_status lipi_npy_write(const char *path, const float *data, size_t rows, size_t cols,
