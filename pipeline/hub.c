@@ -324,6 +324,7 @@ typedef struct {
     uint64_t offset;       /* bytes already in the file before this request */
     uint64_t written;
     bool checked_status;
+    bool discard;          /* the response is not the file's content */
     bool write_failed;
     /* progress */
     const lipi_hub_download_options *opt;
@@ -407,6 +408,7 @@ static size_t to_file(char *p, size_t size, size_t nmemb, void *user)
         long code = 0;
         curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &code);
         h->checked_status = true;
+        h->discard = code != 200 && code != 206; /* an error page is not the file */
         if (code == 200 && h->offset) {
             if (fflush(h->file) != 0 || ftruncate(fileno(h->file), 0) != 0 ||
                 fseeko(h->file, 0, SEEK_SET) != 0) {
@@ -416,6 +418,8 @@ static size_t to_file(char *p, size_t size, size_t nmemb, void *user)
             h->offset = 0;
         }
     }
+    if (h->discard)
+        return n;
     if (fwrite(p, 1, n, h->file) != n) {
         h->write_failed = true;
         return 0;
@@ -489,6 +493,7 @@ static void http_reset(http *h)
     h->mem_overflow = false;
     h->written = 0;
     h->checked_status = false;
+    h->discard = false;
     h->write_failed = false;
     h->errbuf[0] = '\0';
 }
@@ -683,7 +688,7 @@ static lipi_status fetch_file(http *h, const char *name, const char *repo, const
     if ((st = http_perform(h, url, &code, err)) != LIPI_OK)
         return st;
     if (code != 200)
-        return http_status_error(url, code, name, "file", err);
+        return http_status_error(url, code, file, "file", err);
     const char *etag = h->linked_etag[0] ? h->linked_etag : h->etag;
     if (!etag_ok(etag))
         return lipi_error_set(err, LIPI_EFORMAT, url, 0, 0,
@@ -737,7 +742,7 @@ static lipi_status fetch_file(http *h, const char *name, const char *repo, const
             return lipi_error_set(err, LIPI_EIO, part, 0, 0, "cannot write: %s",
                                   strerror(errno));
         if (code != 200 && code != 206)
-            return http_status_error(url, code, name, "file", err);
+            return http_status_error(url, code, file, "file", err);
         if (sha256) {
             char got[65];
             if ((st = sha256_file(part, got, err)) != LIPI_OK)

@@ -564,7 +564,8 @@ static void test_download_errors_are_clear(void **state)
 {
     serve_fixture("log_errors");
     start_server();
-    const char *cache = md_path("dl_errors");
+    const char *cache = md_path("errors/dl");
+    mkdir(md_path("errors"), 0755);
     char dir[4096];
     lipi_error err = {0};
     lipi_hub_download_options o = {.cache_dir = cache};
@@ -583,6 +584,13 @@ static void test_download_errors_are_clear(void **state)
     unsetenv("HF_HUB_CACHE");
     assert_int_equal(lipi_hub_download("../x", &o, dir, sizeof dir, &err), LIPI_EINVAL);
 
+    /* A listed file the server does not have. */
+    srv.extra_sibling = "vocab.txt";
+    stop_server();
+    start_server();
+    assert_int_equal(lipi_hub_download("org/tiny", &o, dir, sizeof dir, &err), LIPI_EIO);
+    assert_non_null(strstr(err.msg, "HTTP 404: file vocab.txt does not exist"));
+
     /* A file name that would leave the snapshot is refused before
      * anything is written. */
     srv.extra_sibling = "../../evil.json";
@@ -592,7 +600,7 @@ static void test_download_errors_are_clear(void **state)
     assert_non_null(strstr(err.msg, "../../evil.json"));
     struct stat sb;
     char p[1400];
-    snprintf(p, sizeof p, "%s/models--org--tiny/blobs", cache);
+    snprintf(p, sizeof p, "%s/evil.json", md_path(""));
     assert_int_not_equal(stat(p, &sb), 0);
     stop_server();
 
