@@ -646,7 +646,12 @@ static lipi_status fetch_file_list(http *h, const char *name, const char *rev, c
     if (code != 200)
         return http_status_error(url, code, name, "model", err);
     json_error_t je;
+    unsigned long fails = lipi_alloc_failures;
     json_t *root = json_loadb(h->mem ? h->mem : "", h->mem_len, 0, &je);
+    if (lipi_alloc_failures != fails) {
+        json_decref(root);
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    }
     if (!root)
         return lipi_error_set(err, LIPI_EFORMAT, url, (size_t)je.line, (size_t)je.column,
                               "expected the hub's JSON answer: %s", je.text);

@@ -338,6 +338,7 @@ lipi_status lipi_probe_save(const lipi_probe *p, const lipi_index_model *model,
 {
     lipi_status st = LIPI_OK;
     char *text = NULL;
+    unsigned long fails = lipi_alloc_failures;
     json_t *root = json_object(), *m = json_object(), *labels = json_array(),
            *weights = json_array();
     bool ok = root && m && labels && weights;
@@ -360,7 +361,7 @@ lipi_status lipi_probe_save(const lipi_probe *p, const lipi_index_model *model,
     /* Nine digits give every float32 back exactly. */
     if (ok)
         text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-    if (!text) {
+    if (!text || lipi_alloc_failures != fails) {
         st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
         goto done;
     }
@@ -419,7 +420,15 @@ lipi_status lipi_probe_load(const char *path, lipi_probe **out, lipi_error *err)
     lipi_status st;
     TRY(lipi_read_file(path, (size_t)1 << 30, &text, &len, err));
     json_error_t je;
-    if (!(root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je))) {
+    unsigned long fails = lipi_alloc_failures;
+    root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    /* jansson reports a failed allocation as a syntax error (or drops
+     * characters and succeeds), so any failure during the parse counts. */
+    if (lipi_alloc_failures != fails) {
+        st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+        goto done;
+    }
+    if (!root) {
         st = lipi_error_set(err, LIPI_EFORMAT, path, (size_t)je.line, (size_t)je.column,
                             "expected JSON: %s", je.text);
         goto done;

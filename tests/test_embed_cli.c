@@ -603,6 +603,52 @@ static void test_probe_library_learns_separable_points_and_round_trips(void **st
     lipi_probe_free(p);
 }
 
+static long fail_at = -1, alloc_count;
+
+static void *failing_malloc(size_t n)
+{
+    if (fail_at >= 0 && alloc_count++ == fail_at)
+        return NULL;
+    return malloc(n);
+}
+
+static void *failing_realloc(void *p, size_t n)
+{
+    if (fail_at >= 0 && alloc_count++ == fail_at)
+        return NULL;
+    return realloc(p, n);
+}
+
+static void test_probe_allocation_failures_are_reported_and_leak_nothing(void **state)
+{
+    float x[8] = {1, 0, 0.9f, 0.1f, 0, 1, 0.1f, 0.9f};
+    uint32_t y[4] = {0, 0, 1, 1};
+    static const char *const labels[] = {"a", "b"};
+    lipi_index_model mi = {.name = "m", .fingerprint = "0123456789abcdef", .pooling = "mean"};
+    lipi_alloc_hooks hooks = {failing_malloc, failing_realloc, free};
+    bool done = false;
+    for (fail_at = 0; !done && fail_at < 1000; fail_at++) {
+        alloc_count = 0;
+        lipi_set_alloc_hooks(&hooks);
+        lipi_error err = {0};
+        lipi_probe *p = NULL, *q = NULL;
+        lipi_status st = lipi_probe_train(x, y, 4, 2, labels, 2, NULL, &p, &err);
+        if (st == LIPI_OK)
+            st = lipi_probe_save(p, &mi, 1.0, md_path("alloc.json"), &err);
+        if (st == LIPI_OK)
+            st = lipi_probe_load(md_path("alloc.json"), &q, &err);
+        lipi_probe_free(p);
+        lipi_probe_free(q);
+        lipi_set_alloc_hooks(NULL);
+        if (st == LIPI_OK)
+            done = true;
+        else
+            assert_int_equal(st, LIPI_ENOMEM);
+    }
+    fail_at = -1;
+    assert_true(done);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -617,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_probe_separates_topics_and_is_deterministic),
         cmocka_unit_test(test_probe_predict_with_another_model_is_an_error),
         cmocka_unit_test(test_probe_library_learns_separable_points_and_round_trips),
+        cmocka_unit_test(test_probe_allocation_failures_are_reported_and_leak_nothing),
     };
     return cmocka_run_group_tests_name("embed_cli", tests, setup, teardown);
 }
