@@ -153,3 +153,21 @@ float *md_read_npy(const char *path, size_t *rows, size_t *cols)
     *cols = c;
     return x;
 }
+
+long md_fail_at = -1, md_alloc_count;
+
+static void *failing_malloc(size_t n)
+{
+    if (md_fail_at >= 0 && md_alloc_count++ == md_fail_at)
+        return NULL;
+    return malloc(n);
+}
+
+static void *failing_realloc(void *p, size_t n)
+{
+    if (md_fail_at >= 0 && md_alloc_count++ == md_fail_at)
+        return NULL;
+    return realloc(p, n);
+}
+
+const lipi_alloc_hooks md_failing_hooks = {failing_malloc, failing_realloc, free};

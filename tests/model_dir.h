@@ -29,4 +29,10 @@ bool md_model_dir(const char *fixture, const char *dir);
  * rows * cols floats, NULL on a bad file. */
 float *md_read_npy(const char *path, size_t *rows, size_t *cols);
 
+/* Allocation hooks whose allocation number md_fail_at (counting from 0
+ * since md_alloc_count was reset) fails; -1: none fails. */
+#include "tokenizer/tokenizer.h"
+extern long md_fail_at, md_alloc_count;
+extern const lipi_alloc_hooks md_failing_hooks;
+
 #endif

@@ -603,33 +603,16 @@ static void test_probe_library_learns_separable_points_and_round_trips(void **st
     lipi_probe_free(p);
 }
 
-static long fail_at = -1, alloc_count;
-
-static void *failing_malloc(size_t n)
-{
-    if (fail_at >= 0 && alloc_count++ == fail_at)
-        return NULL;
-    return malloc(n);
-}
-
-static void *failing_realloc(void *p, size_t n)
-{
-    if (fail_at >= 0 && alloc_count++ == fail_at)
-        return NULL;
-    return realloc(p, n);
-}
-
 static void test_probe_allocation_failures_are_reported_and_leak_nothing(void **state)
 {
     float x[8] = {1, 0, 0.9f, 0.1f, 0, 1, 0.1f, 0.9f};
     uint32_t y[4] = {0, 0, 1, 1};
     static const char *const labels[] = {"a", "b"};
     lipi_index_model mi = {.name = "m", .fingerprint = "0123456789abcdef", .pooling = "mean"};
-    lipi_alloc_hooks hooks = {failing_malloc, failing_realloc, free};
     bool done = false;
-    for (fail_at = 0; !done && fail_at < 1000; fail_at++) {
-        alloc_count = 0;
-        lipi_set_alloc_hooks(&hooks);
+    for (md_fail_at = 0; !done && md_fail_at < 1000; md_fail_at++) {
+        md_alloc_count = 0;
+        lipi_set_alloc_hooks(&md_failing_hooks);
         lipi_error err = {0};
         lipi_probe *p = NULL, *q = NULL;
         lipi_status st = lipi_probe_train(x, y, 4, 2, labels, 2, NULL, &p, &err);
@@ -645,7 +628,7 @@ static void test_probe_allocation_failures_are_reported_and_leak_nothing(void **
         else
             assert_int_equal(st, LIPI_ENOMEM);
     }
-    fail_at = -1;
+    md_fail_at = -1;
     assert_true(done);
 }
 
