@@ -127,12 +127,18 @@ static void handle(int fd, bool *cut_done)
             from = strtoul(line + 15, NULL, 10);
             ranged = true;
         }
+    char auth[64] = "";
+    for (char *line = strstr(req, "\r\n"); line; line = strstr(line + 2, "\r\n"))
+        if (strncasecmp(line + 2, "Authorization: Bearer ", 22) == 0)
+            sscanf(line + 24, "%63s", auth);
     FILE *log = fopen(srv.log, "a");
     if (log) {
+        fprintf(log, "%s %s", method, path);
         if (ranged)
-            fprintf(log, "%s %s bytes=%zu-\n", method, path, from);
-        else
-            fprintf(log, "%s %s\n", method, path);
+            fprintf(log, " bytes=%zu-", from);
+        if (auth[0])
+            fprintf(log, " auth=%s", auth);
+        fputc('\n', log);
         fclose(log);
     }
 
@@ -521,11 +527,17 @@ static void test_download_resumes_a_truncated_transfer(void **state)
     snprintf(p, sizeof p, "%s/models--org--tiny/snapshots/" SHA "/model.safetensors", cache);
     assert_int_not_equal(lstat(p, &sb), 0);
 
+    /* Resumed with a Range request, and the token from HF_TOKEN is sent. */
+    setenv("HF_TOKEN", "hf_secret", 1);
     assert_int_equal(lipi_hub_download("org/tiny", &o, dir, sizeof dir, &err), LIPI_OK);
+    unsetenv("HF_TOKEN");
     size_t n;
-    char *log = md_slurp(srv.log, &n), want[64];
-    snprintf(want, sizeof want, "GET /cdn/model.safetensors bytes=%zu-\n", model->len / 2);
+    char *log = md_slurp(srv.log, &n), want[80];
+    snprintf(want, sizeof want, "GET /cdn/model.safetensors bytes=%zu- auth=hf_secret\n",
+             model->len / 2);
     assert_non_null(strstr(log, want));
+    assert_non_null(strstr(log, "GET /api/models/org/tiny/revision/main auth=hf_secret\n"));
+    assert_non_null(strstr(log, "GET /api/models/org/tiny/revision/main\n")); /* first run */
     free(log);
     char *data = md_slurp(p, &n);
     assert_non_null(data);
