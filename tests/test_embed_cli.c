@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -275,6 +276,52 @@ static void test_embed_truncates_long_lines_and_counts_them(void **state)
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.err, "1 line was longer than 2 tokens"));
     cli_result_free(&r);
+}
+
+static void test_truncation_keeps_the_special_tokens(void **state)
+{
+    /* st_mean with a BERT vocab.txt: [CLS] ... [SEP] around the words. */
+    const char *dir = md_path("st_wordpiece");
+    if (!md_model_dir("st_mean", dir))
+        skip();
+    char p[600];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/vocab.txt", dir);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", f);
+    for (int i = 5; i < 100; i++)
+        fprintf(f, "w%d\n", i);
+    assert_int_equal(fclose(f), 0);
+    char line[256] = "";
+    for (int i = 0; i < 20; i++) {
+        char w[8];
+        snprintf(w, sizeof w, "%sw%d", i ? " " : "", 5 + i);
+        strcat(line, w);
+    }
+    strcat(line, "\n");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "embed --quiet -m %s -o %s", dir, md_path("wp.npy"));
+    cli_result r = cli_run(cmd, line, strlen(line));
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.err, "1 line was longer than 16 tokens"));
+    cli_result_free(&r);
+    /* max_seq_length 16: [CLS], the first 14 words, [SEP]. */
+    uint32_t ids[16];
+    ids[0] = 2;
+    for (int i = 0; i < 14; i++)
+        ids[1 + i] = (uint32_t)(5 + i);
+    ids[15] = 3;
+    const uint32_t *seqs[] = {ids};
+    size_t lens[] = {16}, rows, cols, dim;
+    float *want = library_embed(dir, seqs, lens, 1, NULL, &dim);
+    float *got = md_read_npy(md_path("wp.npy"), &rows, &cols);
+    assert_non_null(got);
+    assert_int_equal(rows, 1);
+    assert_close(got, want, dim, SAME_TOL, "[CLS] w5..w18 [SEP]");
+    free(got);
+    free(want);
 }
 
 static void test_embed_usage_and_model_errors(void **state)
@@ -639,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_embed_jsonl_gives_the_same_floats_as_npy),
         cmocka_unit_test(test_embed_normalize_option_makes_unit_vectors),
         cmocka_unit_test(test_embed_truncates_long_lines_and_counts_them),
+        cmocka_unit_test(test_truncation_keeps_the_special_tokens),
         cmocka_unit_test(test_embed_usage_and_model_errors),
         cmocka_unit_test(test_embed_int8_stays_close_to_f32),
         cmocka_unit_test(test_classify_gives_the_fixture_labels_and_probabilities),
