@@ -2,6 +2,7 @@
  * Hugging Face cache. */
 #include "cli/cli.h"
 
+#include <dirent.h>
 #include <getopt.h>
 #include <limits.h>
 #include <string.h>
@@ -66,6 +67,22 @@ static void on_progress(const lipi_hub_progress *p, void *user)
     fflush(stderr);
 }
 
+/* Whether folder dir holds a *.safetensors file. */
+static bool has_safetensors(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        found = l > 12 && strcmp(e->d_name + l - 12, ".safetensors") == 0;
+    }
+    closedir(d);
+    return found;
+}
+
 static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -105,6 +122,11 @@ static int run(int argc, char **argv)
         cli_report("download", &err);
         return EXIT_FAIL;
     }
+    if (!has_safetensors(dir))
+        fprintf(stderr,
+                "lipi download: note: %s has no safetensors weights (lipi does not read "
+                "pytorch_model.bin); its tokenizer works with 'lipi encode -t %s'\n",
+                argv[optind], dir);
     printf("%s\n", dir);
     return cli_finish_output("download");
 }

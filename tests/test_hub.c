@@ -593,6 +593,17 @@ static void test_download_errors_are_clear(void **state)
     r = cli_run("download", NULL, 0);
     assert_int_equal(r.code, 2);
     cli_result_free(&r);
+    /* A repository without safetensors weights downloads, with a note. */
+    served_file *w = served("model.safetensors");
+    free(w->data);
+    *w = srv.files[--srv.nfiles];
+    stop_server();
+    start_server();
+    setenv("HF_HUB_CACHE", md_path("errors/no_weights"), 1);
+    r = cli_run("download org/tiny", NULL, 0);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.err, "has no safetensors weights"));
+    cli_result_free(&r);
     unsetenv("HF_HUB_CACHE");
     assert_int_equal(lipi_hub_download("../x", &o, dir, sizeof dir, &err), LIPI_EINVAL);
 
