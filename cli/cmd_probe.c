@@ -481,8 +481,6 @@ static int run(int argc, char **argv)
         if (optind < argc)
             return cli_usage_error("probe", "train takes no FILE arguments ('%s')",
                                    argv[optind]);
-        if (pa.a.eo.normalize == 0)
-            pa.a.eo.normalize = -1;
         return train(&pa);
     }
     if (!pa.probe)
