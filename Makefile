@@ -11,13 +11,14 @@
 
 BUILD    ?= build
 CC       ?= cc
-PKGS     := icu-uc icu-i18n libpcre2-8 cmocka jansson openblas zlib liblzma libzstd
+PKGS     := icu-uc icu-i18n libpcre2-8 cmocka jansson openblas zlib liblzma libzstd libcurl
 # What `make deps` checks: pkg-config name (or header/FILE, bin/CMD) : Debian package.
 DEPS     := bin/pkg-config:pkg-config bin/cc:build-essential \
             icu-uc:libicu-dev libpcre2-8:libpcre2-dev header/uthash.h:uthash-dev \
             cmocka:libcmocka-dev jansson:libjansson-dev openblas:libopenblas-dev \
             zlib:zlib1g-dev liblzma:liblzma-dev libzstd:libzstd-dev \
-            header/oneapi/dnnl/dnnl.h:libdnnl-dev header/faiss/Index.h:libfaiss-dev
+            header/oneapi/dnnl/dnnl.h:libdnnl-dev header/faiss/Index.h:libfaiss-dev \
+            libcurl:libcurl4-openssl-dev
 
 OPT      ?= -O2 -g
 WERROR   ?= $(if $(CI),-Werror,)

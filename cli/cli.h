@@ -63,6 +63,14 @@ extern const cli_command cmd_inflation;
 extern const cli_command cmd_index;
 extern const cli_command cmd_search;
 extern const cli_command cmd_eval_retrieval;
+extern const cli_command cmd_embed;
+extern const cli_command cmd_classify;
+extern const cli_command cmd_probe;
+extern const cli_command cmd_download;
+
+/* Writes one JSONL record for class probabilities probs[0..k):
+ * {"label":BEST,"score":P,"probs":{"LABEL":P,...}}. */
+void cli_write_label_probs(FILE *f, const char *const *labels, size_t k, const float *probs);
 
 /* "0.1.0": the version `lipi --version` prints (recorded in index meta). */
 extern const char cli_version[];

@@ -19,6 +19,10 @@ static const cli_command *const commands[] = {
     &cmd_index,
     &cmd_search,
     &cmd_eval_retrieval,
+    &cmd_embed,
+    &cmd_classify,
+    &cmd_probe,
+    &cmd_download,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

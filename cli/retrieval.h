@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "cli/embedder.h"
 #include "pipeline/pipeline.h"
 
 /* Lines copied out of the line reader until a batch is full. */
@@ -41,30 +42,5 @@ typedef struct {
 void cli_lines_progress_start(cli_lines_progress *p, const char *sub, bool want, char **files, int nfiles);
 void cli_lines_progress_add(cli_lines_progress *p, size_t lines);
 void cli_lines_progress_done(cli_lines_progress *p);
-
-/* Parses a pooling name (cls, mean, max, mean_sqrt_len) or several joined
- * by '+' ("cls+mean"), as lipi index records them. */
-bool cli_parse_pooling(const char *s, unsigned *flags);
-
-/* Text -> sentence embeddings with a model folder (or hub name): its own
- * tokenizer, the forward pass and its pooling, L2-normalized. */
-typedef struct cli_embedder cli_embedder;
-
-typedef struct {
-    unsigned pooling;    /* LIPI_POOL_*; 0: the model's */
-    size_t batch;        /* sentences per forward pass */
-    size_t max_length;   /* 0: the model's */
-    size_t threads;
-} cli_embedder_options;
-
-lipi_status cli_embedder_open(const char *model, const cli_embedder_options *opt,
-                              cli_embedder **out, lipi_error *err);
-/* Embeds n texts into out (n, dim). */
-lipi_status cli_embed(cli_embedder *e, const char *const *texts, const size_t *lens, size_t n,
-                      float *out, lipi_error *err);
-size_t cli_embedder_dim(const cli_embedder *e);
-/* What the index records about the model; strings borrowed from e. */
-void cli_embedder_identity(const cli_embedder *e, lipi_index_model *id);
-void cli_embedder_free(cli_embedder *e);
 
 #endif

@@ -12,7 +12,8 @@
 #define NPY_HEADER_LEN 128
 
 struct lipi_npy_writer {
-    FILE *f;
+    lipi_atomic_file af;
+    FILE *f;            /* af.f */
     char *path;
     size_t cols, rows;
     bool failed;
@@ -52,16 +53,18 @@ lipi_status lipi_npy_writer_open(const char *path, size_t cols, lipi_npy_writer 
         return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
     }
     w->cols = cols;
-    w->f = fopen(path, "wb");
-    char hdr[NPY_HEADER_LEN];
-    npy_header(hdr, 0, cols);
-    if (!w->f || fwrite(hdr, 1, sizeof hdr, w->f) != sizeof hdr) {
-        lipi_status st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot write: %s",
-                                        strerror(errno));
-        if (w->f)
-            fclose(w->f);
+    lipi_status st = lipi_atomic_open(&w->af, path, err);
+    if (st != LIPI_OK) {
         lipi_free(w->path);
         lipi_free(w);
+        return st;
+    }
+    w->f = w->af.f;
+    char hdr[NPY_HEADER_LEN];
+    npy_header(hdr, 0, cols);
+    if (fwrite(hdr, 1, sizeof hdr, w->f) != sizeof hdr) {
+        st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot write: %s", strerror(errno));
+        lipi_npy_writer_abort(w);
         return st;
     }
     *out = w;
@@ -99,14 +102,25 @@ lipi_status lipi_npy_writer_close(lipi_npy_writer *w, lipi_error *err)
     char hdr[NPY_HEADER_LEN];
     npy_header(hdr, w->rows, w->cols);
     if (w->failed || fseek(w->f, 0, SEEK_SET) != 0 ||
-        fwrite(hdr, 1, sizeof hdr, w->f) != sizeof hdr)
+        fwrite(hdr, 1, sizeof hdr, w->f) != sizeof hdr) {
         st = lipi_error_set(err, LIPI_EIO, w->path, 0, 0, "cannot write the header: %s",
                             strerror(errno));
-    if (fclose(w->f) != 0 && st == LIPI_OK)
-        st = lipi_error_set(err, LIPI_EIO, w->path, 0, 0, "write failed: %s", strerror(errno));
+        lipi_atomic_abort(&w->af);
+    } else {
+        st = lipi_atomic_commit(&w->af, err);
+    }
     lipi_free(w->path);
     lipi_free(w);
     return st;
+}
+
+void lipi_npy_writer_abort(lipi_npy_writer *w)
+{
+    if (!w)
+        return;
+    lipi_atomic_abort(&w->af);
+    lipi_free(w->path);
+    lipi_free(w);
 }
 
 lipi_status lipi_npy_write(const char *path, const float *data, size_t rows, size_t cols,

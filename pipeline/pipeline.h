@@ -144,16 +144,33 @@ const char *lipi_gemm_backend(void);
 
 typedef struct lipi_npy_writer lipi_npy_writer;
 
-/* Creates `path` for a (rows, cols) float32 array whose row count is known
- * only at the end: rows are appended, and lipi_npy_writer_close writes the
- * final shape into the header (the file must be seekable). LIPI_EIO on
- * failure. */
+/* Starts `path` for a (rows, cols) float32 array whose row count is known
+ * only at the end: rows are appended to a temporary file beside it, and
+ * lipi_npy_writer_close writes the final shape into the header and renames
+ * the file over `path`, so readers never see a partial array. LIPI_EIO on
+ * failure (an unwritable folder is found here, before any work). */
 lipi_status lipi_npy_writer_open(const char *path, size_t cols, lipi_npy_writer **out,
                                  lipi_error *err);
 lipi_status lipi_npy_writer_append(lipi_npy_writer *w, const float *rows, size_t n,
                                    lipi_error *err);
-/* Fixes the header and closes; frees w even on error. */
+/* Fixes the header and moves the file into place; frees w even on error
+ * (then `path` is untouched). */
 lipi_status lipi_npy_writer_close(lipi_npy_writer *w, lipi_error *err);
+/* Drops the temporary file; `path` is untouched. NULL is a no-op. */
+void lipi_npy_writer_abort(lipi_npy_writer *w);
+
+/* A text output of a command: `path`, written to a temporary file beside
+ * it and renamed over it by lipi_output_commit, or standard output for
+ * NULL or "-". *f is where to write (borrowed until commit or abort).
+ * LIPI_EIO when the folder is not writable (found before any work),
+ * LIPI_ENOMEM. */
+typedef struct lipi_output lipi_output;
+lipi_status lipi_output_open(const char *path, lipi_output **out, FILE **f, lipi_error *err);
+/* Flushes and moves the file into place; any write error since open is
+ * LIPI_EIO and leaves `path` untouched. Frees o either way. */
+lipi_status lipi_output_commit(lipi_output *o, lipi_error *err);
+/* Drops the temporary file (`path` untouched). NULL is a no-op. */
+void lipi_output_abort(lipi_output *o);
 
 /* Writes a whole (rows, cols) float32 array to `path`. */
 lipi_status lipi_npy_write(const char *path, const float *data, size_t rows, size_t cols,
@@ -374,6 +391,139 @@ const float *lipi_npy_map_data(const lipi_npy_map *m);
 size_t lipi_npy_map_rows(const lipi_npy_map *m);
 size_t lipi_npy_map_cols(const lipi_npy_map *m);
 void lipi_npy_map_close(lipi_npy_map *m);
+
+/* ======================================================================== */
+/* Hugging Face hub cache and downloads                                      */
+/* ======================================================================== */
+
+/* The cache uses huggingface_hub's layout, so lipi and Python share it:
+ *   CACHE/models--ORG--NAME/refs/main            the commit "main" points to
+ *   CACHE/models--ORG--NAME/blobs/ETAG           file contents, named by ETag
+ *   CACHE/models--ORG--NAME/snapshots/COMMIT/F   symlinks to ../../blobs/ETAG
+ *
+ *   char dir[4096];
+ *   if (lipi_hub_resolve("sentence-transformers/LaBSE", NULL, NULL, dir,
+ *                        sizeof dir, &err) == LIPI_OK)
+ *       lipi_model_load(dir, NULL, &m, &err);
+ */
+
+/* Writes the cache folder to out: $HF_HUB_CACHE, else $HF_HOME/hub, else
+ * $XDG_CACHE_HOME/huggingface/hub, else $HOME/.cache/huggingface/hub (as
+ * huggingface_hub). LIPI_EINVAL when none of them is set or it does not fit. */
+lipi_status lipi_hub_cache_dir(char *out, size_t cap, lipi_error *err);
+
+/* Whether s has the shape of a hub model name: NAME or ORG/NAME, each part
+ * of letters, digits, '-', '_' and '.', not starting with '.' or '-'. */
+bool lipi_hub_is_name(const char *s);
+
+/* The snapshot folder of model `name` at `revision` (NULL: "main"; a branch
+ * or tag name read from refs/, or a 40-digit commit) in `cache_dir` (NULL:
+ * lipi_hub_cache_dir). Fails with LIPI_EIO naming the ref or snapshot that
+ * is missing, where the cache came from, and `lipi download`;
+ * LIPI_EINVAL for a name that is not a hub name or a path that does not
+ * fit in cap. */
+lipi_status lipi_hub_resolve(const char *name, const char *revision, const char *cache_dir,
+                             char *out, size_t cap, lipi_error *err);
+
+/* Progress of one file of a download. */
+typedef struct {
+    const char *file;       /* path in the repository */
+    size_t file_no, files;  /* 1-based number of this file, files to fetch */
+    uint64_t done, total;   /* bytes so far (resumed bytes included), total
+                               (0 when the server does not say) */
+    bool finished;          /* the file is complete (or was in the cache) */
+} lipi_hub_progress;
+
+typedef void (*lipi_hub_progress_fn)(const lipi_hub_progress *p, void *user);
+
+typedef struct {
+    const char *revision;  /* NULL: "main" */
+    const char *endpoint;  /* NULL: $HF_ENDPOINT, else https://huggingface.co */
+    const char *token;     /* NULL: $HF_TOKEN (sent as a Bearer token) */
+    const char *cache_dir; /* NULL: lipi_hub_cache_dir */
+    bool all;              /* every file of the repository, not only lipi's */
+    lipi_hub_progress_fn progress; /* may be NULL */
+    void *user;
+} lipi_hub_download_options;
+
+/* Whether lipi needs repository file `path` to run the model: config.json,
+ * safetensors weights, tokenizer and sentence-transformers files, the
+ * files of its module folders (1_Pooling/config.json, 2_Dense/...). */
+bool lipi_hub_wanted_file(const char *path);
+
+/* Downloads model `name` into the cache the way huggingface_hub does:
+ * GET ENDPOINT/api/models/NAME/revision/REV for the commit and file list,
+ * then each file from ENDPOINT/NAME/resolve/COMMIT/FILE into
+ * blobs/ETAG (the X-Linked-Etag of LFS files, else the ETag), linked from
+ * snapshots/COMMIT/FILE; finally refs/REV. A file is first written to
+ * blobs/ETAG.incomplete, which a later call resumes with a Range request;
+ * when the ETag is a SHA-256 (LFS files) the content is checked against it
+ * before it is moved into place. Blobs already present are not fetched
+ * again. Writes the snapshot folder to out. `opt` may be NULL.
+ * Fails with LIPI_EIO (a network or HTTP error: the message names the URL
+ * and status, 404 saying the model or revision does not exist, 401/403
+ * pointing to HF_TOKEN; an interrupted transfer keeps the partial file for
+ * resuming; a file that cannot be written), LIPI_EFORMAT (a bad API answer,
+ * a file name that would leave the cache folder, a checksum mismatch: the
+ * partial file is deleted and nothing is linked), LIPI_EINVAL (a bad name),
+ * LIPI_ENOMEM. Files finished before a failure stay in the cache. */
+lipi_status lipi_hub_download(const char *name, const lipi_hub_download_options *opt,
+                              char *out, size_t cap, lipi_error *err);
+
+/* ======================================================================== */
+/* Probes: logistic regression on frozen embeddings                          */
+/* ======================================================================== */
+
+/* A multinomial logistic-regression head trained on sentence embeddings,
+ * for labelled examples without a fine-tuned checkpoint:
+ *
+ *   lipi_probe *p = NULL;
+ *   lipi_probe_train(x, y, n, dim, labels, k, NULL, &p, &err);  x: (n, dim)
+ *   lipi_probe_predict(p, q, nq, probs);                        probs: (nq, k)
+ *   lipi_probe_save(p, &model, "probe.json", &err);
+ *   lipi_probe_free(p);
+ *
+ * Training minimizes mean cross-entropy + l2/2 * |W|^2 (the bias is not
+ * penalized) with L-BFGS over the whole set, in a fixed order on one
+ * thread: the same data gives the same weights, bit for bit. */
+typedef struct lipi_probe lipi_probe;
+
+typedef struct {
+    double l2;              /* L2 strength; default 1e-4 (when 0 is wanted,
+                               pass a negative value) */
+    size_t max_iterations;  /* L-BFGS iterations; 0: 500 */
+} lipi_probe_options;
+
+/* Trains on x (n, dim) with labels y[i] < k; labels[0..k) are the class
+ * names (copied). `opt` may be NULL. *out is owned (lipi_probe_free).
+ * LIPI_EINVAL for n == 0, k < 2, a label out of range or a non-finite
+ * value (err->line = the example's 1-based row); LIPI_ENOMEM. */
+lipi_status lipi_probe_train(const float *x, const uint32_t *y, size_t n, size_t dim,
+                             const char *const *labels, size_t k,
+                             const lipi_probe_options *opt, lipi_probe **out, lipi_error *err);
+
+/* Class probabilities (softmax) of n embeddings q (n, dim): probs (n, k). */
+void lipi_probe_predict(const lipi_probe *p, const float *q, size_t n, float *probs);
+
+size_t lipi_probe_dim(const lipi_probe *p);
+size_t lipi_probe_label_count(const lipi_probe *p);
+const char *lipi_probe_label(const lipi_probe *p, size_t i); /* borrowed */
+/* The model the probe was trained on (strings borrowed from p; NULL when
+ * not known). */
+const lipi_index_model *lipi_probe_model(const lipi_probe *p);
+
+/* Writes probe.json atomically: format, model (name, fingerprint, pooling,
+ * normalize), labels, dim, weights (k rows of dim), bias, and `accuracy`
+ * (held-out accuracy, written when >= 0). LIPI_EIO naming the path,
+ * LIPI_ENOMEM. */
+lipi_status lipi_probe_save(const lipi_probe *p, const lipi_index_model *model,
+                            double accuracy, const char *path, lipi_error *err);
+
+/* Reads probe.json. LIPI_EIO, LIPI_EFORMAT naming the JSON field and what
+ * was expected, LIPI_ENOMEM. *out is owned. */
+lipi_status lipi_probe_load(const char *path, lipi_probe **out, lipi_error *err);
+
+void lipi_probe_free(lipi_probe *p); /* NULL is a no-op */
 
 /* ======================================================================== */
 /* Inflation report                                                          */

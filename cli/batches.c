@@ -1,0 +1,204 @@
+/* Input lines in batches, and the options shared by the model commands
+ * (cli/embedder.h). */
+#include "cli/embedder.h"
+
+#include <getopt.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/retrieval.h"
+
+typedef struct {
+    cli_text_batch texts;
+    size_t *line_no;   /* of each text in its file */
+    int *file;         /* index into files */
+    size_t cap;
+} positioned;
+
+static lipi_status note_position(positioned *p, int file, size_t line, lipi_error *err)
+{
+    size_t i = p->texts.n - 1;
+    if (i >= p->cap) {
+        size_t c = p->cap ? 2 * p->cap : 64;
+        size_t *l = lipi_reallocarray(p->line_no, c, sizeof *l);
+        if (l)
+            p->line_no = l;
+        int *f = l ? lipi_reallocarray(p->file, c, sizeof *f) : NULL;
+        if (!f)
+            return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        p->file = f;
+        p->cap = c;
+    }
+    p->line_no[i] = line;
+    p->file[i] = file;
+    return LIPI_OK;
+}
+
+/* Runs fn on what p holds; gives an error about text k its file and line. */
+static lipi_status flush(positioned *p, char **files, cli_batch_fn fn, void *ctx,
+                         cli_lines_progress *prog, lipi_error *err)
+{
+    size_t n = p->texts.n;
+    if (!n)
+        return LIPI_OK;
+    lipi_status st = fn(p->texts.ptrs, p->texts.lens, n, ctx, err);
+    if (st != LIPI_OK) {
+        if (err->line >= 1 && err->line <= n && !err->path[0]) {
+            size_t k = err->line - 1;
+            snprintf(err->path, sizeof err->path, "%s", files[p->file[k]]);
+            err->line = p->line_no[k];
+        }
+        return st;
+    }
+    cli_lines_progress_add(prog, n);
+    cli_text_batch_clear(&p->texts);
+    return LIPI_OK;
+}
+
+int cli_for_each_batch(const char *sub, char **files, int nfiles, lipi_invalid_mode mode,
+                       size_t batch, bool progress, cli_batch_fn fn, void *ctx)
+{
+    static char *stdin_only[] = {"-"};
+    if (nfiles == 0) {
+        files = stdin_only;
+        nfiles = 1;
+    }
+    positioned p = {0};
+    cli_lines_progress prog;
+    cli_lines_progress_start(&prog, sub, progress, files, nfiles);
+    lipi_error err = {0};
+    lipi_status st = LIPI_OK;
+    for (int f = 0; f < nfiles && st == LIPI_OK; f++) {
+        lipi_line_reader *r = NULL;
+        st = lipi_line_reader_open(files[f], mode, &r, &err);
+        while (st == LIPI_OK) {
+            const char *line;
+            size_t len;
+            st = lipi_line_reader_next(r, &line, &len, &err);
+            if (st != LIPI_OK || !line)
+                break;
+            st = cli_text_batch_add(&p.texts, line, len, &err);
+            if (st == LIPI_OK)
+                st = note_position(&p, f, lipi_line_reader_line_no(r), &err);
+            if (st == LIPI_OK && p.texts.n == batch)
+                st = flush(&p, files, fn, ctx, &prog, &err);
+        }
+        lipi_line_reader_close(r);
+    }
+    if (st == LIPI_OK)
+        st = flush(&p, files, fn, ctx, &prog, &err);
+    cli_lines_progress_done(&prog);
+    cli_text_batch_free(&p.texts);
+    lipi_free(p.line_no);
+    lipi_free(p.file);
+    if (st != LIPI_OK) {
+        cli_report(sub, &err);
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+}
+
+int cli_write_batches(const char *sub, char **files, int nfiles, const cli_model_args *a,
+                      const char *out, cli_embedder *e, cli_batch_fn fn, void *ctx, FILE **f)
+{
+    lipi_output *o = NULL;
+    lipi_error err = {0};
+    if (lipi_output_open(out, &o, f, &err) != LIPI_OK) {
+        cli_report(sub, &err);
+        return EXIT_FAIL;
+    }
+    int rc = cli_for_each_batch(sub, files, nfiles, a->mode, a->eo.batch, !a->quiet && out, fn,
+                                ctx);
+    if (rc != EXIT_OK) {
+        lipi_output_abort(o);
+        return rc;
+    }
+    if (lipi_output_commit(o, &err) != LIPI_OK) {
+        cli_report(sub, &err);
+        return EXIT_FAIL;
+    }
+    cli_embedder_report_truncated(sub, e);
+    return EXIT_OK;
+}
+
+void cli_embedder_report_truncated(const char *sub, const cli_embedder *e)
+{
+    size_t n = cli_embedder_truncated(e);
+    if (n)
+        fprintf(stderr,
+                "lipi %s: %zu line%s longer than %zu tokens, truncated (--strict makes this an "
+                "error)\n",
+                sub, n, n == 1 ? " was" : "s were", cli_embedder_max_length(e));
+}
+
+const char cli_model_options_help[] =
+    "  -m, --model MODEL    a Hugging Face model folder (config.json, safetensors\n"
+    "                       weights, its tokenizer) or a hub name (ORG/NAME) in the\n"
+    "                       Hugging Face cache (see 'lipi download')\n"
+    "  --revision REV       with a hub name: branch, tag or commit (default main)\n"
+    "  --pooling MODE       cls, mean, max or mean_sqrt_len (default: the model's)\n"
+    "  --normalize          L2-normalize the embeddings (default: the model's)\n"
+    "  --batch N            sentences per forward pass (default 32)\n"
+    "  --max-length N       truncate longer inputs to N tokens (default: the model's)\n"
+    "  --strict             a line longer than that is an error, not truncated\n"
+    "  --threads N          threads (default 2)\n"
+    "  --dtype f32|int8     int8: quantized projections, faster, cosine >= 0.99\n"
+    "  --invalid MODE       invalid UTF-8: error (default) or replace\n"
+    "  --quiet              no progress line\n";
+
+int cli_model_option(const char *sub, int c, const char *arg, cli_model_args *a)
+{
+    uint64_t v;
+    switch (c) {
+    case 'm': a->model = arg; return 1;
+    case 0x100: a->eo.revision = arg; return 1;
+    case 0x101:
+        if (!cli_parse_pooling(arg, &a->eo.pooling)) {
+            cli_usage_error(sub, "--pooling takes cls, mean, max or mean_sqrt_len, not '%s'",
+                            arg);
+            return -1;
+        }
+        return 1;
+    case 0x102: a->eo.normalize = 1; return 1;
+    case 0x103:
+        if (!cli_parse_u64(arg, &v) || v == 0 || v > 65536) {
+            cli_usage_error(sub, "--batch takes 1..65536, not '%s'", arg);
+            return -1;
+        }
+        a->eo.batch = (size_t)v;
+        return 1;
+    case 0x104:
+        if (!cli_parse_u64(arg, &v) || v == 0 || v > 1000000) {
+            cli_usage_error(sub, "--max-length takes a positive number, not '%s'", arg);
+            return -1;
+        }
+        a->eo.max_length = (size_t)v;
+        return 1;
+    case 0x105:
+        if (!cli_parse_u64(arg, &v) || v == 0 || v > 256) {
+            cli_usage_error(sub, "--threads takes 1..256, not '%s'", arg);
+            return -1;
+        }
+        a->eo.threads = (size_t)v;
+        return 1;
+    case 0x106:
+        if (strcmp(arg, "f32") == 0)
+            a->eo.dtype = LIPI_DTYPE_F32;
+        else if (strcmp(arg, "int8") == 0)
+            a->eo.dtype = LIPI_DTYPE_INT8;
+        else {
+            cli_usage_error(sub, "--dtype takes f32 or int8, not '%s'", arg);
+            return -1;
+        }
+        return 1;
+    case 0x107: a->eo.strict = true; return 1;
+    case 0x108:
+        if (!cli_parse_invalid(arg, &a->mode)) {
+            cli_usage_error(sub, "--invalid takes 'error' or 'replace', not '%s'", arg);
+            return -1;
+        }
+        return 1;
+    case 0x109: a->quiet = true; return 1;
+    default: return 0;
+    }
+}

@@ -1,0 +1,127 @@
+/* `lipi classify`: a *ForSequenceClassification checkpoint's label for each
+ * input line. */
+#include "cli/cli.h"
+
+#include <getopt.h>
+#include <string.h>
+
+#include "cli/embedder.h"
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "Usage: lipi classify -m MODEL [OPTIONS] [FILE...]\n"
+            "\n"
+            "Runs a fine-tuned *ForSequenceClassification checkpoint (BERT, RoBERTa,\n"
+            "XLM-R, ALBERT, DistilBERT: pooler and classifier head) on every input line\n"
+            "and prints one JSON object per line: the most probable label, its\n"
+            "probability, and the probability of every label (names from the config's\n"
+            "id2label; softmax, or sigmoid for multi-label problems):\n"
+            "  {\"label\":\"positive\",\"score\":0.91,\"probs\":{\"negative\":0.02,...}}\n"
+            "\n"
+            "Options:\n"
+            "%s"
+            "  -o, --output FILE    write there (atomically) instead of standard output\n"
+            "  -h, --help           show this help\n",
+            cli_model_options_help);
+}
+
+/* Writes one JSONL record: the best label, its score and every label's
+ * probability. Shared with `lipi probe predict`. */
+void cli_write_label_probs(FILE *f, const char *const *labels, size_t k, const float *probs)
+{
+    size_t best = 0;
+    for (size_t j = 1; j < k; j++)
+        if (probs[j] > probs[best])
+            best = j;
+    fputs("{\"label\":", f);
+    cli_write_json_string(f, labels[best], strlen(labels[best]));
+    fprintf(f, ",\"score\":%.6g,\"probs\":{", (double)probs[best]);
+    for (size_t j = 0; j < k; j++) {
+        if (j)
+            putc(',', f);
+        cli_write_json_string(f, labels[j], strlen(labels[j]));
+        fprintf(f, ":%.6g", (double)probs[j]);
+    }
+    fputs("}}\n", f);
+}
+
+typedef struct {
+    cli_embedder *emb;
+    const char *const *labels;
+    size_t k;
+    float *probs;   /* (batch, k) */
+    FILE *f;
+} classify_ctx;
+
+static lipi_status classify_batch(const char *const *texts, const size_t *lens, size_t n,
+                                  void *vctx, lipi_error *err)
+{
+    classify_ctx *c = vctx;
+    lipi_status st = cli_classify(c->emb, texts, lens, n, c->probs, err);
+    for (size_t i = 0; st == LIPI_OK && i < n; i++)
+        cli_write_label_probs(c->f, c->labels, c->k, c->probs + i * c->k);
+    return st;
+}
+
+static int run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        CLI_MODEL_OPTIONS,
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    cli_model_args a = {.eo = {.batch = 32, .threads = 2, .normalize = -1}};
+    const char *out = NULL;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":m:o:h", opts, NULL)) != -1) {
+        int handled = cli_model_option("classify", c, optarg, &a);
+        if (handled < 0)
+            return EXIT_USAGE;
+        if (handled)
+            continue;
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'h': help(stdout); return EXIT_OK;
+        case ':': return cli_usage_error("classify", "%s needs a value", argv[optind - 1]);
+        default: return cli_usage_error("classify", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (!a.model)
+        return cli_usage_error("classify", "-m MODEL is required");
+
+    classify_ctx ctx = {0};
+    lipi_error err = {0};
+    int rc = EXIT_FAIL;
+    if (cli_embedder_open(a.model, &a.eo, &ctx.emb, &err) != LIPI_OK)
+        goto report;
+    const lipi_model_info *info = lipi_model_get_info(cli_embedder_model(ctx.emb));
+    ctx.k = info->num_labels;
+    ctx.labels = info->labels;
+    if (!ctx.k) {
+        lipi_error_set(&err, LIPI_EINVAL, a.model, 0, 0,
+                       "expected a *ForSequenceClassification checkpoint (a classifier head), "
+                       "found a model without one; 'lipi probe train' makes a head from "
+                       "labelled lines");
+        goto report;
+    }
+    if (!(ctx.probs = lipi_calloc(a.eo.batch, ctx.k * sizeof *ctx.probs))) {
+        lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto report;
+    }
+    rc = cli_write_batches("classify", argv + optind, argc - optind, &a, out, ctx.emb,
+                           classify_batch, &ctx, &ctx.f);
+    goto done;
+report:
+    cli_report("classify", &err);
+done:
+    lipi_free(ctx.probs);
+    cli_embedder_free(ctx.emb);
+    return rc;
+}
+
+const cli_command cmd_classify = {"classify", "labels of lines with a fine-tuned classifier",
+                                  run};

@@ -1,0 +1,134 @@
+/* `lipi download`: fetches a model from the Hugging Face hub into the
+ * Hugging Face cache. */
+#include "cli/cli.h"
+
+#include <dirent.h>
+#include <getopt.h>
+#include <limits.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/progress.h"
+#include "pipeline/pipeline.h"
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "Usage: lipi download NAME [--revision REV] [--all] [--quiet]\n"
+            "\n"
+            "Fetches model NAME (ORG/NAME) from the Hugging Face hub into the Hugging\n"
+            "Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else\n"
+            "~/.cache/huggingface/hub) in the layout huggingface_hub uses, so Python\n"
+            "and lipi share the files; then 'lipi embed -m NAME' finds it there.\n"
+            "Only the files lipi needs are fetched (config.json, safetensors weights,\n"
+            "tokenizer and sentence-transformers files) unless --all is given. An\n"
+            "interrupted download resumes where it stopped when run again; files\n"
+            "stored with Git LFS are checked against their SHA-256. Prints the\n"
+            "snapshot folder on standard output.\n"
+            "\n"
+            "Environment: HF_ENDPOINT (default https://huggingface.co), HF_TOKEN\n"
+            "(for gated or private models), HTTPS_PROXY and the other libcurl proxy\n"
+            "variables.\n"
+            "\n"
+            "Options:\n"
+            "  --revision REV       branch, tag or commit (default main)\n"
+            "  --all                every file of the repository\n"
+            "  --quiet              no progress on stderr\n"
+            "  -h, --help           show this help\n"
+            "\n"
+            "Example:\n"
+            "  lipi download sentence-transformers/LaBSE\n"
+            "  lipi embed -m sentence-transformers/LaBSE -o hi.npy hi.txt\n");
+}
+
+typedef struct {
+    bool tty;
+    double last;
+} progress_state;
+
+static void on_progress(const lipi_hub_progress *p, void *user)
+{
+    progress_state *s = user;
+    double now = cli_now();
+    if (!p->finished && (!s->tty || now - s->last < 0.1))
+        return;
+    s->last = now;
+    const double mb = 1e6;
+    if (p->finished)
+        fprintf(stderr, "%s[%zu/%zu] %s  %.1f MB\n", s->tty ? "\r\033[K" : "", p->file_no,
+                p->files, p->file, (double)p->done / mb);
+    else if (p->total)
+        fprintf(stderr, "\r\033[K[%zu/%zu] %s  %.1f / %.1f MB  %3.0f%%", p->file_no, p->files,
+                p->file, (double)p->done / mb, (double)p->total / mb,
+                100.0 * (double)p->done / (double)p->total);
+    else
+        fprintf(stderr, "\r\033[K[%zu/%zu] %s  %.1f MB", p->file_no, p->files, p->file,
+                (double)p->done / mb);
+    fflush(stderr);
+}
+
+/* Whether folder dir holds a *.safetensors file. */
+static bool has_safetensors(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        found = l > 12 && strcmp(e->d_name + l - 12, ".safetensors") == 0;
+    }
+    closedir(d);
+    return found;
+}
+
+static int run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"revision", required_argument, NULL, 'r'},
+        {"all", no_argument, NULL, 'a'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    lipi_hub_download_options o = {0};
+    bool quiet = false;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'r': o.revision = optarg; break;
+        case 'a': o.all = true; break;
+        case 'q': quiet = true; break;
+        case 'h': help(stdout); return EXIT_OK;
+        case ':': return cli_usage_error("download", "%s needs a value", argv[optind - 1]);
+        default: return cli_usage_error("download", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind + 1 != argc)
+        return cli_usage_error("download", "expected one model NAME (ORG/NAME)");
+    progress_state ps = {isatty(2), 0};
+    if (!quiet) {
+        o.progress = on_progress;
+        o.user = &ps;
+    }
+    char dir[PATH_MAX];
+    lipi_error err = {0};
+    if (lipi_hub_download(argv[optind], &o, dir, sizeof dir, &err) != LIPI_OK) {
+        if (ps.tty && !quiet)
+            fputc('\n', stderr);
+        cli_report("download", &err);
+        return EXIT_FAIL;
+    }
+    if (!has_safetensors(dir))
+        fprintf(stderr,
+                "lipi download: note: %s has no safetensors weights (lipi does not read "
+                "pytorch_model.bin); its tokenizer works with 'lipi encode -t %s'\n",
+                argv[optind], dir);
+    printf("%s\n", dir);
+    return cli_finish_output("download");
+}
+
+const cli_command cmd_download = {"download", "fetch a model from the Hugging Face hub", run};

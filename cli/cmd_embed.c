@@ -1,0 +1,141 @@
+/* `lipi embed`: one sentence embedding per input line. */
+#include "cli/cli.h"
+
+#include <getopt.h>
+#include <string.h>
+
+#include "cli/embedder.h"
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "Usage: lipi embed -m MODEL [OPTIONS] [-o FILE] [FILE...]\n"
+            "\n"
+            "Embeds every input line with MODEL, as sentence-transformers does: the\n"
+            "model's own tokenizer, its pooling and normalization (from modules.json and\n"
+            "1_Pooling/config.json) unless the options say otherwise. Lines longer than\n"
+            "the model takes are truncated, and how many were is printed on stderr.\n"
+            "Output: a NumPy .npy file of float32 (lines, dimension), row i = line i,\n"
+            "written to a temporary file and renamed when complete; or with\n"
+            "--format jsonl one {\"embedding\": [...]} per line (standard output\n"
+            "without -o).\n"
+            "\n"
+            "Options:\n"
+            "%s"
+            "  --format npy|jsonl   output format (default npy, which needs -o)\n"
+            "  -o, --output FILE    where to write\n"
+            "  -h, --help           show this help\n"
+            "\n"
+            "Example:\n"
+            "  lipi embed -m sentence-transformers/LaBSE -o hi.npy hi.txt\n"
+            "  python3 -c 'import numpy; print(numpy.load(\"hi.npy\").shape)'\n",
+            cli_model_options_help);
+}
+
+typedef struct {
+    cli_embedder *emb;
+    size_t dim;
+    float *out;                /* (batch, dim) */
+    lipi_npy_writer *npy;
+    FILE *jsonl;
+} embed_ctx;
+
+static lipi_status embed_batch(const char *const *texts, const size_t *lens, size_t n,
+                               void *vctx, lipi_error *err)
+{
+    embed_ctx *c = vctx;
+    lipi_status st = cli_embed(c->emb, texts, lens, n, c->out, err);
+    if (st != LIPI_OK)
+        return st;
+    if (c->npy)
+        return lipi_npy_writer_append(c->npy, c->out, n, err);
+    for (size_t i = 0; i < n; i++) {
+        fputs("{\"embedding\":[", c->jsonl);
+        for (size_t j = 0; j < c->dim; j++)
+            /* %.9g gives back the same float32 when read again. */
+            fprintf(c->jsonl, j ? ",%.9g" : "%.9g", (double)c->out[i * c->dim + j]);
+        fputs("]}\n", c->jsonl);
+    }
+    return LIPI_OK;
+}
+
+static int run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        CLI_MODEL_OPTIONS,
+        {"format", required_argument, NULL, 'f'},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    cli_model_args a = {.eo = {.batch = 32, .threads = 2, .normalize = -1}};
+    const char *out = NULL;
+    bool jsonl = false;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":m:o:h", opts, NULL)) != -1) {
+        int handled = cli_model_option("embed", c, optarg, &a);
+        if (handled < 0)
+            return EXIT_USAGE;
+        if (handled)
+            continue;
+        switch (c) {
+        case 'f':
+            if (strcmp(optarg, "npy") == 0)
+                jsonl = false;
+            else if (strcmp(optarg, "jsonl") == 0)
+                jsonl = true;
+            else
+                return cli_usage_error("embed", "--format takes npy or jsonl, not '%s'", optarg);
+            break;
+        case 'o': out = optarg; break;
+        case 'h': help(stdout); return EXIT_OK;
+        case ':': return cli_usage_error("embed", "%s needs a value", argv[optind - 1]);
+        default: return cli_usage_error("embed", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (!a.model)
+        return cli_usage_error("embed", "-m MODEL is required");
+    if (!jsonl && (!out || strcmp(out, "-") == 0))
+        return cli_usage_error("embed", "the .npy output needs -o FILE (or use --format jsonl "
+                                        "for standard output)");
+
+    embed_ctx ctx = {0};
+    lipi_output *o = NULL;
+    lipi_error err = {0};
+    int rc = EXIT_FAIL;
+    if (cli_embedder_open(a.model, &a.eo, &ctx.emb, &err) != LIPI_OK)
+        goto report;
+    ctx.dim = cli_embedder_dim(ctx.emb);
+    if (!(ctx.out = lipi_calloc(a.eo.batch, ctx.dim * sizeof *ctx.out))) {
+        lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto report;
+    }
+    if (jsonl ? lipi_output_open(out, &o, &ctx.jsonl, &err)
+              : lipi_npy_writer_open(out, ctx.dim, &ctx.npy, &err))
+        goto report;
+    rc = cli_for_each_batch("embed", argv + optind, argc - optind, a.mode, a.eo.batch, !a.quiet,
+                            embed_batch, &ctx);
+    if (rc == EXIT_OK) {
+        lipi_status st = jsonl ? lipi_output_commit(o, &err) : lipi_npy_writer_close(ctx.npy, &err);
+        o = NULL;
+        ctx.npy = NULL;
+        if (st != LIPI_OK) {
+            rc = EXIT_FAIL;
+            goto report;
+        }
+        cli_embedder_report_truncated("embed", ctx.emb);
+    }
+    goto done;
+report:
+    cli_report("embed", &err);
+done:
+    lipi_output_abort(o);
+    lipi_npy_writer_abort(ctx.npy);
+    lipi_free(ctx.out);
+    cli_embedder_free(ctx.emb);
+    return rc;
+}
+
+const cli_command cmd_embed = {"embed", "sentence embeddings of lines (.npy or JSONL)", run};

@@ -1,0 +1,492 @@
+/* `lipi probe train|predict`: a logistic-regression head on a model's
+ * frozen sentence embeddings, for labelled lines without a fine-tuned
+ * checkpoint. */
+#include "cli/cli.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/embedder.h"
+#include "cli/retrieval.h"
+
+#define HOLDOUT_SEED 42u
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "Usage: lipi probe train -m MODEL --train labels.tsv [--dev dev.tsv | --holdout F]\n"
+            "                        [--l2 X] [--iterations N] -o probe.json [OPTIONS]\n"
+            "       lipi probe predict --probe probe.json [-m MODEL] [OPTIONS] [FILE...]\n"
+            "\n"
+            "train: embeds the text of every 'LABEL<TAB>TEXT' line with MODEL (pooling\n"
+            "and normalization as 'lipi embed' does), fits a multinomial logistic\n"
+            "regression on them (L2-regularized cross-entropy, L-BFGS over the whole set\n"
+            "from zero weights: the same data gives the same probe), and prints the\n"
+            "accuracy on held-out lines on stderr: dev.tsv's, or a share F of the\n"
+            "training lines (default 0.1) drawn with a fixed seed and left out of\n"
+            "training. probe.json records the model's fingerprint, pooling,\n"
+            "normalization, the labels (sorted) and the weights.\n"
+            "\n"
+            "predict: prints one JSON object per input line, as 'lipi classify' does:\n"
+            "  {\"label\":\"sports\",\"score\":0.97,\"probs\":{\"politics\":0.03,...}}\n"
+            "The model must be the one the probe was trained on (by default the name\n"
+            "recorded in probe.json).\n"
+            "\n"
+            "Options:\n"
+            "%s"
+            "  --train FILE         labelled lines: LABEL<TAB>TEXT\n"
+            "  --dev FILE           held-out labelled lines\n"
+            "  --holdout F          share of --train held out when there is no --dev\n"
+            "                       (0: none; then the training accuracy is shown)\n"
+            "  --l2 X               L2 strength (default 0.0001)\n"
+            "  --iterations N       L-BFGS iterations at most (default 500)\n"
+            "  --probe FILE         the probe.json to predict with\n"
+            "  -o, --output FILE    train: the probe.json; predict: where to write\n"
+            "  -h, --help           show this help\n",
+            cli_model_options_help);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Labelled lines                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    cli_text_batch texts, labels;
+    size_t *line_no;
+    const char *path;
+} labelled;
+
+static void labelled_free(labelled *d)
+{
+    cli_text_batch_free(&d->texts);
+    cli_text_batch_free(&d->labels);
+    lipi_free(d->line_no);
+}
+
+static lipi_status read_labelled(const char *path, lipi_invalid_mode mode, labelled *d,
+                                 lipi_error *err)
+{
+    d->path = path;
+    lipi_line_reader *r = NULL;
+    lipi_status st = lipi_line_reader_open(path, mode, &r, err);
+    size_t cap = 0;
+    while (st == LIPI_OK) {
+        const char *line;
+        size_t len;
+        st = lipi_line_reader_next(r, &line, &len, err);
+        if (st != LIPI_OK || !line)
+            break;
+        size_t ln = lipi_line_reader_line_no(r);
+        if (len == 0)
+            continue;
+        const char *tab = memchr(line, '\t', len);
+        if (!tab || tab == line) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, ln, 0,
+                                "expected LABEL<TAB>TEXT, found %s",
+                                tab ? "an empty label" : "no tab");
+            break;
+        }
+        if (d->texts.n == cap) {
+            size_t c = cap ? 2 * cap : 256;
+            size_t *l = lipi_reallocarray(d->line_no, c, sizeof *l);
+            if (!l) {
+                st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+                break;
+            }
+            d->line_no = l;
+            cap = c;
+        }
+        d->line_no[d->texts.n] = ln;
+        st = cli_text_batch_add(&d->labels, line, (size_t)(tab - line), err);
+        if (st == LIPI_OK)
+            st = cli_text_batch_add(&d->texts, tab + 1, len - (size_t)(tab - line) - 1, err);
+    }
+    lipi_line_reader_close(r);
+    if (st == LIPI_OK && d->texts.n == 0)
+        st = lipi_error_set(err, LIPI_EINVAL, path, 0, 0, "expected labelled lines, found none");
+    return st;
+}
+
+/* Embeds every text of d into x (n, dim), reporting errors at their line. */
+static lipi_status embed_all(cli_embedder *e, const labelled *d, float *x, bool progress,
+                             lipi_error *err)
+{
+    cli_lines_progress prog;
+    char *files[] = {(char *)d->path};
+    cli_lines_progress_start(&prog, "probe", progress, files, 1);
+    size_t dim = cli_embedder_dim(e), n = d->texts.n, chunk = 1024;
+    lipi_status st = LIPI_OK;
+    for (size_t i0 = 0; i0 < n && st == LIPI_OK; i0 += chunk) {
+        size_t m = n - i0 < chunk ? n - i0 : chunk;
+        st = cli_embed(e, d->texts.ptrs + i0, d->texts.lens + i0, m, x + i0 * dim, err);
+        if (st != LIPI_OK && err->line >= 1 && err->line <= m) {
+            snprintf(err->path, sizeof err->path, "%s", d->path);
+            err->line = d->line_no[i0 + err->line - 1];
+        }
+        cli_lines_progress_add(&prog, m);
+    }
+    cli_lines_progress_done(&prog);
+    return st;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* splitmix64: a fixed, portable stream for the held-out draw. */
+static uint64_t next_random(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Accuracy of p on rows of x whose labels are y. */
+static double accuracy(const lipi_probe *p, const float *x, const uint32_t *y, size_t n,
+                       float *probs)
+{
+    size_t k = lipi_probe_label_count(p), dim = lipi_probe_dim(p), right = 0;
+    for (size_t i = 0; i < n; i++) {
+        lipi_probe_predict(p, x + i * dim, 1, probs);
+        size_t best = 0;
+        for (size_t c = 1; c < k; c++)
+            if (probs[c] > probs[best])
+                best = c;
+        right += best == y[i];
+    }
+    return n ? (double)right / (double)n : 0.0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* train                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    cli_model_args a;
+    const char *train, *dev, *out, *probe;
+    double holdout, l2;
+    size_t iterations;
+} probe_args;
+
+/* Looks up label s among the sorted names; false when it is not there. */
+static bool label_index(char **names, size_t k, const char *s, uint32_t *out)
+{
+    char **hit = bsearch(&s, names, k, sizeof *names, cmp_str);
+    if (!hit)
+        return false;
+    *out = (uint32_t)(hit - names);
+    return true;
+}
+
+static int train(probe_args *pa)
+{
+    labelled tr = {0}, dv = {0};
+    cli_embedder *e = NULL;
+    lipi_probe *p = NULL;
+    lipi_error err = {0};
+    float *x = NULL, *xd = NULL, *xt = NULL, *probs = NULL;
+    uint32_t *y = NULL, *yd = NULL, *yt = NULL;
+    char **names = NULL;
+    size_t *order = NULL;
+    bool *held = NULL;  /* training lines left out for the held-out score */
+    int rc = EXIT_FAIL;
+    lipi_status st;
+
+    /* Fail on an unwritable output before any long work. */
+    if ((st = lipi_check_writable(pa->out, &err)) != LIPI_OK ||
+        (st = read_labelled(pa->train, pa->a.mode, &tr, &err)) != LIPI_OK ||
+        (pa->dev && (st = read_labelled(pa->dev, pa->a.mode, &dv, &err)) != LIPI_OK))
+        goto report;
+    size_t n = tr.texts.n, k = 0;
+    if (!(names = lipi_calloc(n, sizeof *names)) || !(y = lipi_calloc(n, sizeof *y)) ||
+        !(order = lipi_calloc(n, sizeof *order)))
+        goto oom;
+    for (size_t i = 0; i < n; i++)
+        names[i] = (char *)tr.labels.ptrs[i];
+    qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || strcmp(names[k - 1], names[i]) != 0)
+            names[k++] = names[i];
+    if (k < 2) {
+        lipi_error_set(&err, LIPI_EINVAL, pa->train, 0, 0,
+                       "expected at least 2 different labels, found %zu", k);
+        goto report;
+    }
+    for (size_t i = 0; i < n; i++)
+        label_index(names, k, tr.labels.ptrs[i], &y[i]);
+
+    if ((st = cli_embedder_open(pa->a.model, &pa->a.eo, &e, &err)) != LIPI_OK)
+        goto report;
+    size_t dim = cli_embedder_dim(e);
+    if (!(x = lipi_calloc(n, dim * sizeof *x)) || !(probs = lipi_calloc(k, sizeof *probs)))
+        goto oom;
+    if ((st = embed_all(e, &tr, x, !pa->a.quiet, &err)) != LIPI_OK)
+        goto report;
+
+    /* Which training lines are held out: a fixed-seed Fisher-Yates draw. */
+    size_t nd = 0;
+    if (!pa->dev && pa->holdout > 0) {
+        nd = (size_t)((double)n * pa->holdout + 0.5);
+        if (nd == 0)
+            nd = 1;
+        if (nd >= n) {
+            lipi_error_set(&err, LIPI_EINVAL, pa->train, 0, 0,
+                           "--holdout %g leaves no training lines of %zu", pa->holdout, n);
+            goto report;
+        }
+        for (size_t i = 0; i < n; i++)
+            order[i] = i;
+        uint64_t seed = HOLDOUT_SEED;
+        for (size_t i = n - 1; i > 0; i--) {
+            size_t j = (size_t)(next_random(&seed) % (i + 1));
+            size_t t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+        if (!(held = lipi_calloc(n, sizeof *held)))
+            goto oom;
+        for (size_t i = 0; i < nd; i++)
+            held[order[i]] = true;
+    }
+    size_t nt = n - nd;
+    if (!(xt = lipi_calloc(nt, dim * sizeof *xt)) || !(yt = lipi_calloc(nt, sizeof *yt)) ||
+        (nd && (!(xd = lipi_calloc(nd, dim * sizeof *xd)) || !(yd = lipi_calloc(nd, sizeof *yd)))))
+        goto oom;
+    for (size_t i = 0, a = 0, b = 0; i < n; i++) {
+        bool h = held && held[i];
+        memcpy((h ? xd + b * dim : xt + a * dim), x + i * dim, dim * sizeof *x);
+        if (h)
+            yd[b++] = y[i];
+        else
+            yt[a++] = y[i];
+    }
+    if (pa->dev) {
+        nd = dv.texts.n;
+        lipi_free(xd);
+        lipi_free(yd);
+        if (!(xd = lipi_calloc(nd, dim * sizeof *xd)) || !(yd = lipi_calloc(nd, sizeof *yd)))
+            goto oom;
+        for (size_t i = 0; i < nd; i++)
+            if (!label_index(names, k, dv.labels.ptrs[i], &yd[i])) {
+                lipi_error_set(&err, LIPI_EINVAL, pa->dev, dv.line_no[i], 0,
+                               "label '%s' does not occur in %s", dv.labels.ptrs[i], pa->train);
+                goto report;
+            }
+        if ((st = embed_all(e, &dv, xd, !pa->a.quiet, &err)) != LIPI_OK)
+            goto report;
+    }
+
+    lipi_probe_options po = {.l2 = pa->l2, .max_iterations = pa->iterations};
+    if ((st = lipi_probe_train(xt, yt, nt, dim, (const char *const *)names, k, &po, &p, &err)) !=
+        LIPI_OK)
+        goto report;
+    double acc = nd ? accuracy(p, xd, yd, nd, probs) : accuracy(p, xt, yt, nt, probs);
+    if (pa->dev)
+        fprintf(stderr, "lipi probe: held-out accuracy %.4f (%zu lines of %s; %zu training "
+                        "lines, %zu labels)\n",
+                acc, nd, pa->dev, nt, k);
+    else if (nd)
+        fprintf(stderr, "lipi probe: held-out accuracy %.4f (%zu of %zu lines held out, seed "
+                        "%u; %zu labels)\n",
+                acc, nd, n, HOLDOUT_SEED, k);
+    else
+        fprintf(stderr, "lipi probe: training accuracy %.4f (%zu lines, nothing held out; "
+                        "%zu labels)\n",
+                acc, nt, k);
+    lipi_index_model id;
+    cli_embedder_identity(e, &id);
+    id.normalize = cli_embedder_normalizes(e);
+    if ((st = lipi_probe_save(p, &id, nd ? acc : -1.0, pa->out, &err)) != LIPI_OK)
+        goto report;
+    rc = EXIT_OK;
+    goto done;
+oom:
+    lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+report:
+    cli_report("probe", &err);
+done:
+    labelled_free(&tr);
+    labelled_free(&dv);
+    cli_embedder_free(e);
+    lipi_probe_free(p);
+    lipi_free(x);
+    lipi_free(xd);
+    lipi_free(xt);
+    lipi_free(y);
+    lipi_free(yd);
+    lipi_free(yt);
+    lipi_free(probs);
+    lipi_free(names);
+    lipi_free(order);
+    lipi_free(held);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* predict                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    cli_embedder *e;
+    const lipi_probe *p;
+    const char **labels;
+    float *x, *probs;
+    FILE *f;
+} predict_ctx;
+
+static lipi_status predict_batch(const char *const *texts, const size_t *lens, size_t n,
+                                 void *vctx, lipi_error *err)
+{
+    predict_ctx *c = vctx;
+    lipi_status st = cli_embed(c->e, texts, lens, n, c->x, err);
+    if (st != LIPI_OK)
+        return st;
+    size_t k = lipi_probe_label_count(c->p), dim = lipi_probe_dim(c->p);
+    for (size_t i = 0; i < n; i++) {
+        lipi_probe_predict(c->p, c->x + i * dim, 1, c->probs);
+        cli_write_label_probs(c->f, c->labels, k, c->probs);
+    }
+    return LIPI_OK;
+}
+
+static int predict(probe_args *pa, char **files, int nfiles)
+{
+    predict_ctx ctx = {0};
+    lipi_probe *p = NULL;
+    lipi_error err = {0};
+    int rc = EXIT_FAIL;
+    if (lipi_probe_load(pa->probe, &p, &err) != LIPI_OK)
+        goto report;
+    ctx.p = p;
+    const lipi_index_model *pm = lipi_probe_model(p);
+    const char *model = pa->a.model ? pa->a.model : pm->name;
+    if (!model) {
+        lipi_error_set(&err, LIPI_EINVAL, pa->probe, 0, 0,
+                       "the probe names no model: give -m MODEL");
+        goto report;
+    }
+    /* Embed exactly as in training. */
+    if (pm->pooling && !cli_parse_pooling(pm->pooling, &pa->a.eo.pooling)) {
+        lipi_error_set(&err, LIPI_EFORMAT, pa->probe, 0, 0,
+                       "model.pooling: expected cls, mean, max or mean_sqrt_len, found '%s'",
+                       pm->pooling);
+        goto report;
+    }
+    pa->a.eo.normalize = pm->normalize ? 1 : -2;
+    if (cli_embedder_open(model, &pa->a.eo, &ctx.e, &err) != LIPI_OK)
+        goto report;
+    lipi_index_model id;
+    cli_embedder_identity(ctx.e, &id);
+    if (pm->fingerprint && strcmp(pm->fingerprint, id.fingerprint) != 0) {
+        lipi_error_set(&err, LIPI_EINVAL, pa->probe, 0, 0,
+                       "the probe was trained on model %s (fingerprint %s), not on %s "
+                       "(fingerprint %s)",
+                       pm->name ? pm->name : "?", pm->fingerprint, model, id.fingerprint);
+        goto report;
+    }
+    size_t dim = lipi_probe_dim(p), k = lipi_probe_label_count(p);
+    if (cli_embedder_dim(ctx.e) != dim) {
+        lipi_error_set(&err, LIPI_EINVAL, pa->probe, 0, 0,
+                       "expected embeddings of %zu values, the model gives %zu", dim,
+                       cli_embedder_dim(ctx.e));
+        goto report;
+    }
+    if (!(ctx.labels = lipi_calloc(k, sizeof *ctx.labels)) ||
+        !(ctx.x = lipi_calloc(pa->a.eo.batch, dim * sizeof *ctx.x)) ||
+        !(ctx.probs = lipi_calloc(k, sizeof *ctx.probs))) {
+        lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto report;
+    }
+    for (size_t c = 0; c < k; c++)
+        ctx.labels[c] = lipi_probe_label(p, c);
+    rc = cli_write_batches("probe", files, nfiles, &pa->a, pa->out, ctx.e, predict_batch, &ctx,
+                           &ctx.f);
+    goto done;
+report:
+    cli_report("probe", &err);
+done:
+    cli_embedder_free(ctx.e);
+    lipi_probe_free(p);
+    lipi_free(ctx.labels);
+    lipi_free(ctx.x);
+    lipi_free(ctx.probs);
+    return rc;
+}
+
+static int run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        CLI_MODEL_OPTIONS,
+        {"train", required_argument, NULL, 'T'},
+        {"dev", required_argument, NULL, 'D'},
+        {"holdout", required_argument, NULL, 'H'},
+        {"l2", required_argument, NULL, 'l'},
+        {"iterations", required_argument, NULL, 'I'},
+        {"probe", required_argument, NULL, 'P'},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        help(stdout);
+        return EXIT_OK;
+    }
+    if (argc < 2 || (strcmp(argv[1], "train") != 0 && strcmp(argv[1], "predict") != 0))
+        return cli_usage_error("probe", "expected 'train' or 'predict'");
+    bool training = strcmp(argv[1], "train") == 0;
+    probe_args pa = {.a = {.eo = {.batch = 32, .threads = 2, .normalize = -1}},
+                     .holdout = 0.1};
+    uint64_t v;
+    int c;
+    optind = 2;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":m:o:h", opts, NULL)) != -1) {
+        int handled = cli_model_option("probe", c, optarg, &pa.a);
+        if (handled < 0)
+            return EXIT_USAGE;
+        if (handled)
+            continue;
+        switch (c) {
+        case 'T': pa.train = optarg; break;
+        case 'D': pa.dev = optarg; break;
+        case 'H':
+            if (!cli_parse_double(optarg, 0, 0.9, &pa.holdout))
+                return cli_usage_error("probe", "--holdout takes 0..0.9, not '%s'", optarg);
+            break;
+        case 'l':
+            if (!cli_parse_double(optarg, 0, 1e6, &pa.l2))
+                return cli_usage_error("probe", "--l2 takes a number >= 0, not '%s'", optarg);
+            if (pa.l2 == 0)
+                pa.l2 = -1; /* the library's "no penalty" */
+            break;
+        case 'I':
+            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 100000)
+                return cli_usage_error("probe", "--iterations takes 1..100000, not '%s'",
+                                       optarg);
+            pa.iterations = (size_t)v;
+            break;
+        case 'P': pa.probe = optarg; break;
+        case 'o': pa.out = optarg; break;
+        case 'h': help(stdout); return EXIT_OK;
+        case ':': return cli_usage_error("probe", "%s needs a value", argv[optind - 1]);
+        default: return cli_usage_error("probe", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (training) {
+        if (!pa.a.model || !pa.train || !pa.out)
+            return cli_usage_error("probe", "train needs -m MODEL, --train FILE and -o FILE");
+        if (optind < argc)
+            return cli_usage_error("probe", "train takes no FILE arguments ('%s')",
+                                   argv[optind]);
+        return train(&pa);
+    }
+    if (!pa.probe)
+        return cli_usage_error("probe", "predict needs --probe FILE");
+    return predict(&pa, argv + optind, argc - optind);
+}
+
+const cli_command cmd_probe = {"probe", "train / apply a logistic-regression head on embeddings",
+                               run};
