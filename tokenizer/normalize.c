@@ -1227,7 +1227,9 @@ lipi_status lipi_normalize(const lipi_normalizer *n, const char *s, size_t len,
         return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, good,
                               "invalid UTF-8 byte 0x%02x at byte %zu (expected valid UTF-8)",
                               (unsigned char)s[good], good);
-    TRY(scratch_get(out, &sc));
+    st = scratch_get(out, &sc);
+    if (st != LIPI_OK)
+        return lipi_error_set(err, st, NULL, 0, 0, "out of memory while normalizing");
     ntext slot[2] = {{out->text, 0, out->cap, out->align, out->align_cap}, sc->spare};
     /* The source of the next op: the input itself at first. */
     const char *cs = s;
@@ -1286,7 +1288,6 @@ lipi_status lipi_normalize(const lipi_normalizer *n, const char *s, size_t len,
     }
     out->len = slot[0].len;
     out->text[out->len] = '\0';
-done:
     return st;
 }
 
