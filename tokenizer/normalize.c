@@ -1678,6 +1678,10 @@ static lipi_status fuse_charmap(norm_op *ops, size_t a, size_t b, norm_op *out)
     pool.p = NULL;
     out->kind = OP_CHARMAP;
 done:
+    if (st != LIPI_OK) {
+        lipi_free(out->map); /* the caller drops *out on failure */
+        out->map = NULL;
+    }
     for (size_t k = 0; k < ne; k++)
         lipi_buf_free(&e[k].rep);
     lipi_free(e);
@@ -1734,7 +1738,7 @@ lipi_status lipi_ns_build(lipi_ns_step *root, lipi_normalizer **out, lipi_error 
     lipi_normalizer *n = lipi_calloc(1, sizeof *n);
     if (!n) {
         lipi_ns_step_clear(root);
-        return LIPI_ENOMEM;
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
     }
     n->root = *root;
     memset(root, 0, sizeof *root);
@@ -1752,6 +1756,8 @@ lipi_status lipi_ns_build(lipi_ns_step *root, lipi_normalizer **out, lipi_error 
     *out = n;
     n = NULL;
 done:
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
     lipi_normalizer_free(n);
     return st;
 }
@@ -1877,6 +1883,8 @@ lipi_status lipi_normalizer_new(const char *name, const lipi_normalizer_options 
     l = (step_list){0};
     st = lipi_ns_build(&root, out, err);
 done:
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
     for (size_t i = 0; i < l.n; i++)
         lipi_ns_step_clear(&l.v[i]);
     lipi_free(l.v);
