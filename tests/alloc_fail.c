@@ -3,16 +3,19 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include <cmocka.h>
 
-static long fail_at = -1, calls, live;
+/* Atomic: work under test may allocate from several threads. */
+static long fail_at = -1;
+static atomic_long calls, live;
 
 static void *fail_malloc(size_t n)
 {
-    if (calls++ == fail_at)
+    if (atomic_fetch_add(&calls, 1) == fail_at)
         return NULL;
     void *p = malloc(n);
     if (p)
@@ -22,7 +25,7 @@ static void *fail_malloc(size_t n)
 
 static void *fail_realloc(void *p, size_t n)
 {
-    if (calls++ == fail_at)
+    if (atomic_fetch_add(&calls, 1) == fail_at)
         return NULL;
     void *q = realloc(p, n);
     if (q && !p)
