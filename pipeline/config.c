@@ -20,18 +20,9 @@ lipi_status lipi_json_load(const char *text, size_t len, size_t flags, const cha
 {
     json_error_t e;
     memset(&e, 0, sizeof e);
-    unsigned long failures = lipi_alloc_failures;
-    *out = json_loadb(text, len, flags, &e);
-    /* jansson 2.14 reports a failed allocation in its lexer as a syntax
-     * error, or not at all (it drops the byte and goes on): the allocator's
-     * count tells, and a document parsed through a failure is not used. */
-    if (lipi_alloc_failures != failures || (!*out && (json_error_code(&e) ==
-                                                          json_error_out_of_memory ||
-                                                      !e.text[0]))) {
-        json_decref(*out);
-        *out = NULL;
+    *out = lipi_json_loadb(text, len, flags, &e);
+    if (!*out && json_error_code(&e) == json_error_out_of_memory)
         return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
-    }
     if (*out)
         return LIPI_OK;
     return lipi_error_set(err, LIPI_EFORMAT, path, 0, base + (size_t)e.position,

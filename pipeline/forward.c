@@ -59,7 +59,9 @@ static inline float vexp(float x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     float y = p * r * r + r + 1.0f;
-    int32_t e = (int32_t)fn + 127;
+    /* NaN (from NaN weights in a checkpoint) stays NaN through y; the
+     * exponent must not convert it to int. */
+    int32_t e = (int32_t)(fn == fn ? fn : 0.0f) + 127;
     uint32_t bits = (uint32_t)e << 23;
     float s;
     memcpy(&s, &bits, 4);

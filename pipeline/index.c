@@ -13,6 +13,7 @@
  * holds a few blocks in memory, not the matrix. */
 #include "pipeline/index_impl.h"
 #include "pipeline/faiss_bind.h"
+#include "tokenizer/json_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1056,11 +1057,8 @@ static lipi_status read_meta(lipi_index *idx, const char *path, lipi_error *err)
         goto done;
     }
     json_error_t je;
-    unsigned long fails = lipi_alloc_failures;
-    root = json_loadb((const char *)mf.map, mf.len, JSON_REJECT_DUPLICATES, &je);
-    /* jansson's lexer can drop characters of a string when an allocation
-     * fails and still succeed, so any failure during the parse counts. */
-    if (lipi_alloc_failures != fails) {
+    root = lipi_json_loadb((const char *)mf.map, mf.len, JSON_REJECT_DUPLICATES, &je);
+    if (!root && json_error_code(&je) == json_error_out_of_memory) {
         st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
         goto done;
     }

@@ -3,12 +3,14 @@
 # library lipi builds with is present. As root, installs the missing Debian
 # packages with apt-get; otherwise prints the exact command and fails.
 # Each argument is PKGCONFIG_NAME:DEBIAN_PACKAGE, or header/FILE:DEBIAN_PACKAGE,
-# or bin/COMMAND:DEBIAN_PACKAGE.
+# or bin/COMMAND:DEBIAN_PACKAGE, or file/PATH:DEBIAN_PACKAGE (PATH may hold
+# a glob, for files under a versioned folder).
 missing=""
 have() {
   case "$1" in
     header/*) [ -f "/usr/include/${1#header/}" ] ;;
     bin/*) command -v "${1#bin/}" >/dev/null 2>&1 ;;
+    file/*) ls ${1#file} >/dev/null 2>&1 ;;
     *) command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$1" ;;
   esac
 }

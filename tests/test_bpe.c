@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "tests/alloc_fail.h"
 #include "trainer/trainer.h"
 
 /* ======================================================================== */
@@ -1714,35 +1715,20 @@ static void test_bpe_hugging_face_segmentation_keeps_clusters_whole(void **state
 /* Allocation failures                                                       */
 /* ------------------------------------------------------------------------ */
 
-static long alloc_budget; /* allocations left before failing; < 0: no limit */
-static long live_allocs;
+typedef struct {
+    const lipi_counts *counts;
+    const lipi_bpe_options *opt;
+} bpe_job;
 
-static void *fail_malloc(size_t n)
+static lipi_status train_run(void *ctx, lipi_error *err)
 {
-    if (alloc_budget == 0)
-        return NULL;
-    if (alloc_budget > 0)
-        alloc_budget--;
-    void *p = malloc(n);
-    live_allocs += p != NULL;
-    return p;
-}
-
-static void *fail_realloc(void *p, size_t n)
-{
-    if (alloc_budget == 0)
-        return NULL;
-    if (alloc_budget > 0)
-        alloc_budget--;
-    void *q = realloc(p, n);
-    live_allocs += q && !p;
-    return q;
-}
-
-static void fail_free(void *p)
-{
-    live_allocs -= p != NULL;
-    free(p);
+    const bpe_job *job = ctx;
+    lipi_bpe_model *m = NULL;
+    lipi_status st = lipi_bpe_train(job->counts, job->opt, &m, err);
+    if (st == LIPI_OK)
+        assert_true(lipi_bpe_model_merge_count(m) > 50);
+    lipi_bpe_model_free(m);
+    return st;
 }
 
 static void test_bpe_fails_cleanly_on_every_allocation(void **state)
@@ -1760,28 +1746,8 @@ static void test_bpe_fails_cleanly_on_every_allocation(void **state)
     o.special_tokens = specials;
     o.n_special = 2;
     o.unk_token = "<unk>";
-    lipi_alloc_hooks hooks = {fail_malloc, fail_realloc, fail_free};
-    bool succeeded = false;
-    for (long n = 0; n < 100000 && !succeeded; n++) {
-        alloc_budget = n;
-        live_allocs = 0;
-        lipi_set_alloc_hooks(&hooks);
-        lipi_bpe_model *m = NULL;
-        lipi_error err;
-        lipi_status st = lipi_bpe_train(c, &o, &m, &err);
-        if (st == LIPI_OK) {
-            succeeded = true;
-            assert_true(lipi_bpe_model_merge_count(m) > 50);
-        } else if (st != LIPI_ENOMEM) {
-            lipi_set_alloc_hooks(NULL);
-            fail_msg("allocation %ld: %s: %s", n, lipi_status_name(st), err.msg);
-        }
-        lipi_bpe_model_free(m);
-        lipi_set_alloc_hooks(NULL);
-        if (live_allocs != 0)
-            fail_msg("allocation %ld failing leaks %ld blocks", n, live_allocs);
-    }
-    assert_true(succeeded);
+    bpe_job job = {c, &o};
+    assert_true(alloc_fail_loop("bpe train", train_run, &job) > 30);
     lipi_counts_free(c);
 }
 

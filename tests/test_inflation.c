@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "pipeline/pipeline.h"
+#include "tests/alloc_fail.h"
 #include "tests/cli_run.h"
 
 #define TOL 1e-6
@@ -896,31 +897,18 @@ static void test_save_writes_atomically_and_reports_bad_paths(void **state)
 /* Allocation failures                                                       */
 /* ------------------------------------------------------------------------ */
 
-static long fail_at = -1, alloc_count;
-
-static void *failing_malloc(size_t n)
-{
-    return alloc_count++ == fail_at ? NULL : malloc(n);
-}
-
-static void *failing_realloc(void *p, size_t n)
-{
-    return alloc_count++ == fail_at ? NULL : realloc(p, n);
-}
-
 /* One whole run: build, count every line of both modes, write every format. */
-static lipi_status full_run(void)
+static lipi_status full_run(void *ctx, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     lipi_inflation_report *rep = NULL, *other = NULL, *text = NULL;
-    lipi_error err = {0};
     lipi_inflation_token toks[32];
     char *buf = NULL;
     size_t size = 0;
     FILE *f = NULL;
-    if ((st = lipi_inflation_new(TOKS, 2, LANGS, 3, 0, &rep, &err)) != LIPI_OK)
+    if ((st = lipi_inflation_new(TOKS, 2, LANGS, 3, 0, &rep, err)) != LIPI_OK)
         goto done;
-    if ((st = lipi_inflation_new_like(rep, &other, &err)) != LIPI_OK)
+    if ((st = lipi_inflation_new_like(rep, &other, err)) != LIPI_OK)
         goto done;
     static const size_t kept[] = {0, 1, 3};
     for (size_t k = 0; k < 3; k++)
@@ -929,26 +917,26 @@ static lipi_status full_run(void)
                 const char *line = LINES[l][kept[k]];
                 size_t n = make_tokens(line, SPECS[t][l][kept[k]], toks, 32);
                 st = lipi_inflation_add_line(k ? rep : other, t, l, line, strlen(line), toks, n,
-                                             &err);
+                                             err);
                 if (st != LIPI_OK)
                     goto done;
             }
-    if ((st = lipi_inflation_merge(rep, other, &err)) != LIPI_OK)
+    if ((st = lipi_inflation_merge(rep, other, err)) != LIPI_OK)
         goto done;
-    if ((st = lipi_inflation_new_text(TOKS, 1, &text, &err)) != LIPI_OK)
+    if ((st = lipi_inflation_new_text(TOKS, 1, &text, err)) != LIPI_OK)
         goto done;
     for (size_t l = 0; l < 3; l++) {
         const char *line = LINES[l][0];
         size_t n = make_tokens(line, SPECS[0][l][0], toks, 32);
-        if ((st = lipi_inflation_add_text_line(text, 0, line, strlen(line), toks, n, &err)) !=
+        if ((st = lipi_inflation_add_text_line(text, 0, line, strlen(line), toks, n, err)) !=
             LIPI_OK)
             goto done;
     }
     f = open_memstream(&buf, &size);
     for (int fmt = 0; fmt < 4; fmt++) {
-        if ((st = lipi_inflation_write(rep, (lipi_inflation_format)fmt, f, &err)) != LIPI_OK)
+        if ((st = lipi_inflation_write(rep, (lipi_inflation_format)fmt, f, err)) != LIPI_OK)
             goto done;
-        if ((st = lipi_inflation_write(text, (lipi_inflation_format)fmt, f, &err)) != LIPI_OK)
+        if ((st = lipi_inflation_write(text, (lipi_inflation_format)fmt, f, err)) != LIPI_OK)
             goto done;
     }
 done:
@@ -960,25 +948,13 @@ done:
     lipi_inflation_free(rep);
     lipi_inflation_free(other);
     lipi_inflation_free(text);
+    (void)ctx;
     return st;
 }
 
 static void test_every_allocation_failure_is_reported_without_leaks(void **state)
 {
-    lipi_alloc_hooks hooks = {failing_malloc, failing_realloc, free};
-    lipi_set_alloc_hooks(&hooks);
-    lipi_status st;
-    for (fail_at = 0;; fail_at++) {
-        alloc_count = 0;
-        st = full_run();
-        if (st == LIPI_OK)
-            break;
-        if (st != LIPI_ENOMEM)
-            fail_msg("allocation %ld: expected ENOMEM, found %s", fail_at, lipi_status_name(st));
-    }
-    lipi_set_alloc_hooks(NULL);
-    fail_at = -1;
-    assert_true(alloc_count > 10);
+    assert_true(alloc_fail_loop("inflation", full_run, NULL) > 10);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "tokenizer/json_impl.h"
+#include "tests/alloc_fail.h"
 #include "tokenizer/tokenizer.h"
 
 #define HF_REFERENCE "tests/fixtures/normalize/hf_reference.json"
@@ -708,32 +709,22 @@ static void test_hostile_charsmaps_never_read_out_of_bounds(void **state)
 /* Allocation failure                                                        */
 /* ======================================================================== */
 
-static long alloc_count, fail_at = -1;
+typedef struct {
+    const char *name;
+    lipi_normalizer_options o;
+} norm_case;
 
-static void *failing_malloc(size_t n)
+static lipi_status new_and_normalize(void *ctx, lipi_error *err)
 {
-    if (fail_at >= 0 && alloc_count++ == fail_at)
-        return NULL;
-    return malloc(n);
-}
-
-static void *failing_realloc(void *p, size_t n)
-{
-    if (fail_at >= 0 && alloc_count++ == fail_at)
-        return NULL;
-    return realloc(p, n);
-}
-
-static lipi_status new_and_normalize(const char *name, const lipi_normalizer_options *o,
-                                     const char *text)
-{
+    const norm_case *c = ctx;
+    const char *text = "Ｃafé १२ ന്‍ 中 ΣΑΣ \xE2\x80\x8D x";
     lipi_normalizer *n = NULL;
     lipi_normalized out = {0};
-    lipi_status st = lipi_normalizer_new(name, o, &n, NULL);
+    lipi_status st = lipi_normalizer_new(c->name, &c->o, &n, err);
     if (st == LIPI_OK)
-        st = lipi_normalize(n, text, strlen(text), &out, true, NULL);
-    if (st == LIPI_OK && strlen(out.text) != out.len)
-        st = LIPI_EINVAL;
+        st = lipi_normalize(n, text, strlen(text), &out, true, err);
+    if (st == LIPI_OK)
+        assert_int_equal(strlen(out.text), out.len);
     lipi_normalized_free(&out);
     lipi_normalizer_free(n);
     return st;
@@ -742,35 +733,32 @@ static lipi_status new_and_normalize(const char *name, const lipi_normalizer_opt
 static void test_every_allocation_failure_gives_enomem_and_leaks_nothing(void **state)
 {
     (void)state;
-    static const struct {
-        const char *name;
-        lipi_normalizer_options o;
-    } cases[] = {
+    static const norm_case cases[] = {
         {"indic", {.fold_digits = true, .lowercase = true}},
         {"nfkc", {.strip_accents = true, .lowercase = true}},
         {"bert", {.lowercase = true}},
     };
-    const char *text = "Ｃafé १२ ന്‍ 中 ΣΑΣ \xE2\x80\x8D x";
-    lipi_alloc_hooks hooks = {failing_malloc, failing_realloc, free};
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        bool ok = false;
-        long attempts = 0;
-        for (fail_at = 0; !ok && fail_at < 5000; fail_at++) {
-            alloc_count = 0;
-            lipi_set_alloc_hooks(&hooks);
-            lipi_status st = new_and_normalize(cases[c].name, &cases[c].o, text);
-            lipi_set_alloc_hooks(NULL);
-            attempts++;
-            if (st == LIPI_OK)
-                ok = true;
-            else if (st != LIPI_ENOMEM)
-                fail_msg("%s: failing allocation %ld gave %s", cases[c].name, fail_at,
-                         lipi_status_name(st));
-        }
-        fail_at = -1;
-        assert_true(ok);
-        assert_true(attempts > 3);
-    }
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        assert_true(alloc_fail_loop(cases[c].name, new_and_normalize, (void *)&cases[c]) > 3);
+}
+
+static lipi_status from_json_run(void *ctx, lipi_error *err)
+{
+    const json_t *j = ctx;
+    lipi_normalizer *n = NULL;
+    lipi_status st = lipi_normalizer_from_json(j, "normalizer", &n, err);
+    json_t *back = NULL;
+    if (st == LIPI_OK && !(back = lipi_normalizer_to_json(n)))
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    lipi_normalized out = {0};
+    if (st == LIPI_OK)
+        st = lipi_normalize(n, "a  cé 中", 11, &out, true, err);
+    if (st == LIPI_OK)
+        assert_true(json_equal(back, j));
+    lipi_normalized_free(&out);
+    lipi_normalizer_free(n);
+    json_decref(back);
+    return st;
 }
 
 static void test_json_loading_survives_every_allocation_failure(void **state)
@@ -784,37 +772,8 @@ static void test_json_loading_survives_every_allocation_failure(void **state)
                       "true,\"strip_accents\":null,\"lowercase\":true}]}";
     json_t *j = json_loads(doc, 0, NULL);
     assert_non_null(j);
-    lipi_alloc_hooks hooks = {failing_malloc, failing_realloc, free};
-    bool ok = false;
-    for (fail_at = 0; !ok && fail_at < 5000; fail_at++) {
-        alloc_count = 0;
-        lipi_set_alloc_hooks(&hooks);
-        lipi_normalizer *n = NULL;
-        lipi_status st = lipi_normalizer_from_json(j, "normalizer", &n, NULL);
-        json_t *back = NULL;
-        if (st == LIPI_OK) {
-            back = lipi_normalizer_to_json(n);
-            if (!back)
-                st = LIPI_ENOMEM;
-        }
-        lipi_normalized out = {0};
-        if (st == LIPI_OK)
-            st = lipi_normalize(n, "a  cé 中", 11, &out, true, NULL);
-        lipi_normalized_free(&out);
-        lipi_normalizer_free(n);
-        bool equal = back && json_equal(back, j);
-        json_decref(back);
-        lipi_set_alloc_hooks(NULL);
-        if (st == LIPI_OK) {
-            assert_true(equal);
-            ok = true;
-        } else {
-            assert_int_equal(st, LIPI_ENOMEM);
-        }
-    }
-    fail_at = -1;
+    assert_true(alloc_fail_loop("normalizer json", from_json_run, j) > 10);
     json_decref(j);
-    assert_true(ok);
 }
 
 /* ======================================================================== */

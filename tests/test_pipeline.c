@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "pipeline/pipeline_impl.h"
+#include "tests/alloc_fail.h"
 
 #ifndef FIXTURES
 #define FIXTURES "tests/fixtures/models"
@@ -1106,79 +1107,53 @@ static void test_weights_that_do_not_match_the_config_are_named(void **state)
 /* Allocation failures                                                       */
 /* ======================================================================== */
 
-static long fail_at = -1, alloc_count;
+typedef struct {
+    const char *dir;
+    const lipi_model_load_options *opt;
+    const inputs *in;
+    bool classify;
+} model_job;
 
-static void *failing_malloc(size_t n)
+static lipi_status model_run(void *ctx, lipi_error *err)
 {
-    if (alloc_count++ == fail_at)
-        return NULL;
-    return malloc(n);
+    const model_job *j = ctx;
+    float out[4 * 32], probs[4 * 3];
+    lipi_model *m = NULL;
+    lipi_model_session *s = NULL;
+    lipi_status st = lipi_model_load(j->dir, j->opt, &m, err);
+    if (st == LIPI_OK)
+        st = lipi_model_session_new(m, 2, &s, err);
+    if (st == LIPI_OK)
+        st = lipi_model_embed(s, j->in->seqs, j->in->B, NULL, out, err);
+    if (st == LIPI_OK && j->classify)
+        st = lipi_model_classify(s, j->in->seqs, j->in->B, NULL, probs, err);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+    return st;
 }
 
-static void *failing_realloc(void *p, size_t n)
-{
-    if (alloc_count++ == fail_at)
-        return NULL;
-    return realloc(p, n);
-}
-
-/* Fails the Nth allocation of lipi for N = 0, 1, 2, ... through loading,
- * a session and a forward pass. jansson's own allocations are exempt:
- * jansson 2.14 can crash inside json_loadb when one of them fails, which
- * no caller can guard against (lipi_json_load handles the failures jansson
- * survives). */
+/* Fails the Nth allocation of lipi (jansson's included: JSON is parsed by
+ * lipi_json_loadb) for N = 0, 1, 2, ... through loading, a session and a
+ * forward pass. */
 static void test_allocation_failures_are_reported_and_leak_nothing(void **state)
 {
-    lipi_alloc_hooks hooks = {failing_malloc, failing_realloc, free};
     inputs in;
     read_inputs(FIXTURES "/bert_cls", &in);
-    float out[4 * 32], probs[4 * 3];
-    const char *folders[] = {FIXTURES "/bert_cls", FIXTURES "/st_cls_dense", FIXTURES "/albert"};
     lipi_model_load_options int8 = {LIPI_DTYPE_INT8};
-    for (size_t f = 0; f < 3; f++) {
-        bool done = false;
-        for (fail_at = 0; !done && fail_at < 100000; fail_at++) {
-            alloc_count = 0;
-            lipi_set_alloc_hooks(&hooks);
-            json_set_alloc_funcs(malloc, free);
-            lipi_model *m = NULL;
-            lipi_model_session *s = NULL;
-            lipi_error err = {0};
-            lipi_status st = lipi_model_load(folders[f], f == 2 ? &int8 : NULL, &m, &err);
-            if (st == LIPI_OK)
-                st = lipi_model_session_new(m, 2, &s, &err);
-            if (st == LIPI_OK)
-                st = lipi_model_embed(s, in.seqs, in.B, NULL, out, &err);
-            if (st == LIPI_OK && f == 0)
-                st = lipi_model_classify(s, in.seqs, in.B, NULL, probs, &err);
-            lipi_model_session_free(s);
-            lipi_model_free(m);
-            lipi_set_alloc_hooks(NULL);
-            if (st == LIPI_OK) {
-                done = true;
-            } else {
-                if (st != LIPI_ENOMEM)
-                    fprintf(stderr, "  allocation %ld: %d %s\n", fail_at, st, err.msg);
-                assert_int_equal(st, LIPI_ENOMEM);
-                assert_int_equal(err.code, LIPI_ENOMEM);
-            }
-        }
-        assert_true(done);
-        assert_true(fail_at > 10);
-    }
-    fail_at = -1;
+    const model_job jobs[] = {{FIXTURES "/bert_cls", NULL, &in, true},
+                              {FIXTURES "/st_cls_dense", NULL, &in, false},
+                              {FIXTURES "/albert", &int8, &in, false}};
+    for (size_t f = 0; f < 3; f++)
+        assert_true(alloc_fail_loop(jobs[f].dir, model_run, (void *)&jobs[f]) > 10);
     free_inputs(&in);
 
     /* A parse that runs out of memory is ENOMEM, not a syntax error. */
-    lipi_set_alloc_hooks(&hooks);
-    fail_at = 0;
-    alloc_count = 0;
     json_t *j = NULL;
     lipi_error err = {0};
     const char *text = "{\"hidden_size\": 32}";
+    alloc_fail_arm(0);
     lipi_status st = lipi_json_load(text, strlen(text), 0, "config.json", 0, &j, &err);
-    fail_at = -1;
-    lipi_set_alloc_hooks(NULL);
+    alloc_fail_disarm();
     assert_int_equal(st, LIPI_ENOMEM);
     assert_null(j);
     assert_int_equal(lipi_json_load(text, strlen(text), 0, "config.json", 0, &j, &err), LIPI_OK);

@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "tokenizer/json_impl.h"
+#include "tests/alloc_fail.h"
 #include "tokenizer/tokenizer.h"
 
 #define HF_FIXTURE "tests/fixtures/pretokenize/hf_cases.json"
@@ -873,88 +874,43 @@ static void test_pieces_are_ordered_non_empty_and_cover_the_input(void **state)
 /* Allocation failures                                                       */
 /* ------------------------------------------------------------------------ */
 
-static size_t alloc_calls, alloc_fail_at, alloc_live;
-static bool alloc_armed; /* count (and fail) only while armed */
+typedef struct {
+    const char *name; /* built-in name, or NULL for json */
+    const json_t *json;
+    const char *text;
+} pretok_job;
 
-static void *count_malloc(size_t n)
+/* Builds a pre-tokenizer (by name or JSON), writes it back as JSON and
+ * splits text with it twice (the second call reuses and may grow the
+ * scratch). */
+static lipi_status pretok_run(void *ctx, lipi_error *err)
 {
-    if (alloc_armed && alloc_calls++ == alloc_fail_at)
-        return NULL;
-    void *p = malloc(n);
-    if (p)
-        alloc_live++;
-    return p;
-}
-
-static void *count_realloc(void *p, size_t n)
-{
-    if (alloc_armed && alloc_calls++ == alloc_fail_at)
-        return NULL;
-    void *q = realloc(p, n);
-    if (q && !p)
-        alloc_live++;
-    return q;
-}
-
-static void count_free(void *p)
-{
-    if (p) {
-        alloc_live--;
-        free(p);
+    const pretok_job *j = ctx;
+    lipi_pretokenizer *p = NULL;
+    lipi_pieces out = {0};
+    lipi_status st = j->name ? lipi_pretokenizer_new(j->name, &p, err)
+                             : lipi_pretokenizer_from_json(j->json, "pre_tokenizer", &p, err);
+    if (st == LIPI_OK) {
+        json_t *back = lipi_pretokenizer_to_json(p);
+        if (!back)
+            st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        json_decref(back);
     }
+    if (st == LIPI_OK)
+        st = lipi_pretokenize(p, j->text, strlen(j->text), &out, err);
+    if (st == LIPI_OK)
+        st = lipi_pretokenize(p, j->text, strlen(j->text), &out, err);
+    lipi_pieces_free(&out);
+    lipi_pretokenizer_free(p);
+    return st;
 }
 
-static const lipi_alloc_hooks counting = {count_malloc, count_realloc, count_free};
-
-/* Builds a pre-tokenizer (by name or JSON) and splits text with it while
- * the Nth allocation fails, for N = 0, 1, ... until nothing fails. */
 static void alloc_failure_loop(const char *name, const char *json, const char *text)
 {
-    size_t ok_runs = 0;
-    for (alloc_fail_at = 0; alloc_fail_at < 100000; alloc_fail_at++) {
-        alloc_calls = 0;
-        alloc_live = 0;
-        lipi_set_alloc_hooks(&counting);
-        lipi_pretokenizer *p = NULL;
-        lipi_pieces out = {0};
-        lipi_error err;
-        lipi_status st;
-        /* jansson's parser asserts on some allocation failures, so the
-         * JSON text is parsed before allocations start failing */
-        json_t *j = json ? json_loads(json, 0, NULL) : NULL;
-        alloc_armed = true;
-        if (json)
-            st = lipi_pretokenizer_from_json(j, "pre_tokenizer", &p, &err);
-        else
-            st = lipi_pretokenizer_new(name, &p, &err);
-        if (st == LIPI_OK) {
-            json_t *back = lipi_pretokenizer_to_json(p); /* NULL when out of memory */
-            json_decref(back);
-            st = lipi_pretokenize(p, text, strlen(text), &out, &err);
-            /* a second call reuses the scratch and may grow it */
-            if (st == LIPI_OK)
-                st = lipi_pretokenize(p, text, strlen(text), &out, &err);
-        }
-        if (st != LIPI_OK && st != LIPI_ENOMEM)
-            fail_msg("%s, allocation %zu failing: %s %s", name ? name : json, alloc_fail_at,
-                     lipi_status_name(st), err.msg);
-        if (st == LIPI_ENOMEM)
-            assert_int_equal(err.code, LIPI_ENOMEM);
-        alloc_armed = false;
-        lipi_pieces_free(&out);
-        lipi_pretokenizer_free(p);
-        json_decref(j);
-        lipi_set_alloc_hooks(NULL);
-        if (alloc_live != 0)
-            fail_msg("%s: %zu allocations leaked with allocation %zu failing",
-                     name ? name : json, alloc_live, alloc_fail_at);
-        if (st == LIPI_OK && alloc_calls <= alloc_fail_at) {
-            ok_runs++;
-            break;
-        }
-    }
-    assert_int_equal(ok_runs, 1);
-    assert_true(alloc_fail_at > 3);
+    pretok_job j = {name, json ? json_loads(json, 0, NULL) : NULL, text};
+    assert_true(name || j.json);
+    assert_true(alloc_fail_loop(name ? name : json, pretok_run, &j) > 3);
+    json_decref((json_t *)j.json);
 }
 
 static void test_allocation_failures_return_enomem_and_leak_nothing(void **state)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "tokenizer/common_impl.h"
+#include "tests/alloc_fail.h"
 #include "tokenizer/tokenizer.h"
 
 #define SHARED "../shared/data"
@@ -1354,36 +1355,6 @@ static void test_gguf_ids_equal_llama_cpp_vectors(void **state)
 /* Allocation failures                                                       */
 /* ======================================================================== */
 
-static long fail_at, n_allocs, live;
-
-static void *counting_malloc(size_t n)
-{
-    if (n_allocs++ == fail_at)
-        return NULL;
-    void *p = malloc(n);
-    if (p)
-        live++;
-    return p;
-}
-
-static void *counting_realloc(void *p, size_t n)
-{
-    if (n_allocs++ == fail_at)
-        return NULL;
-    void *q = realloc(p, n);
-    if (q && !p)
-        live++;
-    return q;
-}
-
-static void counting_free(void *p)
-{
-    if (p) {
-        live--;
-        free(p);
-    }
-}
-
 typedef lipi_status (*read_fn)(const void *data, size_t len, lipi_tokenizer **out,
                                lipi_error *err);
 
@@ -1409,29 +1380,27 @@ static lipi_status read_vocab(const void *d, size_t n, lipi_tokenizer **out, lip
                                          LIPI_FLAG_AUTO, out, err);
 }
 
+typedef struct {
+    read_fn fn;
+    const void *data;
+    size_t len;
+} read_job;
+
+static lipi_status read_run(void *ctx, lipi_error *err)
+{
+    const read_job *j = ctx;
+    lipi_tokenizer *t = NULL;
+    lipi_status st = j->fn(j->data, j->len, &t, err);
+    lipi_tokenizer_free(t);
+    return st;
+}
+
 /* Reads with the Nth allocation failing, N = 0, 1, ... until nothing
  * fails: every failure must be LIPI_ENOMEM and leak nothing. */
 static void alloc_failure_loop(read_fn fn, const void *data, size_t len)
 {
-    static const lipi_alloc_hooks hooks = {counting_malloc, counting_realloc, counting_free};
-    for (fail_at = 0;; fail_at++) {
-        lipi_tokenizer *t = NULL;
-        lipi_error err = {0};
-        n_allocs = live = 0;
-        lipi_set_alloc_hooks(&hooks);
-        lipi_status st = fn(data, len, &t, &err);
-        lipi_tokenizer_free(t);
-        lipi_set_alloc_hooks(NULL);
-        if (live != 0)
-            fail_msg("allocation %ld failing: %ld blocks leaked", fail_at, live);
-        if (st == LIPI_OK)
-            break;
-        if (st != LIPI_ENOMEM || err.code != LIPI_ENOMEM)
-            fail_msg("allocation %ld failing gave %s: %s", fail_at, lipi_status_name(st),
-                     err.msg);
-        assert_true(fail_at < 100000);
-    }
-    assert_true(fail_at > 5);
+    read_job j = {fn, data, len};
+    assert_true(alloc_fail_loop("reader", read_run, &j) > 5);
 }
 
 static void test_readers_fail_cleanly_when_allocations_fail(void **state)

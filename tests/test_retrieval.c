@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "pipeline/faiss_bind.h"
+#include "tests/alloc_fail.h"
 #include "pipeline/index_impl.h"
 #include "tests/cli_run.h"
 
@@ -1191,71 +1192,53 @@ static void test_cli_with_a_model_folder(void **state)
 /* Allocation failures                                                       */
 /* ======================================================================== */
 
-static long fail_at = -1, alloc_count;
+enum { AF_N = 40, AF_D = 8 };
 
-static void *failing_malloc(size_t n)
-{
-    if (fail_at >= 0 && alloc_count++ == fail_at)
-        return NULL;
-    return malloc(n);
-}
+typedef struct {
+    float x[AF_N * AF_D], q[2 * AF_D];
+    const char *ptrs[AF_N];
+    size_t lens[AF_N];
+    char dir[400];
+} af_job;
 
-static void *failing_realloc(void *p, size_t n)
+/* Builds, appends to, opens and searches an index, and ranks a bitext. */
+static lipi_status index_run(void *ctx, lipi_error *err)
 {
-    if (fail_at >= 0 && alloc_count++ == fail_at)
-        return NULL;
-    return realloc(p, n);
+    const af_job *j = ctx;
+    enum { N = AF_N, D = AF_D };
+    lipi_index_write_options wo = {.no_sync = true}, ap = {.append = true, .no_sync = true};
+    lipi_status st = lipi_index_create(j->dir, &model_a, j->x, N / 2, D, j->ptrs, j->lens, &wo, err);
+    if (st == LIPI_OK)
+        st = lipi_index_create(j->dir, &model_a, j->x + N / 2 * D, N / 2, D, j->ptrs + N / 2,
+                               j->lens + N / 2, &ap, err);
+    lipi_index *idx = NULL;
+    int64_t d[2 * 3];
+    float s[2 * 3];
+    size_t ranks[N];
+    lipi_search_options so = {.threads = 2, .block_rows = 16};
+    if (st == LIPI_OK)
+        st = lipi_index_open(j->dir, NULL, &idx, err);
+    if (st == LIPI_OK)
+        st = lipi_index_search(idx, j->q, 2, D, 3, &so, d, s, err);
+    if (st == LIPI_OK)
+        st = lipi_bitext_ranks(j->x, j->x, N, D, &so, ranks, err);
+    lipi_index_close(idx);
+    if (st == LIPI_OK)
+        assert_int_equal(ranks[7], 1);
+    assert_int_equal(count_prefixed("alloc.tmp-", false), 0);
+    return st;
 }
 
 static void test_allocation_failures_are_reported_and_leak_nothing(void **state)
 {
-    enum { N = 40, D = 8 };
-    float x[N * D], q[2 * D];
-    static char buf[N][32];
-    const char *ptrs[N];
-    size_t lens[N];
+    static af_job job;
+    static char buf[AF_N][32];
     rng_state = 1;
-    fill_gauss(x, N * D);
-    fill_gauss(q, 2 * D);
-    text_ptrs(buf, N, 1, ptrs, lens);
-    lipi_alloc_hooks hooks = {failing_malloc, failing_realloc, free};
-    const char *dir = tmp_path("alloc");
-    bool done = false;
-    for (fail_at = 0; !done && fail_at < 10000; fail_at++) {
-        alloc_count = 0;
-        lipi_set_alloc_hooks(&hooks);
-        lipi_error err = {0};
-        lipi_index_write_options wo = {.no_sync = true}, ap = {.append = true, .no_sync = true};
-        lipi_status st = lipi_index_create(dir, &model_a, x, N / 2, D, ptrs, lens, &wo, &err);
-        if (st == LIPI_OK)
-            st = lipi_index_create(dir, &model_a, x + N / 2 * D, N / 2, D, ptrs + N / 2,
-                                   lens + N / 2, &ap, &err);
-        lipi_index *idx = NULL;
-        int64_t d[2 * 3];
-        float s[2 * 3];
-        size_t ranks[N];
-        lipi_search_options so = {.threads = 2, .block_rows = 16};
-        if (st == LIPI_OK)
-            st = lipi_index_open(dir, NULL, &idx, &err);
-        if (st == LIPI_OK)
-            st = lipi_index_search(idx, q, 2, D, 3, &so, d, s, &err);
-        if (st == LIPI_OK)
-            st = lipi_bitext_ranks(x, x, N, D, &so, ranks, &err);
-        lipi_index_close(idx);
-        lipi_set_alloc_hooks(NULL);
-        if (st == LIPI_OK) {
-            done = true;
-            assert_int_equal(ranks[7], 1);
-        } else {
-            if (st != LIPI_ENOMEM)
-                fprintf(stderr, "  allocation %ld: %s %s\n", fail_at, lipi_status_name(st),
-                        err.msg);
-            assert_int_equal(st, LIPI_ENOMEM);
-        }
-        assert_int_equal(count_prefixed("alloc.tmp-", false), 0);
-    }
-    fail_at = -1;
-    assert_true(done);
+    fill_gauss(job.x, AF_N * AF_D);
+    fill_gauss(job.q, 2 * AF_D);
+    text_ptrs(buf, AF_N, 1, job.ptrs, job.lens);
+    snprintf(job.dir, sizeof job.dir, "%s", tmp_path("alloc"));
+    assert_true(alloc_fail_loop("index", index_run, &job) > 10);
 }
 
 int main(void)

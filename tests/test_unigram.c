@@ -20,6 +20,7 @@
 
 #include <jansson.h>
 
+#include "tests/alloc_fail.h"
 #include "encoder/encoder.h"
 #include "trainer/trainer.h"
 #include "trainer/unigram_impl.h"
@@ -802,34 +803,29 @@ static void test_bad_options_and_words_are_rejected(void **state)
 /* Allocation failures                                                       */
 /* ======================================================================== */
 
-static long alloc_budget = -1, live_allocs;
+typedef struct {
+    const lipi_counts *counts;
+    const lipi_unigram_options *opt;
+} unigram_job;
 
-static void *fail_malloc(size_t n)
+static lipi_status train_run(void *ctx, lipi_error *err)
 {
-    if (alloc_budget == 0)
-        return NULL;
-    if (alloc_budget > 0)
-        alloc_budget--;
-    void *p = malloc(n);
-    live_allocs += p != NULL;
-    return p;
-}
-
-static void *fail_realloc(void *p, size_t n)
-{
-    if (alloc_budget == 0)
-        return NULL;
-    if (alloc_budget > 0)
-        alloc_budget--;
-    void *q = realloc(p, n);
-    live_allocs += q && !p;
-    return q;
-}
-
-static void fail_free(void *p)
-{
-    live_allocs -= p != NULL;
-    free(p);
+    const unigram_job *job = ctx;
+    lipi_unigram_model *m = NULL;
+    lipi_tokenizer *t = NULL;
+    char *spm = NULL;
+    size_t len;
+    lipi_status st = lipi_unigram_train(job->counts, job->opt, &m, err);
+    if (st == LIPI_OK)
+        st = lipi_unigram_model_to_tokenizer(m, NULL, NULL, &t, err);
+    if (st == LIPI_OK)
+        st = lipi_tokenizer_to_spm(t, &spm, &len, err);
+    if (st == LIPI_OK)
+        assert_true(lipi_unigram_model_vocab_size(m) > 270);
+    lipi_free(spm);
+    lipi_tokenizer_free(t);
+    lipi_unigram_model_free(m);
+    return st;
 }
 
 static void test_training_fails_cleanly_on_every_allocation(void **state)
@@ -844,37 +840,8 @@ static void test_training_fails_cleanly_on_every_allocation(void **state)
     lipi_unigram_options_default(&o);
     o.vocab_size = 290;
     o.threads = 1;
-    lipi_alloc_hooks hooks = {fail_malloc, fail_realloc, fail_free};
-    bool succeeded = false;
-    for (long k = 0; k < 100000 && !succeeded; k++) {
-        alloc_budget = k;
-        live_allocs = 0;
-        lipi_set_alloc_hooks(&hooks);
-        lipi_unigram_model *m = NULL;
-        lipi_tokenizer *t = NULL;
-        lipi_error err;
-        lipi_status st = lipi_unigram_train(c, &o, &m, &err);
-        if (st == LIPI_OK)
-            st = lipi_unigram_model_to_tokenizer(m, NULL, NULL, &t, &err);
-        char *spm = NULL;
-        size_t len;
-        if (st == LIPI_OK)
-            st = lipi_tokenizer_to_spm(t, &spm, &len, &err);
-        if (st == LIPI_OK) {
-            succeeded = true;
-            assert_true(lipi_unigram_model_vocab_size(m) > 270);
-        } else if (st != LIPI_ENOMEM) {
-            lipi_set_alloc_hooks(NULL);
-            fail_msg("allocation %ld: %s: %s", k, lipi_status_name(st), err.msg);
-        }
-        lipi_free(spm);
-        lipi_tokenizer_free(t);
-        lipi_unigram_model_free(m);
-        lipi_set_alloc_hooks(NULL);
-        if (live_allocs != 0)
-            fail_msg("allocation %ld failing leaks %ld blocks", k, live_allocs);
-    }
-    assert_true(succeeded);
+    unigram_job job = {c, &o};
+    assert_true(alloc_fail_loop("unigram train", train_run, &job) > 30);
     lipi_counts_free(c);
 }
 

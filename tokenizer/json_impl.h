@@ -8,6 +8,21 @@
 
 #include "tokenizer/tokenizer.h"
 
+/* Deepest nesting of arrays and objects lipi_json_loadb accepts. Real
+ * files nest a few levels; the bound keeps the parser's recursion (and
+ * that of every reader walking the values) far from the stack's end. */
+#define LIPI_JSON_MAX_DEPTH 512
+
+/* json_loadb(text, len, flags, err) with the same language, values and
+ * flags (JSON_REJECT_DUPLICATES, JSON_ALLOW_NUL; the top level must be an
+ * object or array), parsed by lipi (tokenizer/json.c) so that a failed
+ * allocation anywhere gives NULL with json_error_code(err) ==
+ * json_error_out_of_memory and leaks nothing. Syntax errors fill err as
+ * jansson does: text, 1-based line and byte column, and position = byte
+ * offset just past the byte that failed. Nesting deeper than
+ * LIPI_JSON_MAX_DEPTH is json_error_stack_overflow. `err` may be NULL. */
+json_t *lipi_json_loadb(const char *text, size_t len, size_t flags, json_error_t *err);
+
 /* Builds a normalizer from a tokenizer.json "normalizer" value. `jpath` is
  * the value's JSON path for messages ("normalizer",
  * "normalizer.normalizers[2]"): errors read like

@@ -1227,7 +1227,9 @@ lipi_status lipi_normalize(const lipi_normalizer *n, const char *s, size_t len,
         return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, good,
                               "invalid UTF-8 byte 0x%02x at byte %zu (expected valid UTF-8)",
                               (unsigned char)s[good], good);
-    TRY(scratch_get(out, &sc));
+    st = scratch_get(out, &sc);
+    if (st != LIPI_OK)
+        return lipi_error_set(err, st, NULL, 0, 0, "out of memory while normalizing");
     ntext slot[2] = {{out->text, 0, out->cap, out->align, out->align_cap}, sc->spare};
     /* The source of the next op: the input itself at first. */
     const char *cs = s;
@@ -1286,7 +1288,6 @@ lipi_status lipi_normalize(const lipi_normalizer *n, const char *s, size_t len,
     }
     out->len = slot[0].len;
     out->text[out->len] = '\0';
-done:
     return st;
 }
 
@@ -1677,6 +1678,10 @@ static lipi_status fuse_charmap(norm_op *ops, size_t a, size_t b, norm_op *out)
     pool.p = NULL;
     out->kind = OP_CHARMAP;
 done:
+    if (st != LIPI_OK) {
+        lipi_free(out->map); /* the caller drops *out on failure */
+        out->map = NULL;
+    }
     for (size_t k = 0; k < ne; k++)
         lipi_buf_free(&e[k].rep);
     lipi_free(e);
@@ -1733,7 +1738,7 @@ lipi_status lipi_ns_build(lipi_ns_step *root, lipi_normalizer **out, lipi_error 
     lipi_normalizer *n = lipi_calloc(1, sizeof *n);
     if (!n) {
         lipi_ns_step_clear(root);
-        return LIPI_ENOMEM;
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
     }
     n->root = *root;
     memset(root, 0, sizeof *root);
@@ -1751,6 +1756,8 @@ lipi_status lipi_ns_build(lipi_ns_step *root, lipi_normalizer **out, lipi_error 
     *out = n;
     n = NULL;
 done:
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
     lipi_normalizer_free(n);
     return st;
 }
@@ -1876,6 +1883,8 @@ lipi_status lipi_normalizer_new(const char *name, const lipi_normalizer_options 
     l = (step_list){0};
     st = lipi_ns_build(&root, out, err);
 done:
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
     for (size_t i = 0; i < l.n; i++)
         lipi_ns_step_clear(&l.v[i]);
     lipi_free(l.v);

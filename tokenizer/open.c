@@ -134,7 +134,7 @@ static lipi_status read_meta(const char *path, const char *text, size_t len, jso
 {
     json_error_t je;
     const json_t *pat, *sp;
-    *meta = json_loadb(text, len, 0, &je);
+    *meta = lipi_json_loadb(text, len, 0, &je);
     if (!*meta)
         return lipi_rd_json_oom(&je)
                    ? oom(path, err)

@@ -13,6 +13,7 @@
 #ifndef LIPI_READ_IMPL_H
 #define LIPI_READ_IMPL_H
 
+#include "tokenizer/json_impl.h"
 #include "tokenizer/tokenizer_impl.h"
 
 /* Largest file a reader takes whole into memory (vocabularies, .model,
@@ -88,12 +89,10 @@ lipi_status lipi_rd_assemble(const char *name, json_t *doc, lipi_post_processor 
                              lipi_decoder *dec, const lipi_rd_model *m, lipi_rd_added *added,
                              lipi_tokenizer **out, lipi_error *err);
 
-/* Whether a failed jansson parse ran out of memory. jansson reports a
- * failure to set up its lexer with no message at all, so an empty message
- * counts as out of memory too. */
+/* Whether a failed lipi_json_loadb ran out of memory. */
 static inline bool lipi_rd_json_oom(const json_error_t *je)
 {
-    return json_error_code(je) == json_error_out_of_memory || je->text[0] == '\0';
+    return json_error_code(je) == json_error_out_of_memory;
 }
 
 /* JSON pieces, NULL on allocation failure (or for strings that are not

@@ -34,7 +34,7 @@ static lipi_status config_load(const char *text, size_t len, const char *name, j
     *out = NULL;
     if (!text)
         return LIPI_OK;
-    json_t *root = json_loadb(text, len, 0, &je);
+    json_t *root = lipi_json_loadb(text, len, 0, &je);
     if (!root) {
         if (lipi_rd_json_oom(&je))
             return oom(name, err);
@@ -431,7 +431,7 @@ lipi_status lipi_tokenizer_from_gpt2(const char *vocab_json, size_t vocab_len,
     if ((!vocab_json && vocab_len) || (!merges && merges_len))
         return lipi_error_set(err, LIPI_EINVAL, name, 0, 0, "no data given");
     name = name ? name : "";
-    root = json_loadb(vocab_json, vocab_len, 0, &je);
+    root = lipi_json_loadb(vocab_json, vocab_len, 0, &je);
     if (!root) {
         st = lipi_rd_json_oom(&je)
                  ? oom(name, err)

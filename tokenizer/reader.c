@@ -311,7 +311,7 @@ lipi_status lipi_line_reader_open(const char *path, lipi_invalid_mode mode,
     bool is_stdin = strcmp(path, "-") == 0;
     r = lipi_calloc(1, sizeof *r);
     if (!r)
-        return LIPI_ENOMEM;
+        return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
     r->fd = -1;
     r->mode = mode;
     r->path = lipi_strndup(is_stdin ? "<stdin>" : path, strlen(is_stdin ? "<stdin>" : path));
@@ -347,6 +347,8 @@ lipi_status lipi_line_reader_open(const char *path, lipi_invalid_mode mode,
     *out = r;
     r = NULL;
 done:
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
     lipi_line_reader_close(r);
     return st;
 }
@@ -466,5 +468,8 @@ lipi_status lipi_line_reader_next(lipi_line_reader *r, const char **line, size_t
     *line = s;
     *len = n;
 done:
+    /* The buffers and decompressors report ENOMEM without a message. */
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, LIPI_ENOMEM, r->path, r->line_no, 0, "out of memory");
     return st;
 }

@@ -1260,18 +1260,14 @@ lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *n
     /* Duplicate keys are allowed, last one wins, as in Hugging Face (serde
      * maps); NUL is allowed in strings (not keys: jansson cannot hold it). */
     memset(&jerr, 0, sizeof jerr);
-    unsigned long failures = lipi_alloc_failures;
-    root = json_loadb(json, len, JSON_ALLOW_NUL, &jerr);
+    root = lipi_json_loadb(json, len, JSON_ALLOW_NUL, &jerr);
     if (!root) {
-        /* jansson reports a failed allocation in its lexer as a syntax
-         * error (or not at all), so look at the allocator instead. */
-        if (lipi_alloc_failures != failures || json_error_code(&jerr) == json_error_out_of_memory ||
-            jerr.text[0] == '\0') {
+        if (json_error_code(&jerr) == json_error_out_of_memory) {
             st = joom(&c);
         } else {
-            /* jansson's position is just past the byte that failed, and its
-             * column counts characters: report that byte's 1-based byte
-             * column within its line, as lipi_error promises. */
+            /* The position is just past the byte that failed: report that
+             * byte's 1-based byte column within its line, as lipi_error
+             * promises. */
             size_t pos = jerr.position < 0 ? 0 : (size_t)jerr.position;
             if (pos > len)
                 pos = len;

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz harnesses, tests/fuzz/corpus/<h>/,
+from the project's fixtures (tests/fixtures, data/) and small synthetic
+files (GGUF, a tiny BERT checkpoint, an index). Run from the repository
+root: python3 tests/fuzz/make_corpus.py. Standard library only."""
+import json, os, struct, random, shutil
+
+SEP = b"\n\xff\xfe--next-file--\xfe\xff\n"
+OUT = "tests/fuzz/corpus"
+random.seed(1)
+
+
+def put(h, name, data):
+    d = os.path.join(OUT, h)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def read(p):
+    with open(p, "rb") as f:
+        return f.read()
+
+
+TEXTS = [
+    "Hello, world! It's 2024.".encode(),
+    "नमस्ते दुनिया, हिन्दीEnglish १२३ क्षि".encode(),
+    "ശ്‍ ශ්‍රී Café ΣΑΣ ﬁ ① 日本語 👨‍👩‍👧".encode(),
+    b"a\r\nb\rc\x00d\t  e",
+    b"bad \xff\xc0\x80 \xed\xa0\x80 \xf4\x90\x80\x80 end\xe0\xa4",
+    "ক্ষ ਖ਼ ਜ਼ ૪ ௫ ౬ ೭ ൮ \u200c\u200d x\u200d".encode(),
+]
+
+# UTF-8 + normalizers: byte 0 picks the normalizer, byte 1 the options.
+for n in range(7):
+    for i, t in enumerate(TEXTS):
+        put("normalize", "n%d_t%d" % (n, i), bytes([n, (i * 5 + n) % 16]) + t)
+
+# Pre-tokenizers: byte 0 picks one of nine.
+for n in range(9):
+    for i, t in enumerate(TEXTS[:4]):
+        put("pretokenize", "p%d_t%d" % (n, i), bytes([n]) + t)
+
+# tokenizer.json fixtures (the small ones).
+for d in ("tests/fixtures/tokenizer_json", "tests/fixtures/encoder", "tests/fixtures/bpe"):
+    for f in sorted(os.listdir(d)):
+        p = os.path.join(d, f)
+        if f.endswith(".json") and "expected" not in f and "hf_ids" not in f \
+                and os.path.getsize(p) < 20000:
+            put("tokenizer_json", d.split("/")[-1] + "_" + f, read(p))
+
+# SentencePiece models.
+for f in ("bpe_bytes.model", "unigram_user.model"):
+    put("spm", f, read("tests/fixtures/readers/" + f))
+
+# vocab.txt (+ tokenizer_config.json).
+vocab = read("data/vocab/bert-base-multilingual-cased/vocab.txt").split(b"\n")
+small = b"\n".join(vocab[:120] + vocab[1000:1100] + vocab[100000:100100]) + b"\n"
+put("vocab_txt", "mbert_head", small)
+put("vocab_txt", "mbert_lower", small + SEP + b'{"do_lower_case": true, "strip_accents": false}')
+put("vocab_txt", "mbert_cased", small + SEP + b'{"do_lower_case": false, "tokenize_chinese_chars": true}')
+
+# vocab.json + merges.txt from a byte-level BPE fixture.
+for f in ("bytelevel_roberta.json", "bytelevel_generic.json"):
+    tj = json.loads(read("tests/fixtures/encoder/" + f))
+    m = tj["model"]
+    merges = [x if isinstance(x, str) else " ".join(x) for x in m["merges"]]
+    v = json.dumps(m["vocab"], ensure_ascii=False).encode()
+    mt = ("#version: 0.2\n" + "\n".join(merges) + "\n").encode()
+    put("gpt2", f.replace(".json", ""), v + SEP + mt)
+    put("gpt2", f.replace(".json", "_cfg"), v + SEP + mt + SEP + b'{"add_prefix_space": true}')
+
+# tiktoken rank files: the first ranks of cl100k_base (+ a meta.json).
+ranks = read("data/vocab/tiktoken/cl100k_base.tiktoken").split(b"\n")
+head = b"\n".join(ranks[:300]) + b"\n"
+put("tiktoken", "cl100k_head", head)
+put("tiktoken", "cl100k_meta", head + SEP + json.dumps(
+    {"pat_str": r"'s|'t| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+", "special_tokens":
+     {"<|endoftext|>": 300, "<|fim|>": 301}}).encode())
+
+
+# GGUF: keys with typed values (version 3).
+def gs(s):
+    s = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(s)) + s
+
+
+def kv(key, typ, val):
+    b = gs(key) + struct.pack("<I", typ)
+    if typ == 8:
+        return b + gs(val)
+    if typ == 9:
+        et, items = val
+        b += struct.pack("<IQ", et, len(items))
+        for it in items:
+            b += gs(it) if et == 8 else struct.pack({6: "<f", 5: "<i", 4: "<I", 7: "<?"}[et], it)
+        return b
+    return b + struct.pack({4: "<I", 5: "<i", 6: "<f", 7: "<?"}[typ], val)
+
+
+def gguf(kvs):
+    return b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs)) + b"".join(kvs)
+
+
+toks = ["a", "b", "ab", "Ġ", "Ġa", "<|end|>", "c", "abc"]
+put("gguf", "gpt2", gguf([kv("general.architecture", 8, "gpt2"), kv("tokenizer.ggml.model", 8, "gpt2"),
+                          kv("tokenizer.ggml.pre", 8, "gpt-2"),
+                          kv("tokenizer.ggml.tokens", 9, (8, toks)),
+                          kv("tokenizer.ggml.merges", 9, (8, ["a b", "Ġ a", "ab c"])),
+                          kv("tokenizer.ggml.eos_token_id", 4, 5)]))
+sp = ["<unk>", "<s>", "</s>", "▁", "a", "b", "▁a", "ab", "<0x41>", "<0xE0>"]
+put("gguf", "llama", gguf([kv("tokenizer.ggml.model", 8, "llama"),
+                           kv("tokenizer.ggml.tokens", 9, (8, sp)),
+                           kv("tokenizer.ggml.scores", 9, (6, [0.0, 0, 0, -1, -2, -3, -1.5, -2.5, 0, 0])),
+                           kv("tokenizer.ggml.token_type", 9, (5, [2, 3, 3, 1, 1, 1, 1, 1, 6, 6])),
+                           kv("tokenizer.ggml.add_bos_token", 7, True)]))
+put("gguf", "t5", gguf([kv("tokenizer.ggml.model", 8, "t5"),
+                        kv("tokenizer.ggml.tokens", 9, (8, ["<pad>", "</s>", "<unk>", "▁", "a", "▁ab"])),
+                        kv("tokenizer.ggml.scores", 9, (6, [0.0, 0, 0, -1, -2, -1.5])),
+                        kv("tokenizer.ggml.token_type", 9, (5, [3, 3, 2, 1, 1, 1]))]))
+put("gguf", "bert", gguf([kv("tokenizer.ggml.model", 8, "bert"),
+                          kv("tokenizer.ggml.tokens", 9, (8, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                                                "a", "##b", "hello", ","])),
+                          kv("tokenizer.ggml.token_type", 9, (5, [3, 3, 3, 3, 3, 1, 1, 1, 1]))]))
+
+# Counts files.
+put("counts", "plain", "the\t10\nनमस्ते\t7\nof\t3\n".encode())
+put("counts", "escapes", b"\xef\xbb\xbfa\\tb\t5\r\nback\\\\slash\t2\r\nnl\\n\t18446744073709551615\n")
+
+
+# A tiny BERT checkpoint: config.json + model.safetensors.
+def safetensors(tensors, dtype="F32"):
+    header, blob = {}, b""
+    for name, shape in tensors:
+        n = 1
+        for s in shape:
+            n *= s
+        data = struct.pack("<%df" % n, *[random.uniform(-0.5, 0.5) for _ in range(n)])
+        if dtype == "F16":
+            data = struct.pack("<%de" % n, *[random.uniform(-0.5, 0.5) for _ in range(n)])
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(blob), len(blob) + len(data)]}
+        blob += data
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + blob
+
+
+def tiny_bert(H=4, I=8, V=12, P=8, L=1, labels=0, prefix="bert."):
+    t = [(prefix + "embeddings.word_embeddings.weight", [V, H]),
+         (prefix + "embeddings.position_embeddings.weight", [P, H]),
+         (prefix + "embeddings.token_type_embeddings.weight", [2, H]),
+         (prefix + "embeddings.LayerNorm.weight", [H]), (prefix + "embeddings.LayerNorm.bias", [H])]
+    for l in range(L):
+        p = prefix + "encoder.layer.%d." % l
+        for w in ("attention.self.query", "attention.self.key", "attention.self.value",
+                  "attention.output.dense"):
+            t += [(p + w + ".weight", [H, H]), (p + w + ".bias", [H])]
+        t += [(p + "attention.output.LayerNorm.weight", [H]), (p + "attention.output.LayerNorm.bias", [H]),
+              (p + "intermediate.dense.weight", [I, H]), (p + "intermediate.dense.bias", [I]),
+              (p + "output.dense.weight", [H, I]), (p + "output.dense.bias", [H]),
+              (p + "output.LayerNorm.weight", [H]), (p + "output.LayerNorm.bias", [H])]
+    if labels:
+        t += [(prefix + "pooler.dense.weight", [H, H]), (prefix + "pooler.dense.bias", [H]),
+              ("classifier.weight", [labels, H]), ("classifier.bias", [labels])]
+    cfg = {"architectures": ["BertForSequenceClassification" if labels else "BertModel"],
+           "hidden_act": "gelu", "hidden_size": H, "intermediate_size": I, "layer_norm_eps": 1e-12,
+           "max_position_embeddings": P, "model_type": "bert", "num_attention_heads": 2,
+           "num_hidden_layers": L, "pad_token_id": 0, "type_vocab_size": 2, "vocab_size": V}
+    if labels:
+        cfg["id2label"] = {str(i): "L%d" % i for i in range(labels)}
+    return json.dumps(cfg, indent=1).encode(), t
+
+
+c, t = tiny_bert()
+put("model", "tiny_bert", c + SEP + safetensors(t))
+c, t = tiny_bert(labels=3)
+put("model", "tiny_bert_cls", c + SEP + safetensors(t))
+c, t = tiny_bert(prefix="")
+put("model", "tiny_bert_f16", c + SEP + safetensors(t, "F16"))
+
+
+# An index folder: meta.json, vectors.npy, offsets.npy, texts.
+def npy(descr, shape, payload):
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (
+        descr, "(%d,)" % shape[0] if len(shape) == 1 else "(%d, %d)" % tuple(shape))
+    total = 10 + len(d) + 1
+    d += " " * ((64 - total % 64) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode() + payload
+
+
+texts = ["first doc", "दूसरा", "third one here"]
+offs, tb = [0], b""
+for s in texts:
+    tb += s.encode()
+    offs.append(len(tb))
+D = 4
+vec = struct.pack("<%df" % (3 * D), *[random.uniform(-1, 1) for _ in range(3 * D)])
+for name, model in (("precomputed", None), ("model", {"name": "tiny", "path": "/m", "fingerprint": "0123456789abcdef"})):
+    meta = {"format": "lipi-index", "version": 1, "dimension": D, "count": 3, "model": model,
+            "pooling": "mean", "normalize": True, "lipi_version": "0.1", "faiss": None}
+    put("index", name, json.dumps(meta).encode() + SEP + npy("<f4", [3, D], vec) + SEP +
+        npy("<u8", [4], struct.pack("<4Q", *offs)) + SEP + tb)
