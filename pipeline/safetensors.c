@@ -69,20 +69,31 @@ float lipi_bf16_to_f32(uint16_t h)
     return f;
 }
 
-void lipi_st_to_f32(const lipi_st_tensor *t, float *dst)
+/* Drops the mapped pages that lie wholly inside [lo, hi). */
+static void drop_pages(uintptr_t lo, uintptr_t hi)
 {
-    const unsigned char *p = t->data;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        return;
+    uintptr_t a = (lo + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t b = hi & ~((uintptr_t)page - 1);
+    if (b > a)
+        madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+static void convert(const lipi_st_tensor *t, const unsigned char *p, size_t n, float *dst)
+{
     switch (t->dtype) {
     case LIPI_ST_F32:
         /* The data may sit at any byte offset: memcpy handles alignment. */
-        memcpy(dst, p, t->nelem * 4);
+        memcpy(dst, p, n * 4);
         break;
     case LIPI_ST_F16:
-        for (size_t i = 0; i < t->nelem; i++)
+        for (size_t i = 0; i < n; i++)
             dst[i] = lipi_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         break;
     case LIPI_ST_BF16:
-        for (size_t i = 0; i < t->nelem; i++)
+        for (size_t i = 0; i < n; i++)
             dst[i] = lipi_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         break;
     case LIPI_ST_OTHER:
@@ -90,18 +101,28 @@ void lipi_st_to_f32(const lipi_st_tensor *t, float *dst)
     }
 }
 
+void lipi_st_to_f32(const lipi_st_tensor *t, float *dst)
+{
+    /* Chunk by chunk, dropping the source pages already converted: a big
+     * tensor (a 100k-word embedding table) then never sits in memory twice,
+     * which keeps the load's peak RSS near one copy of the weights. */
+    const size_t chunk = (size_t)1 << 20;
+    const unsigned char *p = t->data;
+    size_t esize = t->dtype == LIPI_ST_F32 ? 4 : 2;
+    uintptr_t start = (uintptr_t)p;
+    for (size_t i = 0; i < t->nelem; i += chunk) {
+        size_t n = t->nelem - i < chunk ? t->nelem - i : chunk;
+        convert(t, p + i * esize, n, dst + i);
+        drop_pages(start, (uintptr_t)(p + (i + n) * esize));
+    }
+}
+
 void lipi_st_release(const lipi_safetensors *st, const lipi_st_tensor *t)
 {
     /* Converted weights live in the model's block; dropping the source pages
      * keeps peak memory near one copy of the weights. */
-    long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0 || t->end == t->begin)
-        return;
-    uintptr_t lo = (uintptr_t)t->data, hi = lo + (t->end - t->begin);
-    uintptr_t a = (lo + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-    uintptr_t b = hi & ~((uintptr_t)page - 1);
-    if (b > a)
-        madvise((void *)a, b - a, MADV_DONTNEED);
+    if (t->end > t->begin)
+        drop_pages((uintptr_t)t->data, (uintptr_t)t->data + (t->end - t->begin));
     (void)st;
 }
 
