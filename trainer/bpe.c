@@ -923,6 +923,13 @@ static inline bool heap_before(const bpe *b, const heap_ent *x, const heap_ent *
     return tok_cmp(b, x->right, y->right) < 0;
 }
 
+static inline heap_ent heap_entry(const bpe *b, uint64_t count, uint32_t p)
+{
+    const pair_rec *pr = &b->pairs[p];
+    return (heap_ent){.count = count, .left_prefix = b->prefix[pr->left], .pair = p,
+                      .left = pr->left, .right = pr->right};
+}
+
 /* A 4-ary heap: half the levels of a binary one, and the four children
  * of a node share a cache line or two. */
 enum { HEAP_ARITY = 4 };
@@ -963,14 +970,13 @@ static void heap_sift_up(bpe *b, size_t i)
 
 static lipi_status heap_push(bpe *b, uint64_t count, uint32_t pair)
 {
-    const pair_rec *pr = &b->pairs[pair];
     if (b->heap_n == b->heap_cap) {
         void *p = b->heap;
         if (big_grow(&p, &b->heap_cap, b->heap_n + 1, sizeof(heap_ent)) != LIPI_OK)
             return LIPI_ENOMEM;
         b->heap = p;
     }
-    b->heap[b->heap_n] = (heap_ent){count, b->prefix[pr->left], pair, pr->left, pr->right};
+    b->heap[b->heap_n] = heap_entry(b, count, pair);
     heap_sift_up(b, b->heap_n++);
     return LIPI_OK;
 }
@@ -1674,8 +1680,7 @@ static lipi_status lower_floor(bpe *b, uint64_t below)
     for (uint32_t p = 0; p < b->n_pairs; p++) {
         const pair_rec *pr = &b->pairs[p];
         if (pr->count >= b->floor && pr->count < below && pr->bad == 0 && !is_forbidden(b, p))
-            b->heap[b->heap_n++] = (heap_ent){pr->count, b->prefix[pr->left], p, pr->left,
-                                              pr->right};
+            b->heap[b->heap_n++] = heap_entry(b, pr->count, p);
     }
     if (first == 0) {
         /* from the last node with a child up to the root */
@@ -2084,7 +2089,7 @@ static lipi_status lp_push(const bpe *b, lp_heap *h, uint64_t count, uint32_t p)
             return LIPI_ENOMEM;
         h->e = q;
     }
-    heap_ent e = {count, p, b->pairs[p].left, b->pairs[p].right};
+    heap_ent e = heap_entry(b, count, p);
     size_t i = h->n++;
     while (i > 0 && heap_before(b, &e, &h->e[(i - 1) / 2])) {
         h->e[i] = h->e[(i - 1) / 2];
