@@ -1960,11 +1960,11 @@ static lipi_status parity_start(bpe *b, const lipi_counts *counts, lipi_error *e
     lipi_status st = LIPI_OK;
     bpe_parity *pa = lipi_calloc(1, sizeof *pa);
     unit_ctx *u = lipi_malloc(sizeof *u);
+    b->par = pa; /* freed with b, even on failure */
     if (!pa || !u) {
         st = LIPI_ENOMEM;
         goto done;
     }
-    b->par = pa;
     pa->bal = b->opt->balance;
     pa->n_langs = lipi_balance_n_langs(pa->bal);
     pa->wlang = big_alloc(b->n_words, sizeof *pa->wlang, false);
