@@ -1798,7 +1798,7 @@ static void report(const bpe *b, size_t total, bool done)
 /* ------------------------------------------------------------------------ */
 
 /* Each word has one language (lipi_balance_lang_of). Pair counts per
- * language live in their own table keyed by language and pair id, kept up
+ * language live in their own table keyed by pair and language, kept up
  * to date from the same deltas that update the global counts, with a lazy
  * max-heap per language ordered as the global one. The dev set's tokens per
  * language follow every merge (lipi_dev_track). A merge step asks which
