@@ -167,11 +167,15 @@ static lipi_status balance_build(const balance_args *ba, const char *const *file
         uint64_t total = 0;
         for (size_t i = 0; i < n; i++)
             total += lipi_balance_lang_mass(*bal, i);
-        fprintf(stderr, "lipi train: %zu languages (share of words, weight):", n);
-        for (size_t i = 0; i < n; i++)
-            fprintf(stderr, " %s %.2f%% %.3f", lipi_balance_lang_name(*bal, i),
-                    100.0 * (double)lipi_balance_lang_mass(*bal, i) / (double)(total ? total : 1),
-                    (double)w[i] / 4294967296.0);
+        bool smoothed = ba->mode == LIPI_BALANCE_SMOOTHED;
+        fprintf(stderr, "lipi train: %zu languages (share of words%s):", n,
+                smoothed ? ", weight" : "");
+        for (size_t i = 0; i < n; i++) {
+            fprintf(stderr, " %s %.2f%%", lipi_balance_lang_name(*bal, i),
+                    100.0 * (double)lipi_balance_lang_mass(*bal, i) / (double)(total ? total : 1));
+            if (smoothed)
+                fprintf(stderr, " %.3f", (double)w[i] / 4294967296.0);
+        }
         fprintf(stderr, "\n");
     }
 done:

@@ -413,6 +413,101 @@ static void test_parity_is_the_same_for_one_two_and_three_threads(void **state)
 }
 
 /* ======================================================================== */
+/* Allocation failures                                                       */
+/* ======================================================================== */
+
+static long alloc_budget; /* allocations left before failing; <0: unlimited */
+static long live_allocs;
+
+static void *fail_malloc(size_t n)
+{
+    if (alloc_budget == 0)
+        return NULL;
+    if (alloc_budget > 0)
+        alloc_budget--;
+    void *p = malloc(n);
+    if (p)
+        live_allocs++;
+    return p;
+}
+
+static void *fail_realloc(void *p, size_t n)
+{
+    if (alloc_budget == 0)
+        return NULL;
+    if (alloc_budget > 0)
+        alloc_budget--;
+    void *q = realloc(p, n);
+    if (q && !p)
+        live_allocs++;
+    return q;
+}
+
+static void fail_free(void *p)
+{
+    if (p)
+        live_allocs--;
+    free(p);
+}
+
+/* Every allocation of balancing and parity training fails in turn: each
+ * failure is LIPI_ENOMEM and leaks nothing. */
+static void test_parity_training_fails_cleanly_on_every_allocation(void **state)
+{
+    (void)state;
+    lipi_counts *a = counts_of("ab:10 cd:8 नमस्ते:3"), *bb = counts_of("xyz:3 ab:1");
+    lipi_counts *da = counts_of("ab:1 cd:1"), *db = counts_of("xyz:3");
+    lipi_alloc_hooks hooks = {fail_malloc, fail_realloc, fail_free};
+    bool succeeded = false;
+    for (long n = 0; n < 100000 && !succeeded; n++) {
+        alloc_budget = n;
+        live_allocs = 0;
+        lipi_set_alloc_hooks(&hooks);
+        lipi_balance *b = NULL;
+        lipi_counts *train = NULL;
+        lipi_bpe_model *m = NULL;
+        lipi_status st = lipi_balance_new(&b);
+        if (st == LIPI_OK)
+            st = lipi_balance_add_lang(b, "A", a, NULL);
+        if (st == LIPI_OK)
+            st = lipi_balance_add_mixed(b, bb, NULL);
+        if (st == LIPI_OK)
+            st = lipi_balance_add_dev(b, "A", da, NULL, NULL);
+        if (st == LIPI_OK)
+            st = lipi_balance_add_dev(b, "Latn", db, NULL, NULL);
+        if (st == LIPI_OK)
+            st = lipi_balance_train_counts(b, LIPI_BALANCE_PARITY, 0, &train, NULL);
+        if (st == LIPI_OK) {
+            lipi_bpe_options o;
+            tiny_options(&o);
+            o.balance = b;
+            st = lipi_bpe_train(train, &o, &m, NULL);
+        }
+        if (st == LIPI_OK) {
+            succeeded = true;
+            /* As in the parity test; then A's last word, ties by bytes
+             * (त U+0924 sorts before न U+0928). */
+            char got[512];
+            merges_string(m, got, sizeof got);
+            assert_string_equal(got, "x y, xy z, a b, c d, त े, न म, नम स, नमस ्, नमस् ते");
+        } else {
+            assert_int_equal(st, LIPI_ENOMEM);
+        }
+        lipi_bpe_model_free(m);
+        lipi_counts_free(train);
+        lipi_balance_free(b);
+        lipi_set_alloc_hooks(NULL);
+        if (live_allocs != 0)
+            fail_msg("budget %ld: %ld allocations left", n, live_allocs);
+    }
+    assert_true(succeeded);
+    lipi_counts_free(a);
+    lipi_counts_free(bb);
+    lipi_counts_free(da);
+    lipi_counts_free(db);
+}
+
+/* ======================================================================== */
 /* Command line                                                              */
 /* ======================================================================== */
 
@@ -542,6 +637,7 @@ int main(void)
         cmocka_unit_test(test_parity_picks_the_merges_of_the_worse_language),
         cmocka_unit_test(test_dev_file_joins_the_language_of_its_script),
         cmocka_unit_test(test_parity_is_the_same_for_one_two_and_three_threads),
+        cmocka_unit_test(test_parity_training_fails_cleanly_on_every_allocation),
         cmocka_unit_test(test_balance_none_gives_the_plain_tokenizer_byte_for_byte),
         cmocka_unit_test(test_parity_through_the_command_is_the_same_for_one_and_two_threads),
         cmocka_unit_test(test_bad_balance_options_are_clear_errors),

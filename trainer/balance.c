@@ -459,7 +459,8 @@ void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
         /* Every dev language weighs as much as the biggest one, then the
          * costlier ones more. */
         double v = r * r * r * r * (double)most / (double)tok[l] * 65536.0;
-        wt[l] = v > 1e15 ? (uint64_t)1e15 : (uint64_t)(v + 0.5);
+        /* At most 2^16 times weight 1: count * weight stays far from 2^64. */
+        wt[l] = v > 4294967296.0 ? (uint64_t)1 << 32 : v < 1.0 ? 1 : (uint64_t)(v + 0.5);
     }
 }
 

@@ -37,8 +37,9 @@ void lipi_balance_rank(const lipi_balance *b, const uint64_t *cost, uint32_t *or
  * tok/chars times its dev code points per dev file. A dev language gets
  * weight (T / tok) * c^4, T the most tokens of any dev language and c its
  * cost over the cheapest one's: every dev language weighs as much as the
- * biggest, the costlier ones more. Others (no dev file, no language) get
- * weight 1. Deterministic: fixed order, no thread sums. */
+ * biggest, the costlier ones more; at most 2^32 (65536 times weight 1).
+ * Others (no dev file, no language) get weight 1. Deterministic: fixed
+ * order, no thread sums. */
 void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
                                 const uint64_t *chars, uint64_t *wt);
 

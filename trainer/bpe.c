@@ -1977,7 +1977,7 @@ static void report(const bpe *b, size_t total, bool done)
 /* ------------------------------------------------------------------------ */
 
 /* Each word has one language (lipi_balance_lang_of). Pair counts per
- * language live in their own table keyed by language and pair id, kept up
+ * language live in their own table keyed by pair and language, kept up
  * to date from the same deltas that update the global counts, with a lazy
  * max-heap per language ordered as the global one. The dev set's tokens per
  * language follow every merge (lipi_dev_track). A merge step asks which
@@ -2139,11 +2139,11 @@ static lipi_status parity_start(bpe *b, const lipi_counts *counts, lipi_error *e
     lipi_status st = LIPI_OK;
     bpe_parity *pa = lipi_calloc(1, sizeof *pa);
     unit_ctx *u = lipi_malloc(sizeof *u);
+    b->par = pa; /* freed with b, even on failure */
     if (!pa || !u) {
         st = LIPI_ENOMEM;
         goto done;
     }
-    b->par = pa;
     pa->bal = b->opt->balance;
     pa->n_langs = lipi_balance_n_langs(pa->bal);
     pa->wlang = big_alloc(b->n_words, sizeof *pa->wlang, false);
