@@ -4,6 +4,7 @@
 #include "encoder/encoder_impl.h"
 #include "tokenizer/pretokenize_impl.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "tokenizer/json_impl.h"
@@ -607,8 +608,15 @@ emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc, li
 {
     const enc_ptok *toks = NULL;
     size_t nt = 0;
-    if (pc->len <= LIPI_ENC_CACHE_MAX_KEY && !s->enc->m->f32_scores)
+    const lipi_model *m = s->enc->m;
+    if (pc->len <= LIPI_ENC_CACHE_MAX_KEY &&
+        (!m->f32_scores || fabsf(s->f32_run) < ENC_F32_CACHE_LIMIT)) {
         toks = lipi_enc_cache_get(s, pc->text, pc->len, pc->hash, &nt);
+        /* SentencePiece's running score over a cached word, added as its
+         * Viterbi adds each piece (see lipi_lattice_viterbi). */
+        for (size_t k = 0; toks && m->f32_scores && k < nt; k++)
+            s->f32_run = (float)((double)s->f32_run + (double)(float)m->scores[toks[k].id]);
+    }
     if (!toks) {
         lipi_status st = lipi_enc_model(s, pc->text, pc->len, pc->hash, &toks, &nt, err);
         if (st != LIPI_OK)

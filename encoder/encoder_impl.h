@@ -292,9 +292,11 @@ struct lipi_session {
     /* f32 Unigram (SentencePiece .model): the float32 score of the best
      * path up to the current word. SentencePiece runs one lattice over the
      * whole sentence, so float rounding (and with it the choice between
-     * near-equal paths) depends on what came before; words are then scored
-     * from this value, in order, and bypass the word cache. */
+     * near-equal paths) depends on what came before; words are scored from
+     * this value, in order, and only words whose choices no rounding can
+     * change are cached (the score is replayed from their tokens). */
     float f32_run;
+    bool f32_cacheable; /* the last word's tokens do not depend on f32_run */
     enc_cache cache;
     enc_toks seq[2];             /* tokens of text and pair */
     enc_toks out;                /* after post-processing */
@@ -349,6 +351,9 @@ void lipi_enc_decoders_free(lipi_encoder *e);
 
 /* cache.c keeps at most this many bytes of key. */
 #define LIPI_ENC_CACHE_MAX_KEY 255
+/* f32 Unigram: words are cached and reused only while the running score
+ * stays below this magnitude (see lipi_session.f32_run). */
+#define ENC_F32_CACHE_LIMIT 65536.0f
 /* Stores s->ptok under key (failing to allocate only means not caching). */
 void lipi_enc_cache_put(lipi_session *s, const char *key, size_t len, uint64_t hash);
 void lipi_enc_cache_free(enc_cache *c);

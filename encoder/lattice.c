@@ -65,6 +65,7 @@ lipi_status lipi_lattice_viterbi(lipi_lattice *l, bool *found)
         l->pos_node[p] = -1;
     l->pos_node[0] = -2;
     l->pos_score[0] = l->f32 ? (double)l->start : 0.0;
+    l->f32_margin = INFINITY;
     for (size_t i = 0; i < l->n_nodes; i++) {
         const lipi_lattice_node *nd = &l->nodes[i];
         if (l->pos_node[nd->pos] == -1)
@@ -81,6 +82,8 @@ lipi_status lipi_lattice_viterbi(lipi_lattice *l, bool *found)
                                                  : (double)from + (double)(float)nd->score;
         }
         size_t end = (size_t)nd->pos + nd->len;
+        if (l->f32 && l->pos_node[end] != -1 && fabs(cand - l->pos_score[end]) < l->f32_margin)
+            l->f32_margin = fabs(cand - l->pos_score[end]);
         if (l->pos_node[end] == -1 || cand > l->pos_score[end]) {
             l->pos_score[end] = l->f32 ? (double)(float)cand : cand;
             l->pos_node[end] = (int64_t)i;

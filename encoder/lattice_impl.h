@@ -40,6 +40,9 @@ typedef struct {
                                   arithmetic), else in double (Hugging Face's) */
     float start;               /* f32: the score the path starts from */
     int64_t f32_unk;           /* f32: id of the unknown piece, -1 none */
+    double f32_margin;         /* f32, after the Viterbi: the smallest gap
+                                  between two candidates compared (INFINITY
+                                  when none were) */
     lipi_lattice_node *nodes;  /* n_nodes, in insertion order */
     size_t n_nodes, nodes_cap;
     uint32_t *path;            /* Viterbi result: node indices, start to end */

@@ -7,6 +7,7 @@
  * first). */
 #include "encoder/encoder_impl.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -604,8 +605,21 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
         st = no_unk(e, err);
         goto done;
     }
-    if (lat->f32)
+    if (lat->f32) {
         s->f32_run = (float)lat->pos_score[n];
+        /* The word's tokens may be cached, to be reused from another
+         * starting score, when rounding there cannot change a choice: no
+         * comparison closer than the rounding of the path's additions at
+         * scores below 2^16 (half an ulp, 2^-8, per byte of the word, which
+         * bounds its nodes), and no unknown piece (whose tokens are not its
+         * nodes, so the score could not be replayed from them). */
+        s->f32_cacheable = fabsf(lat->start) < ENC_F32_CACHE_LIMIT &&
+                           fabsf(s->f32_run) < ENC_F32_CACHE_LIMIT &&
+                           lat->f32_margin > (double)(n + 2) / 256.0;
+        for (size_t k = 0; k < lat->path_len && s->f32_cacheable; k++)
+            if ((int64_t)lat->nodes[lat->path[k]].id == e->unk_id)
+                s->f32_cacheable = false;
+    }
     /* Runs of unknown nodes become one string (fuse_unk). */
     size_t run_start = 0;
     bool in_run = false;
@@ -676,7 +690,7 @@ lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64
     if (st != LIPI_OK)
         return st;
     /* Longer words are rare and would crowd the cache out. */
-    if (len <= LIPI_ENC_CACHE_MAX_KEY && !e->m->f32_scores)
+    if (len <= LIPI_ENC_CACHE_MAX_KEY && (!e->m->f32_scores || s->f32_cacheable))
         lipi_enc_cache_put(s, text, len, h);
     *toks = s->ptok;
     *n = s->ptok_n;

@@ -262,7 +262,7 @@ static void compare_file(pair_set *ps, const char *path)
         size_t len = (size_t)n;
         if (line[len - 1] == '\n')
             len--;
-        char where[600];
+        char where[1100];
         snprintf(where, sizeof where, "%s:%zu", path, no + 1);
         compare(ps, no % N_PATTERNS, line, len, where);
         no++;

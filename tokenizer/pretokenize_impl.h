@@ -94,12 +94,23 @@ static inline size_t pt_utf8_valid_prefix(const char *s, size_t len)
                 i++;
             continue;
         }
-        /* the common case of most Indic and CJK text: E1..EC, EE, EF */
-        if (c >= 0xE1 && c != 0xED && c <= 0xEF && len - i >= 3 && (u[i + 1] & 0xC0) == 0x80 &&
-            (u[i + 2] & 0xC0) == 0x80) {
+        /* the common cases: runs of 3-byte characters led by E1..EC, EE,
+         * EF (Indic, CJK) and of 2-byte ones (Cyrillic, Arabic, Greek) */
+        while (c >= 0xE1 && c != 0xED && c <= 0xEF && len - i >= 3 &&
+               (u[i + 1] & 0xC0) == 0x80 && (u[i + 2] & 0xC0) == 0x80) {
             i += 3;
-            continue;
+            if (i == len)
+                return len;
+            c = u[i];
         }
+        while (c >= 0xC2 && c <= 0xDF && len - i >= 2 && (u[i + 1] & 0xC0) == 0x80) {
+            i += 2;
+            if (i == len)
+                return len;
+            c = u[i];
+        }
+        if (c < 0x80)
+            continue;
         size_t n;
         unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the 2nd byte */
         if (c >= 0xC2 && c <= 0xDF)

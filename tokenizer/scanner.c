@@ -133,45 +133,71 @@ static uint32_t block_hash(const uint8_t *b)
     return h;
 }
 
+/* Kinds of every code point before blocks are shared. */
+static uint8_t flat[0x110000];
+
+typedef struct {
+    int clip;
+    unsigned n_kinds;
+} build_state;
+
+static unsigned kind_id(build_state *b, uint8_t f, uint32_t s)
+{
+    unsigned x = 0;
+    while (x < b->n_kinds && (kind_flags[x] != f || kind_scripts[x] != s))
+        x++;
+    if (x == b->n_kinds) {
+        LIPI_ASSERT(b->n_kinds < MAX_KINDS);
+        kind_flags[x] = f;
+        kind_scripts[x] = s;
+        b->n_kinds++;
+    }
+    return x;
+}
+
+/* u_enumCharTypes callback: ranges of one general category. Unassigned,
+ * private-use and surrogate ranges (most of the code space) have no class
+ * bits and keep kind 0 without a look at each code point. */
+static UBool classify_range(const void *ctx, UChar32 start, UChar32 limit, UCharCategory type)
+{
+    build_state *b = (build_state *)ctx;
+    if (type == U_UNASSIGNED || type == U_PRIVATE_USE_CHAR || type == U_SURROGATE)
+        return true;
+    unsigned last = 0;
+    for (UChar32 c = start; c < limit; c++) {
+        uint8_t f;
+        uint32_t s;
+        classify(c, b->clip, &f, &s);
+        if (kind_flags[last] != f || kind_scripts[last] != s)
+            last = kind_id(b, f, s);
+        flat[c] = (uint8_t)last;
+    }
+    return true;
+}
+
 static void table_build(void)
 {
     int pcre_v = pcre2_unicode_version();
     UVersionInfo icu;
     u_getUnicodeVersion(icu);
-    int clip = pcre_v && icu[0] * 100 + icu[1] > pcre_v ? pcre_v : 0;
+    build_state b = {.clip = pcre_v && icu[0] * 100 + icu[1] > pcre_v ? pcre_v : 0,
+                     .n_kinds = 1}; /* kind 0: no class, no script */
+    u_enumCharTypes(classify_range, &b);
     /* Open addressing over distinct blocks: slot holds block index + 1. */
     static uint16_t slots[16384];
-    unsigned n_kinds = 1, n_unique = 0, last = 0; /* kind 0: no class, no script */
-    uint8_t cur[BLOCK];
-    for (uint32_t b = 0; b < N_BLOCKS; b++) {
-        for (uint32_t k = 0; k < BLOCK; k++) {
-            uint8_t f;
-            uint32_t s;
-            classify((UChar32)(b * BLOCK + k), clip, &f, &s);
-            if (kind_flags[last] != f || kind_scripts[last] != s) {
-                unsigned x = 0;
-                while (x < n_kinds && (kind_flags[x] != f || kind_scripts[x] != s))
-                    x++;
-                if (x == n_kinds) {
-                    LIPI_ASSERT(n_kinds < MAX_KINDS);
-                    kind_flags[x] = f;
-                    kind_scripts[x] = s;
-                    n_kinds++;
-                }
-                last = x;
-            }
-            cur[k] = (uint8_t)last;
-        }
+    unsigned n_unique = 0;
+    for (uint32_t k = 0; k < N_BLOCKS; k++) {
+        const uint8_t *cur = flat + (size_t)k * BLOCK;
         uint32_t h = block_hash(cur) & 16383;
         for (;;) {
             if (!slots[h]) {
                 memcpy(stage2 + (size_t)n_unique * BLOCK, cur, BLOCK);
                 slots[h] = (uint16_t)(++n_unique);
-                stage1[b] = (uint16_t)(n_unique - 1);
+                stage1[k] = (uint16_t)(n_unique - 1);
                 break;
             }
             if (memcmp(stage2 + (size_t)(slots[h] - 1) * BLOCK, cur, BLOCK) == 0) {
-                stage1[b] = (uint16_t)(slots[h] - 1);
+                stage1[k] = (uint16_t)(slots[h] - 1);
                 break;
             }
             h = (h + 1) & 16383;
