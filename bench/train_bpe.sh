@@ -3,10 +3,11 @@
 # (npm, byte-level and NFKC + Metaspace) and SentencePiece, on every line of
 # ../shared/data/mono/*.txt.xz (about 30 MB: English, Hindi, Tamil, Bengali),
 # vocab 30000 (the size the npm binding's trainer is fixed to), 2 threads.
-# Runs are interleaved; medians of $RUNS runs.
+# Runs are interleaved; medians of $RUNS runs. LIPI=path benchmarks another
+# lipi binary (a copy, so rebuilding during the run does not change it).
 BUILD=${1:-build}
 . bench/common.sh
-LIPI=$BUILD/lipi
+LIPI=${LIPI:-$BUILD/lipi}
 corpus=$(bench_corpus)
 bench_anchors
 out=$BENCH_TMP/train_bpe
