@@ -491,12 +491,11 @@ static json_t *parse_value(parser *P)
 
 json_t *lipi_json_loadb(const char *text, size_t len, size_t flags, json_error_t *err)
 {
-    parser P = {.start = (const unsigned char *)text, .p = (const unsigned char *)text,
-                .end = (const unsigned char *)text + len, .flags = flags, .err = err};
+    /* An empty mapped file comes as (NULL, 0): no arithmetic on NULL. */
+    const unsigned char *t = text ? (const unsigned char *)text : (const unsigned char *)"";
+    parser P = {.start = t, .p = t, .end = t + (text ? len : 0), .flags = flags, .err = err};
     if (err)
         memset(err, 0, sizeof *err);
-    if (!text)
-        P.start = P.p = P.end = (const unsigned char *)"";
     json_t *root = NULL;
     skip_ws(&P);
     if (P.p >= P.end || (*P.p != '{' && *P.p != '[')) {
