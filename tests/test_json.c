@@ -99,6 +99,15 @@ static void test_nul_in_strings_only_with_allow_nul_and_never_in_keys(void **sta
     assert_null(lipi_json_loadb("[1\0]", 4, 0, &e));
 }
 
+static void test_no_text_is_an_error_not_a_crash(void **state)
+{
+    (void)state;
+    json_error_t e;
+    assert_null(lipi_json_loadb(NULL, 0, 0, &e));
+    assert_int_equal(json_error_code(&e), json_error_premature_end_of_input);
+    assert_int_equal(e.position, 0);
+}
+
 static void test_errors_give_line_column_and_position(void **state)
 {
     (void)state;
@@ -177,6 +186,7 @@ int main(void)
         cmocka_unit_test(test_rejects_what_jansson_rejects_with_a_message),
         cmocka_unit_test(test_duplicate_keys_keep_the_last_value_or_fail_on_request),
         cmocka_unit_test(test_nul_in_strings_only_with_allow_nul_and_never_in_keys),
+        cmocka_unit_test(test_no_text_is_an_error_not_a_crash),
         cmocka_unit_test(test_errors_give_line_column_and_position),
         cmocka_unit_test(test_nesting_100000_deep_is_a_clear_error),
         cmocka_unit_test(test_every_allocation_failure_gives_out_of_memory_and_leaks_nothing),

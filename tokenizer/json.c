@@ -327,19 +327,30 @@ static int next_member(parser *P, char close)
     return 0;
 }
 
-static json_t *parse_array(parser *P)
+/* c is a new array or object for the bracket at P->p (NULL: out of
+ * memory); *closed when the closing bracket follows at once. */
+static json_t *open_container(parser *P, json_t *c, char close, bool *closed)
 {
-    json_t *a = json_array();
-    if (!a) {
+    *closed = false;
+    if (!c) {
         joom(P);
         return NULL;
     }
     P->p++;
     skip_ws(P);
-    if (P->p < P->end && *P->p == ']') {
+    if (P->p < P->end && *P->p == close) {
         P->p++;
-        return a;
+        *closed = true;
     }
+    return c;
+}
+
+static json_t *parse_array(parser *P)
+{
+    bool closed;
+    json_t *a = open_container(P, json_array(), ']', &closed);
+    if (!a || closed)
+        return a;
     for (;;) {
         json_t *v = parse_value(P);
         if (!v)
@@ -361,17 +372,10 @@ fail:
 
 static json_t *parse_object(parser *P)
 {
-    json_t *o = json_object();
-    if (!o) {
-        joom(P);
-        return NULL;
-    }
-    P->p++;
-    skip_ws(P);
-    if (P->p < P->end && *P->p == '}') {
-        P->p++;
+    bool closed;
+    json_t *o = open_container(P, json_object(), '}', &closed);
+    if (!o || closed)
         return o;
-    }
     for (;;) {
         if (P->p >= P->end || *P->p != '"') {
             jfail(P, P->p, P->p >= P->end ? json_error_premature_end_of_input
@@ -487,12 +491,11 @@ static json_t *parse_value(parser *P)
 
 json_t *lipi_json_loadb(const char *text, size_t len, size_t flags, json_error_t *err)
 {
-    parser P = {.start = (const unsigned char *)text, .p = (const unsigned char *)text,
-                .end = (const unsigned char *)text + len, .flags = flags, .err = err};
+    /* An empty mapped file comes as (NULL, 0): no arithmetic on NULL. */
+    const unsigned char *t = text ? (const unsigned char *)text : (const unsigned char *)"";
+    parser P = {.start = t, .p = t, .end = t + (text ? len : 0), .flags = flags, .err = err};
     if (err)
         memset(err, 0, sizeof *err);
-    if (!text)
-        P.start = P.p = P.end = (const unsigned char *)"";
     json_t *root = NULL;
     skip_ws(&P);
     if (P.p >= P.end || (*P.p != '{' && *P.p != '[')) {

@@ -70,6 +70,10 @@ for f in ("bytelevel_roberta.json", "bytelevel_generic.json"):
     put("gpt2", f.replace(".json", ""), v + SEP + mt)
     put("gpt2", f.replace(".json", "_cfg"), v + SEP + mt + SEP + b'{"add_prefix_space": true}')
 
+# A small byte-level vocabulary (the allocation-failure loop runs it).
+tiny = {"a": 0, "b": 1, "c": 2, "\u0120": 3, "ab": 4, "\u0120a": 5, "abc": 6, "<|endoftext|>": 7}
+put("gpt2", "tiny", json.dumps(tiny).encode() + SEP + "#version: 0.2\na b\n\u0120 a\nab c\n".encode())
+
 # tiktoken rank files: the first ranks of cl100k_base (+ a meta.json).
 ranks = read("data/vocab/tiktoken/cl100k_base.tiktoken").split(b"\n")
 head = b"\n".join(ranks[:300]) + b"\n"

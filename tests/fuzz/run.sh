@@ -26,7 +26,7 @@ run_one() {
     >"$build/fuzz-logs/$h.log" 2>&1
   rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$build/fuzz-logs/$h.log")
-  last=$(grep -E '^#[0-9]+' "$build/fuzz-logs/$h.log" | tail -n 1)
+  last=$(grep -aE '^#[0-9]+' "$build/fuzz-logs/$h.log" | tail -n 1)
   cov=$(echo "$last" | sed -n 's/.*cov: \([0-9]*\).*/\1/p')
   ft=$(echo "$last" | sed -n 's/.*ft: \([0-9]*\).*/\1/p')
   if [ "$rc" = 0 ]; then
@@ -34,7 +34,7 @@ run_one() {
   else
     printf 'fuzz %-16s FAILED  execs %-10s cov %-6s ft %s (log %s)\n' "$h" "${execs:-?}" \
       "${cov:-?}" "${ft:-?}" "$build/fuzz-logs/$h.log"
-    grep -E 'ERROR|SUMMARY|Test unit written|abort' "$build/fuzz-logs/$h.log" | head -n 8
+    grep -aE 'ERROR|SUMMARY|Test unit written|abort' "$build/fuzz-logs/$h.log" | head -n 8
     return 1
   fi
 }
