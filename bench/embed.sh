@@ -39,6 +39,10 @@ PY=/usr/bin/python3
 D=$BENCH_TMP/embed
 mkdir -p "$D"
 
+# The anchors' own Debian packages (not needed to build or test lipi).
+"$PY" -c 'import torch' 2>/dev/null || apt-get install -y -qq python3-torch >/dev/null
+command -v node >/dev/null || apt-get install -y -qq nodejs npm >/dev/null
+
 make --no-print-directory BUILD="$BUILD" "$BUILD/liblipi.a" "$BUILD/lipi" >/dev/null
 cc -O2 -std=c11 -D_GNU_SOURCE -I. bench/embed.c "$BUILD/liblipi.a" -o "$BUILD/bench_embed" \
   $(pkg-config --libs icu-uc icu-i18n libpcre2-8 jansson zlib liblzma libzstd) -lpthread -lm
