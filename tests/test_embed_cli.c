@@ -229,7 +229,7 @@ static void test_embed_truncates_long_lines_and_counts_them(void **state)
     char text[512] = "t5 t6\n", ids_line[256] = "";
     uint32_t first16[16];
     for (int i = 0; i < 20; i++) {
-        char w[8];
+        char w[16];
         snprintf(w, sizeof w, "%st%d", i ? " " : "", 20 + i);
         strcat(ids_line, w);
         if (i < 16)
