@@ -296,7 +296,7 @@ static void test_truncation_keeps_the_special_tokens(void **state)
     assert_int_equal(fclose(f), 0);
     char line[256] = "";
     for (int i = 0; i < 20; i++) {
-        char w[8];
+        char w[16];
         snprintf(w, sizeof w, "%sw%d", i ? " " : "", 5 + i);
         strcat(line, w);
     }
