@@ -17,46 +17,9 @@
 #define DATA "data/flores200/"
 #define ALL DATA "eng_Latn.txt " DATA "hin_Deva.txt " DATA "ben_Beng.txt " DATA "tam_Taml.txt"
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    *len = fread(buf, 1, (size_t)n, f);
-    buf[*len] = '\0';
-    fclose(f);
-    return buf;
-}
-
-static void assert_same_file(const char *a, const char *b)
-{
-    size_t la, lb;
-    char *x = slurp(a, &la), *y = slurp(b, &lb);
-    assert_non_null(x);
-    assert_non_null(y);
-    assert_int_equal(la, lb);
-    assert_memory_equal(x, y, la);
-    free(x);
-    free(y);
-}
-
-static cli_result run(const char *fmt, ...)
-{
-    char args[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    return cli_run(args, "", 0);
-}
-
 static void test_train_writes_a_loadable_tokenizer_of_the_asked_size(void **state)
 {
-    cli_result r = run("train --quiet --vocab-size 1200 -o ./lipi-t1.json " ALL);
+    cli_result r = cli_runf("train --quiet --vocab-size 1200 -o ./lipi-t1.json " ALL);
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
     lipi_tokenizer *t = NULL;
@@ -75,13 +38,13 @@ static void test_train_is_byte_identical_on_1_and_2_threads(void **state)
 {
     const char *units[] = {"char", "byte"};
     for (int u = 0; u < 2; u++) {
-        cli_result r = run("train --quiet --units %s --threads 1 --vocab-size 1500 -o ./lipi-th1.json " ALL, units[u]);
+        cli_result r = cli_runf("train --quiet --units %s --threads 1 --vocab-size 1500 -o ./lipi-th1.json " ALL, units[u]);
         assert_int_equal(r.code, 0);
         cli_result_free(&r);
-        r = run("train --quiet --units %s --threads 2 --vocab-size 1500 -o ./lipi-th2.json " ALL, units[u]);
+        r = cli_runf("train --quiet --units %s --threads 2 --vocab-size 1500 -o ./lipi-th2.json " ALL, units[u]);
         assert_int_equal(r.code, 0);
         cli_result_free(&r);
-        assert_same_file("./lipi-th1.json", "./lipi-th2.json");
+        cli_assert_same_file("./lipi-th1.json", "./lipi-th2.json");
     }
     unlink("./lipi-th1.json");
     unlink("./lipi-th2.json");
@@ -89,27 +52,27 @@ static void test_train_is_byte_identical_on_1_and_2_threads(void **state)
 
 static void test_counting_shards_then_training_equals_training_on_files(void **state)
 {
-    cli_result r = run("count --quiet -o ./lipi-c1.tsv " DATA "eng_Latn.txt " DATA "hin_Deva.txt");
+    cli_result r = cli_runf("count --quiet -o ./lipi-c1.tsv " DATA "eng_Latn.txt " DATA "hin_Deva.txt");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    r = run("count --quiet -o ./lipi-c2.tsv " DATA "ben_Beng.txt " DATA "tam_Taml.txt");
+    r = cli_runf("count --quiet -o ./lipi-c2.tsv " DATA "ben_Beng.txt " DATA "tam_Taml.txt");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    r = run("count --merge -o ./lipi-call.tsv ./lipi-c1.tsv ./lipi-c2.tsv");
+    r = cli_runf("count --merge -o ./lipi-call.tsv ./lipi-c1.tsv ./lipi-c2.tsv");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    r = run("train --quiet --vocab-size 1500 --from-counts ./lipi-call.tsv -o ./lipi-fc.json");
+    r = cli_runf("train --quiet --vocab-size 1500 --from-counts ./lipi-call.tsv -o ./lipi-fc.json");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    r = run("train --quiet --vocab-size 1500 -o ./lipi-ff.json " ALL);
+    r = cli_runf("train --quiet --vocab-size 1500 -o ./lipi-ff.json " ALL);
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    assert_same_file("./lipi-fc.json", "./lipi-ff.json");
+    cli_assert_same_file("./lipi-fc.json", "./lipi-ff.json");
     /* Repeated --from-counts adds the shards up too. */
-    r = run("train --quiet --vocab-size 1500 --from-counts ./lipi-c1.tsv --from-counts ./lipi-c2.tsv -o ./lipi-fc2.json");
+    r = cli_runf("train --quiet --vocab-size 1500 --from-counts ./lipi-c1.tsv --from-counts ./lipi-c2.tsv -o ./lipi-fc2.json");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    assert_same_file("./lipi-fc2.json", "./lipi-ff.json");
+    cli_assert_same_file("./lipi-fc2.json", "./lipi-ff.json");
     const char *tmp[] = {"./lipi-c1.tsv", "./lipi-c2.tsv", "./lipi-call.tsv",
                          "./lipi-fc.json", "./lipi-ff.json", "./lipi-fc2.json"};
     for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++)
@@ -118,12 +81,12 @@ static void test_counting_shards_then_training_equals_training_on_files(void **s
 
 static void test_export_merges_writes_gpt2_files_for_byte_units(void **state)
 {
-    cli_result r = run("train --quiet --units byte --vocab-size 600 -o ./lipi-bl.json "
+    cli_result r = cli_runf("train --quiet --units byte --vocab-size 600 -o ./lipi-bl.json "
                        "--export-merges ./lipi-bl-dir " DATA "eng_Latn.txt");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
     size_t n;
-    char *merges = slurp("./lipi-bl-dir/merges.txt", &n);
+    char *merges = cli_slurp("./lipi-bl-dir/merges.txt", &n);
     assert_non_null(merges);
     assert_true(strncmp(merges, "#version: 0.2\n", 14) == 0);
     size_t lines = 0;
@@ -131,7 +94,7 @@ static void test_export_merges_writes_gpt2_files_for_byte_units(void **state)
         lines += merges[i] == '\n';
     assert_int_equal(lines, 1 + (600 - 256)); /* header + one merge per new token */
     free(merges);
-    char *vocab = slurp("./lipi-bl-dir/vocab.json", &n);
+    char *vocab = cli_slurp("./lipi-bl-dir/vocab.json", &n);
     assert_non_null(vocab);
     assert_non_null(strstr(vocab, "\"\xc4\xa0the\":")); /* "Ġthe" */
     free(vocab);
@@ -157,7 +120,7 @@ static void test_bad_options_are_usage_errors(void **state)
         "train --pattern nosuch -o ./x.json " DATA "eng_Latn.txt",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        cli_result r = run("%s", bad[i]);
+        cli_result r = cli_runf("%s", bad[i]);
         if (r.code != 2)
             fprintf(stderr, "expected exit 2 for: lipi %s\n%s", bad[i], r.err);
         assert_int_equal(r.code, 2);
@@ -169,7 +132,7 @@ static void test_bad_options_are_usage_errors(void **state)
 
 static void test_vocab_below_the_alphabet_states_the_minimum(void **state)
 {
-    cli_result r = run("train --quiet --vocab-size 10 -o ./lipi-small.json " DATA "hin_Deva.txt");
+    cli_result r = cli_runf("train --quiet --vocab-size 10 -o ./lipi-small.json " DATA "hin_Deva.txt");
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.err, "minimum"));
     assert_int_equal(access("./lipi-small.json", F_OK), -1);
@@ -178,7 +141,7 @@ static void test_vocab_below_the_alphabet_states_the_minimum(void **state)
 
 static void test_unwritable_output_fails_before_training(void **state)
 {
-    cli_result r = run("train --vocab-size 500 -o /nonexistent-dir/tok.json " ALL);
+    cli_result r = cli_runf("train --vocab-size 500 -o /nonexistent-dir/tok.json " ALL);
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.err, "/nonexistent-dir/tok.json"));
     assert_null(strstr(r.err, "counting")); /* no progress: it never started */
@@ -190,7 +153,7 @@ static void test_empty_corpus_and_invalid_utf8_are_errors(void **state)
     const char *empty = cli_temp_file("\n\n", 2);
     char path[64];
     snprintf(path, sizeof path, "%s", empty);
-    cli_result r = run("train --quiet --vocab-size 500 -o ./lipi-e.json %s", path);
+    cli_result r = cli_runf("train --quiet --vocab-size 500 -o ./lipi-e.json %s", path);
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.err, "nothing to train on"));
     cli_result_free(&r);
@@ -198,7 +161,7 @@ static void test_empty_corpus_and_invalid_utf8_are_errors(void **state)
     static const char bad_text[] = "good line\nbad \xc3\x28 line\n";
     const char *bad = cli_temp_file(bad_text, sizeof bad_text - 1);
     snprintf(path, sizeof path, "%s", bad);
-    r = run("train --quiet --vocab-size 500 -o ./lipi-e.json %s", path);
+    r = cli_runf("train --quiet --vocab-size 500 -o ./lipi-e.json %s", path);
     assert_int_equal(r.code, 1);
     char where[96];
     snprintf(where, sizeof where, "%s:2:", path);
@@ -213,11 +176,11 @@ static void test_an_existing_output_survives_a_failed_run(void **state)
     FILE *f = fopen("./lipi-keep.json", "w");
     fputs("old", f);
     fclose(f);
-    cli_result r = run("train --quiet --vocab-size 10 -o ./lipi-keep.json " DATA "hin_Deva.txt");
+    cli_result r = cli_runf("train --quiet --vocab-size 10 -o ./lipi-keep.json " DATA "hin_Deva.txt");
     assert_int_equal(r.code, 1);
     cli_result_free(&r);
     size_t n;
-    char *s = slurp("./lipi-keep.json", &n);
+    char *s = cli_slurp("./lipi-keep.json", &n);
     assert_string_equal(s, "old");
     free(s);
     unlink("./lipi-keep.json");
@@ -242,14 +205,14 @@ static int enter_workdir(void)
 
 static void test_unigram_writes_tokenizer_json_and_spm_model_alike(void **state)
 {
-    cli_result r = run("train --quiet --type unigram --threads 1 --vocab-size 1500 -o ./lipi-u1.json "
+    cli_result r = cli_runf("train --quiet --type unigram --threads 1 --vocab-size 1500 -o ./lipi-u1.json "
                        "--export-spm ./lipi-u1.model " ALL);
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    r = run("train --quiet --type unigram --threads 2 --vocab-size 1500 -o ./lipi-u2.json " ALL);
+    r = cli_runf("train --quiet --type unigram --threads 2 --vocab-size 1500 -o ./lipi-u2.json " ALL);
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    assert_same_file("./lipi-u1.json", "./lipi-u2.json");
+    cli_assert_same_file("./lipi-u1.json", "./lipi-u2.json");
     lipi_tokenizer *a = NULL, *b = NULL;
     lipi_error err;
     assert_int_equal(lipi_tokenizer_load("./lipi-u1.json", &a, &err), LIPI_OK);
@@ -266,17 +229,17 @@ static void test_unigram_writes_tokenizer_json_and_spm_model_alike(void **state)
     }
     lipi_tokenizer_free(a);
     lipi_tokenizer_free(b);
-    r = run("train --type unigram --units byte -o ./lipi-u3.json " ALL);
+    r = cli_runf("train --type unigram --units byte -o ./lipi-u3.json " ALL);
     assert_int_equal(r.code, 2);
     cli_result_free(&r);
     /* Counts made with the unigram pattern train the same model. */
-    r = run("count --quiet --pattern unigram -o ./lipi-u.tsv " ALL);
+    r = cli_runf("count --quiet --pattern unigram -o ./lipi-u.tsv " ALL);
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    r = run("train --quiet --type unigram --vocab-size 1500 --from-counts ./lipi-u.tsv -o ./lipi-u4.json");
+    r = cli_runf("train --quiet --type unigram --vocab-size 1500 --from-counts ./lipi-u.tsv -o ./lipi-u4.json");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    assert_same_file("./lipi-u1.json", "./lipi-u4.json");
+    cli_assert_same_file("./lipi-u1.json", "./lipi-u4.json");
 }
 
 int main(void)

@@ -93,43 +93,6 @@ static void train_merges(const lipi_counts *c, const lipi_bpe_options *o, char *
     lipi_bpe_model_free(m);
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    *len = fread(buf, 1, (size_t)n, f);
-    buf[*len] = '\0';
-    fclose(f);
-    return buf;
-}
-
-static void assert_same_file(const char *a, const char *b)
-{
-    size_t la, lb;
-    char *x = slurp(a, &la), *y = slurp(b, &lb);
-    assert_non_null(x);
-    assert_non_null(y);
-    assert_int_equal(la, lb);
-    assert_memory_equal(x, y, la);
-    free(x);
-    free(y);
-}
-
-static cli_result run(const char *fmt, ...)
-{
-    char args[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    return cli_run(args, "", 0);
-}
-
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "wb");
@@ -521,24 +484,24 @@ static void test_balance_none_gives_the_plain_tokenizer_byte_for_byte(void **sta
     (void)state;
     if (!have_data())
         skip();
-    cli_result r = run("train --quiet --vocab-size 1500 -o ./lipi-fair-plain.json " DATA
+    cli_result r = cli_runf("train --quiet --vocab-size 1500 -o ./lipi-fair-plain.json " DATA
                        "eng_Latn.txt " DATA "hin_Deva.txt");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    r = run("train --quiet --balance none --vocab-size 1500 -o ./lipi-fair-none.json " DATA
+    r = cli_runf("train --quiet --balance none --vocab-size 1500 -o ./lipi-fair-none.json " DATA
             "eng_Latn.txt --lang-file hin_Deva=" DATA "hin_Deva.txt");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    assert_same_file("./lipi-fair-plain.json", "./lipi-fair-none.json");
-    r = run("train --quiet --type unigram --vocab-size 1500 -o ./lipi-fair-plain.json " DATA
+    cli_assert_same_file("./lipi-fair-plain.json", "./lipi-fair-none.json");
+    r = cli_runf("train --quiet --type unigram --vocab-size 1500 -o ./lipi-fair-plain.json " DATA
             "eng_Latn.txt " DATA "hin_Deva.txt");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    r = run("train --quiet --type unigram --balance none --vocab-size 1500 -o "
+    r = cli_runf("train --quiet --type unigram --balance none --vocab-size 1500 -o "
             "./lipi-fair-none.json " DATA "eng_Latn.txt " DATA "hin_Deva.txt");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
-    assert_same_file("./lipi-fair-plain.json", "./lipi-fair-none.json");
+    cli_assert_same_file("./lipi-fair-plain.json", "./lipi-fair-none.json");
     unlink("./lipi-fair-plain.json");
     unlink("./lipi-fair-none.json");
 }
@@ -565,7 +528,7 @@ static void test_parity_through_the_command_is_the_same_for_one_and_two_threads(
         write_file(dst, text);
     }
     for (int t = 1; t <= 2; t++) {
-        cli_result r = run("train --quiet --balance parity --dev ./lipi-fair-dev --threads %d "
+        cli_result r = cli_runf("train --quiet --balance parity --dev ./lipi-fair-dev --threads %d "
                            "--vocab-size 1500 -o ./lipi-fair-p%d.json --lang-file eng_Latn=" DATA
                            "eng_Latn.txt --lang-file hin_Deva=" DATA "hin_Deva.txt",
                            t, t);
@@ -573,8 +536,8 @@ static void test_parity_through_the_command_is_the_same_for_one_and_two_threads(
             fail_msg("%s", r.err);
         cli_result_free(&r);
     }
-    assert_same_file("./lipi-fair-p1.json", "./lipi-fair-p2.json");
-    cli_result r = run("train --quiet --balance smoothed --alpha 0.5 --vocab-size 1500 -o "
+    cli_assert_same_file("./lipi-fair-p1.json", "./lipi-fair-p2.json");
+    cli_result r = cli_runf("train --quiet --balance smoothed --alpha 0.5 --vocab-size 1500 -o "
                        "./lipi-fair-p1.json " DATA "eng_Latn.txt " DATA "hin_Deva.txt");
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
@@ -590,23 +553,23 @@ static void test_bad_balance_options_are_clear_errors(void **state)
     (void)state;
     const char *in = "./lipi-fair-in.txt";
     write_file(in, "hello world\n");
-    cli_result r = run("train --balance smoothed --alpha 1.5 -o ./x.json %s", in);
+    cli_result r = cli_runf("train --balance smoothed --alpha 1.5 -o ./x.json %s", in);
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--alpha takes a number in [0, 1], not '1.5'"));
     cli_result_free(&r);
-    r = run("train --balance parity -o ./x.json %s", in);
+    r = cli_runf("train --balance parity -o ./x.json %s", in);
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--balance parity needs --dev DIR"));
     cli_result_free(&r);
-    r = run("train --balance fair -o ./x.json %s", in);
+    r = cli_runf("train --balance fair -o ./x.json %s", in);
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--balance takes 'none', 'smoothed' or 'parity', not 'fair'"));
     cli_result_free(&r);
-    r = run("train --alpha 0.5 -o ./x.json %s", in);
+    r = cli_runf("train --alpha 0.5 -o ./x.json %s", in);
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--alpha is for --balance smoothed"));
     cli_result_free(&r);
-    r = run("train --balance smoothed --lang-file hin_Deva -o ./x.json %s", in);
+    r = cli_runf("train --balance smoothed --lang-file hin_Deva -o ./x.json %s", in);
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--lang-file takes LANG=FILE"));
     cli_result_free(&r);
@@ -614,7 +577,7 @@ static void test_bad_balance_options_are_clear_errors(void **state)
     mkdir("./lipi-fair-bad", 0755);
     write_file("./lipi-fair-bad/eng_Latn.txt", "one\ntwo\nthree\n");
     write_file("./lipi-fair-bad/hin_Deva.txt", "एक\nदो\n");
-    r = run("train --balance parity --dev ./lipi-fair-bad -o ./x.json %s", in);
+    r = cli_runf("train --balance parity --dev ./lipi-fair-bad -o ./x.json %s", in);
     assert_int_equal(r.code, 1);
     if (!strstr(r.err, "has 2 lines but"))
         fail_msg("%s", r.err);
