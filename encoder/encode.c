@@ -609,12 +609,13 @@ emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc, li
     const enc_ptok *toks = NULL;
     size_t nt = 0;
     const lipi_model *m = s->enc->m;
+    bool f32 = s->enc->f32_viterbi;
     if (pc->len <= LIPI_ENC_CACHE_MAX_KEY &&
-        (!m->f32_scores || fabsf(s->f32_run) < ENC_F32_CACHE_LIMIT)) {
+        (!f32 || fabsf(s->f32_run) < ENC_F32_CACHE_LIMIT)) {
         toks = lipi_enc_cache_get(s, pc->text, pc->len, pc->hash, &nt);
         /* SentencePiece's running score over a cached word, added as its
          * Viterbi adds each piece (see lipi_lattice_viterbi). */
-        for (size_t k = 0; toks && m->f32_scores && k < nt; k++)
+        for (size_t k = 0; toks && f32 && k < nt; k++)
             s->f32_run = (float)((double)s->f32_run + (double)(float)m->scores[toks[k].id]);
     }
     if (!toks) {

@@ -187,6 +187,8 @@ struct lipi_encoder {
     lipi_datrie trie;                 /* all tokens (WordPiece: without prefix) */
     lipi_datrie trie_cont;            /* WordPiece: prefixed tokens, prefix cut */
     double unk_score;                 /* Unigram: min score - 10 */
+    bool f32_viterbi;                 /* Unigram with SentencePiece's float32
+                                         path scores (see lipi_session) */
 
     /* Added tokens */
     enc_added raw_added;              /* normalized == false, on raw text */

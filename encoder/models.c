@@ -150,6 +150,8 @@ lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err)
     e->unk_named = m->type == LIPI_MODEL_UNIGRAM ? m->opt.unk_id >= 0 : m->unk_token != NULL;
     /* Hugging Face's Unigram always fuses unknown runs; BPE has the option. */
     e->fuse_unk = m->type == LIPI_MODEL_UNIGRAM ? true : m->opt.fuse_unk;
+    /* Only a Viterbi sums scores; a SentencePiece BPE model is merges. */
+    e->f32_viterbi = m->f32_scores && m->type == LIPI_MODEL_UNIGRAM;
     for (int b = 0; b < 256; b++) {
         char name[8];
         uint32_t id;
@@ -572,7 +574,7 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
     bool found;
 
     lipi_lattice_reset(lat, n);
-    lat->f32 = e->m->f32_scores;
+    lat->f32 = e->f32_viterbi;
     lat->start = s->f32_run;
     lat->f32_unk = e->unk_id;
     for (size_t pos = 0; pos < n;) {
@@ -690,7 +692,7 @@ lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64
     if (st != LIPI_OK)
         return st;
     /* Longer words are rare and would crowd the cache out. */
-    if (len <= LIPI_ENC_CACHE_MAX_KEY && (!e->m->f32_scores || s->f32_cacheable))
+    if (len <= LIPI_ENC_CACHE_MAX_KEY && (!e->f32_viterbi || s->f32_cacheable))
         lipi_enc_cache_put(s, text, len, h);
     *toks = s->ptok;
     *n = s->ptok_n;
