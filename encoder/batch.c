@@ -1,7 +1,10 @@
-/* Batches: texts are handed out in chunks to one thread per session; each
- * chunk keeps its own results, which are joined in input order at the end,
- * so the output never depends on the number of threads or their timing. */
+/* Batches: texts are handed out in chunks to one thread per session. Each
+ * thread appends the tokens of the chunks it takes to its own arrays and
+ * notes where each chunk's tokens are; the chunks are joined in input order
+ * at the end, so the output never depends on the number of threads or their
+ * timing. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -9,75 +12,85 @@
 
 #define CHUNK 64
 
+/* Where a chunk's tokens are: in worker w's arrays, from token `first` (and
+ * string byte `tfirst`), n of them. */
 typedef struct {
-    uint32_t *ids;
-    lipi_span *offsets;
-    uint32_t *type_ids;
-    uint8_t *special;
-    size_t n, cap;
-    lipi_buf text;
-    size_t *tstart;        /* n + 1 */
-    size_t tstart_cap;
-    size_t count[CHUNK];   /* tokens of each text */
-    lipi_status st;
-    lipi_error err;
-    size_t bad;            /* index of the failing text */
+    uint32_t w;
+    size_t first, tfirst, n;
 } chunk_out;
 
 typedef struct {
     lipi_session *s;
+    uint32_t index;
     const lipi_text *texts;
     size_t n, n_chunks;
     const lipi_encode_options *opt;
     unsigned want;
     chunk_out *chunks;
+    size_t *count;             /* count[i + 1]: tokens of text i */
     atomic_size_t *next;
-    atomic_size_t *first_bad; /* lowest failing chunk so far */
+    atomic_size_t *first_bad;  /* lowest failing chunk so far */
+    /* This thread's tokens, the chunks it took one after the other. */
+    uint32_t *ids;
+    lipi_span *offsets;
+    uint32_t *type_ids;
+    uint8_t *special;
+    size_t n_tok, cap;
+    lipi_buf text;             /* token strings */
+    size_t *tend;              /* tend[k]: end of token k's string in text */
+    size_t tend_cap;
+    /* Its failure, if any (a thread fails at most once: later chunks are
+     * not needed). */
+    lipi_status st;
+    lipi_error err;
+    size_t bad_chunk, bad;     /* the chunk and the text that failed */
 } worker;
 
-static lipi_status chunk_add(chunk_out *c, const lipi_session *s, unsigned want)
+static lipi_status worker_add(worker *w)
 {
     lipi_status st = LIPI_OK;
-    size_t m = s->res->n, need = c->n + m;
-    if (need > c->cap) {
-        size_t cap = c->cap;
-        TRY(ENC_GROW(c->ids, cap, need));
+    const lipi_session *s = w->s;
+    unsigned want = w->want;
+    size_t m = s->res->n, need = w->n_tok + m;
+    if (need > w->cap) {
+        size_t cap = w->cap;
+        TRY(ENC_GROW(w->ids, cap, need));
         if (want & LIPI_WANT_OFFSETS) {
-            cap = c->cap;
-            TRY(ENC_GROW(c->offsets, cap, need));
+            cap = w->cap;
+            TRY(ENC_GROW(w->offsets, cap, need));
         }
         if (want & LIPI_WANT_TYPE_IDS) {
-            cap = c->cap;
-            TRY(ENC_GROW(c->type_ids, cap, need));
+            cap = w->cap;
+            TRY(ENC_GROW(w->type_ids, cap, need));
         }
         if (want & LIPI_WANT_SPECIAL_MASK) {
-            cap = c->cap;
-            TRY(ENC_GROW(c->special, cap, need));
+            cap = w->cap;
+            TRY(ENC_GROW(w->special, cap, need));
         }
-        c->cap = cap;
+        w->cap = cap;
     }
-    if (want & LIPI_WANT_TOKENS) {
-        TRY(ENC_GROW(c->tstart, c->tstart_cap, need + 1));
-        if (c->n == 0)
-            c->tstart[0] = 0;
-    }
-    for (size_t i = 0; i < m; i++) {
-        const enc_tok *t = &s->res->t[i];
-        c->ids[c->n] = t->id;
+    if (want & LIPI_WANT_TOKENS)
+        TRY(ENC_GROW(w->tend, w->tend_cap, need));
+    const enc_tok *t = s->res->t;
+    uint32_t *ids = w->ids + w->n_tok;
+    for (size_t i = 0; i < m; i++)
+        ids[i] = t[i].id;
+    for (size_t i = 0; want && i < m; i++) {
+        size_t k = w->n_tok + i;
         if (want & LIPI_WANT_OFFSETS)
-            c->offsets[c->n] = t->off;
+            w->offsets[k] = t[i].off;
         if (want & LIPI_WANT_TYPE_IDS)
-            c->type_ids[c->n] = t->type_id;
+            w->type_ids[k] = t[i].type_id;
         if (want & LIPI_WANT_SPECIAL_MASK)
-            c->special[c->n] = t->special;
+            w->special[k] = t[i].special;
         if (want & LIPI_WANT_TOKENS) {
             size_t len;
-            const char *str = lipi_enc_tok_str(s, t, &len);
-            TRY(lipi_buf_append(&c->text, str, len));
-            c->tstart[c->n + 1] = c->text.len;
+            const char *str = lipi_enc_tok_str(s, &t[i], &len);
+            TRY(lipi_buf_append(&w->text, str, len));
+            w->tend[k] = w->text.len;
         }
-        c->n++;
     }
+    w->n_tok = need;
 done:
     return st;
 }
@@ -93,36 +106,40 @@ static void *work(void *arg)
         if (k > atomic_load(w->first_bad))
             continue;
         chunk_out *c = &w->chunks[k];
+        *c = (chunk_out){w->index, w->n_tok, w->text.len, 0};
         size_t lo = k * CHUNK, hi = lo + CHUNK < w->n ? lo + CHUNK : w->n;
         for (size_t i = lo; i < hi; i++) {
             const lipi_text *t = &w->texts[i];
-            c->st = lipi_enc_run(w->s, t->s ? t->s : "", t->len, NULL, 0, false, w->opt,
-                                 (w->want & LIPI_WANT_OFFSETS) != 0, &c->err);
-            if (c->st == LIPI_OK)
-                c->st = chunk_add(c, w->s, w->want);
-            if (c->st != LIPI_OK) {
-                if (c->st == LIPI_ENOMEM)
-                    lipi_error_set(&c->err, c->st, NULL, 0, 0, "out of memory");
-                c->bad = i;
+            lipi_status st = lipi_enc_run(w->s, t->s ? t->s : "", t->len, NULL, 0, false,
+                                          w->opt, (w->want & LIPI_WANT_OFFSETS) != 0, &w->err);
+            if (st == LIPI_OK)
+                st = worker_add(w);
+            if (st != LIPI_OK) {
+                if (st == LIPI_ENOMEM)
+                    lipi_error_set(&w->err, st, NULL, 0, 0, "out of memory");
+                w->st = st;
+                w->bad_chunk = k;
+                w->bad = i;
                 size_t cur = atomic_load(w->first_bad);
                 while (k < cur && !atomic_compare_exchange_weak(w->first_bad, &cur, k))
                     ;
-                break;
+                return NULL;
             }
-            c->count[i - lo] = w->s->res->n;
+            w->count[i + 1] = w->s->res->n;
         }
+        c->n = w->n_tok - c->first;
     }
     return NULL;
 }
 
-static void chunk_free(chunk_out *c)
+static void worker_free(worker *w)
 {
-    lipi_free(c->ids);
-    lipi_free(c->offsets);
-    lipi_free(c->type_ids);
-    lipi_free(c->special);
-    lipi_buf_free(&c->text);
-    lipi_free(c->tstart);
+    lipi_free(w->ids);
+    lipi_free(w->offsets);
+    lipi_free(w->type_ids);
+    lipi_free(w->special);
+    lipi_buf_free(&w->text);
+    lipi_free(w->tend);
 }
 
 void lipi_batch_free(lipi_batch *b)
@@ -139,59 +156,98 @@ void lipi_batch_free(lipi_batch *b)
     memset(b, 0, sizeof *b);
 }
 
-/* Joins the chunks into b. */
-static lipi_status gather(lipi_batch *b, chunk_out *chunks, size_t n_chunks, size_t n,
-                          unsigned want)
+/* An output array of n elements, copied chunk by chunk from the workers'
+ * arrays (member at byte offset `field` of worker), or NULL. Every element
+ * is written, so nothing is cleared first. */
+static void *join(const worker *w, const chunk_out *chunks, size_t n_chunks, size_t n,
+                  size_t field, size_t size)
 {
-    size_t total = 0, text_total = 0;
+    char *out = lipi_reallocarray(NULL, n ? n : 1, size);
+    if (!out)
+        return NULL;
+    size_t pos = 0;
     for (size_t k = 0; k < n_chunks; k++) {
-        total += chunks[k].n;
-        text_total += chunks[k].text.len;
+        const chunk_out *c = &chunks[k];
+        const char *src;
+        memcpy(&src, (const char *)&w[c->w] + field, sizeof src);
+        if (c->n)
+            memcpy(out + pos * size, src + c->first * size, c->n * size);
+        pos += c->n;
     }
+    return out;
+}
+
+/* Joins the workers' results into b: b->start becomes the prefix sums of
+ * the counts (it is the count array the workers filled). */
+static lipi_status gather(lipi_batch *b, worker *w, const chunk_out *chunks, size_t n_chunks,
+                          size_t n, unsigned want)
+{
     b->n = n;
-    b->start = lipi_calloc(n + 1, sizeof *b->start);
-    b->ids = lipi_calloc(total ? total : 1, sizeof *b->ids);
-    if (!b->start || !b->ids)
+    b->start[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        b->start[i + 1] += b->start[i];
+    size_t total = b->start[n];
+    /* One thread took every chunk (in order): its arrays are the output. */
+    bool one = true;
+    for (size_t k = 1; k < n_chunks && one; k++)
+        one = chunks[k].w == chunks[0].w;
+    if (one && n_chunks && total) {
+        worker *o = &w[chunks[0].w];
+        b->ids = o->ids;
+        b->offsets = o->offsets;
+        b->type_ids = o->type_ids;
+        b->special_mask = o->special;
+        o->ids = o->type_ids = NULL;
+        o->offsets = NULL;
+        o->special = NULL;
+        if (want & LIPI_WANT_TOKENS) {
+            b->token_text = o->text.p;
+            o->text = (lipi_buf){0};
+            if (!b->token_text && !(b->token_text = lipi_malloc(1)))
+                return LIPI_ENOMEM;
+            b->token_start = lipi_reallocarray(NULL, total + 1, sizeof *b->token_start);
+            if (!b->token_start)
+                return LIPI_ENOMEM;
+            b->token_start[0] = 0;
+            memcpy(b->token_start + 1, o->tend, total * sizeof *o->tend);
+        }
+        return LIPI_OK;
+    }
+#define JOIN(member, field)                                                                    \
+    (member = join(w, chunks, n_chunks, total, offsetof(worker, field), sizeof *member)) == NULL
+    if (JOIN(b->ids, ids))
         return LIPI_ENOMEM;
-    if (want & LIPI_WANT_OFFSETS &&
-        !(b->offsets = lipi_calloc(total ? total : 1, sizeof *b->offsets)))
+    if (want & LIPI_WANT_OFFSETS && JOIN(b->offsets, offsets))
         return LIPI_ENOMEM;
-    if (want & LIPI_WANT_TYPE_IDS &&
-        !(b->type_ids = lipi_calloc(total ? total : 1, sizeof *b->type_ids)))
+    if (want & LIPI_WANT_TYPE_IDS && JOIN(b->type_ids, type_ids))
         return LIPI_ENOMEM;
-    if (want & LIPI_WANT_SPECIAL_MASK &&
-        !(b->special_mask = lipi_calloc(total ? total : 1, sizeof *b->special_mask)))
+    if (want & LIPI_WANT_SPECIAL_MASK && JOIN(b->special_mask, special))
         return LIPI_ENOMEM;
+#undef JOIN
     if (want & LIPI_WANT_TOKENS) {
+        size_t text_total = 0;
+        for (size_t k = 0; k < n_chunks; k++)
+            if (chunks[k].n)
+                text_total += w[chunks[k].w].tend[chunks[k].first + chunks[k].n - 1] -
+                              chunks[k].tfirst;
         b->token_text = lipi_malloc(text_total ? text_total : 1);
-        b->token_start = lipi_calloc(total + 1, sizeof *b->token_start);
+        b->token_start = lipi_reallocarray(NULL, total + 1, sizeof *b->token_start);
         if (!b->token_text || !b->token_start)
             return LIPI_ENOMEM;
-    }
-    size_t pos = 0, tpos = 0, line = 0;
-    for (size_t k = 0; k < n_chunks; k++) {
-        chunk_out *c = &chunks[k];
-        size_t lines = n - k * CHUNK < CHUNK ? n - k * CHUNK : CHUNK;
-        for (size_t i = 0; i < lines; i++) {
-            b->start[line + 1] = b->start[line] + c->count[i];
-            line++;
+        b->token_start[0] = 0;
+        size_t pos = 0, tpos = 0;
+        for (size_t k = 0; k < n_chunks; k++) {
+            const chunk_out *c = &chunks[k];
+            if (!c->n)
+                continue;
+            const worker *cw = &w[c->w];
+            size_t len = cw->tend[c->first + c->n - 1] - c->tfirst;
+            memcpy(b->token_text + tpos, cw->text.p + c->tfirst, len);
+            for (size_t i = 0; i < c->n; i++)
+                b->token_start[pos + i + 1] = tpos + cw->tend[c->first + i] - c->tfirst;
+            pos += c->n;
+            tpos += len;
         }
-        if (c->n) {
-            memcpy(b->ids + pos, c->ids, c->n * sizeof *b->ids);
-            if (b->offsets)
-                memcpy(b->offsets + pos, c->offsets, c->n * sizeof *b->offsets);
-            if (b->type_ids)
-                memcpy(b->type_ids + pos, c->type_ids, c->n * sizeof *b->type_ids);
-            if (b->special_mask)
-                memcpy(b->special_mask + pos, c->special, c->n * sizeof *b->special_mask);
-            if (b->token_start) {
-                memcpy(b->token_text + tpos, c->text.p, c->text.len);
-                for (size_t i = 0; i < c->n; i++)
-                    b->token_start[pos + i + 1] = tpos + c->tstart[i + 1];
-            }
-        }
-        pos += c->n;
-        tpos += c->text.len;
     }
     return LIPI_OK;
 }
@@ -223,17 +279,20 @@ lipi_status lipi_encode_batch(lipi_session *const *sessions, size_t n_sessions,
     }
     if (n_sessions > n_chunks)
         n_sessions = n_chunks ? n_chunks : 1;
-    chunks = lipi_calloc(n_chunks ? n_chunks : 1, sizeof *chunks);
+    chunks = lipi_reallocarray(NULL, n_chunks ? n_chunks : 1, sizeof *chunks);
     w = lipi_calloc(n_sessions, sizeof *w);
     tid = lipi_calloc(n_sessions, sizeof *tid);
-    if (!chunks || !w || !tid) {
+    out->start = lipi_reallocarray(NULL, n + 1, sizeof *out->start);
+    if (!chunks || !w || !tid || !out->start) {
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto done;
     }
     atomic_init(&next, 0);
     atomic_init(&first_bad, SIZE_MAX);
     for (size_t i = 0; i < n_sessions; i++)
-        w[i] = (worker){sessions[i], texts, n, n_chunks, opt, want, chunks, &next, &first_bad};
+        w[i] = (worker){.s = sessions[i], .index = (uint32_t)i, .texts = texts, .n = n,
+                        .n_chunks = n_chunks, .opt = opt, .want = want, .chunks = chunks,
+                        .count = out->start, .next = &next, .first_bad = &first_bad};
     for (size_t i = 1; i < n_sessions; i++) {
         if (pthread_create(&tid[i], NULL, work, &w[i]) != 0)
             break; /* fewer threads still do all the work */
@@ -245,22 +304,25 @@ lipi_status lipi_encode_batch(lipi_session *const *sessions, size_t n_sessions,
 
     size_t bad = atomic_load(&first_bad);
     if (bad != SIZE_MAX) {
-        chunk_out *c = &chunks[bad];
-        st = c->st;
-        if (err) {
-            *err = c->err;
-            err->line = c->bad + 1;
+        for (size_t i = 0; i < n_sessions; i++) {
+            if (w[i].st == LIPI_OK || w[i].bad_chunk != bad)
+                continue;
+            st = w[i].st;
+            if (err) {
+                *err = w[i].err;
+                err->line = w[i].bad + 1;
+            }
         }
         goto done;
     }
-    st = gather(out, chunks, n_chunks, n, want);
+    st = gather(out, w, chunks, n_chunks, n, want);
     if (st != LIPI_OK)
         lipi_error_set(err, st, NULL, 0, 0, "out of memory");
 done:
     if (st != LIPI_OK)
         lipi_batch_free(out);
-    for (size_t k = 0; chunks && k < n_chunks; k++)
-        chunk_free(&chunks[k]);
+    for (size_t i = 0; w && i < n_sessions; i++)
+        worker_free(&w[i]);
     lipi_free(chunks);
     lipi_free(w);
     lipi_free(tid);
