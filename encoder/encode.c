@@ -184,9 +184,26 @@ static lipi_status setup_raw_bytes(lipi_encoder *e, lipi_error *err)
                 off = start;
         }
         /* Two tokens cannot decode to the same bytes (the alphabet is a
-         * bijection), so a repeat here is impossible; treat it as memory. */
-        if (lipi_strmap_build(&e->raw_map, keys, n, NULL, NULL) != LIPI_OK)
+         * bijection), so no key is put twice. Load at most 1/2. */
+        size_t cap = 16;
+        while (cap / 2 < n + 1) {
+            if (cap > SIZE_MAX / 32)
+                goto nomem;
+            cap *= 2;
+        }
+        e->raw_slot = lipi_calloc(cap, sizeof *e->raw_slot);
+        if (!e->raw_slot)
             goto nomem;
+        e->raw_mask = cap - 1;
+        for (size_t i = 0; i < n; i++) {
+            if (!keys[i].s)
+                continue;
+            uint64_t h = lipi_enc_hash(keys[i].s, keys[i].len);
+            size_t k = (size_t)h & e->raw_mask;
+            while (e->raw_slot[k])
+                k = (k + 1) & e->raw_mask;
+            e->raw_slot[k] = (h >> 32) << 32 | (uint64_t)(i + 1);
+        }
         e->raw_keys = keys;
         e->raw_arena = arena;
         keys = NULL;
@@ -305,6 +322,7 @@ void lipi_session_free(lipi_session *s)
     lipi_free(s->pw);
     lipi_free(s->sym);
     lipi_free(s->heap);
+    lipi_free(s->pair_cache);
     lipi_buf_free(&s->word);
     lipi_lattice_free(&s->lattice);
     lipi_enc_cache_free(&s->cache);
@@ -684,6 +702,9 @@ static lipi_status encode_sub(lipi_session *s, enc_toks *d, chain *c, bool first
         uint64_t h = lipi_enc_hash(text, tlen);
         s->pw[i] = (enc_piece){text, tlen, h};
         lipi_enc_cache_prefetch(s, h);
+        /* A word the cache lacks is looked up whole first (ignore_merges). */
+        if (e->raw_slot)
+            __builtin_prefetch(&e->raw_slot[h & e->raw_mask]);
     }
     for (size_t i = 0; i < np; i++) {
         if (i + 1 < np)

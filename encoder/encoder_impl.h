@@ -113,9 +113,14 @@ static inline int64_t enc_cpmap_get(const enc_cpmap *m, uint32_t cp)
 }
 
 /* BPE merge table: (left, right) -> (rank, result). */
+/* The merge table maps a pair (left, right) to its rank, keyed by
+ * left * V + right (V: vocabulary size). When V * V times the ranks fit in
+ * 63 bits, a slot is one word, key << rank_bits | rank (a quarter of the
+ * memory of a wide slot, and the table is what a BPE encoder waits for);
+ * else it is a wide slot. Empty slots are all ones. */
 typedef struct {
-    uint64_t key;   /* left << 32 | right; UINT64_MAX empty */
-    uint32_t rank, result;
+    uint64_t key;
+    uint64_t rank;
 } enc_pair;
 
 /* ======================================================================== */
@@ -170,8 +175,12 @@ struct lipi_encoder {
     bool fuse_unk;
 
     /* BPE */
-    enc_pair *pairs;
+    uint64_t *pairs;                  /* compact slots (pair_bits > 0), or */
+    enc_pair *wide_pairs;             /* wide slots */
     size_t pair_mask;
+    unsigned pair_bits;               /* rank bits of a compact slot */
+    uint64_t pair_v;                  /* V of the key */
+    uint32_t *merge_result;           /* rank -> the merged token */
     const char *prefix, *suffix;      /* continuing_subword_prefix, end_of_word_suffix */
     size_t prefix_len, suffix_len;
     int64_t ascii_id[4][128];         /* [variant][char]: 0 alone, 1 with
@@ -181,7 +190,9 @@ struct lipi_encoder {
     uint32_t byte_id[256];            /* raw_bytes: id of each byte */
     lipi_strref *raw_keys;            /* raw_bytes + ignore_merges: token -> bytes */
     char *raw_arena;
-    lipi_strmap raw_map;
+    uint64_t *raw_slot;               /* raw_keys by lipi_enc_hash: hash >> 32
+                                         << 32 | id + 1; 0 empty */
+    size_t raw_mask;
 
     /* WordPiece, Unigram */
     lipi_datrie trie;                 /* all tokens (WordPiece: without prefix) */
@@ -266,9 +277,9 @@ typedef struct {
 } bpe_sym;
 
 /* A heap entry: merge the symbol at pos with its next one (they were left
- * and right when the entry was pushed) into result, with this rank. */
+ * and right when the entry was pushed) by the merge of this rank. */
 typedef struct {
-    uint32_t rank, pos, result;
+    uint32_t rank, pos;
     uint32_t left, right;
 } bpe_cand;
 
@@ -289,6 +300,12 @@ struct lipi_session {
     size_t sym_cap;
     bpe_cand *heap;
     size_t heap_cap;
+    /* Recent pair lookups of a compact merge table, direct-mapped, in its
+     * slot format (UINT64_MAX: nothing; a pair that does not merge keeps
+     * rank bits all ones). The table is megabytes; the pairs of one
+     * language's text are a few thousand, which stay in the core's cache
+     * here. */
+    uint64_t *pair_cache;
     lipi_buf word;               /* prefix/suffix-decorated strings */
     lipi_lattice lattice;
     /* f32 Unigram (SentencePiece .model): the float32 score of the best
@@ -326,6 +343,10 @@ struct lipi_session {
 lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64_t hash,
                            const enc_ptok **toks, size_t *n, lipi_error *err);
 
+/* Tests only: nonzero makes every BPE merge table wide (a vocabulary of
+ * millions of tokens would be needed to get one otherwise). */
+extern int lipi_enc_wide_pairs_for_tests;
+
 /* Model tables of the encoder (models.c); freed by lipi_enc_models_free. */
 lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err);
 void lipi_enc_models_free(lipi_encoder *e);
@@ -353,6 +374,7 @@ void lipi_enc_decoders_free(lipi_encoder *e);
 
 /* cache.c keeps at most this many bytes of key. */
 #define LIPI_ENC_CACHE_MAX_KEY 255
+#define LIPI_ENC_PAIR_CACHE (1u << 13)
 /* f32 Unigram: words are cached and reused only while the running score
  * stays below this magnitude (see lipi_session.f32_run). */
 #define ENC_F32_CACHE_LIMIT 65536.0f
@@ -413,6 +435,26 @@ static inline uint64_t lipi_enc_hash(const char *s, size_t n)
     h ^= h >> 31;
     h *= 0xbf58476d1ce4e5b9ULL;
     return h ^ (h >> 32);
+}
+
+/* The token whose raw bytes are s[0..n) (hash: lipi_enc_hash of them), for
+ * byte-level BPE that looks whole words up first (ignore_merges). */
+static inline bool lipi_enc_raw_find(const lipi_encoder *e, const char *s, size_t n,
+                                     uint64_t hash, uint32_t *id)
+{
+    uint32_t tag = (uint32_t)(hash >> 32);
+    for (size_t i = (size_t)hash & e->raw_mask;; i = (i + 1) & e->raw_mask) {
+        uint64_t v = e->raw_slot[i];
+        if (v == 0)
+            return false;
+        if ((uint32_t)(v >> 32) != tag)
+            continue;
+        const lipi_strref *k = &e->raw_keys[(uint32_t)v - 1];
+        if (k->len == n && memcmp(k->s, s, n) == 0) {
+            *id = (uint32_t)v - 1;
+            return true;
+        }
+    }
 }
 
 /* a[0..n) == b[0..n), inline for the short keys of the cache. */

@@ -62,29 +62,61 @@ static size_t pair_slot(uint64_t key, size_t mask)
     return (size_t)(h >> 32 ^ h) & mask;
 }
 
+/* Bits for values 0 .. n. */
+static unsigned bits_for(uint64_t n)
+{
+    unsigned b = 1;
+    while (b < 64 && n >> b)
+        b++;
+    return b;
+}
+
+int lipi_enc_wide_pairs_for_tests;
+
 static lipi_status bpe_init(lipi_encoder *e)
 {
     const lipi_model *m = e->m;
-    size_t cap = 16, counts[4] = {0};
-    while (cap / 2 < m->n_merges + 1) {
-        if (cap > SIZE_MAX / 4)
+    size_t n = m->n_merges, cap = 16, counts[4] = {0};
+    uint64_t v = m->vocab.n ? m->vocab.n : 1;
+    unsigned rbits = bits_for(n);
+    /* Compact when every key << rbits | rank stays below 2^63. */
+    bool compact = v <= UINT32_MAX && rbits < 63 && v * v <= (UINT64_C(1) << (63 - rbits)) &&
+                   !lipi_enc_wide_pairs_for_tests;
+    /* Load at most 3/4 compact (the slots are small), 1/2 wide. */
+    while (compact ? cap / 4 * 3 < n + 1 : cap / 2 < n + 1) {
+        if (cap > SIZE_MAX / 32)
             return LIPI_ENOMEM;
         cap *= 2;
     }
-    e->pairs = lipi_reallocarray(NULL, cap, sizeof *e->pairs);
-    if (!e->pairs)
-        return LIPI_ENOMEM;
-    for (size_t i = 0; i < cap; i++)
-        e->pairs[i].key = UINT64_MAX;
+    e->pair_v = v;
+    e->pair_bits = compact ? rbits : 0;
     e->pair_mask = cap - 1;
+    e->merge_result = lipi_reallocarray(NULL, n ? n : 1, sizeof *e->merge_result);
+    if (compact)
+        e->pairs = lipi_reallocarray(NULL, cap, sizeof *e->pairs);
+    else
+        e->wide_pairs = lipi_reallocarray(NULL, cap, sizeof *e->wide_pairs);
+    if (!e->merge_result || (compact ? !e->pairs : !e->wide_pairs))
+        return LIPI_ENOMEM;
+    if (compact)
+        memset(e->pairs, 0xff, cap * sizeof *e->pairs);
+    else
+        memset(e->wide_pairs, 0xff, cap * sizeof *e->wide_pairs);
     /* A pair listed twice keeps its last rank, as Hugging Face's map does. */
-    for (size_t r = 0; r < m->n_merges; r++) {
+    for (size_t r = 0; r < n; r++) {
         const lipi_merge *g = &m->merges[r];
-        uint64_t key = (uint64_t)g->left << 32 | g->right;
+        uint64_t key = (uint64_t)g->left * v + g->right;
         size_t k = pair_slot(key, e->pair_mask);
-        while (e->pairs[k].key != UINT64_MAX && e->pairs[k].key != key)
-            k = (k + 1) & e->pair_mask;
-        e->pairs[k] = (enc_pair){key, (uint32_t)r, g->result};
+        e->merge_result[r] = g->result;
+        if (compact) {
+            while (e->pairs[k] != UINT64_MAX && e->pairs[k] >> rbits != key)
+                k = (k + 1) & e->pair_mask;
+            e->pairs[k] = key << rbits | r;
+        } else {
+            while (e->wide_pairs[k].key != UINT64_MAX && e->wide_pairs[k].key != key)
+                k = (k + 1) & e->pair_mask;
+            e->wide_pairs[k] = (enc_pair){key, r};
+        }
     }
 
     e->prefix = m->opt.continuing_subword_prefix;
@@ -220,11 +252,13 @@ done:
 void lipi_enc_models_free(lipi_encoder *e)
 {
     lipi_free(e->pairs);
+    lipi_free(e->wide_pairs);
+    lipi_free(e->merge_result);
     for (int v = 0; v < 4; v++)
         lipi_free(e->char_id[v].slot);
     lipi_free(e->raw_keys);
     lipi_free(e->raw_arena);
-    lipi_strmap_free(&e->raw_map);
+    lipi_free(e->raw_slot);
     lipi_datrie_free(&e->trie);
     lipi_datrie_free(&e->trie_cont);
 }
@@ -261,33 +295,55 @@ static lipi_status no_unk(const lipi_encoder *e, lipi_error *err)
 /* BPE                                                                       */
 /* ======================================================================== */
 
-static inline const enc_pair *pair_slot_of(const lipi_encoder *e, uint32_t a, uint32_t b)
+static inline uint64_t pair_key(const lipi_encoder *e, uint32_t a, uint32_t b)
 {
-    uint64_t key = (uint64_t)a << 32 | b;
-    return &e->pairs[pair_slot(key, e->pair_mask)];
+    return (uint64_t)a * e->pair_v + b;
 }
 
-static inline bool pair_find(const lipi_encoder *e, uint64_t key, uint32_t *rank,
-                             uint32_t *result)
+static inline const void *pair_slot_of(const lipi_encoder *e, uint32_t a, uint32_t b)
 {
-    size_t k = pair_slot(key, e->pair_mask);
+    size_t k = pair_slot(pair_key(e, a, b), e->pair_mask);
+    return e->pair_bits ? (const void *)&e->pairs[k] : (const void *)&e->wide_pairs[k];
+}
+
+/* The rank of merging a and b, if they merge. */
+static inline bool pair_get(lipi_session *s, uint32_t a, uint32_t b, uint32_t *rank)
+{
+    const lipi_encoder *e = s->enc;
+    uint64_t key = pair_key(e, a, b);
+    uint64_t h = key * 0x9E3779B97F4A7C15ULL;
+    size_t k = (size_t)(h >> 32 ^ h) & e->pair_mask;
+    unsigned bits = e->pair_bits;
+    if (bits) {
+        uint64_t all = (UINT64_C(1) << bits) - 1;
+        uint64_t *c = &s->pair_cache[(h >> 40) & (LIPI_ENC_PAIR_CACHE - 1)];
+        uint64_t p = *c;
+        if (p >> bits != key) {
+            for (;;) {
+                p = e->pairs[k];
+                if (p >> bits == key)
+                    break;
+                if (p == UINT64_MAX) {
+                    p = key << bits | all;
+                    break;
+                }
+                k = (k + 1) & e->pair_mask;
+            }
+            *c = p;
+        }
+        *rank = (uint32_t)(p & all);
+        return (p & all) != all;
+    }
     for (;;) {
-        const enc_pair *p = &e->pairs[k];
+        const enc_pair *p = &e->wide_pairs[k];
         if (p->key == key) {
-            *rank = p->rank;
-            *result = p->result;
+            *rank = (uint32_t)p->rank;
             return true;
         }
         if (p->key == UINT64_MAX)
             return false;
         k = (k + 1) & e->pair_mask;
     }
-}
-
-static inline bool pair_get(const lipi_encoder *e, uint32_t a, uint32_t b, uint32_t *rank,
-                            uint32_t *result)
-{
-    return pair_find(e, (uint64_t)a << 32 | b, rank, result);
 }
 
 static inline bool cand_less(const bpe_cand *x, const bpe_cand *y)
@@ -356,14 +412,20 @@ static lipi_status bpe_merge(lipi_session *s, size_t n)
         return LIPI_OK;
     /* At most n - 1 initial pairs and two new ones per merge (n - 1 merges). */
     TRY(ENC_GROW(s->heap, s->heap_cap, 3 * n));
-    /* Fetch the table slots of all first pairs at once. */
-    for (size_t i = 0; i + 1 < n; i++)
+    if (e->pair_bits && !s->pair_cache) {
+        s->pair_cache = lipi_reallocarray(NULL, LIPI_ENC_PAIR_CACHE, sizeof *s->pair_cache);
+        if (!s->pair_cache)
+            return LIPI_ENOMEM;
+        memset(s->pair_cache, 0xff, LIPI_ENC_PAIR_CACHE * sizeof *s->pair_cache);
+    }
+    /* Fetch the table slots of all first pairs at once (a compact table's
+     * pairs are mostly in the pair cache). */
+    for (size_t i = 0; !e->pair_bits && i + 1 < n; i++)
         __builtin_prefetch(pair_slot_of(e, sym[i].id, sym[i + 1].id));
     for (size_t i = 0; i + 1 < n; i++) {
-        uint32_t rank, result;
-        if (pair_get(e, sym[i].id, sym[i + 1].id, &rank, &result))
-            heap_push(s->heap, &hn,
-                      (bpe_cand){rank, (uint32_t)i, result, sym[i].id, sym[i + 1].id});
+        uint32_t rank;
+        if (pair_get(s, sym[i].id, sym[i + 1].id, &rank))
+            heap_push(s->heap, &hn, (bpe_cand){rank, (uint32_t)i, sym[i].id, sym[i + 1].id});
     }
     while (hn) {
         bpe_cand top = heap_pop(s->heap, &hn);
@@ -371,27 +433,26 @@ static lipi_status bpe_merge(lipi_session *s, size_t n)
         if (a->len == 0 || a->next < 0)
             continue;
         bpe_sym *b = &sym[a->next];
-        uint32_t rank, result;
+        uint32_t rank, result = e->merge_result[top.rank];
         if (a->id != top.left || b->id != top.right) {
-            if (!pair_get(e, a->id, b->id, &rank, &result) || result != top.result)
+            if (!pair_get(s, a->id, b->id, &rank) || e->merge_result[rank] != result)
                 continue;
         }
-        a->id = top.result;
+        a->id = result;
         a->len += b->len;
         b->len = 0;
         a->next = b->next;
         if (a->next >= 0)
             sym[a->next].prev = (int32_t)top.pos;
         /* Both new pairs' slots at once: two memory trips overlap. */
-        if (a->prev >= 0)
+        if (!e->pair_bits && a->prev >= 0)
             __builtin_prefetch(pair_slot_of(e, sym[a->prev].id, a->id));
-        if (a->next >= 0)
+        if (!e->pair_bits && a->next >= 0)
             __builtin_prefetch(pair_slot_of(e, a->id, sym[a->next].id));
-        if (a->prev >= 0 && pair_get(e, sym[a->prev].id, a->id, &rank, &result))
-            heap_push(s->heap, &hn,
-                      (bpe_cand){rank, (uint32_t)a->prev, result, sym[a->prev].id, a->id});
-        if (a->next >= 0 && pair_get(e, a->id, sym[a->next].id, &rank, &result))
-            heap_push(s->heap, &hn, (bpe_cand){rank, top.pos, result, a->id, sym[a->next].id});
+        if (a->prev >= 0 && pair_get(s, sym[a->prev].id, a->id, &rank))
+            heap_push(s->heap, &hn, (bpe_cand){rank, (uint32_t)a->prev, sym[a->prev].id, a->id});
+        if (a->next >= 0 && pair_get(s, a->id, sym[a->next].id, &rank))
+            heap_push(s->heap, &hn, (bpe_cand){rank, top.pos, a->id, sym[a->next].id});
     }
 done:
     return st;
@@ -474,7 +535,8 @@ done:
     return st;
 }
 
-static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, lipi_error *err)
+static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h,
+                           lipi_error *err)
 {
     const lipi_encoder *e = s->enc;
     lipi_status st = LIPI_OK;
@@ -482,7 +544,7 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, lipi_error
     uint32_t id;
 
     if (e->m->opt.ignore_merges) {
-        bool found = e->raw_bytes ? lipi_strmap_find(&e->raw_map, e->raw_keys, w, n, &id)
+        bool found = e->raw_bytes ? lipi_enc_raw_find(e, w, n, h, &id)
                                   : lipi_vocab_find(&e->m->vocab, w, n, &id);
         if (found)
             return ptok_push(s, id, 0, n, false);
@@ -681,7 +743,7 @@ lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "a piece of %zu bytes is longer than the 2 GiB lipi handles", len);
     switch (e->type) {
-    case LIPI_MODEL_BPE: st = bpe_word(s, text, len, err); break;
+    case LIPI_MODEL_BPE: st = bpe_word(s, text, len, h, err); break;
     case LIPI_MODEL_WORDPIECE: st = wordpiece_word(s, text, len, err); break;
     case LIPI_MODEL_UNIGRAM: st = unigram_word(s, text, len, err); break;
     case LIPI_MODEL_WORDLEVEL: st = wordlevel_word(s, text, len, err); break;

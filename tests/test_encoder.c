@@ -616,6 +616,25 @@ static bool have_corpora(void)
            exists(SHARED "parallel/ntrex128/hin.txt");
 }
 
+/* The wide merge table (vocabularies of millions of tokens) gives the same
+ * ids as the compact one every other test uses. */
+static void test_wide_merge_table_gives_the_same_ids(void **state)
+{
+    (void)state;
+    lipi_enc_wide_pairs_for_tests = 1;
+    run_fixture("bpe_bf", false);
+    run_fixture("bpe_suffix", false);
+    run_fixture("bytelevel_roberta", false);
+    kit k = kit_from(load(FIXTURES "bytelevel_roberta.json"));
+    assert_int_equal(k.enc->pair_bits, 0);
+    assert_non_null(k.enc->wide_pairs);
+    kit_free(&k);
+    lipi_enc_wide_pairs_for_tests = 0;
+    k = kit_from(load(FIXTURES "bytelevel_roberta.json"));
+    assert_true(k.enc->pair_bits > 0);
+    kit_free(&k);
+}
+
 static void test_corpus_lines_same_as_hugging_face_gpt2(void **state)
 {
     (void)state;
@@ -1386,6 +1405,7 @@ int main(void)
         cmocka_unit_test(test_same_as_hugging_face_tj_wordpiece),
         cmocka_unit_test(test_llama_cpp_vectors_gpt2),
         cmocka_unit_test(test_llama_cpp_vectors_bert_bge),
+        cmocka_unit_test(test_wide_merge_table_gives_the_same_ids),
         cmocka_unit_test(test_corpus_lines_same_as_hugging_face_gpt2),
         cmocka_unit_test(test_corpus_lines_same_as_hugging_face_mbert_cased),
         cmocka_unit_test(test_corpus_lines_same_as_hugging_face_bert_uncased),
