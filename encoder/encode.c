@@ -3,6 +3,7 @@
  * and post-processing, in Hugging Face's order (see encoder_impl.h). */
 #include "encoder/encoder_impl.h"
 #include "tokenizer/pretokenize_impl.h"
+#include "tokenizer/scanner_impl.h"
 
 #include <math.h>
 #include <string.h>
@@ -259,6 +260,7 @@ lipi_status lipi_encoder_new(const lipi_tokenizer *tok, lipi_encoder **out, lipi
     }
     TRY(lipi_enc_models_init(e, err));
     TRY(setup_raw_bytes(e, err));
+    e->scan = lipi_pretokenizer_scanner(e->pretok);
     TRY(lipi_enc_added_build(e, err));
     TRY(lipi_enc_decoders_init(e, err));
     *out = e;
@@ -320,6 +322,7 @@ void lipi_session_free(lipi_session *s)
     lipi_free(s->ptok);
     lipi_free(s->palign);
     lipi_free(s->pw);
+    lipi_free(s->pw_src);
     lipi_free(s->sym);
     lipi_free(s->heap);
     lipi_free(s->pair_cache);
@@ -646,6 +649,60 @@ emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc, li
     return append_ids(s, d, pc, toks, nt, seq);
 }
 
+/* Adds piece [a, b) of c->sub to s->pw / s->pw_src and starts fetching its
+ * cache slot (and its whole-word slot, for a word the cache lacks). */
+static inline lipi_status scanned_piece(lipi_session *s, const chain *c, size_t *np, size_t a,
+                                        size_t b)
+{
+    const lipi_encoder *e = s->enc;
+    if (*np == s->pw_cap || *np == s->pw_src_cap) {
+        lipi_status st = ENC_GROW(s->pw, s->pw_cap, *np + 1);
+        if (st == LIPI_OK)
+            st = ENC_GROW(s->pw_src, s->pw_src_cap, *np + 1);
+        if (st != LIPI_OK)
+            return st;
+    }
+    uint64_t h = lipi_enc_hash(c->sub + a, b - a);
+    s->pw[*np] = (enc_piece){c->sub + a, b - a, h};
+    s->pw_src[*np] = (lipi_span){a, b};
+    lipi_enc_cache_prefetch(s, h);
+    if (e->raw_slot)
+        __builtin_prefetch(&e->raw_slot[h & e->raw_mask]);
+    (*np)++;
+    return LIPI_OK;
+}
+
+/* encode_sub for a pre-tokenizer that is one scanner's Split: the pieces
+ * are spans of the text, found here, so nothing is copied. */
+static lipi_status encode_scanned(lipi_session *s, enc_toks *d, chain *c, uint8_t seq,
+                                  bool want_offsets, lipi_error *err)
+{
+    const lipi_scanner *scan = s->enc->scan;
+    lipi_status st = LIPI_OK;
+    const char *t = c->sub;
+    size_t n = c->sub_len, np = 0, i = 0, prev = 0;
+    while (i < n) {
+        size_t m = lipi_scan_match(scan, t, n, i);
+        if (!m) {
+            i += enc_utf8_len((unsigned char)t[i]);
+            continue;
+        }
+        if (prev != i)
+            TRY(scanned_piece(s, c, &np, prev, i));
+        TRY(scanned_piece(s, c, &np, i, i + m));
+        i = prev = i + m;
+    }
+    if (prev < n)
+        TRY(scanned_piece(s, c, &np, prev, n));
+    for (size_t k = 0; k < np; k++) {
+        if (k + 1 < np)
+            lipi_enc_cache_prefetch_entry(s, s->pw[k + 1].hash);
+        TRY(emit_piece(s, d, c, &s->pw[k], s->pw_src[k], seq, want_offsets, err));
+    }
+done:
+    return st;
+}
+
 /* Pre-tokenizes one sub-segment (normalized text, no added tokens) and runs
  * the model over its pieces. */
 static lipi_status encode_sub(lipi_session *s, enc_toks *d, chain *c, bool first_split,
@@ -671,6 +728,8 @@ static lipi_status encode_sub(lipi_session *s, enc_toks *d, chain *c, bool first
         enc_piece pc = {c->sub, c->sub_len, lipi_enc_hash(c->sub, c->sub_len)};
         return emit_piece(s, d, c, &pc, whole, seq, want_offsets, err);
     }
+    if (e->scan)
+        return encode_scanned(s, d, c, seq, want_offsets, err);
     /* encode_seq checked the input; normalizers and added-token splits
      * keep text valid UTF-8 (charsmap replacements are checked at load). */
     TRY(lipi_pretokenize_valid(e->pretok, c->sub, c->sub_len, &s->pieces, err));

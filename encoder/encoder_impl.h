@@ -160,6 +160,8 @@ struct lipi_encoder {
     const lipi_pretokenizer *pretok;  /* what runs (tok's or own_pretok) */
     lipi_pretokenizer *own_pretok;    /* byte-level pre-tokenizer rewritten
                                          to split raw bytes */
+    const struct lipi_scanner *scan;  /* pretok is this scanner's Split: the
+                                         encoder scans the text itself */
 
     /* How piece text relates to its source (for offsets). */
     bool raw_bytes;          /* byte-level BPE run on raw bytes */
@@ -294,6 +296,8 @@ struct lipi_session {
     size_t ptok_n, ptok_cap;
     enc_piece *pw;               /* the pieces of the current sub-segment */
     size_t pw_cap;
+    lipi_span *pw_src;           /* their spans, when the encoder scans */
+    size_t pw_src_cap;
     lipi_span *palign;           /* alignment of a mapped piece, per text byte */
     size_t palign_cap;
     bpe_sym *sym;

@@ -813,6 +813,70 @@ static void batch_check(const char *path)
     kit_free(&k);
 }
 
+/* Encodes text with both encoders (ids and offsets) and compares. */
+static void same_encoding(kit *a, kit *b, const char *text, size_t len, result *ra, result *rb)
+{
+    lipi_error err = {0};
+    lipi_encode_options o;
+    lipi_encode_options_default(a->enc, &o);
+    assert_int_equal(lipi_encode(a->s, text, len, &o, &ra->e, &err), LIPI_OK);
+    assert_int_equal(lipi_encode(b->s, text, len, &o, &rb->e, &err), LIPI_OK);
+    assert_int_equal(ra->e.len, rb->e.len);
+    assert_memory_equal(ra->ids, rb->ids, ra->e.len * sizeof *ra->ids);
+    assert_memory_equal(ra->off, rb->off, ra->e.len * sizeof *ra->off);
+}
+
+/* A Split on a pattern lipi scans by hand is run by the encoder itself
+ * (pieces as spans of the text); the result is the pre-tokenizer's. */
+static lipi_tokenizer *open_any(const char *path)
+{
+    lipi_tokenizer *t = NULL;
+    lipi_error err = {0};
+    if (lipi_tokenizer_open(path, NULL, &t, &err) != LIPI_OK)
+        fail_msg("opening %s: %s", path, err.msg);
+    return t;
+}
+
+static void scanning_check(const char *path)
+{
+    kit fast = kit_from(open_any(path)), slow = kit_from(open_any(path));
+    assert_non_null(fast.enc->scan);
+    slow.enc->scan = NULL;
+    result *ra = result_new(), *rb = result_new();
+    static const char *const files[] = {"data/flores200/eng_Latn.txt",
+                                        "data/flores200/hin_Deva.txt",
+                                        "data/flores200/tam_Taml.txt"};
+    for (size_t f = 0; f < 3; f++) {
+        size_t len;
+        char *all = cli_slurp(files[f], &len);
+        for (char *line = all, *nl; line < all + len; line = nl + 1) {
+            nl = memchr(line, '\n', (size_t)(all + len - line));
+            if (!nl)
+                nl = all + len;
+            same_encoding(&fast, &slow, line, (size_t)(nl - line), ra, rb);
+        }
+        free(all);
+    }
+    unsigned seed = 5;
+    char buf[512];
+    for (int i = 0; i < 300; i++) {
+        size_t n = random_text(&seed, buf, sizeof buf);
+        same_encoding(&fast, &slow, buf, n, ra, rb);
+    }
+    free(ra);
+    free(rb);
+    kit_free(&fast);
+    kit_free(&slow);
+}
+
+static void test_scanning_in_the_encoder_is_the_pre_tokenizer(void **state)
+{
+    (void)state;
+    scanning_check("data/vocab/tiktoken/cl100k_base.tiktoken");
+    scanning_check("data/vocab/tiktoken/o200k_base.tiktoken");
+    scanning_check(FIXTURES "bytelevel_roberta.json");
+}
+
 static void test_batch_is_the_same_on_one_and_two_threads(void **state)
 {
     (void)state;
@@ -1412,6 +1476,7 @@ int main(void)
         cmocka_unit_test(test_corpus_lines_same_as_hugging_face_bert_cased),
         cmocka_unit_test(test_corpus_lines_same_as_hugging_face_bert_chinese),
         cmocka_unit_test(test_decode_of_encode_gives_the_text_back),
+        cmocka_unit_test(test_scanning_in_the_encoder_is_the_pre_tokenizer),
         cmocka_unit_test(test_batch_is_the_same_on_one_and_two_threads),
         cmocka_unit_test(test_batch_reports_the_first_failing_line),
         cmocka_unit_test(test_trie_finds_the_longest_key),

@@ -452,6 +452,16 @@ void lipi_pretokenizer_use_scanners(lipi_pretokenizer *p, bool on)
         lipi_pretokenizer_use_scanners(p->children[i], on);
 }
 
+const struct lipi_scanner *lipi_pretokenizer_scanner(const lipi_pretokenizer *p)
+{
+    while (p && p->kind == PT_SEQUENCE && p->n_children == 1)
+        p = p->children[0];
+    if (!p || p->kind != PT_SPLIT || !p->scan || p->no_scan || p->invert ||
+        p->behavior != BEH_ISOLATED)
+        return NULL;
+    return p->scan;
+}
+
 bool lipi_pretokenizer_has_scanner(const lipi_pretokenizer *p)
 {
     if (!p)
