@@ -2,6 +2,7 @@
  * normalizer, pre-tokenizer, offsets back to the original text, truncation
  * and post-processing, in Hugging Face's order (see encoder_impl.h). */
 #include "encoder/encoder_impl.h"
+#include "tokenizer/normalize_impl.h"
 #include "tokenizer/pretokenize_impl.h"
 #include "tokenizer/scanner_impl.h"
 
@@ -635,9 +636,18 @@ emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc, li
         (!f32 || fabsf(s->f32_run) < ENC_F32_CACHE_LIMIT)) {
         toks = lipi_enc_cache_get(s, pc->text, pc->len, pc->hash, &nt);
         /* SentencePiece's running score over a cached word, added as its
-         * Viterbi adds each piece (see lipi_lattice_viterbi). */
-        for (size_t k = 0; toks && f32 && k < nt; k++)
-            s->f32_run = (float)((double)s->f32_run + (double)(float)m->scores[toks[k].id]);
+         * Viterbi adds each node (see lipi_lattice_viterbi): an unknown
+         * token stands for one unknown node per character. */
+        for (size_t k = 0; toks && f32 && k < nt; k++) {
+            const enc_ptok *p = &toks[k];
+            if ((int64_t)p->id == s->enc->unk_id && (p->end & ENC_PTOK_TEXT)) {
+                for (size_t i = p->start; i < (p->end & ~ENC_PTOK_TEXT); i++)
+                    if (((unsigned char)pc->text[i] & 0xC0) != 0x80)
+                        s->f32_run += (float)s->enc->unk_score; /* in float, as there */
+            } else {
+                s->f32_run = (float)((double)s->f32_run + (double)(float)m->scores[p->id]);
+            }
+        }
     }
     if (!toks) {
         lipi_status st = lipi_enc_model(s, pc->text, pc->len, pc->hash, &toks, &nt, err);
@@ -787,7 +797,7 @@ static lipi_status encode_segment(lipi_session *s, enc_toks *d, const char *text
     size_t nsegs = 0;
 
     if (e->norm) {
-        TRY(lipi_normalize(e->norm, text, len, &s->norm, want_offsets, err));
+        TRY(lipi_normalize_valid(e->norm, text, len, &s->norm, want_offsets, err));
         c.ntext = s->norm.text;
         c.nlen = s->norm.len;
         c.align = want_offsets ? s->norm.align : NULL;

@@ -380,8 +380,10 @@ void lipi_enc_decoders_free(lipi_encoder *e);
 #define LIPI_ENC_CACHE_MAX_KEY 255
 #define LIPI_ENC_PAIR_CACHE (1u << 13)
 /* f32 Unigram: words are cached and reused only while the running score
- * stays below this magnitude (see lipi_session.f32_run). */
-#define ENC_F32_CACHE_LIMIT 65536.0f
+ * stays below this magnitude L (see lipi_session.f32_run). The smaller L,
+ * the finer float32's rounding there, so the closer the choices a cached
+ * word may have (models.c); 2^14 holds all but very long sentences. */
+#define ENC_F32_CACHE_LIMIT 16384.0f
 /* Stores s->ptok under key (failing to allocate only means not caching). */
 void lipi_enc_cache_put(lipi_session *s, const char *key, size_t len, uint64_t hash);
 void lipi_enc_cache_free(enc_cache *c);

@@ -628,6 +628,17 @@ static lipi_status unigram_run(lipi_session *s, const char *w, size_t a, size_t 
     return ptok_push(s, (uint32_t)e->unk_id, a, b, true);
 }
 
+/* After unigram_run: a cached word's float32 score is replayed from its
+ * tokens (emit_piece), which an unknown run allows only as the unknown
+ * token with its text (one unknown node per character). */
+static void unigram_run_replayable(lipi_session *s)
+{
+    const enc_ptok *t = &s->ptok[s->ptok_n - 1];
+    if ((int64_t)t->id != s->enc->unk_id || !(t->end & ENC_PTOK_TEXT) ||
+        (s->ptok_n >= 2 && t[-1].start == t->start))
+        s->f32_cacheable = false;
+}
+
 static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_error *err)
 {
     const lipi_encoder *e = s->enc;
@@ -673,16 +684,15 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
         s->f32_run = (float)lat->pos_score[n];
         /* The word's tokens may be cached, to be reused from another
          * starting score, when rounding there cannot change a choice: no
-         * comparison closer than the rounding of the path's additions at
-         * scores below 2^16 (half an ulp, 2^-8, per byte of the word, which
-         * bounds its nodes), and no unknown piece (whose tokens are not its
-         * nodes, so the score could not be replayed from them). */
+         * comparison closer than the rounding of the path's additions (half
+         * an ulp of scores below 2 L, L * 2^-24, per byte of the word, which
+         * bounds its nodes; a reuse starts below L and the word adds less
+         * than L, as here). A run of unknown nodes must become the unknown
+         * token (checked below): its score is replayed per character. */
         s->f32_cacheable = fabsf(lat->start) < ENC_F32_CACHE_LIMIT &&
                            fabsf(s->f32_run) < ENC_F32_CACHE_LIMIT &&
-                           lat->f32_margin > (double)(n + 2) / 256.0;
-        for (size_t k = 0; k < lat->path_len && s->f32_cacheable; k++)
-            if ((int64_t)lat->nodes[lat->path[k]].id == e->unk_id)
-                s->f32_cacheable = false;
+                           lat->f32_margin >
+                               (double)(n + 2) * (double)ENC_F32_CACHE_LIMIT / 16777216.0;
     }
     /* Runs of unknown nodes become one string (fuse_unk). */
     size_t run_start = 0;
@@ -698,12 +708,15 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
         }
         if (in_run) {
             TRY(unigram_run(s, w, run_start, nd->pos, err));
+            unigram_run_replayable(s);
             in_run = false;
         }
         TRY(ptok_push(s, nd->id, nd->pos, (size_t)nd->pos + nd->len, false));
     }
-    if (in_run)
+    if (in_run) {
         TRY(unigram_run(s, w, run_start, n, err));
+        unigram_run_replayable(s);
+    }
 done:
     return st;
 }

@@ -1217,8 +1217,6 @@ static bool op_is_noop(const norm_op *op, const char *s, size_t len, bool ascii)
 lipi_status lipi_normalize(const lipi_normalizer *n, const char *s, size_t len,
                            lipi_normalized *out, bool want_align, lipi_error *err)
 {
-    lipi_status st = LIPI_OK;
-    nscratch *sc = NULL;
     out->len = 0;
     if (!s && len)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected text, found NULL");
@@ -1227,6 +1225,17 @@ lipi_status lipi_normalize(const lipi_normalizer *n, const char *s, size_t len,
         return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, good,
                               "invalid UTF-8 byte 0x%02x at byte %zu (expected valid UTF-8)",
                               (unsigned char)s[good], good);
+    return lipi_normalize_valid(n, s, len, out, want_align, err);
+}
+
+lipi_status lipi_normalize_valid(const lipi_normalizer *n, const char *s, size_t len,
+                                 lipi_normalized *out, bool want_align, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    nscratch *sc = NULL;
+    out->len = 0;
+    if (!s && len)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected text, found NULL");
     st = scratch_get(out, &sc);
     if (st != LIPI_OK)
         return lipi_error_set(err, st, NULL, 0, 0, "out of memory while normalizing");
