@@ -262,6 +262,9 @@ lipi_status lipi_encoder_new(const lipi_tokenizer *tok, lipi_encoder **out, lipi
     TRY(lipi_enc_models_init(e, err));
     TRY(setup_raw_bytes(e, err));
     e->scan = lipi_pretokenizer_scanner(e->pretok);
+    uint32_t meta = lipi_pretokenizer_meta_split(e->pretok);
+    if (meta)
+        e->meta_split_len = pt_utf8_put(meta, e->meta_split);
     TRY(lipi_enc_added_build(e, err));
     TRY(lipi_enc_decoders_init(e, err));
     *out = e;
@@ -682,15 +685,33 @@ static inline lipi_status scanned_piece(lipi_session *s, const chain *c, size_t 
     return LIPI_OK;
 }
 
-/* encode_sub for a pre-tokenizer that is one scanner's Split: the pieces
- * are spans of the text, found here, so nothing is copied. */
+/* encode_sub for a pre-tokenizer that is one scanner's Split, or a
+ * Metaspace cutting text without spaces: the pieces are spans of the text,
+ * found here, so nothing is copied. */
 static lipi_status encode_scanned(lipi_session *s, enc_toks *d, chain *c, uint8_t seq,
                                   bool want_offsets, lipi_error *err)
 {
-    const lipi_scanner *scan = s->enc->scan;
+    const lipi_encoder *e = s->enc;
+    const lipi_scanner *scan = e->scan;
     lipi_status st = LIPI_OK;
     const char *t = c->sub;
     size_t n = c->sub_len, np = 0, i = 0, prev = 0;
+    if (!scan) {
+        /* Metaspace: each piece up to the next replacement character. */
+        const char *r = e->meta_split;
+        size_t rl = e->meta_split_len;
+        for (i = 1; i + rl <= n; i++) {
+            const char *q = memchr(t + i, r[0], n - i);
+            if (!q || (size_t)(q - t) + rl > n)
+                break;
+            i = (size_t)(q - t);
+            if (memcmp(q, r, rl) == 0) {
+                TRY(scanned_piece(s, c, &np, prev, i));
+                prev = i;
+            }
+        }
+        i = n;
+    }
     while (i < n) {
         size_t m = lipi_scan_match(scan, t, n, i);
         if (!m) {
@@ -738,7 +759,7 @@ static lipi_status encode_sub(lipi_session *s, enc_toks *d, chain *c, bool first
         enc_piece pc = {c->sub, c->sub_len, lipi_enc_hash(c->sub, c->sub_len)};
         return emit_piece(s, d, c, &pc, whole, seq, want_offsets, err);
     }
-    if (e->scan)
+    if (e->scan || (e->meta_split_len && !memchr(c->sub, ' ', c->sub_len)))
         return encode_scanned(s, d, c, seq, want_offsets, err);
     /* encode_seq checked the input; normalizers and added-token splits
      * keep text valid UTF-8 (charsmap replacements are checked at load). */

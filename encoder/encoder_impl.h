@@ -162,6 +162,8 @@ struct lipi_encoder {
                                          to split raw bytes */
     const struct lipi_scanner *scan;  /* pretok is this scanner's Split: the
                                          encoder scans the text itself */
+    char meta_split[4];               /* pretok cuts before this character's */
+    size_t meta_split_len;            /* UTF-8 (Metaspace), 0: no */
 
     /* How piece text relates to its source (for offsets). */
     bool raw_bytes;          /* byte-level BPE run on raw bytes */

@@ -452,6 +452,15 @@ void lipi_pretokenizer_use_scanners(lipi_pretokenizer *p, bool on)
         lipi_pretokenizer_use_scanners(p->children[i], on);
 }
 
+uint32_t lipi_pretokenizer_meta_split(const lipi_pretokenizer *p)
+{
+    while (p && p->kind == PT_SEQUENCE && p->n_children == 1)
+        p = p->children[0];
+    if (!p || p->kind != PT_METASPACE || !p->split || p->prepend != PREPEND_NEVER)
+        return 0;
+    return p->replacement;
+}
+
 const struct lipi_scanner *lipi_pretokenizer_scanner(const lipi_pretokenizer *p)
 {
     while (p && p->kind == PT_SEQUENCE && p->n_children == 1)

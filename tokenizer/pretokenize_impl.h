@@ -30,6 +30,11 @@ bool lipi_pretokenizer_has_scanner(const lipi_pretokenizer *p);
  * text, and a caller may scan the text itself instead of building pieces. */
 const struct lipi_scanner *lipi_pretokenizer_scanner(const lipi_pretokenizer *p);
 
+/* When p is one Metaspace (alone or in a Sequence of one) that splits and
+ * never prepends, its replacement character, else 0: then on text without
+ * a space p's pieces are the text cut before every replacement character. */
+uint32_t lipi_pretokenizer_meta_split(const lipi_pretokenizer *p);
+
 /* Decodes the code point at s, which must start a well-formed sequence
  * (callers validate first); stores it in *cp and returns its length. */
 static inline size_t pt_utf8_next(const char *s, uint32_t *cp)
