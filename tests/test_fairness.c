@@ -309,6 +309,22 @@ static lipi_counts *two_script_corpus(void)
     return c;
 }
 
+/* Same pieces with the same scores, in the same order. */
+static bool same_pieces(const lipi_unigram_model *a, const lipi_unigram_model *b)
+{
+    if (lipi_unigram_model_vocab_size(a) != lipi_unigram_model_vocab_size(b))
+        return false;
+    for (uint32_t i = 0; i < lipi_unigram_model_vocab_size(a); i++) {
+        size_t l1, l2;
+        double s1, s2;
+        const char *p1 = lipi_unigram_model_piece(a, i, &l1, &s1, NULL);
+        const char *p2 = lipi_unigram_model_piece(b, i, &l2, &s2, NULL);
+        if (l1 != l2 || memcmp(p1, p2, l1) != 0 || s1 != s2)
+            return false;
+    }
+    return true;
+}
+
 static void test_parity_is_the_same_for_one_two_and_three_threads(void **state)
 {
     (void)state;
@@ -348,28 +364,28 @@ static void test_parity_is_the_same_for_one_two_and_three_threads(void **state)
     train_merges(train, &o, other, sizeof other);
     assert_string_not_equal(first, other);
 
-    /* Unigram with parity-aware pruning, too. */
+    /* Unigram with parity-aware pruning, too: default weights, then other
+     * ones (which must change the vocabulary). */
     lipi_unigram_options uo;
     lipi_unigram_options_default(&uo);
     uo.vocab_size = 400;
     uo.balance = b;
-    uo.threads = 1;
-    lipi_unigram_model *m1 = NULL, *m2 = NULL;
-    assert_int_equal(lipi_unigram_train(train, &uo, &m1, NULL), LIPI_OK);
-    uo.threads = 2;
-    assert_int_equal(lipi_unigram_train(train, &uo, &m2, NULL), LIPI_OK);
-    assert_int_equal(lipi_unigram_model_vocab_size(m1), lipi_unigram_model_vocab_size(m2));
-    for (uint32_t i = 0; i < lipi_unigram_model_vocab_size(m1); i++) {
-        size_t l1, l2;
-        double s1, s2;
-        const char *p1 = lipi_unigram_model_piece(m1, i, &l1, &s1, NULL);
-        const char *p2 = lipi_unigram_model_piece(m2, i, &l2, &s2, NULL);
-        assert_int_equal(l1, l2);
-        assert_memory_equal(p1, p2, l1);
-        assert_true(s1 == s2);
+    lipi_unigram_model *m[2][2] = {{NULL}};
+    for (int v = 0; v < 2; v++) {
+        if (v) {
+            uo.parity_exponent = 1.0;
+            uo.parity_mass = 0.0;
+        }
+        for (int t = 0; t < 2; t++) {
+            uo.threads = (size_t)t + 1;
+            assert_int_equal(lipi_unigram_train(train, &uo, &m[v][t], NULL), LIPI_OK);
+        }
+        assert_true(same_pieces(m[v][0], m[v][1]));
     }
-    lipi_unigram_model_free(m1);
-    lipi_unigram_model_free(m2);
+    assert_false(same_pieces(m[0][0], m[1][0]));
+    for (int v = 0; v < 2; v++)
+        for (int t = 0; t < 2; t++)
+            lipi_unigram_model_free(m[v][t]);
     lipi_counts_free(train);
     lipi_counts_free(c);
     lipi_balance_free(b);
