@@ -243,7 +243,7 @@ static int run(int argc, char **argv)
     memset(&ba, 0, sizeof ba);
     ba.alpha = 0.3;
     double parity_threshold = 0.0, parity_exponent = 0.0, parity_mass = 1.0, parity_others = 1.0;
-    bool set_pexp = false, set_pmass = false;
+    bool set_pexp = false, set_uweights = false;
     const char *counts_files[256];
     size_t n_counts = 0;
     bool quiet = false;
@@ -366,12 +366,12 @@ static int run(int argc, char **argv)
         case OPT_PMASS:
             if (!cli_parse_double(optarg, 0.0, 1.0, &parity_mass))
                 return cli_usage_error("train", "--parity-mass takes a number in [0, 1], not '%s'", optarg);
-            set_pmass = true;
+            set_uweights = true;
             break;
         case OPT_POTHERS:
             if (!cli_parse_double(optarg, 1.0 / 65536.0, 1.0, &parity_others))
                 return cli_usage_error("train", "--parity-others takes a number in [1/65536, 1], not '%s'", optarg);
-            set_pmass = true;
+            set_uweights = true;
             break;
         case 'h': help(stdout); return EXIT_OK;
         case ':': return cli_usage_error("train", "option '%s' needs a value", argv[optind - 1]);
@@ -393,11 +393,11 @@ static int run(int argc, char **argv)
         return cli_usage_error("train", "--balance parity needs --dev DIR (line-aligned dev files, one per language)");
     if (ba.dev && ba.mode != LIPI_BALANCE_PARITY)
         return cli_usage_error("train", "--dev is for --balance parity");
-    if ((parity_threshold || set_pexp || set_pmass) && ba.mode != LIPI_BALANCE_PARITY)
+    if ((parity_threshold || set_pexp || set_uweights) && ba.mode != LIPI_BALANCE_PARITY)
         return cli_usage_error("train", "--parity-threshold, --parity-exponent, --parity-mass and --parity-others are for --balance parity");
     if (parity_threshold && unigram)
         return cli_usage_error("train", "--parity-threshold is for --type bpe");
-    if (set_pmass && !unigram)
+    if (set_uweights && !unigram)
         return cli_usage_error("train", "--parity-mass and --parity-others are for --type unigram");
     if (set_pexp && !unigram && parity_exponent == 0.0)
         return cli_usage_error("train", "--parity-exponent takes a number in (0, 1000] for --type bpe, not 0");
