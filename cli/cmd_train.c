@@ -60,7 +60,13 @@ static void help(FILE *f)
             "                        dev tokens are within R times the best's (default 1)\n"
             "  --parity-exponent K   parity, bpe: take the pair with the highest count x\n"
             "                        (language cost / best cost)^K over all languages,\n"
-            "                        not only the worst language's (default: off)\n"
+            "                        not only the worst language's (default: off);\n"
+            "                        unigram: a language's pruning loss weighs\n"
+            "                        (cost / best cost)^K more (default 4)\n"
+            "  --parity-mass M       parity, unigram: and (most tokens of a dev language /\n"
+            "                        its tokens)^M more (default 1: all weigh the same)\n"
+            "  --parity-others W     parity, unigram: the pruning loss of languages without\n"
+            "                        a dev file weighs W (default 1)\n"
             "  --threads N           threads (default: all cores); the result never depends\n"
             "                        on it\n"
             "  --invalid MODE        invalid UTF-8: error (default) or replace\n"
@@ -75,7 +81,7 @@ enum {
     OPT_TYPE = 2000, OPT_VOCAB, OPT_UNITS, OPT_BF, OPT_NO_BF, OPT_MINF, OPT_SPECIAL, OPT_UNK,
     OPT_MAXLEN, OPT_COVERAGE, OPT_ALPHA, OPT_NO_GUARD, OPT_COUNTS, OPT_EXPORT, OPT_THREADS,
     OPT_INVALID, OPT_QUIET, OPT_SPM, OPT_SAMPLE, OPT_SEED, OPT_BALANCE, OPT_LANG_FILE,
-    OPT_SMOOTH, OPT_DEV, OPT_PTHRESH, OPT_PEXP,
+    OPT_SMOOTH, OPT_DEV, OPT_PTHRESH, OPT_PEXP, OPT_PMASS, OPT_POTHERS,
 };
 
 #define MAX_LANG_FILES 256
@@ -216,6 +222,8 @@ static int run(int argc, char **argv)
         {"dev", required_argument, NULL, OPT_DEV},
         {"parity-threshold", required_argument, NULL, OPT_PTHRESH},
         {"parity-exponent", required_argument, NULL, OPT_PEXP},
+        {"parity-mass", required_argument, NULL, OPT_PMASS},
+        {"parity-others", required_argument, NULL, OPT_POTHERS},
         {"help", no_argument, NULL, 'h'},
         CLI_TEXT_LONGOPTS,
         {NULL, 0, NULL, 0},
@@ -234,7 +242,8 @@ static int run(int argc, char **argv)
     static balance_args ba;
     memset(&ba, 0, sizeof ba);
     ba.alpha = 0.3;
-    double parity_threshold = 0.0, parity_exponent = 0.0;
+    double parity_threshold = 0.0, parity_exponent = 0.0, parity_mass = 1.0, parity_others = 1.0;
+    bool set_pexp = false, set_uweights = false;
     const char *counts_files[256];
     size_t n_counts = 0;
     bool quiet = false;
@@ -350,8 +359,19 @@ static int run(int argc, char **argv)
                 return cli_usage_error("train", "--parity-threshold takes a number >= 1, not '%s'", optarg);
             break;
         case OPT_PEXP:
-            if (!cli_parse_double(optarg, 1e-9, 1e3, &parity_exponent))
-                return cli_usage_error("train", "--parity-exponent takes a number in (0, 1000], not '%s'", optarg);
+            if (!cli_parse_double(optarg, 0.0, 1e3, &parity_exponent))
+                return cli_usage_error("train", "--parity-exponent takes a number in [0, 1000], not '%s'", optarg);
+            set_pexp = true;
+            break;
+        case OPT_PMASS:
+            if (!cli_parse_double(optarg, 0.0, 1.0, &parity_mass))
+                return cli_usage_error("train", "--parity-mass takes a number in [0, 1], not '%s'", optarg);
+            set_uweights = true;
+            break;
+        case OPT_POTHERS:
+            if (!cli_parse_double(optarg, 1.0 / 65536.0, 1.0, &parity_others))
+                return cli_usage_error("train", "--parity-others takes a number in [1/65536, 1], not '%s'", optarg);
+            set_uweights = true;
             break;
         case 'h': help(stdout); return EXIT_OK;
         case ':': return cli_usage_error("train", "option '%s' needs a value", argv[optind - 1]);
@@ -373,8 +393,14 @@ static int run(int argc, char **argv)
         return cli_usage_error("train", "--balance parity needs --dev DIR (line-aligned dev files, one per language)");
     if (ba.dev && ba.mode != LIPI_BALANCE_PARITY)
         return cli_usage_error("train", "--dev is for --balance parity");
-    if ((parity_threshold || parity_exponent) && (ba.mode != LIPI_BALANCE_PARITY || unigram))
-        return cli_usage_error("train", "--parity-threshold and --parity-exponent are for --balance parity with --type bpe");
+    if ((parity_threshold || set_pexp || set_uweights) && ba.mode != LIPI_BALANCE_PARITY)
+        return cli_usage_error("train", "--parity-threshold, --parity-exponent, --parity-mass and --parity-others are for --balance parity");
+    if (parity_threshold && unigram)
+        return cli_usage_error("train", "--parity-threshold is for --type bpe");
+    if (set_uweights && !unigram)
+        return cli_usage_error("train", "--parity-mass and --parity-others are for --type unigram");
+    if (set_pexp && !unigram && parity_exponent == 0.0)
+        return cli_usage_error("train", "--parity-exponent takes a number in (0, 1000] for --type bpe, not 0");
     if (ba.n_lang && n_counts)
         return cli_usage_error("train", "--lang-file counts text files; it does not go with --from-counts");
     if (ba.mode != LIPI_BALANCE_NONE && sample)
@@ -443,6 +469,10 @@ static int run(int argc, char **argv)
     lipi_status st;
     bopt.parity_threshold = parity_threshold;
     bopt.parity_exponent = parity_exponent;
+    if (set_pexp)
+        uopt.parity_exponent = parity_exponent;
+    uopt.parity_mass = parity_mass;
+    uopt.parity_others = parity_others;
     if (balanced) {
         const char *const *files = n_counts ? counts_files : (const char *const *)argv + optind;
         size_t nf = n_counts ? n_counts : (size_t)(argc - optind);

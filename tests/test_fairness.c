@@ -309,6 +309,22 @@ static lipi_counts *two_script_corpus(void)
     return c;
 }
 
+/* Same pieces with the same scores, in the same order. */
+static bool same_pieces(const lipi_unigram_model *a, const lipi_unigram_model *b)
+{
+    if (lipi_unigram_model_vocab_size(a) != lipi_unigram_model_vocab_size(b))
+        return false;
+    for (uint32_t i = 0; i < lipi_unigram_model_vocab_size(a); i++) {
+        size_t l1, l2;
+        double s1, s2;
+        const char *p1 = lipi_unigram_model_piece(a, i, &l1, &s1, NULL);
+        const char *p2 = lipi_unigram_model_piece(b, i, &l2, &s2, NULL);
+        if (l1 != l2 || memcmp(p1, p2, l1) != 0 || s1 != s2)
+            return false;
+    }
+    return true;
+}
+
 static void test_parity_is_the_same_for_one_two_and_three_threads(void **state)
 {
     (void)state;
@@ -348,30 +364,70 @@ static void test_parity_is_the_same_for_one_two_and_three_threads(void **state)
     train_merges(train, &o, other, sizeof other);
     assert_string_not_equal(first, other);
 
-    /* Unigram with parity-aware pruning, too. */
+    /* Unigram with parity-aware pruning, too: default weights, then other
+     * ones (which must change the vocabulary). */
     lipi_unigram_options uo;
     lipi_unigram_options_default(&uo);
     uo.vocab_size = 400;
     uo.balance = b;
-    uo.threads = 1;
-    lipi_unigram_model *m1 = NULL, *m2 = NULL;
-    assert_int_equal(lipi_unigram_train(train, &uo, &m1, NULL), LIPI_OK);
-    uo.threads = 2;
-    assert_int_equal(lipi_unigram_train(train, &uo, &m2, NULL), LIPI_OK);
-    assert_int_equal(lipi_unigram_model_vocab_size(m1), lipi_unigram_model_vocab_size(m2));
-    for (uint32_t i = 0; i < lipi_unigram_model_vocab_size(m1); i++) {
-        size_t l1, l2;
-        double s1, s2;
-        const char *p1 = lipi_unigram_model_piece(m1, i, &l1, &s1, NULL);
-        const char *p2 = lipi_unigram_model_piece(m2, i, &l2, &s2, NULL);
-        assert_int_equal(l1, l2);
-        assert_memory_equal(p1, p2, l1);
-        assert_true(s1 == s2);
+    lipi_unigram_model *m[2][2] = {{NULL}};
+    for (int v = 0; v < 2; v++) {
+        if (v) {
+            uo.parity_exponent = 1.0;
+            uo.parity_mass = 0.0;
+        }
+        for (int t = 0; t < 2; t++) {
+            uo.threads = (size_t)t + 1;
+            assert_int_equal(lipi_unigram_train(train, &uo, &m[v][t], NULL), LIPI_OK);
+        }
+        assert_true(same_pieces(m[v][0], m[v][1]));
     }
-    lipi_unigram_model_free(m1);
-    lipi_unigram_model_free(m2);
+    assert_false(same_pieces(m[0][0], m[1][0]));
+    for (int v = 0; v < 2; v++)
+        for (int t = 0; t < 2; t++)
+            lipi_unigram_model_free(m[v][t]);
     lipi_counts_free(train);
     lipi_counts_free(c);
+    lipi_balance_free(b);
+}
+
+/* Unigram parity pruning weights, hand-computed: a_Latn has 100 tokens
+ * over 200 training characters and 2 dev characters (cost 1), b_Deva 25
+ * over 25 and 2 (cost 2, the worse), c_Taml no dev file. b weighs
+ * 2^K * (100 / 25)^M, c weighs `others`, a and the no-language class 1. */
+static void test_unigram_parity_weights_follow_exponent_mass_and_others(void **state)
+{
+    (void)state;
+    lipi_balance *b;
+    assert_int_equal(lipi_balance_new(&b), LIPI_OK);
+    add_lang(b, "b_Deva", "कम:5");
+    add_lang(b, "a_Latn", "ab:5");
+    add_lang(b, "c_Taml", "கம:5");
+    add_dev(b, "a_Latn", "xy:1");
+    add_dev(b, "b_Deva", "नर:1");
+    lipi_counts *train;
+    assert_int_equal(lipi_balance_train_counts(b, LIPI_BALANCE_PARITY, 0, &train, NULL), LIPI_OK);
+    assert_int_equal(lipi_balance_n_langs(b), 4);
+    assert_string_equal(lipi_balance_lang_name(b, 0), "a_Latn");
+    assert_string_equal(lipi_balance_lang_name(b, 1), "b_Deva");
+    uint64_t tok[4] = {7, 100, 25, 40}, chars[4] = {7, 200, 25, 40}, wt[4];
+    const struct {
+        lipi_prune_params p;
+        uint64_t b, c;
+    } cases[] = {
+        {{4.0, 1.0, 1.0}, 64u << 16, 1u << 16},    /* the defaults: 16 * 4 */
+        {{1.0, 0.5, 0.25}, 4u << 16, 1u << 14},    /* 2 * 2, others 1/4 */
+        {{0.0, 0.0, 1.0 / 65536}, 1u << 16, 1},    /* no boost at all */
+        {{20.0, 1.0, 1.0}, (uint64_t)1 << 32, 1u << 16}, /* 2^22: capped at 2^16 */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        lipi_balance_prune_weights(b, tok, chars, &cases[k].p, wt);
+        assert_int_equal(wt[LIPI_LANG_NONE], 1u << 16);
+        assert_int_equal(wt[1], 1u << 16);
+        assert_int_equal(wt[2], cases[k].b);
+        assert_int_equal(wt[3], cases[k].c);
+    }
+    lipi_counts_free(train);
     lipi_balance_free(b);
 }
 
@@ -569,6 +625,18 @@ static void test_bad_balance_options_are_clear_errors(void **state)
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--alpha is for --balance smoothed"));
     cli_result_free(&r);
+    r = cli_runf("train --balance parity --dev . --parity-mass 0.5 -o ./x.json %s", in);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--parity-mass and --parity-others are for --type unigram"));
+    cli_result_free(&r);
+    r = cli_runf("train --type unigram --parity-others 0.5 -o ./x.json %s", in);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "are for --balance parity"));
+    cli_result_free(&r);
+    r = cli_runf("train --type unigram --balance parity --dev . --parity-mass 2 -o ./x.json %s", in);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--parity-mass takes a number in [0, 1], not '2'"));
+    cli_result_free(&r);
     r = cli_runf("train --balance smoothed --lang-file hin_Deva -o ./x.json %s", in);
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--lang-file takes LANG=FILE"));
@@ -600,6 +668,7 @@ int main(void)
         cmocka_unit_test(test_parity_picks_the_merges_of_the_worse_language),
         cmocka_unit_test(test_dev_file_joins_the_language_of_its_script),
         cmocka_unit_test(test_parity_is_the_same_for_one_two_and_three_threads),
+        cmocka_unit_test(test_unigram_parity_weights_follow_exponent_mass_and_others),
         cmocka_unit_test(test_parity_training_fails_cleanly_on_every_allocation),
         cmocka_unit_test(test_balance_none_gives_the_plain_tokenizer_byte_for_byte),
         cmocka_unit_test(test_parity_through_the_command_is_the_same_for_one_and_two_threads),

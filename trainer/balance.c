@@ -434,11 +434,13 @@ static uint64_t dev_chars(const lipi_counts *c)
 }
 
 void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
-                                const uint64_t *chars, uint64_t *wt)
+                                const uint64_t *chars, const lipi_prune_params *p,
+                                uint64_t *wt)
 {
     double best = 0.0;
+    uint64_t others = (uint64_t)(p->others * 65536.0 + 0.5);
     for (size_t l = 0; l < b->n; l++) {
-        wt[l] = 1u << 16;
+        wt[l] = l == LIPI_LANG_NONE || b->l[l].dev ? 1u << 16 : others ? others : 1;
         if (l == LIPI_LANG_NONE || !b->l[l].dev || !chars[l] || !tok[l])
             continue;
         double cost = (double)tok[l] / (double)chars[l] * (double)dev_chars(b->l[l].dev) /
@@ -455,10 +457,10 @@ void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
             continue;
         double cost = (double)tok[l] / (double)chars[l] * (double)dev_chars(b->l[l].dev) /
                       (double)b->l[l].dev_files;
-        double r = cost / best;
-        /* Every dev language weighs as much as the biggest one, then the
-         * costlier ones more. */
-        double v = r * r * r * r * (double)most / (double)tok[l] * 65536.0;
+        /* Every dev language weighs as much as the biggest one (mass 1),
+         * then the costlier ones more. */
+        double v = pow(cost / best, p->exponent) * pow((double)most / (double)tok[l], p->mass) *
+                   65536.0;
         /* At most 2^16 times weight 1: count * weight stays far from 2^64. */
         wt[l] = v > 4294967296.0 ? (uint64_t)1 << 32 : v < 1.0 ? 1 : (uint64_t)(v + 0.5);
     }

@@ -30,18 +30,27 @@ const lipi_counts *lipi_balance_dev(const lipi_balance *b, uint32_t lang, size_t
  * language; ties go to the lower index). */
 void lipi_balance_rank(const lipi_balance *b, const uint64_t *cost, uint32_t *order, size_t *n);
 
+/* Parameters of parity-aware Unigram pruning (lipi_unigram_options). */
+typedef struct {
+    double exponent; /* weight grows with (cost / cheapest cost)^exponent */
+    double mass;     /* ... and with (most tokens / own tokens)^mass */
+    double others;   /* weight of the languages without a dev file */
+} lipi_prune_params;
+
 /* Loss weights of parity-aware Unigram pruning, fixed point (2^16 = 1),
  * into wt[0..n_langs). tok[l] and chars[l] are the tokens (current Viterbi
  * segmentation) and code points of language l's training words, both
  * weighted by the word counts. A language's estimated dev cost is
  * tok/chars times its dev code points per dev file. A dev language gets
- * weight (T / tok) * c^4, T the most tokens of any dev language and c its
- * cost over the cheapest one's: every dev language weighs as much as the
- * biggest, the costlier ones more; at most 2^32 (65536 times weight 1).
- * Others (no dev file, no language) get weight 1. Deterministic: fixed
+ * weight (T / tok)^mass * c^exponent, T the most tokens of any dev language
+ * and c its cost over the cheapest one's: with mass 1 every dev language
+ * weighs as much as the biggest, the costlier ones more; at most 2^32
+ * (65536 times weight 1). A language without a dev file gets p->others
+ * (at least 2^-16), words of no language weight 1. Deterministic: fixed
  * order, no thread sums. */
 void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
-                                const uint64_t *chars, uint64_t *wt);
+                                const uint64_t *chars, const lipi_prune_params *p,
+                                uint64_t *wt);
 
 /* Tracks the dev set's token count per language while BPE merges are
  * learned, without encoding it again after each merge: the dev words are

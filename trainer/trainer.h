@@ -472,6 +472,14 @@ typedef struct {
                                    whose dev sets cost the most tokens most
                                    (see docs/FAIRNESS.md). The counts must be
                                    lipi_balance_train_counts(balance, PARITY). */
+    double parity_exponent;     /* a dev language's loss weight grows with
+                                   (cost / cheapest cost)^K (default 4) */
+    double parity_mass;         /* ... and with (T / its tokens)^M, T the
+                                   most tokens of a dev language: M = 1
+                                   (default) weighs each dev language as
+                                   much as the biggest, 0 keeps its mass */
+    double parity_others;       /* loss weight of the languages without a
+                                   dev file, in (0, 1] (default 1) */
 } lipi_unigram_options;
 
 void lipi_unigram_options_default(lipi_unigram_options *opt);

@@ -62,6 +62,9 @@ void lipi_unigram_options_default(lipi_unigram_options *opt)
     opt->unk_token = "<unk>";
     opt->grapheme_guard = true;
     opt->sample_seed = 1;
+    opt->parity_exponent = 4.0;
+    opt->parity_mass = 1.0;
+    opt->parity_others = 1.0;
 }
 
 /* ======================================================================== */
@@ -637,6 +640,7 @@ static void mstep(piece_set *ps, const double *expected, double *score, bool *ke
  * points per language, and the loss weights of the current pruning. */
 typedef struct {
     const lipi_balance *bal;
+    lipi_prune_params par;
     size_t n_langs;
     uint16_t *wlang;
     uint64_t *chars, *tok, *wt;
@@ -747,10 +751,12 @@ static void fair_free(fair_prune *fp)
 }
 
 /* Each word's language and the code points of each language. */
-static lipi_status fair_start(fair_prune *fp, const lipi_balance *bal, const word_set *ws,
-                              lipi_error *err)
+static lipi_status fair_start(fair_prune *fp, const lipi_unigram_options *opt,
+                              const word_set *ws, lipi_error *err)
 {
+    const lipi_balance *bal = opt->balance;
     fp->bal = bal;
+    fp->par = (lipi_prune_params){opt->parity_exponent, opt->parity_mass, opt->parity_others};
     fp->n_langs = lipi_balance_n_langs(bal);
     fp->wlang = lipi_calloc(ws->n ? ws->n : 1, sizeof *fp->wlang);
     fp->chars = lipi_calloc(fp->n_langs, sizeof *fp->chars);
@@ -776,7 +782,7 @@ static lipi_status fair_weigh(prune_job *pj, size_t threads, lipi_error *err)
         for (size_t t = 0; t < threads; t++)
             fp->tok[l] += pj->sc[t].ltok[l];
     }
-    lipi_balance_prune_weights(fp->bal, fp->tok, fp->chars, fp->wt);
+    lipi_balance_prune_weights(fp->bal, fp->tok, fp->chars, &fp->par, fp->wt);
     pj->weighted = true;
     lipi_status st = par_run(threads, (pj->ws->n + WORD_BLOCK - 1) / WORD_BLOCK, viterbi_run, pj, err);
     pj->weighted = false;
@@ -1666,6 +1672,14 @@ static size_t steps_left(size_t n, size_t desired, const lipi_unigram_options *o
     return rounds * opt->sub_iterations + (rounds - 1);
 }
 
+static lipi_status check_range(double v, double lo, double hi, const char *what, lipi_error *err)
+{
+    if (v >= lo && v <= hi)
+        return LIPI_OK;
+    return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "%s: expected a number in [%g, %g], found %g",
+                          what, lo, hi, v);
+}
+
 static lipi_status check_options(const lipi_unigram_options *opt, lipi_error *err)
 {
     if (!(opt->character_coverage > 0.0 && opt->character_coverage <= 1.0))
@@ -1683,7 +1697,12 @@ static lipi_status check_options(const lipi_unigram_options *opt, lipi_error *er
     if (opt->sub_iterations < 1)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "sub-iterations: expected at least 1, found 0");
-    return LIPI_OK;
+    lipi_status st = check_range(opt->parity_exponent, 0.0, 1000.0, "parity exponent", err);
+    if (st == LIPI_OK)
+        st = check_range(opt->parity_mass, 0.0, 1.0, "parity mass", err);
+    if (st == LIPI_OK)
+        st = check_range(opt->parity_others, 1.0 / 65536.0, 1.0, "parity others", err);
+    return st;
 }
 
 lipi_status lipi_unigram_train(const lipi_counts *counts, const lipi_unigram_options *opt,
@@ -1721,7 +1740,7 @@ lipi_status lipi_unigram_train(const lipi_counts *counts, const lipi_unigram_opt
     }
     TRY(char_stats(&ws, opt->character_coverage, &cf, &n_cf, &n_req, err));
     if (opt->balance)
-        TRY(fair_start(&fp, opt->balance, &ws, err));
+        TRY(fair_start(&fp, opt, &ws, err));
     size_t n_meta = sp.n + (opt->byte_fallback ? 256 : 0);
     if (opt->vocab_size < n_meta + n_req) {
         st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
