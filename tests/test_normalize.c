@@ -14,6 +14,8 @@
 #include <jansson.h>
 
 #include "tokenizer/json_impl.h"
+#include "tokenizer/normalize_impl.h"
+#include "tokenizer/tokenizer_impl.h"
 #include "tests/alloc_fail.h"
 #include "tokenizer/tokenizer.h"
 
@@ -799,6 +801,43 @@ static void *normalize_many(void *arg)
     return NULL;
 }
 
+/* SentencePiece's whitespace handling (strip, squeeze, prepend and escape
+ * spaces) runs as one pass when no alignment is wanted: the same text as
+ * the five steps that also track alignments. */
+static void test_spm_whitespace_in_one_pass_is_the_steps(void **state)
+{
+    (void)state;
+    lipi_tokenizer *t = NULL;
+    lipi_error err = {0};
+    assert_int_equal(
+        lipi_tokenizer_open("tests/fixtures/readers/bpe_bytes.model", NULL, &t, &err), LIPI_OK);
+    const lipi_normalizer *n = t->normalizer;
+    assert_true(lipi_normalizer_has_spm_ws(n));
+    static const char *const parts[] = {" ", "  ", "\xe2\x96\x81", "a", "\xe0\xa4\x95",
+                                        "\t", "\xef\xbc\xa1", "b c", "\xe2\x80\x83"};
+    lipi_normalized fast = {0}, slow = {0};
+    unsigned seed = 7;
+    char text[256];
+    for (int round = 0; round < 3000; round++) {
+        size_t len = 0;
+        int k = (int)(seed % 12);
+        for (int j = 0; j < k; j++) {
+            seed = seed * 1103515245u + 12345u;
+            const char *p = parts[(seed >> 16) % (sizeof parts / sizeof *parts)];
+            memcpy(text + len, p, strlen(p));
+            len += strlen(p);
+        }
+        seed = seed * 1103515245u + 12345u;
+        assert_int_equal(lipi_normalize(n, text, len, &fast, false, &err), LIPI_OK);
+        assert_int_equal(lipi_normalize(n, text, len, &slow, true, &err), LIPI_OK);
+        assert_int_equal(fast.len, slow.len);
+        assert_memory_equal(fast.text, slow.text, fast.len);
+    }
+    lipi_normalized_free(&fast);
+    lipi_normalized_free(&slow);
+    lipi_tokenizer_free(t);
+}
+
 static void test_one_normalizer_is_shared_by_threads(void **state)
 {
     (void)state;
@@ -823,6 +862,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_steps_match_reference_text_and_alignments),
+        cmocka_unit_test(test_spm_whitespace_in_one_pass_is_the_steps),
         cmocka_unit_test(test_precompiled_longest_match_agrees_with_sentencepiece),
         cmocka_unit_test(test_nfc_makes_nukta_letters_consonant_plus_nukta),
         cmocka_unit_test(test_nfkc_folds_full_width_and_ligatures),

@@ -84,6 +84,10 @@ struct lipi_normalizer {
     lipi_ns_step root;
     norm_op *ops;
     size_t n_ops;
+    /* ops[spm_ws .. spm_ws + 5) are SentencePiece's whitespace handling as
+     * the .model reader writes it (strip, squeeze, prepend and escape
+     * spaces), done in one pass when no alignment is wanted; SIZE_MAX: no. */
+    size_t spm_ws;
     const UNormalizer2 *nf[4];
 };
 
@@ -1193,6 +1197,52 @@ static lipi_status run_op(const lipi_normalizer *n, size_t i, nscratch *sc, emit
     return LIPI_EINVAL;
 }
 
+#define SPM_META "\xe2\x96\x81" /* U+2581 */
+
+/* The five ops find_spm_ws found, on s[0..len) into t (text only): leading
+ * spaces and trailing spaces and U+2581 dropped; then, unless nothing is
+ * left, U+2581 first and every run of spaces one U+2581. */
+static lipi_status spm_ws(const char *s, size_t len, ntext *t)
+{
+    size_t a = 0, b = len;
+    while (a < b && s[a] == ' ')
+        a++;
+    for (;;) {
+        if (b > a && s[b - 1] == ' ')
+            b--;
+        else if (b - a >= 3 && memcmp(s + b - 3, SPM_META, 3) == 0)
+            b -= 3;
+        else
+            break;
+    }
+    t->len = 0;
+    if (a == b)
+        return text_reserve(t, 0, false);
+    /* At most 3 bytes per input byte. */
+    if (b - a > (SIZE_MAX - 8) / 3)
+        return LIPI_ENOMEM;
+    lipi_status st = text_reserve(t, 3 * (b - a) + 3, false);
+    if (st != LIPI_OK)
+        return st;
+    char *o = t->s;
+    memcpy(o, SPM_META, 3);
+    o += 3;
+    for (size_t i = a; i < b;) {
+        const char *sp = memchr(s + i, ' ', b - i);
+        size_t k = sp ? (size_t)(sp - s) : b;
+        memcpy(o, s + i, k - i);
+        o += k - i;
+        if (k == b)
+            break;
+        memcpy(o, SPM_META, 3);
+        o += 3;
+        for (i = k; i < b && s[i] == ' ';)
+            i++;
+    }
+    t->len = (size_t)(o - t->s);
+    return LIPI_OK;
+}
+
 /* An op that leaves this text unchanged can be skipped (alignments stay). */
 static bool op_is_noop(const norm_op *op, const char *s, size_t len, bool ascii)
 {
@@ -1247,6 +1297,18 @@ lipi_status lipi_normalize_valid(const lipi_normalizer *n, const char *s, size_t
     int cur = -1; /* slot holding the current text, -1: the input */
     bool ascii = all_ascii(s, len);
     for (size_t i = 0; n && i < n->n_ops; i++) {
+        if (i == n->spm_ws && !want_align) {
+            int d = cur == 0 ? 1 : 0;
+            st = spm_ws(cs, clen, &slot[d]);
+            if (st != LIPI_OK)
+                break;
+            cur = d;
+            cs = slot[d].s;
+            clen = slot[d].len;
+            ascii = all_ascii(cs, clen);
+            i += 4;
+            continue;
+        }
         if (op_is_noop(&n->ops[i], cs, clen, ascii))
             continue;
         int d = cur == 0 ? 1 : 0;
@@ -1721,6 +1783,38 @@ done:
     return st;
 }
 
+static bool is_replace(const norm_op *op, bool regex, const char *pattern, const char *content)
+{
+    const lipi_ns_step *s = op->step;
+    return op->kind == OP_REPLACE && s->is_regex == regex &&
+           s->pattern_len == strlen(pattern) && memcmp(s->pattern, pattern, s->pattern_len) == 0 &&
+           s->content_len == strlen(content) && memcmp(s->content, content, s->content_len) == 0;
+}
+
+/* Finds the ops of SentencePiece's whitespace handling (lipi_rd_spm_build:
+ * Replace \A +, Replace [ \u2581]+\z, Replace " {2,}" -> " ", Prepend
+ * \u2581, Replace " " -> \u2581). */
+static void find_spm_ws(lipi_normalizer *n)
+{
+    n->spm_ws = SIZE_MAX;
+    for (size_t i = 0; i + 5 <= n->n_ops; i++) {
+        const norm_op *o = &n->ops[i];
+        if (is_replace(&o[0], true, "\\A +", "") &&
+            is_replace(&o[1], true, "[ " SPM_META "]+\\z", "") &&
+            is_replace(&o[2], true, " {2,}", " ") && o[3].kind == OP_PREPEND &&
+            o[3].step->prepend_len == 3 && memcmp(o[3].step->prepend, SPM_META, 3) == 0 &&
+            is_replace(&o[4], false, " ", SPM_META)) {
+            n->spm_ws = i;
+            return;
+        }
+    }
+}
+
+bool lipi_normalizer_has_spm_ws(const lipi_normalizer *n)
+{
+    return n && n->spm_ws != SIZE_MAX;
+}
+
 /* Points each Precompiled op at its (already validated) charsmap. */
 static void view_charsmaps(lipi_normalizer *n)
 {
@@ -1762,6 +1856,7 @@ lipi_status lipi_ns_build(lipi_ns_step *root, lipi_normalizer **out, lipi_error 
     TRY(add_ops(n, &cap, &n->root));
     TRY(fuse_ops(n));
     view_charsmaps(n);
+    find_spm_ws(n);
     *out = n;
     n = NULL;
 done:

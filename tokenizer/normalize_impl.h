@@ -94,4 +94,8 @@ const lipi_ns_step *lipi_ns_root(const lipi_normalizer *n);
 lipi_status lipi_normalize_valid(const lipi_normalizer *n, const char *s, size_t len,
                                  lipi_normalized *out, bool want_align, lipi_error *err);
 
+/* Tests: whether n runs SentencePiece's whitespace handling in one pass
+ * when no alignment is wanted. */
+bool lipi_normalizer_has_spm_ws(const lipi_normalizer *n);
+
 #endif
