@@ -261,6 +261,10 @@ lipi_status lipi_encoder_new(const lipi_tokenizer *tok, lipi_encoder **out, lipi
     }
     TRY(lipi_enc_models_init(e, err));
     TRY(setup_raw_bytes(e, err));
+    if (lipi_enc_bt_init(e) != LIPI_OK) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
     e->scan = lipi_pretokenizer_scanner(e->pretok);
     uint32_t meta = lipi_pretokenizer_meta_split(e->pretok);
     if (meta)
@@ -329,6 +333,9 @@ void lipi_session_free(lipi_session *s)
     lipi_free(s->pw_src);
     lipi_free(s->sym);
     lipi_free(s->heap);
+    lipi_free(s->bt_tok);
+    lipi_free(s->bt_dead);
+    lipi_free(s->bt_valid);
     lipi_free(s->pair_cache);
     lipi_buf_free(&s->word);
     lipi_lattice_free(&s->lattice);

@@ -194,6 +194,16 @@ struct lipi_encoder {
     uint32_t byte_id[256];            /* raw_bytes: id of each byte */
     lipi_strref *raw_keys;            /* raw_bytes + ignore_merges: token -> bytes */
     char *raw_arena;
+    /* Backtracking BPE (backtrack.c), for tiktoken rank files */
+    bool bt;
+    lipi_datrie bt_trie;              /* raw_keys -> id */
+    uint32_t (*bt_split)[2];          /* the pair each token was merged from */
+    uint32_t *bt_prefix;              /* longest proper prefix token, or ~0 */
+    uint16_t *bt_len;                 /* token lengths in bytes */
+    uint64_t *bt_pairs;               /* (a * bt_v + b) << bt_bits | merged id */
+    size_t bt_mask;
+    uint64_t bt_v;
+    unsigned bt_bits;
     uint64_t *raw_slot;               /* raw_keys by lipi_enc_hash: hash >> 32
                                          << 32 | id + 1; 0 empty */
     size_t raw_mask;
@@ -306,6 +316,11 @@ struct lipi_session {
     size_t sym_cap;
     bpe_cand *heap;
     size_t heap_cap;
+    uint32_t *bt_tok;            /* backtracking BPE: the tokens so far */
+    size_t bt_tok_cap;
+    uint8_t *bt_dead;            /* and the positions that lead nowhere */
+    size_t bt_dead_cap;
+    uint64_t *bt_valid;          /* recent valid-pair answers (backtrack.c) */
     /* Recent pair lookups of a compact merge table, direct-mapped, in its
      * slot format (UINT64_MAX: nothing; a pair that does not merge keeps
      * rank bits all ones). The table is megabytes; the pairs of one
@@ -353,6 +368,14 @@ lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64
  * millions of tokens would be needed to get one otherwise). */
 extern int lipi_enc_wide_pairs_for_tests;
 
+/* backtrack.c: the tables of backtracking BPE when the model is a tiktoken
+ * rank file whose tokens all encode to themselves (else e->bt stays false);
+ * fails only for memory. lipi_enc_bt_word encodes w[0..n) into
+ * s->bt_tok[0..*count) (*count 0: no encoding, use the merge loop). */
+lipi_status lipi_enc_bt_init(lipi_encoder *e);
+void lipi_enc_bt_free(lipi_encoder *e);
+lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count);
+
 /* Model tables of the encoder (models.c); freed by lipi_enc_models_free. */
 lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err);
 void lipi_enc_models_free(lipi_encoder *e);
@@ -381,6 +404,7 @@ void lipi_enc_decoders_free(lipi_encoder *e);
 /* cache.c keeps at most this many bytes of key. */
 #define LIPI_ENC_CACHE_MAX_KEY 255
 #define LIPI_ENC_PAIR_CACHE (1u << 13)
+#define LIPI_ENC_BT_VALID_CACHE (1u << 14)
 /* f32 Unigram: words are cached and reused only while the running score
  * stays below this magnitude L (see lipi_session.f32_run). The smaller L,
  * the finer float32's rounding there, so the closer the choices a cached

@@ -251,6 +251,7 @@ done:
 
 void lipi_enc_models_free(lipi_encoder *e)
 {
+    lipi_enc_bt_free(e);
     lipi_free(e->pairs);
     lipi_free(e->wide_pairs);
     lipi_free(e->merge_result);
@@ -548,6 +549,18 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
                                   : lipi_vocab_find(&e->m->vocab, w, n, &id);
         if (found)
             return ptok_push(s, id, 0, n, false);
+        if (e->bt) {
+            size_t count, off = 0;
+            TRY(lipi_enc_bt_word(s, w, n, &count));
+            for (size_t k = 0; k < count; k++) {
+                size_t len = e->raw_keys[s->bt_tok[k]].len;
+                TRY(ptok_push(s, s->bt_tok[k], off, off + len, false));
+                off += len;
+            }
+            if (count)
+                return LIPI_OK;
+            s->ptok_n = 0;
+        }
     }
     TRY(bpe_symbols(s, w, n, &ns, err));
     TRY(bpe_merge(s, ns));

@@ -838,35 +838,42 @@ static lipi_tokenizer *open_any(const char *path)
     return t;
 }
 
-static void scanning_check(const char *path)
+/* Both kits encode the bundled FLORES lines and n_random random texts to
+ * the same ids and offsets. */
+static void same_on_texts(kit *a, kit *b, unsigned seed, int n_random)
 {
-    kit fast = kit_from(open_any(path)), slow = kit_from(open_any(path));
-    assert_true(fast.enc->scan || fast.enc->meta_split_len);
-    slow.enc->scan = NULL;
-    slow.enc->meta_split_len = 0;
     result *ra = result_new(), *rb = result_new();
     static const char *const files[] = {"data/flores200/eng_Latn.txt",
                                         "data/flores200/hin_Deva.txt",
+                                        "data/flores200/ben_Beng.txt",
                                         "data/flores200/tam_Taml.txt"};
-    for (size_t f = 0; f < 3; f++) {
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
         size_t len;
         char *all = cli_slurp(files[f], &len);
         for (char *line = all, *nl; line < all + len; line = nl + 1) {
             nl = memchr(line, '\n', (size_t)(all + len - line));
             if (!nl)
                 nl = all + len;
-            same_encoding(&fast, &slow, line, (size_t)(nl - line), ra, rb);
+            same_encoding(a, b, line, (size_t)(nl - line), ra, rb);
         }
         free(all);
     }
-    unsigned seed = 5;
     char buf[512];
-    for (int i = 0; i < 300; i++) {
+    for (int i = 0; i < n_random; i++) {
         size_t n = random_text(&seed, buf, sizeof buf);
-        same_encoding(&fast, &slow, buf, n, ra, rb);
+        same_encoding(a, b, buf, n, ra, rb);
     }
     free(ra);
     free(rb);
+}
+
+static void scanning_check(const char *path)
+{
+    kit fast = kit_from(open_any(path)), slow = kit_from(open_any(path));
+    assert_true(fast.enc->scan || fast.enc->meta_split_len);
+    slow.enc->scan = NULL;
+    slow.enc->meta_split_len = 0;
+    same_on_texts(&fast, &slow, 5, 300);
     kit_free(&fast);
     kit_free(&slow);
 }
@@ -881,6 +888,46 @@ static void test_scanning_in_the_encoder_is_the_pre_tokenizer(void **state)
     scanning_check("tests/fixtures/readers/bpe_bytes.model");
     if (exists(SHARED "vocab/laser100k-spm/laser_100k.model"))
         scanning_check(SHARED "vocab/laser100k-spm/laser_100k.model");
+}
+
+/* tiktoken rank files encode words by backtracking (encoder/backtrack.c):
+ * the same ids as the merge loop, on text and on random bytes. */
+static void backtracking_check(const char *path)
+{
+    kit bt = kit_from(open_any(path)), merge = kit_from(open_any(path));
+    assert_true(bt.enc->bt);
+    merge.enc->bt = false;
+    same_on_texts(&bt, &merge, 9, 2000);
+    unsigned seed = 9;
+    /* Words the pre-tokenizer never makes: any bytes, straight to the model. */
+    for (int i = 0; i < 20000; i++) {
+        char w[24];
+        size_t n = 1 + (size_t)(seed % 23), c1 = 0, c2 = 0;
+        for (size_t k = 0; k < n; k++) {
+            seed = seed * 1103515245u + 12345u;
+            w[k] = (char)(seed >> 16);
+        }
+        const enc_ptok *t1, *t2;
+        lipi_error err = {0};
+        assert_int_equal(lipi_enc_model(bt.s, w, n, lipi_enc_hash(w, n), &t1, &c1, &err), LIPI_OK);
+        uint32_t ids[24];
+        for (size_t k = 0; k < c1; k++)
+            ids[k] = t1[k].id;
+        assert_int_equal(lipi_enc_model(merge.s, w, n, lipi_enc_hash(w, n), &t2, &c2, &err),
+                         LIPI_OK);
+        assert_int_equal(c1, c2);
+        for (size_t k = 0; k < c1; k++)
+            assert_int_equal(ids[k], t2[k].id);
+    }
+    kit_free(&bt);
+    kit_free(&merge);
+}
+
+static void test_backtracking_bpe_is_the_merge_loop(void **state)
+{
+    (void)state;
+    backtracking_check("data/vocab/tiktoken/cl100k_base.tiktoken");
+    backtracking_check("data/vocab/tiktoken/o200k_base.tiktoken");
 }
 
 static void test_batch_is_the_same_on_one_and_two_threads(void **state)
@@ -1483,6 +1530,7 @@ int main(void)
         cmocka_unit_test(test_corpus_lines_same_as_hugging_face_bert_chinese),
         cmocka_unit_test(test_decode_of_encode_gives_the_text_back),
         cmocka_unit_test(test_scanning_in_the_encoder_is_the_pre_tokenizer),
+        cmocka_unit_test(test_backtracking_bpe_is_the_merge_loop),
         cmocka_unit_test(test_batch_is_the_same_on_one_and_two_threads),
         cmocka_unit_test(test_batch_reports_the_first_failing_line),
         cmocka_unit_test(test_trie_finds_the_longest_key),

@@ -551,6 +551,7 @@ lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const cha
         goto done;
     }
     TRY(lipi_rd_assemble(name, doc, post, dec, &rm, &added, out, err));
+    (*out)->model.rank_ids = true;
 done:
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, LIPI_ENOMEM, name, 0, 0, "out of memory");

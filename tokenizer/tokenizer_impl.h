@@ -140,6 +140,8 @@ typedef struct {
                                 are scored in float32, as SentencePiece sums
                                 them (ties then break as they do there) */
 
+    bool rank_ids;           /* BPE from a tiktoken rank file: id = rank, and
+                                the merges are tiktoken's (encoder/backtrack.c) */
     lipi_merge *merges;      /* BPE: merges[rank], n_merges of them; else NULL */
     size_t n_merges;
     lipi_pair_slot *pairs;   /* BPE: (left, right) -> rank, pair_mask + 1 slots.

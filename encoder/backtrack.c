@@ -1,0 +1,249 @@
+/* BPE by backtracking, for tiktoken rank files (token id = rank): the same
+ * tokens as tiktoken's merge loop, found left to right instead of by
+ * repeated merges. The method is GitHub's (crate `bpe` of rust-gems, Hendrik
+ * van Antwerpen and Alexander Neubeck, 2024, MIT):
+ *
+ *   A token sequence is BPE's output exactly when every adjacent pair of
+ *   tokens is "valid": undoing the merges of both tokens (each token has
+ *   one split, into the pair BPE merged last to make it) never exposes a
+ *   pair across their boundary that BPE would have merged before. The
+ *   encoder takes the longest token at each position and, when it does not
+ *   form a valid pair with the previous one, the next shorter token that is
+ *   a prefix of it; with none left it steps back one token. Positions that
+ *   led nowhere are remembered, so the walk stays near linear.
+ *
+ * The tables (splits, the pairs they come from, each token's longest proper
+ * prefix that is a token) are built once per encoder. Before they are used,
+ * every token must encode to itself, as BPE guarantees for its own
+ * vocabulary; a rank file where one does not keeps the merge loop. */
+#include "encoder/encoder_impl.h"
+
+#include <string.h>
+
+/* The token that BPE makes of the pair (a, b), if any. */
+static inline bool bt_pair(const lipi_encoder *e, uint32_t a, uint32_t b, uint32_t *t)
+{
+    uint64_t key = (uint64_t)a * e->bt_v + b;
+    uint64_t h = key * 0x9E3779B97F4A7C15ULL;
+    unsigned bits = e->bt_bits;
+    for (size_t k = (size_t)(h >> 32 ^ h) & e->bt_mask;; k = (k + 1) & e->bt_mask) {
+        uint64_t p = e->bt_pairs[k];
+        if (p == UINT64_MAX)
+            return false;
+        if (p >> bits == key) {
+            *t = (uint32_t)(p & ((UINT64_C(1) << bits) - 1));
+            return true;
+        }
+    }
+}
+
+/* Whether token b may follow token a in BPE's output (rust-gems'
+ * is_valid_token_pair): undo the later merge of the two (the higher id)
+ * step by step; at each step the pair across the boundary must not merge
+ * into a token below the limit that the undone merges leave. */
+static bool bt_valid(const lipi_encoder *e, uint32_t a, uint32_t b)
+{
+    const uint32_t(*split)[2] = e->bt_split;
+    uint32_t limit = UINT32_MAX, t;
+    for (;;) {
+        if (bt_pair(e, a, b, &t) && t < limit)
+            return false;
+        if (a > b) {
+            limit = a;
+            a = split[a][1];
+            if (a == limit) {
+                limit = b + 1;
+                b = split[b][0];
+                if (b + 1 == limit)
+                    return true;
+            }
+        } else {
+            limit = b + 1;
+            b = split[b][0];
+            if (b + 1 == limit) {
+                limit = a;
+                a = split[a][1];
+                if (a == limit)
+                    return true;
+            }
+        }
+    }
+}
+
+/* bt_valid through the session's cache of recent answers (direct-mapped,
+ * (a * V + b) << 1 | valid; all ones: empty): the pairs of one language's
+ * words repeat, and each answer takes several table lookups. */
+static inline bool bt_valid_cached(lipi_session *s, uint32_t a, uint32_t b)
+{
+    const lipi_encoder *e = s->enc;
+    uint64_t key = (uint64_t)a * e->bt_v + b, h = key * 0x9E3779B97F4A7C15ULL;
+    uint64_t *c = &s->bt_valid[(h >> 40) & (LIPI_ENC_BT_VALID_CACHE - 1)];
+    if (*c >> 1 == key)
+        return *c & 1;
+    bool ok = bt_valid(e, a, b);
+    *c = key << 1 | ok;
+    return ok;
+}
+
+static inline size_t bt_len(const lipi_encoder *e, uint32_t t)
+{
+    return e->bt_len[t];
+}
+
+/* The longest token that is a prefix of w[0..n), or UINT32_MAX (none: n is
+ * 0, or a byte without a token, which a rank file with all 256 bytes does
+ * not have). */
+static inline uint32_t bt_longest(const lipi_encoder *e, const char *w, size_t n)
+{
+    int32_t v = -1;
+    return lipi_datrie_longest(&e->bt_trie, w, n, &v) ? (uint32_t)v : UINT32_MAX;
+}
+
+lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_status st = LIPI_OK;
+    size_t nt = 0, pos = 0;
+    /* dead[p]: no valid encoding of w[0..p) ends a token at p. */
+    TRY(ENC_GROW(s->bt_dead, s->bt_dead_cap, n + 1));
+    TRY(ENC_GROW(s->bt_tok, s->bt_tok_cap, n));
+    if (!s->bt_valid) {
+        s->bt_valid = lipi_reallocarray(NULL, LIPI_ENC_BT_VALID_CACHE, sizeof *s->bt_valid);
+        if (!s->bt_valid)
+            return LIPI_ENOMEM;
+        memset(s->bt_valid, 0xff, LIPI_ENC_BT_VALID_CACHE * sizeof *s->bt_valid);
+    }
+    memset(s->bt_dead, 0, n + 1);
+    uint32_t next = bt_longest(e, w, n);
+    while (next != UINT32_MAX) {
+        uint32_t t = next, last = nt ? s->bt_tok[nt - 1] : UINT32_MAX;
+        for (;;) {
+            size_t end = pos + bt_len(e, t);
+            if (!s->bt_dead[end] && (last == UINT32_MAX || bt_valid_cached(s, last, t))) {
+                s->bt_tok[nt++] = t;
+                pos = end;
+                next = bt_longest(e, w + pos, n - pos);
+                break;
+            }
+            if (e->bt_prefix[t] != UINT32_MAX) {
+                t = e->bt_prefix[t];
+                continue;
+            }
+            /* Nothing fits after last: step back. */
+            s->bt_dead[pos] = 1;
+            if (last == UINT32_MAX) {
+                next = UINT32_MAX; /* cannot happen with every byte a token */
+                break;
+            }
+            nt--;
+            pos -= bt_len(e, last);
+            next = last;
+            break;
+        }
+    }
+    *count = pos == n ? nt : 0;
+done:
+    return st;
+}
+
+/* Encodes token t's own bytes; true when the result is t alone. */
+static bool bt_encodes_to_itself(lipi_session *s, uint32_t t)
+{
+    size_t count;
+    const lipi_strref *k = &s->enc->raw_keys[t];
+    return lipi_enc_bt_word(s, k->s, k->len, &count) == LIPI_OK && count == 1 &&
+           s->bt_tok[0] == t;
+}
+
+void lipi_enc_bt_free(lipi_encoder *e)
+{
+    lipi_datrie_free(&e->bt_trie);
+    lipi_free(e->bt_split);
+    lipi_free(e->bt_prefix);
+    lipi_free(e->bt_pairs);
+    lipi_free(e->bt_len);
+    e->bt_len = NULL;
+    e->bt_split = NULL;
+    e->bt_prefix = NULL;
+    e->bt_pairs = NULL;
+    e->bt = true;
+}
+
+lipi_status lipi_enc_bt_init(lipi_encoder *e)
+{
+    lipi_status st = LIPI_OK;
+    const lipi_model *m = e->m;
+    size_t n = m->vocab.n, cap = 16;
+    uint32_t *values = NULL;
+    lipi_session *s = NULL;
+    if (!m->rank_ids || !e->raw_bytes || !e->raw_keys || !m->opt.ignore_merges || n == 0 ||
+        n >= UINT32_MAX / 2)
+        return LIPI_OK;
+    unsigned bits = 1;
+    while (bits < 32 && (uint64_t)n >> bits)
+        bits++;
+    if (3 * bits > 63)
+        return LIPI_OK; /* the pair table's packed slots would not fit */
+    while (cap / 2 < n + 1)
+        cap *= 2;
+    e->bt_v = n;
+    e->bt_bits = bits;
+    e->bt_mask = cap - 1;
+    e->bt_pairs = lipi_reallocarray(NULL, cap, sizeof *e->bt_pairs);
+    e->bt_split = lipi_reallocarray(NULL, n, sizeof *e->bt_split);
+    e->bt_prefix = lipi_reallocarray(NULL, n, sizeof *e->bt_prefix);
+    e->bt_len = lipi_reallocarray(NULL, n, sizeof *e->bt_len);
+    values = lipi_reallocarray(NULL, n, sizeof *values);
+    if (!e->bt_pairs || !e->bt_split || !e->bt_prefix || !e->bt_len || !values)
+        TRY(LIPI_ENOMEM);
+    /* Lengths in a small array: the walk asks for them at every step. */
+    for (size_t i = 0; i < n; i++) {
+        if (e->raw_keys[i].len > UINT16_MAX)
+            goto done; /* no such tokens in rank files; keep the merge loop */
+        e->bt_len[i] = (uint16_t)e->raw_keys[i].len;
+    }
+    memset(e->bt_pairs, 0xff, cap * sizeof *e->bt_pairs);
+    for (size_t i = 0; i < n; i++)
+        values[i] = (uint32_t)i;
+    TRY(lipi_datrie_build(&e->bt_trie, e->raw_keys, values, n));
+    for (size_t i = 0; i < n; i++) {
+        const lipi_strref *k = &e->raw_keys[i];
+        e->bt_prefix[i] = k->s && k->len > 1 ? bt_longest(e, k->s, k->len - 1) : UINT32_MAX;
+    }
+    /* Each token's split, in rank order: its longest prefix token whose
+     * rest is a token too, both older, forming a valid pair. */
+    for (size_t i = 0; i < n; i++) {
+        const lipi_strref *k = &e->raw_keys[i];
+        e->bt_split[i][0] = e->bt_split[i][1] = (uint32_t)i;
+        for (uint32_t a = k->s ? e->bt_prefix[i] : UINT32_MAX; a != UINT32_MAX;
+             a = e->bt_prefix[a]) {
+            size_t la = bt_len(e, a);
+            uint32_t b;
+            if (!lipi_enc_raw_find(e, k->s + la, k->len - la,
+                                   lipi_enc_hash(k->s + la, k->len - la), &b))
+                continue;
+            if (a >= i || b >= i || !bt_valid(e, a, b))
+                continue;
+            uint64_t key = (uint64_t)a * n + b, h = key * 0x9E3779B97F4A7C15ULL;
+            size_t slot = (size_t)(h >> 32 ^ h) & e->bt_mask;
+            while (e->bt_pairs[slot] != UINT64_MAX)
+                slot = (slot + 1) & e->bt_mask;
+            e->bt_pairs[slot] = key << bits | i;
+            e->bt_split[i][0] = a;
+            e->bt_split[i][1] = b;
+            break;
+        }
+    }
+    /* BPE's own check: every token encodes to itself. */
+    TRY(lipi_session_new(e, &s));
+    for (size_t i = 0; i < n; i++)
+        if (e->raw_keys[i].s && e->raw_keys[i].len && !bt_encodes_to_itself(s, (uint32_t)i))
+            goto done; /* keep the merge loop */
+    e->bt = true;
+done:
+    lipi_session_free(s);
+    lipi_free(values);
+    if (!e->bt)
+        lipi_enc_bt_free(e);
+    return st;
+}
