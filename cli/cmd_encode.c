@@ -136,6 +136,39 @@ static void put_num(size_t v)
     fwrite(buf + n, 1, sizeof buf - n, stdout);
 }
 
+/* Ids only, the common case: the block's lines are formatted into a
+ * buffer written in large pieces (stdio locks stdout on every call). */
+static void print_ids(const lipi_batch *r)
+{
+    char buf[1 << 16];
+    size_t n = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        for (size_t k = r->start[i]; k < r->start[i + 1]; k++) {
+            if (n > sizeof buf - 16) {
+                fwrite(buf, 1, n, stdout);
+                n = 0;
+            }
+            if (k > r->start[i])
+                buf[n++] = ' ';
+            char d[12];
+            size_t m = sizeof d;
+            uint32_t v = r->ids[k];
+            do {
+                d[--m] = (char)('0' + v % 10);
+                v /= 10;
+            } while (v);
+            memcpy(buf + n, d + m, sizeof d - m);
+            n += sizeof d - m;
+        }
+        if (n > sizeof buf - 16) {
+            fwrite(buf, 1, n, stdout);
+            n = 0;
+        }
+        buf[n++] = '\n';
+    }
+    fwrite(buf, 1, n, stdout);
+}
+
 static void print_result(const lipi_batch *r, size_t i, out_format fmt, bool offsets)
 {
     size_t a = r->start[i], b = r->start[i + 1];
@@ -217,8 +250,11 @@ static int flush_block(encode_ctx *c, block *b, const char *file)
         cli_report("encode", &err);
         return EXIT_FAIL;
     }
-    for (size_t i = 0; i < b->n; i++)
-        print_result(&r, i, c->fmt, c->offsets);
+    if (c->fmt == FMT_IDS && !c->offsets)
+        print_ids(&r);
+    else
+        for (size_t i = 0; i < b->n; i++)
+            print_result(&r, i, c->fmt, c->offsets);
     lipi_batch_free(&r);
     b->n = 0;
     b->len = 0;
