@@ -780,6 +780,11 @@ static void batch_check(const char *path)
     lipi_batch b1, b2;
     lipi_error err = {0};
     lipi_session *one[] = {k.s}, *two[] = {k.s, s2};
+    /* Sessions keep their batch arrays: an ids-only batch first, so that the
+     * next one needs arrays the sessions never grew. */
+    assert_int_equal(lipi_encode_batch(two, 2, texts, n, &o, 0, &b1, &err), LIPI_OK);
+    assert_null(b1.offsets);
+    lipi_batch_free(&b1);
     assert_int_equal(lipi_encode_batch(one, 1, texts, n, &o, want, &b1, &err), LIPI_OK);
     assert_int_equal(lipi_encode_batch(two, 2, texts, n, &o, want, &b2, &err), LIPI_OK);
     assert_int_equal(b1.n, n);
