@@ -15,8 +15,45 @@
 
 #include "tests/alloc_fail.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/pretokenize_impl.h"
 
 #define S(lit) (lit), (sizeof(lit) - 1)
+
+/* lipi_utf8_valid_prefix checks long texts 16 bytes at a time (SSSE3 where
+ * the CPU has it) and finds the offset of an error byte by byte: the same
+ * answer as the byte-by-byte checker for every lead byte with second bytes
+ * at every range edge and third/fourth bytes in and out of range, placed
+ * across the 16-byte block edges and cut short at every length. */
+static void test_block_validation_agrees_with_bytewise(void **state)
+{
+    (void)state;
+    static const unsigned char second[] = {0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F,
+                                           0xA0, 0xBF, 0xC0, 0xC2, 0xE0, 0xF0, 0xFF};
+    static const unsigned char more[] = {0x41, 0x80, 0xBF, 0xC0, 0xE1};
+    char buf[48];
+    size_t checked = 0, invalid = 0;
+    for (unsigned a = 0; a < 256; a++)
+        for (size_t i = 0; i < sizeof second; i++)
+            for (size_t j = 0; j < sizeof more; j++)
+                for (size_t k = 0; k < sizeof more; k++) {
+                    static const size_t at[] = {0, 12, 13, 14, 15, 16, 30, 31};
+                    for (size_t p = 0; p < sizeof at / sizeof *at; p++) {
+                        memset(buf, 'x', sizeof buf);
+                        unsigned char seq[4] = {(unsigned char)a, second[i], more[j], more[k]};
+                        memcpy(buf + at[p], seq, 4);
+                        for (size_t len = 32; len <= 36 && len <= sizeof buf; len++) {
+                            size_t want = pt_utf8_valid_prefix(buf, len);
+                            assert_int_equal(lipi_utf8_valid_prefix(buf, len), want);
+                            invalid += want < len;
+                            checked++;
+                        }
+                    }
+                }
+    /* Both kinds were seen, many times (valid: ASCII, and the sequences
+     * whose bytes all fit). */
+    assert_true(invalid > checked / 4);
+    assert_true(checked - invalid > 5000);
+}
 
 static void test_decode_accepts_every_sequence_length(void **state)
 {
@@ -504,6 +541,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_accepts_every_sequence_length),
+        cmocka_unit_test(test_block_validation_agrees_with_bytewise),
         cmocka_unit_test(test_decode_rejects_overlong_surrogate_too_big_truncated),
         cmocka_unit_test(test_decode_agrees_with_reference_on_all_short_sequences),
         cmocka_unit_test(test_encode_then_decode_round_trips_every_scalar),
