@@ -20,12 +20,19 @@
 
 #include <string.h>
 
+#define BT_FILTER_BITS ((uint64_t)1 << 22)
+
 /* The token that BPE makes of the pair (a, b), if any. */
 static inline bool bt_pair(const lipi_encoder *e, uint32_t a, uint32_t b, uint32_t *t)
 {
     uint64_t key = (uint64_t)a * e->bt_v + b;
     uint64_t h = key * 0x9E3779B97F4A7C15ULL;
     unsigned bits = e->bt_bits;
+    /* Most pairs merge into nothing: a bit per hash says so from the core's
+     * cache, without a trip to the table. */
+    uint64_t f = (h >> 20) & (BT_FILTER_BITS - 1);
+    if (!(e->bt_filter[f >> 6] >> (f & 63) & 1))
+        return false;
     for (size_t k = (size_t)(h >> 32 ^ h) & e->bt_mask;; k = (k + 1) & e->bt_mask) {
         uint64_t p = e->bt_pairs[k];
         if (p == UINT64_MAX)
@@ -162,7 +169,9 @@ void lipi_enc_bt_free(lipi_encoder *e)
     lipi_free(e->bt_prefix);
     lipi_free(e->bt_pairs);
     lipi_free(e->bt_len);
+    lipi_free(e->bt_filter);
     e->bt_len = NULL;
+    e->bt_filter = NULL;
     e->bt_split = NULL;
     e->bt_prefix = NULL;
     e->bt_pairs = NULL;
@@ -193,8 +202,9 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     e->bt_split = lipi_reallocarray(NULL, n, sizeof *e->bt_split);
     e->bt_prefix = lipi_reallocarray(NULL, n, sizeof *e->bt_prefix);
     e->bt_len = lipi_reallocarray(NULL, n, sizeof *e->bt_len);
+    e->bt_filter = lipi_calloc(BT_FILTER_BITS / 64, sizeof *e->bt_filter);
     values = lipi_reallocarray(NULL, n, sizeof *values);
-    if (!e->bt_pairs || !e->bt_split || !e->bt_prefix || !e->bt_len || !values)
+    if (!e->bt_pairs || !e->bt_split || !e->bt_prefix || !e->bt_len || !e->bt_filter || !values)
         TRY(LIPI_ENOMEM);
     /* Lengths in a small array: the walk asks for them at every step. */
     for (size_t i = 0; i < n; i++) {
@@ -229,6 +239,8 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
             while (e->bt_pairs[slot] != UINT64_MAX)
                 slot = (slot + 1) & e->bt_mask;
             e->bt_pairs[slot] = key << bits | i;
+            uint64_t f = (h >> 20) & (BT_FILTER_BITS - 1);
+            e->bt_filter[f >> 6] |= UINT64_C(1) << (f & 63);
             e->bt_split[i][0] = a;
             e->bt_split[i][1] = b;
             break;

@@ -201,6 +201,7 @@ struct lipi_encoder {
     uint32_t *bt_prefix;              /* longest proper prefix token, or ~0 */
     uint16_t *bt_len;                 /* token lengths in bytes */
     uint64_t *bt_pairs;               /* (a * bt_v + b) << bt_bits | merged id */
+    uint64_t *bt_filter;              /* a bit per pair hash: maybe in bt_pairs */
     size_t bt_mask;
     uint64_t bt_v;
     unsigned bt_bits;
