@@ -100,10 +100,11 @@ static inline size_t bt_len(const lipi_encoder *e, uint32_t t)
 /* The longest token that is a prefix of w[0..n), or UINT32_MAX (none: n is
  * 0, or a byte without a token, which a rank file with all 256 bytes does
  * not have). */
-static inline uint32_t bt_longest(const lipi_encoder *e, const char *w, size_t n)
+static inline uint32_t bt_longest(const lipi_encoder *e, const char *w, size_t n, size_t *len)
 {
     int32_t v = -1;
-    return lipi_datrie_longest(&e->bt_trie, w, n, &v) ? (uint32_t)v : UINT32_MAX;
+    *len = lipi_datrie_longest(&e->bt_trie, w, n, &v);
+    return *len ? (uint32_t)v : UINT32_MAX;
 }
 
 lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count)
@@ -121,19 +122,22 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
         memset(s->bt_valid, 0xff, LIPI_ENC_BT_VALID_CACHE * sizeof *s->bt_valid);
     }
     memset(s->bt_dead, 0, n + 1);
-    uint32_t next = bt_longest(e, w, n);
+    size_t next_len;
+    uint32_t next = bt_longest(e, w, n, &next_len);
     while (next != UINT32_MAX) {
         uint32_t t = next, last = nt ? s->bt_tok[nt - 1] : UINT32_MAX;
+        size_t len = next_len;
         for (;;) {
-            size_t end = pos + bt_len(e, t);
+            size_t end = pos + len;
             if (!s->bt_dead[end] && (last == UINT32_MAX || bt_valid_cached(s, last, t))) {
                 s->bt_tok[nt++] = t;
                 pos = end;
-                next = bt_longest(e, w + pos, n - pos);
+                next = bt_longest(e, w + pos, n - pos, &next_len);
                 break;
             }
             if (e->bt_prefix[t] != UINT32_MAX) {
                 t = e->bt_prefix[t];
+                len = bt_len(e, t);
                 continue;
             }
             /* Nothing fits after last: step back. */
@@ -143,7 +147,8 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
                 break;
             }
             nt--;
-            pos -= bt_len(e, last);
+            next_len = bt_len(e, last);
+            pos -= next_len;
             next = last;
             break;
         }
@@ -218,7 +223,8 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     TRY(lipi_datrie_build(&e->bt_trie, e->raw_keys, values, n));
     for (size_t i = 0; i < n; i++) {
         const lipi_strref *k = &e->raw_keys[i];
-        e->bt_prefix[i] = k->s && k->len > 1 ? bt_longest(e, k->s, k->len - 1) : UINT32_MAX;
+        size_t l;
+        e->bt_prefix[i] = k->s && k->len > 1 ? bt_longest(e, k->s, k->len - 1, &l) : UINT32_MAX;
     }
     /* Each token's split, in rank order: its longest prefix token whose
      * rest is a token too, both older, forming a valid pair. */

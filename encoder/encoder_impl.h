@@ -470,25 +470,6 @@ static inline uint64_t lipi_enc_hash(const char *s, size_t n)
     return h ^ (h >> 32);
 }
 
-/* The token whose raw bytes are s[0..n) (hash: lipi_enc_hash of them), for
- * byte-level BPE that looks whole words up first (ignore_merges). */
-static inline bool lipi_enc_raw_find(const lipi_encoder *e, const char *s, size_t n,
-                                     uint64_t hash, uint32_t *id)
-{
-    uint32_t tag = (uint32_t)(hash >> 32);
-    for (size_t i = (size_t)hash & e->raw_mask;; i = (i + 1) & e->raw_mask) {
-        uint64_t v = e->raw_slot[i];
-        if (v == 0)
-            return false;
-        if ((uint32_t)(v >> 32) != tag)
-            continue;
-        const lipi_strref *k = &e->raw_keys[(uint32_t)v - 1];
-        if (k->len == n && memcmp(k->s, s, n) == 0) {
-            *id = (uint32_t)v - 1;
-            return true;
-        }
-    }
-}
 
 /* a[0..n) == b[0..n), inline for the short keys of the cache. */
 static inline bool lipi_enc_eq(const void *a, const void *b, size_t n)
@@ -508,6 +489,26 @@ static inline bool lipi_enc_eq(const void *a, const void *b, size_t n)
         if (*x++ != *y++)
             return false;
     return true;
+}
+
+/* The token whose raw bytes are s[0..n) (hash: lipi_enc_hash of them), for
+ * byte-level BPE that looks whole words up first (ignore_merges). */
+static inline bool lipi_enc_raw_find(const lipi_encoder *e, const char *s, size_t n,
+                                     uint64_t hash, uint32_t *id)
+{
+    uint32_t tag = (uint32_t)(hash >> 32);
+    for (size_t i = (size_t)hash & e->raw_mask;; i = (i + 1) & e->raw_mask) {
+        uint64_t v = e->raw_slot[i];
+        if (v == 0)
+            return false;
+        if ((uint32_t)(v >> 32) != tag)
+            continue;
+        const lipi_strref *k = &e->raw_keys[(uint32_t)v - 1];
+        if (k->len == n && lipi_enc_eq(k->s, s, n)) {
+            *id = (uint32_t)v - 1;
+            return true;
+        }
+    }
 }
 
 /* The tokens cached for key (*n of them, valid until the next put), or
