@@ -21,7 +21,9 @@
 #
 # What is timed: lipi (bench/encode) and the npm anchors (bench/encode_anchor.js)
 # time only their encoding loop inside the process, with the text already in
-# memory and the tokenizer loaded. spm_encode cannot be timed inside: its row
+# memory and the tokenizer loaded; lipi encodes batches of 1000 lines with new
+# sessions per timed run (empty word caches), the anchor calls encodeBatch on
+# 1000 lines. spm_encode cannot be timed inside: its row
 # is the whole process on the text minus the same process on an empty file
 # (the load). Hugging Face runs encodeBatch with RAYON_NUM_THREADS=1 or 2;
 # tiktoken's npm package and spm_encode are single-threaded, so they have a
