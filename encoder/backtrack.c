@@ -13,35 +13,32 @@
  *   led nowhere are remembered, so the walk stays near linear.
  *
  * The tables (splits, the pairs they come from, each token's longest proper
- * prefix that is a token) are built once per encoder. Before they are used,
- * every token must encode to itself, as BPE guarantees for its own
- * vocabulary; a rank file where one does not keeps the merge loop. */
+ * prefix that is a token) are built once per encoder. They are used only
+ * when every token of several bytes has a split (is reachable by merges)
+ * and every token encodes to itself; other rank files keep the merge loop. */
 #include "encoder/encoder_impl.h"
 
 #include <string.h>
 
 #define BT_FILTER_BITS ((uint64_t)1 << 22)
 
+static inline uint64_t bt_filter_bit(uint64_t key)
+{
+    return (key * 0x9E3779B97F4A7C15ULL >> 20) & (BT_FILTER_BITS - 1);
+}
+
 /* The token that BPE makes of the pair (a, b), if any. */
 static inline bool bt_pair(const lipi_encoder *e, uint32_t a, uint32_t b, uint32_t *t)
 {
     uint64_t key = (uint64_t)a * e->bt_v + b;
-    uint64_t h = key * 0x9E3779B97F4A7C15ULL;
-    unsigned bits = e->bt_bits;
     /* Most pairs merge into nothing: a bit per hash says so from the core's
      * cache, without a trip to the table. */
-    uint64_t f = (h >> 20) & (BT_FILTER_BITS - 1);
-    if (!(e->bt_filter[f >> 6] >> (f & 63) & 1))
+    uint64_t f = bt_filter_bit(key), v;
+    if (!(e->bt_filter[f >> 6] >> (f & 63) & 1) ||
+        !enc_packed_get(e->bt_pairs, e->bt_mask, e->bt_bits, key, &v))
         return false;
-    for (size_t k = (size_t)(h >> 32 ^ h) & e->bt_mask;; k = (k + 1) & e->bt_mask) {
-        uint64_t p = e->bt_pairs[k];
-        if (p == UINT64_MAX)
-            return false;
-        if (p >> bits == key) {
-            *t = (uint32_t)(p & ((UINT64_C(1) << bits) - 1));
-            return true;
-        }
-    }
+    *t = (uint32_t)v;
+    return true;
 }
 
 /* Whether token b may follow token a in BPE's output (rust-gems'
@@ -180,7 +177,7 @@ void lipi_enc_bt_free(lipi_encoder *e)
     e->bt_split = NULL;
     e->bt_prefix = NULL;
     e->bt_pairs = NULL;
-    e->bt = true;
+    e->bt = false;
 }
 
 lipi_status lipi_enc_bt_init(lipi_encoder *e)
@@ -193,9 +190,7 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     if (!m->rank_ids || !e->raw_bytes || !e->raw_keys || !m->opt.ignore_merges || n == 0 ||
         n >= UINT32_MAX / 2)
         return LIPI_OK;
-    unsigned bits = 1;
-    while (bits < 32 && (uint64_t)n >> bits)
-        bits++;
+    unsigned bits = enc_bits_for(n);
     if (3 * bits > 63)
         return LIPI_OK; /* the pair table's packed slots would not fit */
     while (cap / 2 < n + 1)
@@ -240,17 +235,18 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
                 continue;
             if (a >= i || b >= i || !bt_valid(e, a, b))
                 continue;
-            uint64_t key = (uint64_t)a * n + b, h = key * 0x9E3779B97F4A7C15ULL;
-            size_t slot = (size_t)(h >> 32 ^ h) & e->bt_mask;
-            while (e->bt_pairs[slot] != UINT64_MAX)
-                slot = (slot + 1) & e->bt_mask;
-            e->bt_pairs[slot] = key << bits | i;
-            uint64_t f = (h >> 20) & (BT_FILTER_BITS - 1);
+            uint64_t key = (uint64_t)a * n + b, f = bt_filter_bit(key);
+            enc_packed_put(e->bt_pairs, e->bt_mask, bits, key, i);
             e->bt_filter[f >> 6] |= UINT64_C(1) << (f & 63);
             e->bt_split[i][0] = a;
             e->bt_split[i][1] = b;
             break;
         }
+        /* A token of several bytes that no pair makes is one tiktoken's
+         * merges never reach (it encodes its bytes otherwise); the walk
+         * would take it whole. */
+        if (k->s && k->len > 1 && e->bt_split[i][0] == i)
+            goto done;
     }
     /* BPE's own check: every token encodes to itself. */
     TRY(lipi_session_new(e, &s));

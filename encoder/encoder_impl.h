@@ -112,7 +112,6 @@ static inline int64_t enc_cpmap_get(const enc_cpmap *m, uint32_t cp)
     }
 }
 
-/* BPE merge table: (left, right) -> (rank, result). */
 /* The merge table maps a pair (left, right) to its rank, keyed by
  * left * V + right (V: vocabulary size). When V * V times the ranks fit in
  * 63 bits, a slot is one word, key << rank_bits | rank (a quarter of the
@@ -122,6 +121,48 @@ typedef struct {
     uint64_t key;
     uint64_t rank;
 } enc_pair;
+
+/* Bits for values 0 .. n. */
+static inline unsigned enc_bits_for(uint64_t n)
+{
+    unsigned b = 1;
+    while (b < 64 && n >> b)
+        b++;
+    return b;
+}
+
+/* Open-addressing tables of 64-bit slots, key << bits | value, all ones
+ * empty: the compact merge table and backtracking's pair table. Keys stay
+ * below 2^(63 - bits), so no key matches an empty slot. */
+static inline size_t enc_slot_home(uint64_t key, size_t mask)
+{
+    uint64_t h = key * 0x9E3779B97F4A7C15ULL;
+    return (size_t)(h >> 32 ^ h) & mask;
+}
+
+static inline bool enc_packed_get(const uint64_t *slot, size_t mask, unsigned bits, uint64_t key,
+                                  uint64_t *value)
+{
+    for (size_t k = enc_slot_home(key, mask);; k = (k + 1) & mask) {
+        uint64_t p = slot[k];
+        if (p >> bits == key) {
+            *value = p & ((UINT64_C(1) << bits) - 1);
+            return true;
+        }
+        if (p == UINT64_MAX)
+            return false;
+    }
+}
+
+/* Puts (key, value); a key already there gets the new value. */
+static inline void enc_packed_put(uint64_t *slot, size_t mask, unsigned bits, uint64_t key,
+                                  uint64_t value)
+{
+    size_t k = enc_slot_home(key, mask);
+    while (slot[k] != UINT64_MAX && slot[k] >> bits != key)
+        k = (k + 1) & mask;
+    slot[k] = key << bits | value;
+}
 
 /* ======================================================================== */
 /* Added-token matcher                                                       */
@@ -469,7 +510,6 @@ static inline uint64_t lipi_enc_hash(const char *s, size_t n)
     h *= 0xbf58476d1ce4e5b9ULL;
     return h ^ (h >> 32);
 }
-
 
 /* a[0..n) == b[0..n), inline for the short keys of the cache. */
 static inline bool lipi_enc_eq(const void *a, const void *b, size_t n)

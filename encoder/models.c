@@ -56,21 +56,6 @@ static bool one_char(const char *s, size_t n, uint32_t *cp)
     return cl == n;
 }
 
-static size_t pair_slot(uint64_t key, size_t mask)
-{
-    uint64_t h = key * 0x9E3779B97F4A7C15ULL;
-    return (size_t)(h >> 32 ^ h) & mask;
-}
-
-/* Bits for values 0 .. n. */
-static unsigned bits_for(uint64_t n)
-{
-    unsigned b = 1;
-    while (b < 64 && n >> b)
-        b++;
-    return b;
-}
-
 int lipi_enc_wide_pairs_for_tests;
 
 static lipi_status bpe_init(lipi_encoder *e)
@@ -78,7 +63,7 @@ static lipi_status bpe_init(lipi_encoder *e)
     const lipi_model *m = e->m;
     size_t n = m->n_merges, cap = 16, counts[4] = {0};
     uint64_t v = m->vocab.n ? m->vocab.n : 1;
-    unsigned rbits = bits_for(n);
+    unsigned rbits = enc_bits_for(n);
     /* Compact when every key << rbits | rank stays below 2^63. */
     bool compact = v <= UINT32_MAX && rbits < 63 && v * v <= (UINT64_C(1) << (63 - rbits)) &&
                    !lipi_enc_wide_pairs_for_tests;
@@ -106,13 +91,11 @@ static lipi_status bpe_init(lipi_encoder *e)
     for (size_t r = 0; r < n; r++) {
         const lipi_merge *g = &m->merges[r];
         uint64_t key = (uint64_t)g->left * v + g->right;
-        size_t k = pair_slot(key, e->pair_mask);
         e->merge_result[r] = g->result;
         if (compact) {
-            while (e->pairs[k] != UINT64_MAX && e->pairs[k] >> rbits != key)
-                k = (k + 1) & e->pair_mask;
-            e->pairs[k] = key << rbits | r;
+            enc_packed_put(e->pairs, e->pair_mask, rbits, key, r);
         } else {
+            size_t k = enc_slot_home(key, e->pair_mask);
             while (e->wide_pairs[k].key != UINT64_MAX && e->wide_pairs[k].key != key)
                 k = (k + 1) & e->pair_mask;
             e->wide_pairs[k] = (enc_pair){key, r};
@@ -303,7 +286,7 @@ static inline uint64_t pair_key(const lipi_encoder *e, uint32_t a, uint32_t b)
 
 static inline const void *pair_slot_of(const lipi_encoder *e, uint32_t a, uint32_t b)
 {
-    size_t k = pair_slot(pair_key(e, a, b), e->pair_mask);
+    size_t k = enc_slot_home(pair_key(e, a, b), e->pair_mask);
     return e->pair_bits ? (const void *)&e->pairs[k] : (const void *)&e->wide_pairs[k];
 }
 
@@ -312,30 +295,18 @@ static inline bool pair_get(lipi_session *s, uint32_t a, uint32_t b, uint32_t *r
 {
     const lipi_encoder *e = s->enc;
     uint64_t key = pair_key(e, a, b);
-    uint64_t h = key * 0x9E3779B97F4A7C15ULL;
-    size_t k = (size_t)(h >> 32 ^ h) & e->pair_mask;
     unsigned bits = e->pair_bits;
     if (bits) {
-        uint64_t all = (UINT64_C(1) << bits) - 1;
+        uint64_t all = (UINT64_C(1) << bits) - 1, h = key * 0x9E3779B97F4A7C15ULL;
         uint64_t *c = &s->pair_cache[(h >> 40) & (LIPI_ENC_PAIR_CACHE - 1)];
-        uint64_t p = *c;
-        if (p >> bits != key) {
-            for (;;) {
-                p = e->pairs[k];
-                if (p >> bits == key)
-                    break;
-                if (p == UINT64_MAX) {
-                    p = key << bits | all;
-                    break;
-                }
-                k = (k + 1) & e->pair_mask;
-            }
-            *c = p;
+        if (*c >> bits != key) {
+            uint64_t r;
+            *c = key << bits | (enc_packed_get(e->pairs, e->pair_mask, bits, key, &r) ? r : all);
         }
-        *rank = (uint32_t)(p & all);
-        return (p & all) != all;
+        *rank = (uint32_t)(*c & all);
+        return *rank != all;
     }
-    for (;;) {
+    for (size_t k = enc_slot_home(key, e->pair_mask);; k = (k + 1) & e->pair_mask) {
         const enc_pair *p = &e->wide_pairs[k];
         if (p->key == key) {
             *rank = (uint32_t)p->rank;
@@ -343,7 +314,6 @@ static inline bool pair_get(lipi_session *s, uint32_t a, uint32_t b, uint32_t *r
         }
         if (p->key == UINT64_MAX)
             return false;
-        k = (k + 1) & e->pair_mask;
     }
 }
 

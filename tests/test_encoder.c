@@ -928,6 +928,63 @@ static void backtracking_check(const char *path)
     kit_free(&merge);
 }
 
+/* A rank file of the 256 bytes, then extra tokens (rank 256, 257, ...). */
+static lipi_tokenizer *rank_file(const char *const *extra, size_t n_extra)
+{
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char text[8192];
+    size_t len = 0;
+    for (size_t r = 0; r < 256 + n_extra; r++) {
+        unsigned char one = (unsigned char)r;
+        const unsigned char *t = r < 256 ? &one : (const unsigned char *)extra[r - 256];
+        size_t n = r < 256 ? 1 : strlen(extra[r - 256]);
+        for (size_t i = 0; i < n; i += 3) {
+            uint32_t v = (uint32_t)t[i] << 16 | (i + 1 < n ? (uint32_t)t[i + 1] << 8 : 0) |
+                         (i + 2 < n ? t[i + 2] : 0);
+            text[len++] = b64[v >> 18 & 63];
+            text[len++] = b64[v >> 12 & 63];
+            text[len++] = i + 1 < n ? b64[v >> 6 & 63] : '=';
+            text[len++] = i + 2 < n ? b64[v & 63] : '=';
+        }
+        len += (size_t)snprintf(text + len, sizeof text - len, " %zu\n", r);
+    }
+    lipi_tokenizer *t = NULL;
+    lipi_error err = {0};
+    if (lipi_tokenizer_from_tiktoken(text, len, "test", "\\S+", NULL, 0, &t, &err) != LIPI_OK)
+        fail_msg("rank file: %s", err.msg);
+    return t;
+}
+
+/* Backtracking takes any token the text starts with; a token that the
+ * merges never reach ("xyz": no pair of tokens makes it) must keep the
+ * rank file on the merge loop, which spells "xyza" byte by byte. */
+static void test_unreachable_tokens_keep_the_merge_loop(void **state)
+{
+    (void)state;
+    static const char *const reach[] = {"ab", "abc"}, *const unreach[] = {"ab", "xyz"};
+    kit k = kit_from(rank_file(reach, 2));
+    assert_true(k.enc->bt);
+    result *r = result_new();
+    lipi_error err = {0};
+    lipi_encode_options o;
+    lipi_encode_options_default(k.enc, &o);
+    assert_int_equal(lipi_encode(k.s, "abc", 3, &o, &r->e, &err), LIPI_OK);
+    assert_int_equal(r->e.len, 1);
+    assert_int_equal(r->ids[0], 257);
+    kit_free(&k);
+    k = kit_from(rank_file(unreach, 2));
+    assert_false(k.enc->bt);
+    /* A whole piece that is a token is looked up first (ignore_merges). */
+    assert_int_equal(lipi_encode(k.s, "xyz", 3, &o, &r->e, &err), LIPI_OK);
+    assert_int_equal(r->e.len, 1);
+    assert_int_equal(lipi_encode(k.s, "xyza", 4, &o, &r->e, &err), LIPI_OK);
+    assert_int_equal(r->e.len, 4);
+    assert_int_equal(r->ids[0], 'x');
+    assert_int_equal(r->ids[3], 'a');
+    free(r);
+    kit_free(&k);
+}
+
 static void test_backtracking_bpe_is_the_merge_loop(void **state)
 {
     (void)state;
@@ -1536,6 +1593,7 @@ int main(void)
         cmocka_unit_test(test_decode_of_encode_gives_the_text_back),
         cmocka_unit_test(test_scanning_in_the_encoder_is_the_pre_tokenizer),
         cmocka_unit_test(test_backtracking_bpe_is_the_merge_loop),
+        cmocka_unit_test(test_unreachable_tokens_keep_the_merge_loop),
         cmocka_unit_test(test_batch_is_the_same_on_one_and_two_threads),
         cmocka_unit_test(test_batch_reports_the_first_failing_line),
         cmocka_unit_test(test_trie_finds_the_longest_key),
