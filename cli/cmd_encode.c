@@ -123,17 +123,25 @@ static void write_token(const char *s, size_t n)
     fwrite(s + run, 1, n - run, stdout);
 }
 
-/* Writes a number; printf is slow enough to show in the profile when
- * millions of ids are printed. */
-static void put_num(size_t v)
+/* Writes v in decimal at out (room for 20 digits), returns its length;
+ * printf is slow enough to show in the profile when millions of ids are
+ * printed. */
+static size_t fmt_num(size_t v, char *out)
 {
-    char buf[24];
-    size_t n = sizeof buf;
+    char d[20];
+    size_t n = sizeof d;
     do {
-        buf[--n] = (char)('0' + v % 10);
+        d[--n] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    fwrite(buf + n, 1, sizeof buf - n, stdout);
+    memcpy(out, d + n, sizeof d - n);
+    return sizeof d - n;
+}
+
+static void put_num(size_t v)
+{
+    char buf[20];
+    fwrite(buf, 1, fmt_num(v, buf), stdout);
 }
 
 /* Ids only, the common case: the block's lines are formatted into a
@@ -144,23 +152,15 @@ static void print_ids(const lipi_batch *r)
     size_t n = 0;
     for (size_t i = 0; i < r->n; i++) {
         for (size_t k = r->start[i]; k < r->start[i + 1]; k++) {
-            if (n > sizeof buf - 16) {
+            if (n > sizeof buf - 32) {
                 fwrite(buf, 1, n, stdout);
                 n = 0;
             }
             if (k > r->start[i])
                 buf[n++] = ' ';
-            char d[12];
-            size_t m = sizeof d;
-            uint32_t v = r->ids[k];
-            do {
-                d[--m] = (char)('0' + v % 10);
-                v /= 10;
-            } while (v);
-            memcpy(buf + n, d + m, sizeof d - m);
-            n += sizeof d - m;
+            n += fmt_num(r->ids[k], buf + n);
         }
-        if (n > sizeof buf - 16) {
+        if (n > sizeof buf - 32) {
             fwrite(buf, 1, n, stdout);
             n = 0;
         }

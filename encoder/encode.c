@@ -669,12 +669,21 @@ emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc, li
     return append_ids(s, d, pc, toks, nt, seq);
 }
 
+/* Starts fetching the cache slot of a piece with hash h and, for a word
+ * the cache lacks, its whole-word slot (ignore_merges). */
+static inline void piece_prefetch(const lipi_session *s, uint64_t h)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_enc_cache_prefetch(s, h);
+    if (e->raw_slot)
+        __builtin_prefetch(&e->raw_slot[h & e->raw_mask]);
+}
+
 /* Adds piece [a, b) of c->sub to s->pw / s->pw_src and starts fetching its
- * cache slot (and its whole-word slot, for a word the cache lacks). */
+ * slots. */
 static inline lipi_status scanned_piece(lipi_session *s, const chain *c, size_t *np, size_t a,
                                         size_t b)
 {
-    const lipi_encoder *e = s->enc;
     if (*np == s->pw_cap || *np == s->pw_src_cap) {
         lipi_status st = ENC_GROW(s->pw, s->pw_cap, *np + 1);
         if (st == LIPI_OK)
@@ -685,9 +694,7 @@ static inline lipi_status scanned_piece(lipi_session *s, const chain *c, size_t 
     uint64_t h = lipi_enc_hash(c->sub + a, b - a);
     s->pw[*np] = (enc_piece){c->sub + a, b - a, h};
     s->pw_src[*np] = (lipi_span){a, b};
-    lipi_enc_cache_prefetch(s, h);
-    if (e->raw_slot)
-        __builtin_prefetch(&e->raw_slot[h & e->raw_mask]);
+    piece_prefetch(s, h);
     (*np)++;
     return LIPI_OK;
 }
@@ -798,10 +805,7 @@ static lipi_status encode_sub(lipi_session *s, enc_toks *d, chain *c, bool first
         }
         uint64_t h = lipi_enc_hash(text, tlen);
         s->pw[i] = (enc_piece){text, tlen, h};
-        lipi_enc_cache_prefetch(s, h);
-        /* A word the cache lacks is looked up whole first (ignore_merges). */
-        if (e->raw_slot)
-            __builtin_prefetch(&e->raw_slot[h & e->raw_mask]);
+        piece_prefetch(s, h);
     }
     for (size_t i = 0; i < np; i++) {
         if (i + 1 < np)

@@ -452,10 +452,17 @@ void lipi_pretokenizer_use_scanners(lipi_pretokenizer *p, bool on)
         lipi_pretokenizer_use_scanners(p->children[i], on);
 }
 
-uint32_t lipi_pretokenizer_meta_split(const lipi_pretokenizer *p)
+/* p, or the one node a chain of one-child Sequences holds. */
+static const lipi_pretokenizer *single_node(const lipi_pretokenizer *p)
 {
     while (p && p->kind == PT_SEQUENCE && p->n_children == 1)
         p = p->children[0];
+    return p;
+}
+
+uint32_t lipi_pretokenizer_meta_split(const lipi_pretokenizer *p)
+{
+    p = single_node(p);
     if (!p || p->kind != PT_METASPACE || !p->split || p->prepend != PREPEND_NEVER)
         return 0;
     return p->replacement;
@@ -463,8 +470,7 @@ uint32_t lipi_pretokenizer_meta_split(const lipi_pretokenizer *p)
 
 const struct lipi_scanner *lipi_pretokenizer_scanner(const lipi_pretokenizer *p)
 {
-    while (p && p->kind == PT_SEQUENCE && p->n_children == 1)
-        p = p->children[0];
+    p = single_node(p);
     if (!p || p->kind != PT_SPLIT || !p->scan || p->no_scan || p->invert ||
         p->behavior != BEH_ISOLATED)
         return NULL;

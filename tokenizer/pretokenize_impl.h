@@ -24,10 +24,11 @@ void lipi_pretokenizer_use_scanners(lipi_pretokenizer *p, bool on);
 /* True when some node of p runs a scanner instead of its regex. */
 bool lipi_pretokenizer_has_scanner(const lipi_pretokenizer *p);
 
-/* When p is one Split (alone or in a Sequence of one) that isolates the matches of a pattern lipi scans by
- * hand (not inverted), that scanner, else NULL: then p's pieces are exactly
- * the scanner's matches and the runs between them, as they are in the
- * text, and a caller may scan the text itself instead of building pieces. */
+/* When p is one Split (alone or in a Sequence of one) that isolates the
+ * matches of a pattern lipi scans by hand (not inverted), that scanner,
+ * else NULL: then p's pieces are exactly the scanner's matches and the runs
+ * between them, as they are in the text, and a caller may scan the text
+ * itself instead of building pieces. */
 const struct lipi_scanner *lipi_pretokenizer_scanner(const lipi_pretokenizer *p);
 
 /* When p is one Metaspace (alone or in a Sequence of one) that splits and
