@@ -675,7 +675,7 @@ static inline void piece_prefetch(const lipi_session *s, uint64_t h)
 {
     const lipi_encoder *e = s->enc;
     lipi_enc_cache_prefetch(s, h);
-    if (e->raw_slot)
+    if (e->raw_slot && !e->bt)
         __builtin_prefetch(&e->raw_slot[h & e->raw_mask]);
 }
 

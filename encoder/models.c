@@ -515,9 +515,11 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
     uint32_t id;
 
     if (e->m->opt.ignore_merges) {
-        bool found = e->raw_bytes ? lipi_enc_raw_find(e, w, n, h, &id)
-                                  : lipi_vocab_find(&e->m->vocab, w, n, &id);
-        if (found)
+        /* Backtracking's first step is the longest token at the start of
+         * the word: the whole word when it is one, without a lookup here
+         * (a miss in the whole-word table costs a trip to memory). */
+        if (!e->bt && (e->raw_bytes ? lipi_enc_raw_find(e, w, n, h, &id)
+                                    : lipi_vocab_find(&e->m->vocab, w, n, &id)))
             return ptok_push(s, id, 0, n, false);
         if (e->bt) {
             size_t count, off = 0;
