@@ -313,8 +313,8 @@ typedef struct {
 
 typedef struct {
     cache_slot *slot;
-    size_t mask;
-    size_t n_ent;
+    size_t mask;         /* slots - 1: twice the entries it may hold */
+    size_t n_ent, max_bytes;
     unsigned char *arena;
     size_t len, cap;
 } enc_cache;
