@@ -65,14 +65,10 @@ static lipi_status grow(builder *b, size_t need)
             return LIPI_ENOMEM;
         cap *= 2;
     }
-    int32_t *base = lipi_reallocarray(b->t.base, cap, sizeof *base);
-    if (!base)
+    lipi_datrie_node *node = lipi_reallocarray(b->t.node, cap, sizeof *node);
+    if (!node)
         return LIPI_ENOMEM;
-    b->t.base = base;
-    int32_t *check = lipi_reallocarray(b->t.check, cap, sizeof *check);
-    if (!check)
-        return LIPI_ENOMEM;
-    b->t.check = check;
+    b->t.node = node;
     int32_t *value = lipi_reallocarray(b->t.value, cap, sizeof *value);
     if (!value)
         return LIPI_ENOMEM;
@@ -91,8 +87,7 @@ static lipi_status grow(builder *b, size_t need)
     b->tries = tries;
     b->t.size = cap;
     for (size_t i = old; i < cap; i++) {
-        base[i] = 0;
-        check[i] = -1;
+        node[i] = (lipi_datrie_node){0, -1};
         value[i] = -1;
         tries[i] = 0;
         /* Cell 0 is the root, never free. */
@@ -129,7 +124,7 @@ static lipi_status find_base(builder *b, const unsigned char *labels, size_t nl,
             size_t base = (size_t)f - first;
             TRY(grow(b, base + last + 1));
             size_t k = 1;
-            while (k < nl && b->t.check[base + labels[k] + 1] == -1)
+            while (k < nl && b->t.node[base + labels[k] + 1].check == -1)
                 k++;
             if (k == nl) {
                 *out = base;
@@ -170,7 +165,7 @@ lipi_status lipi_datrie_build(lipi_datrie *t, const lipi_strref *keys, const uin
         qsort(rec, nrec, sizeof *rec, key_cmp);
 
     TRY(grow(&b, 1024));
-    b.t.check[0] = -2; /* the root has no parent */
+    b.t.node[0].check = -2; /* the root has no parent */
     qcap = 64;
     queue = lipi_reallocarray(NULL, qcap, sizeof *queue);
     if (!queue) {
@@ -207,10 +202,10 @@ lipi_status lipi_datrie_build(lipi_datrie *t, const lipi_strref *keys, const uin
             st = LIPI_ENOMEM;
             goto done;
         }
-        b.t.base[p.state] = (int32_t)base;
+        b.t.node[p.state].base = (uint32_t)base;
         for (size_t k = 0; k < nl; k++) {
             size_t c = base + labels[k] + 1;
-            b.t.check[c] = p.state;
+            b.t.node[c].check = p.state;
             unlink_cell(&b, (int32_t)c);
             if (qtail == qcap) {
                 /* Reclaim the consumed front before growing. */
@@ -232,6 +227,15 @@ lipi_status lipi_datrie_build(lipi_datrie *t, const lipi_strref *keys, const uin
             queue[qtail++] = (pending){(int32_t)c, starts[k], starts[k + 1], p.depth + 1};
         }
     }
+    /* Room for any byte after any base: a step needs no bounds check. */
+    size_t top = 0;
+    for (size_t i = 0; i < b.t.size; i++)
+        if (b.t.node[i].base > top)
+            top = b.t.node[i].base;
+    TRY(grow(&b, top + 256 + 2));
+    for (size_t i = 0; i < b.t.size; i++)
+        if (b.t.value[i] >= 0)
+            b.t.node[i].base |= LIPI_DATRIE_FINAL;
     *t = b.t;
     b.t = (lipi_datrie){0};
 done:
@@ -246,8 +250,7 @@ done:
 
 void lipi_datrie_free(lipi_datrie *t)
 {
-    lipi_free(t->base);
-    lipi_free(t->check);
+    lipi_free(t->node);
     lipi_free(t->value);
     memset(t, 0, sizeof *t);
 }

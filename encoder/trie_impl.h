@@ -1,10 +1,13 @@
 /* Internal: a double-array trie over byte strings (tokens), for WordPiece's
- * longest match, Unigram's lattice and the added-token matcher. Never
- * included by a public header.
+ * longest match, Unigram's lattice, backtracking BPE and the added-token
+ * matcher. Never included by a public header.
  *
- * State s has children at base[s] + byte + 1; a child t belongs to s when
- * check[t] == s. value[s] is the value of the key ending at s, or -1. The
- * root is state 0. Built once, then only read (thread-shareable).
+ * State s has children at base(s) + byte + 1; a child t belongs to s when
+ * node[t].check == s. A state's base and check share one 8-byte node, so a
+ * step reads one cache line: the walks are memory-bound on large
+ * vocabularies. value[s] is the value of the key ending at s, or -1; the
+ * node's top bit says whether there is one, so a walk reads value[] once.
+ * The root is state 0. Built once, then only read (thread-shareable).
  */
 #ifndef LIPI_TRIE_IMPL_H
 #define LIPI_TRIE_IMPL_H
@@ -14,11 +17,17 @@
 
 #include "tokenizer/tokenizer_impl.h"
 
+#define LIPI_DATRIE_FINAL 0x80000000u
+
 typedef struct {
-    int32_t *base;
-    int32_t *check;
+    uint32_t base;  /* LIPI_DATRIE_FINAL | children's base */
+    int32_t check;  /* parent state; -1 free, -2 the root */
+} lipi_datrie_node;
+
+typedef struct {
+    lipi_datrie_node *node;
     int32_t *value;
-    size_t size; /* entries of each array */
+    size_t size; /* entries of each array; every base + 256 + 1 < size */
 } lipi_datrie;
 
 /* Builds a trie mapping keys[i] to values[i] (values < INT32_MAX) for i in
@@ -32,10 +41,16 @@ void lipi_datrie_free(lipi_datrie *t);
 /* The child of state s for byte c, or -1. */
 static inline int32_t lipi_datrie_step(const lipi_datrie *t, int32_t s, unsigned char c)
 {
-    int64_t n = (int64_t)t->base[s] + c + 1;
-    if (n >= (int64_t)t->size || t->check[n] != s)
+    size_t n = (size_t)(t->node[s].base & ~LIPI_DATRIE_FINAL) + c + 1;
+    if (t->node[n].check != s)
         return -1;
     return (int32_t)n;
+}
+
+/* Whether a key ends at state s. */
+static inline int lipi_datrie_final(const lipi_datrie *t, int32_t s)
+{
+    return (t->node[s].base & LIPI_DATRIE_FINAL) != 0;
 }
 
 /* Length of the longest key that is a prefix of s[0..len) (0 when none) and
@@ -44,18 +59,20 @@ static inline size_t lipi_datrie_longest(const lipi_datrie *t, const char *s, si
                                          int32_t *value)
 {
     size_t best = 0;
-    int32_t st = 0;
+    int32_t st = 0, best_st = -1;
     if (!t->size)
         return 0;
     for (size_t i = 0; i < len; i++) {
         st = lipi_datrie_step(t, st, (unsigned char)s[i]);
         if (st < 0)
             break;
-        if (t->value[st] >= 0) {
+        if (lipi_datrie_final(t, st)) {
             best = i + 1;
-            *value = t->value[st];
+            best_st = st;
         }
     }
+    if (best_st >= 0)
+        *value = t->value[best_st];
     return best;
 }
 
