@@ -56,26 +56,26 @@ static inline bool bt_pair(const lipi_encoder *e, uint32_t a, uint32_t b, uint32
  * into a token below the limit that the undone merges leave. */
 static bool bt_valid(const lipi_encoder *e, uint32_t a, uint32_t b)
 {
-    const uint32_t(*split)[2] = e->bt_split;
+    const enc_bt_tok *tok = e->bt_tok;
     uint32_t limit = UINT32_MAX, t;
     for (;;) {
         if (bt_pair(e, a, b, &t) && t < limit)
             return false;
         if (a > b) {
             limit = a;
-            a = split[a][1];
+            a = tok[a].split[1];
             if (a == limit) {
                 limit = b + 1;
-                b = split[b][0];
+                b = tok[b].split[0];
                 if (b + 1 == limit)
                     return true;
             }
         } else {
             limit = b + 1;
-            b = split[b][0];
+            b = tok[b].split[0];
             if (b + 1 == limit) {
                 limit = a;
-                a = split[a][1];
+                a = tok[a].split[1];
                 if (a == limit)
                     return true;
             }
@@ -100,7 +100,7 @@ static inline bool bt_valid_cached(lipi_session *s, uint32_t a, uint32_t b)
 
 static inline size_t bt_len(const lipi_encoder *e, uint32_t t)
 {
-    return e->bt_len[t];
+    return e->bt_tok[t].len;
 }
 
 /* The longest token that is a prefix of w[0..n), or UINT32_MAX (none: n is
@@ -141,8 +141,8 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
                 next = bt_longest(e, w + pos, n - pos, &next_len);
                 break;
             }
-            if (e->bt_prefix[t] != UINT32_MAX) {
-                t = e->bt_prefix[t];
+            if (e->bt_tok[t].prefix != UINT32_MAX) {
+                t = e->bt_tok[t].prefix;
                 len = bt_len(e, t);
                 continue;
             }
@@ -176,15 +176,11 @@ static bool bt_encodes_to_itself(lipi_session *s, uint32_t t)
 void lipi_enc_bt_free(lipi_encoder *e)
 {
     lipi_datrie_free(&e->bt_trie);
-    lipi_free(e->bt_split);
-    lipi_free(e->bt_prefix);
+    lipi_free(e->bt_tok);
     lipi_free(e->bt_pairs);
-    lipi_free(e->bt_len);
     lipi_free(e->bt_filter);
-    e->bt_len = NULL;
     e->bt_filter = NULL;
-    e->bt_split = NULL;
-    e->bt_prefix = NULL;
+    e->bt_tok = NULL;
     e->bt_pairs = NULL;
     e->bt = false;
 }
@@ -208,18 +204,15 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     e->bt_bits = bits;
     e->bt_mask = cap - 1;
     e->bt_pairs = lipi_reallocarray(NULL, cap, sizeof *e->bt_pairs);
-    e->bt_split = lipi_reallocarray(NULL, n, sizeof *e->bt_split);
-    e->bt_prefix = lipi_reallocarray(NULL, n, sizeof *e->bt_prefix);
-    e->bt_len = lipi_reallocarray(NULL, n, sizeof *e->bt_len);
+    e->bt_tok = lipi_reallocarray(NULL, n, sizeof *e->bt_tok);
     e->bt_filter = lipi_calloc(BT_FILTER_WORDS, sizeof *e->bt_filter);
     values = lipi_reallocarray(NULL, n, sizeof *values);
-    if (!e->bt_pairs || !e->bt_split || !e->bt_prefix || !e->bt_len || !e->bt_filter || !values)
+    if (!e->bt_pairs || !e->bt_tok || !e->bt_filter || !values)
         TRY(LIPI_ENOMEM);
-    /* Lengths in a small array: the walk asks for them at every step. */
     for (size_t i = 0; i < n; i++) {
-        if (e->raw_keys[i].len > UINT16_MAX)
+        if (e->raw_keys[i].len > UINT32_MAX / 2)
             goto done; /* no such tokens in rank files; keep the merge loop */
-        e->bt_len[i] = (uint16_t)e->raw_keys[i].len;
+        e->bt_tok[i].len = (uint32_t)e->raw_keys[i].len;
     }
     memset(e->bt_pairs, 0xff, cap * sizeof *e->bt_pairs);
     for (size_t i = 0; i < n; i++)
@@ -228,15 +221,16 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     for (size_t i = 0; i < n; i++) {
         const lipi_strref *k = &e->raw_keys[i];
         size_t l;
-        e->bt_prefix[i] = k->s && k->len > 1 ? bt_longest(e, k->s, k->len - 1, &l) : UINT32_MAX;
+        e->bt_tok[i].prefix = k->s && k->len > 1 ? bt_longest(e, k->s, k->len - 1, &l) : UINT32_MAX;
     }
     /* Each token's split, in rank order: its longest prefix token whose
      * rest is a token too, both older, forming a valid pair. */
     for (size_t i = 0; i < n; i++) {
         const lipi_strref *k = &e->raw_keys[i];
-        e->bt_split[i][0] = e->bt_split[i][1] = (uint32_t)i;
-        for (uint32_t a = k->s ? e->bt_prefix[i] : UINT32_MAX; a != UINT32_MAX;
-             a = e->bt_prefix[a]) {
+        uint32_t *split = e->bt_tok[i].split;
+        split[0] = split[1] = (uint32_t)i;
+        for (uint32_t a = k->s ? e->bt_tok[i].prefix : UINT32_MAX; a != UINT32_MAX;
+             a = e->bt_tok[a].prefix) {
             size_t la = bt_len(e, a);
             uint32_t b;
             if (!lipi_enc_raw_find(e, k->s + la, k->len - la,
@@ -249,14 +243,14 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
             enc_packed_put(e->bt_pairs, e->bt_mask, bits, key, i);
             uint64_t m = bt_filter_mask(key, &w);
             e->bt_filter[w] |= m;
-            e->bt_split[i][0] = a;
-            e->bt_split[i][1] = b;
+            split[0] = a;
+            split[1] = b;
             break;
         }
         /* A token of several bytes that no pair makes is one tiktoken's
          * merges never reach (it encodes its bytes otherwise); the walk
          * would take it whole. */
-        if (k->s && k->len > 1 && e->bt_split[i][0] == i)
+        if (k->s && k->len > 1 && split[0] == i)
             goto done;
     }
     /* BPE's own check: every token encodes to itself. */

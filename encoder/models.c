@@ -525,7 +525,7 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
             size_t count, off = 0;
             TRY(lipi_enc_bt_word(s, w, n, &count));
             for (size_t k = 0; k < count; k++) {
-                size_t len = e->bt_len[s->bt_tok[k]];
+                size_t len = e->bt_tok[s->bt_tok[k]].len;
                 TRY(ptok_push(s, s->bt_tok[k], off, off + len, false));
                 off += len;
             }
