@@ -522,13 +522,16 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
                                     : lipi_vocab_find(&e->m->vocab, w, n, &id)))
             return ptok_push(s, id, 0, n, false);
         if (e->bt) {
-            size_t count, off = 0;
+            size_t count;
+            uint32_t off = 0;
             TRY(lipi_enc_bt_word(s, w, n, &count));
+            TRY(ENC_GROW(s->ptok, s->ptok_cap, count));
             for (size_t k = 0; k < count; k++) {
-                size_t len = e->bt_tok[s->bt_tok[k]].len;
-                TRY(ptok_push(s, s->bt_tok[k], off, off + len, false));
+                uint32_t t = s->bt_tok[k], len = e->bt_tok[t].len;
+                s->ptok[k] = (enc_ptok){t, off, off + len};
                 off += len;
             }
+            s->ptok_n = count;
             if (count)
                 return LIPI_OK;
             s->ptok_n = 0;
