@@ -109,7 +109,7 @@ static inline size_t bt_len(const lipi_encoder *e, uint32_t t)
 static inline uint32_t bt_longest(const lipi_encoder *e, const char *w, size_t n, size_t *len)
 {
     int32_t v = -1;
-    *len = lipi_datrie_longest(&e->bt_trie, w, n, &v);
+    *len = lipi_datrie32_longest(&e->bt_trie, w, n, &v);
     return *len ? (uint32_t)v : UINT32_MAX;
 }
 
@@ -175,7 +175,7 @@ static bool bt_encodes_to_itself(lipi_session *s, uint32_t t)
 
 void lipi_enc_bt_free(lipi_encoder *e)
 {
-    lipi_datrie_free(&e->bt_trie);
+    lipi_datrie32_free(&e->bt_trie);
     lipi_free(e->bt_tok);
     lipi_free(e->bt_pairs);
     lipi_free(e->bt_filter);
@@ -192,6 +192,7 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     size_t n = m->vocab.n, cap = 16;
     uint32_t *values = NULL;
     lipi_session *s = NULL;
+    lipi_datrie wide;
     if (!m->rank_ids || !e->raw_bytes || !e->raw_keys || !m->opt.ignore_merges || n == 0 ||
         n >= UINT32_MAX / 2)
         return LIPI_OK;
@@ -217,7 +218,14 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     memset(e->bt_pairs, 0xff, cap * sizeof *e->bt_pairs);
     for (size_t i = 0; i < n; i++)
         values[i] = (uint32_t)i;
-    TRY(lipi_datrie_build(&e->bt_trie, e->raw_keys, values, n));
+    TRY(lipi_datrie_build(&wide, e->raw_keys, values, n));
+    st = lipi_datrie32_from(&e->bt_trie, &wide);
+    lipi_datrie_free(&wide);
+    if (st == LIPI_EINVAL) {
+        st = LIPI_OK; /* too many cells for the compact trie: keep the merge loop */
+        goto done;
+    }
+    TRY(st);
     for (size_t i = 0; i < n; i++) {
         const lipi_strref *k = &e->raw_keys[i];
         size_t l;

@@ -245,7 +245,7 @@ struct lipi_encoder {
     char *raw_arena;
     /* Backtracking BPE (backtrack.c), for tiktoken rank files */
     bool bt;
-    lipi_datrie bt_trie;              /* raw_keys -> id */
+    lipi_datrie32 bt_trie;            /* raw_keys -> id */
     enc_bt_tok *bt_tok;               /* per token: split, prefix, length */
     uint64_t *bt_pairs;               /* (a * bt_v + b) << bt_bits | merged id */
     uint64_t *bt_filter;              /* a bit per pair hash: maybe in bt_pairs */

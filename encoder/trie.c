@@ -36,6 +36,7 @@ typedef struct {
     lipi_datrie t;
     int32_t *nxt, *prv;  /* free list links, -1 none */
     uint8_t *tries;      /* failed anchor attempts; 255: not in the list */
+    uint8_t *based;      /* 1: some state's children start here */
     int32_t head, tail;
 } builder;
 
@@ -85,11 +86,16 @@ static lipi_status grow(builder *b, size_t need)
     if (!tries)
         return LIPI_ENOMEM;
     b->tries = tries;
+    uint8_t *based = lipi_realloc(b->based, cap);
+    if (!based)
+        return LIPI_ENOMEM;
+    b->based = based;
     b->t.size = cap;
     for (size_t i = old; i < cap; i++) {
         node[i] = (lipi_datrie_node){0, -1};
         value[i] = -1;
         tries[i] = 0;
+        based[i] = 0;
         /* Cell 0 is the root, never free. */
         if (i == 0) {
             tries[0] = 255;
@@ -113,7 +119,9 @@ typedef struct {
     size_t lo, hi, depth;
 } pending;
 
-/* First base >= 1 whose cells base + label + 1 are all free. */
+/* First base >= 1 that no other state has and whose cells base + label + 1
+ * are all free. Bases are unique so that a child can be recognised by its
+ * label alone (lipi_datrie32). */
 static lipi_status find_base(builder *b, const unsigned char *labels, size_t nl, size_t *out)
 {
     lipi_status st = LIPI_OK;
@@ -121,14 +129,15 @@ static lipi_status find_base(builder *b, const unsigned char *labels, size_t nl,
     for (int32_t f = b->head; f >= 0;) {
         int32_t next = b->nxt[f];
         if ((size_t)f > first) {
-            size_t base = (size_t)f - first;
-            TRY(grow(b, base + last + 1));
-            size_t k = 1;
-            while (k < nl && b->t.node[base + labels[k] + 1].check == -1)
-                k++;
-            if (k == nl) {
-                *out = base;
-                return LIPI_OK;
+            size_t base = (size_t)f - first, k = 1;
+            if (!b->based[base]) {
+                TRY(grow(b, base + last + 1));
+                while (k < nl && b->t.node[base + labels[k] + 1].check == -1)
+                    k++;
+                if (k == nl) {
+                    *out = base;
+                    return LIPI_OK;
+                }
             }
             if (++b->tries[f] >= ANCHOR_TRIES)
                 unlink_cell(b, f);
@@ -137,6 +146,8 @@ static lipi_status find_base(builder *b, const unsigned char *labels, size_t nl,
     }
     /* Past the end of the arrays every cell is free. */
     size_t base = b->t.size > first ? b->t.size - first : 1;
+    while (base < b->t.size && b->based[base])
+        base++;
     TRY(grow(b, base + last + 1));
     *out = base;
 done:
@@ -203,6 +214,7 @@ lipi_status lipi_datrie_build(lipi_datrie *t, const lipi_strref *keys, const uin
             goto done;
         }
         b.t.node[p.state].base = (uint32_t)base;
+        b.based[base] = 1;
         for (size_t k = 0; k < nl; k++) {
             size_t c = base + labels[k] + 1;
             b.t.node[c].check = p.state;
@@ -244,6 +256,7 @@ done:
     lipi_free(b.nxt);
     lipi_free(b.prv);
     lipi_free(b.tries);
+    lipi_free(b.based);
     lipi_datrie_free(&b.t);
     return st;
 }
@@ -253,4 +266,36 @@ void lipi_datrie_free(lipi_datrie *t)
     lipi_free(t->node);
     lipi_free(t->value);
     memset(t, 0, sizeof *t);
+}
+
+lipi_status lipi_datrie32_from(lipi_datrie32 *c, const lipi_datrie *t)
+{
+    memset(c, 0, sizeof *c);
+    if (!t->size || t->size > LIPI_DATRIE32_MAX)
+        return LIPI_EINVAL;
+    c->unit = lipi_calloc(t->size, sizeof *c->unit);
+    c->value = lipi_reallocarray(NULL, t->size, sizeof *c->value);
+    if (!c->unit || !c->value) {
+        lipi_datrie32_free(c);
+        return LIPI_ENOMEM;
+    }
+    c->size = t->size;
+    for (size_t i = 0; i < t->size; i++) {
+        const lipi_datrie_node *nd = &t->node[i];
+        uint32_t u = (nd->base & ~LIPI_DATRIE_FINAL) << 10;
+        if (nd->base & LIPI_DATRIE_FINAL)
+            u |= 0x200;
+        if (nd->check >= 0) /* a child: its label, from its parent's base */
+            u |= 0x100 | (uint32_t)(i - (t->node[nd->check].base & ~LIPI_DATRIE_FINAL) - 1);
+        c->unit[i] = u;
+        c->value[i] = t->value[i];
+    }
+    return LIPI_OK;
+}
+
+void lipi_datrie32_free(lipi_datrie32 *c)
+{
+    lipi_free(c->unit);
+    lipi_free(c->value);
+    memset(c, 0, sizeof *c);
 }

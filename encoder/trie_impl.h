@@ -76,4 +76,43 @@ static inline size_t lipi_datrie_longest(const lipi_datrie *t, const char *s, si
     return best;
 }
 
+/* The same trie in 4-byte units, for walks that must stay in cache (half
+ * the bytes of lipi_datrie's nodes). A unit is base << 10 | final << 9 |
+ * used << 8 | label: bases are unique to their state (the builder makes
+ * them so), so a used cell at base + c + 1 labelled c is that state's child.
+ * Up to LIPI_DATRIE32_MAX cells. */
+typedef struct {
+    uint32_t *unit;
+    int32_t *value;
+    size_t size;
+} lipi_datrie32;
+
+#define LIPI_DATRIE32_MAX ((size_t)1 << 22)
+
+/* Copies t into c; LIPI_EINVAL when t has more than LIPI_DATRIE32_MAX
+ * cells (or none), LIPI_ENOMEM. */
+lipi_status lipi_datrie32_from(lipi_datrie32 *c, const lipi_datrie *t);
+void lipi_datrie32_free(lipi_datrie32 *c);
+
+static inline size_t lipi_datrie32_longest(const lipi_datrie32 *t, const char *s, size_t len,
+                                           int32_t *value)
+{
+    size_t best = 0;
+    uint32_t st = 0, best_st = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned c = (unsigned char)s[i];
+        uint32_t n = (t->unit[st] >> 10) + c + 1, u = t->unit[n];
+        if ((u & 0x1ff) != (0x100 | c))
+            break;
+        st = n;
+        if (u & 0x200) {
+            best = i + 1;
+            best_st = n;
+        }
+    }
+    if (best)
+        *value = t->value[best_st];
+    return best;
+}
+
 #endif

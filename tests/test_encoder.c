@@ -1053,8 +1053,10 @@ static void test_trie_finds_the_longest_key(void **state)
     assert_int_equal(v, 105);
     lipi_datrie_free(&t);
 
-    /* Random keys against a linear scan. */
+    /* Random keys against a linear scan, in both layouts (the compact one
+     * tells children by label: NUL and 0xFF bytes, keys sharing bytes). */
     enum { N = 3000 };
+    static const char alpha[] = "abcde\xc3\xa9\xff\0\x01";
     char (*buf)[12] = calloc(N, sizeof *buf);
     lipi_strref *rk = calloc(N, sizeof *rk);
     uint32_t *rv = calloc(N, sizeof *rv);
@@ -1062,16 +1064,18 @@ static void test_trie_finds_the_longest_key(void **state)
     for (size_t i = 0; i < N; i++) {
         size_t n = 1 + (size_t)rand_r(&seed) % 8;
         for (size_t k = 0; k < n; k++)
-            buf[i][k] = (char)("abcde\xc3\xa9\xff"[rand_r(&seed) % 8]);
+            buf[i][k] = alpha[rand_r(&seed) % 10];
         rk[i] = (lipi_strref){buf[i], n};
         rv[i] = (uint32_t)i;
     }
     assert_int_equal(lipi_datrie_build(&t, rk, rv, N), LIPI_OK);
-    for (size_t q = 0; q < 2000; q++) {
+    lipi_datrie32 c;
+    assert_int_equal(lipi_datrie32_from(&c, &t), LIPI_OK);
+    for (size_t q = 0; q < 4000; q++) {
         char s[10];
         size_t n = 1 + (size_t)rand_r(&seed) % 9;
         for (size_t k = 0; k < n; k++)
-            s[k] = (char)("abcde\xc3\xa9\xff"[rand_r(&seed) % 8]);
+            s[k] = alpha[rand_r(&seed) % 10];
         size_t best = 0;
         int32_t bv = -1;
         for (size_t i = 0; i < N; i++)
@@ -1080,11 +1084,15 @@ static void test_trie_finds_the_longest_key(void **state)
                 bv = (int32_t)i;
             }
         /* A repeated key keeps its smallest index; the scan finds it first. */
-        int32_t got = -1;
+        int32_t got = -1, got32 = -1;
         assert_int_equal(lipi_datrie_longest(&t, s, n, &got), best);
-        if (best)
+        assert_int_equal(lipi_datrie32_longest(&c, s, n, &got32), best);
+        if (best) {
             assert_int_equal(got, bv);
+            assert_int_equal(got32, bv);
+        }
     }
+    lipi_datrie32_free(&c);
     lipi_datrie_free(&t);
     free(buf);
     free(rk);
