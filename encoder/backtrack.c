@@ -121,6 +121,7 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
     /* dead[p]: no valid encoding of w[0..p) ends a token at p. */
     TRY(ENC_GROW(s->bt_dead, s->bt_dead_cap, n + 1));
     TRY(ENC_GROW(s->bt_tok, s->bt_tok_cap, n));
+    TRY(ENC_GROW(s->bt_end, s->bt_end_cap, n));
     if (!s->bt_valid) {
         s->bt_valid = lipi_reallocarray(NULL, LIPI_ENC_BT_VALID_CACHE, sizeof *s->bt_valid);
         if (!s->bt_valid)
@@ -136,7 +137,8 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
         for (;;) {
             size_t end = pos + len;
             if (!s->bt_dead[end] && (last == UINT32_MAX || bt_valid_cached(s, last, t))) {
-                s->bt_tok[nt++] = t;
+                s->bt_tok[nt] = t;
+                s->bt_end[nt++] = (uint32_t)end;
                 pos = end;
                 next = bt_longest(e, w + pos, n - pos, &next_len);
                 break;
@@ -153,7 +155,7 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
                 break;
             }
             nt--;
-            next_len = bt_len(e, last);
+            next_len = pos - (nt ? s->bt_end[nt - 1] : 0);
             pos -= next_len;
             next = last;
             break;

@@ -523,14 +523,10 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
             return ptok_push(s, id, 0, n, false);
         if (e->bt) {
             size_t count;
-            uint32_t off = 0;
             TRY(lipi_enc_bt_word(s, w, n, &count));
             TRY(ENC_GROW(s->ptok, s->ptok_cap, count));
-            for (size_t k = 0; k < count; k++) {
-                uint32_t t = s->bt_tok[k], len = e->bt_tok[t].len;
-                s->ptok[k] = (enc_ptok){t, off, off + len};
-                off += len;
-            }
+            for (size_t k = 0; k < count; k++)
+                s->ptok[k] = (enc_ptok){s->bt_tok[k], k ? s->bt_end[k - 1] : 0, s->bt_end[k]};
             s->ptok_n = count;
             if (count)
                 return LIPI_OK;
