@@ -35,6 +35,33 @@ static inline uint64_t bt_filter_mask(uint64_t key, size_t *word)
     return UINT64_C(1) << (h & 63) | UINT64_C(1) << (h >> 6 & 63) | UINT64_C(1) << (h >> 12 & 63);
 }
 
+/* A token's record: 8 bytes, so that 1.6 MB hold o200k's and a step reads
+ * one cache line. */
+#define BT_ID_BITS 21
+#define BT_NONE ((UINT64_C(1) << BT_ID_BITS) - 1)
+
+static inline uint64_t bt_record(uint32_t left, uint32_t right, uint32_t prefix)
+{
+    return left | (uint64_t)right << BT_ID_BITS |
+           (prefix == UINT32_MAX ? BT_NONE : prefix) << 2 * BT_ID_BITS;
+}
+
+static inline uint32_t bt_left(const lipi_encoder *e, uint32_t t)
+{
+    return (uint32_t)(e->bt_tok[t] & BT_NONE);
+}
+
+static inline uint32_t bt_right(const lipi_encoder *e, uint32_t t)
+{
+    return (uint32_t)(e->bt_tok[t] >> BT_ID_BITS & BT_NONE);
+}
+
+static inline uint32_t bt_prefix(const lipi_encoder *e, uint32_t t)
+{
+    uint64_t p = e->bt_tok[t] >> 2 * BT_ID_BITS & BT_NONE;
+    return p == BT_NONE ? UINT32_MAX : (uint32_t)p;
+}
+
 /* The token that BPE makes of the pair (a, b), if any. */
 static inline bool bt_pair(const lipi_encoder *e, uint32_t a, uint32_t b, uint32_t *t)
 {
@@ -56,26 +83,25 @@ static inline bool bt_pair(const lipi_encoder *e, uint32_t a, uint32_t b, uint32
  * into a token below the limit that the undone merges leave. */
 static bool bt_valid(const lipi_encoder *e, uint32_t a, uint32_t b)
 {
-    const enc_bt_tok *tok = e->bt_tok;
     uint32_t limit = UINT32_MAX, t;
     for (;;) {
         if (bt_pair(e, a, b, &t) && t < limit)
             return false;
         if (a > b) {
             limit = a;
-            a = tok[a].split[1];
+            a = bt_right(e, a);
             if (a == limit) {
                 limit = b + 1;
-                b = tok[b].split[0];
+                b = bt_left(e, b);
                 if (b + 1 == limit)
                     return true;
             }
         } else {
             limit = b + 1;
-            b = tok[b].split[0];
+            b = bt_left(e, b);
             if (b + 1 == limit) {
                 limit = a;
-                a = tok[a].split[1];
+                a = bt_right(e, a);
                 if (a == limit)
                     return true;
             }
@@ -100,7 +126,7 @@ static inline bool bt_valid_cached(lipi_session *s, uint32_t a, uint32_t b)
 
 static inline size_t bt_len(const lipi_encoder *e, uint32_t t)
 {
-    return e->bt_tok[t].len;
+    return e->bt_len[t];
 }
 
 /* The longest token that is a prefix of w[0..n), or UINT32_MAX (none: n is
@@ -143,8 +169,8 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
                 next = bt_longest(e, w + pos, n - pos, &next_len);
                 break;
             }
-            if (e->bt_tok[t].prefix != UINT32_MAX) {
-                t = e->bt_tok[t].prefix;
+            if (bt_prefix(e, t) != UINT32_MAX) {
+                t = bt_prefix(e, t);
                 len = bt_len(e, t);
                 continue;
             }
@@ -179,10 +205,12 @@ void lipi_enc_bt_free(lipi_encoder *e)
 {
     lipi_datrie32_free(&e->bt_trie);
     lipi_free(e->bt_tok);
+    lipi_free(e->bt_len);
     lipi_free(e->bt_pairs);
     lipi_free(e->bt_filter);
     e->bt_filter = NULL;
     e->bt_tok = NULL;
+    e->bt_len = NULL;
     e->bt_pairs = NULL;
     e->bt = false;
 }
@@ -196,7 +224,7 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     lipi_session *s = NULL;
     lipi_datrie wide;
     if (!m->rank_ids || !e->raw_bytes || !e->raw_keys || !m->opt.ignore_merges || n == 0 ||
-        n >= UINT32_MAX / 2)
+        n >= BT_NONE)
         return LIPI_OK;
     unsigned bits = enc_bits_for(n);
     if (3 * bits > 63)
@@ -208,14 +236,15 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     e->bt_mask = cap - 1;
     e->bt_pairs = lipi_reallocarray(NULL, cap, sizeof *e->bt_pairs);
     e->bt_tok = lipi_reallocarray(NULL, n, sizeof *e->bt_tok);
+    e->bt_len = lipi_reallocarray(NULL, n, sizeof *e->bt_len);
     e->bt_filter = lipi_calloc(BT_FILTER_WORDS, sizeof *e->bt_filter);
     values = lipi_reallocarray(NULL, n, sizeof *values);
-    if (!e->bt_pairs || !e->bt_tok || !e->bt_filter || !values)
+    if (!e->bt_pairs || !e->bt_tok || !e->bt_len || !e->bt_filter || !values)
         TRY(LIPI_ENOMEM);
     for (size_t i = 0; i < n; i++) {
-        if (e->raw_keys[i].len > UINT32_MAX / 2)
+        if (e->raw_keys[i].len > UINT16_MAX)
             goto done; /* no such tokens in rank files; keep the merge loop */
-        e->bt_tok[i].len = (uint32_t)e->raw_keys[i].len;
+        e->bt_len[i] = (uint16_t)e->raw_keys[i].len;
     }
     memset(e->bt_pairs, 0xff, cap * sizeof *e->bt_pairs);
     for (size_t i = 0; i < n; i++)
@@ -231,16 +260,15 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     for (size_t i = 0; i < n; i++) {
         const lipi_strref *k = &e->raw_keys[i];
         size_t l;
-        e->bt_tok[i].prefix = k->s && k->len > 1 ? bt_longest(e, k->s, k->len - 1, &l) : UINT32_MAX;
+        uint32_t p = k->s && k->len > 1 ? bt_longest(e, k->s, k->len - 1, &l) : UINT32_MAX;
+        e->bt_tok[i] = bt_record((uint32_t)i, (uint32_t)i, p);
     }
     /* Each token's split, in rank order: its longest prefix token whose
      * rest is a token too, both older, forming a valid pair. */
     for (size_t i = 0; i < n; i++) {
         const lipi_strref *k = &e->raw_keys[i];
-        uint32_t *split = e->bt_tok[i].split;
-        split[0] = split[1] = (uint32_t)i;
-        for (uint32_t a = k->s ? e->bt_tok[i].prefix : UINT32_MAX; a != UINT32_MAX;
-             a = e->bt_tok[a].prefix) {
+        uint32_t prefix = bt_prefix(e, (uint32_t)i);
+        for (uint32_t a = k->s ? prefix : UINT32_MAX; a != UINT32_MAX; a = bt_prefix(e, a)) {
             size_t la = bt_len(e, a);
             uint32_t b;
             if (!lipi_enc_raw_find(e, k->s + la, k->len - la,
@@ -253,14 +281,13 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
             enc_packed_put(e->bt_pairs, e->bt_mask, bits, key, i);
             uint64_t m = bt_filter_mask(key, &w);
             e->bt_filter[w] |= m;
-            split[0] = a;
-            split[1] = b;
+            e->bt_tok[i] = bt_record(a, b, prefix);
             break;
         }
         /* A token of several bytes that no pair makes is one tiktoken's
          * merges never reach (it encodes its bytes otherwise); the walk
          * would take it whole. */
-        if (k->s && k->len > 1 && split[0] == i)
+        if (k->s && k->len > 1 && bt_left(e, (uint32_t)i) == i)
             goto done;
     }
     /* BPE's own check: every token encodes to itself. */

@@ -193,14 +193,6 @@ typedef struct {
 /* The encoder                                                               */
 /* ======================================================================== */
 
-/* What backtracking BPE keeps of a token, side by side: a step that looks
- * at a token reads one cache line. */
-typedef struct {
-    uint32_t split[2]; /* the pair it was merged from ({t, t}: a byte) */
-    uint32_t prefix;   /* its longest proper prefix that is a token, or ~0 */
-    uint32_t len;      /* its length in bytes */
-} enc_bt_tok;
-
 struct lipi_encoder {
     const lipi_tokenizer *tok;
     const lipi_model *m;
@@ -246,7 +238,11 @@ struct lipi_encoder {
     /* Backtracking BPE (backtrack.c), for tiktoken rank files */
     bool bt;
     lipi_datrie32 bt_trie;            /* raw_keys -> id */
-    enc_bt_tok *bt_tok;               /* per token: split, prefix, length */
+    uint64_t *bt_tok;                 /* per token, 21 bits each: the pair it
+                                         was merged from (itself twice for a
+                                         byte), its longest proper prefix
+                                         that is a token (all ones: none) */
+    uint16_t *bt_len;                 /* token lengths in bytes */
     uint64_t *bt_pairs;               /* (a * bt_v + b) << bt_bits | merged id */
     uint64_t *bt_filter;              /* a bit per pair hash: maybe in bt_pairs */
     size_t bt_mask;
