@@ -68,6 +68,7 @@ typedef struct {
     size_t n_units;
     const char *pool;     /* NUL-separated replacements */
     size_t pool_len;
+    uint64_t *bmp_starts; /* a bit per BMP char: a key starts with it */
 } pc_map;
 
 typedef struct {
@@ -836,6 +837,20 @@ static inline size_t pc_offset(uint32_t u)
     return (size_t)(u >> 10) << ((u & (1u << 9)) >> 6);
 }
 
+/* One step down the trie from *pos on byte c: the unit reached, or 0 when
+ * there is none (a child's unit has its nonzero label in its low byte). */
+static inline uint32_t pc_step(const pc_map *m, size_t *pos, unsigned char c)
+{
+    size_t p = *pos ^ c;
+    if (c == 0 || p >= m->n_units)
+        return 0;
+    uint32_t u = pc_unit(m, p);
+    if ((u & ((1u << 31) | 0xFFu)) != c)
+        return 0;
+    *pos = p ^ pc_offset(u);
+    return u;
+}
+
 /* The first (shortest) prefix of key[0..n) in the trie, as spm_precompiled's
  * transform: the replacement for the whole chunk. Every index is checked,
  * and a value must start a char inside the pool. */
@@ -846,16 +861,9 @@ static bool pc_lookup(const pc_map *m, const char *key, size_t n, const char **v
         return false;
     size_t pos = pc_offset(pc_unit(m, 0));
     for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)key[i];
-        if (c == 0)
-            break;
-        pos ^= c;
-        if (pos >= m->n_units)
+        uint32_t u = pc_step(m, &pos, (unsigned char)key[i]);
+        if (!u)
             return false;
-        uint32_t u = pc_unit(m, pos);
-        if ((u & ((1u << 31) | 0xFFu)) != c)
-            return false;
-        pos ^= pc_offset(u);
         if ((u >> 8) & 1) {
             if (pos >= m->n_units)
                 return false;
@@ -1062,16 +1070,9 @@ static bool pc_longest(const pc_map *m, const char *key, size_t n, size_t *mlen,
         return false;
     size_t pos = pc_offset(pc_unit(m, 0)), found = 0, results = 0;
     for (size_t i = 0; i < n && results < 32; i++) {
-        unsigned char c = (unsigned char)key[i];
-        if (c == 0)
+        uint32_t u = pc_step(m, &pos, (unsigned char)key[i]);
+        if (!u)
             break;
-        pos ^= c;
-        if (pos >= m->n_units)
-            break;
-        uint32_t u = pc_unit(m, pos);
-        if ((u & ((1u << 31) | 0xFFu)) != c)
-            break;
-        pos ^= pc_offset(u);
         if ((u >> 8) & 1) {
             if (pos >= m->n_units)
                 break;
@@ -1098,10 +1099,20 @@ static lipi_status op_spm_charsmap(const pc_map *m, emitter *em)
     const char *s = em->s;
     size_t len = em->len, i = 0, run = 0;
     while (i < len) {
-        size_t mlen, vlen;
+        size_t mlen, vlen, l = u8len((unsigned char)s[i]);
         const char *v;
+        /* Most chars start no key: the bitmap says so without a walk (a
+         * match must cover the char at i whole). */
+        if (l <= 3 && l <= len - i && m->bmp_starts) {
+            size_t k;
+            uint32_t cp = u8get(s + i, &k);
+            if (!(m->bmp_starts[cp >> 6] >> (cp & 63) & 1)) {
+                run += l;
+                i += l;
+                continue;
+            }
+        }
         if (!pc_longest(m, s + i, len - i, &mlen, &v, &vlen)) {
-            size_t l = u8len((unsigned char)s[i]);
             run += l;
             i += l;
             continue;
@@ -1815,8 +1826,29 @@ bool lipi_normalizer_has_spm_ws(const lipi_normalizer *n)
     return n && n->spm_ws != SIZE_MAX;
 }
 
+/* Whether the trie has a path for all of c's UTF-8 bytes. */
+static bool pc_starts(const pc_map *m, uint32_t c)
+{
+    char b[4];
+    size_t l = c < 0x80 ? 1 : c < 0x800 ? 2 : 3, pos = pc_offset(pc_unit(m, 0));
+    if (l == 1) {
+        b[0] = (char)c;
+    } else if (l == 2) {
+        b[0] = (char)(0xC0 | c >> 6);
+        b[1] = (char)(0x80 | (c & 0x3F));
+    } else {
+        b[0] = (char)(0xE0 | c >> 12);
+        b[1] = (char)(0x80 | (c >> 6 & 0x3F));
+        b[2] = (char)(0x80 | (c & 0x3F));
+    }
+    for (size_t i = 0; i < l; i++)
+        if (!pc_step(m, &pos, (unsigned char)b[i]))
+            return false;
+    return true;
+}
+
 /* Points each Precompiled op at its (already validated) charsmap. */
-static void view_charsmaps(lipi_normalizer *n)
+static lipi_status view_charsmaps(lipi_normalizer *n)
 {
     for (size_t i = 0; i < n->n_ops; i++) {
         const lipi_ns_step *s = n->ops[i].step;
@@ -1830,7 +1862,16 @@ static void view_charsmaps(lipi_normalizer *n)
         m->n_units = trie / 4;
         m->pool = (const char *)b + 4 + trie;
         m->pool_len = s->charsmap_len - 4 - trie;
+        if (n->ops[i].kind != OP_SPM_CHARSMAP || m->n_units == 0)
+            continue;
+        m->bmp_starts = lipi_calloc(0x10000 / 64, sizeof *m->bmp_starts);
+        if (!m->bmp_starts)
+            return LIPI_ENOMEM;
+        for (uint32_t c = 1; c < 0x10000; c++)
+            if ((c < 0xD800 || c > 0xDFFF) && pc_starts(m, c))
+                m->bmp_starts[c >> 6] |= UINT64_C(1) << (c & 63);
     }
+    return LIPI_OK;
 }
 
 lipi_status lipi_ns_build(lipi_ns_step *root, lipi_normalizer **out, lipi_error *err)
@@ -1855,7 +1896,7 @@ lipi_status lipi_ns_build(lipi_ns_step *root, lipi_normalizer **out, lipi_error 
                            u_errorName(ec)));
     TRY(add_ops(n, &cap, &n->root));
     TRY(fuse_ops(n));
-    view_charsmaps(n);
+    TRY(view_charsmaps(n));
     find_spm_ws(n);
     *out = n;
     n = NULL;
@@ -1873,6 +1914,7 @@ void lipi_normalizer_free(lipi_normalizer *n)
     for (size_t i = 0; i < n->n_ops; i++) {
         lipi_free(n->ops[i].map);
         lipi_free(n->ops[i].pool);
+        lipi_free(n->ops[i].pc.bmp_starts);
     }
     lipi_free(n->ops);
     lipi_ns_step_clear(&n->root);
