@@ -644,7 +644,7 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
             state = lipi_datrie_step(&e->trie, state, (unsigned char)w[k]);
             if (state < 0)
                 break;
-            int32_t id = e->trie.value[state];
+            int32_t id = lipi_datrie_final(&e->trie, state) ? e->trie.value[state] : -1;
             if (id >= 0) {
                 TRY(lipi_lattice_insert(lat, pos, k + 1 - pos, (uint32_t)id, e->m->scores[id]));
                 single |= k + 1 - pos == cl;
