@@ -11,9 +11,11 @@
 #include <cmocka.h>
 #include <pthread.h>
 #include <unicode/ubrk.h>
+#include <unicode/uchar.h>
 #include <unicode/uscript.h>
 #include <unicode/utext.h>
 
+#include "tokenizer/common_impl.h"
 #include "tokenizer/tokenizer.h"
 
 /* Boundaries as "0,3,6" for readable failures. */
@@ -203,6 +205,41 @@ static void test_script_of_code_points(void **state)
     assert_int_equal(lipi_script_of(0x110000), USCRIPT_INVALID_CODE);
 }
 
+/* The cached classes are ICU's, for every code point (the table's first
+ * use builds it; beyond the BMP they are computed). */
+static void test_char_classes_are_icus(void **state)
+{
+    (void)state;
+    for (uint32_t c = 0; c <= 0x10FFFF; c++) {
+        int8_t t = u_charType((UChar32)c);
+        unsigned want = u_isUWhiteSpace((UChar32)c) ? LIPI_CC_SPACE : 0;
+        if (t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_PRIVATE_USE_CHAR)
+            want |= LIPI_CC_CONTROL;
+        if (t == U_CONNECTOR_PUNCTUATION || t == U_DASH_PUNCTUATION || t == U_START_PUNCTUATION ||
+            t == U_END_PUNCTUATION || t == U_INITIAL_PUNCTUATION || t == U_FINAL_PUNCTUATION ||
+            t == U_OTHER_PUNCTUATION)
+            want |= LIPI_CC_PUNCT;
+        if (t == U_DECIMAL_DIGIT_NUMBER || t == U_LETTER_NUMBER || t == U_OTHER_NUMBER)
+            want |= LIPI_CC_NUMBER;
+        if (t == U_NON_SPACING_MARK || t == U_COMBINING_SPACING_MARK || t == U_ENCLOSING_MARK)
+            want |= LIPI_CC_MARK;
+        if (lipi_char_class(c) != want)
+            fail_msg("U+%04X: class %u, ICU says %u", (unsigned)c, lipi_char_class(c), want);
+    }
+    /* A few by hand: space, NBSP, tab, '.', DEVANAGARI DANDA, VIRAMA, DIGIT
+     * ONE, ZWNJ (Cf), a private-use char. */
+    assert_int_equal(lipi_char_class(' '), LIPI_CC_SPACE);
+    assert_int_equal(lipi_char_class(0xA0), LIPI_CC_SPACE);
+    assert_int_equal(lipi_char_class('\t'), LIPI_CC_SPACE | LIPI_CC_CONTROL);
+    assert_int_equal(lipi_char_class('.'), LIPI_CC_PUNCT);
+    assert_int_equal(lipi_char_class(0x0964), LIPI_CC_PUNCT);
+    assert_int_equal(lipi_char_class(0x094D), LIPI_CC_MARK);
+    assert_int_equal(lipi_char_class(0x0967), LIPI_CC_NUMBER);
+    assert_int_equal(lipi_char_class(0x200C), LIPI_CC_CONTROL);
+    assert_int_equal(lipi_char_class(0xE000), LIPI_CC_CONTROL);
+    assert_int_equal(lipi_char_class('a'), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -214,6 +251,7 @@ int main(void)
         cmocka_unit_test(test_fast_path_agrees_with_icu_on_random_text),
         cmocka_unit_test(test_threads_share_the_break_iterator_prototype),
         cmocka_unit_test(test_script_of_code_points),
+        cmocka_unit_test(test_char_classes_are_icus),
     };
     return cmocka_run_group_tests_name("unicode", tests, NULL, NULL);
 }

@@ -3,6 +3,7 @@
 #ifndef LIPI_COMMON_IMPL_H
 #define LIPI_COMMON_IMPL_H
 
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "tokenizer/tokenizer.h"
@@ -121,5 +122,26 @@ lipi_status lipi_atomic_commit(lipi_atomic_file *af, lipi_error *err);
 /* Closes and removes the temporary file; the target is untouched. Safe on an
  * af that was already committed or aborted. */
 void lipi_atomic_abort(lipi_atomic_file *af);
+
+/* General categories and White_Space of a code point as ICU gives them,
+ * for the BERT and Rust-std character tests; the BMP's are computed once
+ * into a 64 KB table (ICU's lookups cost several calls per character). */
+enum {
+    LIPI_CC_SPACE = 1,   /* White_Space */
+    LIPI_CC_CONTROL = 2, /* Cc, Cf, Co */
+    LIPI_CC_PUNCT = 4,   /* P* */
+    LIPI_CC_NUMBER = 8,  /* Nd, Nl, No */
+    LIPI_CC_MARK = 16,   /* Mn, Mc, Me */
+};
+extern uint8_t lipi_bmp_class[0x10000];
+extern atomic_bool lipi_bmp_class_ready;
+unsigned lipi_char_class_slow(uint32_t cp);
+
+static inline unsigned lipi_char_class(uint32_t cp)
+{
+    if (cp < 0x10000 && atomic_load_explicit(&lipi_bmp_class_ready, memory_order_acquire))
+        return lipi_bmp_class[cp];
+    return lipi_char_class_slow(cp);
+}
 
 #endif

@@ -547,14 +547,13 @@ done:
 
 static bool is_mark(uint32_t c)
 {
-    int8_t t = u_charType((UChar32)c);
-    return t == U_NON_SPACING_MARK || t == U_ENCLOSING_MARK || t == U_COMBINING_SPACING_MARK;
+    return lipi_char_class(c) & LIPI_CC_MARK;
 }
 
 /* Rust's char::is_whitespace is the White_Space property. */
 static bool bert_whitespace(uint32_t c)
 {
-    return c == '\t' || c == '\n' || c == '\r' || u_isUWhiteSpace((UChar32)c);
+    return c == '\t' || c == '\n' || c == '\r' || (lipi_char_class(c) & LIPI_CC_SPACE);
 }
 
 /* unicode_categories' is_other: Cc, Cf and Co (not Cn). */
@@ -562,8 +561,7 @@ static bool bert_control(uint32_t c)
 {
     if (c == '\t' || c == '\n' || c == '\r')
         return false;
-    int8_t t = u_charType((UChar32)c);
-    return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_PRIVATE_USE_CHAR;
+    return lipi_char_class(c) & LIPI_CC_CONTROL;
 }
 
 static bool is_cjk(uint32_t c)

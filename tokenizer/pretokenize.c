@@ -507,15 +507,14 @@ static bool is_whitespace(uint32_t c) /* char::is_whitespace: White_Space */
 {
     if (c < 0x80)
         return c == ' ' || (c >= 9 && c <= 13);
-    return u_isUWhiteSpace((UChar32)c);
+    return lipi_char_class(c) & LIPI_CC_SPACE;
 }
 
 static bool is_numeric(uint32_t c) /* char::is_numeric: Nd, Nl, No */
 {
     if (c < 0x80)
         return c >= '0' && c <= '9';
-    int8_t t = u_charType((UChar32)c);
-    return t == U_DECIMAL_DIGIT_NUMBER || t == U_LETTER_NUMBER || t == U_OTHER_NUMBER;
+    return lipi_char_class(c) & LIPI_CC_NUMBER;
 }
 
 /* is_ascii_punctuation (which includes ASCII symbols such as $+<=>^`|~) or
@@ -525,16 +524,7 @@ static bool is_punctuation(uint32_t c)
     if (c < 0x80)
         return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
                (c >= 0x7B && c <= 0x7E);
-    switch (u_charType((UChar32)c)) {
-    case U_CONNECTOR_PUNCTUATION:
-    case U_DASH_PUNCTUATION:
-    case U_START_PUNCTUATION:
-    case U_END_PUNCTUATION:
-    case U_INITIAL_PUNCTUATION:
-    case U_FINAL_PUNCTUATION:
-    case U_OTHER_PUNCTUATION: return true;
-    default: return false;
-    }
+    return lipi_char_class(c) & LIPI_CC_PUNCT;
 }
 
 /* Rust regex \w: Alphabetic, marks, Nd, Pc, Join_Control. */

@@ -144,3 +144,48 @@ int lipi_script_of(uint32_t cp)
     UScriptCode sc = uscript_getScript((UChar32)cp, &ue);
     return U_SUCCESS(ue) ? (int)sc : (int)USCRIPT_INVALID_CODE;
 }
+
+static unsigned char_class_icu(uint32_t cp)
+{
+    unsigned f = u_isUWhiteSpace((UChar32)cp) ? LIPI_CC_SPACE : 0;
+    switch (u_charType((UChar32)cp)) {
+    case U_CONTROL_CHAR:
+    case U_FORMAT_CHAR:
+    case U_PRIVATE_USE_CHAR: f |= LIPI_CC_CONTROL; break;
+    case U_CONNECTOR_PUNCTUATION:
+    case U_DASH_PUNCTUATION:
+    case U_START_PUNCTUATION:
+    case U_END_PUNCTUATION:
+    case U_INITIAL_PUNCTUATION:
+    case U_FINAL_PUNCTUATION:
+    case U_OTHER_PUNCTUATION: f |= LIPI_CC_PUNCT; break;
+    case U_DECIMAL_DIGIT_NUMBER:
+    case U_LETTER_NUMBER:
+    case U_OTHER_NUMBER: f |= LIPI_CC_NUMBER; break;
+    case U_NON_SPACING_MARK:
+    case U_COMBINING_SPACING_MARK:
+    case U_ENCLOSING_MARK: f |= LIPI_CC_MARK; break;
+    default: break;
+    }
+    return f;
+}
+
+static pthread_once_t bmp_class_once = PTHREAD_ONCE_INIT;
+uint8_t lipi_bmp_class[0x10000];
+atomic_bool lipi_bmp_class_ready;
+
+static void bmp_class_build(void)
+{
+    for (uint32_t c = 0; c < 0x10000; c++)
+        lipi_bmp_class[c] = (uint8_t)char_class_icu(c);
+    atomic_store_explicit(&lipi_bmp_class_ready, true, memory_order_release);
+}
+
+/* lipi_char_class before the table is built, and beyond the BMP. */
+unsigned lipi_char_class_slow(uint32_t cp)
+{
+    if (cp >= 0x10000)
+        return char_class_icu(cp);
+    pthread_once(&bmp_class_once, bmp_class_build);
+    return lipi_bmp_class[cp];
+}
