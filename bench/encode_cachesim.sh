@@ -20,7 +20,7 @@ valgrind --tool=callgrind --cache-sim=yes --D1=49152,12,64 --I1=32768,8,64 \
   --LL="$LL,16,64" --toggle-collect=lipi_encode_batch --callgrind-out-file="$out" \
   "$B/bench_encode" -t "$T" --runs 1 "$F" > /dev/null 2>&1
 # Totals: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
-callgrind_annotate "$out" 2>/dev/null | grep "PROGRAM TOTALS" | tr -d ',' |
+callgrind_annotate --show-percs=no "$out" 2>/dev/null | grep "PROGRAM TOTALS" | tr -d ',' |
   awk -v b="$bytes" -v t="$(basename "$T")" '{
     printf "%s instructions/kB=%.0f D1_read_misses/kB=%.1f LL_read_misses/kB=%.2f LL_write_misses/kB=%.2f\n",
       t, $1 / (2 * b) * 1000, $5 / (2 * b) * 1000, $8 / (2 * b) * 1000, $9 / (2 * b) * 1000 }'

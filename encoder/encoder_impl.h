@@ -254,6 +254,8 @@ struct lipi_encoder {
 
     /* WordPiece, Unigram */
     lipi_datrie trie;                 /* all tokens (WordPiece: without prefix) */
+    lipi_datrie32 trie32;             /* Unigram: the same, compact (size 0:
+                                         too big, use trie) */
     lipi_datrie trie_cont;            /* WordPiece: prefixed tokens, prefix cut */
     double unk_score;                 /* Unigram: min score - 10 */
     bool f32_viterbi;                 /* Unigram with SentencePiece's float32

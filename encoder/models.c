@@ -206,6 +206,12 @@ lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err)
             e->prefix = m->opt.continuing_subword_prefix;
             e->prefix_len = pl;
         } else {
+            /* The lattice walks the trie from every char: the compact copy
+             * keeps more of it in cache. */
+            st = lipi_datrie32_from(&e->trie32, &e->trie);
+            if (st == LIPI_EINVAL)
+                st = LIPI_OK; /* too many cells: walk the wide one */
+            TRY(st);
             double min = 0.0;
             bool any = false;
             for (size_t i = 0; i < n; i++)
@@ -244,6 +250,7 @@ void lipi_enc_models_free(lipi_encoder *e)
     lipi_free(e->raw_arena);
     lipi_free(e->raw_slot);
     lipi_datrie_free(&e->trie);
+    lipi_datrie32_free(&e->trie32);
     lipi_datrie_free(&e->trie_cont);
 }
 
@@ -641,10 +648,19 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
         if (cl > n - pos)
             cl = n - pos;
         for (size_t k = pos; k < n && e->trie.size; k++) {
-            state = lipi_datrie_step(&e->trie, state, (unsigned char)w[k]);
+            unsigned char c = (unsigned char)w[k];
+            int32_t id = -1;
+            if (e->trie32.size) {
+                state = lipi_datrie32_step(&e->trie32, state, c);
+                if (state >= 0 && lipi_datrie32_final(&e->trie32, state))
+                    id = e->trie32.value[state];
+            } else {
+                state = lipi_datrie_step(&e->trie, state, c);
+                if (state >= 0 && lipi_datrie_final(&e->trie, state))
+                    id = e->trie.value[state];
+            }
             if (state < 0)
                 break;
-            int32_t id = lipi_datrie_final(&e->trie, state) ? e->trie.value[state] : -1;
             if (id >= 0) {
                 TRY(lipi_lattice_insert(lat, pos, k + 1 - pos, (uint32_t)id, e->m->scores[id]));
                 single |= k + 1 - pos == cl;

@@ -94,20 +94,31 @@ typedef struct {
 lipi_status lipi_datrie32_from(lipi_datrie32 *c, const lipi_datrie *t);
 void lipi_datrie32_free(lipi_datrie32 *c);
 
+/* The child of state s for byte c, or -1. */
+static inline int32_t lipi_datrie32_step(const lipi_datrie32 *t, int32_t s, unsigned char c)
+{
+    uint32_t n = (t->unit[s] >> 10) + c + 1;
+    return (t->unit[n] & 0x1ff) == (0x100u | c) ? (int32_t)n : -1;
+}
+
+/* Whether a key ends at state s. */
+static inline int lipi_datrie32_final(const lipi_datrie32 *t, int32_t s)
+{
+    return (t->unit[s] & 0x200) != 0;
+}
+
 static inline size_t lipi_datrie32_longest(const lipi_datrie32 *t, const char *s, size_t len,
                                            int32_t *value)
 {
     size_t best = 0;
-    uint32_t st = 0, best_st = 0;
+    int32_t st = 0, best_st = 0;
     for (size_t i = 0; i < len; i++) {
-        unsigned c = (unsigned char)s[i];
-        uint32_t n = (t->unit[st] >> 10) + c + 1, u = t->unit[n];
-        if ((u & 0x1ff) != (0x100 | c))
+        st = lipi_datrie32_step(t, st, (unsigned char)s[i]);
+        if (st < 0)
             break;
-        st = n;
-        if (u & 0x200) {
+        if (lipi_datrie32_final(t, st)) {
             best = i + 1;
-            best_st = n;
+            best_st = st;
         }
     }
     if (best)
