@@ -1828,17 +1828,7 @@ bool lipi_normalizer_has_spm_ws(const lipi_normalizer *n)
 static bool pc_starts(const pc_map *m, uint32_t c)
 {
     char b[4];
-    size_t l = c < 0x80 ? 1 : c < 0x800 ? 2 : 3, pos = pc_offset(pc_unit(m, 0));
-    if (l == 1) {
-        b[0] = (char)c;
-    } else if (l == 2) {
-        b[0] = (char)(0xC0 | c >> 6);
-        b[1] = (char)(0x80 | (c & 0x3F));
-    } else {
-        b[0] = (char)(0xE0 | c >> 12);
-        b[1] = (char)(0x80 | (c >> 6 & 0x3F));
-        b[2] = (char)(0x80 | (c & 0x3F));
-    }
+    size_t l = lipi_utf8_encode(c, b), pos = pc_offset(pc_unit(m, 0));
     for (size_t i = 0; i < l; i++)
         if (!pc_step(m, &pos, (unsigned char)b[i]))
             return false;
