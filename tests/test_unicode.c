@@ -223,6 +223,10 @@ static void test_char_classes_are_icus(void **state)
             want |= LIPI_CC_NUMBER;
         if (t == U_NON_SPACING_MARK || t == U_COMBINING_SPACING_MARK || t == U_ENCLOSING_MARK)
             want |= LIPI_CC_MARK;
+        if (u_hasBinaryProperty((UChar32)c, UCHAR_ALPHABETIC) ||
+            u_hasBinaryProperty((UChar32)c, UCHAR_JOIN_CONTROL) || (want & LIPI_CC_MARK) ||
+            t == U_DECIMAL_DIGIT_NUMBER || t == U_CONNECTOR_PUNCTUATION)
+            want |= LIPI_CC_WORD;
         if (lipi_char_class(c) != want)
             fail_msg("U+%04X: class %u, ICU says %u", (unsigned)c, lipi_char_class(c), want);
     }
@@ -232,12 +236,13 @@ static void test_char_classes_are_icus(void **state)
     assert_int_equal(lipi_char_class(0xA0), LIPI_CC_SPACE);
     assert_int_equal(lipi_char_class('\t'), LIPI_CC_SPACE | LIPI_CC_CONTROL);
     assert_int_equal(lipi_char_class('.'), LIPI_CC_PUNCT);
+    assert_int_equal(lipi_char_class('_'), LIPI_CC_PUNCT | LIPI_CC_WORD);
     assert_int_equal(lipi_char_class(0x0964), LIPI_CC_PUNCT);
-    assert_int_equal(lipi_char_class(0x094D), LIPI_CC_MARK);
-    assert_int_equal(lipi_char_class(0x0967), LIPI_CC_NUMBER);
-    assert_int_equal(lipi_char_class(0x200C), LIPI_CC_CONTROL);
+    assert_int_equal(lipi_char_class(0x094D), LIPI_CC_MARK | LIPI_CC_WORD);
+    assert_int_equal(lipi_char_class(0x0967), LIPI_CC_NUMBER | LIPI_CC_WORD);
+    assert_int_equal(lipi_char_class(0x200C), LIPI_CC_CONTROL | LIPI_CC_WORD);
     assert_int_equal(lipi_char_class(0xE000), LIPI_CC_CONTROL);
-    assert_int_equal(lipi_char_class('a'), 0);
+    assert_int_equal(lipi_char_class('a'), LIPI_CC_WORD);
 }
 
 int main(void)

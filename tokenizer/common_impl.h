@@ -124,7 +124,7 @@ lipi_status lipi_atomic_commit(lipi_atomic_file *af, lipi_error *err);
 void lipi_atomic_abort(lipi_atomic_file *af);
 
 /* General categories and White_Space of a code point as ICU gives them,
- * for the BERT and Rust-std character tests; the BMP's are computed once
+ * for the BERT, Rust-std and Rust-regex character tests; the BMP's are computed once
  * into a 64 KB table (ICU's lookups cost several calls per character). */
 enum {
     LIPI_CC_SPACE = 1,   /* White_Space */
@@ -132,6 +132,8 @@ enum {
     LIPI_CC_PUNCT = 4,   /* P* */
     LIPI_CC_NUMBER = 8,  /* Nd, Nl, No */
     LIPI_CC_MARK = 16,   /* Mn, Mc, Me */
+    LIPI_CC_WORD = 32,   /* Rust regex \w: Alphabetic, Join_Control, marks,
+                            Nd, Pc */
 };
 extern uint8_t lipi_bmp_class[0x10000];
 extern atomic_bool lipi_bmp_class_ready;

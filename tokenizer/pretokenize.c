@@ -533,17 +533,7 @@ static bool is_rust_word(uint32_t c)
     if (c < 0x80)
         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
                c == '_';
-    if (u_hasBinaryProperty((UChar32)c, UCHAR_ALPHABETIC) ||
-        u_hasBinaryProperty((UChar32)c, UCHAR_JOIN_CONTROL))
-        return true;
-    switch (u_charType((UChar32)c)) {
-    case U_NON_SPACING_MARK:
-    case U_COMBINING_SPACING_MARK:
-    case U_ENCLOSING_MARK:
-    case U_DECIMAL_DIGIT_NUMBER:
-    case U_CONNECTOR_PUNCTUATION: return true;
-    default: return false;
-    }
+    return lipi_char_class(c) & LIPI_CC_WORD;
 }
 
 /* GPT-2 bytes_to_unicode: printable Latin-1 bytes map to themselves, the

@@ -148,23 +148,26 @@ int lipi_script_of(uint32_t cp)
 static unsigned char_class_icu(uint32_t cp)
 {
     unsigned f = u_isUWhiteSpace((UChar32)cp) ? LIPI_CC_SPACE : 0;
+    if (u_hasBinaryProperty((UChar32)cp, UCHAR_ALPHABETIC) ||
+        u_hasBinaryProperty((UChar32)cp, UCHAR_JOIN_CONTROL))
+        f |= LIPI_CC_WORD;
     switch (u_charType((UChar32)cp)) {
     case U_CONTROL_CHAR:
     case U_FORMAT_CHAR:
     case U_PRIVATE_USE_CHAR: f |= LIPI_CC_CONTROL; break;
-    case U_CONNECTOR_PUNCTUATION:
+    case U_CONNECTOR_PUNCTUATION: f |= LIPI_CC_PUNCT | LIPI_CC_WORD; break;
     case U_DASH_PUNCTUATION:
     case U_START_PUNCTUATION:
     case U_END_PUNCTUATION:
     case U_INITIAL_PUNCTUATION:
     case U_FINAL_PUNCTUATION:
     case U_OTHER_PUNCTUATION: f |= LIPI_CC_PUNCT; break;
-    case U_DECIMAL_DIGIT_NUMBER:
+    case U_DECIMAL_DIGIT_NUMBER: f |= LIPI_CC_NUMBER | LIPI_CC_WORD; break;
     case U_LETTER_NUMBER:
     case U_OTHER_NUMBER: f |= LIPI_CC_NUMBER; break;
     case U_NON_SPACING_MARK:
     case U_COMBINING_SPACING_MARK:
-    case U_ENCLOSING_MARK: f |= LIPI_CC_MARK; break;
+    case U_ENCLOSING_MARK: f |= LIPI_CC_MARK | LIPI_CC_WORD; break;
     default: break;
     }
     return f;
