@@ -169,8 +169,9 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
                 next = bt_longest(e, w + pos, n - pos, &next_len);
                 break;
             }
-            if (bt_prefix(e, t) != UINT32_MAX) {
-                t = bt_prefix(e, t);
+            uint32_t shorter = bt_prefix(e, t);
+            if (shorter != UINT32_MAX) {
+                t = shorter;
                 len = bt_len(e, t);
                 continue;
             }

@@ -10,7 +10,8 @@
 #define CACHE_MAX_BYTES (4u << 20)
 /* Backtracking BPE makes a word's tokens in about the time a cache miss
  * to memory takes: a cache half as big stays nearer the core and wins
- * (o200k 1.07x on one thread); other models' words cost more to redo. */
+ * (o200k 1.03-1.07x on one thread, bench/RESULTS.md); other models'
+ * words cost more to redo (spm_bpe8k 0.81x with the small cache). */
 #define CACHE_BT_SHIFT 1
 
 /* Entry layout: see lipi_enc_cache_get in encoder_impl.h. */

@@ -671,7 +671,8 @@ emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc, li
 }
 
 /* Starts fetching the cache slot of a piece with hash h and, for a word
- * the cache lacks, its whole-word slot (ignore_merges). */
+ * the cache lacks, its whole-word slot (ignore_merges; backtracking finds
+ * whole words by its own walk). */
 static inline void piece_prefetch(const lipi_session *s, uint64_t h)
 {
     const lipi_encoder *e = s->enc;

@@ -253,7 +253,8 @@ struct lipi_encoder {
     size_t raw_mask;
 
     /* WordPiece, Unigram */
-    lipi_datrie trie;                 /* all tokens (WordPiece: without prefix) */
+    lipi_datrie trie;                 /* all tokens (WordPiece: without prefix;
+                                         Unigram: only when trie32 is empty) */
     lipi_datrie32 trie32;             /* Unigram: the same, compact (size 0:
                                          too big, use trie) */
     lipi_datrie trie_cont;            /* WordPiece: prefixed tokens, prefix cut */

@@ -209,7 +209,9 @@ lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err)
             /* The lattice walks the trie from every char: the compact copy
              * keeps more of it in cache. */
             st = lipi_datrie32_from(&e->trie32, &e->trie);
-            if (st == LIPI_EINVAL)
+            if (st == LIPI_OK)
+                lipi_datrie_free(&e->trie); /* nothing else walks it */
+            else if (st == LIPI_EINVAL)
                 st = LIPI_OK; /* too many cells: walk the wide one */
             TRY(st);
             double min = 0.0;
@@ -647,7 +649,7 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
         int32_t state = 0;
         if (cl > n - pos)
             cl = n - pos;
-        for (size_t k = pos; k < n && e->trie.size; k++) {
+        for (size_t k = pos; k < n && (e->trie32.size || e->trie.size); k++) {
             unsigned char c = (unsigned char)w[k];
             int32_t id = -1;
             if (e->trie32.size) {
