@@ -267,12 +267,18 @@ lipi_status lipi_encode_batch(lipi_session *const *sessions, size_t n_sessions,
     if (!out)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "no output given");
     memset(out, 0, sizeof *out);
-    if (!sessions || n_sessions == 0 || (!texts && n))
+    if (!sessions || n_sessions == 0 || !sessions[0] || (!texts && n))
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "no sessions or texts given");
-    for (size_t i = 1; i < n_sessions; i++)
+    for (size_t i = 1; i < n_sessions; i++) {
         if (!sessions[i] || sessions[i]->enc != sessions[0]->enc)
             return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                                   "session %zu belongs to another encoder", i);
+        /* Two threads on one session would share its buffers. */
+        for (size_t j = 0; j < i; j++)
+            if (sessions[j] == sessions[i])
+                return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                                      "session %zu is session %zu again: one per thread", i, j);
+    }
     if (!opt) {
         lipi_encode_options_default(sessions[0]->enc, &defaults);
         opt = &defaults;

@@ -139,8 +139,8 @@ typedef struct {
     size_t *token_start; /* start[n] + 1 entries */
 } lipi_batch;
 
-/* Encodes texts[0..n) on n_sessions threads, one session each (sessions of
- * the same encoder; their caches stay warm across calls). The output is the
+/* Encodes texts[0..n) on n_sessions threads, one session each (different
+ * sessions of the same encoder; their caches stay warm across calls). The output is the
  * same for any number of sessions. *out is cleared first and owned by the
  * caller (lipi_batch_free). On failure the error of the first failing text
  * (in input order) is returned with err->line = its index + 1, and *out is

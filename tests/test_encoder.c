@@ -1018,6 +1018,12 @@ static void test_batch_reports_the_first_failing_line(void **state)
     assert_int_equal(err.line, 151);
     assert_int_equal(err.offset, 4);
     assert_null(b.ids);
+    /* The same session twice, or none, is refused before any work. */
+    lipi_session *twice[2] = {k.s, k.s}, *none[1] = {NULL};
+    assert_int_equal(lipi_encode_batch(twice, 2, texts, 10, NULL, 0, &b, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "session 1 is session 0"));
+    assert_null(b.ids);
+    assert_int_equal(lipi_encode_batch(none, 1, texts, 10, NULL, 0, &b, &err), LIPI_EINVAL);
     /* An empty batch is fine. */
     assert_int_equal(lipi_encode_batch(two, 2, texts, 0, NULL, 0, &b, &err), LIPI_OK);
     assert_int_equal(b.n, 0);
