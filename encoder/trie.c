@@ -63,15 +63,17 @@ static void unlink_cell(builder *b, int32_t c)
     b->listed[c >> 6] &= ~(UINT64_C(1) << (c & 63));
 }
 
-/* The first cell in the free list at or after cell c, or -1. */
+/* The first cell in the free list from cell c to c + 4095, or -1. Bounded:
+ * a state whose earlier siblings' subtrees filled everything after it
+ * would otherwise scan to the end of the array. */
 static int32_t first_listed(const builder *b, size_t c)
 {
-    size_t words = b->t.size >> 6, i = c >> 6;
+    size_t words = b->t.size >> 6, i = c >> 6, end = i + 64 < words ? i + 64 : words;
     if (i >= words)
         return -1;
     uint64_t w = b->listed[i] & (~UINT64_C(0) << (c & 63));
     while (!w) {
-        if (++i == words)
+        if (++i == end)
             return -1;
         w = b->listed[i];
     }
@@ -151,7 +153,7 @@ typedef struct {
 
 /* First base >= 1 that no other state has and whose cells base + label + 1
  * are all free, trying first the anchors (the first child's cell) after
- * cell `near`, then all of them. Bases are unique so that a child can be
+ * cell `near` when there is one nearby, then all of them. Bases are unique so that a child can be
  * recognised by its label alone (lipi_datrie32). */
 static lipi_status find_base(builder *b, const unsigned char *labels, size_t nl, size_t near,
                              size_t *out)
