@@ -48,7 +48,98 @@ static lipi_status pos_scratch(lipi_lattice *l)
     if (!b)
         return LIPI_ENOMEM;
     l->pos_beta = b;
+    lipi_lattice_node *w = lipi_reallocarray(l->pos_win, need, sizeof *w);
+    if (!w)
+        return LIPI_ENOMEM;
+    l->pos_win = w;
     l->pos_cap = need;
+    return LIPI_OK;
+}
+
+/* Before the first Viterbi step: pos_node[p] = -1 (unreached) except
+ * position 0, reached by the empty path (-2). */
+static lipi_status viterbi_start(lipi_lattice *l)
+{
+    lipi_status st = pos_scratch(l);
+    if (st != LIPI_OK)
+        return st;
+    for (size_t p = 0; p <= l->len; p++)
+        l->pos_node[p] = -1;
+    l->pos_node[0] = -2;
+    l->pos_score[0] = l->f32 ? (double)l->start : 0.0;
+    l->f32_margin = INFINITY;
+    return LIPI_OK;
+}
+
+/* The Viterbi step for a node from a reached position `from` to `end`:
+ * true when it is the best way to end so far (pos_score[end] updated, the
+ * caller records the node). A later node replaces an earlier one only on a
+ * strictly greater score. */
+static inline bool viterbi_step(lipi_lattice *l, size_t from, size_t end, uint32_t id,
+                                double score)
+{
+    double cand = l->pos_score[from] + score;
+    if (l->f32) {
+        /* SentencePiece's EncodeOptimized: a piece's candidate is the
+         * float best-so-far plus its float score added in double (the
+         * score's type is deduced as double there), the unknown's is
+         * added in float, and the best is stored as a float. So a later
+         * equal-looking candidate can beat a stored one rounded down. */
+        float f = (float)l->pos_score[from];
+        cand = (int64_t)id == l->f32_unk ? (double)(f + (float)score)
+                                         : (double)f + (double)(float)score;
+    }
+    bool reached = l->pos_node[end] != -1;
+    if (l->f32 && reached && fabs(cand - l->pos_score[end]) < l->f32_margin)
+        l->f32_margin = fabs(cand - l->pos_score[end]);
+    if (reached && !(cand > l->pos_score[end]))
+        return false;
+    l->pos_score[end] = l->f32 ? (double)(float)cand : cand;
+    return true;
+}
+
+lipi_status lipi_lattice_best_start(lipi_lattice *l)
+{
+    l->n_nodes = 0;
+    l->path_len = 0;
+    return viterbi_start(l);
+}
+
+void lipi_lattice_offer(lipi_lattice *l, size_t pos, size_t n, uint32_t id, double score)
+{
+    size_t end = pos + n;
+    if (l->pos_node[pos] == -1 || !viterbi_step(l, pos, end, id, score))
+        return;
+    l->pos_node[end] = (int64_t)end; /* reached; its node is pos_win[end] */
+    l->pos_win[end] = (lipi_lattice_node){(uint32_t)pos, (uint32_t)n, id, score};
+}
+
+lipi_status lipi_lattice_best_end(lipi_lattice *l, bool *found)
+{
+    size_t len = l->len, count = 0;
+    *found = false;
+    if (l->pos_node[len] == -1)
+        return LIPI_OK;
+    for (size_t p = len; p > 0; p = l->pos_win[p].pos)
+        count++;
+    if (count > l->nodes_cap || count > l->path_cap) {
+        void *p = l->nodes;
+        lipi_status st = lipi_grow(&p, &l->nodes_cap, count, sizeof *l->nodes);
+        l->nodes = p;
+        if (st != LIPI_OK)
+            return st;
+        p = l->path;
+        st = lipi_grow(&p, &l->path_cap, count, sizeof *l->path);
+        l->path = p;
+        if (st != LIPI_OK)
+            return st;
+    }
+    for (size_t p = len, k = count; p > 0; p = l->pos_win[p].pos) {
+        l->nodes[--k] = l->pos_win[p];
+        l->path[k] = (uint32_t)k;
+    }
+    l->n_nodes = l->path_len = count;
+    *found = true;
     return LIPI_OK;
 }
 
@@ -58,36 +149,13 @@ lipi_status lipi_lattice_viterbi(lipi_lattice *l, bool *found)
     size_t len = l->len;
     *found = false;
     l->path_len = 0;
-    TRY(pos_scratch(l));
-    /* pos_node[p] = best node ending at p, -1 unreached; position 0 is
-     * reached by the empty path (-2). */
-    for (size_t p = 0; p <= len; p++)
-        l->pos_node[p] = -1;
-    l->pos_node[0] = -2;
-    l->pos_score[0] = l->f32 ? (double)l->start : 0.0;
-    l->f32_margin = INFINITY;
+    /* pos_node[p] = best node ending at p. */
+    TRY(viterbi_start(l));
     for (size_t i = 0; i < l->n_nodes; i++) {
         const lipi_lattice_node *nd = &l->nodes[i];
-        if (l->pos_node[nd->pos] == -1)
-            continue;
-        double cand = l->pos_score[nd->pos] + nd->score;
-        if (l->f32) {
-            /* SentencePiece's EncodeOptimized: a piece's candidate is the
-             * float best-so-far plus its float score added in double (the
-             * score's type is deduced as double there), the unknown's is
-             * added in float, and the best is stored as a float. So a later
-             * equal-looking candidate can beat a stored one rounded down. */
-            float from = (float)l->pos_score[nd->pos];
-            cand = (int64_t)nd->id == l->f32_unk ? (double)(from + (float)nd->score)
-                                                 : (double)from + (double)(float)nd->score;
-        }
         size_t end = (size_t)nd->pos + nd->len;
-        if (l->f32 && l->pos_node[end] != -1 && fabs(cand - l->pos_score[end]) < l->f32_margin)
-            l->f32_margin = fabs(cand - l->pos_score[end]);
-        if (l->pos_node[end] == -1 || cand > l->pos_score[end]) {
-            l->pos_score[end] = l->f32 ? (double)(float)cand : cand;
+        if (l->pos_node[nd->pos] != -1 && viterbi_step(l, nd->pos, end, nd->id, nd->score))
             l->pos_node[end] = (int64_t)i;
-        }
     }
     if (l->pos_node[len] == -1)
         goto done;
@@ -209,5 +277,6 @@ void lipi_lattice_free(lipi_lattice *l)
     lipi_free(l->pos_score);
     lipi_free(l->pos_node);
     lipi_free(l->pos_beta);
+    lipi_free(l->pos_win);
     memset(l, 0, sizeof *l);
 }

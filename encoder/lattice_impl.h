@@ -15,6 +15,11 @@
  *   TRY(lipi_lattice_marginals(&lat, marg, &log_z));  for EM
  *   lipi_lattice_free(&lat);
  *
+ * When only the best path is wanted (encoding), the nodes need not be
+ * stored: lipi_lattice_best_start, then lipi_lattice_offer for each node in
+ * the order above, then lipi_lattice_best_end, which leaves the path's nodes
+ * (only those) in nodes[] and path[]. Same steps, same result.
+ *
  * The Viterbi relaxes nodes in insertion order and replaces a position's best
  * only on a strictly greater score, which is exactly the tie-breaking of
  * SentencePiece's and Hugging Face's optimized Unigram encoders.
@@ -51,6 +56,8 @@ typedef struct {
     double *pos_score;
     int64_t *pos_node;
     double *pos_beta;
+    lipi_lattice_node *pos_win; /* best_start .. best_end: the best node
+                                   ending at each position */
     size_t pos_cap;
 } lipi_lattice;
 
@@ -66,6 +73,13 @@ lipi_status lipi_lattice_insert(lipi_lattice *l, size_t pos, size_t n, uint32_t 
  * (and path_len 0) when no chain of nodes covers it. An empty sentence has an
  * empty path. LIPI_ENOMEM. */
 lipi_status lipi_lattice_viterbi(lipi_lattice *l, bool *found);
+
+/* The Viterbi without a stored lattice (see the top of this file). offer
+ * takes pos <= len - n, n > 0, pos not below the previous offer's (not
+ * checked: the encoder's walk gives them so). LIPI_ENOMEM. */
+lipi_status lipi_lattice_best_start(lipi_lattice *l);
+void lipi_lattice_offer(lipi_lattice *l, size_t pos, size_t n, uint32_t id, double score);
+lipi_status lipi_lattice_best_end(lipi_lattice *l, bool *found);
 
 /* Forward-backward over all segmentations: marginal[i] (n_nodes entries, the
  * caller's) is the probability that node i is on the path, with path

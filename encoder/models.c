@@ -643,6 +643,8 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
     lat->f32 = e->f32_viterbi;
     lat->start = s->f32_run;
     lat->f32_unk = e->unk_id;
+    /* Each node is settled as the walk finds it: the lattice is not kept. */
+    TRY(lipi_lattice_best_start(lat));
     for (size_t pos = 0; pos < n;) {
         size_t cl = enc_utf8_len((unsigned char)w[pos]);
         bool single = false;
@@ -664,7 +666,7 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
             if (state < 0)
                 break;
             if (id >= 0) {
-                TRY(lipi_lattice_insert(lat, pos, k + 1 - pos, (uint32_t)id, e->m->scores[id]));
+                lipi_lattice_offer(lat, pos, k + 1 - pos, (uint32_t)id, e->m->scores[id]);
                 single |= k + 1 - pos == cl;
             }
         }
@@ -673,11 +675,11 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
                 st = no_unk(e, err);
                 goto done;
             }
-            TRY(lipi_lattice_insert(lat, pos, cl, (uint32_t)e->unk_id, e->unk_score));
+            lipi_lattice_offer(lat, pos, cl, (uint32_t)e->unk_id, e->unk_score);
         }
         pos += cl;
     }
-    TRY(lipi_lattice_viterbi(lat, &found));
+    TRY(lipi_lattice_best_end(lat, &found));
     if (!found) {
         st = no_unk(e, err);
         goto done;
