@@ -226,6 +226,8 @@ struct lipi_encoder {
     unsigned pair_bits;               /* rank bits of a compact slot */
     uint64_t pair_v;                  /* V of the key */
     uint32_t *merge_result;           /* rank -> the merged token */
+    bool merge_concat;                /* every merged token is its pair's
+                                         strings joined (bpe_merge_scan) */
     const char *prefix, *suffix;      /* continuing_subword_prefix, end_of_word_suffix */
     size_t prefix_len, suffix_len;
     int64_t ascii_id[4][128];         /* [variant][char]: 0 alone, 1 with

@@ -106,6 +106,16 @@ static lipi_status bpe_init(lipi_encoder *e)
     e->prefix_len = strnlen(e->prefix, sizeof m->opt.continuing_subword_prefix);
     e->suffix = m->opt.end_of_word_suffix;
     e->suffix_len = strnlen(e->suffix, sizeof m->opt.end_of_word_suffix);
+    e->merge_concat = !e->prefix_len && !e->suffix_len;
+    for (size_t r = 0; r < n && e->merge_concat; r++) {
+        const lipi_merge *g = &m->merges[r];
+        const lipi_strref *t = m->vocab.tok;
+        size_t nv = m->vocab.n;
+        e->merge_concat = g->left < nv && g->right < nv && g->result < nv && t[g->left].s &&
+                          t[g->right].s && t[g->result].s && t[g->left].len &&
+                          t[g->right].len &&
+                          t[g->result].len == t[g->left].len + t[g->right].len;
+    }
 
     /* Single characters, bare or with the prefix and/or suffix, by variant. */
     for (int v = 0; v < 4; v++)
@@ -377,6 +387,52 @@ static lipi_status sym_push(lipi_session *s, size_t *n, uint32_t id, size_t len)
     return LIPI_OK;
 }
 
+/* bpe_merge for a short word when merge_concat: the same merges in the
+ * same order, found by scanning the pairs instead of through a heap. The
+ * heap merges the entry of lowest (rank, position) whose pair is still
+ * there or, if the pair changed since it was pushed, whose position now
+ * holds a pair that makes the same token. The second never happens when
+ * every merged token is its pair's strings joined: the pair at a position
+ * only changes by one of its symbols growing, so the joined string there
+ * only grows, and a token has one length. So both merge, each time, the
+ * leftmost of the present pairs of lowest rank. Words are mostly a few
+ * symbols, where a scan costs less than pushing and popping. */
+#define BPE_SCAN_MAX 24
+
+static void bpe_merge_scan(lipi_session *s, size_t n)
+{
+    const lipi_encoder *e = s->enc;
+    bpe_sym *sym = s->sym;
+    const uint32_t none = UINT32_MAX;
+    uint32_t rank[BPE_SCAN_MAX]; /* of the pair (i, the symbol after i) */
+    for (size_t i = 0; i + 1 < n; i++)
+        if (!pair_get(s, sym[i].id, sym[i + 1].id, &rank[i]))
+            rank[i] = none;
+    rank[n - 1] = none;
+    for (;;) {
+        uint32_t best = none;
+        int32_t at = -1;
+        for (int32_t i = 0; i >= 0; i = sym[i].next)
+            if (rank[i] < best) {
+                best = rank[i];
+                at = i;
+            }
+        if (at < 0)
+            return;
+        bpe_sym *a = &sym[at], *b = &sym[a->next];
+        a->id = e->merge_result[best];
+        a->len += b->len;
+        b->len = 0;
+        a->next = b->next;
+        if (a->next >= 0)
+            sym[a->next].prev = at;
+        if (a->prev >= 0 && !pair_get(s, sym[a->prev].id, a->id, &rank[a->prev]))
+            rank[a->prev] = none;
+        if (a->next < 0 || !pair_get(s, a->id, sym[a->next].id, &rank[at]))
+            rank[at] = none;
+    }
+}
+
 /* Merges the symbols s->sym[0..n) by rank: the lowest-ranked adjacent pair
  * first, the leftmost among equal ranks. An entry whose symbols changed
  * since it was pushed is stale; Hugging Face still merges it when the new
@@ -390,14 +446,18 @@ static lipi_status bpe_merge(lipi_session *s, size_t n)
     bpe_sym *sym = s->sym;
     if (n < 2)
         return LIPI_OK;
-    /* At most n - 1 initial pairs and two new ones per merge (n - 1 merges). */
-    TRY(ENC_GROW(s->heap, s->heap_cap, 3 * n));
     if (e->pair_bits && !s->pair_cache) {
         s->pair_cache = lipi_reallocarray(NULL, LIPI_ENC_PAIR_CACHE, sizeof *s->pair_cache);
         if (!s->pair_cache)
             return LIPI_ENOMEM;
         memset(s->pair_cache, 0xff, LIPI_ENC_PAIR_CACHE * sizeof *s->pair_cache);
     }
+    if (e->merge_concat && n <= BPE_SCAN_MAX) {
+        bpe_merge_scan(s, n);
+        return LIPI_OK;
+    }
+    /* At most n - 1 initial pairs and two new ones per merge (n - 1 merges). */
+    TRY(ENC_GROW(s->heap, s->heap_cap, 3 * n));
     /* Fetch the table slots of all first pairs at once (a compact table's
      * pairs are mostly in the pair cache). */
     for (size_t i = 0; !e->pair_bits && i + 1 < n; i++)

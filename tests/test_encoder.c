@@ -992,6 +992,58 @@ static void test_backtracking_bpe_is_the_merge_loop(void **state)
     backtracking_check("data/vocab/tiktoken/o200k_base.tiktoken");
 }
 
+/* Short words of a model whose merged tokens are their pairs' strings
+ * joined are merged by a scan (bpe_merge_scan): the same ids and offsets
+ * as through the heap. */
+static void merge_scan_check(kit *scan, kit *heap)
+{
+    assert_true(scan->enc->merge_concat);
+    heap->enc->merge_concat = false;
+    same_on_texts(scan, heap, 13, 2000);
+}
+
+static void test_short_words_merge_as_through_the_heap(void **state)
+{
+    (void)state;
+    const char *paths[] = {FIXTURES "bytelevel_roberta.json", FIXTURES "bpe_bf.json",
+                           "tests/fixtures/readers/bpe_bytes.model",
+                           "data/vocab/tiktoken/cl100k_base.tiktoken",
+                           SHARED "vocab/gpt2/tokenizer.json"};
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        if (!exists(paths[i]))
+            continue;
+        kit scan = kit_from(open_any(paths[i])), heap = kit_from(open_any(paths[i]));
+        scan.enc->bt = heap.enc->bt = false; /* a rank file too */
+        merge_scan_check(&scan, &heap);
+        kit_free(&scan);
+        kit_free(&heap);
+    }
+    /* Two pairs make "abc", at different ranks: a word can hold both. */
+    const char *json = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, "
+                       "\"c\": 2, \"ab\": 3, \"bc\": 4, \"abc\": 5, \"ca\": 6, \"cab\": 7}, "
+                       "\"merges\": [\"b c\", \"c a\", \"a b\", \"ab c\", \"ca b\", \"a bc\"]}}";
+    kit scan = kit_from(load_text(json)), heap = kit_from(load_text(json));
+    assert_true(scan.enc->merge_concat);
+    heap.enc->merge_concat = false;
+    result *ra = result_new(), *rb = result_new();
+    unsigned seed = 5;
+    for (int i = 0; i < 3000; i++) {
+        char w[24];
+        size_t n = 1 + (size_t)rand_r(&seed) % 23;
+        for (size_t k = 0; k < n; k++)
+            w[k] = "abc"[rand_r(&seed) % 3];
+        same_encoding(&scan, &heap, w, n, ra, rb);
+    }
+    free(ra);
+    free(rb);
+    kit_free(&scan);
+    kit_free(&heap);
+    /* A continuing-subword prefix: merged tokens are not joined strings. */
+    kit p = kit_from(load(FIXTURES "bpe_prefix.json"));
+    assert_false(p.enc->merge_concat);
+    kit_free(&p);
+}
+
 static void test_batch_is_the_same_on_one_and_two_threads(void **state)
 {
     (void)state;
@@ -1607,6 +1659,7 @@ int main(void)
         cmocka_unit_test(test_decode_of_encode_gives_the_text_back),
         cmocka_unit_test(test_scanning_in_the_encoder_is_the_pre_tokenizer),
         cmocka_unit_test(test_backtracking_bpe_is_the_merge_loop),
+        cmocka_unit_test(test_short_words_merge_as_through_the_heap),
         cmocka_unit_test(test_unreachable_tokens_keep_the_merge_loop),
         cmocka_unit_test(test_batch_is_the_same_on_one_and_two_threads),
         cmocka_unit_test(test_batch_reports_the_first_failing_line),
