@@ -140,11 +140,11 @@ typedef struct {
 } lipi_batch;
 
 /* Encodes texts[0..n) on n_sessions threads, one session each (different
- * sessions of the same encoder; their caches stay warm across calls). The output is the
- * same for any number of sessions. *out is cleared first and owned by the
- * caller (lipi_batch_free). On failure the error of the first failing text
- * (in input order) is returned with err->line = its index + 1, and *out is
- * left empty. */
+ * sessions of the same encoder; their caches stay warm across calls). The
+ * output is the same for any number of sessions. *out is cleared first and
+ * owned by the caller (lipi_batch_free). On failure the error of the first
+ * failing text (in input order) is returned with err->line = its index + 1,
+ * and *out is left empty. */
 lipi_status lipi_encode_batch(lipi_session *const *sessions, size_t n_sessions,
                               const lipi_text *texts, size_t n, const lipi_encode_options *opt,
                               unsigned want, lipi_batch *out, lipi_error *err);
