@@ -106,15 +106,16 @@ static lipi_status bpe_init(lipi_encoder *e)
     e->prefix_len = strnlen(e->prefix, sizeof m->opt.continuing_subword_prefix);
     e->suffix = m->opt.end_of_word_suffix;
     e->suffix_len = strnlen(e->suffix, sizeof m->opt.end_of_word_suffix);
+    /* Whether bpe_merge_scan may replace the heap (see there). */
+    const lipi_strref *tok = m->vocab.tok;
+    size_t nv = m->vocab.n;
     e->merge_concat = !e->prefix_len && !e->suffix_len;
     for (size_t r = 0; r < n && e->merge_concat; r++) {
         const lipi_merge *g = &m->merges[r];
-        const lipi_strref *t = m->vocab.tok;
-        size_t nv = m->vocab.n;
-        e->merge_concat = g->left < nv && g->right < nv && g->result < nv && t[g->left].s &&
-                          t[g->right].s && t[g->result].s && t[g->left].len &&
-                          t[g->right].len &&
-                          t[g->result].len == t[g->left].len + t[g->right].len;
+        e->merge_concat = g->left < nv && g->right < nv && g->result < nv && tok[g->left].s &&
+                          tok[g->right].s && tok[g->result].s && tok[g->left].len &&
+                          tok[g->right].len &&
+                          tok[g->result].len == tok[g->left].len + tok[g->right].len;
     }
 
     /* Single characters, bare or with the prefix and/or suffix, by variant. */

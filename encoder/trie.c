@@ -153,8 +153,8 @@ typedef struct {
 
 /* First base >= 1 that no other state has and whose cells base + label + 1
  * are all free, trying first the anchors (the first child's cell) after
- * cell `near` when there is one nearby, then all of them. Bases are unique so that a child can be
- * recognised by its label alone (lipi_datrie32). */
+ * cell `near` when there is one nearby, then all of them. Bases are unique
+ * so that a child can be recognised by its label alone (lipi_datrie32). */
 static lipi_status find_base(builder *b, const unsigned char *labels, size_t nl, size_t near,
                              size_t *out)
 {
