@@ -1,8 +1,13 @@
 # lipi — build, test and benchmark.
 #
-#   make            build/lipi and build/liblipi.a
-#   make deps       check (and, as root, install) the Debian packages lipi needs
+#   make            build/lipi, build/liblipi.a and build/liblipi.so (in parallel,
+#                   one job per core unless -j is given)
+#   make deps       check (and, as root, install) the Debian packages lipi needs;
+#                   every build target runs it before compiling anything
 #   make test       build and run every cmocka test binary
+#   make install    PREFIX=/usr/local DESTDIR= : the command, the C library
+#                   (.so + .a, headers in include/lipi/, lipi.pc), man pages
+#                   and the bundled data in share/lipi; `make uninstall`
 #   make check      the same tests under ASan + UBSan
 #   make fuzz       each libFuzzer harness for FUZZ_SECONDS (default 60) seconds
 #   make bench      benchmarks against the anchor tools (never part of test)
@@ -12,6 +17,12 @@
 
 BUILD    ?= build
 CC       ?= cc
+VERSION  := 0.2.0
+SOVERSION := 0
+# Parallel by default: the first build on a fresh machine should not wait.
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 PKGS     := icu-uc icu-i18n libpcre2-8 cmocka jansson openblas zlib liblzma libzstd libcurl
 # What `make deps` checks: pkg-config name (or header/FILE, bin/CMD) : Debian package.
 DEPS     := bin/pkg-config:pkg-config bin/cc:build-essential \
@@ -19,16 +30,20 @@ DEPS     := bin/pkg-config:pkg-config bin/cc:build-essential \
             cmocka:libcmocka-dev jansson:libjansson-dev openblas:libopenblas-dev \
             zlib:zlib1g-dev liblzma:liblzma-dev libzstd:libzstd-dev \
             header/oneapi/dnnl/dnnl.h:libdnnl-dev header/faiss/Index.h:libfaiss-dev \
-            libcurl:libcurl4-openssl-dev
+            libcurl:libcurl4-openssl-dev bin/help2man:help2man bin/man:man-db
 # What `make fuzz` needs on top: clang and its libFuzzer + sanitizer runtimes.
 FUZZ_DEPS := bin/clang:clang \
             file/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev
 
 OPT      ?= -O2 -g
+# The library's objects go into liblipi.a and liblipi.so alike, so they are
+# position-independent; -fno-semantic-interposition keeps calls within the
+# library as direct (and inlinable) as in the executable.
+PIC      ?= -fPIC -fno-semantic-interposition
 WERROR   ?= $(if $(CI),-Werror,)
 CFLAGS   ?= $(OPT)
-CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter $(WERROR) \
-            -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter $(WERROR) $(PIC) \
+            -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -DLIPI_VERSION='"$(VERSION)"'
 # FAISS is optional: its one C++ binding file is compiled, and the static
 # libfaiss.a (which needs BLAS/LAPACK from OpenBLAS and libgomp) linked, only
 # when the headers are installed; otherwise lipi reports "built without FAISS".
@@ -36,7 +51,7 @@ HAVE_FAISS := $(wildcard /usr/include/faiss/Index.h)
 FAISS_LIBS := $(if $(HAVE_FAISS),-lfaiss,)
 CFLAGS   += $(if $(HAVE_FAISS),-DLIPI_HAVE_FAISS,)
 CXXFLAGS ?= $(OPT)
-CXXFLAGS += -std=c++17 -Wall -Wextra -Wno-unused-parameter $(WERROR) -I.
+CXXFLAGS += -std=c++17 -Wall -Wextra -Wno-unused-parameter $(WERROR) $(PIC) -I.
 LDLIBS   += $(FAISS_LIBS) $(shell pkg-config --libs $(filter-out cmocka,$(PKGS)) 2>/dev/null) \
             -lpthread -lm $(if $(HAVE_FAISS),-lgomp -lstdc++,)
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
@@ -62,20 +77,50 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
-.PHONY: all deps test check bench demo fuzz fuzz-bins clean
-all: $(BUILD)/lipi $(BUILD)/liblipi.a
+.PHONY: all deps test check bench demo fuzz fuzz-bins clean install uninstall man FORCE
+all: $(BUILD)/lipi $(BUILD)/liblipi.a $(BUILD)/liblipi.so
 
-$(BUILD)/%.o: %.c
+# Every compile waits for `make deps` (order-only: it never forces a
+# rebuild), so a missing package is reported as one, not as a compiler error.
+$(BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/%.o: %.cpp
+$(BUILD)/%.o: %.cpp | deps
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/liblipi.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+# The shared library exports exactly the functions of the public headers
+# (packaging/exports.sh); everything else stays local to it.
+PUBLIC_HEADERS := tokenizer/tokenizer.h encoder/encoder.h trainer/trainer.h pipeline/pipeline.h
+SONAME := liblipi.so.$(SOVERSION)
+$(BUILD)/lipi.map: $(PUBLIC_HEADERS) packaging/exports.sh | deps
+	@mkdir -p $(dir $@)
+	sh packaging/exports.sh "$(CC)" $(PUBLIC_HEADERS) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/liblipi.so.$(VERSION): $(LIB_OBJ) $(BUILD)/lipi.map
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script,$(BUILD)/lipi.map \
+	  -o $@ $(LIB_OBJ) $(LDLIBS)
+
+$(BUILD)/liblipi.so: $(BUILD)/liblipi.so.$(VERSION)
+	ln -sf liblipi.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
+
+# Where `make install` puts things. The installed program and library find
+# the data in share/lipi beside themselves wherever PREFIX was; DATADIR is
+# also compiled in (as it was when tokenizer/datadir.o was built) for
+# programs that link liblipi.a elsewhere.
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+DATADIR    ?= $(PREFIX)/share/lipi
+$(BUILD)/tokenizer/datadir.o: CFLAGS += -DLIPI_DATADIR='"$(DATADIR)"'
 
 $(BUILD)/lipi: $(CLI_OBJ) $(BUILD)/liblipi.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -98,10 +143,10 @@ deps:
 # Each test binary runs from the repository root so fixture paths are stable.
 # LIPI_BIN lets tests drive the CLI built into the same BUILD. The shell tests
 # run the bad-input catalogue and the SIGKILL crash-safety test against it.
-TEST_SCRIPTS := tests/bad_inputs/run.sh tests/crash_safety.sh
+TEST_SCRIPTS := tests/bad_inputs/run.sh tests/crash_safety.sh tests/install.sh
 test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY)
-	@LIPI_BIN=$(BUILD)/lipi sh tests/run_tests.sh $(TEST_BIN) $(TEST_SCRIPTS)
+	@LIPI_BIN=$(BUILD)/lipi LIPI_SAN_FLAGS="$(LDFLAGS)" sh tests/run_tests.sh $(TEST_BIN) $(TEST_SCRIPTS)
 	@sh tests/fuzz/replay.sh $(BUILD) $(FUZZ_HARNESSES)
 
 check: deps
@@ -121,6 +166,47 @@ bench: all
 
 demo: all
 	@sh cli/demo.sh $(BUILD)/lipi
+
+# Man pages, made from the commands' own --help (never committed, never stale).
+man: $(BUILD)/man/lipi.1
+$(BUILD)/man/lipi.1: $(BUILD)/lipi packaging/manpages.sh
+	sh packaging/manpages.sh $(BUILD)/lipi $(BUILD)/man $(VERSION)
+
+# pkg-config: static linking needs the libraries liblipi.a calls into.
+PC_REQUIRES := $(filter-out cmocka,$(PKGS))
+PC_LIBS_PRIVATE := $(FAISS_LIBS) -lpthread -lm $(if $(HAVE_FAISS),-lgomp -lstdc++,)
+$(BUILD)/lipi.pc: packaging/lipi.pc.in FORCE
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|$(PC_REQUIRES)|' \
+	    -e 's|@LIBS_PRIVATE@|$(PC_LIBS_PRIVATE)|' $< > $@
+
+# Bundled data: the tokenizer files `-t NAME` finds and the demo sample.
+DATA_FILES := $(wildcard data/README.md data/vocab/tiktoken/*.tiktoken data/vocab/*/vocab.txt data/flores200/*.txt)
+
+install: all man $(BUILD)/lipi.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/lipi \
+	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)
+	install -m 755 $(BUILD)/lipi $(DESTDIR)$(BINDIR)/lipi
+	install -m 644 $(BUILD)/liblipi.a $(DESTDIR)$(LIBDIR)/liblipi.a
+	install -m 755 $(BUILD)/liblipi.so.$(VERSION) $(DESTDIR)$(LIBDIR)/liblipi.so.$(VERSION)
+	ln -sf liblipi.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/liblipi.so
+	install -m 644 $(BUILD)/lipi.pc $(DESTDIR)$(LIBDIR)/pkgconfig/lipi.pc
+	@# In the tree the headers include each other as "module/name.h"; installed, as <lipi/name.h>.
+	for h in $(PUBLIC_HEADERS); do \
+	  sed -E 's|^#include "[a-z]+/([a-z_]+\.h)"|#include <lipi/\1>|' $$h > $(DESTDIR)$(INCLUDEDIR)/lipi/$$(basename $$h) || exit 1; \
+	done
+	install -m 644 $(BUILD)/man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	for f in $(DATA_FILES:data/%=%); do \
+	  install -D -m 644 data/$$f $(DESTDIR)$(DATADIR)/$$f || exit 1; \
+	done
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/lipi $(DESTDIR)$(LIBDIR)/liblipi.a $(DESTDIR)$(LIBDIR)/liblipi.so \
+	  $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/liblipi.so.$(VERSION) \
+	  $(DESTDIR)$(LIBDIR)/pkgconfig/lipi.pc $(DESTDIR)$(MANDIR)/man1/lipi.1 \
+	  $(DESTDIR)$(MANDIR)/man1/lipi-*.1
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/lipi $(DESTDIR)$(DATADIR)
 
 clean:
 	rm -rf build build-san build-*

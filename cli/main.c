@@ -3,7 +3,9 @@
 
 #include <string.h>
 
-#define LIPI_VERSION "0.1.0"
+#ifndef LIPI_VERSION
+#define LIPI_VERSION "unknown"
+#endif
 
 const char cli_version[] = LIPI_VERSION;
 

@@ -366,14 +366,16 @@ static bool looks_tiktoken(const unsigned char *s, size_t n)
     return i > d && (i == n || s[i] == '\n' || s[i] == '\r');
 }
 
-/* A bare encoding name: NAME.tiktoken in the data folders. */
+/* A bare name that is no file here: a bundled tokenizer in the data folders
+ * (lipi_data_dirs), either an encoding known to tiktoken (NAME.tiktoken,
+ * in ROOT, ROOT/tiktoken or ROOT/vocab/tiktoken) or a tokenizer folder
+ * ROOT/vocab/NAME (bert-base-multilingual-cased). */
 static lipi_status open_named(const char *name, const lipi_open_options *opt,
                               lipi_tokenizer **out, lipi_error *err)
 {
-    static const char *const dirs[] = {"data", "data/tiktoken", "data/vocab/tiktoken",
-                                       "../shared/data/vocab/tiktoken"};
+    static const char *const tiktoken_in[] = {"", "/tiktoken", "/vocab/tiktoken"};
     lipi_status st = LIPI_OK;
-    lipi_buf file = {0};
+    lipi_buf roots = {0}, looked = {0}, cand = {0};
     const char *pattern;
     const lipi_special_token *sp;
     size_t n_sp;
@@ -381,31 +383,53 @@ static lipi_status open_named(const char *name, const lipi_open_options *opt,
 
     if (ends_with(name, ".tiktoken"))
         len -= strlen(".tiktoken");
-    if (!lipi_rd_tiktoken_builtin(name, len, &pattern, &sp, &n_sp))
-        return lipi_error_set(err, LIPI_EIO, name, 0, 0, "cannot open: %s", strerror(ENOENT));
-    if (lipi_buf_append(&file, name, len) != LIPI_OK ||
-        lipi_buf_append(&file, ".tiktoken", 9) != LIPI_OK)
-        return oom(name, err);
-    for (size_t i = 0; i < (opt->data_dir ? 1 : sizeof dirs / sizeof dirs[0]); i++) {
-        const char *dir = opt->data_dir ? opt->data_dir : dirs[i];
-        char *p = join(dir, strlen(dir), file.p);
-        if (!p) {
-            st = oom(name, err);
-            goto done;
+    bool tiktoken = lipi_rd_tiktoken_builtin(name, len, &pattern, &sp, &n_sp);
+    if (opt->data_dir)
+        st = lipi_buf_append(&roots, opt->data_dir, strlen(opt->data_dir) + 1);
+    else
+        st = lipi_data_dirs(&roots);
+    if (st != LIPI_OK)
+        goto oom;
+    for (size_t at = 0; at < roots.len; at += strlen(roots.p + at) + 1) {
+        const char *root = roots.p + at;
+        for (size_t i = 0; i < (tiktoken ? sizeof tiktoken_in / sizeof tiktoken_in[0] : 1); i++) {
+            const char *sub = tiktoken ? tiktoken_in[i] : "/vocab";
+            cand.len = 0;
+            if (lipi_buf_append(&cand, root, strlen(root)) != LIPI_OK ||
+                lipi_buf_append(&cand, sub, strlen(sub)) != LIPI_OK ||
+                lipi_buf_append(&cand, "/", 1) != LIPI_OK ||
+                lipi_buf_append(&cand, name, len) != LIPI_OK ||
+                lipi_buf_append(&cand, tiktoken ? ".tiktoken" : "", tiktoken ? 10 : 1) != LIPI_OK)
+                goto oom;
+            struct stat sb;
+            if (stat(cand.p, &sb) == 0 && (tiktoken ? S_ISREG(sb.st_mode) : S_ISDIR(sb.st_mode))) {
+                st = tiktoken ? open_tiktoken(cand.p, opt, out, err) : open_folder(cand.p, opt, out, err);
+                goto done;
+            }
         }
-        if (is_file(p)) {
-            st = open_tiktoken(p, opt, out, err);
-            lipi_free(p);
-            goto done;
-        }
-        lipi_free(p);
+        if ((looked.len && lipi_buf_append(&looked, ", ", 2) != LIPI_OK) ||
+            lipi_buf_append(&looked, root, strlen(root)) != LIPI_OK)
+            goto oom;
     }
-    st = lipi_error_set(err, LIPI_EIO, name, 0, 0, "cannot find %s in %s", file.p,
-                        opt->data_dir ? opt->data_dir
-                                      : "data, data/tiktoken, data/vocab/tiktoken, "
-                                        "../shared/data/vocab/tiktoken");
+    if (lipi_buf_append(&looked, "", 1) != LIPI_OK)
+        goto oom;
+    const char *lipi_data = opt->data_dir ? "" : getenv("LIPI_DATA") ? "" : " ($LIPI_DATA is not set)";
+    if (tiktoken)
+        st = lipi_error_set(err, LIPI_EIO, name, 0, 0,
+                            "cannot find %.*s.tiktoken in %s (each also under tiktoken/ and "
+                            "vocab/tiktoken/)%s; set LIPI_DATA to the folder that holds it",
+                            (int)len, name, looked.p, lipi_data);
+    else
+        st = lipi_error_set(err, LIPI_EIO, name, 0, 0,
+                            "cannot open: no such file or folder, nor a bundled tokenizer "
+                            "vocab/%s in %s%s", name, looked.p, lipi_data);
+    goto done;
+oom:
+    st = oom(name, err);
 done:
-    lipi_buf_free(&file);
+    lipi_buf_free(&roots);
+    lipi_buf_free(&looked);
+    lipi_buf_free(&cand);
     return st;
 }
 

@@ -186,6 +186,11 @@ lipi_status lipi_rd_spm_build(const char *name, const lipi_rd_spm *spec, lipi_to
 /* The published split pattern and special tokens of the encoding called
  * name[0..len) ("cl100k_base", "o200k_base", "p50k_base", "r50k_base");
  * false for other names. */
+/* Appends the folders that may hold bundled data to `list`, each followed by
+ * a NUL, in search order ($LIPI_DATA, the installed share/lipi, the
+ * checkout's data/; see datadir.c). LIPI_ENOMEM only. */
+lipi_status lipi_data_dirs(lipi_buf *list);
+
 bool lipi_rd_tiktoken_builtin(const char *name, size_t len, const char **pattern,
                               const lipi_special_token **special, size_t *n_special);
 

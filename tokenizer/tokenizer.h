@@ -45,8 +45,11 @@ typedef struct {
     size_t line;     /* 1-based line, 0 if unknown */
     size_t offset;   /* byte offset from the start of the file (or of the
                         text or JSON value named in `path`), 0 if unknown */
-    char msg[256];   /* "expected ..., found ..." */
+    char msg[1024];  /* "expected ..., found ..." */
 } lipi_error;
+
+/* The library's version, "MAJOR.MINOR.PATCH" (static string). */
+const char *lipi_version(void);
 
 /* Short stable name of a status, e.g. "ENOMEM". */
 const char *lipi_status_name(lipi_status code);
@@ -507,9 +510,13 @@ typedef struct {
      * replacing the built-in one; required for rank files and GGUF "pre"
      * types lipi does not know. NULL: built-in. */
     const char *pattern;
-    /* Folder searched for NAME.tiktoken when `path` is a bare encoding
-     * name such as "cl100k_base". NULL: "data", "data/tiktoken",
-     * "data/vocab/tiktoken" and "../shared/data/vocab/tiktoken", in order. */
+    /* The one folder searched for a bundled tokenizer when `path` is a bare
+     * name that is no file ("cl100k_base": DIR/NAME.tiktoken,
+     * DIR/tiktoken/..., DIR/vocab/tiktoken/...; "bert-base-multilingual-cased":
+     * DIR/vocab/NAME/). NULL: $LIPI_DATA, then the installed share/lipi
+     * (PREFIX/share/lipi, or share/lipi beside the library or program),
+     * then the checkout's data/ beside the program's build folder; never
+     * the current folder by itself. */
     const char *data_dir;
 } lipi_open_options;
 
@@ -524,7 +531,9 @@ typedef struct {
  *   - a GPT-2 vocab.json or merges.txt (the other file must sit beside it);
  *   - a tiktoken rank file (*.tiktoken, or lines "<base64> <rank>"), or the
  *     bare names cl100k_base, o200k_base, p50k_base, r50k_base (looked up
- *     as NAME.tiktoken, see data_dir), with their published split patterns
+ *     as NAME.tiktoken in the data folders, see data_dir; a bare name that
+ *     is a folder there, such as bert-base-multilingual-cased, opens as a
+ *     folder), with their published split patterns
  *     and special tokens; a NAME.meta.json beside a rank file ({"pat_str",
  *     "special_tokens"}) gives them for any other name;
  *   - a GGUF file (its tokenizer.ggml.* metadata; tensors are never read).
