@@ -310,6 +310,46 @@ static void test_gpt2_merges_must_name_tokens(void **state)
 /* tiktoken                                                                  */
 /* ======================================================================== */
 
+static void test_sha256_gives_the_fips_180_digests_in_any_chunks(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        size_t repeat;
+        const char *hex;
+    } cases[] = {
+        {"", 1, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", 1, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 1,
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        {"a", 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"},
+        /* Lengths around the padding's block boundary. */
+        {"a", 55, "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318"},
+        {"a", 56, "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a"},
+        {"a", 63, "7d3e74a05d7db15bce4ad9ec0658ea98e3f06eeecf16b4c6fff2da457ddc2f34"},
+        {"a", 64, "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb"},
+        {"a", 119, "31eba51c313a5c08226adf18d4a359cfdfd8d2e816b13f4af952f7ea6584dcfb"},
+        {"a", 120, "2f3d335432c70b580af0e8e1b3674a7c020d683aa5f73aaaedfdc55af904c21c"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = strlen(cases[i].text) * cases[i].repeat;
+        char *buf = malloc(n + 1), hex[65];
+        assert_non_null(buf);
+        for (size_t k = 0; k < cases[i].repeat; k++)
+            memcpy(buf + k * strlen(cases[i].text), cases[i].text, strlen(cases[i].text));
+        lipi_sha256_hex(buf, n, hex);
+        assert_string_equal(hex, cases[i].hex);
+        /* The same bytes in uneven pieces, crossing block boundaries. */
+        lipi_sha256 c;
+        lipi_sha256_init(&c);
+        for (size_t off = 0, step = 1; off < n; off += step, step = step % 97 + 1)
+            lipi_sha256_update(&c, buf + off, step < n - off ? step : n - off);
+        lipi_sha256_final_hex(&c, hex);
+        assert_string_equal(hex, cases[i].hex);
+        free(buf);
+    }
+}
+
 static void test_cl100k_and_o200k_load_by_name_with_their_specials(void **state)
 {
     (void)state;
@@ -1426,6 +1466,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt2_files_build_the_model_of_gpt2_tokenizer_json),
         cmocka_unit_test(test_gpt2_merges_must_name_tokens),
+        cmocka_unit_test(test_sha256_gives_the_fips_180_digests_in_any_chunks),
         cmocka_unit_test(test_cl100k_and_o200k_load_by_name_with_their_specials),
         cmocka_unit_test(test_bare_names_and_missing_patterns_are_clear_errors),
         cmocka_unit_test(test_tiktoken_merges_come_from_rank_bpe),

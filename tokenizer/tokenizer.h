@@ -1,4 +1,4 @@
-/* lipi tokenizer module: errors and allocation, UTF-8 input, normalizers,
+/* lipi tokenizer module: errors and allocation, SHA-256, UTF-8 input, normalizers,
  * pre-tokenizers, grapheme clusters and the tokenizer object.
  *
  *   lipi_error err;
@@ -84,6 +84,35 @@ void *lipi_realloc(void *p, size_t size);
 void *lipi_reallocarray(void *p, size_t n, size_t size); /* NULL on overflow */
 void lipi_free(void *p);
 char *lipi_strndup(const char *s, size_t len);     /* NUL-terminated copy */
+
+/* ======================================================================== */
+/* SHA-256 (FIPS 180-4), to check files against published checksums          */
+/* ======================================================================== */
+
+/* A running hash; the fields are private (here so it can live on the
+ * stack). Nothing allocates and nothing fails:
+ *
+ *   lipi_sha256 c;
+ *   char hex[65];
+ *   lipi_sha256_init(&c);
+ *   lipi_sha256_update(&c, "ab", 2);
+ *   lipi_sha256_update(&c, "c", 1);
+ *   lipi_sha256_final_hex(&c, hex);   // "ba7816bf...f20015ad", as for "abc"
+ */
+typedef struct {
+    uint32_t h[8];
+    uint64_t len;
+    unsigned char buf[64];
+    size_t fill;
+} lipi_sha256;
+
+void lipi_sha256_init(lipi_sha256 *c);
+void lipi_sha256_update(lipi_sha256 *c, const void *data, size_t n);
+/* Writes the digest as 64 lowercase hex digits and a NUL; `c` is used up
+ * (init it again to hash something else). */
+void lipi_sha256_final_hex(lipi_sha256 *c, char out[65]);
+/* The digest of data[0..n) in one call. */
+void lipi_sha256_hex(const void *data, size_t n, char out[65]);
 
 /* ======================================================================== */
 /* UTF-8                                                                     */
