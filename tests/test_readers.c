@@ -427,7 +427,7 @@ static void test_tiktoken_merges_come_from_rank_bpe(void **state)
     lipi_tokenizer *t = NULL;
     lipi_error err;
     assert_int_equal(lipi_tokenizer_from_tiktoken(ranks, strlen(ranks), "t", "\\S+", NULL, 0,
-                                                  &t, &err),
+                                                  0, &t, &err),
                      LIPI_OK);
     /* ab, bc, abc = ab + c (ab outranks bc), ca; xyz has no two-part path. */
     static const uint32_t want[][2] = {{0, 1}, {1, 2}, {3, 2}, {2, 0}};
@@ -442,11 +442,166 @@ static void test_tiktoken_merges_come_from_rank_bpe(void **state)
 
     /* Bytes outside printable ASCII use the GPT-2 alphabet: " " is "Ġ". */
     static const char space[] = "IA== 0\n";
-    assert_int_equal(lipi_tokenizer_from_tiktoken(space, strlen(space), "t", "\\S+", NULL, 0, &t,
-                                                  &err),
+    assert_int_equal(lipi_tokenizer_from_tiktoken(space, strlen(space), "t", "\\S+", NULL, 0, 0,
+                                                  &t, &err),
                      LIPI_OK);
     assert_int_equal(id_of(t, "\xc4\xa0"), 0);
     lipi_tokenizer_free(t);
+}
+
+/* The rank files bundled in the repository (all four encodings). */
+#define BUNDLED_TIKTOKEN "data/vocab/tiktoken"
+
+static void test_p50k_and_r50k_have_tiktoken_vocabulary_sizes(void **state)
+{
+    (void)state;
+    lipi_open_options opt = {.data_dir = BUNDLED_TIKTOKEN};
+    lipi_tokenizer *t = NULL;
+    lipi_error err;
+    /* explicit_n_vocab in tiktoken's openai_public.py: 50281 and 50257. */
+    if (lipi_tokenizer_open("p50k_base", &opt, &t, &err) != LIPI_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(lipi_tokenizer_vocab_size(t), 50281);
+    assert_int_equal(id_of(t, "<|endoftext|>"), 50256);
+    assert_int_equal(id_of(t, "hello"), 31373);
+    assert_int_equal(lipi_tokenizer_added_count(t), 1);
+    lipi_tokenizer_free(t);
+    if (lipi_tokenizer_open(BUNDLED_TIKTOKEN "/r50k_base.tiktoken", NULL, &t, &err) != LIPI_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(lipi_tokenizer_vocab_size(t), 50257);
+    assert_int_equal(id_of(t, "<|endoftext|>"), 50256);
+    assert_int_equal(id_of(t, "hello"), 31373);
+    lipi_tokenizer_free(t);
+}
+
+/* dir/name holding `len` bytes of `data`, with byte `flip` (if below len)
+ * xor-ed with 1. */
+static void spit_changed(const char *dir, const char *name, const char *data, size_t len,
+                         size_t flip, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", dir, name);
+    char *copy = malloc(len ? len : 1);
+    assert_non_null(copy);
+    memcpy(copy, data, len);
+    if (flip < len)
+        copy[flip] ^= 1;
+    spit(path, copy, len);
+    free(copy);
+}
+
+static void test_published_rank_files_that_differ_are_refused_with_both_checksums(void **state)
+{
+    (void)state;
+    static const char cl100k_sha[] =
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7";
+    size_t len = 0;
+    char *full = slurp(BUNDLED_TIKTOKEN "/cl100k_base.tiktoken", &len);
+    char dir[] = "/tmp/lipi-readers-XXXXXX", path[256], found[65];
+    assert_non_null(mkdtemp(dir));
+    lipi_open_options by_name = {.data_dir = dir};
+    lipi_tokenizer *t = NULL;
+    lipi_error err;
+
+    /* Cut at a line boundary: every line left is well formed, the ranks run
+     * 0..N-1 without a gap, and only the checksum tells. */
+    size_t cut_len = len / 2;
+    while (full[cut_len - 1] != '\n')
+        cut_len++;
+    spit_changed(dir, "cl100k_base.tiktoken", full, cut_len, SIZE_MAX, path, sizeof path);
+    lipi_sha256_hex(full, cut_len, found);
+    expect_format_error(lipi_tokenizer_open(path, NULL, &t, &err), &err, cl100k_sha);
+    assert_non_null(strstr(err.msg, found));
+    assert_non_null(strstr(err.msg, "truncated or modified"));
+    assert_string_equal(err.path, path);
+    assert_null(t);
+    /* The same file by its bare name. */
+    expect_format_error(lipi_tokenizer_open("cl100k_base", &by_name, &t, &err), &err,
+                        cl100k_sha);
+    assert_string_equal(err.path, path);
+    /* Still refused when named without the extension. */
+    assert_int_equal(unlink(path), 0);
+    spit_changed(dir, "cl100k_base", full, cut_len, SIZE_MAX, path, sizeof path);
+    expect_format_error(lipi_tokenizer_open(path, NULL, &t, &err), &err, cl100k_sha);
+    assert_int_equal(unlink(path), 0);
+
+    /* One bit of one byte, the same length. */
+    spit_changed(dir, "cl100k_base.tiktoken", full, len, 1000000, path, sizeof path);
+    size_t tampered_len = 0;
+    char *tampered = slurp(path, &tampered_len);
+    assert_int_equal(tampered_len, len);
+    lipi_sha256_hex(tampered, tampered_len, found);
+    lipi_free(tampered);
+    expect_format_error(lipi_tokenizer_open("cl100k_base", &by_name, &t, &err), &err, cl100k_sha);
+    assert_non_null(strstr(err.msg, found));
+    assert_int_equal(unlink(path), 0);
+
+    /* The same bytes under another name are just a rank file. */
+    lipi_open_options pat = {.pattern = "\\S+|\\s+"};
+    spit_changed(dir, "mine.tiktoken", full, cut_len, SIZE_MAX, path, sizeof path);
+    if (lipi_tokenizer_open(path, &pat, &t, &err) != LIPI_OK)
+        fail_msg("%s", err.msg);
+    lipi_tokenizer_free(t);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+    lipi_free(full);
+}
+
+static void test_rank_gaps_are_refused_unless_a_special_token_or_the_meta_file_fills_them(
+    void **state)
+{
+    (void)state;
+    static const char gap[] = "YQ== 0\nYg== 1\nYw== 3\nZA== 4\n";
+    static const lipi_special_token sp2[] = {{"<|s|>", 2}};
+    lipi_tokenizer *t = NULL;
+    lipi_error err;
+    expect_format_error(lipi_tokenizer_from_tiktoken(gap, strlen(gap), "g", "\\S+", NULL, 0, 0,
+                                                     &t, &err),
+                        &err, "expected rank 2, found 3: rank 2 is missing");
+    assert_int_equal(err.line, 3);
+    assert_string_equal(err.path, "g");
+    assert_null(t);
+    /* Not from 0. */
+    expect_format_error(lipi_tokenizer_from_tiktoken("Yg== 1\n", 7, "g", "\\S+", NULL, 0, 0,
+                                                     &t, &err),
+                        &err, "rank 0 is missing");
+    assert_int_equal(err.line, 1);
+    /* A special token's id is no gap (p50k_base's <|endoftext|>). */
+    assert_int_equal(lipi_tokenizer_from_tiktoken(gap, strlen(gap), "g", "\\S+", sp2, 1, 0, &t,
+                                                  &err),
+                     LIPI_OK);
+    assert_int_equal(lipi_tokenizer_vocab_size(t), 5);
+    lipi_tokenizer_free(t);
+    assert_int_equal(lipi_tokenizer_from_tiktoken(gap, strlen(gap), "g", "\\S+", NULL, 0,
+                                                  LIPI_TIKTOKEN_ALLOW_RANK_GAPS, &t, &err),
+                     LIPI_OK);
+    assert_null(lipi_tokenizer_id_to_token(t, 2, NULL));
+    lipi_tokenizer_free(t);
+
+    /* Through a file: the meta file beside it may allow gaps. */
+    char dir[] = "/tmp/lipi-readers-XXXXXX", path[256], meta[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/gappy.tiktoken", dir);
+    snprintf(meta, sizeof meta, "%s/gappy.meta.json", dir);
+    spit(path, gap, strlen(gap));
+    static const char strict[] = "{\"pat_str\": \"\\\\S+\"}";
+    spit(meta, strict, strlen(strict));
+    expect_format_error(lipi_tokenizer_open(path, NULL, &t, &err), &err, "allow_rank_gaps");
+    assert_int_equal(err.line, 3);
+    assert_string_equal(err.path, path);
+    static const char lax[] = "{\"pat_str\": \"\\\\S+\", \"allow_rank_gaps\": true}";
+    spit(meta, lax, strlen(lax));
+    if (lipi_tokenizer_open(path, NULL, &t, &err) != LIPI_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(lipi_tokenizer_vocab_size(t), 5);
+    lipi_tokenizer_free(t);
+    static const char bad[] = "{\"pat_str\": \"\\\\S+\", \"allow_rank_gaps\": 1}";
+    spit(meta, bad, strlen(bad));
+    expect_format_error(lipi_tokenizer_open(path, NULL, &t, &err), &err,
+                        "allow_rank_gaps: expected true or false");
+    assert_string_equal(err.path, meta);
+    unlink(meta);
+    unlink(path);
+    rmdir(dir);
 }
 
 static void test_tiktoken_rejects_bad_lines_with_their_position(void **state)
@@ -472,7 +627,7 @@ static void test_tiktoken_rejects_bad_lines_with_their_position(void **state)
         lipi_tokenizer *t = NULL;
         lipi_error err = {0};
         lipi_status st = lipi_tokenizer_from_tiktoken(cases[i].text, strlen(cases[i].text), "r",
-                                                      "\\S+", NULL, 0, &t, &err);
+                                                      "\\S+", NULL, 0, 0, &t, &err);
         expect_format_error(st, &err, cases[i].needle);
         assert_int_equal(err.line, cases[i].line);
         assert_string_equal(err.path, "r");
@@ -482,11 +637,12 @@ static void test_tiktoken_rejects_bad_lines_with_their_position(void **state)
     {
         lipi_tokenizer *t = NULL;
         lipi_error err;
-        assert_int_equal(lipi_tokenizer_from_tiktoken("YQ== 0\n", 7, "r", "(", NULL, 0, &t, &err),
+        assert_int_equal(lipi_tokenizer_from_tiktoken("YQ== 0\n", 7, "r", "(", NULL, 0, 0, &t,
+                                                      &err),
                          LIPI_EREGEX);
         assert_string_equal(err.path, "r");
-        assert_int_equal(lipi_tokenizer_from_tiktoken("YQ== 0\n", 7, "r", "\xff", NULL, 0, &t,
-                                                      &err),
+        assert_int_equal(lipi_tokenizer_from_tiktoken("YQ== 0\n", 7, "r", "\xff", NULL, 0, 0,
+                                                      &t, &err),
                          LIPI_EINVAL);
     }
     /* A special token may not take a rank's id. */
@@ -494,7 +650,7 @@ static void test_tiktoken_rejects_bad_lines_with_their_position(void **state)
     lipi_tokenizer *t = NULL;
     lipi_error err;
     expect_format_error(lipi_tokenizer_from_tiktoken("YQ== 0\nYg== 1\n", 14, "r", "\\S+", sp, 1,
-                                                     &t, &err),
+                                                     0, &t, &err),
                         &err, "<|s|>");
 }
 
@@ -1406,7 +1562,8 @@ static lipi_status read_spm(const void *d, size_t n, lipi_tokenizer **out, lipi_
 static lipi_status read_tiktoken(const void *d, size_t n, lipi_tokenizer **out, lipi_error *err)
 {
     static const lipi_special_token sp[] = {{"<|end|>", 20}};
-    return lipi_tokenizer_from_tiktoken(d, n, "a.tiktoken", "\\S+|\\s+", sp, 1, out, err);
+    return lipi_tokenizer_from_tiktoken(d, n, "a.tiktoken", "\\S+|\\s+", sp, 1, 0, out,
+                                        err);
 }
 
 static lipi_status read_gguf(const void *d, size_t n, lipi_tokenizer **out, lipi_error *err)
@@ -1470,6 +1627,9 @@ int main(void)
         cmocka_unit_test(test_cl100k_and_o200k_load_by_name_with_their_specials),
         cmocka_unit_test(test_bare_names_and_missing_patterns_are_clear_errors),
         cmocka_unit_test(test_tiktoken_merges_come_from_rank_bpe),
+        cmocka_unit_test(test_p50k_and_r50k_have_tiktoken_vocabulary_sizes),
+        cmocka_unit_test(test_published_rank_files_that_differ_are_refused_with_both_checksums),
+        cmocka_unit_test(test_rank_gaps_are_refused_unless_a_special_token_or_the_meta_file_fills_them),
         cmocka_unit_test(test_tiktoken_rejects_bad_lines_with_their_position),
         cmocka_unit_test(test_spm_models_load_pieces_specials_and_normalizer),
         cmocka_unit_test(test_spm_unigram_parts_follow_sentencepiece),

@@ -555,7 +555,12 @@ typedef struct {
  *     bare names cl100k_base, o200k_base, p50k_base, r50k_base (looked up
  *     as NAME.tiktoken, see data_dir), with their published split patterns
  *     and special tokens; a NAME.meta.json beside a rank file ({"pat_str",
- *     "special_tokens"}) gives them for any other name;
+ *     "special_tokens", "allow_rank_gaps"}) gives them for any other name
+ *     ("allow_rank_gaps": true takes ranks that are not 0..N-1 without
+ *     gaps, see lipi_tokenizer_from_tiktoken). A file whose name is one of
+ *     the four encodings (NAME or NAME.tiktoken) must be OpenAI's published
+ *     file: its SHA-256 is checked, as tiktoken does, and a truncated or
+ *     modified file is LIPI_EFORMAT giving the expected and found sums;
  *   - a GGUF file (its tokenizer.ggml.* metadata; tensors are never read).
  * `opt` may be NULL. *out is owned by the caller. Errors: LIPI_EIO when the
  * file cannot be read (or a bare name is not found: the message lists the
@@ -587,15 +592,25 @@ typedef struct {
     uint32_t id;
 } lipi_special_token;
 
+/* Flags of lipi_tokenizer_from_tiktoken. */
+enum {
+    /* Take ranks with gaps (some id below the largest rank that is neither
+     * a rank nor a special token's id); the ids in the gaps have no token. */
+    LIPI_TIKTOKEN_ALLOW_RANK_GAPS = 1u << 0,
+};
+
 /* A tiktoken rank file (lines "<base64 bytes> <rank>"): byte-level BPE
  * with merges recovered from the ranks, split by `pattern` (required) and
- * special[0..n_special) as special added tokens. Bad base64, repeated
- * ranks or tokens, and special ids that are ranks: LIPI_EFORMAT with the
- * line. */
+ * special[0..n_special) as special added tokens. The ranks must be 0..N-1,
+ * each once; ids that special tokens take may be missing from them (as
+ * p50k_base leaves out 50256, its <|endoftext|>). `flags`: 0 or
+ * LIPI_TIKTOKEN_ALLOW_RANK_GAPS. Bad base64, repeated ranks or tokens, a
+ * missing rank (the first one is named, with the line after it) and
+ * special ids that are ranks: LIPI_EFORMAT with the line. */
 lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const char *name,
                                          const char *pattern,
                                          const lipi_special_token *special, size_t n_special,
-                                         lipi_tokenizer **out, lipi_error *err);
+                                         unsigned flags, lipi_tokenizer **out, lipi_error *err);
 
 /* A BERT vocab.txt (one token per line, id = line - 1): WordPiece with
  * BertNormalizer, BertPreTokenizer, [CLS] A [SEP] template and the
