@@ -1414,6 +1414,20 @@ static void test_tiktoken_ids_equal_tiktoken(void **state)
                               &opt));
 }
 
+/* p50k_base and r50k_base, bundled in the repository; the texts are the
+ * shared FLORES lines and llama.cpp vectors. */
+static void test_p50k_and_r50k_ids_equal_tiktoken(void **state)
+{
+    (void)state;
+    if (!have(SHARED "/parallel/flores200/devtest/eng_Latn.txt"))
+        skip();
+    lipi_open_options opt = {.data_dir = BUNDLED_TIKTOKEN};
+    assert_true(check_fixture("tests/fixtures/readers/tiktoken_p50k_base.tsv.xz", "p50k_base",
+                              &opt));
+    assert_true(check_fixture("tests/fixtures/readers/tiktoken_r50k_base.tsv.xz", "r50k_base",
+                              &opt));
+}
+
 /* The encoder's Hugging Face corpus fixtures (tokenizers' ids for every
  * 16th FLORES / NTREX line, "<file>:<line>\t<ids>"), read here through the
  * vocab.txt and vocab.json + merges.txt readers instead of tokenizer.json. */
@@ -1647,6 +1661,7 @@ int main(void)
 #ifdef HAVE_ENCODER
         cmocka_unit_test(test_spm_ids_equal_sentencepiece),
         cmocka_unit_test(test_tiktoken_ids_equal_tiktoken),
+        cmocka_unit_test(test_p50k_and_r50k_ids_equal_tiktoken),
         cmocka_unit_test(test_gguf_ids_equal_llama_cpp_vectors),
         cmocka_unit_test(test_vocab_files_ids_equal_hugging_face),
 #endif
