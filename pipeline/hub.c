@@ -192,114 +192,26 @@ bool lipi_hub_wanted_file(const char *path)
 }
 
 /* ======================================================================== */
-/* SHA-256 (FIPS 180-4), to check LFS files against their ETag               */
+/* Checksums                                                                 */
 /* ======================================================================== */
 
-typedef struct {
-    uint32_t h[8];
-    uint64_t len;
-    unsigned char buf[64];
-    size_t fill;
-} sha256_ctx;
-
-static const uint32_t sha256_k[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
-    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
-    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
-    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-    0xc67178f2};
-
-static uint32_t ror32(uint32_t x, unsigned n)
-{
-    return (x >> n) | (x << (32 - n));
-}
-
-static void sha256_block(sha256_ctx *c, const unsigned char *p)
-{
-    uint32_t w[64], v[8];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = ror32(w[i - 15], 7) ^ ror32(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = ror32(w[i - 2], 17) ^ ror32(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    memcpy(v, c->h, sizeof v);
-    for (int i = 0; i < 64; i++) {
-        uint32_t s1 = ror32(v[4], 6) ^ ror32(v[4], 11) ^ ror32(v[4], 25);
-        uint32_t ch = (v[4] & v[5]) ^ (~v[4] & v[6]);
-        uint32_t t1 = v[7] + s1 + ch + sha256_k[i] + w[i];
-        uint32_t s0 = ror32(v[0], 2) ^ ror32(v[0], 13) ^ ror32(v[0], 22);
-        uint32_t maj = (v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]);
-        memmove(v + 1, v, 7 * sizeof *v);
-        v[4] += t1;
-        v[0] = t1 + s0 + maj;
-    }
-    for (int i = 0; i < 8; i++)
-        c->h[i] += v[i];
-}
-
-static void sha256_init(sha256_ctx *c)
-{
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(c->h, h0, sizeof h0);
-    c->len = 0;
-    c->fill = 0;
-}
-
-static void sha256_update(sha256_ctx *c, const unsigned char *p, size_t n)
-{
-    c->len += n;
-    while (n) {
-        size_t take = 64 - c->fill < n ? 64 - c->fill : n;
-        memcpy(c->buf + c->fill, p, take);
-        c->fill += take;
-        p += take;
-        n -= take;
-        if (c->fill == 64) {
-            sha256_block(c, c->buf);
-            c->fill = 0;
-        }
-    }
-}
-
-static void sha256_hex(sha256_ctx *c, char out[65])
-{
-    uint64_t bits = c->len * 8;
-    unsigned char pad = 0x80, zero = 0, len[8];
-    sha256_update(c, &pad, 1);
-    while (c->fill != 56)
-        sha256_update(c, &zero, 1);
-    for (int i = 0; i < 8; i++)
-        len[i] = (unsigned char)(bits >> (56 - 8 * i));
-    sha256_update(c, len, 8);
-    for (int i = 0; i < 8; i++)
-        snprintf(out + 8 * i, 9, "%08x", c->h[i]);
-}
-
+/* The SHA-256 of a file, to check an LFS download against its ETag. */
 static lipi_status sha256_file(const char *path, char out[65], lipi_error *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
-    sha256_ctx c;
-    sha256_init(&c);
+    lipi_sha256 c;
+    lipi_sha256_init(&c);
     unsigned char buf[1 << 16];
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        sha256_update(&c, buf, n);
+        lipi_sha256_update(&c, buf, n);
     bool bad = ferror(f);
     fclose(f);
     if (bad)
         return lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot read");
-    sha256_hex(&c, out);
+    lipi_sha256_final_hex(&c, out);
     return LIPI_OK;
 }
 

@@ -950,7 +950,7 @@ static lipi_tokenizer *rank_file(const char *const *extra, size_t n_extra)
     }
     lipi_tokenizer *t = NULL;
     lipi_error err = {0};
-    if (lipi_tokenizer_from_tiktoken(text, len, "test", "\\S+", NULL, 0, &t, &err) != LIPI_OK)
+    if (lipi_tokenizer_from_tiktoken(text, len, "test", "\\S+", NULL, 0, 0, &t, &err) != LIPI_OK)
         fail_msg("rank file: %s", err.msg);
     return t;
 }

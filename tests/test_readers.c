@@ -310,6 +310,46 @@ static void test_gpt2_merges_must_name_tokens(void **state)
 /* tiktoken                                                                  */
 /* ======================================================================== */
 
+static void test_sha256_gives_the_fips_180_digests_in_any_chunks(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        size_t repeat;
+        const char *hex;
+    } cases[] = {
+        {"", 1, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", 1, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 1,
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        {"a", 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"},
+        /* Lengths around the padding's block boundary. */
+        {"a", 55, "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318"},
+        {"a", 56, "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a"},
+        {"a", 63, "7d3e74a05d7db15bce4ad9ec0658ea98e3f06eeecf16b4c6fff2da457ddc2f34"},
+        {"a", 64, "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb"},
+        {"a", 119, "31eba51c313a5c08226adf18d4a359cfdfd8d2e816b13f4af952f7ea6584dcfb"},
+        {"a", 120, "2f3d335432c70b580af0e8e1b3674a7c020d683aa5f73aaaedfdc55af904c21c"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = strlen(cases[i].text) * cases[i].repeat;
+        char *buf = malloc(n + 1), hex[65];
+        assert_non_null(buf);
+        for (size_t k = 0; k < cases[i].repeat; k++)
+            memcpy(buf + k * strlen(cases[i].text), cases[i].text, strlen(cases[i].text));
+        lipi_sha256_hex(buf, n, hex);
+        assert_string_equal(hex, cases[i].hex);
+        /* The same bytes in uneven pieces, crossing block boundaries. */
+        lipi_sha256 c;
+        lipi_sha256_init(&c);
+        for (size_t off = 0, step = 1; off < n; off += step, step = step % 97 + 1)
+            lipi_sha256_update(&c, buf + off, step < n - off ? step : n - off);
+        lipi_sha256_final_hex(&c, hex);
+        assert_string_equal(hex, cases[i].hex);
+        free(buf);
+    }
+}
+
 static void test_cl100k_and_o200k_load_by_name_with_their_specials(void **state)
 {
     (void)state;
@@ -387,7 +427,7 @@ static void test_tiktoken_merges_come_from_rank_bpe(void **state)
     lipi_tokenizer *t = NULL;
     lipi_error err;
     assert_int_equal(lipi_tokenizer_from_tiktoken(ranks, strlen(ranks), "t", "\\S+", NULL, 0,
-                                                  &t, &err),
+                                                  0, &t, &err),
                      LIPI_OK);
     /* ab, bc, abc = ab + c (ab outranks bc), ca; xyz has no two-part path. */
     static const uint32_t want[][2] = {{0, 1}, {1, 2}, {3, 2}, {2, 0}};
@@ -402,11 +442,166 @@ static void test_tiktoken_merges_come_from_rank_bpe(void **state)
 
     /* Bytes outside printable ASCII use the GPT-2 alphabet: " " is "Ġ". */
     static const char space[] = "IA== 0\n";
-    assert_int_equal(lipi_tokenizer_from_tiktoken(space, strlen(space), "t", "\\S+", NULL, 0, &t,
-                                                  &err),
+    assert_int_equal(lipi_tokenizer_from_tiktoken(space, strlen(space), "t", "\\S+", NULL, 0, 0,
+                                                  &t, &err),
                      LIPI_OK);
     assert_int_equal(id_of(t, "\xc4\xa0"), 0);
     lipi_tokenizer_free(t);
+}
+
+/* The rank files bundled in the repository (all four encodings). */
+#define BUNDLED_TIKTOKEN "data/vocab/tiktoken"
+
+static void test_p50k_and_r50k_have_tiktoken_vocabulary_sizes(void **state)
+{
+    (void)state;
+    lipi_open_options opt = {.data_dir = BUNDLED_TIKTOKEN};
+    lipi_tokenizer *t = NULL;
+    lipi_error err;
+    /* explicit_n_vocab in tiktoken's openai_public.py: 50281 and 50257. */
+    if (lipi_tokenizer_open("p50k_base", &opt, &t, &err) != LIPI_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(lipi_tokenizer_vocab_size(t), 50281);
+    assert_int_equal(id_of(t, "<|endoftext|>"), 50256);
+    assert_int_equal(id_of(t, "hello"), 31373);
+    assert_int_equal(lipi_tokenizer_added_count(t), 1);
+    lipi_tokenizer_free(t);
+    if (lipi_tokenizer_open(BUNDLED_TIKTOKEN "/r50k_base.tiktoken", NULL, &t, &err) != LIPI_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(lipi_tokenizer_vocab_size(t), 50257);
+    assert_int_equal(id_of(t, "<|endoftext|>"), 50256);
+    assert_int_equal(id_of(t, "hello"), 31373);
+    lipi_tokenizer_free(t);
+}
+
+/* dir/name holding `len` bytes of `data`, with byte `flip` (if below len)
+ * xor-ed with 1. */
+static void spit_changed(const char *dir, const char *name, const char *data, size_t len,
+                         size_t flip, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", dir, name);
+    char *copy = malloc(len ? len : 1);
+    assert_non_null(copy);
+    memcpy(copy, data, len);
+    if (flip < len)
+        copy[flip] ^= 1;
+    spit(path, copy, len);
+    free(copy);
+}
+
+static void test_published_rank_files_that_differ_are_refused_with_both_checksums(void **state)
+{
+    (void)state;
+    static const char cl100k_sha[] =
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7";
+    size_t len = 0;
+    char *full = slurp(BUNDLED_TIKTOKEN "/cl100k_base.tiktoken", &len);
+    char dir[] = "/tmp/lipi-readers-XXXXXX", path[256], found[65];
+    assert_non_null(mkdtemp(dir));
+    lipi_open_options by_name = {.data_dir = dir};
+    lipi_tokenizer *t = NULL;
+    lipi_error err;
+
+    /* Cut at a line boundary: every line left is well formed, the ranks run
+     * 0..N-1 without a gap, and only the checksum tells. */
+    size_t cut_len = len / 2;
+    while (full[cut_len - 1] != '\n')
+        cut_len++;
+    spit_changed(dir, "cl100k_base.tiktoken", full, cut_len, SIZE_MAX, path, sizeof path);
+    lipi_sha256_hex(full, cut_len, found);
+    expect_format_error(lipi_tokenizer_open(path, NULL, &t, &err), &err, cl100k_sha);
+    assert_non_null(strstr(err.msg, found));
+    assert_non_null(strstr(err.msg, "truncated or modified"));
+    assert_string_equal(err.path, path);
+    assert_null(t);
+    /* The same file by its bare name. */
+    expect_format_error(lipi_tokenizer_open("cl100k_base", &by_name, &t, &err), &err,
+                        cl100k_sha);
+    assert_string_equal(err.path, path);
+    /* Still refused when named without the extension. */
+    assert_int_equal(unlink(path), 0);
+    spit_changed(dir, "cl100k_base", full, cut_len, SIZE_MAX, path, sizeof path);
+    expect_format_error(lipi_tokenizer_open(path, NULL, &t, &err), &err, cl100k_sha);
+    assert_int_equal(unlink(path), 0);
+
+    /* One bit of one byte, the same length. */
+    spit_changed(dir, "cl100k_base.tiktoken", full, len, 1000000, path, sizeof path);
+    size_t tampered_len = 0;
+    char *tampered = slurp(path, &tampered_len);
+    assert_int_equal(tampered_len, len);
+    lipi_sha256_hex(tampered, tampered_len, found);
+    lipi_free(tampered);
+    expect_format_error(lipi_tokenizer_open("cl100k_base", &by_name, &t, &err), &err, cl100k_sha);
+    assert_non_null(strstr(err.msg, found));
+    assert_int_equal(unlink(path), 0);
+
+    /* The same bytes under another name are just a rank file. */
+    lipi_open_options pat = {.pattern = "\\S+|\\s+"};
+    spit_changed(dir, "mine.tiktoken", full, cut_len, SIZE_MAX, path, sizeof path);
+    if (lipi_tokenizer_open(path, &pat, &t, &err) != LIPI_OK)
+        fail_msg("%s", err.msg);
+    lipi_tokenizer_free(t);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+    lipi_free(full);
+}
+
+static void test_rank_gaps_are_refused_unless_a_special_token_or_the_meta_file_fills_them(
+    void **state)
+{
+    (void)state;
+    static const char gap[] = "YQ== 0\nYg== 1\nYw== 3\nZA== 4\n";
+    static const lipi_special_token sp2[] = {{"<|s|>", 2}};
+    lipi_tokenizer *t = NULL;
+    lipi_error err;
+    expect_format_error(lipi_tokenizer_from_tiktoken(gap, strlen(gap), "g", "\\S+", NULL, 0, 0,
+                                                     &t, &err),
+                        &err, "expected rank 2, found 3: rank 2 is missing");
+    assert_int_equal(err.line, 3);
+    assert_string_equal(err.path, "g");
+    assert_null(t);
+    /* Not from 0. */
+    expect_format_error(lipi_tokenizer_from_tiktoken("Yg== 1\n", 7, "g", "\\S+", NULL, 0, 0,
+                                                     &t, &err),
+                        &err, "rank 0 is missing");
+    assert_int_equal(err.line, 1);
+    /* A special token's id is no gap (p50k_base's <|endoftext|>). */
+    assert_int_equal(lipi_tokenizer_from_tiktoken(gap, strlen(gap), "g", "\\S+", sp2, 1, 0, &t,
+                                                  &err),
+                     LIPI_OK);
+    assert_int_equal(lipi_tokenizer_vocab_size(t), 5);
+    lipi_tokenizer_free(t);
+    assert_int_equal(lipi_tokenizer_from_tiktoken(gap, strlen(gap), "g", "\\S+", NULL, 0,
+                                                  LIPI_TIKTOKEN_ALLOW_RANK_GAPS, &t, &err),
+                     LIPI_OK);
+    assert_null(lipi_tokenizer_id_to_token(t, 2, NULL));
+    lipi_tokenizer_free(t);
+
+    /* Through a file: the meta file beside it may allow gaps. */
+    char dir[] = "/tmp/lipi-readers-XXXXXX", path[256], meta[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/gappy.tiktoken", dir);
+    snprintf(meta, sizeof meta, "%s/gappy.meta.json", dir);
+    spit(path, gap, strlen(gap));
+    static const char strict[] = "{\"pat_str\": \"\\\\S+\"}";
+    spit(meta, strict, strlen(strict));
+    expect_format_error(lipi_tokenizer_open(path, NULL, &t, &err), &err, "allow_rank_gaps");
+    assert_int_equal(err.line, 3);
+    assert_string_equal(err.path, path);
+    static const char lax[] = "{\"pat_str\": \"\\\\S+\", \"allow_rank_gaps\": true}";
+    spit(meta, lax, strlen(lax));
+    if (lipi_tokenizer_open(path, NULL, &t, &err) != LIPI_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(lipi_tokenizer_vocab_size(t), 5);
+    lipi_tokenizer_free(t);
+    static const char bad[] = "{\"pat_str\": \"\\\\S+\", \"allow_rank_gaps\": 1}";
+    spit(meta, bad, strlen(bad));
+    expect_format_error(lipi_tokenizer_open(path, NULL, &t, &err), &err,
+                        "allow_rank_gaps: expected true or false");
+    assert_string_equal(err.path, meta);
+    unlink(meta);
+    unlink(path);
+    rmdir(dir);
 }
 
 static void test_tiktoken_rejects_bad_lines_with_their_position(void **state)
@@ -432,7 +627,7 @@ static void test_tiktoken_rejects_bad_lines_with_their_position(void **state)
         lipi_tokenizer *t = NULL;
         lipi_error err = {0};
         lipi_status st = lipi_tokenizer_from_tiktoken(cases[i].text, strlen(cases[i].text), "r",
-                                                      "\\S+", NULL, 0, &t, &err);
+                                                      "\\S+", NULL, 0, 0, &t, &err);
         expect_format_error(st, &err, cases[i].needle);
         assert_int_equal(err.line, cases[i].line);
         assert_string_equal(err.path, "r");
@@ -442,11 +637,12 @@ static void test_tiktoken_rejects_bad_lines_with_their_position(void **state)
     {
         lipi_tokenizer *t = NULL;
         lipi_error err;
-        assert_int_equal(lipi_tokenizer_from_tiktoken("YQ== 0\n", 7, "r", "(", NULL, 0, &t, &err),
+        assert_int_equal(lipi_tokenizer_from_tiktoken("YQ== 0\n", 7, "r", "(", NULL, 0, 0, &t,
+                                                      &err),
                          LIPI_EREGEX);
         assert_string_equal(err.path, "r");
-        assert_int_equal(lipi_tokenizer_from_tiktoken("YQ== 0\n", 7, "r", "\xff", NULL, 0, &t,
-                                                      &err),
+        assert_int_equal(lipi_tokenizer_from_tiktoken("YQ== 0\n", 7, "r", "\xff", NULL, 0, 0,
+                                                      &t, &err),
                          LIPI_EINVAL);
     }
     /* A special token may not take a rank's id. */
@@ -454,7 +650,7 @@ static void test_tiktoken_rejects_bad_lines_with_their_position(void **state)
     lipi_tokenizer *t = NULL;
     lipi_error err;
     expect_format_error(lipi_tokenizer_from_tiktoken("YQ== 0\nYg== 1\n", 14, "r", "\\S+", sp, 1,
-                                                     &t, &err),
+                                                     0, &t, &err),
                         &err, "<|s|>");
 }
 
@@ -1218,6 +1414,20 @@ static void test_tiktoken_ids_equal_tiktoken(void **state)
                               &opt));
 }
 
+/* p50k_base and r50k_base, bundled in the repository; the texts are the
+ * shared FLORES lines and llama.cpp vectors. */
+static void test_p50k_and_r50k_ids_equal_tiktoken(void **state)
+{
+    (void)state;
+    if (!have(SHARED "/parallel/flores200/devtest/eng_Latn.txt"))
+        skip();
+    lipi_open_options opt = {.data_dir = BUNDLED_TIKTOKEN};
+    assert_true(check_fixture("tests/fixtures/readers/tiktoken_p50k_base.tsv.xz", "p50k_base",
+                              &opt));
+    assert_true(check_fixture("tests/fixtures/readers/tiktoken_r50k_base.tsv.xz", "r50k_base",
+                              &opt));
+}
+
 /* The encoder's Hugging Face corpus fixtures (tokenizers' ids for every
  * 16th FLORES / NTREX line, "<file>:<line>\t<ids>"), read here through the
  * vocab.txt and vocab.json + merges.txt readers instead of tokenizer.json. */
@@ -1366,7 +1576,8 @@ static lipi_status read_spm(const void *d, size_t n, lipi_tokenizer **out, lipi_
 static lipi_status read_tiktoken(const void *d, size_t n, lipi_tokenizer **out, lipi_error *err)
 {
     static const lipi_special_token sp[] = {{"<|end|>", 20}};
-    return lipi_tokenizer_from_tiktoken(d, n, "a.tiktoken", "\\S+|\\s+", sp, 1, out, err);
+    return lipi_tokenizer_from_tiktoken(d, n, "a.tiktoken", "\\S+|\\s+", sp, 1, 0, out,
+                                        err);
 }
 
 static lipi_status read_gguf(const void *d, size_t n, lipi_tokenizer **out, lipi_error *err)
@@ -1426,9 +1637,13 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt2_files_build_the_model_of_gpt2_tokenizer_json),
         cmocka_unit_test(test_gpt2_merges_must_name_tokens),
+        cmocka_unit_test(test_sha256_gives_the_fips_180_digests_in_any_chunks),
         cmocka_unit_test(test_cl100k_and_o200k_load_by_name_with_their_specials),
         cmocka_unit_test(test_bare_names_and_missing_patterns_are_clear_errors),
         cmocka_unit_test(test_tiktoken_merges_come_from_rank_bpe),
+        cmocka_unit_test(test_p50k_and_r50k_have_tiktoken_vocabulary_sizes),
+        cmocka_unit_test(test_published_rank_files_that_differ_are_refused_with_both_checksums),
+        cmocka_unit_test(test_rank_gaps_are_refused_unless_a_special_token_or_the_meta_file_fills_them),
         cmocka_unit_test(test_tiktoken_rejects_bad_lines_with_their_position),
         cmocka_unit_test(test_spm_models_load_pieces_specials_and_normalizer),
         cmocka_unit_test(test_spm_unigram_parts_follow_sentencepiece),
@@ -1446,6 +1661,7 @@ int main(void)
 #ifdef HAVE_ENCODER
         cmocka_unit_test(test_spm_ids_equal_sentencepiece),
         cmocka_unit_test(test_tiktoken_ids_equal_tiktoken),
+        cmocka_unit_test(test_p50k_and_r50k_ids_equal_tiktoken),
         cmocka_unit_test(test_gguf_ids_equal_llama_cpp_vectors),
         cmocka_unit_test(test_vocab_files_ids_equal_hugging_face),
 #endif

@@ -127,13 +127,15 @@ done:
 }
 
 /* NAME.meta.json beside a rank file: {"pat_str": ..., "special_tokens":
- * {"<|x|>": id, ...}}. *meta keeps the strings alive. */
+ * {"<|x|>": id, ...}, "allow_rank_gaps": true}, every field optional;
+ * allow_rank_gaps adds LIPI_TIKTOKEN_ALLOW_RANK_GAPS to *flags. *meta keeps
+ * the strings alive. */
 static lipi_status read_meta(const char *path, const char *text, size_t len, json_t **meta,
                              const char **pattern, lipi_special_token **special, size_t *n,
-                             lipi_error *err)
+                             unsigned *flags, lipi_error *err)
 {
     json_error_t je;
-    const json_t *pat, *sp;
+    const json_t *pat, *sp, *gaps;
     *meta = lipi_json_loadb(text, len, 0, &je);
     if (!*meta)
         return lipi_rd_json_oom(&je)
@@ -148,6 +150,12 @@ static lipi_status read_meta(const char *path, const char *text, size_t len, jso
     if (sp && !json_is_object(sp))
         return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
                               "special_tokens: expected an object of ids");
+    gaps = json_object_get(*meta, "allow_rank_gaps");
+    if (gaps && !json_is_boolean(gaps))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "allow_rank_gaps: expected true or false");
+    if (json_is_true(gaps))
+        *flags |= LIPI_TIKTOKEN_ALLOW_RANK_GAPS;
     if (pat)
         *pattern = json_string_value(pat);
     if (sp) {
@@ -177,6 +185,7 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
     size_t base_len = strlen(base);
     char *data = NULL, *meta_text = NULL, *meta_path = NULL;
     size_t len = 0, meta_len = 0, n_special = 0;
+    unsigned flags = 0;
     json_t *meta = NULL;
     const char *pattern = NULL;
     const lipi_special_token *special = NULL;
@@ -198,7 +207,7 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
         if (meta_text) {
             size_t n_meta = 0;
             TRY(read_meta(meta_path, meta_text, meta_len, &meta, &pattern, &meta_special,
-                          &n_meta, err));
+                          &n_meta, &flags, err));
             if (meta_special) {
                 special = meta_special;
                 n_special = n_meta;
@@ -215,7 +224,11 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
         goto done;
     }
     TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
-    TRY(lipi_tokenizer_from_tiktoken(data, len, path, pattern, special, n_special, out, err));
+    /* Here, where the file is read, so that a bare name and a path get the
+     * same check. */
+    TRY(lipi_rd_tiktoken_verify(base, base_len, data, len, path, err));
+    TRY(lipi_tokenizer_from_tiktoken(data, len, path, pattern, special, n_special, flags, out,
+                                     err));
 done:
     lipi_free(data);
     lipi_free(meta_text);

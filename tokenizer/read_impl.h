@@ -194,6 +194,15 @@ lipi_status lipi_data_dirs(lipi_buf *list);
 bool lipi_rd_tiktoken_builtin(const char *name, size_t len, const char **pattern,
                               const lipi_special_token **special, size_t *n_special);
 
+/* When name[0..len) is one of those encodings, checks that data[0..data_len)
+ * (the rank file read from `path`) is OpenAI's published file by its
+ * SHA-256, as tiktoken does: LIPI_EFORMAT naming the file and both
+ * checksums when not ("expected sha256 2239...b2a7 (OpenAI's published
+ * cl100k_base), found 5e3f...; the file is truncated or modified"). LIPI_OK
+ * for any other name. */
+lipi_status lipi_rd_tiktoken_verify(const char *name, size_t len, const char *data,
+                                    size_t data_len, const char *path, lipi_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* WordPiece and byte-level BPE (vocab.txt, vocab.json + merges.txt, GGUF)    */
 /* ------------------------------------------------------------------------ */

@@ -43,30 +43,63 @@ static const lipi_special_token o200k_special[] = {
     {"<|endofprompt|>", 200018},
 };
 
+/* The published encodings, as tiktoken's tiktoken_ext/openai_public.py
+ * defines them, with the SHA-256 of OpenAI's rank file (its expected_hash):
+ * a file of one of these names that differs from it is refused. p50k_base
+ * ranks 0..50280 but for 50256, the id of <|endoftext|> (50281 ids, its
+ * explicit_n_vocab); r50k_base ranks 0..50255 (50257 ids). */
 static const struct {
     const char *name;
     const char *pattern;
     const lipi_special_token *special;
     size_t n_special;
+    const char *sha256;
 } builtin[] = {
-    {"r50k_base", PAT_R50K, r50k_special, 1},
-    {"p50k_base", PAT_R50K, r50k_special, 1},
-    {"cl100k_base", PAT_CL100K, cl100k_special, 5},
-    {"o200k_base", PAT_O200K, o200k_special, 2},
+    {"r50k_base", PAT_R50K, r50k_special, 1,
+     "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"},
+    {"p50k_base", PAT_R50K, r50k_special, 1,
+     "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069"},
+    {"cl100k_base", PAT_CL100K, cl100k_special, 5,
+     "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"},
+    {"o200k_base", PAT_O200K, o200k_special, 2,
+     "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"},
 };
+
+/* The entry of name[0..len), SIZE_MAX for none. */
+static size_t builtin_index(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
+        if (strlen(builtin[i].name) == len && memcmp(builtin[i].name, name, len) == 0)
+            return i;
+    return SIZE_MAX;
+}
 
 bool lipi_rd_tiktoken_builtin(const char *name, size_t len, const char **pattern,
                               const lipi_special_token **special, size_t *n_special)
 {
-    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++) {
-        if (strlen(builtin[i].name) == len && memcmp(builtin[i].name, name, len) == 0) {
-            *pattern = builtin[i].pattern;
-            *special = builtin[i].special;
-            *n_special = builtin[i].n_special;
-            return true;
-        }
-    }
-    return false;
+    size_t i = builtin_index(name, len);
+    if (i == SIZE_MAX)
+        return false;
+    *pattern = builtin[i].pattern;
+    *special = builtin[i].special;
+    *n_special = builtin[i].n_special;
+    return true;
+}
+
+lipi_status lipi_rd_tiktoken_verify(const char *name, size_t len, const char *data,
+                                    size_t data_len, const char *path, lipi_error *err)
+{
+    size_t i = builtin_index(name, len);
+    char got[65];
+    if (i == SIZE_MAX)
+        return LIPI_OK;
+    lipi_sha256_hex(data, data_len, got);
+    if (strcmp(got, builtin[i].sha256) == 0)
+        return LIPI_OK;
+    return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                          "expected sha256 %s (OpenAI's published %s), found %s; the file is "
+                          "truncated or modified",
+                          builtin[i].sha256, builtin[i].name, got);
 }
 
 /* ======================================================================== */
@@ -384,10 +417,63 @@ static json_t *tiktoken_doc(const char *pattern)
     return doc;
 }
 
+/* The 1-based column of the rank on line `line` of data[0..len) (a line
+ * parse_lines accepted), for errors about ranks. */
+static size_t rank_col(const char *data, size_t len, size_t line)
+{
+    const char *p = data, *end = data + len;
+    for (size_t l = 1; l < line; l++)
+        p = (const char *)memchr(p, '\n', (size_t)(end - p)) + 1;
+    return (size_t)((const char *)memchr(p, ' ', (size_t)(end - p)) - p) + 2;
+}
+
+static int u32_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Checks that the ranks of e[0..n) (sorted, distinct) are 0..N-1, where
+ * the ids of special[0..n_special) count as present. */
+static lipi_status check_no_gaps(const tt_entry *e, size_t n, const lipi_special_token *special,
+                                 size_t n_special, const char *data, size_t len,
+                                 const char *name, lipi_error *err)
+{
+    /* Special ids sorted, so a walk finds the first missing rank in linear
+     * time however many special tokens a meta file lists. */
+    uint32_t *sp = lipi_reallocarray(NULL, n_special ? n_special : 1, sizeof *sp);
+    lipi_status st = LIPI_OK;
+    if (!sp)
+        return LIPI_ENOMEM;
+    for (size_t i = 0; i < n_special; i++)
+        sp[i] = special[i].id;
+    qsort(sp, n_special, sizeof *sp, u32_cmp);
+    uint32_t want = 0;
+    for (size_t i = 0, k = 0; i < n; i++, want++) {
+        for (; want < e[i].rank; want++) {
+            while (k < n_special && sp[k] < want)
+                k++;
+            if (k == n_special || sp[k] != want)
+                break;
+        }
+        if (e[i].rank != want) {
+            st = lipi_error_set(err, LIPI_EFORMAT, name, e[i].line,
+                                rank_col(data, len, e[i].line),
+                                "expected rank %u, found %u: rank %u is missing (ranks run from 0 "
+                                "without gaps unless \"allow_rank_gaps\" is true in the meta "
+                                "file)",
+                                want, e[i].rank, want);
+            break;
+        }
+    }
+    lipi_free(sp);
+    return st;
+}
+
 lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const char *name,
                                          const char *pattern,
                                          const lipi_special_token *special, size_t n_special,
-                                         lipi_tokenizer **out, lipi_error *err)
+                                         unsigned flags, lipi_tokenizer **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     tt_entry *e = NULL;
@@ -437,7 +523,7 @@ lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const cha
         if (i > 0 && e[i].rank == e[i - 1].rank) {
             size_t a = e[i - 1].line < e[i].line ? e[i - 1].line : e[i].line;
             size_t b = e[i - 1].line < e[i].line ? e[i].line : e[i - 1].line;
-            st = lipi_error_set(err, LIPI_EFORMAT, name, b, 0,
+            st = lipi_error_set(err, LIPI_EFORMAT, name, b, rank_col(data, len, b),
                                 "expected distinct ranks, found rank %u again (first on line %zu)",
                                 e[i].rank, a);
             goto done;
@@ -451,11 +537,17 @@ lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const cha
             max_len = e[i].len;
     }
     if (e[n - 1].rank >= 2 * n + 256) {
-        st = lipi_error_set(err, LIPI_EFORMAT, name, e[n - 1].line, 0,
-                            "expected ranks below %zu for %zu tokens, found %u", 2 * n + 256, n,
+        st = lipi_error_set(err, LIPI_EFORMAT, name, e[n - 1].line,
+                            rank_col(data, len, e[n - 1].line), "expected ranks below %zu for %zu tokens, found %u", 2 * n + 256, n,
                             e[n - 1].rank);
         goto done;
     }
+    /* Ranks 0..N-1 without gaps, as every published encoding has them (an
+     * id a special token takes is no gap: p50k_base's 50256 is
+     * <|endoftext|>). A gap means lines went missing: refused unless the
+     * caller says the file has them on purpose. */
+    if (!(flags & LIPI_TIKTOKEN_ALLOW_RANK_GAPS))
+        TRY(check_no_gaps(e, n, special, n_special, data, len, name, err));
     n_ids = (size_t)e[n - 1].rank + 1;
 
     st = tt_map_build(&map, arena, e, n, &d1, &d2);

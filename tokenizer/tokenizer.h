@@ -1,4 +1,4 @@
-/* lipi tokenizer module: errors and allocation, UTF-8 input, normalizers,
+/* lipi tokenizer module: errors and allocation, SHA-256, UTF-8 input, normalizers,
  * pre-tokenizers, grapheme clusters and the tokenizer object.
  *
  *   lipi_error err;
@@ -87,6 +87,35 @@ void *lipi_realloc(void *p, size_t size);
 void *lipi_reallocarray(void *p, size_t n, size_t size); /* NULL on overflow */
 void lipi_free(void *p);
 char *lipi_strndup(const char *s, size_t len);     /* NUL-terminated copy */
+
+/* ======================================================================== */
+/* SHA-256 (FIPS 180-4), to check files against published checksums          */
+/* ======================================================================== */
+
+/* A running hash; the fields are private (here so it can live on the
+ * stack). Nothing allocates and nothing fails:
+ *
+ *   lipi_sha256 c;
+ *   char hex[65];
+ *   lipi_sha256_init(&c);
+ *   lipi_sha256_update(&c, "ab", 2);
+ *   lipi_sha256_update(&c, "c", 1);
+ *   lipi_sha256_final_hex(&c, hex);   // "ba7816bf...f20015ad", as for "abc"
+ */
+typedef struct {
+    uint32_t h[8];
+    uint64_t len;
+    unsigned char buf[64];
+    size_t fill;
+} lipi_sha256;
+
+void lipi_sha256_init(lipi_sha256 *c);
+void lipi_sha256_update(lipi_sha256 *c, const void *data, size_t n);
+/* Writes the digest as 64 lowercase hex digits and a NUL; `c` is used up
+ * (init it again to hash something else). */
+void lipi_sha256_final_hex(lipi_sha256 *c, char out[65]);
+/* The digest of data[0..n) in one call. */
+void lipi_sha256_hex(const void *data, size_t n, char out[65]);
 
 /* ======================================================================== */
 /* UTF-8                                                                     */
@@ -535,7 +564,12 @@ typedef struct {
  *     is a folder there, such as bert-base-multilingual-cased, opens as a
  *     folder), with their published split patterns
  *     and special tokens; a NAME.meta.json beside a rank file ({"pat_str",
- *     "special_tokens"}) gives them for any other name;
+ *     "special_tokens", "allow_rank_gaps"}) gives them for any other name
+ *     ("allow_rank_gaps": true takes ranks that are not 0..N-1 without
+ *     gaps, see lipi_tokenizer_from_tiktoken). A file whose name is one of
+ *     the four encodings (NAME or NAME.tiktoken) must be OpenAI's published
+ *     file: its SHA-256 is checked, as tiktoken does, and a truncated or
+ *     modified file is LIPI_EFORMAT giving the expected and found sums;
  *   - a GGUF file (its tokenizer.ggml.* metadata; tensors are never read).
  * `opt` may be NULL. *out is owned by the caller. Errors: LIPI_EIO when the
  * file cannot be read (or a bare name is not found: the message lists the
@@ -567,15 +601,25 @@ typedef struct {
     uint32_t id;
 } lipi_special_token;
 
+/* Flags of lipi_tokenizer_from_tiktoken. */
+enum {
+    /* Take ranks with gaps (some id below the largest rank that is neither
+     * a rank nor a special token's id); the ids in the gaps have no token. */
+    LIPI_TIKTOKEN_ALLOW_RANK_GAPS = 1u << 0,
+};
+
 /* A tiktoken rank file (lines "<base64 bytes> <rank>"): byte-level BPE
  * with merges recovered from the ranks, split by `pattern` (required) and
- * special[0..n_special) as special added tokens. Bad base64, repeated
- * ranks or tokens, and special ids that are ranks: LIPI_EFORMAT with the
- * line. */
+ * special[0..n_special) as special added tokens. The ranks must be 0..N-1,
+ * each once; ids that special tokens take may be missing from them (as
+ * p50k_base leaves out 50256, its <|endoftext|>). `flags`: 0 or
+ * LIPI_TIKTOKEN_ALLOW_RANK_GAPS. Bad base64, repeated ranks or tokens, a
+ * missing rank (the first one is named, with the line after it) and
+ * special ids that are ranks: LIPI_EFORMAT with the line. */
 lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const char *name,
                                          const char *pattern,
                                          const lipi_special_token *special, size_t n_special,
-                                         lipi_tokenizer **out, lipi_error *err);
+                                         unsigned flags, lipi_tokenizer **out, lipi_error *err);
 
 /* A BERT vocab.txt (one token per line, id = line - 1): WordPiece with
  * BertNormalizer, BertPreTokenizer, [CLS] A [SEP] template and the
