@@ -101,8 +101,8 @@ deps:
 TEST_SCRIPTS := tests/bad_inputs/run.sh tests/crash_safety.sh
 test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY)
-	@LIPI_BIN=$(BUILD)/lipi sh tests/run_tests.sh $(TEST_BIN) $(TEST_SCRIPTS)
-	@sh tests/fuzz/replay.sh $(BUILD) $(FUZZ_HARNESSES)
+	@LIPI_BIN=$(BUILD)/lipi REPLAY_BUILD=$(BUILD) REPLAY_HARNESSES="$(FUZZ_HARNESSES)" \
+	  sh tests/run_tests.sh $(TEST_BIN) $(TEST_SCRIPTS) tests/fuzz/replay.sh
 
 check: deps
 	@$(MAKE) --no-print-directory BUILD=build-san \
