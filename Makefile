@@ -4,7 +4,9 @@
 #                   one job per core unless -j is given)
 #   make deps       check (and, as root, install) the Debian packages lipi needs;
 #                   every build target runs it before compiling anything
-#   make test       build and run every cmocka test binary
+#   make test       build and run every test (cmocka binaries, the bad-input
+#                   catalogue, crash safety, install, fuzz replays); the last
+#                   line counts cases: "tests: N passed, N failed, N skipped"
 #   make install    PREFIX=/usr/local DESTDIR= : the command, the C library
 #                   (.so + .a, headers in include/lipi/, lipi.pc), man pages
 #                   and the bundled data in share/lipi; `make uninstall`
@@ -142,12 +144,14 @@ deps:
 
 # Each test binary runs from the repository root so fixture paths are stable.
 # LIPI_BIN lets tests drive the CLI built into the same BUILD. The shell tests
-# run the bad-input catalogue and the SIGKILL crash-safety test against it.
+# run the bad-input catalogue, the SIGKILL crash-safety test and `make
+# install` (LIPI_SAN_FLAGS: a sanitizer build's flags, for its C program).
 TEST_SCRIPTS := tests/bad_inputs/run.sh tests/crash_safety.sh tests/install.sh
 test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY)
-	@LIPI_BIN=$(BUILD)/lipi LIPI_SAN_FLAGS="$(LDFLAGS)" sh tests/run_tests.sh $(TEST_BIN) $(TEST_SCRIPTS)
-	@sh tests/fuzz/replay.sh $(BUILD) $(FUZZ_HARNESSES)
+	@LIPI_BIN=$(BUILD)/lipi LIPI_SAN_FLAGS="$(LDFLAGS)" REPLAY_BUILD=$(BUILD) \
+	  REPLAY_HARNESSES="$(FUZZ_HARNESSES)" \
+	  sh tests/run_tests.sh $(TEST_BIN) $(TEST_SCRIPTS) tests/fuzz/replay.sh
 
 check: deps
 	@$(MAKE) --no-print-directory BUILD=build-san \

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "tests/alloc_fail.h"
+#include "tests/refdata.h"
 #include "trainer/trainer.h"
 
 /* ======================================================================== */
@@ -1269,9 +1270,9 @@ static void test_count_reports_progress_at_the_end(void **state)
  * from the shared data (skipped where it is not). */
 static void test_bpe_same_merges_from_1_and_2_counting_threads(void **state)
 {
-    const char *path = "../shared/data/parallel/flores200/devtest/hin_Deva.txt";
-    if (access(path, R_OK) != 0)
-        skip();
+    const char *path = ref_shared("parallel/flores200/devtest/hin_Deva.txt");
+    if (!path)
+        SKIP_BECAUSE("%s", ref_missing(REF_FLORES_WHOLE));
     pipeline pl;
     pipeline_new(&pl);
     lipi_counts *c1 = count_paths(&path, 1, &pl, 1), *c2 = count_paths(&path, 1, &pl, 2);
@@ -1654,7 +1655,7 @@ static void test_bpe_trains_the_tokenizers_checked_with_hugging_face(void **stat
         lipi_tokenizer_free(t);
     }
     if (regen)
-        skip();
+        SKIP_BECAUSE("LIPI_REGEN_FIXTURES is set: the fixtures were rewritten, not checked");
 }
 
 static void test_bpe_hugging_face_segmentation_keeps_clusters_whole(void **state)

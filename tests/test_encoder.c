@@ -21,19 +21,14 @@
 #include "encoder/lattice_impl.h"
 #include "encoder/trie_impl.h"
 #include "tests/cli_run.h"
+#include "tests/refdata.h"
 
 #define FIXTURES "tests/fixtures/encoder/"
-#define SHARED "../shared/data/"
 #define MAXTOK 8192
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */
 /* ------------------------------------------------------------------------ */
-
-static bool exists(const char *path)
-{
-    return access(path, R_OK) == 0;
-}
 
 static lipi_tokenizer *load(const char *path)
 {
@@ -295,8 +290,9 @@ static void report_case(const char *name, size_t idx, const json_t *c, const res
 }
 
 /* Runs every case of a fixture; prints the first mismatch in full and fails
- * when any case differs. */
-static void run_fixture(const char *name, bool needs_shared)
+ * when any case differs. A tokenizer named under ../shared/data is the
+ * committed copy (tests/refdata.h). */
+static void run_fixture(const char *name)
 {
     char path[256];
     json_error_t je;
@@ -305,10 +301,8 @@ static void run_fixture(const char *name, bool needs_shared)
     if (!fx)
         fail_msg("%s: %s", path, je.text);
     const char *tpath = json_string_value(json_object_get(fx, "tokenizer"));
-    if (needs_shared && !exists(tpath)) {
-        json_decref(fx);
-        skip();
-    }
+    if (strncmp(tpath, REF_SHARED "/", strlen(REF_SHARED "/")) == 0)
+        tpath = ref_need(tpath + strlen(REF_SHARED "/"));
     kit k = kit_from(load(tpath));
     const json_t *cases = json_object_get(fx, "cases");
     result *r = result_new();
@@ -334,29 +328,29 @@ static void run_fixture(const char *name, bool needs_shared)
         fail_msg("%s: %zu of %zu cases differ from %s", name, bad, total, "Hugging Face");
 }
 
-#define HF_FIXTURE(name, shared)                                                     \
+#define HF_FIXTURE(name)                                                             \
     static void test_same_as_hugging_face_##name(void **state)                      \
     {                                                                                \
         (void)state;                                                                 \
-        run_fixture(#name, shared);                                                  \
+        run_fixture(#name);                                                          \
     }
 
-HF_FIXTURE(wordpiece, false)
-HF_FIXTURE(unigram, false)
-HF_FIXTURE(unigram_bf, false)
-HF_FIXTURE(bpe_bf, false)
-HF_FIXTURE(bpe_suffix, false)
-HF_FIXTURE(bpe_prefix, false)
-HF_FIXTURE(bytelevel_roberta, false)
-HF_FIXTURE(bytelevel_seq, false)
-HF_FIXTURE(bytelevel_generic, false)
-HF_FIXTURE(bytelevel_noregex, false)
-HF_FIXTURE(wordlevel, false)
-HF_FIXTURE(gpt2, true)
-HF_FIXTURE(tj_bpe_byte_fallback, false)
-HF_FIXTURE(tj_bpe_bytelevel, false)
-HF_FIXTURE(tj_unigram, false)
-HF_FIXTURE(tj_wordpiece, false)
+HF_FIXTURE(wordpiece)
+HF_FIXTURE(unigram)
+HF_FIXTURE(unigram_bf)
+HF_FIXTURE(bpe_bf)
+HF_FIXTURE(bpe_suffix)
+HF_FIXTURE(bpe_prefix)
+HF_FIXTURE(bytelevel_roberta)
+HF_FIXTURE(bytelevel_seq)
+HF_FIXTURE(bytelevel_generic)
+HF_FIXTURE(bytelevel_noregex)
+HF_FIXTURE(wordlevel)
+HF_FIXTURE(gpt2)
+HF_FIXTURE(tj_bpe_byte_fallback)
+HF_FIXTURE(tj_bpe_bytelevel)
+HF_FIXTURE(tj_unigram)
+HF_FIXTURE(tj_wordpiece)
 
 /* ------------------------------------------------------------------------ */
 /* llama.cpp reference vectors (made with Hugging Face tokenizers)           */
@@ -377,14 +371,15 @@ static char *read_all(const char *path, size_t *len)
     return p;
 }
 
-/* Runs NAME.inp through k and compares with NAME.out; returns mismatches. */
+/* Runs BASE.inp through k and compares with BASE.out (BASE relative to
+ * ../shared/data, the files committed); returns mismatches. */
 static size_t run_vectors(kit *k, const char *base)
 {
     char ip[256], op[256];
     size_t il, ol, bad = 0, cases = 0;
     snprintf(ip, sizeof ip, "%s.inp", base);
     snprintf(op, sizeof op, "%s.out", base);
-    char *inp = read_all(ip, &il), *out = read_all(op, &ol);
+    char *inp = read_all(ref_need(ip), &il), *out = read_all(ref_need(op), &ol);
     assert_non_null(inp);
     assert_non_null(out);
     static const char SEP[] = "\n__ggml_vocab_test__\n";
@@ -425,12 +420,8 @@ static size_t run_vectors(kit *k, const char *base)
 static void test_llama_cpp_vectors_gpt2(void **state)
 {
     (void)state;
-    const char *tok = SHARED "vocab/gpt2/tokenizer.json";
-    const char *base = SHARED "vectors/llama.cpp/ggml-vocab-gpt-2.gguf";
-    if (!exists(tok) || !exists(SHARED "vectors/llama.cpp/ggml-vocab-gpt-2.gguf.inp"))
-        skip();
-    kit k = kit_from(load(tok));
-    size_t bad = run_vectors(&k, base);
+    kit k = kit_from(load(ref_need("vocab/gpt2/tokenizer.json")));
+    size_t bad = run_vectors(&k, "vectors/llama.cpp/ggml-vocab-gpt-2.gguf");
     kit_free(&k);
     assert_int_equal(bad, 0);
 }
@@ -488,11 +479,8 @@ static lipi_tokenizer *bert_from_vocab(const char *vocab_path, bool lowercase)
 static void test_llama_cpp_vectors_bert_bge(void **state)
 {
     (void)state;
-    const char *vocab = SHARED "vocab/bert-base-uncased/vocab.txt";
-    if (!exists(vocab) || !exists(SHARED "vectors/llama.cpp/ggml-vocab-bert-bge.gguf.inp"))
-        skip();
-    kit k = kit_from(bert_from_vocab(vocab, true));
-    size_t bad = run_vectors(&k, SHARED "vectors/llama.cpp/ggml-vocab-bert-bge.gguf");
+    kit k = kit_from(bert_from_vocab(ref_need("vocab/bert-base-uncased/vocab.txt"), true));
+    size_t bad = run_vectors(&k, "vectors/llama.cpp/ggml-vocab-bert-bge.gguf");
     kit_free(&k);
     assert_int_equal(bad, 0);
 }
@@ -515,11 +503,9 @@ static corpus_file *corpus_get(corpus_file *files, size_t *nfiles, const char *p
         if (strcmp(files[i].path, path) == 0)
             return &files[i];
     corpus_file *f = &files[(*nfiles)++];
-    char full[512];
     size_t len;
-    snprintf(full, sizeof full, SHARED "%s", path);
     f->path = strdup(path);
-    f->text = read_all(full, &len);
+    f->text = read_all(ref_need(path), &len);
     assert_non_null(f->text);
     size_t cap = 1024, p = 0;
     f->start = malloc(cap * sizeof *f->start);
@@ -610,21 +596,15 @@ static void run_corpus(const char *name, lipi_tokenizer *tok)
         fail_msg("%s: %zu of %zu corpus lines differ from Hugging Face", name, bad, cases);
 }
 
-static bool have_corpora(void)
-{
-    return exists(SHARED "parallel/flores200/devtest/hin_Deva.txt") &&
-           exists(SHARED "parallel/ntrex128/hin.txt");
-}
-
 /* The wide merge table (vocabularies of millions of tokens) gives the same
  * ids as the compact one every other test uses. */
 static void test_wide_merge_table_gives_the_same_ids(void **state)
 {
     (void)state;
     lipi_enc_wide_pairs_for_tests = 1;
-    run_fixture("bpe_bf", false);
-    run_fixture("bpe_suffix", false);
-    run_fixture("bytelevel_roberta", false);
+    run_fixture("bpe_bf");
+    run_fixture("bpe_suffix");
+    run_fixture("bytelevel_roberta");
     kit k = kit_from(load(FIXTURES "bytelevel_roberta.json"));
     assert_int_equal(k.enc->pair_bits, 0);
     assert_non_null(k.enc->wide_pairs);
@@ -638,18 +618,14 @@ static void test_wide_merge_table_gives_the_same_ids(void **state)
 static void test_corpus_lines_same_as_hugging_face_gpt2(void **state)
 {
     (void)state;
-    if (!have_corpora() || !exists(SHARED "vocab/gpt2/tokenizer.json"))
-        skip();
-    run_corpus("gpt2", load(SHARED "vocab/gpt2/tokenizer.json"));
+    run_corpus("gpt2", load(ref_need("vocab/gpt2/tokenizer.json")));
 }
 
 #define BERT_CORPUS(fn, name, lower)                                                \
     static void fn(void **state)                                                     \
     {                                                                                \
         (void)state;                                                                 \
-        if (!have_corpora() || !exists(SHARED "vocab/" name "/vocab.txt"))           \
-            skip();                                                                  \
-        run_corpus(name, bert_from_vocab(SHARED "vocab/" name "/vocab.txt", lower)); \
+        run_corpus(name, bert_from_vocab(ref_need("vocab/" name "/vocab.txt"), lower)); \
     }
 
 BERT_CORPUS(test_corpus_lines_same_as_hugging_face_mbert_cased, "bert-base-multilingual-cased",
@@ -747,8 +723,7 @@ static void test_decode_of_encode_gives_the_text_back(void **state)
     (void)state;
     roundtrip(FIXTURES "bytelevel_seq.json");
     roundtrip(FIXTURES "bpe_bf.json");
-    if (exists(SHARED "vocab/gpt2/tokenizer.json"))
-        roundtrip(SHARED "vocab/gpt2/tokenizer.json");
+    roundtrip(ref_need("vocab/gpt2/tokenizer.json"));
 }
 
 /* Batches on 1 and 2 threads give the same as one text at a time. */
@@ -891,8 +866,7 @@ static void test_scanning_in_the_encoder_is_the_pre_tokenizer(void **state)
     scanning_check(FIXTURES "bytelevel_roberta.json");
     /* SentencePiece models: Metaspace cuts the normalized text. */
     scanning_check("tests/fixtures/readers/bpe_bytes.model");
-    if (exists(SHARED "vocab/laser100k-spm/laser_100k.model"))
-        scanning_check(SHARED "vocab/laser100k-spm/laser_100k.model");
+    scanning_check(ref_need("vocab/laser100k-spm/laser_100k.model"));
 }
 
 /* tiktoken rank files encode words by backtracking (encoder/backtrack.c):
@@ -1008,10 +982,8 @@ static void test_short_words_merge_as_through_the_heap(void **state)
     const char *paths[] = {FIXTURES "bytelevel_roberta.json", FIXTURES "bpe_bf.json",
                            "tests/fixtures/readers/bpe_bytes.model",
                            "data/vocab/tiktoken/cl100k_base.tiktoken",
-                           SHARED "vocab/gpt2/tokenizer.json"};
+                           ref_need("vocab/gpt2/tokenizer.json")};
     for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
-        if (!exists(paths[i]))
-            continue;
         kit scan = kit_from(open_any(paths[i])), heap = kit_from(open_any(paths[i]));
         scan.enc->bt = heap.enc->bt = false; /* a rank file too */
         merge_scan_check(&scan, &heap);
@@ -1589,19 +1561,16 @@ static void test_cli_encode_errors_name_file_and_line(void **state)
 static void test_cli_encode_opens_other_formats(void **state)
 {
     (void)state;
-    if (!exists(SHARED "vocab/bert-base-uncased/vocab.txt") ||
-        !exists(SHARED "vocab/gpt2/tokenizer.json"))
-        skip();
-    cli_result r = RUN("encode -t " SHARED "vocab/bert-base-uncased/vocab.txt", "Hello world\n");
+    cli_result r = RUN("encode -t " REF_FIXTURES "/vocab/bert-base-uncased/vocab.txt", "Hello world\n");
     assert_int_equal(r.code, 0);
     assert_string_equal(r.out, "7592 2088\n");
     cli_result_free(&r);
-    r = RUN("encode -t " SHARED "vocab/bert-base-uncased/vocab.txt --no-lowercase --format tokens",
+    r = RUN("encode -t " REF_FIXTURES "/vocab/bert-base-uncased/vocab.txt --no-lowercase --format tokens",
             "Hello world\n");
     assert_int_equal(r.code, 0);
     assert_string_equal(r.out, "[UNK] world\n");
     cli_result_free(&r);
-    r = RUN("decode -t " SHARED "vocab/gpt2", "15496 995\n");
+    r = RUN("decode -t " REF_FIXTURES "/vocab/gpt2", "15496 995\n");
     assert_int_equal(r.code, 0);
     assert_string_equal(r.out, "Hello world\n");
     cli_result_free(&r);

@@ -530,16 +530,9 @@ static void test_parity_training_fails_cleanly_on_every_allocation(void **state)
 /* Command line                                                              */
 /* ======================================================================== */
 
-static bool have_data(void)
-{
-    return access(DATA "hin_Deva.txt", R_OK) == 0 && access(DATA "eng_Latn.txt", R_OK) == 0;
-}
-
 static void test_balance_none_gives_the_plain_tokenizer_byte_for_byte(void **state)
 {
     (void)state;
-    if (!have_data())
-        skip();
     cli_result r = cli_runf("train --quiet --vocab-size 1500 -o ./lipi-fair-plain.json " DATA
                        "eng_Latn.txt " DATA "hin_Deva.txt");
     assert_int_equal(r.code, 0);
@@ -565,8 +558,6 @@ static void test_balance_none_gives_the_plain_tokenizer_byte_for_byte(void **sta
 static void test_parity_through_the_command_is_the_same_for_one_and_two_threads(void **state)
 {
     (void)state;
-    if (!have_data())
-        skip();
     mkdir("./lipi-fair-dev", 0755);
     static char text[1 << 16];
     /* lines 1-20 of each file as the dev set */

@@ -15,6 +15,7 @@
 
 #include "pipeline/pipeline.h"
 #include "tests/alloc_fail.h"
+#include "tests/refdata.h"
 #include "tests/cli_run.h"
 
 #define TOL 1e-6
@@ -965,10 +966,8 @@ static void test_every_allocation_failure_is_reported_without_leaks(void **state
 
 static void test_html_chart_is_drawn_in_headless_chromium(void **state)
 {
-    if (access(CHROMIUM, X_OK) != 0) {
-        skip();
-        return;
-    }
+    if (access(CHROMIUM, X_OK) != 0)
+        SKIP_BECAUSE("%s not installed (Debian package chromium)", CHROMIUM);
     lipi_inflation_report *rep = hand_made_report();
     char dir[] = "/tmp/lipi-infl-XXXXXX", profile[] = "/tmp/lipi-chromium-XXXXXX";
     assert_non_null(mkdtemp(dir));
@@ -1200,18 +1199,13 @@ static void test_cli_errors_name_the_files_and_usage_errors_exit_2(void **state)
     cli_result_free(&r);
 }
 
-#define FLORES "../shared/data/parallel/flores200/devtest"
-#define GPT2 "../shared/data/vocab/gpt2/tokenizer.json"
-
-#define CL100K "../shared/data/vocab/tiktoken/cl100k_base.tiktoken"
+#define FLORES REF_SHARED "/parallel/flores200/devtest"
+#define GPT2 REF_FIXTURES "/vocab/gpt2/tokenizer.json"
 
 static void test_cli_gpt_tokenizers_on_flores_cost_hindi_several_times_english(void **state)
 {
-    if (access(FLORES "/hin_Deva.txt", R_OK) != 0 || access(GPT2, R_OK) != 0 ||
-        access(CL100K, R_OK) != 0) {
-        skip();
-        return;
-    }
+    if (!ref_shared("parallel/flores200/devtest/hin_Deva.txt"))
+        SKIP_BECAUSE("%s", ref_missing(REF_FLORES_WHOLE));
     cli_result r = cli_run("inflation -t " GPT2 " -t cl100k_base --parallel " FLORES
                            "/eng_Latn.txt " FLORES "/hin_Deva.txt " FLORES
                            "/tam_Taml.txt --format json",

@@ -21,7 +21,8 @@
 
 #define HF_REFERENCE "tests/fixtures/normalize/hf_reference.json"
 #define SPM_REFERENCE "tests/fixtures/normalize/spm_test_model.json"
-#define SPM_MODEL "../shared/data/vectors/sentencepiece/test_model.model"
+/* SentencePiece's test model, committed from ../shared/data (tests/refdata.h). */
+#define SPM_MODEL "tests/fixtures/shared/vectors/sentencepiece/test_model.model"
 
 /* ======================================================================== */
 /* Helpers                                                                   */
@@ -66,8 +67,8 @@ static lipi_normalizer *from_json_text(const char *text)
     return n;
 }
 
-/* Reads SPM_MODEL's normalizer_spec.precompiled_charsmap as base64 (NULL
- * when the shared data is not there). */
+/* Reads SPM_MODEL's normalizer_spec.precompiled_charsmap as base64; fails
+ * the test when it cannot. */
 static uint64_t pb_varint(const unsigned char *b, size_t n, size_t *i)
 {
     uint64_t r = 0;
@@ -112,14 +113,14 @@ static char *model_charsmap_b64(void)
 {
     FILE *f = fopen(SPM_MODEL, "rb");
     if (!f)
-        return NULL;
+        fail_msg("%s: cannot open", SPM_MODEL);
     static unsigned char buf[1 << 20];
     size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
     const unsigned char *spec, *cm;
     size_t spec_len, cm_len;
     if (!pb_find(buf, n, 3, &spec, &spec_len) || !pb_find(spec, spec_len, 2, &cm, &cm_len))
-        return NULL;
+        fail_msg("%s: no precompiled_charsmap", SPM_MODEL);
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char *out = malloc((cm_len + 2) / 3 * 4 + 1), *o = out;
     for (size_t i = 0; i < cm_len; i += 3) {
@@ -135,27 +136,22 @@ static char *model_charsmap_b64(void)
 }
 
 /* Replaces every "@test_model" string in j by the model's charsmap. */
-static bool uses_charsmap(json_t *j, const char *b64)
+static void put_charsmap(json_t *j, const char *b64)
 {
-    bool used = false;
     if (json_is_object(j)) {
         const char *k;
         json_t *v;
         json_object_foreach(j, k, v)
         {
-            if (json_is_string(v) && strcmp(json_string_value(v), "@test_model") == 0) {
-                used = true;
-                if (b64)
-                    json_object_set_new(j, k, json_string(b64));
-            } else {
-                used |= uses_charsmap(v, b64);
-            }
+            if (json_is_string(v) && strcmp(json_string_value(v), "@test_model") == 0)
+                json_object_set_new(j, k, json_string(b64));
+            else
+                put_charsmap(v, b64);
         }
     } else if (json_is_array(j)) {
         for (size_t i = 0; i < json_array_size(j); i++)
-            used |= uses_charsmap(json_array_get(j, i), b64);
+            put_charsmap(json_array_get(j, i), b64);
     }
-    return used;
 }
 
 /* ======================================================================== */
@@ -173,15 +169,12 @@ static void test_hf_steps_match_reference_text_and_alignments(void **state)
     json_t *norms = json_object_get(doc, "normalizers");
     json_t *inputs = json_object_get(doc, "inputs");
     json_t *cases = json_object_get(doc, "cases");
-    size_t failures = 0, checked = 0, skipped = 0;
+    size_t failures = 0, checked = 0;
     const char *name;
     json_t *nj;
     json_object_foreach(norms, name, nj)
     {
-        if (uses_charsmap(nj, b64) && !b64) {
-            skipped++;
-            continue;
-        }
+        put_charsmap(nj, b64);
         lipi_normalizer *n = NULL;
         lipi_error err = {0};
         lipi_status st = lipi_normalizer_from_json(nj, "normalizer", &n, &err);
@@ -233,8 +226,6 @@ static void test_hf_steps_match_reference_text_and_alignments(void **state)
         lipi_normalized_free(&out);
         lipi_normalizer_free(n);
     }
-    if (skipped)
-        print_message("%zu normalizers skipped: %s is missing\n", skipped, SPM_MODEL);
     free(b64);
     json_decref(doc);
     assert_true(checked > 500);
@@ -247,13 +238,6 @@ static void test_precompiled_longest_match_agrees_with_sentencepiece(void **stat
 {
     (void)state;
     char *b64 = model_charsmap_b64();
-    FILE *f = fopen(SPM_REFERENCE, "rb");
-    if (f)
-        fclose(f);
-    if (!b64 || !f) {
-        free(b64);
-        skip();
-    }
     json_t *pc = json_pack("{s:s, s:s, s:b}", "type", "Precompiled", "precompiled_charsmap", b64,
                            "lipi_longest_match", 1);
     lipi_normalizer *n = NULL;

@@ -1,8 +1,9 @@
 /* Readers of other tokenizer formats: SentencePiece .model, BERT vocab.txt,
  * GPT-2 vocab.json + merges.txt, tiktoken ranks, GGUF metadata, and the
- * format detection of lipi_tokenizer_open. Files from ../shared/data are
- * used when present (tests skip otherwise); hostile inputs are built here
- * byte by byte. */
+ * format detection of lipi_tokenizer_open. Reference files are the copies
+ * committed under tests/fixtures/shared and data/ (tests/refdata.h); only
+ * the GGUF checks need ../shared/data and skip without it. Hostile inputs
+ * are built here byte by byte. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,12 +18,15 @@
 
 #include "tokenizer/common_impl.h"
 #include "tests/alloc_fail.h"
+#include "tests/refdata.h"
 #include "tokenizer/tokenizer.h"
 
-#define SHARED "../shared/data"
-#define SPM_DIR SHARED "/vectors/sentencepiece"
-#define GGUF_DIR SHARED "/vectors/llama.cpp"
-#define TIKTOKEN_DIR SHARED "/vocab/tiktoken"
+#define GPT2_DIR REF_FIXTURES "/vocab/gpt2"
+#define SPM_DIR REF_FIXTURES "/vectors/sentencepiece"
+#define LASER REF_FIXTURES "/vocab/laser100k-spm/laser_100k.model"
+#define TIKTOKEN_DIR "data/vocab/tiktoken"
+/* The vocab-only GGUF files (9 MB together) are not committed. */
+#define GGUF_DIR REF_SHARED "/vectors/llama.cpp"
 
 static bool have(const char *path)
 {
@@ -258,16 +262,14 @@ static void normalize_merges(json_t *model)
 static void test_gpt2_files_build_the_model_of_gpt2_tokenizer_json(void **state)
 {
     (void)state;
-    if (!have(SHARED "/vocab/gpt2/tokenizer.json"))
-        skip();
     size_t vn, mn;
-    char *v = slurp(SHARED "/vocab/gpt2/encoder.json", &vn);
-    char *m = slurp(SHARED "/vocab/gpt2/vocab.bpe", &mn);
+    char *v = slurp(GPT2_DIR "/encoder.json", &vn);
+    char *m = slurp(GPT2_DIR "/vocab.bpe", &mn);
     lipi_tokenizer *a = NULL, *b = NULL;
     lipi_error err;
     assert_int_equal(lipi_tokenizer_from_gpt2(v, vn, m, mn, "encoder.json", NULL, 0, &a, &err),
                      LIPI_OK);
-    assert_int_equal(lipi_tokenizer_load(SHARED "/vocab/gpt2/tokenizer.json", &b, &err), LIPI_OK);
+    assert_int_equal(lipi_tokenizer_load(GPT2_DIR "/tokenizer.json", &b, &err), LIPI_OK);
     json_t *ja = as_json(a), *jb = as_json(b);
     normalize_merges(json_object_get(ja, "model"));
     normalize_merges(json_object_get(jb, "model"));
@@ -353,8 +355,6 @@ static void test_sha256_gives_the_fips_180_digests_in_any_chunks(void **state)
 static void test_cl100k_and_o200k_load_by_name_with_their_specials(void **state)
 {
     (void)state;
-    if (!have(TIKTOKEN_DIR "/cl100k_base.tiktoken"))
-        skip();
     lipi_open_options opt = {.data_dir = TIKTOKEN_DIR};
     lipi_tokenizer *t = NULL;
     lipi_error err;
@@ -661,8 +661,6 @@ static void test_tiktoken_rejects_bad_lines_with_their_position(void **state)
 static void test_spm_models_load_pieces_specials_and_normalizer(void **state)
 {
     (void)state;
-    if (!have(SPM_DIR "/test_model.model"))
-        skip();
     static const struct {
         const char *path;
         size_t n;
@@ -672,7 +670,7 @@ static void test_spm_models_load_pieces_specials_and_normalizer(void **state)
     } cases[] = {
         {SPM_DIR "/test_model.model", 1000, "\xe2\x96\x81the", 7, true},
         {SPM_DIR "/test_ja_model.model", 8000, "\xe3\x81\xae", 4, true},
-        {SHARED "/vocab/laser100k-spm/laser_100k.model", 100000,
+        {LASER, 100000,
          "\xe2\x96\x81\xe0\xa4\xad\xe0\xa4\xbe\xe0\xa4\xb0\xe0\xa4\xa4", 3534, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -767,8 +765,6 @@ static void test_spm_bpe_merges_rank_splits_by_score(void **state)
 static void test_spm_truncated_files_fail_with_offsets(void **state)
 {
     (void)state;
-    if (!have(SPM_DIR "/test_model.model"))
-        skip();
     size_t len;
     char *d = slurp(SPM_DIR "/test_model.model", &len);
     size_t cuts[] = {1, 2, 3, 7, 50, 999, len / 2, len - 300, len - 1};
@@ -837,11 +833,27 @@ static void test_spm_hostile_varints_lengths_and_types(void **state)
 /* GGUF                                                                      */
 /* ======================================================================== */
 
+/* Whether every GGUF file the GGUF tests read is in ../shared/data. */
+static bool have_ggufs(void)
+{
+    static const char *const names[] = {"bert-bge", "gpt-2",    "llama-spm", "phi-3",
+                                        "falcon",   "gpt-neox", "baichuan"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "vectors/llama.cpp/ggml-vocab-%s.gguf", names[i]);
+        if (!ref_shared(rel))
+            return false;
+    }
+    return true;
+}
+
+#define GGUF_MISSING ref_missing("llama.cpp vocab-only GGUF files, 9 MB, not committed")
+
 static void test_gguf_vocab_files_load_with_their_model_types(void **state)
 {
     (void)state;
-    if (!have(GGUF_DIR "/ggml-vocab-gpt-2.gguf"))
-        skip();
+    if (!have_ggufs())
+        SKIP_BECAUSE("%s", GGUF_MISSING);
     static const struct {
         const char *file;
         lipi_model_type type;
@@ -1239,12 +1251,12 @@ static text_file *texts_load(text_file *files, size_t *n_files, const char *rel)
     text_file *f = &files[(*n_files)++];
     char path[512];
     size_t len;
-    /* Paths in the fixtures are relative to ../shared/data, except the
-     * fixtures' own inputs under tests/. */
+    /* Paths in the fixtures are relative to ../shared/data (the committed
+     * copies), except the fixtures' own inputs under tests/. */
     if (strncmp(rel, "tests/", 6) == 0)
         snprintf(path, sizeof path, "%s", rel);
     else
-        snprintf(path, sizeof path, SHARED "/%s", rel);
+        snprintf(path, sizeof path, "%s", ref_need(rel));
     f->path = strdup(rel);
     f->data = slurp(path, &len);
     bool inp = strstr(rel, ".inp") != NULL;
@@ -1347,8 +1359,12 @@ static bool check_fixture(const char *fixture, const char *open_name, const lipi
     assert_int_equal(lipi_line_reader_open(fixture, LIPI_INVALID_ERROR, &r, &err), LIPI_OK);
     while (lipi_line_reader_next(r, &line, &len, &err) == LIPI_OK && line) {
         if (len > 8 && memcmp(line, "# model ", 8) == 0 && !open_name) {
-            char path[512];
-            snprintf(path, sizeof path, "%.*s", (int)(len - 8), line + 8);
+            char header[512];
+            snprintf(header, sizeof header, "%.*s", (int)(len - 8), line + 8);
+            /* A model under ../shared/data is its committed copy. */
+            const char *path = header;
+            if (strncmp(header, REF_SHARED "/", strlen(REF_SHARED "/")) == 0)
+                path = ref_need(header + strlen(REF_SHARED "/"));
             if (lipi_tokenizer_open(path, oo, &t, &err) != LIPI_OK)
                 fail_msg("%s: %s", path, err.msg);
         }
@@ -1389,8 +1405,6 @@ static bool check_fixture(const char *fixture, const char *open_name, const lipi
 static void test_spm_ids_equal_sentencepiece(void **state)
 {
     (void)state;
-    if (!have(SPM_DIR "/test_model.model"))
-        skip();
     static const char *const fixtures[] = {
         "tests/fixtures/readers/spm_test_model.tsv.xz",
         "tests/fixtures/readers/spm_test_ja_model.tsv.xz",
@@ -1405,8 +1419,6 @@ static void test_spm_ids_equal_sentencepiece(void **state)
 static void test_tiktoken_ids_equal_tiktoken(void **state)
 {
     (void)state;
-    if (!have(TIKTOKEN_DIR "/cl100k_base.tiktoken"))
-        skip();
     lipi_open_options opt = {.data_dir = TIKTOKEN_DIR};
     assert_true(check_fixture("tests/fixtures/readers/tiktoken_cl100k_base.tsv.xz", "cl100k_base",
                               &opt));
@@ -1445,13 +1457,10 @@ static void test_vocab_files_ids_equal_hugging_face(void **state)
         {"corpus_gpt2", "vocab/gpt2/encoder.json", "vocab/gpt2/vocab.bpe"},
     };
     static uint32_t want[65536];
-    size_t done = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char fixture[256], vocab[256];
         snprintf(fixture, sizeof fixture, "tests/fixtures/encoder/%s.ids.xz", cases[c].fixture);
-        snprintf(vocab, sizeof vocab, SHARED "/%s", cases[c].vocab);
-        if (!have(fixture) || !have(vocab))
-            continue;
+        snprintf(vocab, sizeof vocab, "%s", ref_need(cases[c].vocab));
         lipi_tokenizer *t = NULL;
         lipi_encoder *enc = NULL;
         lipi_session *s = NULL;
@@ -1459,7 +1468,7 @@ static void test_vocab_files_ids_equal_hugging_face(void **state)
         if (cases[c].merges) {
             char merges[256];
             size_t vn, mn;
-            snprintf(merges, sizeof merges, SHARED "/%s", cases[c].merges);
+            snprintf(merges, sizeof merges, "%s", ref_need(cases[c].merges));
             char *v = slurp(vocab, &vn), *m = slurp(merges, &mn);
             assert_int_equal(lipi_tokenizer_from_gpt2(v, vn, m, mn, vocab, NULL, 0, &t, &err),
                              LIPI_OK);
@@ -1506,27 +1515,23 @@ static void test_vocab_files_ids_equal_hugging_face(void **state)
         lipi_session_free(s);
         lipi_encoder_free(enc);
         lipi_tokenizer_free(t);
-        done++;
     }
-    if (!done)
-        skip();
 }
 
 /* llama.cpp's vectors: every .inp case against its .out line (ids that
- * Hugging Face tokenizers gave), for the models whose GGUF is here. */
+ * Hugging Face tokenizers gave), through the models' GGUF files. */
 static void test_gguf_ids_equal_llama_cpp_vectors(void **state)
 {
     (void)state;
     static const char *const models[] = {"bert-bge", "gpt-2", "llama-spm", "phi-3", "falcon"};
     static uint32_t want[4096];
-    size_t done = 0;
+    if (!have_ggufs())
+        SKIP_BECAUSE("%s", GGUF_MISSING);
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
-        char gguf[256], out_path[300], inp[128];
+        char gguf[256], out_rel[128], inp[128];
         snprintf(gguf, sizeof gguf, GGUF_DIR "/ggml-vocab-%s.gguf", models[m]);
-        snprintf(out_path, sizeof out_path, "%s.out", gguf);
+        snprintf(out_rel, sizeof out_rel, "vectors/llama.cpp/ggml-vocab-%s.gguf.out", models[m]);
         snprintf(inp, sizeof inp, "vectors/llama.cpp/ggml-vocab-%s.gguf.inp", models[m]);
-        if (!have(gguf) || !have(out_path))
-            continue;
         lipi_tokenizer *t = NULL;
         lipi_encoder *enc = NULL;
         lipi_session *s = NULL;
@@ -1538,7 +1543,7 @@ static void test_gguf_ids_equal_llama_cpp_vectors(void **state)
         text_file files[1] = {{0}};
         size_t n_files = 0, len;
         text_file *f = texts_load(files, &n_files, inp);
-        char *outs = slurp(out_path, &len);
+        char *outs = slurp(ref_need(out_rel), &len);
         char *p = outs;
         for (size_t i = 0; i < f->n; i++) {
             char *nl = memchr(p, '\n', (size_t)(outs + len - p));
@@ -1554,10 +1559,7 @@ static void test_gguf_ids_equal_llama_cpp_vectors(void **state)
         lipi_session_free(s);
         lipi_encoder_free(enc);
         lipi_tokenizer_free(t);
-        done++;
     }
-    if (!done)
-        skip();
 }
 #endif
 
