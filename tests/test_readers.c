@@ -1427,12 +1427,10 @@ static void test_tiktoken_ids_equal_tiktoken(void **state)
 }
 
 /* p50k_base and r50k_base, bundled in the repository; the texts are the
- * shared FLORES lines and llama.cpp vectors. */
+ * FLORES lines and llama.cpp vectors the cl100k fixture reads (committed). */
 static void test_p50k_and_r50k_ids_equal_tiktoken(void **state)
 {
     (void)state;
-    if (!have(SHARED "/parallel/flores200/devtest/eng_Latn.txt"))
-        skip();
     lipi_open_options opt = {.data_dir = BUNDLED_TIKTOKEN};
     assert_true(check_fixture("tests/fixtures/readers/tiktoken_p50k_base.tsv.xz", "p50k_base",
                               &opt));
