@@ -59,13 +59,13 @@ LDLIBS   += $(FAISS_LIBS) $(shell pkg-config --libs $(filter-out cmocka,$(PKGS))
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
 DEPFLAGS  = -MMD -MP
 
-MODULES  := tokenizer trainer encoder pipeline
+MODULES  := tokenizer trainer encoder model retrieval report pipeline
 LIB_SRC  := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 CLI_SRC  := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_HELPER_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(if $(HAVE_FAISS),$(BUILD)/pipeline/faiss_bind.o,)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(if $(HAVE_FAISS),$(BUILD)/retrieval/faiss_bind.o,)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -98,7 +98,8 @@ $(BUILD)/liblipi.a: $(LIB_OBJ)
 
 # The shared library exports exactly the functions of the public headers
 # (packaging/exports.sh); everything else stays local to it.
-PUBLIC_HEADERS := tokenizer/tokenizer.h encoder/encoder.h trainer/trainer.h pipeline/pipeline.h
+PUBLIC_HEADERS := tokenizer/tokenizer.h encoder/encoder.h trainer/trainer.h model/model.h \
+                  retrieval/retrieval.h report/report.h pipeline/pipeline.h
 SONAME := liblipi.so.$(SOVERSION)
 $(BUILD)/lipi.map: $(PUBLIC_HEADERS) packaging/exports.sh | deps
 	@mkdir -p $(dir $@)

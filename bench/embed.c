@@ -15,7 +15,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "pipeline/pipeline.h"
+#include "model/model.h"
 
 #define BATCH 32
 

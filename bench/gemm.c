@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "pipeline/pipeline_impl.h"
+#include "model/model_impl.h"
 
 void omp_set_num_threads(int n);
 

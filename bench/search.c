@@ -26,8 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pipeline/faiss_bind.h"
-#include "pipeline/pipeline.h"
+#include "retrieval/faiss_bind.h"
+#include "retrieval/retrieval.h"
 
 static double now(void)
 {

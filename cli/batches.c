@@ -99,7 +99,7 @@ int cli_for_each_batch(const char *sub, char **files, int nfiles, lipi_invalid_m
 }
 
 int cli_write_batches(const char *sub, char **files, int nfiles, const cli_model_args *a,
-                      const char *out, cli_embedder *e, cli_batch_fn fn, void *ctx, FILE **f)
+                      const char *out, lipi_embedder *e, cli_batch_fn fn, void *ctx, FILE **f)
 {
     lipi_output *o = NULL;
     lipi_error err = {0};
@@ -121,14 +121,14 @@ int cli_write_batches(const char *sub, char **files, int nfiles, const cli_model
     return EXIT_OK;
 }
 
-void cli_embedder_report_truncated(const char *sub, const cli_embedder *e)
+void cli_embedder_report_truncated(const char *sub, const lipi_embedder *e)
 {
-    size_t n = cli_embedder_truncated(e);
+    size_t n = lipi_embedder_truncated(e);
     if (n)
         fprintf(stderr,
                 "lipi %s: %zu line%s longer than %zu tokens, truncated (--strict makes this an "
                 "error)\n",
-                sub, n, n == 1 ? " was" : "s were", cli_embedder_max_length(e));
+                sub, n, n == 1 ? " was" : "s were", lipi_embedder_max_length(e));
 }
 
 const char cli_model_options_help[] =
@@ -153,7 +153,7 @@ int cli_model_option(const char *sub, int c, const char *arg, cli_model_args *a)
     case 'm': a->model = arg; return 1;
     case 0x100: a->eo.revision = arg; return 1;
     case 0x101:
-        if (!cli_parse_pooling(arg, &a->eo.pooling)) {
+        if (!lipi_pooling_parse(arg, &a->eo.pooling)) {
             cli_usage_error(sub, "--pooling takes cls, mean, max or mean_sqrt_len, not '%s'",
                             arg);
             return -1;

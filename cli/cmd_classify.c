@@ -47,7 +47,7 @@ void cli_write_label_probs(FILE *f, const char *const *labels, size_t k, const f
 }
 
 typedef struct {
-    cli_embedder *emb;
+    lipi_embedder *emb;
     const char *const *labels;
     size_t k;
     float *probs;   /* (batch, k) */
@@ -58,7 +58,7 @@ static lipi_status classify_batch(const char *const *texts, const size_t *lens, 
                                   void *vctx, lipi_error *err)
 {
     classify_ctx *c = vctx;
-    lipi_status st = cli_classify(c->emb, texts, lens, n, c->probs, err);
+    lipi_status st = lipi_embedder_classify(c->emb, texts, lens, n, c->probs, err);
     for (size_t i = 0; st == LIPI_OK && i < n; i++)
         cli_write_label_probs(c->f, c->labels, c->k, c->probs + i * c->k);
     return st;
@@ -96,9 +96,9 @@ static int run(int argc, char **argv)
     classify_ctx ctx = {0};
     lipi_error err = {0};
     int rc = EXIT_FAIL;
-    if (cli_embedder_open(a.model, &a.eo, &ctx.emb, &err) != LIPI_OK)
+    if (lipi_embedder_open(a.model, &a.eo, &ctx.emb, &err) != LIPI_OK)
         goto report;
-    const lipi_model_info *info = lipi_model_get_info(cli_embedder_model(ctx.emb));
+    const lipi_model_info *info = lipi_model_get_info(lipi_embedder_model(ctx.emb));
     ctx.k = info->num_labels;
     ctx.labels = info->labels;
     if (!ctx.k) {
@@ -119,7 +119,7 @@ report:
     cli_report("classify", &err);
 done:
     lipi_free(ctx.probs);
-    cli_embedder_free(ctx.emb);
+    lipi_embedder_free(ctx.emb);
     return rc;
 }
 

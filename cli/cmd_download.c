@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "cli/progress.h"
-#include "pipeline/pipeline.h"
+#include "model/model.h"
 
 static void help(FILE *f)
 {

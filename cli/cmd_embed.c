@@ -33,7 +33,7 @@ static void help(FILE *f)
 }
 
 typedef struct {
-    cli_embedder *emb;
+    lipi_embedder *emb;
     size_t dim;
     float *out;                /* (batch, dim) */
     lipi_npy_writer *npy;
@@ -44,7 +44,7 @@ static lipi_status embed_batch(const char *const *texts, const size_t *lens, siz
                                void *vctx, lipi_error *err)
 {
     embed_ctx *c = vctx;
-    lipi_status st = cli_embed(c->emb, texts, lens, n, c->out, err);
+    lipi_status st = lipi_embedder_embed(c->emb, texts, lens, n, c->out, err);
     if (st != LIPI_OK)
         return st;
     if (c->npy)
@@ -105,9 +105,9 @@ static int run(int argc, char **argv)
     lipi_output *o = NULL;
     lipi_error err = {0};
     int rc = EXIT_FAIL;
-    if (cli_embedder_open(a.model, &a.eo, &ctx.emb, &err) != LIPI_OK)
+    if (lipi_embedder_open(a.model, &a.eo, &ctx.emb, &err) != LIPI_OK)
         goto report;
-    ctx.dim = cli_embedder_dim(ctx.emb);
+    ctx.dim = lipi_embedder_dim(ctx.emb);
     if (!(ctx.out = lipi_calloc(a.eo.batch, ctx.dim * sizeof *ctx.out))) {
         lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto report;
@@ -134,7 +134,7 @@ done:
     lipi_output_abort(o);
     lipi_npy_writer_abort(ctx.npy);
     lipi_free(ctx.out);
-    cli_embedder_free(ctx.emb);
+    lipi_embedder_free(ctx.emb);
     return rc;
 }
 

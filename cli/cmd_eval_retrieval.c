@@ -61,17 +61,17 @@ static bool parse_ks(const char *s, size_t *ks, size_t *nk)
 }
 
 /* Embeds every line of path into a new (n, dim) matrix. */
-static lipi_status embed_file(cli_embedder *e, const char *path, lipi_invalid_mode mode,
+static lipi_status embed_file(lipi_embedder *e, const char *path, lipi_invalid_mode mode,
                               float **out, size_t *n, lipi_error *err)
 {
     cli_text_batch b = {0};
     *out = NULL;
     lipi_status st = cli_text_batch_read(&b, path, mode, err);
-    size_t dim = cli_embedder_dim(e);
+    size_t dim = lipi_embedder_dim(e);
     if (st == LIPI_OK && !(*out = lipi_reallocarray(NULL, b.n ? b.n * dim : 1, sizeof **out)))
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
     if (st == LIPI_OK)
-        st = cli_embed(e, b.ptrs, b.lens, b.n, *out, err);
+        st = lipi_embedder_embed(e, b.ptrs, b.lens, b.n, *out, err);
     *n = b.n;
     cli_text_batch_free(&b);
     if (st != LIPI_OK) {
@@ -118,7 +118,7 @@ static int run(int argc, char **argv)
     const char *model = NULL, *qa = NULL, *db = NULL, *va = NULL, *vb = NULL;
     size_t ks[MAX_KS] = {1, 5, 10}, nk = 3;
     bool json = false;
-    cli_embedder_options eo = {.batch = 32, .threads = 2};
+    lipi_embedder_options eo = {.batch = 32, .threads = 2};
     lipi_search_options so = {.threads = 2};
     lipi_invalid_mode mode = LIPI_INVALID_ERROR;
     uint64_t v;
@@ -148,7 +148,7 @@ static int run(int argc, char **argv)
                                        optarg);
             break;
         case 'p':
-            if (!cli_parse_pooling(optarg, &eo.pooling))
+            if (!lipi_pooling_parse(optarg, &eo.pooling))
                 return cli_usage_error("eval-retrieval",
                                        "--pooling takes cls, mean, max or mean_sqrt_len, not '%s'",
                                        optarg);
@@ -199,20 +199,20 @@ static int run(int argc, char **argv)
 
     int rc = EXIT_FAIL;
     lipi_error err = {0};
-    cli_embedder *emb = NULL;
+    lipi_embedder *emb = NULL;
     lipi_npy_map *ma = NULL, *mb = NULL;
     float *ea = NULL, *eb = NULL;
     const float *a, *b;
     size_t na, nb, dim;
     const char *name_a = text ? qa : va, *name_b = text ? db : vb;
     if (text) {
-        if (cli_embedder_open(model, &eo, &emb, &err) != LIPI_OK ||
+        if (lipi_embedder_open(model, &eo, &emb, &err) != LIPI_OK ||
             embed_file(emb, qa, mode, &ea, &na, &err) != LIPI_OK ||
             embed_file(emb, db, mode, &eb, &nb, &err) != LIPI_OK)
             goto fail;
         a = ea;
         b = eb;
-        dim = cli_embedder_dim(emb);
+        dim = lipi_embedder_dim(emb);
     } else {
         if (lipi_npy_map_open(va, &ma, &err) != LIPI_OK ||
             lipi_npy_map_open(vb, &mb, &err) != LIPI_OK)
@@ -275,7 +275,7 @@ done:
     lipi_free(eb);
     lipi_npy_map_close(ma);
     lipi_npy_map_close(mb);
-    cli_embedder_free(emb);
+    lipi_embedder_free(emb);
     return rc;
 }
 

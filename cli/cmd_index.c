@@ -46,7 +46,7 @@ static void help(FILE *f)
 
 typedef struct {
     lipi_index_builder *builder;
-    cli_embedder *emb;       /* NULL with --vectors */
+    lipi_embedder *emb;       /* NULL with --vectors */
     lipi_npy_map *vectors;   /* --vectors */
     const char *vectors_path;
     size_t dim, row, batch;
@@ -71,7 +71,7 @@ static lipi_status flush(index_ctx *c, lipi_error *err)
                                   lipi_npy_map_rows(c->vectors));
         rows = lipi_npy_map_data(c->vectors) + c->row * c->dim;
     } else {
-        st = cli_embed(c->emb, c->texts.ptrs, c->texts.lens, n, c->out, err);
+        st = lipi_embedder_embed(c->emb, c->texts.ptrs, c->texts.lens, n, c->out, err);
         if (st != LIPI_OK)
             return st;
         rows = c->out;
@@ -113,7 +113,7 @@ static int run(int argc, char **argv)
     };
     const char *model = NULL, *vectors = NULL, *out = NULL, *pooling = NULL;
     lipi_index_write_options wo = {.threads = 2};
-    cli_embedder_options eo = {.batch = 32, .threads = 2};
+    lipi_embedder_options eo = {.batch = 32, .threads = 2};
     lipi_invalid_mode mode = LIPI_INVALID_ERROR;
     bool quiet = false;
     uint64_t v;
@@ -161,7 +161,7 @@ static int run(int argc, char **argv)
         return cli_usage_error("index", "give either -m MODEL or --vectors FILE.npy");
     if (vectors && pooling)
         return cli_usage_error("index", "--pooling needs -m MODEL");
-    if (pooling && !cli_parse_pooling(pooling, &eo.pooling))
+    if (pooling && !lipi_pooling_parse(pooling, &eo.pooling))
         return cli_usage_error("index", "--pooling takes cls, mean, max or mean_sqrt_len, not '%s'",
                                pooling);
 
@@ -175,10 +175,10 @@ static int run(int argc, char **argv)
         ctx.dim = lipi_npy_map_cols(ctx.vectors);
         ctx.batch = 4096;
     } else {
-        if (cli_embedder_open(model, &eo, &ctx.emb, &err) != LIPI_OK)
+        if (lipi_embedder_open(model, &eo, &ctx.emb, &err) != LIPI_OK)
             goto fail;
-        cli_embedder_identity(ctx.emb, &id);
-        ctx.dim = cli_embedder_dim(ctx.emb);
+        lipi_embedder_identity(ctx.emb, &id);
+        ctx.dim = lipi_embedder_dim(ctx.emb);
         if (!(ctx.out = lipi_reallocarray(NULL, ctx.batch * ctx.dim, sizeof(float)))) {
             lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
             goto fail;
@@ -217,7 +217,7 @@ quiet_fail:
 done:
     lipi_index_builder_abort(ctx.builder);
     lipi_npy_map_close(ctx.vectors);
-    cli_embedder_free(ctx.emb);
+    lipi_embedder_free(ctx.emb);
     cli_text_batch_free(&ctx.texts);
     lipi_free(ctx.out);
     return rc;

@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #include "encoder/encoder.h"
-#include "pipeline/pipeline.h"
+#include "model/model.h"
+#include "report/report.h"
 
 #define SUB "inflation"
 #define BATCH_LINES 256 /* aligned lines read at once and shared out to the threads */

@@ -109,17 +109,17 @@ static lipi_status read_labelled(const char *path, lipi_invalid_mode mode, label
 }
 
 /* Embeds every text of d into x (n, dim), reporting errors at their line. */
-static lipi_status embed_all(cli_embedder *e, const labelled *d, float *x, bool progress,
+static lipi_status embed_all(lipi_embedder *e, const labelled *d, float *x, bool progress,
                              lipi_error *err)
 {
     cli_lines_progress prog;
     char *files[] = {(char *)d->path};
     cli_lines_progress_start(&prog, "probe", progress, files, 1);
-    size_t dim = cli_embedder_dim(e), n = d->texts.n, chunk = 1024;
+    size_t dim = lipi_embedder_dim(e), n = d->texts.n, chunk = 1024;
     lipi_status st = LIPI_OK;
     for (size_t i0 = 0; i0 < n && st == LIPI_OK; i0 += chunk) {
         size_t m = n - i0 < chunk ? n - i0 : chunk;
-        st = cli_embed(e, d->texts.ptrs + i0, d->texts.lens + i0, m, x + i0 * dim, err);
+        st = lipi_embedder_embed(e, d->texts.ptrs + i0, d->texts.lens + i0, m, x + i0 * dim, err);
         if (st != LIPI_OK && err->line >= 1 && err->line <= m) {
             snprintf(err->path, sizeof err->path, "%s", d->path);
             err->line = d->line_no[i0 + err->line - 1];
@@ -184,7 +184,7 @@ static bool label_index(char **names, size_t k, const char *s, uint32_t *out)
 static int train(probe_args *pa)
 {
     labelled tr = {0}, dv = {0};
-    cli_embedder *e = NULL;
+    lipi_embedder *e = NULL;
     lipi_probe *p = NULL;
     lipi_error err = {0};
     float *x = NULL, *xd = NULL, *xt = NULL, *probs = NULL;
@@ -218,9 +218,9 @@ static int train(probe_args *pa)
     for (size_t i = 0; i < n; i++)
         label_index(names, k, tr.labels.ptrs[i], &y[i]);
 
-    if ((st = cli_embedder_open(pa->a.model, &pa->a.eo, &e, &err)) != LIPI_OK)
+    if ((st = lipi_embedder_open(pa->a.model, &pa->a.eo, &e, &err)) != LIPI_OK)
         goto report;
-    size_t dim = cli_embedder_dim(e);
+    size_t dim = lipi_embedder_dim(e);
     if (!(x = lipi_calloc(n, dim * sizeof *x)) || !(probs = lipi_calloc(k, sizeof *probs)))
         goto oom;
     if ((st = embed_all(e, &tr, x, !pa->a.quiet, &err)) != LIPI_OK)
@@ -297,8 +297,8 @@ static int train(probe_args *pa)
                         "%zu labels)\n",
                 acc, nt, k);
     lipi_index_model id;
-    cli_embedder_identity(e, &id);
-    id.normalize = cli_embedder_normalizes(e);
+    lipi_embedder_identity(e, &id);
+    id.normalize = lipi_embedder_normalizes(e);
     if ((st = lipi_probe_save(p, &id, nd ? acc : -1.0, pa->out, &err)) != LIPI_OK)
         goto report;
     rc = EXIT_OK;
@@ -310,7 +310,7 @@ report:
 done:
     labelled_free(&tr);
     labelled_free(&dv);
-    cli_embedder_free(e);
+    lipi_embedder_free(e);
     lipi_probe_free(p);
     lipi_free(x);
     lipi_free(xd);
@@ -330,7 +330,7 @@ done:
 /* ------------------------------------------------------------------------ */
 
 typedef struct {
-    cli_embedder *e;
+    lipi_embedder *e;
     const lipi_probe *p;
     const char **labels;
     float *x, *probs;
@@ -341,7 +341,7 @@ static lipi_status predict_batch(const char *const *texts, const size_t *lens, s
                                  void *vctx, lipi_error *err)
 {
     predict_ctx *c = vctx;
-    lipi_status st = cli_embed(c->e, texts, lens, n, c->x, err);
+    lipi_status st = lipi_embedder_embed(c->e, texts, lens, n, c->x, err);
     if (st != LIPI_OK)
         return st;
     size_t k = lipi_probe_label_count(c->p), dim = lipi_probe_dim(c->p);
@@ -369,17 +369,17 @@ static int predict(probe_args *pa, char **files, int nfiles)
         goto report;
     }
     /* Embed exactly as in training. */
-    if (pm->pooling && !cli_parse_pooling(pm->pooling, &pa->a.eo.pooling)) {
+    if (pm->pooling && !lipi_pooling_parse(pm->pooling, &pa->a.eo.pooling)) {
         lipi_error_set(&err, LIPI_EFORMAT, pa->probe, 0, 0,
                        "model.pooling: expected cls, mean, max or mean_sqrt_len, found '%s'",
                        pm->pooling);
         goto report;
     }
     pa->a.eo.normalize = pm->normalize ? 1 : -2;
-    if (cli_embedder_open(model, &pa->a.eo, &ctx.e, &err) != LIPI_OK)
+    if (lipi_embedder_open(model, &pa->a.eo, &ctx.e, &err) != LIPI_OK)
         goto report;
     lipi_index_model id;
-    cli_embedder_identity(ctx.e, &id);
+    lipi_embedder_identity(ctx.e, &id);
     if (pm->fingerprint && strcmp(pm->fingerprint, id.fingerprint) != 0) {
         lipi_error_set(&err, LIPI_EINVAL, pa->probe, 0, 0,
                        "the probe was trained on model %s (fingerprint %s), not on %s "
@@ -388,10 +388,10 @@ static int predict(probe_args *pa, char **files, int nfiles)
         goto report;
     }
     size_t dim = lipi_probe_dim(p), k = lipi_probe_label_count(p);
-    if (cli_embedder_dim(ctx.e) != dim) {
+    if (lipi_embedder_dim(ctx.e) != dim) {
         lipi_error_set(&err, LIPI_EINVAL, pa->probe, 0, 0,
                        "expected embeddings of %zu values, the model gives %zu", dim,
-                       cli_embedder_dim(ctx.e));
+                       lipi_embedder_dim(ctx.e));
         goto report;
     }
     if (!(ctx.labels = lipi_calloc(k, sizeof *ctx.labels)) ||
@@ -408,7 +408,7 @@ static int predict(probe_args *pa, char **files, int nfiles)
 report:
     cli_report("probe", &err);
 done:
-    cli_embedder_free(ctx.e);
+    lipi_embedder_free(ctx.e);
     lipi_probe_free(p);
     lipi_free(ctx.labels);
     lipi_free(ctx.x);

@@ -108,7 +108,7 @@ static int run(int argc, char **argv)
     const char *index = NULL, *model = NULL, *query = NULL, *queries = NULL, *qvec = NULL;
     lipi_index_open_options oo = {0};
     search_ctx c = {.k = 10, .so = {.threads = 2}};
-    cli_embedder_options eo = {.batch = 32, .threads = 2};
+    lipi_embedder_options eo = {.batch = 32, .threads = 2};
     lipi_invalid_mode mode = LIPI_INVALID_ERROR;
     uint64_t v;
     int ch;
@@ -165,7 +165,7 @@ static int run(int argc, char **argv)
     lipi_error err = {0};
     lipi_index *idx = NULL;
     lipi_npy_map *qm = NULL;
-    cli_embedder *emb = NULL;
+    lipi_embedder *emb = NULL;
     cli_text_batch texts = {0};
     float *q = NULL;
     if (lipi_index_open(index, &oo, &idx, &err) != LIPI_OK)
@@ -210,12 +210,12 @@ static int run(int argc, char **argv)
          * there, else the name it was given by. */
         const char *use = model ? model : im->path && access(im->path, R_OK) == 0 ? im->path
                                                                                 : im->name;
-        if (im->pooling && !cli_parse_pooling(im->pooling, &eo.pooling))
+        if (im->pooling && !lipi_pooling_parse(im->pooling, &eo.pooling))
             eo.pooling = 0;
-        if (cli_embedder_open(use, &eo, &emb, &err) != LIPI_OK)
+        if (lipi_embedder_open(use, &eo, &emb, &err) != LIPI_OK)
             goto fail;
         lipi_index_model qid;
-        cli_embedder_identity(emb, &qid);
+        lipi_embedder_identity(emb, &qid);
         if (lipi_index_check_model(idx, &qid, &err) != LIPI_OK)
             goto fail;
         if (query) {
@@ -226,7 +226,7 @@ static int run(int argc, char **argv)
         }
         for (size_t q0 = 0; q0 < texts.n; q0 += QUERY_CHUNK) {
             size_t m = q0 + QUERY_CHUNK < texts.n ? QUERY_CHUNK : texts.n - q0;
-            if (cli_embed(emb, texts.ptrs + q0, texts.lens + q0, m, q, &err) != LIPI_OK ||
+            if (lipi_embedder_embed(emb, texts.ptrs + q0, texts.lens + q0, m, q, &err) != LIPI_OK ||
                 search_print(&c, q, m, q0, &err) != LIPI_OK)
                 goto fail;
         }
@@ -240,7 +240,7 @@ done:
     lipi_free(c.docs);
     lipi_free(c.scores);
     cli_text_batch_free(&texts);
-    cli_embedder_free(emb);
+    lipi_embedder_free(emb);
     lipi_npy_map_close(qm);
     lipi_index_close(idx);
     return rc;

@@ -4,7 +4,7 @@
 #include "cli/progress.h"
 #include "cli/text_options.h"
 
-#include "pipeline/pipeline.h"
+#include "report/report.h"
 
 #include <getopt.h>
 #include <string.h>

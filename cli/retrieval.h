@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "cli/embedder.h"
-#include "pipeline/pipeline.h"
+
 
 /* Lines copied out of the line reader until a batch is full. */
 typedef struct {

@@ -15,7 +15,8 @@
 
 #include <cmocka.h>
 
-#include "pipeline/pipeline.h"
+#include "model/model.h"
+#include "retrieval/retrieval.h"
 #include "tests/alloc_fail.h"
 #include "tests/fuzz/fuzz.h"
 #include "trainer/trainer.h"

@@ -14,7 +14,8 @@
 
 #include <cmocka.h>
 
-#include "pipeline/pipeline.h"
+#include "model/model.h"
+#include "retrieval/retrieval.h"
 #include "tests/cli_run.h"
 #include "tests/model_dir.h"
 

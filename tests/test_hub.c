@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "pipeline/pipeline.h"
+#include "model/model.h"
 #include "tests/cli_run.h"
 #include "tests/model_dir.h"
 

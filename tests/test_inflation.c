@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/pipeline.h"
+#include "report/report.h"
 #include "tests/alloc_fail.h"
 #include "tests/refdata.h"
 #include "tests/cli_run.h"

@@ -15,7 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pipeline/pipeline_impl.h"
+#include "model/model_impl.h"
+#include "retrieval/retrieval.h"
 #include "tests/alloc_fail.h"
 
 #ifndef FIXTURES

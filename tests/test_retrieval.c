@@ -20,9 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pipeline/faiss_bind.h"
+#include "retrieval/faiss_bind.h"
 #include "tests/alloc_fail.h"
-#include "pipeline/index_impl.h"
+#include "retrieval/index_impl.h"
 #include "tests/cli_run.h"
 #include "tests/refdata.h"
 

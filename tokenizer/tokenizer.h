@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* ======================================================================== */
 /* Errors                                                                    */
@@ -649,5 +650,22 @@ lipi_status lipi_tokenizer_from_gpt2(const char *vocab_json, size_t vocab_len,
 lipi_status lipi_tokenizer_from_gguf(const void *data, size_t len, const char *name,
                                      const lipi_open_options *opt, lipi_tokenizer **out,
                                      lipi_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Atomic outputs                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* A text output of a command: `path`, written to a temporary file beside
+ * it and renamed over it by lipi_output_commit, or standard output for
+ * NULL or "-". *f is where to write (borrowed until commit or abort).
+ * LIPI_EIO when the folder is not writable (found before any work),
+ * LIPI_ENOMEM. */
+typedef struct lipi_output lipi_output;
+lipi_status lipi_output_open(const char *path, lipi_output **out, FILE **f, lipi_error *err);
+/* Flushes and moves the file into place; any write error since open is
+ * LIPI_EIO and leaves `path` untouched. Frees o either way. */
+lipi_status lipi_output_commit(lipi_output *o, lipi_error *err);
+/* Drops the temporary file (`path` untouched). NULL is a no-op. */
+void lipi_output_abort(lipi_output *o);
 
 #endif

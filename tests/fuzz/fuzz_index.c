@@ -3,7 +3,7 @@
  * four files in that order, separated by FUZZ_SEP. */
 #include <math.h>
 
-#include "pipeline/pipeline.h"
+#include "retrieval/retrieval.h"
 #include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

@@ -1,7 +1,7 @@
 /* Fuzz: a model folder, config.json + model.safetensors (lipi_model_load),
  * then run the loaded model on a short sequence. Input: config.json
  * FUZZ_SEP model.safetensors. */
-#include "pipeline/pipeline.h"
+#include "model/model.h"
 #include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

@@ -8,7 +8,7 @@
  * fixed tiles so results do not depend on the thread count. oneDNN is
  * OpenMP-threaded; lipi_gemm_thread_enter pins the calling thread's team to
  * one thread. */
-#include "pipeline/pipeline_impl.h"
+#include "model/model_impl.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

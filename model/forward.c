@@ -11,7 +11,7 @@
  * only (never on the thread count), each output element belongs to one
  * task, and a task computes the same way whoever runs it. So 1 and N
  * threads give bit-identical results. */
-#include "pipeline/pipeline_impl.h"
+#include "model/model_impl.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -981,7 +981,7 @@ lipi_status lipi_model_embed(lipi_model_session *s, const lipi_sequence *seqs, s
         lipi_free(buf);
     }
     if (norm)
-        lipi_l2_normalize(out, n, lipi_model_embed_dim(s->m, flags));
+        lipi_vectors_normalize(out, n, lipi_model_embed_dim(s->m, flags));
     return LIPI_OK;
 }
 

@@ -1,8 +1,8 @@
-// FAISS through its C++ API behind lipi's C header (pipeline/faiss_bind.h).
+// FAISS through its C++ API behind lipi's C header (retrieval/faiss_bind.h).
 // Debian's libfaiss.a lacks the symbols of FAISS's own C API, so this is the
 // one C++ file in lipi: it is compiled only when FAISS is installed, every
 // entry point catches every exception, and nothing here prints.
-#include "pipeline/faiss_bind.h"
+#include "retrieval/faiss_bind.h"
 
 #include <cerrno>
 #include <cmath>

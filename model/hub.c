@@ -3,7 +3,7 @@
  * layout (pipeline.h). libcurl because a hub download is HTTPS with
  * redirects to a CDN, Range requests for resuming and proxies from the
  * environment: what it does well. */
-#include "pipeline/pipeline_impl.h"
+#include "model/model_impl.h"
 
 #include <ctype.h>
 #include <curl/curl.h>

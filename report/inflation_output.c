@@ -1,7 +1,7 @@
 /* Inflation report output: terminal table, CSV, JSON, and the dispatch to
  * the HTML page (inflation_html.c). Everything goes through a FILE *; a
  * write error is noticed once at the end through ferror(). */
-#include "pipeline/inflation_impl.h"
+#include "report/inflation_impl.h"
 
 #include <errno.h>
 #include <inttypes.h>

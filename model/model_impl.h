@@ -1,11 +1,11 @@
-/* Internal interfaces between the pipeline's files; never included by a
+/* Internal interfaces between the model's files; never included by a
  * public header. Shape comments use T = tokens of a batch, C = hidden size,
  * E = embedding size (ALBERT), I = FFN size, L = one sequence's length,
  * D = head size. All matrices are row-major float32. */
-#ifndef LIPI_PIPELINE_IMPL_H
-#define LIPI_PIPELINE_IMPL_H
+#ifndef LIPI_MODEL_IMPL_H
+#define LIPI_MODEL_IMPL_H
 
-#include "pipeline/pipeline.h"
+#include "model/model.h"
 #include "tokenizer/common_impl.h"
 
 /* ======================================================================== */
@@ -181,21 +181,9 @@ struct lipi_model {
 };
 
 /* ======================================================================== */
-/* gemm.c                                                                    */
+/* gemm.c (the float GEMMs are public: model/model.h)                       */
 /* ======================================================================== */
 
-typedef enum { LIPI_GEMM_AUTO = 0, LIPI_GEMM_ONEDNN, LIPI_GEMM_PORTABLE } lipi_gemm_kind;
-
-/* Resolves AUTO to the best available backend. */
-lipi_gemm_kind lipi_gemm_resolve(lipi_gemm_kind k);
-
-/* c (M, N) = a (M, K) . b (N, K)^T   (ld* are row strides in floats).
- * Single-threaded: callers split the work. */
-void lipi_sgemm_nt(lipi_gemm_kind k, size_t M, size_t N, size_t K, const float *a,
-                   size_t lda, const float *b, size_t ldb, float *c, size_t ldc);
-/* c (M, N) = a (M, K) . b (K, N) */
-void lipi_sgemm_nn(lipi_gemm_kind k, size_t M, size_t N, size_t K, const float *a,
-                   size_t lda, const float *b, size_t ldb, float *c, size_t ldc);
 void lipi_sgemm_nt_ref(size_t M, size_t N, size_t K, const float *a, size_t lda,
                        const float *b, size_t ldb, float *c, size_t ldc);
 void lipi_sgemm_nn_ref(size_t M, size_t N, size_t K, const float *a, size_t lda,
@@ -214,10 +202,6 @@ void lipi_igemm_nt_ref(size_t M, size_t N, size_t K, const uint8_t *a, size_t ld
 /* Whether lipi_igemm_nt runs on VNNI for this backend. */
 bool lipi_igemm_vnni(lipi_gemm_kind k);
 
-/* Makes the calling thread run oneDNN single-threaded (its OpenMP team
- * size); returns the previous value for lipi_gemm_thread_restore. */
-int lipi_gemm_thread_enter(void);
-void lipi_gemm_thread_restore(int prev);
 
 /* ======================================================================== */
 /* forward.c: kernels and the session                                        */
@@ -264,8 +248,6 @@ void lipi_pool(const float *hidden, const size_t *off, size_t n, size_t C, unsig
                float *out);
 /* x: (n, in) -> y: (n, out) = act(x W^T + b) for one Dense module */
 void lipi_dense_apply(const lipi_dense *d, const float *x, size_t n, float *y);
-/* x: (n, D) rows scaled to unit L2 norm (norm clamped below at 1e-12) */
-void lipi_l2_normalize(float *x, size_t n, size_t D);
 /* Classifier head on the first token of each sequence: logits (n, labels);
  * z: (C) scratch */
 void lipi_head_logits(const lipi_model *m, const float *hidden, const size_t *off, size_t n,

@@ -3,7 +3,7 @@
  * RobertaConfig, XLMRobertaConfig, AlbertConfig and DistilBertConfig: the
  * sizes that decide the weights' shapes must be present, the rest take the
  * library's defaults. */
-#include "pipeline/pipeline_impl.h"
+#include "model/model_impl.h"
 #include "tokenizer/json_impl.h"
 
 #include <jansson.h>

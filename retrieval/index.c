@@ -11,8 +11,8 @@
  * a result. Blocks of a large mapped matrix are dropped from the mapping
  * after use (the page cache keeps them), so a search over millions of rows
  * holds a few blocks in memory, not the matrix. */
-#include "pipeline/index_impl.h"
-#include "pipeline/faiss_bind.h"
+#include "retrieval/index_impl.h"
+#include "retrieval/faiss_bind.h"
 #include "tokenizer/json_impl.h"
 
 #include <dirent.h>
@@ -876,8 +876,8 @@ lipi_status lipi_eval_bitext(const float *a, const float *b, size_t n, size_t di
     TRY(check_finite(b, n, dim, "document", err));
     memcpy(na, a, n * dim * sizeof *na);
     memcpy(nb, b, n * dim * sizeof *nb);
-    lipi_l2_normalize(na, n, dim);
-    lipi_l2_normalize(nb, n, dim);
+    lipi_vectors_normalize(na, n, dim);
+    lipi_vectors_normalize(nb, n, dim);
     TRY(lipi_bitext_ranks(na, nb, n, dim, opt, ranks, err));
     lipi_retrieval_metrics(ranks, n, ks, nk, a_to_b);
     TRY(lipi_bitext_ranks(nb, na, n, dim, opt, ranks, err));
@@ -887,11 +887,6 @@ done:
     lipi_free(na);
     lipi_free(nb);
     return st;
-}
-
-void lipi_vectors_normalize(float *x, size_t n, size_t dim)
-{
-    lipi_l2_normalize(x, n, dim);
 }
 
 /* ======================================================================== */
@@ -1630,7 +1625,7 @@ lipi_status lipi_index_builder_add(lipi_index_builder *b, const float *vecs, siz
     for (size_t r0 = 0; r0 < n; r0 += SCRATCH_ROWS) {
         size_t m = r0 + SCRATCH_ROWS < n ? SCRATCH_ROWS : n - r0;
         memcpy(b->scratch, vecs + r0 * b->dim, m * b->dim * sizeof(float));
-        lipi_l2_normalize(b->scratch, m, b->dim);
+        lipi_vectors_normalize(b->scratch, m, b->dim);
         if (fwrite(b->scratch, sizeof(float), m * b->dim, b->vec) != m * b->dim)
             return builder_io(b, "vectors.npy", err);
     }

@@ -1,7 +1,7 @@
 /* Inflation report: per (tokenizer, language) counts and the figures made
  * from them. Output formats live in inflation_output.c and inflation_html.c,
  * parallel files in inflation_parallel.c. */
-#include "pipeline/inflation_impl.h"
+#include "report/inflation_impl.h"
 
 #include <math.h>
 #include <string.h>

@@ -3,7 +3,8 @@
  * little-endian float32 in C order. The header is written with room for a
  * 20-digit row count, so a streaming writer can fix the shape at the end
  * without moving the data. */
-#include "pipeline/pipeline_impl.h"
+#include "retrieval/retrieval.h"
+#include "tokenizer/common_impl.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
 #include <unicode/ubrk.h>
 #include <unicode/utext.h>
 
-#include "pipeline/pipeline.h"
+#include "report/report.h"
 #include "tokenizer/common_impl.h"
 
 /* Counts of one (tokenizer, row) cell; everything else is derived. */

@@ -8,7 +8,7 @@
  *   - no two tensors share a byte.
  * Other safetensors dtypes (I64, ...) are validated but cannot be read as
  * weights. Errors are LIPI_EFORMAT naming the file, the tensor and what was expected. */
-#include "pipeline/pipeline_impl.h"
+#include "model/model_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 /* Pooling of packed hidden states into sentence vectors, L2 normalization
  * (sentence-transformers' Pooling and Normalize modules) and the
  * classification heads of *ForSequenceClassification checkpoints. */
-#include "pipeline/pipeline_impl.h"
+#include "model/model_impl.h"
 
 #include <math.h>
 #include <string.h>
@@ -45,7 +45,7 @@ void lipi_pool(const float *hidden, const size_t *off, size_t n, size_t C, unsig
 }
 
 /* x: (n, D) in place: each row / max(||row||, 1e-12), like F.normalize */
-void lipi_l2_normalize(float *x, size_t n, size_t D)
+void lipi_vectors_normalize(float *x, size_t n, size_t D)
 {
     for (size_t i = 0; i < n; i++) {
         float *r = x + i * D;

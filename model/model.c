@@ -2,7 +2,7 @@
  * checked against the config's shapes, converted to float32 and copied into
  * one 64-byte aligned block. Query, key and value weights are stacked into
  * one (3C, C) matrix so the attention input is a single GEMM. */
-#include "pipeline/pipeline_impl.h"
+#include "model/model_impl.h"
 
 #include <math.h>
 #include <stdio.h>

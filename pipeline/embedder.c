@@ -1,5 +1,6 @@
-/* Text -> embeddings or class probabilities (cli/embedder.h). */
-#include "cli/embedder.h"
+/* Text -> embeddings or class probabilities (pipeline/pipeline.h). */
+#include "pipeline/pipeline.h"
+#include "tokenizer/common_impl.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -8,7 +9,7 @@
 
 #include "encoder/encoder.h"
 
-struct cli_embedder {
+struct lipi_embedder {
     lipi_tokenizer *tok;
     lipi_encoder *enc;
     lipi_session **sessions;
@@ -67,12 +68,12 @@ static lipi_status locate(const char *model, const char *revision, char *path, l
     return st;
 }
 
-lipi_status cli_embedder_open(const char *model, const cli_embedder_options *opt,
-                              cli_embedder **out, lipi_error *err)
+lipi_status lipi_embedder_open(const char *model, const lipi_embedder_options *opt,
+                              lipi_embedder **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     *out = NULL;
-    cli_embedder *e = lipi_calloc(1, sizeof *e);
+    lipi_embedder *e = lipi_calloc(1, sizeof *e);
     if (!e || !(e->name = lipi_strndup(model, strlen(model)))) {
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto done;
@@ -126,7 +127,7 @@ lipi_status cli_embedder_open(const char *model, const cli_embedder_options *opt
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
 done:
     if (st != LIPI_OK) {
-        cli_embedder_free(e);
+        lipi_embedder_free(e);
         return st;
     }
     *out = e;
@@ -137,7 +138,7 @@ done:
  * max_len + 1 tokens, so a text that comes back that long was too long:
  * dropping its last non-special token gives exactly what truncation to
  * max_len gives (the end of the text goes, the special tokens stay). */
-static lipi_status encode(cli_embedder *e, const char *const *texts, const size_t *lens,
+static lipi_status encode(lipi_embedder *e, const char *const *texts, const size_t *lens,
                           size_t m, lipi_error *err)
 {
     for (size_t i = 0; i < m; i++)
@@ -180,7 +181,7 @@ static lipi_status encode(cli_embedder *e, const char *const *texts, const size_
 
 /* Runs encode + the model over chunks of e->batch texts; `out_dim` floats
  * per text. */
-static lipi_status run(cli_embedder *e, bool classify, const char *const *texts,
+static lipi_status run(lipi_embedder *e, bool classify, const char *const *texts,
                        const size_t *lens, size_t n, float *out, size_t out_dim,
                        lipi_error *err)
 {
@@ -202,13 +203,13 @@ static lipi_status run(cli_embedder *e, bool classify, const char *const *texts,
     return st;
 }
 
-lipi_status cli_embed(cli_embedder *e, const char *const *texts, const size_t *lens, size_t n,
+lipi_status lipi_embedder_embed(lipi_embedder *e, const char *const *texts, const size_t *lens, size_t n,
                       float *out, lipi_error *err)
 {
     return run(e, false, texts, lens, n, out, e->dim, err);
 }
 
-lipi_status cli_classify(cli_embedder *e, const char *const *texts, const size_t *lens,
+lipi_status lipi_embedder_classify(lipi_embedder *e, const char *const *texts, const size_t *lens,
                          size_t n, float *probs, lipi_error *err)
 {
     size_t k = lipi_model_get_info(e->model)->num_labels;
@@ -219,32 +220,32 @@ lipi_status cli_classify(cli_embedder *e, const char *const *texts, const size_t
     return run(e, true, texts, lens, n, probs, k, err);
 }
 
-size_t cli_embedder_dim(const cli_embedder *e)
+size_t lipi_embedder_dim(const lipi_embedder *e)
 {
     return e->dim;
 }
 
-size_t cli_embedder_max_length(const cli_embedder *e)
+size_t lipi_embedder_max_length(const lipi_embedder *e)
 {
     return e->max_len;
 }
 
-size_t cli_embedder_truncated(const cli_embedder *e)
+size_t lipi_embedder_truncated(const lipi_embedder *e)
 {
     return e->truncated;
 }
 
-const lipi_model *cli_embedder_model(const cli_embedder *e)
+const lipi_model *lipi_embedder_model(const lipi_embedder *e)
 {
     return e->model;
 }
 
-bool cli_embedder_normalizes(const cli_embedder *e)
+bool lipi_embedder_normalizes(const lipi_embedder *e)
 {
     return e->mopt.normalize == 1 || (e->mopt.normalize == -1 && e->normalize);
 }
 
-void cli_embedder_identity(const cli_embedder *e, lipi_index_model *id)
+void lipi_embedder_identity(const lipi_embedder *e, lipi_index_model *id)
 {
     id->name = e->name;
     id->path = e->path;
@@ -253,7 +254,7 @@ void cli_embedder_identity(const cli_embedder *e, lipi_index_model *id)
     id->normalize = e->normalize;
 }
 
-void cli_embedder_free(cli_embedder *e)
+void lipi_embedder_free(lipi_embedder *e)
 {
     if (!e)
         return;
@@ -271,7 +272,7 @@ void cli_embedder_free(cli_embedder *e)
     lipi_free(e);
 }
 
-bool cli_parse_pooling(const char *s, unsigned *flags)
+bool lipi_pooling_parse(const char *s, unsigned *flags)
 {
     static const struct {
         const char *name;

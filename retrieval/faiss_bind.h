@@ -7,7 +7,7 @@
  *   lipi_faiss_free(f);
  *
  * Debian's libfaiss-dev ships FAISS's C API headers, but its static library
- * does not contain the C API's symbols, so pipeline/faiss_bind.cpp calls the
+ * does not contain the C API's symbols, so retrieval/faiss_bind.cpp calls the
  * C++ API (index_factory, train/add, search, read_index/write_index) and
  * turns its exceptions into lipi_status values. That file is compiled only
  * when FAISS is installed; otherwise pipeline/index.c provides these

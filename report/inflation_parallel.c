@@ -1,6 +1,6 @@
 /* Parallel files for the inflation report: listing, labels, the reference,
  * line-count checks and reading aligned lines in batches. */
-#include "pipeline/inflation_impl.h"
+#include "report/inflation_impl.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -3,7 +3,9 @@
 #ifndef LIPI_INDEX_IMPL_H
 #define LIPI_INDEX_IMPL_H
 
-#include "pipeline/pipeline_impl.h"
+#include "model/model.h"
+#include "retrieval/retrieval.h"
+#include "tokenizer/common_impl.h"
 
 /* Default tiling of exact search (lipi_search_options). A block of 16384
  * rows of 384 floats is 24 MiB: large enough that handing out blocks costs

@@ -2,7 +2,8 @@
  * trained with L-BFGS over the whole set (pipeline.h). Everything runs on
  * one thread in a fixed order, in double precision, so the same examples
  * give the same weights bit for bit. */
-#include "pipeline/pipeline_impl.h"
+#include "retrieval/retrieval.h"
+#include "tokenizer/common_impl.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -2,7 +2,7 @@
  * SVG bar chart (parity per language, one bar per tokenizer, a line at 1.0),
  * the summary table and every figure. No external scripts, fonts or images,
  * so the file can be mailed or opened offline. */
-#include "pipeline/inflation_impl.h"
+#include "report/inflation_impl.h"
 
 #include <inttypes.h>
 #include <math.h>

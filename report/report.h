@@ -1,0 +1,258 @@
+/* lipi report module: the token inflation report across languages and
+ * tokenizers (parity, fertility, characters per token, continued words),
+ * as a table, CSV, JSON or an HTML chart, and the reader of line-aligned
+ * parallel files it measures. */
+#ifndef LIPI_REPORT_H
+#define LIPI_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tokenizer/tokenizer.h"
+/* ======================================================================== */
+/* Inflation report                                                          */
+/* ======================================================================== */
+
+/* Inflation report: how many more tokens the same content costs in one
+ * language than in another, per tokenizer (Petrov et al. 2023 "parity",
+ * Rust et al. 2021 "fertility" and "continued words").
+ *
+ *   const char *toks[] = {"cl100k_base", "mbert"}, *langs[] = {"eng_Latn", "hin_Deva"};
+ *   lipi_inflation_report *rep = NULL;
+ *   lipi_inflation_new(toks, 2, langs, 2, 0, &rep, &err);      reference: eng_Latn
+ *   per tokenizer t, language l, aligned line:  lipi_inflation_add_line(rep, t, l,
+ *       line, len, spans, n_tokens, &err);
+ *   lipi_inflation_write(rep, LIPI_INFLATION_TABLE, stdout, &err);
+ *   lipi_inflation_free(rep);
+ *
+ * The report never tokenizes: the caller encodes (without special tokens)
+ * and hands over each token's byte span in the line plus two flags; the
+ * report finds words (ICU word break iterator), grapheme clusters and code
+ * points itself. Counts are 64-bit integers, so the figures do not depend on
+ * the order lines arrive in or on how work was split between threads.
+ */
+
+/* ======================================================================== */
+/* The report                                                                */
+/* ======================================================================== */
+
+/* One token as the encoder produced it: the bytes [start, end) of the line it
+ * came from (end <= the line's length; start == end for a token with no
+ * source text). Tokens are given in encoding order; byte-fallback pieces of
+ * one character usually all carry that character's span. */
+typedef struct {
+    size_t start, end;
+    bool is_unknown;       /* the model's unknown token (<unk>, [UNK], ...) */
+    bool is_byte_fallback; /* a byte piece such as <0xE0> */
+} lipi_inflation_token;
+
+typedef struct lipi_inflation_report lipi_inflation_report;
+
+/* Pass as `reference` to lipi_inflation_new for a report without parity. */
+#define LIPI_INFLATION_NO_REFERENCE SIZE_MAX
+
+/* New empty report over parallel text: n_tokenizers column groups and
+ * n_languages rows (names copied; at least one of each, names unique in
+ * each list). `reference` indexes `languages` (parity is relative to it) or
+ * is LIPI_INFLATION_NO_REFERENCE. Fails with LIPI_EINVAL on an empty or
+ * duplicate name or a reference out of range, LIPI_ENOMEM. *out is owned by
+ * the caller (lipi_inflation_free). */
+lipi_status lipi_inflation_new(const char *const *tokenizers, size_t n_tokenizers,
+                               const char *const *languages, size_t n_languages,
+                               size_t reference, lipi_inflation_report **out,
+                               lipi_error *err);
+
+/* New empty report for one mixed-script text (--text mode): rows are
+ * scripts, created as words of each script appear (ICU script of the word's
+ * first letter that is not Common or Inherited; words of digits or symbols
+ * only form the row "Common"). No parity. Same failures as lipi_inflation_new. */
+lipi_status lipi_inflation_new_text(const char *const *tokenizers, size_t n_tokenizers,
+                                    lipi_inflation_report **out, lipi_error *err);
+
+/* New empty report with the same mode, tokenizers, languages and reference
+ * as `shape`: one per worker thread, folded together with
+ * lipi_inflation_merge. LIPI_ENOMEM. */
+lipi_status lipi_inflation_new_like(const lipi_inflation_report *shape,
+                                    lipi_inflation_report **out, lipi_error *err);
+
+void lipi_inflation_free(lipi_inflation_report *rep); /* NULL is a no-op */
+
+/* Counts one line of language `lang` encoded by tokenizer `tok` (parallel
+ * mode). line[0..len) must be valid UTF-8. The words, grapheme clusters and
+ * code points of the line are found once and reused while the same text is
+ * added for the next tokenizers, so feed one line to every tokenizer in a
+ * row. Fails, counting nothing, with LIPI_EINVAL (index out of range, text
+ * mode report, a token span with start > end or end > len: msg names the
+ * token), LIPI_EFORMAT (invalid UTF-8, offset set), LIPI_EICU, LIPI_ENOMEM.
+ * Not thread-safe on one report: use one report per thread. */
+lipi_status lipi_inflation_add_line(lipi_inflation_report *rep, size_t tok, size_t lang,
+                                    const char *line, size_t len,
+                                    const lipi_inflation_token *toks, size_t n,
+                                    lipi_error *err);
+
+/* The same for a text-mode report: the line's words, characters and tokens
+ * are counted in the rows of their scripts. Characters outside words
+ * (spaces, punctuation) belong to the script of the word before them (of the
+ * first word when none is before). A token belongs to the script of the
+ * first word it overlaps, or else to that of its first character; a token
+ * boundary to the script of the token after it. A line counts as a line of
+ * every script that has characters in it. Failures as lipi_inflation_add_line. */
+lipi_status lipi_inflation_add_text_line(lipi_inflation_report *rep, size_t tok,
+                                         const char *line, size_t len,
+                                         const lipi_inflation_token *toks, size_t n,
+                                         lipi_error *err);
+
+/* Adds the counts of `src` into `dst`; both made from the same shape
+ * (lipi_inflation_new_like), else LIPI_EINVAL. Text-mode rows are matched by
+ * script. LIPI_ENOMEM leaves dst unchanged. */
+lipi_status lipi_inflation_merge(lipi_inflation_report *dst, const lipi_inflation_report *src,
+                                 lipi_error *err);
+
+/* Records how many aligned lines the caller skipped (empty in some file);
+ * shown in the outputs. */
+void lipi_inflation_set_skipped_lines(lipi_inflation_report *rep, uint64_t n);
+
+bool lipi_inflation_is_text_mode(const lipi_inflation_report *rep);
+size_t lipi_inflation_tokenizer_count(const lipi_inflation_report *rep);
+const char *lipi_inflation_tokenizer_name(const lipi_inflation_report *rep, size_t i);
+/* Rows: languages, or the scripts seen so far in text mode. */
+size_t lipi_inflation_language_count(const lipi_inflation_report *rep);
+const char *lipi_inflation_language_name(const lipi_inflation_report *rep, size_t i);
+/* Name of the reference language, NULL when there is none. Borrowed. */
+const char *lipi_inflation_reference(const lipi_inflation_report *rep);
+
+/* The figures of one (tokenizer, language) cell. Shares are in [0, 1].
+ * A ratio whose denominator is zero is NaN, and so is parity without a
+ * reference, or when the reference has no tokens or a different number of
+ * lines (parity compares the same lines only). */
+typedef struct {
+    const char *tokenizer, *language; /* borrowed from the report */
+    uint64_t lines;
+    uint64_t tokens;
+    uint64_t words;             /* ICU word segments that are not spaces or punctuation */
+    uint64_t chars;             /* code points */
+    uint64_t bytes;             /* UTF-8 bytes */
+    uint64_t continued_words;   /* words overlapped by two or more tokens */
+    uint64_t unknown_tokens, byte_fallback_tokens;
+    uint64_t unknown_chars;     /* code points overlapped by an unknown token */
+    uint64_t boundaries;        /* token boundaries: tokens - 1 per line with tokens */
+    uint64_t split_boundaries;  /* of those, inside a grapheme cluster */
+    double tokens_per_line;
+    double parity;              /* tokens / tokens of the reference, same lines */
+    double fertility;           /* tokens / words */
+    double chars_per_token, bytes_per_token;
+    double continued_share;     /* continued_words / words */
+    double unknown_share;       /* unknown_tokens / tokens */
+    double byte_fallback_share; /* byte_fallback_tokens / tokens */
+    double unknown_char_share;  /* unknown_chars / chars */
+    double grapheme_split_share; /* split_boundaries / boundaries */
+    bool comparable;            /* unknown_chars <= 10% of chars (Petrov's rule) */
+} lipi_inflation_row;
+
+/* Fills *row for tokenizer `tok` and row `lang` (indices must be in range). */
+void lipi_inflation_get_row(const lipi_inflation_report *rep, size_t tok, size_t lang,
+                            lipi_inflation_row *row);
+
+/* Writes the row indices in display order into order[0 .. language_count):
+ * parallel mode by the first tokenizer's parity, lowest first, rows without
+ * parity last; text mode by characters, most first; ties by name. */
+void lipi_inflation_language_order(const lipi_inflation_report *rep, size_t *order);
+
+/* ======================================================================== */
+/* Output                                                                    */
+/* ======================================================================== */
+
+typedef enum {
+    LIPI_INFLATION_TABLE = 0, /* aligned text: languages as rows, tokenizers as
+                                 column groups (parity, fertility, chars/token,
+                                 continued words) */
+    LIPI_INFLATION_CSV,       /* one row per (tokenizer, language), header line */
+    LIPI_INFLATION_JSON,      /* {"reference", "tokenizers", "languages", "rows"} */
+    LIPI_INFLATION_HTML,      /* self-contained page: table and parity bar chart */
+} lipi_inflation_format;
+
+/* "table", "csv", "json" or "html"; LIPI_EINVAL naming the choices. */
+lipi_status lipi_inflation_format_parse(const char *name, lipi_inflation_format *fmt,
+                                        lipi_error *err);
+
+/* Writes the report to f. Numbers are printed with a fixed number of
+ * decimals (six in CSV and JSON), in the C locale's format; NaN is an empty
+ * CSV field, JSON null and "-" in the table and page. LIPI_EIO when f
+ * reports a write error, LIPI_ENOMEM. */
+lipi_status lipi_inflation_write(const lipi_inflation_report *rep, lipi_inflation_format fmt,
+                                 FILE *f, lipi_error *err);
+
+/* Writes the report to `path` atomically (a temporary file in the same
+ * folder, renamed over the target only when complete). LIPI_EIO naming the
+ * path, LIPI_ENOMEM. */
+lipi_status lipi_inflation_save(const lipi_inflation_report *rep, lipi_inflation_format fmt,
+                                const char *path, lipi_error *err);
+
+/* ======================================================================== */
+/* Parallel files                                                            */
+/* ======================================================================== */
+
+/* Line-aligned files, one per language: line i of every file is a
+ * translation of line i of the others.
+ *
+ *   lipi_inflation_parallel *p = NULL;
+ *   lipi_inflation_parallel_open(paths, n, NULL, LIPI_INVALID_ERROR, &p, &err);
+ *   lipi_inflation_batch b = {0};
+ *   while (lipi_inflation_parallel_read(p, 1024, &b, &err) == LIPI_OK && b.lines)
+ *       ... lipi_inflation_batch_line(&b, lang, i, &len) ...
+ *   lipi_inflation_batch_free(&b);
+ *   lipi_inflation_parallel_close(p);
+ */
+typedef struct lipi_inflation_parallel lipi_inflation_parallel;
+
+/* Opens the parallel set given as paths: each is a file, or a folder whose
+ * files named *.txt, *.dev, *.devtest, *.test or *.valid (optionally
+ * followed by .gz, .xz or .zst) are taken, hidden files skipped. A file's
+ * language label is its name without folders, compression suffix and
+ * extension ("data/hin_Deva.txt.xz" -> "hin_Deva"); files are kept sorted
+ * by label, whatever order they were given in.
+ * `reference` names the reference label; NULL picks eng_Latn, eng or en
+ * (or the only file, so one text can be read the same way).
+ * Every file is read once here to count its lines, so a mismatch fails
+ * before any work: LIPI_EFORMAT naming both files and both counts ("a.txt
+ * has 4 lines but eng.txt has 5"). Also LIPI_EINVAL (no files, two files
+ * with one label, stdin "-", unknown or missing reference), LIPI_EIO,
+ * LIPI_EFORMAT for invalid UTF-8 under LIPI_INVALID_ERROR (path, line,
+ * offset), LIPI_ENOMEM. */
+lipi_status lipi_inflation_parallel_open(const char *const *paths, size_t n_paths,
+                                         const char *reference, lipi_invalid_mode mode,
+                                         lipi_inflation_parallel **out, lipi_error *err);
+void lipi_inflation_parallel_close(lipi_inflation_parallel *p); /* NULL ok */
+
+size_t lipi_inflation_parallel_count(const lipi_inflation_parallel *p);
+/* Borrowed label and path of file i (in sorted order). */
+const char *lipi_inflation_parallel_label(const lipi_inflation_parallel *p, size_t i);
+const char *lipi_inflation_parallel_path(const lipi_inflation_parallel *p, size_t i);
+size_t lipi_inflation_parallel_reference(const lipi_inflation_parallel *p);
+/* Lines per file (all equal), and how many of them read so far were skipped
+ * because they were empty (or only spaces and tabs) in at least one file. */
+uint64_t lipi_inflation_parallel_lines(const lipi_inflation_parallel *p);
+uint64_t lipi_inflation_parallel_skipped(const lipi_inflation_parallel *p);
+
+/* Aligned lines read together; reuse it across reads. */
+typedef struct {
+    size_t lines;      /* aligned lines held (0 at the end of the files) */
+    size_t languages;  /* = lipi_inflation_parallel_count */
+    uint64_t *line_no; /* 1-based file line of each held line */
+    void *priv;        /* the text */
+} lipi_inflation_batch;
+
+/* Reads up to max_lines (> 0) aligned lines that are non-empty in every
+ * file into *b (cleared first). b->lines == 0 means every line was read.
+ * Errors as the line reader's (path, line, offset), LIPI_ENOMEM. */
+lipi_status lipi_inflation_parallel_read(lipi_inflation_parallel *p, size_t max_lines,
+                                         lipi_inflation_batch *b, lipi_error *err);
+
+/* Line i (< b->lines) of language lang: borrowed until the next read. */
+const char *lipi_inflation_batch_line(const lipi_inflation_batch *b, size_t lang, size_t i,
+                                      size_t *len);
+void lipi_inflation_batch_free(lipi_inflation_batch *b); /* members, not b */
+
+#endif

@@ -1,0 +1,307 @@
+/* lipi retrieval module: sentence-embedding vectors on disk (.npy), an
+ * on-disk index with exact top-k search and FAISS, bitext retrieval
+ * metrics, and logistic-regression probes on frozen embeddings. It knows
+ * vectors and texts, not models: the caller embeds (pipeline/pipeline.h)
+ * and hands over what an index or probe records about the model. */
+#ifndef LIPI_RETRIEVAL_H
+#define LIPI_RETRIEVAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokenizer/tokenizer.h"
+/* ------------------------------------------------------------------------ */
+/* .npy output (NumPy format 1.0, little-endian float32, C order)            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct lipi_npy_writer lipi_npy_writer;
+
+/* Starts `path` for a (rows, cols) float32 array whose row count is known
+ * only at the end: rows are appended to a temporary file beside it, and
+ * lipi_npy_writer_close writes the final shape into the header and renames
+ * the file over `path`, so readers never see a partial array. LIPI_EIO on
+ * failure (an unwritable folder is found here, before any work). */
+lipi_status lipi_npy_writer_open(const char *path, size_t cols, lipi_npy_writer **out,
+                                 lipi_error *err);
+lipi_status lipi_npy_writer_append(lipi_npy_writer *w, const float *rows, size_t n,
+                                   lipi_error *err);
+/* Fixes the header and moves the file into place; frees w even on error
+ * (then `path` is untouched). */
+lipi_status lipi_npy_writer_close(lipi_npy_writer *w, lipi_error *err);
+/* Drops the temporary file; `path` is untouched. NULL is a no-op. */
+void lipi_npy_writer_abort(lipi_npy_writer *w);
+
+/* Writes a whole (rows, cols) float32 array to `path`. */
+lipi_status lipi_npy_write(const char *path, const float *data, size_t rows, size_t cols,
+                           lipi_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Retrieval: an on-disk index of sentence embeddings, exact top-k search    */
+/* as blocked GEMMs over the memory-mapped matrix, FAISS for approximate     */
+/* search (retrieval/faiss_bind.h), and bitext retrieval metrics.            */
+/*                                                                           */
+/*   lipi_index *idx = NULL;                                                 */
+/*   lipi_index_create("idx", &model, vecs, n, dim, texts, lens, NULL, &err);*/
+/*   lipi_index_open("idx", NULL, &idx, &err);                               */
+/*   lipi_index_search(idx, q, nq, dim, 10, NULL, docs, scores, &err);       */
+/*   lipi_index_get_text(idx, docs[0], &s, &len, &err);                      */
+/*   lipi_index_close(idx);                                                  */
+/*                                                                           */
+/* An index is a directory:                                                  */
+/*   vectors.npy  float32 (count, dimension), rows L2-normalized, row i =    */
+/*                document i in the order it was indexed (.npy 1.0)          */
+/*   texts        the documents, one per line ("\n" after each)              */
+/*   offsets.npy  uint64 (count + 1): document i is texts[off[i], off[i+1]-1)*/
+/*   meta.json    model name, path and fingerprint, pooling, normalize,      */
+/*                dimension, count, FAISS spec, lipi version                 */
+/*   faiss.index  optional, FAISS's own format                               */
+/* Writers build a new directory next to the old one and swap it in with one */
+/* rename, so readers and an interrupted writer see the old index or the new */
+/* one, never a mixture. Document numbers are 0-based in this API.           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct lipi_index lipi_index;                 /* immutable, shareable */
+typedef struct lipi_index_builder lipi_index_builder; /* one writer */
+
+/* What made the vectors; searching or appending with another model is an
+ * error. Strings are borrowed during the call. */
+typedef struct {
+    const char *name;        /* as the user named it; NULL: precomputed vectors */
+    const char *path;        /* the folder it was loaded from, or NULL */
+    const char *fingerprint; /* lipi_index_model_fingerprint of that folder, or NULL */
+    const char *pooling;     /* "mean", "cls", "cls+mean", ...; NULL if unknown */
+    bool normalize;          /* the model's own L2 normalization was on */
+    const char *lipi_version; /* written to meta.json ("unknown" when NULL) */
+} lipi_index_model;
+
+typedef struct {
+    bool append;            /* add to the index at dir (a new one if missing) */
+    const char *faiss_spec; /* index_factory string, or NULL: none, and on
+                               append keep (and extend) the old FAISS index */
+    size_t threads;         /* FAISS training and adding; 0: 1 */
+    bool no_sync;           /* skip fsync: for scratch indexes; the swap is
+                               still atomic for other processes, but a power
+                               loss may leave a damaged index */
+} lipi_index_write_options;
+
+/* Starts writing the index `dir` for `dim`-dimensional vectors in a new
+ * directory "<dir>.tmp-XXXXXX" beside it (append: copying the old rows in
+ * first). Nothing at `dir` changes until lipi_index_builder_commit.
+ * Fails with LIPI_EINVAL when dir exists and is not a lipi index (or holds
+ * files an index does not have), when appending with another model or
+ * dimension, or with a FAISS spec in a lipi built without FAISS; LIPI_EIO
+ * when the parent directory is not writable; the errors of lipi_index_open
+ * for a damaged old index; LIPI_ENOMEM. `opt` may be NULL. */
+lipi_status lipi_index_builder_new(const char *dir, const lipi_index_model *model, size_t dim,
+                                   const lipi_index_write_options *opt,
+                                   lipi_index_builder **out, lipi_error *err);
+
+/* Adds n documents: vecs (n, dim) (copied and L2-normalized; the caller's
+ * rows are not changed) and texts[i] of lens[i] bytes. LIPI_EINVAL for a
+ * non-finite value or a text containing '\n' (err->line = 1-based number
+ * of the document in this call); LIPI_EIO when writing fails. After a
+ * failure the builder only accepts abort. */
+lipi_status lipi_index_builder_add(lipi_index_builder *b, const float *vecs, size_t n,
+                                   const char *const *texts, const size_t *lens,
+                                   lipi_error *err);
+
+/* Rows in the index being written (old rows included). */
+size_t lipi_index_builder_count(const lipi_index_builder *b);
+
+/* Finishes the files, builds faiss.index when asked (or extends the old
+ * one), writes meta.json, syncs everything and swaps the new directory in
+ * (renameat2 RENAME_EXCHANGE, so `dir` never goes missing), then removes
+ * the old one. Frees b either way; on failure the old index is untouched
+ * and the new directory removed. */
+lipi_status lipi_index_builder_commit(lipi_index_builder *b, lipi_error *err);
+
+/* Removes the new directory; the old index is untouched. NULL is a no-op. */
+void lipi_index_builder_abort(lipi_index_builder *b);
+
+/* builder_new + add + commit in one call. */
+lipi_status lipi_index_create(const char *dir, const lipi_index_model *model,
+                              const float *vecs, size_t n, size_t dim,
+                              const char *const *texts, const size_t *lens,
+                              const lipi_index_write_options *opt, lipi_error *err);
+
+typedef struct {
+    bool skip_faiss;          /* do not load faiss.index (exact search only) */
+    const char *faiss_params; /* FAISS search parameters set once at open:
+                                 "nprobe=16", "efSearch=128" (comma-separated) */
+} lipi_index_open_options;
+
+/* Opens an index: reads meta.json, maps vectors.npy, offsets.npy and texts
+ * after checking every header against its file's size and against meta
+ * (nothing is read into memory but the headers), and loads faiss.index when
+ * present (and lipi has FAISS), with opt->faiss_params applied. *out is
+ * owned (lipi_index_close). LIPI_EIO for a missing file, LIPI_EFORMAT for
+ * a bad header, meta.json field or size (err names the file, byte offset
+ * and what was expected), LIPI_EINVAL for bad FAISS parameters,
+ * LIPI_ENOMEM. `opt` may be NULL. */
+lipi_status lipi_index_open(const char *dir, const lipi_index_open_options *opt,
+                            lipi_index **out, lipi_error *err);
+void lipi_index_close(lipi_index *idx);
+
+size_t lipi_index_count(const lipi_index *idx);
+size_t lipi_index_dim(const lipi_index *idx);
+/* What meta.json says; strings are borrowed until lipi_index_close. */
+const lipi_index_model *lipi_index_get_model(const lipi_index *idx);
+/* The FAISS spec the index was built with, or NULL. */
+const char *lipi_index_faiss_spec(const lipi_index *idx);
+/* Whether search can use faiss.index (present, loaded, and lipi has FAISS). */
+bool lipi_index_has_faiss(const lipi_index *idx);
+
+/* LIPI_EINVAL naming both models when `model` is not what the index was
+ * built with: another fingerprint (or, without fingerprints, another name),
+ * another pooling or normalization, or a model for an index built from
+ * precomputed vectors. A NULL model (precomputed query vectors) passes. */
+lipi_status lipi_index_check_model(const lipi_index *idx, const lipi_index_model *model,
+                                   lipi_error *err);
+
+/* Document `doc`'s text, borrowed from the mapping until lipi_index_close.
+ * LIPI_EINVAL for doc >= count, LIPI_EFORMAT when offsets.npy is damaged
+ * there. */
+lipi_status lipi_index_get_text(const lipi_index *idx, size_t doc, const char **text,
+                                size_t *len, lipi_error *err);
+
+typedef struct {
+    size_t threads;          /* 0: 1 */
+    bool exact;              /* exact search even when faiss.index is loaded */
+    /* Exact search tiling (0: defaults); results depend on these and the
+     * inputs only, never on the thread count. */
+    size_t block_rows;       /* rows per unit of work (default 16384) */
+    size_t gemm_rows;        /* rows per GEMM inside a block (default 1024) */
+    size_t gemm_queries;     /* queries per GEMM (default 256) */
+    int release_pages;       /* lipi_index_search: drop each block's pages
+                                from the index's mapping after use (the page
+                                cache keeps them): 0 (default) when the
+                                matrix is 256 MiB or more, 1 always, -1 never.
+                                lipi_knn_search never drops pages. */
+} lipi_search_options;
+
+/* Top-k documents by inner product for nq queries q (nq, dim): docs and
+ * scores are (nq, k), best first, ties in exact search broken by the lower
+ * document number; slots past the last hit (k > count) hold doc -1 and
+ * score -INFINITY. Uses faiss.index when loaded unless opt->exact. Queries
+ * are used as given (normalize them for cosine scores). LIPI_EINVAL for a
+ * dimension other than the index's, k = 0 or a non-finite query value;
+ * LIPI_ENOMEM. `opt` may be NULL. */
+lipi_status lipi_index_search(const lipi_index *idx, const float *q, size_t nq, size_t dim,
+                              size_t k, const lipi_search_options *opt, int64_t *docs,
+                              float *scores, lipi_error *err);
+
+/* Exact top-k by inner product over any matrix x (n, dim), which may be
+ * memory-mapped: blocks of rows go to the threads, each block is scored as
+ * GEMMs against tiles of queries and fed to one bounded heap per query and
+ * thread, and the heaps are merged at the end. x is only read. Same outputs
+ * and errors as lipi_index_search. */
+lipi_status lipi_knn_search(const float *x, size_t n, size_t dim, const float *q, size_t nq,
+                            size_t k, const lipi_search_options *opt, int64_t *docs,
+                            float *scores, lipi_error *err);
+
+/* A short hex fingerprint (16 digits) of the model folder `dir`: a hash of
+ * config.json, the sentence-transformers and tokenizer files, and the size
+ * and first MiB of model.safetensors. out holds 17 bytes. LIPI_EIO when
+ * config.json or model.safetensors cannot be read. */
+lipi_status lipi_index_model_fingerprint(const char *dir, char out[17], lipi_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Bitext retrieval metrics (line i of A translates line i of B)             */
+/* ------------------------------------------------------------------------ */
+
+/* ranks[i] = 1-based rank of docs row i among all n docs for query row i by
+ * inner product (ties: the lower document number ranks first, as in
+ * search). q and docs are (n, dim); normalize them for cosine similarity.
+ * Only opt->threads and opt->gemm_queries are used. */
+lipi_status lipi_bitext_ranks(const float *q, const float *docs, size_t n, size_t dim,
+                              const lipi_search_options *opt, size_t *ranks, lipi_error *err);
+
+typedef struct {
+    double p_at_1;  /* share of queries whose match ranks first */
+    double mrr;     /* mean of 1 / rank */
+    double *recall; /* caller's array: recall[j] = share with rank <= ks[j] */
+} lipi_retrieval_scores;
+
+/* Metrics from ranks[0..n) (n = 0 gives zeros). */
+void lipi_retrieval_metrics(const size_t *ranks, size_t n, const size_t *ks, size_t nk,
+                            lipi_retrieval_scores *out);
+
+/* Both directions: A -> B (queries a, documents b) and B -> A, by cosine
+ * similarity (ranks of L2-normalized copies of a and b), as LaBSE and MTEB
+ * score bitext mining. a and b are (n, dim). LIPI_EINVAL for non-finite
+ * values, LIPI_ENOMEM. */
+lipi_status lipi_eval_bitext(const float *a, const float *b, size_t n, size_t dim,
+                             const size_t *ks, size_t nk, const lipi_search_options *opt,
+                             lipi_retrieval_scores *a_to_b, lipi_retrieval_scores *b_to_a,
+                             lipi_error *err);
+
+
+/* Maps a .npy file of float32 (rows, cols), or (cols,) read as one row,
+ * after validating its header (version 1.0-3.0, descr '<f4', C order, the
+ * shape's byte size equal to what follows the header). *out is owned
+ * (lipi_npy_map_close); data is borrowed from it. LIPI_EIO, LIPI_EFORMAT
+ * (err names the byte offset and what was expected), LIPI_ENOMEM. */
+typedef struct lipi_npy_map lipi_npy_map;
+lipi_status lipi_npy_map_open(const char *path, lipi_npy_map **out, lipi_error *err);
+const float *lipi_npy_map_data(const lipi_npy_map *m);
+size_t lipi_npy_map_rows(const lipi_npy_map *m);
+size_t lipi_npy_map_cols(const lipi_npy_map *m);
+void lipi_npy_map_close(lipi_npy_map *m);
+
+/* ======================================================================== */
+/* Probes: logistic regression on frozen embeddings                          */
+/* ======================================================================== */
+
+/* A multinomial logistic-regression head trained on sentence embeddings,
+ * for labelled examples without a fine-tuned checkpoint:
+ *
+ *   lipi_probe *p = NULL;
+ *   lipi_probe_train(x, y, n, dim, labels, k, NULL, &p, &err);  x: (n, dim)
+ *   lipi_probe_predict(p, q, nq, probs);                        probs: (nq, k)
+ *   lipi_probe_save(p, &model, "probe.json", &err);
+ *   lipi_probe_free(p);
+ *
+ * Training minimizes mean cross-entropy + l2/2 * |W|^2 (the bias is not
+ * penalized) with L-BFGS over the whole set, in a fixed order on one
+ * thread: the same data gives the same weights, bit for bit. */
+typedef struct lipi_probe lipi_probe;
+
+typedef struct {
+    double l2;              /* L2 strength; default 1e-4 (when 0 is wanted,
+                               pass a negative value) */
+    size_t max_iterations;  /* L-BFGS iterations; 0: 500 */
+} lipi_probe_options;
+
+/* Trains on x (n, dim) with labels y[i] < k; labels[0..k) are the class
+ * names (copied). `opt` may be NULL. *out is owned (lipi_probe_free).
+ * LIPI_EINVAL for n == 0, k < 2, a label out of range or a non-finite
+ * value (err->line = the example's 1-based row); LIPI_ENOMEM. */
+lipi_status lipi_probe_train(const float *x, const uint32_t *y, size_t n, size_t dim,
+                             const char *const *labels, size_t k,
+                             const lipi_probe_options *opt, lipi_probe **out, lipi_error *err);
+
+/* Class probabilities (softmax) of n embeddings q (n, dim): probs (n, k). */
+void lipi_probe_predict(const lipi_probe *p, const float *q, size_t n, float *probs);
+
+size_t lipi_probe_dim(const lipi_probe *p);
+size_t lipi_probe_label_count(const lipi_probe *p);
+const char *lipi_probe_label(const lipi_probe *p, size_t i); /* borrowed */
+/* The model the probe was trained on (strings borrowed from p; NULL when
+ * not known). */
+const lipi_index_model *lipi_probe_model(const lipi_probe *p);
+
+/* Writes probe.json atomically: format, model (name, fingerprint, pooling,
+ * normalize), labels, dim, weights (k rows of dim), bias, and `accuracy`
+ * (held-out accuracy, written when >= 0). LIPI_EIO naming the path,
+ * LIPI_ENOMEM. */
+lipi_status lipi_probe_save(const lipi_probe *p, const lipi_index_model *model,
+                            double accuracy, const char *path, lipi_error *err);
+
+/* Reads probe.json. LIPI_EIO, LIPI_EFORMAT naming the JSON field and what
+ * was expected, LIPI_ENOMEM. *out is owned. */
+lipi_status lipi_probe_load(const char *path, lipi_probe **out, lipi_error *err);
+
+void lipi_probe_free(lipi_probe *p); /* NULL is a no-op */
+
+#endif
