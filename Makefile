@@ -22,7 +22,7 @@ CC       ?= cc
 VERSION  := 0.2.0
 SOVERSION := 0
 # Parallel by default: the first build on a fresh machine should not wait.
-ifeq ($(filter -j%,$(MAKEFLAGS)),)
+ifeq ($(MAKELEVEL)$(filter -j%,$(MAKEFLAGS)),0)
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
 endif
 PKGS     := icu-uc icu-i18n libpcre2-8 cmocka jansson openblas zlib liblzma libzstd libcurl
@@ -79,16 +79,29 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
-.PHONY: all deps test check bench demo fuzz fuzz-bins clean install uninstall man FORCE
-all: $(BUILD)/lipi $(BUILD)/liblipi.a $(BUILD)/liblipi.so
+.PHONY: all build deps test check bench demo fuzz fuzz-bins clean install uninstall man FORCE
+# `make deps` first, then the build in a new make: what the Makefile found
+# when it was read (FAISS's headers, pkg-config's flags) may have changed
+# when deps installed packages.
+all: deps
+	@$(MAKE) --no-print-directory build
+build: $(BUILD)/lipi $(BUILD)/liblipi.a $(BUILD)/liblipi.so
 
-# Every compile waits for `make deps` (order-only: it never forces a
-# rebuild), so a missing package is reported as one, not as a compiler error.
-$(BUILD)/%.o: %.c | deps
+# Every compile also waits for `make deps` (order-only: it never forces a
+# rebuild), so a missing package is reported as one, not as a compiler error;
+# and depends on the flags it was compiled with (FLAGS_STAMP), so objects
+# built before FAISS was installed, or with other OPT, are rebuilt.
+FLAGS_STAMP := $(BUILD)/flags.stamp
+$(FLAGS_STAMP): FORCE
+	$(shell mkdir -p $(BUILD))
+	$(file >$@.new,$(CC) $(CFLAGS) | $(CXX) $(CXXFLAGS) | $(LDFLAGS) | $(HAVE_FAISS))
+	@if cmp -s $@.new $@; then rm -f $@.new; else mv $@.new $@; fi
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/%.o: %.cpp | deps
+$(BUILD)/%.o: %.cpp $(FLAGS_STAMP) | deps
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) $(DEPFLAGS) -c $< -o $@
 
