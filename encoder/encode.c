@@ -124,7 +124,7 @@ static json_t *rewrite_bytelevel(lipi_encoder *e, const json_t *j)
 static lipi_status setup_raw_bytes(lipi_encoder *e, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    const lipi_model *m = e->m;
+    const lipi_vocab_model *m = e->m;
     json_t *pj = NULL, *nj = NULL;
     lipi_strref *keys = NULL;
     char *arena = NULL;
@@ -641,7 +641,7 @@ emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc, li
 {
     const enc_ptok *toks = NULL;
     size_t nt = 0;
-    const lipi_model *m = s->enc->m;
+    const lipi_vocab_model *m = s->enc->m;
     bool f32 = s->enc->f32_viterbi;
     if (pc->len <= LIPI_ENC_CACHE_MAX_KEY &&
         (!f32 || fabsf(s->f32_run) < ENC_F32_CACHE_LIMIT)) {

@@ -195,7 +195,7 @@ typedef struct {
 
 struct lipi_encoder {
     const lipi_tokenizer *tok;
-    const lipi_model *m;
+    const lipi_vocab_model *m;
     lipi_model_type type;
     const lipi_normalizer *norm;
     const lipi_pretokenizer *pretok;  /* what runs (tok's or own_pretok) */

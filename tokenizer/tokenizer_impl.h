@@ -12,7 +12,7 @@
  *
  *   lipi_tokenizer
  *   ├── normalizer, pretokenizer    (opaque; NULL when the file has null)
- *   ├── model: lipi_model
+ *   ├── model: lipi_vocab_model
  *   │     ├── vocab: id -> token bytes (one arena) + token -> id hash map
  *   │     ├── scores[id]            Unigram only
  *   │     └── merges[rank] = {left, right, result} + (left, right) -> rank map
@@ -163,10 +163,10 @@ typedef struct {
     bool prefix_null;        /* "continuing_subword_prefix": null (not "") */
     bool suffix_null;        /* "end_of_word_suffix": null (not "") */
     bool merges_legacy;      /* merges were "a b" strings (else ["a", "b"]) */
-} lipi_model;
+} lipi_vocab_model;
 
 /* Rank of the merge of (left, right), false when the pair does not merge. */
-static inline bool lipi_merge_find(const lipi_model *m, uint32_t left, uint32_t right,
+static inline bool lipi_merge_find(const lipi_vocab_model *m, uint32_t left, uint32_t right,
                                    uint32_t *rank)
 {
     if (!m->pairs)
@@ -296,7 +296,7 @@ typedef struct lipi_decoder {
 struct lipi_tokenizer {
     lipi_normalizer *normalizer;
     lipi_pretokenizer *pretokenizer;
-    lipi_model model;
+    lipi_vocab_model model;
     lipi_post_processor *post;
     lipi_decoder *decoder;
 
@@ -316,7 +316,7 @@ void lipi_decoder_free(lipi_decoder *d);
 /* Members only (the structs are embedded in arrays and in lipi_tokenizer). */
 void lipi_post_processor_clear(lipi_post_processor *p);
 void lipi_decoder_clear(lipi_decoder *d);
-void lipi_model_clear(lipi_model *m);
+void lipi_vocab_model_clear(lipi_vocab_model *m);
 
 /* Builds m->vocab from tok[0..n) (holes allowed: tok[i].s == NULL). The bytes
  * are copied into one arena. A repeated token: LIPI_EINVAL with the two ids
@@ -328,7 +328,7 @@ lipi_status lipi_vocab_build(lipi_vocab *v, const lipi_strref *tok, size_t n,
  * already be < m->vocab.n with a token; m->vocab and
  * m->opt.continuing_subword_prefix must be set). When the joined string of a
  * merge is not in the vocabulary, returns LIPI_EINVAL with *bad_rank set. */
-lipi_status lipi_merges_build(lipi_model *m, const uint32_t (*pairs)[2], size_t n,
+lipi_status lipi_merges_build(lipi_vocab_model *m, const uint32_t (*pairs)[2], size_t n,
                               size_t *bad_rank);
 
 /* Moves the built model *m into t (replacing t's model) once the added
@@ -336,7 +336,7 @@ lipi_status lipi_merges_build(lipi_model *m, const uint32_t (*pairs)[2], size_t 
  * the model's id, and no added token may take another model token's id).
  * On success *m is emptied; on failure t is unchanged, *m still owns its
  * parts, and err names the first conflicting added token. */
-lipi_status lipi_tokenizer_install_model(lipi_tokenizer *t, lipi_model *m,
+lipi_status lipi_tokenizer_install_model(lipi_tokenizer *t, lipi_vocab_model *m,
                                          lipi_error *err);
 
 /* Hugging Face's join of a merge: left + right without the first
