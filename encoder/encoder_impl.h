@@ -14,7 +14,6 @@
 #define LIPI_ENCODER_IMPL_H
 
 #include "encoder/encoder.h"
-#include "encoder/lattice_impl.h"
 #include "encoder/trie_impl.h"
 #include "tokenizer/tokenizer_impl.h"
 

@@ -1,5 +1,5 @@
 /* The Unigram lattice: Viterbi for encoding, forward-backward for training. */
-#include "encoder/lattice_impl.h"
+#include "encoder/encoder.h"
 
 #include <math.h>
 #include <string.h>
