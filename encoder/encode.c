@@ -2,14 +2,11 @@
  * normalizer, pre-tokenizer, offsets back to the original text, truncation
  * and post-processing, in Hugging Face's order (see encoder_impl.h). */
 #include "encoder/encoder_impl.h"
-#include "tokenizer/normalize_impl.h"
-#include "tokenizer/pretokenize_impl.h"
-#include "tokenizer/scanner_impl.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base_json.h"
 
 /* GPT-2's split pattern: what Hugging Face's ByteLevel pre-tokenizer runs
  * when use_regex is true. */

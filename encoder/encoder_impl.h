@@ -15,7 +15,7 @@
 
 #include "encoder/encoder.h"
 #include "encoder/trie_impl.h"
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/tokenizer_layout.h"
 
 /* ======================================================================== */
 /* Small helpers                                                             */

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 void lipi_lattice_reset(lipi_lattice *l, size_t len)
 {

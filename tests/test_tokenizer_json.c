@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/tokenizer_layout.h"
 #include "tests/alloc_fail.h"
 #include "tests/refdata.h"
 

@@ -3,7 +3,7 @@
  * document plus a model built from arrays (see read_impl.h). */
 #include "tokenizer/read_impl.h"
 
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base_json.h"
 
 #include <math.h>
 #include <string.h>

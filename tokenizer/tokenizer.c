@@ -2,7 +2,7 @@
  * parts it owns. Building happens here (lipi_tokenizer_set_model and the
  * internal builders used by tokenizer_json.c); after that the object is only
  * read, so threads share it freely. */
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/tokenizer_layout.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -8,15 +8,15 @@
  * Metaspace "add_prefix_space". Unknown keys are ignored, as there.
  *
  * The normalizer and pre_tokenizer sections belong to their components
- * (json_impl.h); this file only routes them.
+ * (base_json.h); this file only routes them.
  *
  * Loading never trusts the file: every value is type-checked, ids are
  * range-checked, merges must name tokens of the vocabulary, and an error
  * names the JSON path and what was expected, e.g.
  *   model.merges[17]: expected "left right" or ["left", "right"], found 3
  */
-#include "tokenizer/json_impl.h"
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/base_json.h"
+#include "tokenizer/tokenizer_layout.h"
 
 #include <inttypes.h>
 #include <math.h>

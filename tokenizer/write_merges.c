@@ -1,6 +1,6 @@
 /* Exports a BPE tokenizer as GPT-2 style vocab.json + merges.txt, the pair
  * of files that Hugging Face's BPE.from_file and most BPE tools read. */
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/tokenizer_layout.h"
 
 #include <errno.h>
 #include <string.h>

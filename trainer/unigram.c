@@ -21,8 +21,8 @@
 #include "trainer/unigram_impl.h"
 #include "trainer/balance_impl.h"
 
-#include "tokenizer/common_impl.h"
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base.h"
+#include "tokenizer/base_json.h"
 
 #include <math.h>
 #include <pthread.h>
