@@ -219,7 +219,7 @@ void lipi_enc_bt_free(lipi_encoder *e)
 lipi_status lipi_enc_bt_init(lipi_encoder *e)
 {
     lipi_status st = LIPI_OK;
-    const lipi_model *m = e->m;
+    const lipi_vocab_model *m = e->m;
     size_t n = m->vocab.n, cap = 16;
     uint32_t *values = NULL;
     lipi_session *s = NULL;

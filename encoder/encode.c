@@ -2,14 +2,11 @@
  * normalizer, pre-tokenizer, offsets back to the original text, truncation
  * and post-processing, in Hugging Face's order (see encoder_impl.h). */
 #include "encoder/encoder_impl.h"
-#include "tokenizer/normalize_impl.h"
-#include "tokenizer/pretokenize_impl.h"
-#include "tokenizer/scanner_impl.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base_json.h"
 
 /* GPT-2's split pattern: what Hugging Face's ByteLevel pre-tokenizer runs
  * when use_regex is true. */
@@ -124,7 +121,7 @@ static json_t *rewrite_bytelevel(lipi_encoder *e, const json_t *j)
 static lipi_status setup_raw_bytes(lipi_encoder *e, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    const lipi_model *m = e->m;
+    const lipi_vocab_model *m = e->m;
     json_t *pj = NULL, *nj = NULL;
     lipi_strref *keys = NULL;
     char *arena = NULL;
@@ -641,7 +638,7 @@ emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc, li
 {
     const enc_ptok *toks = NULL;
     size_t nt = 0;
-    const lipi_model *m = s->enc->m;
+    const lipi_vocab_model *m = s->enc->m;
     bool f32 = s->enc->f32_viterbi;
     if (pc->len <= LIPI_ENC_CACHE_MAX_KEY &&
         (!f32 || fabsf(s->f32_run) < ENC_F32_CACHE_LIMIT)) {

@@ -14,9 +14,8 @@
 #define LIPI_ENCODER_IMPL_H
 
 #include "encoder/encoder.h"
-#include "encoder/lattice_impl.h"
 #include "encoder/trie_impl.h"
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/tokenizer_layout.h"
 
 /* ======================================================================== */
 /* Small helpers                                                             */
@@ -195,7 +194,7 @@ typedef struct {
 
 struct lipi_encoder {
     const lipi_tokenizer *tok;
-    const lipi_model *m;
+    const lipi_vocab_model *m;
     lipi_model_type type;
     const lipi_normalizer *norm;
     const lipi_pretokenizer *pretok;  /* what runs (tok's or own_pretok) */

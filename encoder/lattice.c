@@ -1,10 +1,10 @@
 /* The Unigram lattice: Viterbi for encoding, forward-backward for training. */
-#include "encoder/lattice_impl.h"
+#include "encoder/encoder.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 void lipi_lattice_reset(lipi_lattice *l, size_t len)
 {

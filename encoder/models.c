@@ -60,7 +60,7 @@ int lipi_enc_wide_pairs_for_tests;
 
 static lipi_status bpe_init(lipi_encoder *e)
 {
-    const lipi_model *m = e->m;
+    const lipi_vocab_model *m = e->m;
     size_t n = m->n_merges, cap = 16, counts[4] = {0};
     uint64_t v = m->vocab.n ? m->vocab.n : 1;
     unsigned rbits = enc_bits_for(n);
@@ -168,7 +168,7 @@ static inline int64_t char_id(const lipi_encoder *e, int v, uint32_t cp)
 lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    const lipi_model *m = e->m;
+    const lipi_vocab_model *m = e->m;
     uint32_t *values = NULL;
     lipi_strref *cut = NULL;
 
@@ -285,7 +285,7 @@ static lipi_status ptok_push(lipi_session *s, uint32_t id, size_t start, size_t 
 
 static lipi_status no_unk(const lipi_encoder *e, lipi_error *err)
 {
-    const lipi_model *m = e->m;
+    const lipi_vocab_model *m = e->m;
     if (m->unk_token)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "the model needs its unknown token \"%.64s\", which is not in its "

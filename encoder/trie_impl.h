@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/tokenizer_layout.h"
 
 #define LIPI_DATRIE_FINAL 0x80000000u
 

@@ -4,7 +4,7 @@
  * sizes that decide the weights' shapes must be present, the rest take the
  * library's defaults. */
 #include "model/model_impl.h"
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base_json.h"
 
 #include <jansson.h>
 #include <limits.h>

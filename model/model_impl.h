@@ -6,7 +6,7 @@
 #define LIPI_MODEL_IMPL_H
 
 #include "model/model.h"
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 /* ======================================================================== */
 /* safetensors.c                                                             */

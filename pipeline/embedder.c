@@ -1,6 +1,6 @@
 /* Text -> embeddings or class probabilities (pipeline/pipeline.h). */
 #include "pipeline/pipeline.h"
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 #include <limits.h>
 #include <stdlib.h>

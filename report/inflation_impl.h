@@ -7,7 +7,7 @@
 #include <unicode/utext.h>
 
 #include "report/report.h"
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 /* Counts of one (tokenizer, row) cell; everything else is derived. */
 typedef struct {

@@ -13,7 +13,7 @@
  * holds a few blocks in memory, not the matrix. */
 #include "retrieval/index_impl.h"
 #include "retrieval/faiss_bind.h"
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base_json.h"
 
 #include <dirent.h>
 #include <errno.h>

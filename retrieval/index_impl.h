@@ -5,7 +5,7 @@
 
 #include "model/model.h"
 #include "retrieval/retrieval.h"
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 /* Default tiling of exact search (lipi_search_options). A block of 16384
  * rows of 384 floats is 24 MiB: large enough that handing out blocks costs

@@ -4,7 +4,7 @@
  * 20-digit row count, so a streaming writer can fix the shape at the end
  * without moving the data. */
 #include "retrieval/retrieval.h"
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 #include <errno.h>
 #include <stdio.h>

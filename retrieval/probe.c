@@ -3,7 +3,7 @@
  * one thread in a fixed order, in double precision, so the same examples
  * give the same weights bit for bit. */
 #include "retrieval/retrieval.h"
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -7,7 +7,7 @@
 # output and at most one temporary of it, named "<output>.tmp-" + 8 hex
 # digits (files) or + 6 letters and digits (index folders). A SIGKILL cannot
 # clean up, so such a temporary may stay; the next write of the same output
-# removes it (the policy of lipi_remove_stale_temps, tokenizer/common_impl.h),
+# removes it (the policy of lipi_remove_stale_temps, tokenizer/base.h),
 # which the last, uninterrupted run of each command checks.
 #
 #   tests/crash_safety.sh      (LIPI_BIN names the lipi, default build/lipi;

@@ -18,7 +18,6 @@
 #include "encoder/encoder.h"
 #include "tests/alloc_fail.h"
 #include "encoder/encoder_impl.h"
-#include "encoder/lattice_impl.h"
 #include "encoder/trie_impl.h"
 #include "tests/cli_run.h"
 #include "tests/refdata.h"

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "tests/alloc_fail.h"
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base_json.h"
 
 /* Texts both parsers accept, with equal values. */
 static const char *const accepted[] = {

@@ -13,9 +13,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base_json.h"
 #include "tokenizer/normalize_impl.h"
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/tokenizer_layout.h"
 #include "tests/alloc_fail.h"
 #include "tokenizer/tokenizer.h"
 

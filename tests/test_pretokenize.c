@@ -13,7 +13,7 @@
 #include <jansson.h>
 #include <pthread.h>
 
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base_json.h"
 #include "tests/alloc_fail.h"
 #include "tokenizer/tokenizer.h"
 

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 #include "tests/alloc_fail.h"
 #include "tests/refdata.h"
 #include "tokenizer/tokenizer.h"

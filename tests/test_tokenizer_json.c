@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/tokenizer_layout.h"
 #include "tests/alloc_fail.h"
 #include "tests/refdata.h"
 
@@ -204,6 +204,26 @@ static void test_gpt2_saves_merges_in_its_own_string_form(void **state)
     char *s = to_json_ok(t, NULL);
     assert_non_null(strstr(s, "\"merges\": [\n      \"Ġ t\",\n      \"Ġ a\","));
     assert_non_null(strstr(s, "\"vocab\": {\n      \"!\": 0,\n      \"\\\"\": 1,"));
+    lipi_free(s);
+    lipi_tokenizer_free(t);
+}
+
+static void test_set_decoder_json_replaces_the_decoder_and_keeps_it_on_bad_input(void **state)
+{
+    lipi_tokenizer *t = load_ok(GPT2);
+    lipi_error err = {0};
+    const char *fuse = "{\"type\": \"Fuse\"}";
+    assert_int_equal(lipi_tokenizer_set_decoder_json(t, fuse, strlen(fuse), &err), LIPI_OK);
+    char *s = to_json_ok(t, NULL);
+    assert_non_null(strstr(s, "\"decoder\": {\n    \"type\": \"Fuse\"\n  }"));
+    lipi_free(s);
+
+    const char *bad = "{\"type\": \"NoSuchDecoder\"}";
+    assert_int_not_equal(lipi_tokenizer_set_decoder_json(t, bad, strlen(bad), &err), LIPI_OK);
+    assert_non_null(strstr(err.msg, "decoder.type"));
+    assert_int_equal(lipi_tokenizer_set_decoder_json(t, "{", 1, &err), LIPI_EFORMAT);
+    s = to_json_ok(t, NULL);
+    assert_non_null(strstr(s, "\"decoder\": {\n    \"type\": \"Fuse\"\n  }"));
     lipi_free(s);
     lipi_tokenizer_free(t);
 }
@@ -1198,6 +1218,7 @@ int main(void)
         cmocka_unit_test(test_save_into_unwritable_directory_fails_and_leaves_nothing),
         cmocka_unit_test(test_save_to_missing_directory_or_onto_a_directory_fails),
         cmocka_unit_test(test_atomic_abort_leaves_the_target_untouched),
+        cmocka_unit_test(test_set_decoder_json_replaces_the_decoder_and_keeps_it_on_bad_input),
         cmocka_unit_test(test_built_bpe_tokenizer_saves_and_loads_back),
         cmocka_unit_test(test_set_model_rejects_bad_input_and_keeps_the_old_model),
         cmocka_unit_test(test_unigram_and_wordpiece_built_in_code),

@@ -15,7 +15,7 @@
 #include <unicode/uscript.h>
 #include <unicode/utext.h>
 
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 #include "tokenizer/tokenizer.h"
 
 /* Boundaries as "0,3,6" for readable failures. */

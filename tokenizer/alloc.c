@@ -1,7 +1,7 @@
 /* The one allocation hook. jansson is routed through it too, so a test that
  * fails the Nth allocation reaches every allocation lipi makes (ICU and
  * PCRE2 keep their own heaps: their failures surface as LIPI_EICU/EREGEX). */
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 #include <jansson.h>
 #include <stdlib.h>

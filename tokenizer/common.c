@@ -1,6 +1,6 @@
 /* Small shared helpers: growable buffers and the invariant check. */
-#include "tokenizer/common_impl.h"
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base.h"
+#include "tokenizer/base_json.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* Whole-file reads with a size limit, and atomic file writes (temporary file
  * + fsync + rename). POSIX only. */
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -29,8 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/common_impl.h"
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base.h"
+#include "tokenizer/base_json.h"
 
 typedef struct {
     const unsigned char *start, *p, *end;

@@ -7,7 +7,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
+#include "tokenizer/tokenizer_layout.h"
 
 /* Step kinds, named after the tokenizer.json "type" they serialize to. */
 typedef enum {
@@ -88,11 +89,6 @@ lipi_status lipi_ns_build(lipi_ns_step *root, lipi_normalizer **out, lipi_error 
 
 /* The step tree of n (borrowed). */
 const lipi_ns_step *lipi_ns_root(const lipi_normalizer *n);
-
-/* lipi_normalize for text the caller has already checked to be valid
- * UTF-8 (the encoder checks each input once). */
-lipi_status lipi_normalize_valid(const lipi_normalizer *n, const char *s, size_t len,
-                                 lipi_normalized *out, bool want_align, lipi_error *err);
 
 /* Tests: whether n runs SentencePiece's whitespace handling in one pass
  * when no alignment is wanted. */

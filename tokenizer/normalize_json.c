@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base_json.h"
 #include "tokenizer/normalize_impl.h"
 
 /* ======================================================================== */

@@ -1,7 +1,7 @@
 /* Command outputs written atomically (pipeline.h): a thin public face of
  * the library's temporary-file-and-rename helper, so that a command's
  * interrupted run never leaves a partial output file. */
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 #include <string.h>
 

@@ -19,8 +19,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tokenizer/common_impl.h"
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base.h"
+#include "tokenizer/base_json.h"
 #include "tokenizer/patterns_impl.h"
 #include "tokenizer/pretokenize_impl.h"
 #include "tokenizer/scanner_impl.h"

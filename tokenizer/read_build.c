@@ -3,7 +3,7 @@
  * document plus a model built from arrays (see read_impl.h). */
 #include "tokenizer/read_impl.h"
 
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base_json.h"
 
 #include <math.h>
 #include <string.h>
@@ -359,8 +359,8 @@ static int clip(size_t len)
     return (int)(len > 64 ? 64 : len);
 }
 
-/* Builds the lipi_model from the caller's arrays. */
-static lipi_status build_model(const char *name, const lipi_rd_model *rm, lipi_model *m,
+/* Builds the lipi_vocab_model from the caller's arrays. */
+static lipi_status build_model(const char *name, const lipi_rd_model *rm, lipi_vocab_model *m,
                                lipi_error *err)
 {
     lipi_status st = LIPI_OK;
@@ -432,7 +432,7 @@ lipi_status lipi_rd_assemble(const char *name, json_t *doc, lipi_post_processor 
 {
     lipi_status st = LIPI_OK;
     lipi_tokenizer *t = NULL;
-    lipi_model m = {0};
+    lipi_vocab_model m = {0};
 
     m.opt.unk_id = -1;
     *out = NULL;
@@ -477,7 +477,7 @@ lipi_status lipi_rd_assemble(const char *name, json_t *doc, lipi_post_processor 
 done:
     if (added)
         lipi_rd_added_free(added);
-    lipi_model_clear(&m);
+    lipi_vocab_model_clear(&m);
     lipi_tokenizer_free(t);
     lipi_post_processor_free(post);
     lipi_decoder_free(dec);

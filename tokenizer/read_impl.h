@@ -13,8 +13,8 @@
 #ifndef LIPI_READ_IMPL_H
 #define LIPI_READ_IMPL_H
 
-#include "tokenizer/json_impl.h"
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/base_json.h"
+#include "tokenizer/tokenizer_layout.h"
 
 /* Largest file a reader takes whole into memory (vocabularies, .model,
  * .tiktoken). GGUF files are mapped, not read, and have no such limit. */

@@ -9,7 +9,7 @@
  * offset of any byte is buf_off + its index. The codecs allocate through the
  * lipi hooks so allocation-failure tests reach them too. */
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_createDStream_advanced: lipi allocator */
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 #include <errno.h>
 #include <fcntl.h>

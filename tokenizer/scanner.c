@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 #include "tokenizer/patterns_impl.h"
 #include "tokenizer/pretokenize_impl.h"
 #include "tokenizer/scanner_impl.h"

@@ -36,17 +36,11 @@ enum {
  * Katakana together (one alternative). */
 #define LIPI_UC_N_SCRIPTS 27
 
-typedef struct lipi_scanner lipi_scanner;
+#include "tokenizer/tokenizer_layout.h" /* lipi_scanner, lipi_scan_match */
 
 /* The scanner for pattern[0..len) when it is byte for byte one that lipi
  * knows, else NULL. Static data; never fails. */
 const lipi_scanner *lipi_scanner_find(const char *pattern, size_t len);
-
-/* Length in bytes of the match of the scanner's pattern starting exactly at
- * byte i of valid UTF-8 t[0..n) (i < n, on a character boundary), or 0 when
- * the pattern matches no text starting there. None of the known patterns
- * matches the empty string, so 0 is unambiguous. Lookarounds see all of t. */
-size_t lipi_scan_match(const lipi_scanner *sc, const char *t, size_t n, size_t i);
 
 /* The class bits (LIPI_UC_*) and the script bits of code point cp
  * (<= U+10FFFF); script bits are only set for letters. */

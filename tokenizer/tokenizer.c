@@ -2,7 +2,7 @@
  * parts it owns. Building happens here (lipi_tokenizer_set_model and the
  * internal builders used by tokenizer_json.c); after that the object is only
  * read, so threads share it freely. */
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/tokenizer_layout.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -141,7 +141,7 @@ done:
     return st;
 }
 
-lipi_status lipi_merges_build(lipi_model *m, const uint32_t (*pairs)[2], size_t n,
+lipi_status lipi_merges_build(lipi_vocab_model *m, const uint32_t (*pairs)[2], size_t n,
                               size_t *bad_rank)
 {
     lipi_status st = LIPI_OK;
@@ -198,7 +198,7 @@ done:
     return st;
 }
 
-void lipi_model_clear(lipi_model *m)
+void lipi_vocab_model_clear(lipi_vocab_model *m)
 {
     vocab_free(&m->vocab);
     lipi_free(m->scores);
@@ -313,7 +313,7 @@ void lipi_tokenizer_free(lipi_tokenizer *t)
         return;
     lipi_normalizer_free(t->normalizer);
     lipi_pretokenizer_free(t->pretokenizer);
-    lipi_model_clear(&t->model);
+    lipi_vocab_model_clear(&t->model);
     lipi_post_processor_free(t->post);
     lipi_decoder_free(t->decoder);
     added_free(t->added, t->n_added);
@@ -350,7 +350,7 @@ lipi_status lipi_tokenizer_take_pretokenizer(lipi_tokenizer *t, lipi_pretokenize
 }
 
 /* Whether added token a disagrees with model m; fills err if so. */
-static lipi_status added_check_model(const lipi_model *m, const lipi_added_token *a,
+static lipi_status added_check_model(const lipi_vocab_model *m, const lipi_added_token *a,
                                      lipi_error *err)
 {
     uint32_t mid;
@@ -369,12 +369,12 @@ static lipi_status added_check_model(const lipi_model *m, const lipi_added_token
     return LIPI_OK;
 }
 
-lipi_status lipi_tokenizer_install_model(lipi_tokenizer *t, lipi_model *m, lipi_error *err)
+lipi_status lipi_tokenizer_install_model(lipi_tokenizer *t, lipi_vocab_model *m, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     for (size_t i = 0; i < t->n_added; i++)
         TRY(added_check_model(m, &t->added[i], err));
-    lipi_model_clear(&t->model);
+    lipi_vocab_model_clear(&t->model);
     t->model = *m;
     memset(m, 0, sizeof *m);
     m->opt.unk_id = -1;
@@ -518,7 +518,7 @@ lipi_status lipi_tokenizer_set_model(lipi_tokenizer *t, lipi_model_type type,
                                      lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    lipi_model m = {0};
+    lipi_vocab_model m = {0};
     lipi_strref *tok = NULL;
     size_t d1 = 0, d2 = 0;
 
@@ -649,7 +649,7 @@ lipi_status lipi_tokenizer_set_model(lipi_tokenizer *t, lipi_model_type type,
 
     st = lipi_tokenizer_install_model(t, &m, err);
 done:
-    lipi_model_clear(&m);
+    lipi_vocab_model_clear(&m);
     lipi_free(tok);
     return st;
 }

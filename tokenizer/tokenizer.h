@@ -455,6 +455,18 @@ lipi_status lipi_tokenizer_new(lipi_tokenizer **out);
 lipi_status lipi_tokenizer_take_normalizer(lipi_tokenizer *t, lipi_normalizer *n);
 lipi_status lipi_tokenizer_take_pretokenizer(lipi_tokenizer *t, lipi_pretokenizer *p);
 
+/* Replaces t's decoder with the one described by json[0..len), a
+ * tokenizer.json "decoder" object. Used by the trainers:
+ *
+ *     lipi_tokenizer_set_decoder_json(t, "{\"type\": \"Fuse\"}", 16, err);
+ *
+ * Text that is not JSON: LIPI_EFORMAT with the parser's message and
+ * 1-based line and byte offset; a value that is not a decoder: LIPI_EINVAL
+ * or LIPI_EFORMAT naming its JSON path ("decoder.decoders[1].type: ...");
+ * LIPI_ENOMEM. On failure t keeps its old decoder. */
+lipi_status lipi_tokenizer_set_decoder_json(lipi_tokenizer *t, const char *json, size_t len,
+                                            lipi_error *err);
+
 /* Sets the model. tokens[i] (lens[i] bytes) gets id i; scores are used by
  * Unigram (may be NULL otherwise); merges[r] = {left id, right id} of the
  * merge of rank r (BPE only, may be NULL otherwise). Everything is copied.

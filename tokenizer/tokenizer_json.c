@@ -8,15 +8,15 @@
  * Metaspace "add_prefix_space". Unknown keys are ignored, as there.
  *
  * The normalizer and pre_tokenizer sections belong to their components
- * (json_impl.h); this file only routes them.
+ * (base_json.h); this file only routes them.
  *
  * Loading never trusts the file: every value is type-checked, ids are
  * range-checked, merges must name tokens of the vocabulary, and an error
  * names the JSON path and what was expected, e.g.
  *   model.merges[17]: expected "left right" or ["left", "right"], found 3
  */
-#include "tokenizer/json_impl.h"
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/base_json.h"
+#include "tokenizer/tokenizer_layout.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -298,7 +298,7 @@ static lipi_status m_array(jctx *c, const json_t *obj, const char *key, bool req
 /* ======================================================================== */
 
 /* "vocab": {"token": id, ...} (BPE, WordPiece, WordLevel) into m->vocab. */
-static lipi_status parse_vocab_map(jctx *c, const json_t *obj, lipi_model *m)
+static lipi_status parse_vocab_map(jctx *c, const json_t *obj, lipi_vocab_model *m)
 {
     lipi_status st = LIPI_OK;
     lipi_strref *tok = NULL;
@@ -367,7 +367,7 @@ done:
 }
 
 /* Unigram "vocab": [["piece", score], ...]; id = position. */
-static lipi_status parse_vocab_scored(jctx *c, const json_t *obj, lipi_model *m)
+static lipi_status parse_vocab_scored(jctx *c, const json_t *obj, lipi_vocab_model *m)
 {
     lipi_status st = LIPI_OK;
     lipi_strref *tok = NULL;
@@ -417,7 +417,7 @@ done:
 }
 
 /* Looks up one side of a merge. */
-static lipi_status merge_side(jctx *c, const lipi_model *m, const char *s, size_t len,
+static lipi_status merge_side(jctx *c, const lipi_vocab_model *m, const char *s, size_t len,
                               uint32_t *id)
 {
     if (lipi_vocab_find(&m->vocab, s, len, id))
@@ -428,7 +428,7 @@ static lipi_status merge_side(jctx *c, const lipi_model *m, const char *s, size_
 /* A legacy "a b" merge whose tokens contain spaces: the split is the one
  * cut at a space where both sides and their join are tokens (as current
  * Hugging Face does); none or several such cuts is an error. */
-static lipi_status split_legacy(jctx *c, const lipi_model *m, const char *s, size_t len,
+static lipi_status split_legacy(jctx *c, const lipi_vocab_model *m, const char *s, size_t len,
                                 uint32_t pair[2])
 {
     lipi_status st = LIPI_OK;
@@ -483,7 +483,7 @@ done:
 }
 
 /* "merges": ["a b", ...] or [["a", "b"], ...] into m->merges. */
-static lipi_status parse_merges(jctx *c, const json_t *obj, lipi_model *m)
+static lipi_status parse_merges(jctx *c, const json_t *obj, lipi_vocab_model *m)
 {
     lipi_status st = LIPI_OK;
     uint32_t(*pairs)[2] = NULL;
@@ -572,7 +572,7 @@ done:
 }
 
 /* The "unk_token" of BPE / WordPiece / WordLevel; def NULL allows null. */
-static lipi_status parse_unk_token(jctx *c, const json_t *obj, const char *def, lipi_model *m)
+static lipi_status parse_unk_token(jctx *c, const json_t *obj, const char *def, lipi_vocab_model *m)
 {
     lipi_status st = LIPI_OK;
     lipi_ownstr s = {0};
@@ -607,7 +607,7 @@ static lipi_model_type guess_model_type(const json_t *obj)
     return LIPI_MODEL_WORDLEVEL;
 }
 
-static lipi_status parse_model(jctx *c, const json_t *obj, lipi_model *m)
+static lipi_status parse_model(jctx *c, const json_t *obj, lipi_vocab_model *m)
 {
     lipi_status st = LIPI_OK;
     size_t mark = jp_key(c, "model");
@@ -1235,6 +1235,43 @@ static lipi_status keep_section(jctx *c, const json_t *root, const char *key, js
     return st;
 }
 
+/* See tokenizer.h. The value is parsed by the loader's own parse_decoder,
+ * so a decoder set here and one read from a file are the same object. */
+lipi_status lipi_tokenizer_set_decoder_json(lipi_tokenizer *t, const char *json, size_t len,
+                                            lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    jctx c = {.name = "", .err = err};
+    json_error_t jerr;
+    json_t *root = NULL;
+    lipi_decoder *d = NULL;
+
+    if (!t || (!json && len))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "no tokenizer or no text given");
+    memset(&jerr, 0, sizeof jerr);
+    root = lipi_json_loadb(json, len, 0, &jerr);
+    if (!root) {
+        if (json_error_code(&jerr) == json_error_out_of_memory)
+            return joom(&c);
+        return lipi_error_set(err, LIPI_EFORMAT, NULL, (size_t)(jerr.line > 0 ? jerr.line : 0),
+                              (size_t)(jerr.position > 0 ? jerr.position : 0), "%s", jerr.text);
+    }
+    d = lipi_calloc(1, sizeof *d);
+    if (!d) {
+        st = joom(&c);
+        goto done;
+    }
+    jp_key(&c, "decoder");
+    TRY(parse_decoder(&c, root, d, 0));
+    lipi_decoder_free(t->decoder);
+    t->decoder = d;
+    d = NULL;
+done:
+    lipi_decoder_free(d);
+    json_decref(root);
+    return st;
+}
+
 /* Loads tokenizer.json text (see tokenizer.h). `name` (the file name, or
  * NULL) goes into err->path. */
 lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *name,
@@ -1245,7 +1282,7 @@ lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *n
     json_error_t jerr;
     json_t *root = NULL;
     lipi_tokenizer *t = NULL;
-    lipi_model m = {0};
+    lipi_vocab_model m = {0};
     const json_t *v, *added;
 
     m.opt.unk_id = -1;
@@ -1363,7 +1400,7 @@ lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *n
     *out = t;
     t = NULL;
 done:
-    lipi_model_clear(&m);
+    lipi_vocab_model_clear(&m);
     lipi_tokenizer_free(t);
     json_decref(root);
     return st;
@@ -1667,7 +1704,7 @@ static void write_vocab_map(jw *w, const lipi_vocab *v)
     jw_close(w, '}');
 }
 
-static void write_model(jw *w, const lipi_model *m)
+static void write_model(jw *w, const lipi_vocab_model *m)
 {
     const lipi_vocab *v = &m->vocab;
     jw_key(w, "model");

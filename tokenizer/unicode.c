@@ -7,7 +7,7 @@
 #include <unicode/uscript.h>
 #include <unicode/utext.h>
 
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 /* Opening a character break iterator costs ~5 us (rule data lookup), a
  * clone ~0.6 us, and the trainer asks for the clusters of every unique word.

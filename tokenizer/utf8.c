@@ -7,7 +7,7 @@
  *   F0 90..BF 80..BF 80..BF | F1..F3 80..BF 80..BF 80..BF | F4 80..8F 80..BF 80..BF
  * so overlongs, surrogates and values above U+10FFFF are rejected by the
  * range of the second byte alone. */
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 #include "tokenizer/pretokenize_impl.h"
 
 #include <string.h>

@@ -1,6 +1,6 @@
 /* Exports a BPE tokenizer as GPT-2 style vocab.json + merges.txt, the pair
  * of files that Hugging Face's BPE.from_file and most BPE tools read. */
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/tokenizer_layout.h"
 
 #include <errno.h>
 #include <string.h>
@@ -40,7 +40,7 @@ lipi_status lipi_tokenizer_export_merges(const lipi_tokenizer *t, const char *di
     lipi_status st = LIPI_OK;
     lipi_atomic_file vocab = {0}, merges = {0};
     lipi_buf path = {0};
-    const lipi_model *m = &t->model;
+    const lipi_vocab_model *m = &t->model;
     if (m->type != LIPI_MODEL_BPE)
         return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0,
                               "vocab.json + merges.txt need a BPE model");

@@ -22,9 +22,9 @@
  * since Metaspace keeps it. */
 #include <string.h>
 
-#include "tokenizer/common_impl.h"
-#include "tokenizer/json_impl.h"
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/base.h"
+#include "tokenizer/base_json.h"
+#include "tokenizer/tokenizer_layout.h"
 
 enum { WIRE_VARINT = 0, WIRE_LEN = 2, WIRE_I32 = 5 };
 

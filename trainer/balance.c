@@ -6,7 +6,7 @@
  * internal index i + 1. */
 #include "trainer/balance_impl.h"
 
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 #include <math.h>
 #include <string.h>

@@ -43,9 +43,8 @@
 #include "trainer/trainer.h"
 #include "trainer/balance_impl.h"
 
-#include "tokenizer/common_impl.h"
-#include "tokenizer/json_impl.h"
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/base.h"
+#include "tokenizer/base_json.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -2535,34 +2534,16 @@ done:
     return st;
 }
 
-/* The decoder that undoes the model's units: ByteLevel for byte units;
- * Sequence[ByteFallback, Fuse] for char units, where spaces are ordinary
- * characters inside tokens. NULL when out of memory.
- *
- * The public header has no way to set a decoder, so this one is built in
- * the tokenizer module's own representation (tokenizer_impl.h). */
-static lipi_decoder *model_decoder(lipi_units units)
+/* The decoder that undoes the model's units, as a tokenizer.json value:
+ * ByteLevel for byte units; Sequence[ByteFallback, Fuse] for char units,
+ * where spaces are ordinary characters inside tokens. */
+static const char *model_decoder_json(lipi_units units)
 {
-    lipi_decoder *d = lipi_calloc(1, sizeof *d);
-    if (!d)
-        return NULL;
-    if (units == LIPI_UNITS_BYTE) {
-        d->type = LIPI_DEC_BYTELEVEL;
-        d->bytelevel.add_prefix_space = false;
-        d->bytelevel.trim_offsets = true;
-        d->bytelevel.use_regex = false;
-        return d;
-    }
-    d->type = LIPI_DEC_SEQUENCE;
-    d->sequence.items = lipi_calloc(2, sizeof *d->sequence.items);
-    if (!d->sequence.items) {
-        lipi_free(d);
-        return NULL;
-    }
-    d->sequence.n_items = 2;
-    d->sequence.items[0].type = LIPI_DEC_BYTEFALLBACK;
-    d->sequence.items[1].type = LIPI_DEC_FUSE;
-    return d;
+    if (units == LIPI_UNITS_BYTE)
+        return "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+               "\"trim_offsets\": true, \"use_regex\": false}";
+    return "{\"type\": \"Sequence\", \"decoders\": "
+           "[{\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}]}";
 }
 
 lipi_status lipi_bpe_model_to_tokenizer(const lipi_bpe_model *m, lipi_normalizer *norm,
@@ -2627,11 +2608,8 @@ lipi_status lipi_bpe_model_to_tokenizer(const lipi_bpe_model *m, lipi_normalizer
         at.special = true;
         TRY(lipi_tokenizer_add_token(t, &at, err));
     }
-    t->decoder = model_decoder(m->units);
-    if (!t->decoder) {
-        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-        goto done;
-    }
+    const char *dec = model_decoder_json(m->units);
+    TRY(lipi_tokenizer_set_decoder_json(t, dec, strlen(dec), err));
     *out = t;
     t = NULL;
 done:

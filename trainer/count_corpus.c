@@ -12,7 +12,7 @@
  * words only; the corpus is never held whole. */
 #include "trainer/trainer.h"
 
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
  * copied once into large arena blocks (no malloc per word). */
 #include "trainer/trainer.h"
 
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
 
 #include <string.h>
 
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 /* Bucket heads (end = false) or one past the bucket ends (end = true). */
 static void buckets(const int32_t *s, size_t n, int32_t k, int32_t *bkt, bool end)

@@ -17,13 +17,12 @@
  *            array, and integer sums do not depend on the order, so the
  *            result does not depend on the thread count. */
 #include "trainer/trainer.h"
+#include "encoder/encoder.h"
 #include "trainer/unigram_impl.h"
 #include "trainer/balance_impl.h"
 
-#include "encoder/lattice_impl.h"
-#include "tokenizer/common_impl.h"
-#include "tokenizer/json_impl.h"
-#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/base.h"
+#include "tokenizer/base_json.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -1899,67 +1898,41 @@ static const json_t *find_metaspace(const json_t *j)
 }
 
 /* ByteFallback (with byte pieces), then Metaspace when the pre-tokenizer
- * has one, else Fuse; a single step stands alone. */
-static lipi_status make_decoder(const lipi_pretokenizer *pre, bool byte_fallback,
-                                lipi_decoder **out)
+ * has one, else Fuse; a single step stands alone. *out is the decoder's
+ * tokenizer.json text (lipi_malloc'd, for lipi_tokenizer_set_decoder_json).
+ * LIPI_ENOMEM. */
+static lipi_status make_decoder(const lipi_pretokenizer *pre, bool byte_fallback, char **out)
 {
-    lipi_status st = LIPI_OK;
+    lipi_status st = LIPI_ENOMEM;
     json_t *pj = pre ? lipi_pretokenizer_to_json(pre) : NULL;
-    lipi_decoder *d = NULL;
-    lipi_decoder steps[2];
-    size_t n = 0;
+    json_t *steps = json_array(), *d = NULL;
     *out = NULL;
-    memset(steps, 0, sizeof steps);
-    if (pre && !pj)
-        return LIPI_ENOMEM;
-    if (byte_fallback)
-        steps[n++].type = LIPI_DEC_BYTEFALLBACK;
+    if ((pre && !pj) || !steps)
+        goto done;
+    if (byte_fallback && json_array_append_new(steps, json_pack("{ss}", "type", "ByteFallback")))
+        goto done;
     const json_t *ms = find_metaspace(pj);
     if (ms) {
-        lipi_decoder *s = &steps[n++];
         const char *rep = json_string_value(json_object_get(ms, "replacement"));
         const char *scheme = json_string_value(json_object_get(ms, "prepend_scheme"));
-        if (!rep)
-            rep = "\xe2\x96\x81";
-        s->type = LIPI_DEC_METASPACE;
-        s->metaspace.replacement.s = lipi_strndup(rep, strlen(rep));
-        s->metaspace.replacement.len = strlen(rep);
-        s->metaspace.prepend_scheme = !scheme                      ? LIPI_PREPEND_ALWAYS
-                                      : strcmp(scheme, "first") == 0 ? LIPI_PREPEND_FIRST
-                                      : strcmp(scheme, "never") == 0 ? LIPI_PREPEND_NEVER
-                                                                     : LIPI_PREPEND_ALWAYS;
-        s->metaspace.split = json_is_true(json_object_get(ms, "split"));
-        if (!s->metaspace.replacement.s) {
-            st = LIPI_ENOMEM;
+        if (!scheme || (strcmp(scheme, "first") != 0 && strcmp(scheme, "never") != 0))
+            scheme = "always";
+        if (json_array_append_new(steps, json_pack("{ss ss ss sb}", "type", "Metaspace",
+                                                   "replacement", rep ? rep : "\xe2\x96\x81",
+                                                   "prepend_scheme", scheme, "split",
+                                                   json_is_true(json_object_get(ms, "split")))))
             goto done;
-        }
-    } else {
-        steps[n++].type = LIPI_DEC_FUSE;
-    }
-    d = lipi_calloc(1, sizeof *d);
-    if (!d) {
-        st = LIPI_ENOMEM;
+    } else if (json_array_append_new(steps, json_pack("{ss}", "type", "Fuse"))) {
         goto done;
     }
-    if (n == 1) {
-        *d = steps[0];
-    } else {
-        d->type = LIPI_DEC_SEQUENCE;
-        d->sequence.items = lipi_calloc(n, sizeof *d->sequence.items);
-        if (!d->sequence.items) {
-            st = LIPI_ENOMEM;
-            goto done;
-        }
-        memcpy(d->sequence.items, steps, n * sizeof *steps);
-        d->sequence.n_items = n;
-    }
-    memset(steps, 0, sizeof steps);
-    *out = d;
-    d = NULL;
+    d = json_array_size(steps) == 1
+            ? json_incref(json_array_get(steps, 0))
+            : json_pack("{ss sO}", "type", "Sequence", "decoders", steps);
+    if (d && (*out = json_dumps(d, JSON_COMPACT)))
+        st = LIPI_OK;
 done:
-    for (size_t i = 0; i < 2; i++)
-        lipi_decoder_clear(&steps[i]);
-    lipi_decoder_free(d);
+    json_decref(d);
+    json_decref(steps);
     json_decref(pj);
     return st;
 }
@@ -1971,7 +1944,7 @@ lipi_status lipi_unigram_model_to_tokenizer(const lipi_unigram_model *m, lipi_no
     lipi_status st = LIPI_OK;
     lipi_tokenizer *t = NULL;
     const char **toks = NULL;
-    lipi_decoder *dec = NULL;
+    char *dec = NULL;
     *out = NULL;
     if (lipi_tokenizer_new(&t) != LIPI_OK) {
         st = oom(err);
@@ -1981,7 +1954,7 @@ lipi_status lipi_unigram_model_to_tokenizer(const lipi_unigram_model *m, lipi_no
         st = oom(err);
         goto done;
     }
-    t->decoder = dec;
+    TRY(lipi_tokenizer_set_decoder_json(t, dec, strlen(dec), err));
     if (norm) {
         lipi_normalizer *n = norm;
         norm = NULL;
@@ -2024,6 +1997,7 @@ done:
     lipi_pretokenizer_free(pre);
     lipi_tokenizer_free(t);
     lipi_free(toks);
+    lipi_free(dec); /* json_dumps allocates through the lipi hook */
     return st;
 }
 

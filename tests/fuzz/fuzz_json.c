@@ -4,7 +4,7 @@
  * lipi stops at LIPI_JSON_MAX_DEPTH levels where jansson goes to 2048,
  * and rejects the NUL byte that jansson skips after a number or literal. */
 #include "tests/fuzz/fuzz.h"
-#include "tokenizer/json_impl.h"
+#include "tokenizer/base_json.h"
 
 static size_t depth(const json_t *j)
 {

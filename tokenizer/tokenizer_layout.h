@@ -1,7 +1,11 @@
-/* Internal: the layout of lipi_tokenizer, for the code that reads and writes
- * tokenizer.json (tokenizer_json.c) and for the encoder, which reads the
- * model, the post-processor, the decoder and the added tokens directly.
- * Never included by a public header.
+/* The layout of lipi_tokenizer, and the normalizer and pre-tokenizer fast
+ * paths, for the modules that run a tokenizer at speed. Library-internal
+ * and not installed. Owned by tokenizer/ (tokenizer_json.c and the readers
+ * build the object); the one other module that includes it is encoder/,
+ * which reads the model, the post-processor, the decoder and the added
+ * tokens directly on its hot paths (an accessor call per token would cost
+ * throughput). Everything else builds and inspects a tokenizer through
+ * tokenizer/tokenizer.h. See docs/ARCHITECTURE.md, "Include rules".
  *
  * Everything here is immutable once the tokenizer is built, so any number of
  * threads may read it without locks. All strings are byte spans (pointer +
@@ -12,7 +16,7 @@
  *
  *   lipi_tokenizer
  *   ├── normalizer, pretokenizer    (opaque; NULL when the file has null)
- *   ├── model: lipi_model
+ *   ├── model: lipi_vocab_model
  *   │     ├── vocab: id -> token bytes (one arena) + token -> id hash map
  *   │     ├── scores[id]            Unigram only
  *   │     └── merges[rank] = {left, right, result} + (left, right) -> rank map
@@ -21,13 +25,13 @@
  *   ├── added[]: lipi_added_token, sorted by id, + content -> index map
  *   └── truncation, padding: json_t * kept verbatim for saving (NULL = null)
  */
-#ifndef LIPI_TOKENIZER_IMPL_H
-#define LIPI_TOKENIZER_IMPL_H
+#ifndef LIPI_TOKENIZER_LAYOUT_H
+#define LIPI_TOKENIZER_LAYOUT_H
 
 #include <jansson.h>
 #include <string.h>
 
-#include "tokenizer/common_impl.h"
+#include "tokenizer/base.h"
 
 /* ======================================================================== */
 /* String -> index hash map (open addressing, linear probing)                */
@@ -163,10 +167,10 @@ typedef struct {
     bool prefix_null;        /* "continuing_subword_prefix": null (not "") */
     bool suffix_null;        /* "end_of_word_suffix": null (not "") */
     bool merges_legacy;      /* merges were "a b" strings (else ["a", "b"]) */
-} lipi_model;
+} lipi_vocab_model;
 
 /* Rank of the merge of (left, right), false when the pair does not merge. */
-static inline bool lipi_merge_find(const lipi_model *m, uint32_t left, uint32_t right,
+static inline bool lipi_merge_find(const lipi_vocab_model *m, uint32_t left, uint32_t right,
                                    uint32_t *rank)
 {
     if (!m->pairs)
@@ -296,7 +300,7 @@ typedef struct lipi_decoder {
 struct lipi_tokenizer {
     lipi_normalizer *normalizer;
     lipi_pretokenizer *pretokenizer;
-    lipi_model model;
+    lipi_vocab_model model;
     lipi_post_processor *post;
     lipi_decoder *decoder;
 
@@ -316,7 +320,7 @@ void lipi_decoder_free(lipi_decoder *d);
 /* Members only (the structs are embedded in arrays and in lipi_tokenizer). */
 void lipi_post_processor_clear(lipi_post_processor *p);
 void lipi_decoder_clear(lipi_decoder *d);
-void lipi_model_clear(lipi_model *m);
+void lipi_vocab_model_clear(lipi_vocab_model *m);
 
 /* Builds m->vocab from tok[0..n) (holes allowed: tok[i].s == NULL). The bytes
  * are copied into one arena. A repeated token: LIPI_EINVAL with the two ids
@@ -328,7 +332,7 @@ lipi_status lipi_vocab_build(lipi_vocab *v, const lipi_strref *tok, size_t n,
  * already be < m->vocab.n with a token; m->vocab and
  * m->opt.continuing_subword_prefix must be set). When the joined string of a
  * merge is not in the vocabulary, returns LIPI_EINVAL with *bad_rank set. */
-lipi_status lipi_merges_build(lipi_model *m, const uint32_t (*pairs)[2], size_t n,
+lipi_status lipi_merges_build(lipi_vocab_model *m, const uint32_t (*pairs)[2], size_t n,
                               size_t *bad_rank);
 
 /* Moves the built model *m into t (replacing t's model) once the added
@@ -336,7 +340,7 @@ lipi_status lipi_merges_build(lipi_model *m, const uint32_t (*pairs)[2], size_t 
  * the model's id, and no added token may take another model token's id).
  * On success *m is emptied; on failure t is unchanged, *m still owns its
  * parts, and err names the first conflicting added token. */
-lipi_status lipi_tokenizer_install_model(lipi_tokenizer *t, lipi_model *m,
+lipi_status lipi_tokenizer_install_model(lipi_tokenizer *t, lipi_vocab_model *m,
                                          lipi_error *err);
 
 /* Hugging Face's join of a merge: left + right without the first
@@ -352,5 +356,50 @@ lipi_status lipi_merge_join(lipi_strref left, lipi_strref right, size_t prefix_l
  * LIPI_EINVAL naming the tokens; t is then unchanged. */
 lipi_status lipi_tokenizer_set_added(lipi_tokenizer *t, lipi_added_token *toks, size_t n,
                                      lipi_error *err);
+
+/* ======================================================================== */
+/* Fast paths the encoder calls                                              */
+/* ======================================================================== */
+
+/* The encoder validates each input's UTF-8 once, then normalizes and
+ * pre-tokenizes without checking again; for the commonest pre-tokenizers
+ * (one Split on a pattern lipi scans by hand, a Metaspace that only cuts)
+ * it scans spans of the text itself instead of building pieces. */
+
+/* lipi_normalize for text the caller has already checked to be valid
+ * UTF-8 (the encoder checks each input once). */
+lipi_status lipi_normalize_valid(const lipi_normalizer *n, const char *s, size_t len,
+                                 lipi_normalized *out, bool want_align, lipi_error *err);
+
+
+/* lipi_pretokenize for text the caller has already checked to be valid
+ * UTF-8 (the encoder checks each input once, before normalizing). */
+lipi_status lipi_pretokenize_valid(const lipi_pretokenizer *p, const char *s, size_t len,
+                                   lipi_pieces *out, lipi_error *err);
+
+
+/* When p is one Split (alone or in a Sequence of one) that isolates the
+ * matches of a pattern lipi scans by hand (not inverted), that scanner,
+ * else NULL: then p's pieces are exactly the scanner's matches and the runs
+ * between them, as they are in the text, and a caller may scan the text
+ * itself instead of building pieces. */
+const struct lipi_scanner *lipi_pretokenizer_scanner(const lipi_pretokenizer *p);
+
+
+/* When p is one Metaspace (alone or in a Sequence of one) that splits and
+ * never prepends, its replacement character, else 0: then on text without
+ * a space p's pieces are the text cut before every replacement character. */
+uint32_t lipi_pretokenizer_meta_split(const lipi_pretokenizer *p);
+
+
+/* A hand-written scanner for a known split pattern (scanner.c). */
+typedef struct lipi_scanner lipi_scanner;
+
+/* Length in bytes of the match of the scanner's pattern starting exactly at
+ * byte i of valid UTF-8 t[0..n) (i < n, on a character boundary), or 0 when
+ * the pattern matches no text starting there. None of the known patterns
+ * matches the empty string, so 0 is unambiguous. Lookarounds see all of t. */
+size_t lipi_scan_match(const lipi_scanner *sc, const char *t, size_t n, size_t i);
+
 
 #endif

@@ -1,8 +1,10 @@
-/* Internal: tokenizer.json sections for each component. Each component
- * parses and writes its own section, so tokenizer_json.c only routes.
- * Never included by a public header. */
-#ifndef LIPI_JSON_IMPL_H
-#define LIPI_JSON_IMPL_H
+/* The library's internal base for JSON (jansson values): the one JSON
+ * parser (lipi_json_loadb) and the tokenizer.json sections of normalizers
+ * and pre-tokenizers (each component parses and writes its own section, so
+ * tokenizer_json.c only routes). Any module may include it; it is not
+ * installed (the public headers do not expose jansson). */
+#ifndef LIPI_BASE_JSON_H
+#define LIPI_BASE_JSON_H
 
 #include <jansson.h>
 

@@ -1,10 +1,14 @@
-/* Internal helpers shared by every module's .c files; never included by a
- * public header. */
-#ifndef LIPI_COMMON_IMPL_H
-#define LIPI_COMMON_IMPL_H
+/* The library's internal base: what every module's .c files share (the TRY
+ * propagation macro and LIPI_ASSERT, uthash through the allocation hook,
+ * growable buffers, whole-file reads and atomic files, character classes,
+ * inline UTF-8). Any module may include it; it is not installed and never
+ * included by a public header. See docs/ARCHITECTURE.md, "Include rules". */
+#ifndef LIPI_BASE_H
+#define LIPI_BASE_H
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "tokenizer/tokenizer.h"
 
@@ -144,6 +148,125 @@ static inline unsigned lipi_char_class(uint32_t cp)
     if (cp < 0x10000 && atomic_load_explicit(&lipi_bmp_class_ready, memory_order_acquire))
         return lipi_bmp_class[cp];
     return lipi_char_class_slow(cp);
+}
+
+/* ------------------------------------------------------------------------ */
+/* UTF-8 in hot loops (inline: called once per character of every input)   */
+/* ------------------------------------------------------------------------ */
+
+/* Decodes the code point at s, which must start a well-formed sequence
+ * (callers validate first); stores it in *cp and returns its length. */
+static inline size_t pt_utf8_next(const char *s, uint32_t *cp)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    if (u[0] < 0x80) {
+        *cp = u[0];
+        return 1;
+    }
+    if (u[0] < 0xE0) {
+        *cp = ((uint32_t)(u[0] & 0x1F) << 6) | (u[1] & 0x3F);
+        return 2;
+    }
+    if (u[0] < 0xF0) {
+        *cp = ((uint32_t)(u[0] & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6) | (u[2] & 0x3F);
+        return 3;
+    }
+    *cp = ((uint32_t)(u[0] & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12) |
+          ((uint32_t)(u[2] & 0x3F) << 6) | (u[3] & 0x3F);
+    return 4;
+}
+
+/* Writes code point cp (<= U+10FFFF, not a surrogate) as UTF-8 to out
+ * (room for 4 bytes) and returns its length. */
+static inline size_t pt_utf8_put(uint32_t cp, char *out)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* Offset of the first byte of s[0..len) that does not start a well-formed
+ * UTF-8 sequence (overlongs, surrogates, values above U+10FFFF and truncated
+ * sequences included), or len when all of s is valid. */
+static inline size_t pt_utf8_valid_prefix(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = u[i];
+        if (c < 0x80) {
+            /* ASCII runs 8 bytes at a time */
+            while (len - i >= 8) {
+                uint64_t w;
+                memcpy(&w, u + i, 8);
+                if (w & 0x8080808080808080ull)
+                    break;
+                i += 8;
+            }
+            while (i < len && u[i] < 0x80)
+                i++;
+            continue;
+        }
+        /* the common cases: runs of 3-byte characters led by E1..EC, EE,
+         * EF (Indic, CJK) and of 2-byte ones (Cyrillic, Arabic, Greek) */
+        while (c >= 0xE1 && c != 0xED && c <= 0xEF && len - i >= 3 &&
+               (u[i + 1] & 0xC0) == 0x80 && (u[i + 2] & 0xC0) == 0x80) {
+            i += 3;
+            if (i == len)
+                return len;
+            c = u[i];
+        }
+        while (c >= 0xC2 && c <= 0xDF && len - i >= 2 && (u[i + 1] & 0xC0) == 0x80) {
+            i += 2;
+            if (i == len)
+                return len;
+            c = u[i];
+        }
+        if (c < 0x80)
+            continue;
+        size_t n;
+        unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the 2nd byte */
+        if (c >= 0xC2 && c <= 0xDF)
+            n = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            n = 3;
+            if (c == 0xE0)
+                lo = 0xA0;
+            else if (c == 0xED)
+                hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            n = 4;
+            if (c == 0xF0)
+                lo = 0x90;
+            else if (c == 0xF4)
+                hi = 0x8F;
+        } else
+            return i;
+        if (len - i < n || u[i + 1] < lo || u[i + 1] > hi)
+            return i;
+        for (size_t k = 2; k < n; k++)
+            if ((u[i + k] & 0xC0) != 0x80)
+                return i;
+        i += n;
+    }
+    return len;
 }
 
 #endif
