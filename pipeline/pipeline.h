@@ -55,7 +55,7 @@ typedef struct {
  * lipi_tokenizer_open (err->path names the file), LIPI_ENOMEM. */
 lipi_status lipi_embedder_open(const char *model, const lipi_embedder_options *opt,
                                lipi_embedder **out, lipi_error *err);
-void lipi_embedder_free(lipi_embedder *e); /* NULL: no-op; sessions first */
+void lipi_embedder_free(lipi_embedder *e); /* NULL: no-op; free its sessions first */
 
 /* A session for one thread at a time, running the forward pass on `threads`
  * threads (0 or 1: the calling thread only) and encoding on as many. It
