@@ -99,7 +99,7 @@ int cli_for_each_batch(const char *sub, char **files, int nfiles, lipi_invalid_m
 }
 
 int cli_write_batches(const char *sub, char **files, int nfiles, const cli_model_args *a,
-                      const char *out, lipi_embedder *e, cli_batch_fn fn, void *ctx, FILE **f)
+                      const char *out, cli_batch_fn fn, void *ctx, FILE **f)
 {
     lipi_output *o = NULL;
     lipi_error err = {0};
@@ -117,18 +117,22 @@ int cli_write_batches(const char *sub, char **files, int nfiles, const cli_model
         cli_report(sub, &err);
         return EXIT_FAIL;
     }
-    cli_embedder_report_truncated(sub, e);
     return EXIT_OK;
 }
 
-void cli_embedder_report_truncated(const char *sub, const lipi_embedder *e)
+void cli_count_truncated(const uint8_t *flags, size_t n, size_t *count)
 {
-    size_t n = lipi_embedder_truncated(e);
+    for (size_t i = 0; i < n; i++)
+        *count += flags[i];
+}
+
+void cli_report_truncated(const char *sub, size_t n, size_t max_length)
+{
     if (n)
         fprintf(stderr,
                 "lipi %s: %zu line%s longer than %zu tokens, truncated (--strict makes this an "
                 "error)\n",
-                sub, n, n == 1 ? " was" : "s were", lipi_embedder_max_length(e));
+                sub, n, n == 1 ? " was" : "s were", max_length);
 }
 
 const char cli_model_options_help[] =
@@ -179,7 +183,7 @@ int cli_model_option(const char *sub, int c, const char *arg, cli_model_args *a)
             cli_usage_error(sub, "--threads takes 1..256, not '%s'", arg);
             return -1;
         }
-        a->eo.threads = (size_t)v;
+        a->threads = (size_t)v;
         return 1;
     case 0x106:
         if (strcmp(arg, "f32") == 0)

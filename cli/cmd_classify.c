@@ -47,10 +47,12 @@ void cli_write_label_probs(FILE *f, const char *const *labels, size_t k, const f
 }
 
 typedef struct {
-    lipi_embedder *emb;
-    const char *const *labels;
+    lipi_embedder_session *s;
+    const char **labels;
     size_t k;
     float *probs;   /* (batch, k) */
+    uint8_t *cut;   /* (batch) truncation flags */
+    size_t truncated;
     FILE *f;
 } classify_ctx;
 
@@ -58,7 +60,9 @@ static lipi_status classify_batch(const char *const *texts, const size_t *lens, 
                                   void *vctx, lipi_error *err)
 {
     classify_ctx *c = vctx;
-    lipi_status st = lipi_embedder_classify(c->emb, texts, lens, n, c->probs, err);
+    lipi_status st = lipi_embedder_classify(c->s, texts, lens, n, c->probs, c->cut, err);
+    if (st == LIPI_OK)
+        cli_count_truncated(c->cut, n, &c->truncated);
     for (size_t i = 0; st == LIPI_OK && i < n; i++)
         cli_write_label_probs(c->f, c->labels, c->k, c->probs + i * c->k);
     return st;
@@ -72,7 +76,7 @@ static int run(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    cli_model_args a = {.eo = {.batch = 32, .threads = 2, .normalize = -1}};
+    cli_model_args a = {.eo = {.batch = 32, .normalize = -1}, .threads = 2};
     const char *out = NULL;
     int c;
     optind = 1;
@@ -94,13 +98,12 @@ static int run(int argc, char **argv)
         return cli_usage_error("classify", "-m MODEL is required");
 
     classify_ctx ctx = {0};
+    lipi_embedder *e = NULL;
     lipi_error err = {0};
     int rc = EXIT_FAIL;
-    if (lipi_embedder_open(a.model, &a.eo, &ctx.emb, &err) != LIPI_OK)
+    if (lipi_embedder_open(a.model, &a.eo, &e, &err) != LIPI_OK)
         goto report;
-    const lipi_model_info *info = lipi_model_get_info(lipi_embedder_model(ctx.emb));
-    ctx.k = info->num_labels;
-    ctx.labels = info->labels;
+    ctx.k = lipi_embedder_label_count(e);
     if (!ctx.k) {
         lipi_error_set(&err, LIPI_EINVAL, a.model, 0, 0,
                        "expected a *ForSequenceClassification checkpoint (a classifier head), "
@@ -108,18 +111,29 @@ static int run(int argc, char **argv)
                        "labelled lines");
         goto report;
     }
-    if (!(ctx.probs = lipi_calloc(a.eo.batch, ctx.k * sizeof *ctx.probs))) {
+    if (lipi_embedder_session_new(e, a.threads, &ctx.s, &err) != LIPI_OK)
+        goto report;
+    if (!(ctx.probs = lipi_calloc(a.eo.batch, ctx.k * sizeof *ctx.probs)) ||
+        !(ctx.cut = lipi_calloc(a.eo.batch, sizeof *ctx.cut)) ||
+        !(ctx.labels = lipi_calloc(ctx.k, sizeof *ctx.labels))) {
         lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto report;
     }
-    rc = cli_write_batches("classify", argv + optind, argc - optind, &a, out, ctx.emb,
-                           classify_batch, &ctx, &ctx.f);
+    for (size_t j = 0; j < ctx.k; j++)
+        ctx.labels[j] = lipi_embedder_label(e, j);
+    rc = cli_write_batches("classify", argv + optind, argc - optind, &a, out, classify_batch,
+                           &ctx, &ctx.f);
+    if (rc == EXIT_OK)
+        cli_report_truncated("classify", ctx.truncated, lipi_embedder_max_length(e));
     goto done;
 report:
     cli_report("classify", &err);
 done:
     lipi_free(ctx.probs);
-    lipi_embedder_free(ctx.emb);
+    lipi_free(ctx.cut);
+    lipi_free(ctx.labels);
+    lipi_embedder_session_free(ctx.s);
+    lipi_embedder_free(e);
     return rc;
 }
 

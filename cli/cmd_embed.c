@@ -33,9 +33,11 @@ static void help(FILE *f)
 }
 
 typedef struct {
-    lipi_embedder *emb;
+    lipi_embedder_session *s;
     size_t dim;
     float *out;                /* (batch, dim) */
+    uint8_t *cut;              /* (batch) truncation flags */
+    size_t truncated;          /* lines so far */
     lipi_npy_writer *npy;
     FILE *jsonl;
 } embed_ctx;
@@ -44,9 +46,10 @@ static lipi_status embed_batch(const char *const *texts, const size_t *lens, siz
                                void *vctx, lipi_error *err)
 {
     embed_ctx *c = vctx;
-    lipi_status st = lipi_embedder_embed(c->emb, texts, lens, n, c->out, err);
+    lipi_status st = lipi_embedder_embed(c->s, texts, lens, n, c->out, c->cut, err);
     if (st != LIPI_OK)
         return st;
+    cli_count_truncated(c->cut, n, &c->truncated);
     if (c->npy)
         return lipi_npy_writer_append(c->npy, c->out, n, err);
     for (size_t i = 0; i < n; i++) {
@@ -68,7 +71,7 @@ static int run(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    cli_model_args a = {.eo = {.batch = 32, .threads = 2, .normalize = -1}};
+    cli_model_args a = {.eo = {.batch = 32, .normalize = -1}, .threads = 2};
     const char *out = NULL;
     bool jsonl = false;
     int c;
@@ -102,13 +105,16 @@ static int run(int argc, char **argv)
                                         "for standard output)");
 
     embed_ctx ctx = {0};
+    lipi_embedder *e = NULL;
     lipi_output *o = NULL;
     lipi_error err = {0};
     int rc = EXIT_FAIL;
-    if (lipi_embedder_open(a.model, &a.eo, &ctx.emb, &err) != LIPI_OK)
+    if (lipi_embedder_open(a.model, &a.eo, &e, &err) != LIPI_OK ||
+        lipi_embedder_session_new(e, a.threads, &ctx.s, &err) != LIPI_OK)
         goto report;
-    ctx.dim = lipi_embedder_dim(ctx.emb);
-    if (!(ctx.out = lipi_calloc(a.eo.batch, ctx.dim * sizeof *ctx.out))) {
+    ctx.dim = lipi_embedder_dim(e);
+    if (!(ctx.out = lipi_calloc(a.eo.batch, ctx.dim * sizeof *ctx.out)) ||
+        !(ctx.cut = lipi_calloc(a.eo.batch, sizeof *ctx.cut))) {
         lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto report;
     }
@@ -125,7 +131,7 @@ static int run(int argc, char **argv)
             rc = EXIT_FAIL;
             goto report;
         }
-        cli_embedder_report_truncated("embed", ctx.emb);
+        cli_report_truncated("embed", ctx.truncated, lipi_embedder_max_length(e));
     }
     goto done;
 report:
@@ -134,7 +140,9 @@ done:
     lipi_output_abort(o);
     lipi_npy_writer_abort(ctx.npy);
     lipi_free(ctx.out);
-    lipi_embedder_free(ctx.emb);
+    lipi_free(ctx.cut);
+    lipi_embedder_session_free(ctx.s);
+    lipi_embedder_free(e);
     return rc;
 }
 

@@ -61,8 +61,9 @@ static bool parse_ks(const char *s, size_t *ks, size_t *nk)
 }
 
 /* Embeds every line of path into a new (n, dim) matrix. */
-static lipi_status embed_file(lipi_embedder *e, const char *path, lipi_invalid_mode mode,
-                              float **out, size_t *n, lipi_error *err)
+static lipi_status embed_file(const lipi_embedder *e, lipi_embedder_session *s,
+                              const char *path, lipi_invalid_mode mode, float **out, size_t *n,
+                              lipi_error *err)
 {
     cli_text_batch b = {0};
     *out = NULL;
@@ -71,7 +72,7 @@ static lipi_status embed_file(lipi_embedder *e, const char *path, lipi_invalid_m
     if (st == LIPI_OK && !(*out = lipi_reallocarray(NULL, b.n ? b.n * dim : 1, sizeof **out)))
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
     if (st == LIPI_OK)
-        st = lipi_embedder_embed(e, b.ptrs, b.lens, b.n, *out, err);
+        st = lipi_embedder_embed(s, b.ptrs, b.lens, b.n, *out, NULL, err);
     *n = b.n;
     cli_text_batch_free(&b);
     if (st != LIPI_OK) {
@@ -118,7 +119,7 @@ static int run(int argc, char **argv)
     const char *model = NULL, *qa = NULL, *db = NULL, *va = NULL, *vb = NULL;
     size_t ks[MAX_KS] = {1, 5, 10}, nk = 3;
     bool json = false;
-    lipi_embedder_options eo = {.batch = 32, .threads = 2};
+    lipi_embedder_options eo = {.batch = 32};
     lipi_search_options so = {.threads = 2};
     lipi_invalid_mode mode = LIPI_INVALID_ERROR;
     uint64_t v;
@@ -169,7 +170,7 @@ static int run(int argc, char **argv)
             if (!cli_parse_u64(optarg, &v) || v == 0 || v > 256)
                 return cli_usage_error("eval-retrieval", "--threads takes 1..256, not '%s'",
                                        optarg);
-            eo.threads = so.threads = (size_t)v;
+            so.threads = (size_t)v;
             break;
         case 'i':
             if (!cli_parse_invalid(optarg, &mode))
@@ -200,6 +201,7 @@ static int run(int argc, char **argv)
     int rc = EXIT_FAIL;
     lipi_error err = {0};
     lipi_embedder *emb = NULL;
+    lipi_embedder_session *es = NULL;
     lipi_npy_map *ma = NULL, *mb = NULL;
     float *ea = NULL, *eb = NULL;
     const float *a, *b;
@@ -207,8 +209,9 @@ static int run(int argc, char **argv)
     const char *name_a = text ? qa : va, *name_b = text ? db : vb;
     if (text) {
         if (lipi_embedder_open(model, &eo, &emb, &err) != LIPI_OK ||
-            embed_file(emb, qa, mode, &ea, &na, &err) != LIPI_OK ||
-            embed_file(emb, db, mode, &eb, &nb, &err) != LIPI_OK)
+            lipi_embedder_session_new(emb, so.threads, &es, &err) != LIPI_OK ||
+            embed_file(emb, es, qa, mode, &ea, &na, &err) != LIPI_OK ||
+            embed_file(emb, es, db, mode, &eb, &nb, &err) != LIPI_OK)
             goto fail;
         a = ea;
         b = eb;
@@ -275,6 +278,7 @@ done:
     lipi_free(eb);
     lipi_npy_map_close(ma);
     lipi_npy_map_close(mb);
+    lipi_embedder_session_free(es);
     lipi_embedder_free(emb);
     return rc;
 }

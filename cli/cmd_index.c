@@ -47,6 +47,7 @@ static void help(FILE *f)
 typedef struct {
     lipi_index_builder *builder;
     lipi_embedder *emb;       /* NULL with --vectors */
+    lipi_embedder_session *s;
     lipi_npy_map *vectors;   /* --vectors */
     const char *vectors_path;
     size_t dim, row, batch;
@@ -71,7 +72,7 @@ static lipi_status flush(index_ctx *c, lipi_error *err)
                                   lipi_npy_map_rows(c->vectors));
         rows = lipi_npy_map_data(c->vectors) + c->row * c->dim;
     } else {
-        st = lipi_embedder_embed(c->emb, c->texts.ptrs, c->texts.lens, n, c->out, err);
+        st = lipi_embedder_embed(c->s, c->texts.ptrs, c->texts.lens, n, c->out, NULL, err);
         if (st != LIPI_OK)
             return st;
         rows = c->out;
@@ -113,7 +114,7 @@ static int run(int argc, char **argv)
     };
     const char *model = NULL, *vectors = NULL, *out = NULL, *pooling = NULL;
     lipi_index_write_options wo = {.threads = 2};
-    lipi_embedder_options eo = {.batch = 32, .threads = 2};
+    lipi_embedder_options eo = {.batch = 32};
     lipi_invalid_mode mode = LIPI_INVALID_ERROR;
     bool quiet = false;
     uint64_t v;
@@ -142,7 +143,7 @@ static int run(int argc, char **argv)
         case 't':
             if (!cli_parse_u64(optarg, &v) || v == 0 || v > 256)
                 return cli_usage_error("index", "--threads takes 1..256, not '%s'", optarg);
-            eo.threads = wo.threads = (size_t)v;
+            wo.threads = (size_t)v;
             break;
         case 'i':
             if (!cli_parse_invalid(optarg, &mode))
@@ -175,7 +176,8 @@ static int run(int argc, char **argv)
         ctx.dim = lipi_npy_map_cols(ctx.vectors);
         ctx.batch = 4096;
     } else {
-        if (lipi_embedder_open(model, &eo, &ctx.emb, &err) != LIPI_OK)
+        if (lipi_embedder_open(model, &eo, &ctx.emb, &err) != LIPI_OK ||
+            lipi_embedder_session_new(ctx.emb, wo.threads, &ctx.s, &err) != LIPI_OK)
             goto fail;
         lipi_embedder_identity(ctx.emb, &id);
         ctx.dim = lipi_embedder_dim(ctx.emb);
@@ -217,6 +219,7 @@ quiet_fail:
 done:
     lipi_index_builder_abort(ctx.builder);
     lipi_npy_map_close(ctx.vectors);
+    lipi_embedder_session_free(ctx.s);
     lipi_embedder_free(ctx.emb);
     cli_text_batch_free(&ctx.texts);
     lipi_free(ctx.out);

@@ -109,8 +109,8 @@ static lipi_status read_labelled(const char *path, lipi_invalid_mode mode, label
 }
 
 /* Embeds every text of d into x (n, dim), reporting errors at their line. */
-static lipi_status embed_all(lipi_embedder *e, const labelled *d, float *x, bool progress,
-                             lipi_error *err)
+static lipi_status embed_all(const lipi_embedder *e, lipi_embedder_session *s,
+                             const labelled *d, float *x, bool progress, lipi_error *err)
 {
     cli_lines_progress prog;
     char *files[] = {(char *)d->path};
@@ -119,7 +119,8 @@ static lipi_status embed_all(lipi_embedder *e, const labelled *d, float *x, bool
     lipi_status st = LIPI_OK;
     for (size_t i0 = 0; i0 < n && st == LIPI_OK; i0 += chunk) {
         size_t m = n - i0 < chunk ? n - i0 : chunk;
-        st = lipi_embedder_embed(e, d->texts.ptrs + i0, d->texts.lens + i0, m, x + i0 * dim, err);
+        st = lipi_embedder_embed(s, d->texts.ptrs + i0, d->texts.lens + i0, m, x + i0 * dim,
+                                 NULL, err);
         if (st != LIPI_OK && err->line >= 1 && err->line <= m) {
             snprintf(err->path, sizeof err->path, "%s", d->path);
             err->line = d->line_no[i0 + err->line - 1];
@@ -185,6 +186,7 @@ static int train(probe_args *pa)
 {
     labelled tr = {0}, dv = {0};
     lipi_embedder *e = NULL;
+    lipi_embedder_session *s = NULL;
     lipi_probe *p = NULL;
     lipi_error err = {0};
     float *x = NULL, *xd = NULL, *xt = NULL, *probs = NULL;
@@ -218,12 +220,13 @@ static int train(probe_args *pa)
     for (size_t i = 0; i < n; i++)
         label_index(names, k, tr.labels.ptrs[i], &y[i]);
 
-    if ((st = lipi_embedder_open(pa->a.model, &pa->a.eo, &e, &err)) != LIPI_OK)
+    if ((st = lipi_embedder_open(pa->a.model, &pa->a.eo, &e, &err)) != LIPI_OK ||
+        (st = lipi_embedder_session_new(e, pa->a.threads, &s, &err)) != LIPI_OK)
         goto report;
     size_t dim = lipi_embedder_dim(e);
     if (!(x = lipi_calloc(n, dim * sizeof *x)) || !(probs = lipi_calloc(k, sizeof *probs)))
         goto oom;
-    if ((st = embed_all(e, &tr, x, !pa->a.quiet, &err)) != LIPI_OK)
+    if ((st = embed_all(e, s, &tr, x, !pa->a.quiet, &err)) != LIPI_OK)
         goto report;
 
     /* Which training lines are held out: a fixed-seed Fisher-Yates draw. */
@@ -275,7 +278,7 @@ static int train(probe_args *pa)
                                "label '%s' does not occur in %s", dv.labels.ptrs[i], pa->train);
                 goto report;
             }
-        if ((st = embed_all(e, &dv, xd, !pa->a.quiet, &err)) != LIPI_OK)
+        if ((st = embed_all(e, s, &dv, xd, !pa->a.quiet, &err)) != LIPI_OK)
             goto report;
     }
 
@@ -310,6 +313,7 @@ report:
 done:
     labelled_free(&tr);
     labelled_free(&dv);
+    lipi_embedder_session_free(s);
     lipi_embedder_free(e);
     lipi_probe_free(p);
     lipi_free(x);
@@ -331,9 +335,12 @@ done:
 
 typedef struct {
     lipi_embedder *e;
+    lipi_embedder_session *s;
     const lipi_probe *p;
     const char **labels;
     float *x, *probs;
+    uint8_t *cut;      /* (batch) truncation flags */
+    size_t truncated;
     FILE *f;
 } predict_ctx;
 
@@ -341,9 +348,10 @@ static lipi_status predict_batch(const char *const *texts, const size_t *lens, s
                                  void *vctx, lipi_error *err)
 {
     predict_ctx *c = vctx;
-    lipi_status st = lipi_embedder_embed(c->e, texts, lens, n, c->x, err);
+    lipi_status st = lipi_embedder_embed(c->s, texts, lens, n, c->x, c->cut, err);
     if (st != LIPI_OK)
         return st;
+    cli_count_truncated(c->cut, n, &c->truncated);
     size_t k = lipi_probe_label_count(c->p), dim = lipi_probe_dim(c->p);
     for (size_t i = 0; i < n; i++) {
         lipi_probe_predict(c->p, c->x + i * dim, 1, c->probs);
@@ -376,7 +384,8 @@ static int predict(probe_args *pa, char **files, int nfiles)
         goto report;
     }
     pa->a.eo.normalize = pm->normalize ? 1 : -2;
-    if (lipi_embedder_open(model, &pa->a.eo, &ctx.e, &err) != LIPI_OK)
+    if (lipi_embedder_open(model, &pa->a.eo, &ctx.e, &err) != LIPI_OK ||
+        lipi_embedder_session_new(ctx.e, pa->a.threads, &ctx.s, &err) != LIPI_OK)
         goto report;
     lipi_index_model id;
     lipi_embedder_identity(ctx.e, &id);
@@ -396,19 +405,23 @@ static int predict(probe_args *pa, char **files, int nfiles)
     }
     if (!(ctx.labels = lipi_calloc(k, sizeof *ctx.labels)) ||
         !(ctx.x = lipi_calloc(pa->a.eo.batch, dim * sizeof *ctx.x)) ||
-        !(ctx.probs = lipi_calloc(k, sizeof *ctx.probs))) {
+        !(ctx.probs = lipi_calloc(k, sizeof *ctx.probs)) ||
+        !(ctx.cut = lipi_calloc(pa->a.eo.batch, sizeof *ctx.cut))) {
         lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto report;
     }
     for (size_t c = 0; c < k; c++)
         ctx.labels[c] = lipi_probe_label(p, c);
-    rc = cli_write_batches("probe", files, nfiles, &pa->a, pa->out, ctx.e, predict_batch, &ctx,
-                           &ctx.f);
+    rc = cli_write_batches("probe", files, nfiles, &pa->a, pa->out, predict_batch, &ctx, &ctx.f);
+    if (rc == EXIT_OK)
+        cli_report_truncated("probe", ctx.truncated, lipi_embedder_max_length(ctx.e));
     goto done;
 report:
     cli_report("probe", &err);
 done:
+    lipi_embedder_session_free(ctx.s);
     lipi_embedder_free(ctx.e);
+    lipi_free(ctx.cut);
     lipi_probe_free(p);
     lipi_free(ctx.labels);
     lipi_free(ctx.x);
@@ -437,7 +450,7 @@ static int run(int argc, char **argv)
     if (argc < 2 || (strcmp(argv[1], "train") != 0 && strcmp(argv[1], "predict") != 0))
         return cli_usage_error("probe", "expected 'train' or 'predict'");
     bool training = strcmp(argv[1], "train") == 0;
-    probe_args pa = {.a = {.eo = {.batch = 32, .threads = 2, .normalize = -1}},
+    probe_args pa = {.a = {.eo = {.batch = 32, .normalize = -1}, .threads = 2},
                      .holdout = 0.1};
     uint64_t v;
     int c;

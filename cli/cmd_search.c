@@ -108,7 +108,7 @@ static int run(int argc, char **argv)
     const char *index = NULL, *model = NULL, *query = NULL, *queries = NULL, *qvec = NULL;
     lipi_index_open_options oo = {0};
     search_ctx c = {.k = 10, .so = {.threads = 2}};
-    lipi_embedder_options eo = {.batch = 32, .threads = 2};
+    lipi_embedder_options eo = {.batch = 32};
     lipi_invalid_mode mode = LIPI_INVALID_ERROR;
     uint64_t v;
     int ch;
@@ -139,7 +139,7 @@ static int run(int argc, char **argv)
         case 't':
             if (!cli_parse_u64(optarg, &v) || v == 0 || v > 256)
                 return cli_usage_error("search", "--threads takes 1..256, not '%s'", optarg);
-            c.so.threads = eo.threads = (size_t)v;
+            c.so.threads = (size_t)v;
             break;
         case 'i':
             if (!cli_parse_invalid(optarg, &mode))
@@ -166,6 +166,7 @@ static int run(int argc, char **argv)
     lipi_index *idx = NULL;
     lipi_npy_map *qm = NULL;
     lipi_embedder *emb = NULL;
+    lipi_embedder_session *es = NULL;
     cli_text_batch texts = {0};
     float *q = NULL;
     if (lipi_index_open(index, &oo, &idx, &err) != LIPI_OK)
@@ -212,7 +213,8 @@ static int run(int argc, char **argv)
                                                                                 : im->name;
         if (im->pooling && !lipi_pooling_parse(im->pooling, &eo.pooling))
             eo.pooling = 0;
-        if (lipi_embedder_open(use, &eo, &emb, &err) != LIPI_OK)
+        if (lipi_embedder_open(use, &eo, &emb, &err) != LIPI_OK ||
+            lipi_embedder_session_new(emb, c.so.threads, &es, &err) != LIPI_OK)
             goto fail;
         lipi_index_model qid;
         lipi_embedder_identity(emb, &qid);
@@ -226,7 +228,8 @@ static int run(int argc, char **argv)
         }
         for (size_t q0 = 0; q0 < texts.n; q0 += QUERY_CHUNK) {
             size_t m = q0 + QUERY_CHUNK < texts.n ? QUERY_CHUNK : texts.n - q0;
-            if (lipi_embedder_embed(emb, texts.ptrs + q0, texts.lens + q0, m, q, &err) != LIPI_OK ||
+            if (lipi_embedder_embed(es, texts.ptrs + q0, texts.lens + q0, m, q, NULL, &err) !=
+                    LIPI_OK ||
                 search_print(&c, q, m, q0, &err) != LIPI_OK)
                 goto fail;
         }
@@ -240,6 +243,7 @@ done:
     lipi_free(c.docs);
     lipi_free(c.scores);
     cli_text_batch_free(&texts);
+    lipi_embedder_session_free(es);
     lipi_embedder_free(emb);
     lipi_npy_map_close(qm);
     lipi_index_close(idx);

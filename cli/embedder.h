@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "pipeline/pipeline.h"
 #include "tokenizer/tokenizer.h"
@@ -24,14 +25,17 @@ int cli_for_each_batch(const char *sub, char **files, int nfiles, lipi_invalid_m
 
 /* cli_for_each_batch writing to `out` (standard output when NULL or "-";
  * a file is written atomically): *f is set to where fn must write before
- * the first batch. Reports errors and truncated lines itself; returns
- * EXIT_OK or EXIT_FAIL. */
+ * the first batch. Reports errors itself; returns EXIT_OK or EXIT_FAIL. */
 typedef struct cli_model_args cli_model_args;
 int cli_write_batches(const char *sub, char **files, int nfiles, const cli_model_args *a,
-                      const char *out, lipi_embedder *e, cli_batch_fn fn, void *ctx, FILE **f);
+                      const char *out, cli_batch_fn fn, void *ctx, FILE **f);
 
-/* Prints "lipi SUB: N lines truncated to L tokens" when e truncated any. */
-void cli_embedder_report_truncated(const char *sub, const lipi_embedder *e);
+/* Adds the n truncation flags lipi_embedder_embed / _classify set to *count:
+ * the commands report the total once, at the end. */
+void cli_count_truncated(const uint8_t *flags, size_t n, size_t *count);
+
+/* Prints "lipi SUB: N lines were longer than L tokens, truncated" when n > 0. */
+void cli_report_truncated(const char *sub, size_t n, size_t max_length);
 
 /* Options every model command shares, parsed by cli_model_option: -m/--model,
  * --revision, --pooling, --normalize, --batch, --max-length, --threads,
@@ -39,6 +43,7 @@ void cli_embedder_report_truncated(const char *sub, const lipi_embedder *e);
 struct cli_model_args {
     const char *model;
     lipi_embedder_options eo;
+    size_t threads;          /* of the lipi_embedder_session */
     lipi_invalid_mode mode;
     bool quiet;
 };

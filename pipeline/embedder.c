@@ -1,4 +1,11 @@
-/* Text -> embeddings or class probabilities (pipeline/pipeline.h). */
+/* Text -> embeddings or class probabilities (pipeline/pipeline.h).
+ *
+ * The embedder holds what the model folder and the options decide (tokenizer,
+ * encoder, transformer, truncation limit, pooling); a session holds
+ * everything a call writes (encoder sessions, the transformer's session,
+ * the encoded batch), so one embedder serves any number of threads without
+ * locks, as lipi_encoder / lipi_session and lipi_model / lipi_model_session
+ * do one layer down. */
 #include "pipeline/pipeline.h"
 #include "tokenizer/base.h"
 
@@ -12,17 +19,11 @@
 struct lipi_embedder {
     lipi_tokenizer *tok;
     lipi_encoder *enc;
-    lipi_session **sessions;
-    size_t nsess;
     lipi_model *model;
-    lipi_model_session *ms;
     lipi_encode_options eopt; /* max_length one above the limit: see encode */
     lipi_embed_options mopt;
-    size_t dim, batch, max_len, truncated;
+    size_t dim, batch, max_len;
     bool strict;
-    lipi_sequence *seqs;      /* batch entries */
-    lipi_text *tx;
-    lipi_batch b;
     char *name;
     char path[PATH_MAX];
     char fingerprint[17];
@@ -30,7 +31,19 @@ struct lipi_embedder {
     bool normalize;           /* the model's default */
 };
 
-static void pooling_name(unsigned flags, char *out, size_t cap)
+struct lipi_embedder_session {
+    const lipi_embedder *e;
+    lipi_session **sessions;  /* one per encoding thread */
+    size_t nsess;
+    lipi_model_session *ms;
+    lipi_sequence *seqs;      /* (batch) entries of the chunk being run */
+    lipi_text *tx;            /* (batch) */
+    lipi_batch b;             /* the chunk's tokens (single texts) */
+    uint32_t *pair_ids;       /* (batch, max_len), pairs only: made on first use */
+    uint32_t *pair_types;     /* (batch, max_len) */
+};
+
+void lipi_pooling_name(unsigned flags, char *out, size_t cap)
 {
     static const struct {
         unsigned flag;
@@ -39,6 +52,8 @@ static void pooling_name(unsigned flags, char *out, size_t cap)
                  {LIPI_POOL_MAX, "max"},
                  {LIPI_POOL_MEAN, "mean"},
                  {LIPI_POOL_MEAN_SQRT_LEN, "mean_sqrt_len"}};
+    if (!cap)
+        return;
     out[0] = '\0';
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         if (flags & order[i].flag) {
@@ -69,7 +84,7 @@ static lipi_status locate(const char *model, const char *revision, char *path, l
 }
 
 lipi_status lipi_embedder_open(const char *model, const lipi_embedder_options *opt,
-                              lipi_embedder **out, lipi_error *err)
+                               lipi_embedder **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     *out = NULL;
@@ -78,7 +93,6 @@ lipi_status lipi_embedder_open(const char *model, const lipi_embedder_options *o
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto done;
     }
-    size_t threads = opt->threads ? opt->threads : 1;
     lipi_model_load_options lo = {.dtype = opt->dtype};
     st = locate(model, opt->revision, e->path, err);
     if (st == LIPI_OK)
@@ -88,20 +102,9 @@ lipi_status lipi_embedder_open(const char *model, const lipi_embedder_options *o
     if (st == LIPI_OK)
         st = lipi_encoder_new(e->tok, &e->enc, err);
     if (st == LIPI_OK)
-        st = lipi_model_session_new(e->model, threads, &e->ms, err);
-    if (st == LIPI_OK)
         st = lipi_index_model_fingerprint(e->path, e->fingerprint, err);
     if (st != LIPI_OK)
         goto done;
-    if (!(e->sessions = lipi_calloc(threads, sizeof *e->sessions))) {
-        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-        goto done;
-    }
-    for (; e->nsess < threads; e->nsess++)
-        if (lipi_session_new(e->enc, &e->sessions[e->nsess]) != LIPI_OK) {
-            st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-            goto done;
-        }
 
     const lipi_model_info *info = lipi_model_get_info(e->model);
     /* Truncate as sentence-transformers does: to max_seq_length tokens,
@@ -119,12 +122,9 @@ lipi_status lipi_embedder_open(const char *model, const lipi_embedder_options *o
     e->mopt.pooling = pooling;
     e->mopt.normalize = opt->normalize == 0 ? 1 : opt->normalize == -2 ? 0 : opt->normalize;
     e->normalize = info->normalize;
-    pooling_name(pooling, e->pooling, sizeof e->pooling);
+    lipi_pooling_name(pooling, e->pooling, sizeof e->pooling);
     e->dim = lipi_model_embed_dim(e->model, pooling);
     e->batch = opt->batch ? opt->batch : 32;
-    if (!(e->seqs = lipi_calloc(e->batch, sizeof *e->seqs)) ||
-        !(e->tx = lipi_calloc(e->batch, sizeof *e->tx)))
-        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
 done:
     if (st != LIPI_OK) {
         lipi_embedder_free(e);
@@ -134,25 +134,91 @@ done:
     return LIPI_OK;
 }
 
-/* Encodes texts[0..m) (m <= batch) into e->seqs. The encoder truncates to
- * max_len + 1 tokens, so a text that comes back that long was too long:
- * dropping its last non-special token gives exactly what truncation to
- * max_len gives (the end of the text goes, the special tokens stay). */
-static lipi_status encode(lipi_embedder *e, const char *const *texts, const size_t *lens,
-                          size_t m, lipi_error *err)
+void lipi_embedder_free(lipi_embedder *e)
 {
+    if (!e)
+        return;
+    lipi_model_free(e->model);
+    lipi_encoder_free(e->enc);
+    lipi_tokenizer_free(e->tok);
+    lipi_free(e->name);
+    lipi_free(e);
+}
+
+lipi_status lipi_embedder_session_new(const lipi_embedder *e, size_t threads,
+                                      lipi_embedder_session **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    *out = NULL;
+    if (!threads)
+        threads = 1;
+    lipi_embedder_session *s = lipi_calloc(1, sizeof *s);
+    if (!s)
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    s->e = e;
+    if ((st = lipi_model_session_new(e->model, threads, &s->ms, err)) != LIPI_OK)
+        goto done;
+    if (!(s->sessions = lipi_calloc(threads, sizeof *s->sessions)) ||
+        !(s->seqs = lipi_calloc(e->batch, sizeof *s->seqs)) ||
+        !(s->tx = lipi_calloc(e->batch, sizeof *s->tx))) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
+    for (; s->nsess < threads; s->nsess++)
+        if (lipi_session_new(e->enc, &s->sessions[s->nsess]) != LIPI_OK) {
+            st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+            goto done;
+        }
+done:
+    if (st != LIPI_OK) {
+        lipi_embedder_session_free(s);
+        return st;
+    }
+    *out = s;
+    return LIPI_OK;
+}
+
+void lipi_embedder_session_free(lipi_embedder_session *s)
+{
+    if (!s)
+        return;
+    lipi_model_session_free(s->ms);
+    for (size_t i = 0; i < s->nsess; i++)
+        lipi_session_free(s->sessions[i]);
+    lipi_free(s->sessions);
+    lipi_batch_free(&s->b);
+    lipi_free(s->seqs);
+    lipi_free(s->tx);
+    lipi_free(s->pair_ids);
+    lipi_free(s->pair_types);
+    lipi_free(s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Encoding a chunk of at most `batch` texts into s->seqs                    */
+/* ------------------------------------------------------------------------ */
+
+/* The encoder truncates to max_len + 1 tokens, so a text that comes back
+ * that long was too long: dropping its last non-special token gives exactly
+ * what truncation to max_len gives (the end of the text goes, the special
+ * tokens stay), and the one encode both detects and truncates. */
+static lipi_status encode(lipi_embedder_session *s, const char *const *texts,
+                          const size_t *lens, size_t m, uint8_t *truncated, lipi_error *err)
+{
+    const lipi_embedder *e = s->e;
     for (size_t i = 0; i < m; i++)
-        e->tx[i] = (lipi_text){texts[i], lens[i]};
-    lipi_batch_free(&e->b);
-    lipi_status st = lipi_encode_batch(e->sessions, e->nsess, e->tx, m, &e->eopt,
-                                       LIPI_WANT_SPECIAL_MASK, &e->b, err);
+        s->tx[i] = (lipi_text){texts[i], lens[i]};
+    lipi_batch_free(&s->b);
+    lipi_status st = lipi_encode_batch(s->sessions, s->nsess, s->tx, m, &e->eopt,
+                                       LIPI_WANT_SPECIAL_MASK, &s->b, err);
     if (st != LIPI_OK)
         return st;
     for (size_t i = 0; i < m; i++) {
-        size_t s = e->b.start[i], len = e->b.start[i + 1] - s;
-        uint32_t *ids = e->b.ids + s;
-        const uint8_t *special = e->b.special_mask + s;
-        if (len > e->max_len) {
+        size_t start = s->b.start[i], len = s->b.start[i + 1] - start;
+        uint32_t *ids = s->b.ids + start;
+        const uint8_t *special = s->b.special_mask + start;
+        bool cut = len > e->max_len;
+        if (cut) {
             if (e->strict)
                 return lipi_error_set(err, LIPI_EINVAL, NULL, i + 1, 0,
                                       "the text has more tokens than the %zu the model takes "
@@ -168,30 +234,90 @@ static lipi_status encode(lipi_embedder *e, const char *const *texts, const size
                                       e->max_len);
             memmove(ids + k - 1, ids + k, (len - k) * sizeof *ids);
             len--;
-            e->truncated++;
         }
+        if (truncated)
+            truncated[i] = cut;
         if (!len)
             return lipi_error_set(err, LIPI_EINVAL, NULL, i + 1, 0,
                                   "the tokenizer gives no tokens for this text and the model "
                                   "adds none");
-        e->seqs[i] = (lipi_sequence){ids, NULL, len};
+        s->seqs[i] = (lipi_sequence){ids, NULL, len};
     }
     return LIPI_OK;
 }
 
-/* Runs encode + the model over chunks of e->batch texts; `out_dim` floats
- * per text. */
-static lipi_status run(lipi_embedder *e, bool classify, const char *const *texts,
-                       const size_t *lens, size_t n, float *out, size_t out_dim,
+/* Pairs: lipi_encode_batch takes single texts, so the pairs are encoded
+ * here on the calling thread. A first encode without truncation into
+ * max_len slots says whether the pair fits (and, when it does, is the
+ * result); only a pair that does not is encoded again, truncated
+ * longest-first as Hugging Face's cross-encoders do. */
+static lipi_status encode_pairs(lipi_embedder_session *s, const char *const *a,
+                                const size_t *alens, const char *const *b, const size_t *blens,
+                                size_t m, uint8_t *truncated, lipi_error *err)
+{
+    const lipi_embedder *e = s->e;
+    if (!s->pair_ids) {
+        size_t cells;
+        if (__builtin_mul_overflow(e->batch, e->max_len, &cells) ||
+            !(s->pair_ids = lipi_reallocarray(NULL, cells, sizeof *s->pair_ids)) ||
+            !(s->pair_types = lipi_reallocarray(NULL, cells, sizeof *s->pair_types))) {
+            lipi_free(s->pair_ids);
+            s->pair_ids = NULL;
+            return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        }
+    }
+    lipi_encode_options whole = e->eopt, cut = e->eopt;
+    whole.max_length = 0;
+    cut.max_length = e->max_len;
+    cut.strategy = LIPI_TRUNCATE_LONGEST_FIRST;
+    for (size_t i = 0; i < m; i++) {
+        lipi_encoding enc = {.ids = s->pair_ids + i * e->max_len,
+                             .type_ids = s->pair_types + i * e->max_len,
+                             .cap = e->max_len};
+        lipi_status st = lipi_encode_pair(s->sessions[0], a[i], alens[i], b[i], blens[i], &whole,
+                                          &enc, err);
+        bool too_long = st == LIPI_OK && enc.len > e->max_len;
+        if (too_long && e->strict)
+            st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                                "the pair has more tokens than the %zu the model takes "
+                                "(--strict)",
+                                e->max_len);
+        else if (too_long)
+            st = lipi_encode_pair(s->sessions[0], a[i], alens[i], b[i], blens[i], &cut, &enc,
+                                  err);
+        if (st == LIPI_OK && !enc.len)
+            st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                                "the tokenizer gives no tokens for this pair and the model "
+                                "adds none");
+        if (st != LIPI_OK) {
+            if (err)
+                err->line = i + 1;
+            return st;
+        }
+        if (truncated)
+            truncated[i] = too_long;
+        s->seqs[i] = (lipi_sequence){enc.ids, enc.type_ids, enc.len};
+    }
+    return LIPI_OK;
+}
+
+/* Runs encode + the model over chunks of e->batch texts (or pairs, when b
+ * is not NULL); `out_dim` floats per text. */
+static lipi_status run(lipi_embedder_session *s, bool classify, const char *const *a,
+                       const size_t *alens, const char *const *b, const size_t *blens,
+                       size_t n, float *out, size_t out_dim, uint8_t *truncated,
                        lipi_error *err)
 {
+    const lipi_embedder *e = s->e;
     lipi_status st = LIPI_OK;
     for (size_t i0 = 0; i0 < n; i0 += e->batch) {
         size_t m = i0 + e->batch < n ? e->batch : n - i0;
-        st = encode(e, texts + i0, lens + i0, m, err);
+        uint8_t *t = truncated ? truncated + i0 : NULL;
+        st = b ? encode_pairs(s, a + i0, alens + i0, b + i0, blens + i0, m, t, err)
+               : encode(s, a + i0, alens + i0, m, t, err);
         if (st == LIPI_OK)
-            st = classify ? lipi_model_classify(e->ms, e->seqs, m, NULL, out + i0 * out_dim, err)
-                          : lipi_model_embed(e->ms, e->seqs, m, &e->mopt, out + i0 * out_dim,
+            st = classify ? lipi_model_classify(s->ms, s->seqs, m, NULL, out + i0 * out_dim, err)
+                          : lipi_model_embed(s->ms, s->seqs, m, &e->mopt, out + i0 * out_dim,
                                              err);
         if (st != LIPI_OK) {
             if (err && err->line)
@@ -199,26 +325,53 @@ static lipi_status run(lipi_embedder *e, bool classify, const char *const *texts
             break;
         }
     }
-    lipi_batch_free(&e->b);
+    /* The tokens of the last chunk are not kept between calls. */
+    lipi_batch_free(&s->b);
     return st;
 }
 
-lipi_status lipi_embedder_embed(lipi_embedder *e, const char *const *texts, const size_t *lens, size_t n,
-                      float *out, lipi_error *err)
+lipi_status lipi_embedder_embed(lipi_embedder_session *s, const char *const *texts,
+                                const size_t *lens, size_t n, float *out, uint8_t *truncated,
+                                lipi_error *err)
 {
-    return run(e, false, texts, lens, n, out, e->dim, err);
+    return run(s, false, texts, lens, NULL, NULL, n, out, s->e->dim, truncated, err);
 }
 
-lipi_status lipi_embedder_classify(lipi_embedder *e, const char *const *texts, const size_t *lens,
-                         size_t n, float *probs, lipi_error *err)
+static lipi_status need_head(const lipi_embedder *e, lipi_error *err)
 {
-    size_t k = lipi_model_get_info(e->model)->num_labels;
-    if (!k)
-        return lipi_error_set(err, LIPI_EINVAL, e->path, 0, 0,
-                              "expected a *ForSequenceClassification checkpoint (a classifier "
-                              "head), found a model without one");
-    return run(e, true, texts, lens, n, probs, k, err);
+    if (lipi_embedder_label_count(e))
+        return LIPI_OK;
+    return lipi_error_set(err, LIPI_EINVAL, e->path, 0, 0,
+                          "expected a *ForSequenceClassification checkpoint (a classifier "
+                          "head), found a model without one");
 }
+
+lipi_status lipi_embedder_classify(lipi_embedder_session *s, const char *const *texts,
+                                   const size_t *lens, size_t n, float *probs,
+                                   uint8_t *truncated, lipi_error *err)
+{
+    lipi_status st = need_head(s->e, err);
+    if (st != LIPI_OK)
+        return st;
+    return run(s, true, texts, lens, NULL, NULL, n, probs, lipi_embedder_label_count(s->e),
+               truncated, err);
+}
+
+lipi_status lipi_embedder_classify_pairs(lipi_embedder_session *s, const char *const *a,
+                                         const size_t *alens, const char *const *b,
+                                         const size_t *blens, size_t n, float *probs,
+                                         uint8_t *truncated, lipi_error *err)
+{
+    lipi_status st = need_head(s->e, err);
+    if (st != LIPI_OK)
+        return st;
+    return run(s, true, a, alens, b, blens, n, probs, lipi_embedder_label_count(s->e),
+               truncated, err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* What the embedder is                                                      */
+/* ------------------------------------------------------------------------ */
 
 size_t lipi_embedder_dim(const lipi_embedder *e)
 {
@@ -230,14 +383,15 @@ size_t lipi_embedder_max_length(const lipi_embedder *e)
     return e->max_len;
 }
 
-size_t lipi_embedder_truncated(const lipi_embedder *e)
+size_t lipi_embedder_label_count(const lipi_embedder *e)
 {
-    return e->truncated;
+    return lipi_model_get_info(e->model)->num_labels;
 }
 
-const lipi_model *lipi_embedder_model(const lipi_embedder *e)
+const char *lipi_embedder_label(const lipi_embedder *e, size_t i)
 {
-    return e->model;
+    const lipi_model_info *info = lipi_model_get_info(e->model);
+    return i < info->num_labels ? info->labels[i] : NULL;
 }
 
 bool lipi_embedder_normalizes(const lipi_embedder *e)
@@ -252,24 +406,6 @@ void lipi_embedder_identity(const lipi_embedder *e, lipi_index_model *id)
     id->fingerprint = e->fingerprint;
     id->pooling = e->pooling;
     id->normalize = e->normalize;
-}
-
-void lipi_embedder_free(lipi_embedder *e)
-{
-    if (!e)
-        return;
-    lipi_model_session_free(e->ms);
-    lipi_model_free(e->model);
-    for (size_t i = 0; i < e->nsess; i++)
-        lipi_session_free(e->sessions[i]);
-    lipi_free(e->sessions);
-    lipi_encoder_free(e->enc);
-    lipi_tokenizer_free(e->tok);
-    lipi_batch_free(&e->b);
-    lipi_free(e->seqs);
-    lipi_free(e->tx);
-    lipi_free(e->name);
-    lipi_free(e);
 }
 
 bool lipi_pooling_parse(const char *s, unsigned *flags)

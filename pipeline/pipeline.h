@@ -4,73 +4,126 @@
  * `search`, `probe` and `eval-retrieval` are thin callers, and so are the
  * Python package and the server.
  *
- *   lipi_embedder *e = NULL;
- *   lipi_embedder_options o = {.batch = 32, .threads = 2};
- *   if (lipi_embedder_open("sentence-transformers/LaBSE", &o, &e, &err) == LIPI_OK)
- *       lipi_embedder_embed(e, texts, lens, n, vecs, &err);  // vecs: (n, lipi_embedder_dim(e))
- *   lipi_embedder_free(e);
+ *   lipi_embedder *e = NULL; lipi_embedder_session *s = NULL; lipi_error err;
+ *   lipi_embedder_options o = {.batch = 32, .normalize = -1};
+ *   if (lipi_embedder_open("sentence-transformers/LaBSE", &o, &e, &err) == LIPI_OK &&
+ *       lipi_embedder_session_new(e, 2, &s, &err) == LIPI_OK)
+ *       lipi_embedder_embed(s, texts, lens, n, vecs, NULL, &err); // vecs: (n, lipi_embedder_dim(e))
+ *   lipi_embedder_session_free(s); lipi_embedder_free(e);
+ *
+ * As lipi_model and lipi_encoder, a lipi_embedder is immutable once open and
+ * may be shared by any number of threads; each calling thread embeds through
+ * its own lipi_embedder_session, which owns the encoder sessions, the
+ * transformer's worker threads and the batch scratch. Vectors depend on the
+ * texts, the options and `batch`, never on the number of threads or
+ * sessions.
  */
 #ifndef LIPI_PIPELINE_H
 #define LIPI_PIPELINE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model/model.h"
 #include "retrieval/retrieval.h"
 #include "tokenizer/tokenizer.h"
 
-typedef struct lipi_embedder lipi_embedder;
+typedef struct lipi_embedder lipi_embedder;                 /* immutable, shareable */
+typedef struct lipi_embedder_session lipi_embedder_session; /* one per calling thread */
 
 typedef struct {
     unsigned pooling;    /* LIPI_POOL_*; 0: the model's */
     int normalize;       /* 0 (zero-initialized): always L2-normalize, as an
                             index needs; -1: the model's default; 1: always;
                             -2: never */
-    size_t batch;        /* sentences per forward pass; 0: 32 */
+    size_t batch;        /* sentences per forward pass; 0: 32. Part of the
+                            embedder, not the session: the packed GEMM's
+                            shapes follow the batch, so a different batch
+                            may change the last bits of a vector. */
     size_t max_length;   /* 0: the model's */
-    size_t threads;      /* 0: 1 */
     lipi_dtype dtype;
     const char *revision; /* hub names: the revision (NULL: main) */
     bool strict;         /* a text longer than max_length is an error */
 } lipi_embedder_options;
 
 /* Opens `model`: a model folder, or else a hub name ("ORG/NAME") resolved
- * in the Hugging Face cache (lipi_hub_resolve). *out is owned
- * (lipi_embedder_free). Errors of lipi_hub_resolve, lipi_model_load and
- * lipi_tokenizer_open, LIPI_ENOMEM. */
+ * in the Hugging Face cache (lipi_hub_resolve). Reads the tokenizer, the
+ * transformer, pooling, normalization and labels from the folder's own
+ * files; `opt` overrides them. *out is owned (lipi_embedder_free) and never
+ * changes afterwards. Errors of lipi_hub_resolve, lipi_model_load and
+ * lipi_tokenizer_open (err->path names the file), LIPI_ENOMEM. */
 lipi_status lipi_embedder_open(const char *model, const lipi_embedder_options *opt,
-                              lipi_embedder **out, lipi_error *err);
+                               lipi_embedder **out, lipi_error *err);
+void lipi_embedder_free(lipi_embedder *e); /* NULL: no-op; free its sessions first */
 
-/* Embeds n texts into out (n, dim). Texts longer than max_length tokens are
- * truncated as sentence-transformers does (the end of the text goes, the
- * special tokens stay) and counted (lipi_embedder_truncated); with `strict`
- * the first one fails with LIPI_EINVAL and err->line = its index + 1 in this
- * call. Errors of the encoder (err->line the same) and of the forward pass. */
-lipi_status lipi_embedder_embed(lipi_embedder *e, const char *const *texts, const size_t *lens, size_t n,
-                      float *out, lipi_error *err);
+/* A session for one thread at a time, running the forward pass on `threads`
+ * threads (0 or 1: the calling thread only) and encoding on as many. It
+ * borrows e, which must outlive it. *out is owned
+ * (lipi_embedder_session_free). LIPI_ENOMEM when memory or a thread cannot
+ * be had. */
+lipi_status lipi_embedder_session_new(const lipi_embedder *e, size_t threads,
+                                      lipi_embedder_session **out, lipi_error *err);
+void lipi_embedder_session_free(lipi_embedder_session *s); /* NULL: no-op */
 
-/* Runs the classifier head on n texts: probs (n, num_labels). Truncation
- * and errors as cli_embed; LIPI_EINVAL if the model has no head. */
-lipi_status lipi_embedder_classify(lipi_embedder *e, const char *const *texts, const size_t *lens,
-                         size_t n, float *probs, lipi_error *err);
+/* Embeds texts[i] (lens[i] bytes of UTF-8, not NUL-terminated) for i < n
+ * into out (n, lipi_embedder_dim), row i = text i. A text longer than
+ * lipi_embedder_max_length tokens is truncated as sentence-transformers
+ * does (the end of the text goes, the special tokens stay) and
+ * truncated[i] is set to 1, else 0 (truncated may be NULL). With `strict`
+ * such a text fails with LIPI_EINVAL and err->line = its index + 1 in this
+ * call. Errors of the encoder (err->line the same: invalid UTF-8, an
+ * unknown token) and of the forward pass; LIPI_EINVAL with err->line for a
+ * text that gives no tokens at all. On failure out and truncated hold
+ * garbage. */
+lipi_status lipi_embedder_embed(lipi_embedder_session *s, const char *const *texts,
+                                const size_t *lens, size_t n, float *out, uint8_t *truncated,
+                                lipi_error *err);
 
+/* Runs the classifier head of a *ForSequenceClassification checkpoint on n
+ * texts: probs (n, lipi_embedder_label_count), softmax (or sigmoid for
+ * multi-label problems). Truncation and errors as lipi_embedder_embed;
+ * LIPI_EINVAL if the model has no head. */
+lipi_status lipi_embedder_classify(lipi_embedder_session *s, const char *const *texts,
+                                   const size_t *lens, size_t n, float *probs,
+                                   uint8_t *truncated, lipi_error *err);
+
+/* The same for n text pairs (a[i], b[i]), as a cross-encoder or reranker
+ * reads them: encoded by lipi_encode_pair with the tokenizer's pair
+ * template ([CLS] a [SEP] b [SEP]), its token type ids given to the model.
+ * A pair longer than max_length loses tokens from the longer text first
+ * (Hugging Face's longest_first) and truncated[i] is set; with `strict` it
+ * fails with err->line = i + 1. Encoding runs on the calling thread. Errors
+ * as lipi_embedder_classify. */
+lipi_status lipi_embedder_classify_pairs(lipi_embedder_session *s, const char *const *a,
+                                         const size_t *alens, const char *const *b,
+                                         const size_t *blens, size_t n, float *probs,
+                                         uint8_t *truncated, lipi_error *err);
+
+/* Floats per embedding. */
 size_t lipi_embedder_dim(const lipi_embedder *e);
 /* Tokens a text may have (special tokens included). */
 size_t lipi_embedder_max_length(const lipi_embedder *e);
-/* Texts truncated so far. */
-size_t lipi_embedder_truncated(const lipi_embedder *e);
-/* The loaded model (borrowed). */
-const lipi_model *lipi_embedder_model(const lipi_embedder *e);
+/* Labels of the classifier head (0 without one), and label i's name from
+ * the config's id2label ("LABEL_i" when absent), borrowed from e; NULL when
+ * i is out of range. */
+size_t lipi_embedder_label_count(const lipi_embedder *e);
+const char *lipi_embedder_label(const lipi_embedder *e, size_t i);
 /* Whether the embeddings are L2-normalized. */
 bool lipi_embedder_normalizes(const lipi_embedder *e);
 /* What an index or probe records about the model; strings borrowed from e.
- * `normalize` is the model's own default, not what cli_embed applies. */
+ * `normalize` is the model's own default, not what lipi_embedder_embed
+ * applies (lipi_embedder_normalizes). */
 void lipi_embedder_identity(const lipi_embedder *e, lipi_index_model *id);
-void lipi_embedder_free(lipi_embedder *e);
 
 /* Parses a pooling name (cls, mean, max, mean_sqrt_len) or several joined
- * by '+' ("cls+mean"), as lipi index records them. */
+ * by '+' ("cls+mean"), as lipi index records them, into LIPI_POOL_* flags.
+ * false for anything else or an empty name. */
 bool lipi_pooling_parse(const char *s, unsigned *flags);
+
+/* The inverse: flags as "cls+mean" in sentence-transformers' order (cls,
+ * max, mean, mean_sqrt_len) into out (cap bytes, NUL-terminated, cut short
+ * when it does not fit); "" for no flag. */
+void lipi_pooling_name(unsigned flags, char *out, size_t cap);
 
 #endif

@@ -130,6 +130,18 @@ bool md_model_dir(const char *fixture, const char *dir)
     return true;
 }
 
+const char *md_model(const char *fixture)
+{
+    static char dirs[4][512];
+    static int slot;
+    char *d = dirs[slot++ % 4];
+    snprintf(d, 512, "%s", md_path(fixture));
+    struct stat sb;
+    if (stat(d, &sb) != 0 && !md_model_dir(fixture, d))
+        fail_msg("cannot make %s from tests/fixtures/models/%s", d, fixture);
+    return d;
+}
+
 float *md_read_npy(const char *path, size_t *rows, size_t *cols)
 {
     size_t n;

@@ -25,6 +25,10 @@ void md_write(const char *path, const void *p, size_t n);
  * missing. */
 bool md_model_dir(const char *fixture, const char *dir);
 
+/* root/FIXTURE, made by md_model_dir the first time a test asks for it;
+ * fails the test when the fixture is missing. One of 4 rotating buffers. */
+const char *md_model(const char *fixture);
+
 /* Reads a float32 .npy written by lipi (or the fixture script): malloc'd
  * rows * cols floats, NULL on a bad file. */
 float *md_read_npy(const char *path, size_t *rows, size_t *cols);

@@ -39,18 +39,6 @@ static int teardown(void **state)
     return 0;
 }
 
-/* A model folder made once per fixture, at root/FIXTURE. */
-static const char *model(const char *fixture)
-{
-    static char dirs[4][512];
-    static int slot;
-    char *d = dirs[slot++ % 4];
-    snprintf(d, 512, "%s", md_path(fixture));
-    struct stat sb;
-    if (stat(d, &sb) != 0 && !md_model_dir(fixture, d))
-        fail_msg("cannot make %s from tests/fixtures/models/%s", d, fixture);
-    return d;
-}
 
 static void assert_close(const float *a, const float *b, size_t n, double tol, const char *what)
 {
@@ -90,7 +78,7 @@ static float *library_embed(const char *dir, const uint32_t *const *ids, const s
 
 static void test_embed_writes_the_pipeline_vectors_as_npy(void **state)
 {
-    const char *dir = model("st_mean");
+    const char *dir = md_model("st_mean");
     const char *text = "t16\nt72 t16 t30\nt5 t6 t7 t8\n";
     md_write(md_path("three.txt"), text, strlen(text));
     char cmd[2048];
@@ -142,7 +130,7 @@ static void test_embed_writes_the_pipeline_vectors_as_npy(void **state)
 
 static void test_embed_jsonl_gives_the_same_floats_as_npy(void **state)
 {
-    const char *dir = model("bert");
+    const char *dir = md_model("bert");
     const char *text = "t4 t9\nt10\n";
     md_write(md_path("two.txt"), text, strlen(text));
     char cmd[2048];
@@ -190,7 +178,7 @@ static void test_embed_jsonl_gives_the_same_floats_as_npy(void **state)
 
 static void test_embed_normalize_option_makes_unit_vectors(void **state)
 {
-    const char *dir = model("bert");
+    const char *dir = md_model("bert");
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "embed --quiet -m %s --format jsonl", dir);
     cli_result plain = cli_run(cmd, "t5 t6 t7\n", 9);
@@ -217,7 +205,7 @@ static void test_embed_normalize_option_makes_unit_vectors(void **state)
 
 static void test_embed_truncates_long_lines_and_counts_them(void **state)
 {
-    const char *dir = model("st_mean");
+    const char *dir = md_model("st_mean");
     /* st_mean's max_seq_length is 16: line 2 has 20 tokens. */
     char text[512] = "t5 t6\n", ids_line[256] = "";
     uint32_t first16[16];
@@ -318,7 +306,7 @@ static void test_truncation_keeps_the_special_tokens(void **state)
 
 static void test_embed_usage_and_model_errors(void **state)
 {
-    const char *dir = model("bert");
+    const char *dir = md_model("bert");
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "embed -m %s", dir);
     cli_result r = cli_run(cmd, "t5\n", 3);
@@ -343,7 +331,7 @@ static void test_embed_usage_and_model_errors(void **state)
 
 static void test_embed_int8_stays_close_to_f32(void **state)
 {
-    const char *dir = model("st_mean");
+    const char *dir = md_model("st_mean");
     const char *text = "t72 t16 t30 t67\nt5 t6 t7 t8 t9\n";
     md_write(md_path("q.txt"), text, strlen(text));
     char cmd[2048];
@@ -391,7 +379,7 @@ static void parse_probs(const char *line, const char *const *labels, size_t k, f
 
 static void test_classify_gives_the_fixture_labels_and_probabilities(void **state)
 {
-    const char *dir = model("bert_cls");
+    const char *dir = md_model("bert_cls");
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "classify -m %s", dir);
     const char *text = "t4\nt78 t13 t61 t58\n";
@@ -448,7 +436,7 @@ static void test_classify_gives_the_fixture_labels_and_probabilities(void **stat
 
 static void test_classify_needs_a_classifier_head(void **state)
 {
-    const char *dir = model("bert");
+    const char *dir = md_model("bert");
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "classify -m %s", dir);
     cli_result r = cli_run(cmd, "t4\n", 3);
@@ -480,7 +468,7 @@ static void write_topics(const char *path, size_t n, size_t offset)
 
 static void test_probe_separates_topics_and_is_deterministic(void **state)
 {
-    const char *dir = model("st_mean");
+    const char *dir = md_model("st_mean");
     write_topics(md_path("train.tsv"), 40, 0);
     write_topics(md_path("dev.tsv"), 10, 3);
     char cmd[2048];
@@ -545,7 +533,7 @@ static void test_probe_separates_topics_and_is_deterministic(void **state)
 
 static void test_probe_predict_with_another_model_is_an_error(void **state)
 {
-    const char *dir = model("st_mean"), *other = model("bert");
+    const char *dir = md_model("st_mean"), *other = md_model("bert");
     write_topics(md_path("t2.tsv"), 20, 1);
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "probe train --quiet -m %s --train %s --holdout 0 --l2 0.01 -o %s", dir,

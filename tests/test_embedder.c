@@ -1,0 +1,385 @@
+/* Tests of the public text -> vectors API (pipeline/pipeline.h) on the tiny
+ * fixture models (tests/fixtures/models): the API gives exactly what
+ * `lipi embed` and `lipi classify` write, on any number of threads and from
+ * threads sharing one embedder, and says which texts it truncated. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "pipeline/pipeline.h"
+#include "tests/cli_run.h"
+#include "tests/model_dir.h"
+
+static int setup(void **state)
+{
+    return md_setup("embedder");
+}
+
+static int teardown(void **state)
+{
+    md_teardown();
+    return 0;
+}
+
+
+/* Opens dir with o and a session on `threads` threads; fails the test on
+ * error. */
+static void open_api(const char *dir, const lipi_embedder_options *o, size_t threads,
+                     lipi_embedder **e, lipi_embedder_session **s)
+{
+    lipi_error err = {0};
+    if (lipi_embedder_open(dir, o, e, &err) != LIPI_OK ||
+        lipi_embedder_session_new(*e, threads, s, &err) != LIPI_OK)
+        fail_msg("%s: %s", err.path, err.msg);
+}
+
+static void close_api(lipi_embedder *e, lipi_embedder_session *s)
+{
+    lipi_embedder_session_free(s);
+    lipi_embedder_free(e);
+}
+
+/* NLINES lines of 1..24 word-level tokens "tN" (N in 5..99, ids every
+ * fixture has), from a fixed LCG so every run sees the same text. More
+ * lines than one batch of 32, and some longer than st_mean's 16 tokens. */
+#define NLINES 45
+typedef struct {
+    char buf[NLINES * 24 * 4 + 1]; /* "t99 " per word, '\n' for the last space */
+    const char *ptrs[NLINES];
+    size_t lens[NLINES];
+} lines;
+
+static void make_lines(lines *l)
+{
+    uint32_t x = 12345;
+    char *p = l->buf;
+    for (size_t i = 0; i < NLINES; i++) {
+        x = x * 1103515245u + 12345u;
+        size_t words = 1 + (x >> 16) % 24;
+        l->ptrs[i] = p;
+        for (size_t w = 0; w < words; w++) {
+            x = x * 1103515245u + 12345u;
+            p += sprintf(p, "%st%u", w ? " " : "", 5 + (x >> 16) % 95);
+        }
+        l->lens[i] = (size_t)(p - l->ptrs[i]);
+        *p++ = '\n';
+    }
+    *p = '\0';
+}
+
+/* Vectors of the lines through the API on `threads` threads, with
+ * `lipi embed`'s defaults (batch 32, the model's normalization). */
+static float *api_embed(const char *dir, const lines *l, size_t threads, size_t *dim,
+                        uint8_t *truncated)
+{
+    lipi_embedder_options o = {.batch = 32, .normalize = -1};
+    lipi_embedder *e = NULL;
+    lipi_embedder_session *s = NULL;
+    lipi_error err = {0};
+    open_api(dir, &o, threads, &e, &s);
+    *dim = lipi_embedder_dim(e);
+    float *v = malloc(NLINES * *dim * sizeof *v);
+    assert_non_null(v);
+    if (lipi_embedder_embed(s, l->ptrs, l->lens, NLINES, v, truncated, &err) != LIPI_OK)
+        fail_msg("line %zu: %s", err.line, err.msg);
+    close_api(e, s);
+    return v;
+}
+
+/* The first differing float, printed, fails the test. */
+static void assert_same_floats(const float *a, const float *b, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof a[i]) != 0)
+            fail_msg("%s: float %zu differs: %.9g vs %.9g", what, i, (double)a[i], (double)b[i]);
+}
+
+/* ======================================================================== */
+/* embed                                                                     */
+/* ======================================================================== */
+
+static void test_api_embed_equals_lipi_embed_npy_bit_for_bit_on_1_and_3_threads(void **state)
+{
+    static const char *const fixtures[] = {"st_mean", "st_cls_dense", "bert",      "roberta",
+                                           "xlmr",    "albert",       "distilbert"};
+    lines l;
+    make_lines(&l);
+    md_write(md_path("lines.txt"), l.buf, strlen(l.buf));
+    for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
+        const char *dir = md_model(fixtures[f]);
+        char npy[600];
+        snprintf(npy, sizeof npy, "%s.npy", dir);
+        cli_result r = cli_runf("embed --quiet -m %s -o %s %s", dir, npy, md_path("lines.txt"));
+        if (r.code != 0)
+            fail_msg("%s: lipi embed exited %d: %s", fixtures[f], r.code, r.err);
+        cli_result_free(&r);
+        size_t rows, cols, dim;
+        float *cli = md_read_npy(npy, &rows, &cols);
+        assert_non_null(cli);
+        assert_int_equal(rows, NLINES);
+        for (size_t threads = 1; threads <= 3; threads += 2) {
+            float *api = api_embed(dir, &l, threads, &dim, NULL);
+            assert_int_equal(dim, cols);
+            char what[128];
+            snprintf(what, sizeof what, "%s, %zu thread(s)", fixtures[f], threads);
+            assert_same_floats(api, cli, NLINES * dim, what);
+            free(api);
+        }
+        free(cli);
+    }
+}
+
+static void test_truncation_flags_mark_exactly_the_texts_over_the_limit(void **state)
+{
+    /* st_mean takes 16 tokens (sentence_bert_config.json); the word-level
+     * tokenizer adds no special tokens, so words = tokens. */
+    const char *dir = md_model("st_mean");
+    static const size_t words[] = {3, 20, 16, 17, 1};
+    char buf[5][256];
+    const char *texts[5];
+    size_t lens[5];
+    for (size_t i = 0; i < 5; i++) {
+        buf[i][0] = '\0';
+        for (size_t w = 0; w < words[i]; w++)
+            sprintf(buf[i] + strlen(buf[i]), "%st%zu", w ? " " : "", 20 + w);
+        texts[i] = buf[i];
+        lens[i] = strlen(buf[i]);
+    }
+    lipi_embedder_options o = {.batch = 2, .normalize = -1}; /* flags across chunks */
+    lipi_embedder *e = NULL;
+    lipi_embedder_session *s = NULL;
+    lipi_error err = {0};
+    open_api(dir, &o, 1, &e, &s);
+    assert_int_equal(lipi_embedder_max_length(e), 16);
+    size_t dim = lipi_embedder_dim(e);
+    float *v = malloc(5 * dim * sizeof *v);
+    assert_non_null(v);
+    uint8_t flags[5];
+    memset(flags, 7, sizeof flags);
+    assert_int_equal(lipi_embedder_embed(s, texts, lens, 5, v, flags, &err), LIPI_OK);
+    static const uint8_t want[5] = {0, 1, 0, 1, 0};
+    assert_memory_equal(flags, want, 5);
+    /* A truncated text is its first 16 words: text 2 (20 words) gives what
+     * text 3 (exactly those 16) gives. */
+    assert_same_floats(v + 1 * dim, v + 2 * dim, dim, "20 words cut to 16 vs 16 words");
+    assert_same_floats(v + 3 * dim, v + 2 * dim, dim, "17 words cut to 16 vs 16 words");
+    close_api(e, s);
+
+    /* strict: the first text over the limit is an error naming it. */
+    o.strict = true;
+    open_api(dir, &o, 1, &e, &s);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(lipi_embedder_embed(s, texts, lens, 5, v, NULL, &err), LIPI_EINVAL);
+    assert_int_equal(err.line, 2);
+    assert_non_null(strstr(err.msg, "more tokens than the 16"));
+    /* Fine without the long ones. */
+    const char *ok[] = {texts[0], texts[2]};
+    size_t oklen[] = {lens[0], lens[2]};
+    assert_int_equal(lipi_embedder_embed(s, ok, oklen, 2, v, NULL, &err), LIPI_OK);
+    close_api(e, s);
+    free(v);
+}
+
+/* One embedder, two threads, a session each, embedding the same lines
+ * several times while the other does. */
+typedef struct {
+    const lipi_embedder *e;
+    const lines *l;
+    size_t threads;
+    float *out;          /* (NLINES, dim), the last round */
+    lipi_status st;
+} worker;
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    lipi_embedder_session *s = NULL;
+    lipi_error err = {0};
+    w->st = lipi_embedder_session_new(w->e, w->threads, &s, &err);
+    for (int round = 0; round < 5 && w->st == LIPI_OK; round++)
+        w->st = lipi_embedder_embed(s, w->l->ptrs, w->l->lens, NLINES, w->out, NULL, &err);
+    lipi_embedder_session_free(s);
+    return NULL;
+}
+
+static void test_one_embedder_shared_by_two_threads_gives_identical_vectors(void **state)
+{
+    const char *dir = md_model("st_mean");
+    lines l;
+    make_lines(&l);
+    size_t dim;
+    float *want = api_embed(dir, &l, 1, &dim, NULL);
+    lipi_embedder_options o = {.batch = 32, .normalize = -1};
+    lipi_embedder *e = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_embedder_open(dir, &o, &e, &err), LIPI_OK);
+    worker w[2] = {{e, &l, 1, NULL, LIPI_EINVAL}, {e, &l, 2, NULL, LIPI_EINVAL}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        w[i].out = calloc(NLINES * dim, sizeof *w[i].out);
+        assert_non_null(w[i].out);
+        assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+        assert_int_equal(w[i].st, LIPI_OK);
+        assert_same_floats(w[i].out, want, NLINES * dim, i ? "thread 2" : "thread 1");
+        free(w[i].out);
+    }
+    lipi_embedder_free(e);
+    free(want);
+}
+
+/* ======================================================================== */
+/* classify                                                                  */
+/* ======================================================================== */
+
+static void test_api_classify_equals_lipi_classify(void **state)
+{
+    const char *dir = md_model("bert_cls");
+    lines l;
+    make_lines(&l);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "classify --quiet -m %s", dir);
+    cli_result r = cli_run(cmd, l.buf, strlen(l.buf));
+    if (r.code != 0)
+        fail_msg("lipi classify exited %d: %s", r.code, r.err);
+
+    lipi_embedder_options o = {.batch = 32, .normalize = -1};
+    lipi_embedder *e = NULL;
+    lipi_embedder_session *s = NULL;
+    lipi_error err = {0};
+    open_api(dir, &o, 3, &e, &s);
+    assert_int_equal(lipi_embedder_label_count(e), 3);
+    assert_string_equal(lipi_embedder_label(e, 0), "negative");
+    assert_string_equal(lipi_embedder_label(e, 2), "positive");
+    assert_null(lipi_embedder_label(e, 3));
+    float probs[NLINES * 3];
+    assert_int_equal(lipi_embedder_classify(s, l.ptrs, l.lens, NLINES, probs, NULL, &err),
+                     LIPI_OK);
+    /* The command prints %.6g: the API's probabilities printed the same way
+     * are its output, line for line. */
+    size_t cap = 256 * NLINES, len = 0;
+    char *want = malloc(cap);
+    assert_non_null(want);
+    for (size_t i = 0; i < NLINES; i++) {
+        const float *p = probs + 3 * i;
+        size_t best = 0;
+        for (size_t j = 1; j < 3; j++)
+            if (p[j] > p[best])
+                best = j;
+        len += (size_t)snprintf(want + len, cap - len,
+                                "{\"label\":\"%s\",\"score\":%.6g,\"probs\":{\"negative\":%.6g,"
+                                "\"neutral\":%.6g,\"positive\":%.6g}}\n",
+                                lipi_embedder_label(e, best), (double)p[best], (double)p[0],
+                                (double)p[1], (double)p[2]);
+    }
+    assert_string_equal(r.out, want);
+    free(want);
+    cli_result_free(&r);
+
+    /* An embedding model has no head. */
+    close_api(e, s);
+    open_api(md_model("bert"), &o, 1, &e, &s);
+    assert_int_equal(lipi_embedder_label_count(e), 0);
+    assert_int_equal(lipi_embedder_classify(s, l.ptrs, l.lens, 1, probs, NULL, &err),
+                     LIPI_EINVAL);
+    close_api(e, s);
+}
+
+/* The word-level fixture tokenizer has no post-processor, so a pair is
+ * a's ids then b's, type ids 0 then 1 (as Hugging Face encodes a pair
+ * without a template); the model must see both. */
+static void test_classify_pairs_gives_the_model_both_texts_and_their_type_ids(void **state)
+{
+    const char *dir = md_model("bert_cls");
+    char a0[256] = "", b0[256] = "";
+    for (int w = 0; w < 20; w++) { /* 40 tokens: over bert_cls' 32 */
+        sprintf(a0 + strlen(a0), "%st%d", w ? " " : "", 10 + w);
+        sprintf(b0 + strlen(b0), "%st%d", w ? " " : "", 50 + w);
+    }
+    const char *a[] = {"t4 t9 t11", a0}, *b[] = {"t30 t31", b0};
+    size_t alen[] = {strlen(a[0]), strlen(a[1])}, blen[] = {strlen(b[0]), strlen(b[1])};
+
+    lipi_embedder_options o = {.batch = 32, .normalize = -1};
+    lipi_embedder *e = NULL;
+    lipi_embedder_session *s = NULL;
+    lipi_error err = {0};
+    open_api(dir, &o, 2, &e, &s);
+    float got[2 * 3];
+    uint8_t flags[2] = {7, 7};
+    assert_int_equal(lipi_embedder_classify_pairs(s, a, alen, b, blen, 2, got, flags, &err),
+                     LIPI_OK);
+    assert_int_equal(flags[0], 0);
+    assert_int_equal(flags[1], 1);
+
+    /* Longest-first truncation of 20 + 20 to 32: 16 of each. */
+    uint32_t ids0[] = {4, 9, 11, 30, 31}, types0[] = {0, 0, 0, 1, 1};
+    uint32_t ids1[32], types1[32];
+    for (int k = 0; k < 16; k++) {
+        ids1[k] = (uint32_t)(10 + k);
+        types1[k] = 0;
+        ids1[16 + k] = (uint32_t)(50 + k);
+        types1[16 + k] = 1;
+    }
+    lipi_model *m = NULL;
+    lipi_model_session *ms = NULL;
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_OK);
+    assert_int_equal(lipi_model_session_new(m, 1, &ms, &err), LIPI_OK);
+    lipi_sequence seqs[] = {{ids0, types0, 5}, {ids1, types1, 32}};
+    float want[2 * 3];
+    assert_int_equal(lipi_model_classify(ms, seqs, 2, NULL, want, &err), LIPI_OK);
+    assert_same_floats(got, want, 2 * 3, "pairs vs ids with type ids");
+
+    /* strict: the long pair is an error naming it. */
+    close_api(e, s);
+    o.strict = true;
+    open_api(dir, &o, 1, &e, &s);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(lipi_embedder_classify_pairs(s, a, alen, b, blen, 2, got, NULL, &err),
+                     LIPI_EINVAL);
+    assert_int_equal(err.line, 2);
+    lipi_model_session_free(ms);
+    lipi_model_free(m);
+    close_api(e, s);
+}
+
+/* ======================================================================== */
+/* pooling names                                                             */
+/* ======================================================================== */
+
+static void test_pooling_names_round_trip(void **state)
+{
+    unsigned f = 0;
+    assert_true(lipi_pooling_parse("mean+cls", &f));
+    assert_int_equal(f, LIPI_POOL_MEAN | LIPI_POOL_CLS);
+    char name[64];
+    lipi_pooling_name(f, name, sizeof name);
+    assert_string_equal(name, "cls+mean"); /* sentence-transformers' order */
+    assert_false(lipi_pooling_parse("mean+", &f));
+    assert_false(lipi_pooling_parse("avg", &f));
+    assert_false(lipi_pooling_parse("", &f));
+    lipi_pooling_name(LIPI_POOL_MAX | LIPI_POOL_MEAN_SQRT_LEN, name, 8);
+    assert_string_equal(name, "max+mea"); /* cut short, NUL-terminated */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_api_embed_equals_lipi_embed_npy_bit_for_bit_on_1_and_3_threads),
+        cmocka_unit_test(test_truncation_flags_mark_exactly_the_texts_over_the_limit),
+        cmocka_unit_test(test_one_embedder_shared_by_two_threads_gives_identical_vectors),
+        cmocka_unit_test(test_api_classify_equals_lipi_classify),
+        cmocka_unit_test(test_classify_pairs_gives_the_model_both_texts_and_their_type_ids),
+        cmocka_unit_test(test_pooling_names_round_trip),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
