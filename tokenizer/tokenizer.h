@@ -581,6 +581,23 @@ typedef struct {
 lipi_status lipi_tokenizer_open(const char *path, const lipi_open_options *opt,
                                 lipi_tokenizer **out, lipi_error *err);
 
+/* The tokenizer files a folder may hold by name: what lipi_tokenizer_open
+ * reads and what belongs to a model folder (model/model.h's manifest
+ * includes them). */
+typedef enum {
+    LIPI_TOKENIZER_FILE_JSON,          /* tokenizer.json */
+    LIPI_TOKENIZER_FILE_CONFIG,        /* tokenizer_config.json and the like */
+    LIPI_TOKENIZER_FILE_WORDPIECE,     /* vocab.txt */
+    LIPI_TOKENIZER_FILE_GPT2,          /* vocab.json, merges.txt */
+    LIPI_TOKENIZER_FILE_SENTENCEPIECE, /* a *.model, in the order a folder is searched */
+} lipi_tokenizer_file_kind;
+
+/* The name of the i-th tokenizer file (a static string) and its kind, or
+ * NULL past the last:
+ *
+ *   for (size_t i = 0; (name = lipi_tokenizer_file(i, &kind)); i++) ... */
+const char *lipi_tokenizer_file(size_t i, lipi_tokenizer_file_kind *kind);
+
 /* The readers behind lipi_tokenizer_open, on bytes in memory (not
  * NUL-terminated; `name`, which may be NULL, goes into err->path). */
 
