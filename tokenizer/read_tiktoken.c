@@ -158,7 +158,7 @@ static lipi_status parse_lines(const char *data, size_t len, const char *name, t
             st = line_error(name, line, 1, err, "a base64 token", "an empty one");
             goto done;
         }
-        if (!lipi_rd_base64_decode(p, (size_t)(sp - p), arena + used, &dlen, &bad)) {
+        if (!lipi_base64_decode(p, (size_t)(sp - p), false, arena + used, &dlen, &bad)) {
             char found[32];
             if (bad == (size_t)(sp - p))
                 snprintf(found, sizeof found, "%zu characters", bad);
