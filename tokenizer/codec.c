@@ -1,8 +1,48 @@
-/* Small text codecs every module shares, so no copy drifts: base64
- * (tiktoken ranks, precompiled_charsmap). */
+/* Two small text codecs every module shares, so no copy drifts: the
+ * "<0xNN>" names of byte-fallback tokens and base64 (tiktoken ranks,
+ * precompiled_charsmap). */
 #include "tokenizer/common_impl.h"
 
 #include <string.h>
+
+/* ======================================================================== */
+/* "<0xNN>" byte tokens                                                      */
+/* ======================================================================== */
+
+void lipi_byte_token_format(uint8_t b, char out[7])
+{
+    static const char hex[] = "0123456789ABCDEF";
+    memcpy(out, "<0x", 3);
+    out[3] = hex[b >> 4];
+    out[4] = hex[b & 15];
+    out[5] = '>';
+    out[6] = '\0';
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int lipi_byte_token_parse(const char *s, size_t n, bool lenient)
+{
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>')
+        return -1;
+    if (lenient && s[3] == '+')
+        return hex_value(s[4]);
+    int hi = hex_value(s[3]), lo = hex_value(s[4]);
+    if (hi < 0 || lo < 0)
+        return -1;
+    if (!lenient && ((s[3] >= 'a' && s[3] <= 'f') || (s[4] >= 'a' && s[4] <= 'f')))
+        return -1;
+    return hi << 4 | lo;
+}
 
 /* ======================================================================== */
 /* Base64 (RFC 4648 standard alphabet)                                       */

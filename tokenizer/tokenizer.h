@@ -139,6 +139,15 @@ size_t lipi_utf8_valid_prefix(const char *s, size_t len);
  * the caller (lipi_free) and NUL-terminated for convenience. */
 lipi_status lipi_utf8_repair(const char *s, size_t len, char **out, size_t *out_len);
 
+/* Byte-fallback tokens: byte 0x0A is the token "<0x0A>", as SentencePiece
+ * names them. lipi_byte_token_format writes the 6 characters and a NUL. */
+void lipi_byte_token_format(uint8_t b, char out[7]);
+/* The byte token s[0..n) names, or -1. Strict: only what
+ * lipi_byte_token_format writes (upper-case hex). Lenient: what Hugging
+ * Face's ByteFallback decoder reads (Rust's u8::from_str_radix): either
+ * case, and '+' for the first digit ("<0x0a>", "<0x+A>" -> 10). */
+int lipi_byte_token_parse(const char *s, size_t n, bool lenient);
+
 /* What to do with invalid UTF-8 in input text. */
 typedef enum {
     LIPI_INVALID_ERROR = 0, /* stop with LIPI_EFORMAT naming file, line, byte */

@@ -1523,8 +1523,8 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
     b->first_bf = NONE;
     if (!b->byte_units && opt->byte_fallback) {
         for (unsigned v = 0; v < 256; v++) {
-            char s[8];
-            snprintf(s, sizeof s, "<0x%02X>", v);
+            char s[7];
+            lipi_byte_token_format((uint8_t)v, s);
             if (tok_find(b, s, 6) != NONE) {
                 st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                                     "special token \"%s\" is also a byte-fallback token", s);
