@@ -11,11 +11,6 @@
 
 #include "tokenizer/json_impl.h"
 
-/* GPT-2's split pattern: what Hugging Face's ByteLevel pre-tokenizer runs
- * when use_regex is true. */
-static const char GPT2_PATTERN[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-
 /* ======================================================================== */
 /* Building the encoder                                                      */
 /* ======================================================================== */
@@ -71,10 +66,12 @@ static bool has_bytelevel(const json_t *j, int depth)
     return false;
 }
 
+/* GPT-2's split pattern: what Hugging Face's ByteLevel pre-tokenizer runs
+ * when use_regex is true. */
 static json_t *gpt2_split(void)
 {
     return json_pack("{s:s, s:{s:s}, s:s, s:b}", "type", "Split", "pattern", "Regex",
-                     GPT2_PATTERN, "behavior", "Isolated", "invert", 0);
+                     lipi_split_pattern("gpt2"), "behavior", "Isolated", "invert", 0);
 }
 
 /* Byte-level BPE runs on raw bytes when the pre-tokenizer's ByteLevel step

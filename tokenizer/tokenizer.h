@@ -284,6 +284,17 @@ typedef struct lipi_pretokenizer lipi_pretokenizer; /* immutable, thread-shareab
 lipi_status lipi_pretokenizer_new(const char *name, lipi_pretokenizer **out,
                                   lipi_error *err);
 
+/* The split patterns lipi knows, by name: the text of pattern `name`
+ * (static), or NULL for an unknown name. "gpt2" (GPT-2, Hugging Face
+ * ByteLevel), "gpt2-no-trailing-space" (llama.cpp's gpt2), "cl100k" and
+ * "o200k" (tiktoken's pat_str, contractions spelled out), "cl100k-tiktoken"
+ * and "o200k-tiktoken" (as tiktoken's Rust core ships them: (?i:'s|...)),
+ * "qwen2", "tekken", "indic", "indic-unigram" (numbers keep a leading
+ * space). */
+const char *lipi_split_pattern(const char *name);
+/* The i-th known pattern and its name, or NULL past the last. */
+const char *lipi_split_pattern_at(size_t i, const char **name);
+
 /* A split on a user pattern (UTF + UCP, JIT-compiled); matches become
  * pieces, the text between matches too (Hugging Face Split "Isolated").
  * Patterns mean what they mean in a tokenizer.json read by Hugging Face
