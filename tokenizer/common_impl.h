@@ -51,6 +51,14 @@ lipi_status lipi_buf_reserve(lipi_buf *b, size_t extra);
 lipi_status lipi_buf_append(lipi_buf *b, const void *data, size_t len);
 void lipi_buf_free(lipi_buf *b);
 
+/* Asks Linux to back the untouched range [p, p+len) of a large array with
+ * huge pages (the 2 MiB pages wholly inside it). Tables that grow to
+ * hundreds of megabytes in seconds (the trainers' word and pair tables)
+ * otherwise take one page fault per 4 KiB, which on virtual machines costs
+ * as much as the work on that memory. Only a hint: ignored where
+ * unsupported. */
+void lipi_huge_pages(void *p, size_t len);
+
 /* Standard padded base64 (RFC 4648) of s[0..n), appended to out. */
 lipi_status lipi_base64_encode(const uint8_t *s, size_t n, lipi_buf *out);
 

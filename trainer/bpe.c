@@ -51,7 +51,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,25 +151,6 @@ void lipi_bpe_model_get_merge(const lipi_bpe_model *m, size_t rank, uint32_t *le
 /* Big arrays                                                                */
 /* ======================================================================== */
 
-/* Asks Linux to back the untouched range [p, p+len) of a large array with
- * huge pages. The pair tables grow to hundreds of megabytes in a few
- * seconds, and on virtual machines one page fault per 4 KiB costs as much
- * as the training work on that memory. Only a hint: ignored where
- * unsupported. */
-static void huge_pages(void *p, size_t len)
-{
-#ifdef MADV_HUGEPAGE
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-    uintptr_t e = ((uintptr_t)p + len) & ~(huge - 1);
-    if (e > a)
-        madvise((void *)a, e - a, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)len;
-#endif
-}
-
 /* lipi_grow for the big arrays: a new block gets the huge-page hint before
  * the old contents are copied in (realloc would copy first, one page fault
  * per 4 KiB of the copy). */
@@ -187,7 +167,7 @@ static lipi_status big_grow(void **p, size_t *cap, size_t need, size_t size)
     char *np = lipi_malloc(ncap * size);
     if (!np)
         return LIPI_ENOMEM;
-    huge_pages(np, ncap * size);
+    lipi_huge_pages(np, ncap * size);
     if (*cap)
         memcpy(np, *p, *cap * size);
     lipi_free(*p);
@@ -204,7 +184,7 @@ static void *big_alloc(size_t n, size_t size, bool zero)
         return NULL;
     void *p = lipi_malloc(n * size);
     if (p) {
-        huge_pages(p, n * size);
+        lipi_huge_pages(p, n * size);
         if (zero)
             memset(p, 0, n * size);
     }
