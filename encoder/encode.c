@@ -289,11 +289,6 @@ void lipi_encoder_free(lipi_encoder *e)
     lipi_free(e);
 }
 
-const lipi_tokenizer *lipi_encoder_tokenizer(const lipi_encoder *e)
-{
-    return e ? e->tok : NULL;
-}
-
 lipi_status lipi_session_new(const lipi_encoder *e, lipi_session **out)
 {
     if (!out)
