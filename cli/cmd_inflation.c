@@ -104,14 +104,6 @@ static char *tokenizer_label(const char *path)
     return lipi_strndup(base, blen);
 }
 
-/* "<0x0A>"-style pieces: what byte fallback emits for bytes the model lacks. */
-static bool is_byte_piece(const char *s, size_t len)
-{
-    static const char hex[] = "0123456789ABCDEFabcdef";
-    return len == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' && s[3] && s[4] &&
-           strchr(hex, s[3]) && strchr(hex, s[4]);
-}
-
 static bool label_taken(const tok_entry *toks, size_t n, const char *label)
 {
     for (size_t k = 0; k < n; k++)
@@ -139,7 +131,9 @@ static lipi_status load_tokenizer(const char *path, tok_entry *te, lipi_error *e
         for (size_t id = 0; id < te->n_ids; id++) {
             size_t len;
             const char *s = lipi_tokenizer_id_to_token(te->tok, (uint32_t)id, &len);
-            te->is_byte[id] = s && is_byte_piece(s, len);
+            /* "<0x0A>"-style pieces: what byte fallback emits for bytes
+             * the model lacks. */
+            te->is_byte[id] = s && lipi_byte_token_parse(s, len, true) >= 0;
         }
 done:
     if (st != LIPI_OK && err && !err->path[0])

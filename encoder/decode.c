@@ -247,30 +247,6 @@ static lipi_status strip_token(strlist *d, const char *s, size_t n, const lipi_o
     return sl_add(d, s + a, b > a ? b - a : 0);
 }
 
-/* Byte of "<0xNN>" (Rust's u8::from_str_radix accepts a leading '+'). */
-static int fallback_byte(const char *s, size_t n)
-{
-    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>')
-        return -1;
-    int v = 0;
-    for (int k = 3; k < 5; k++) {
-        char c = s[k];
-        int x;
-        if (c >= '0' && c <= '9')
-            x = c - '0';
-        else if (c >= 'a' && c <= 'f')
-            x = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F')
-            x = c - 'A' + 10;
-        else if (c == '+' && k == 3)
-            continue;
-        else
-            return -1;
-        v = v * 16 + x;
-    }
-    return v;
-}
-
 static lipi_status flush_bytes(strlist *d, const char *bytes, size_t n)
 {
     if (n == 0)
@@ -395,7 +371,7 @@ static lipi_status run_decoder(lipi_session *s, const lipi_decoder *dec, strlist
         for (size_t i = 0; i < in->n; i++) {
             const char *t = ITEM(in, i);
             size_t n = ITEM_LEN(in, i);
-            int b = fallback_byte(t, n);
+            int b = lipi_byte_token_parse(t, n, true);
             if (b >= 0) {
                 char c = (char)b;
                 TRY(lipi_buf_append(bytes, &c, 1));

@@ -8,11 +8,6 @@
 
 #include "tokenizer/base_json.h"
 
-/* GPT-2's split pattern: what Hugging Face's ByteLevel pre-tokenizer runs
- * when use_regex is true. */
-static const char GPT2_PATTERN[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-
 /* ======================================================================== */
 /* Building the encoder                                                      */
 /* ======================================================================== */
@@ -68,10 +63,12 @@ static bool has_bytelevel(const json_t *j, int depth)
     return false;
 }
 
+/* GPT-2's split pattern: what Hugging Face's ByteLevel pre-tokenizer runs
+ * when use_regex is true. */
 static json_t *gpt2_split(void)
 {
     return json_pack("{s:s, s:{s:s}, s:s, s:b}", "type", "Split", "pattern", "Regex",
-                     GPT2_PATTERN, "behavior", "Isolated", "invert", 0);
+                     lipi_split_pattern("gpt2"), "behavior", "Isolated", "invert", 0);
 }
 
 /* Byte-level BPE runs on raw bytes when the pre-tokenizer's ByteLevel step
@@ -287,11 +284,6 @@ void lipi_encoder_free(lipi_encoder *e)
     lipi_enc_decoders_free(e);
     lipi_pretokenizer_free(e->own_pretok);
     lipi_free(e);
-}
-
-const lipi_tokenizer *lipi_encoder_tokenizer(const lipi_encoder *e)
-{
-    return e ? e->tok : NULL;
 }
 
 lipi_status lipi_session_new(const lipi_encoder *e, lipi_session **out)

@@ -39,9 +39,6 @@ typedef struct lipi_session lipi_session; /* per-thread scratch */
 lipi_status lipi_encoder_new(const lipi_tokenizer *tok, lipi_encoder **out, lipi_error *err);
 void lipi_encoder_free(lipi_encoder *e);
 
-/* The tokenizer the encoder was built from (borrowed). */
-const lipi_tokenizer *lipi_encoder_tokenizer(const lipi_encoder *e);
-
 /* A session for one thread at a time; it holds a borrowed pointer to `e`.
  * LIPI_ENOMEM on failure (*out = NULL). */
 lipi_status lipi_session_new(const lipi_encoder *e, lipi_session **out);

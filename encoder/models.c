@@ -179,9 +179,9 @@ lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err)
     /* Only a Viterbi sums scores; a SentencePiece BPE model is merges. */
     e->f32_viterbi = m->f32_scores && m->type == LIPI_MODEL_UNIGRAM;
     for (int b = 0; b < 256; b++) {
-        char name[8];
+        char name[7];
         uint32_t id;
-        snprintf(name, sizeof name, "<0x%02X>", b);
+        lipi_byte_token_format((uint8_t)b, name);
         e->byte_fb[b] = lipi_vocab_find(&m->vocab, name, 6, &id) ? (int64_t)id : -1;
     }
 

@@ -162,33 +162,9 @@ lipi_status lipi_hub_resolve(const char *name, const char *revision, const char 
 /* Which files lipi needs                                                    */
 /* ======================================================================== */
 
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
 bool lipi_hub_wanted_file(const char *path)
 {
-    static const char *const top[] = {
-        "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-        "added_tokens.json", "vocab.txt", "vocab.json", "merges.txt", "sentencepiece.bpe.model",
-        "spiece.model", "tokenizer.model", "modules.json", "sentence_bert_config.json",
-        "config_sentence_transformers.json", "model.safetensors.index.json"};
-    const char *slash = strchr(path, '/');
-    if (!slash) {
-        for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
-            if (strcmp(path, top[i]) == 0)
-                return true;
-        return ends_with(path, ".safetensors");
-    }
-    /* sentence-transformers module folders: "1_Pooling/", "2_Dense/", ... */
-    const char *p = path;
-    while (isdigit((unsigned char)*p))
-        p++;
-    if (p == path || *p != '_' || strchr(slash + 1, '/'))
-        return false;
-    return strcmp(slash + 1, "config.json") == 0 || ends_with(slash + 1, ".safetensors");
+    return lipi_model_file_role_of(path) != LIPI_MODEL_FILE_NONE;
 }
 
 /* ======================================================================== */

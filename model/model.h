@@ -167,6 +167,39 @@ void lipi_gemm_thread_restore(int prev);
 const char *lipi_gemm_backend(void);
 
 /* ======================================================================== */
+/* The files of a model folder                                               */
+/* ======================================================================== */
+
+typedef enum {
+    LIPI_MODEL_FILE_NONE = 0,  /* not part of a model folder */
+    LIPI_MODEL_FILE_CONFIG,    /* config.json */
+    LIPI_MODEL_FILE_WEIGHTS,   /* *.safetensors, model.safetensors.index.json */
+    LIPI_MODEL_FILE_TOKENIZER, /* the files of lipi_tokenizer_file */
+    LIPI_MODEL_FILE_MODULE,    /* sentence-transformers: modules.json, ..., and
+                                  config.json and .safetensors files of module
+                                  folders such as 1_Pooling */
+} lipi_model_file_role;
+
+typedef struct {
+    const char *name;          /* relative to the folder, '/'-separated; static */
+    lipi_model_file_role role;
+    bool required;             /* config.json and model.safetensors */
+} lipi_model_file;
+
+/* The i-th file of a model folder that has a fixed name, in a fixed order
+ * (the tokenizer's files, lipi_tokenizer_file, last), into *out; false past
+ * the last. Weight shards and other module folders have no fixed name:
+ * lipi_model_file_role_of knows them. */
+bool lipi_model_file_at(size_t i, lipi_model_file *out);
+
+/* The role of file `path` (relative to the folder, '/'-separated) in a
+ * model folder: a name of lipi_model_file_at, any top-level *.safetensors,
+ * or config.json or *.safetensors in a module folder ("1_Pooling/",
+ * "2_Dense/", ...); LIPI_MODEL_FILE_NONE for anything else
+ * ("pytorch_model.bin", "onnx/model.onnx"). */
+lipi_model_file_role lipi_model_file_role_of(const char *path);
+
+/* ======================================================================== */
 /* Hugging Face hub cache and downloads                                      */
 /* ======================================================================== */
 
@@ -220,9 +253,8 @@ typedef struct {
     void *user;
 } lipi_hub_download_options;
 
-/* Whether lipi needs repository file `path` to run the model: config.json,
- * safetensors weights, tokenizer and sentence-transformers files, the
- * files of its module folders (1_Pooling/config.json, 2_Dense/...). */
+/* Whether lipi needs repository file `path` to run the model: whether it
+ * belongs to a model folder (lipi_model_file_role_of). */
 bool lipi_hub_wanted_file(const char *path);
 
 /* Downloads model `name` into the cache the way huggingface_hub does:

@@ -969,7 +969,7 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 }
 
 /* Hashes the name, size and first MiB of dir/name into *h; a missing file
- * hashes as absent unless required. */
+ * adds nothing unless required. */
 static lipi_status fingerprint_file(uint64_t *h, const char *dir, const char *name,
                                     bool required, lipi_error *err)
 {
@@ -977,13 +977,13 @@ static lipi_status fingerprint_file(uint64_t *h, const char *dir, const char *na
     lipi_status st = join_path(path, dir, name, err);
     if (st != LIPI_OK)
         return st;
-    *h = fnv1a(*h, name, strlen(name) + 1);
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (!required && errno == ENOENT)
             return LIPI_OK;
         return lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
     }
+    *h = fnv1a(*h, name, strlen(name) + 1);
     struct stat sb;
     unsigned char buf[65536];
     size_t total = 0, got;
@@ -1005,18 +1005,15 @@ static lipi_status fingerprint_file(uint64_t *h, const char *dir, const char *na
     return LIPI_OK;
 }
 
+/* Covers the model folder's files by fixed name (model/model.h's manifest,
+ * tokenizer files included), so a changed merges.txt is another model. */
 lipi_status lipi_index_model_fingerprint(const char *dir, char out[17], lipi_error *err)
 {
-    static const char *const optional[] = {
-        "modules.json", "1_Pooling/config.json", "sentence_bert_config.json", "2_Dense/config.json",
-        "2_Dense/model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
-        "sentencepiece.bpe.model", "spiece.model"};
     lipi_status st = LIPI_OK;
     uint64_t h = 0xcbf29ce484222325ULL;
-    TRY(fingerprint_file(&h, dir, "config.json", true, err));
-    TRY(fingerprint_file(&h, dir, "model.safetensors", true, err));
-    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++)
-        TRY(fingerprint_file(&h, dir, optional[i], false, err));
+    lipi_model_file f;
+    for (size_t i = 0; lipi_model_file_at(i, &f); i++)
+        TRY(fingerprint_file(&h, dir, f.name, f.required, err));
     snprintf(out, 17, "%016llx", (unsigned long long)h);
 done:
     return st;

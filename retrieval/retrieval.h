@@ -201,9 +201,10 @@ lipi_status lipi_knn_search(const float *x, size_t n, size_t dim, const float *q
                             float *scores, lipi_error *err);
 
 /* A short hex fingerprint (16 digits) of the model folder `dir`: a hash of
- * config.json, the sentence-transformers and tokenizer files, and the size
- * and first MiB of model.safetensors. out holds 17 bytes. LIPI_EIO when
- * config.json or model.safetensors cannot be read. */
+ * the name, size and first MiB of each file with a fixed name in it
+ * (lipi_model_file_at: config, weights, sentence-transformers and tokenizer
+ * files). out holds 17 bytes. LIPI_EIO when config.json or
+ * model.safetensors cannot be read. */
 lipi_status lipi_index_model_fingerprint(const char *dir, char out[17], lipi_error *err);
 
 /* ------------------------------------------------------------------------ */

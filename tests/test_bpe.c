@@ -610,8 +610,8 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
     uint32_t first_bf = RNONE;
     if (!r_byte_units && o->byte_fallback)
         for (unsigned v = 0; v < 256; v++) {
-            char s[8];
-            snprintf(s, sizeof s, "<0x%02X>", v);
+            char s[7];
+            lipi_byte_token_format((uint8_t)v, s);
             uint32_t id = r_add(m, s, 6);
             if (v == 0)
                 first_bf = id;
@@ -1608,8 +1608,8 @@ static size_t token_text(const lipi_tokenizer *t, uint32_t id, bool byte_level, 
     size_t len;
     const char *s = lipi_tokenizer_id_to_token(t, id, &len);
     assert_non_null(s);
-    unsigned v;
-    if (!byte_level && len == 6 && sscanf(s, "<0x%2X>", &v) == 1) {
+    int v;
+    if (!byte_level && (v = lipi_byte_token_parse(s, len, true)) >= 0) {
         out[0] = (char)v;
         return 1;
     }

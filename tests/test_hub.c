@@ -344,6 +344,24 @@ static void test_hub_names_and_the_cache_folder(void **state)
     assert_false(lipi_hub_wanted_file("onnx/model.onnx"));
     assert_false(lipi_hub_wanted_file("README.md"));
     assert_false(lipi_hub_wanted_file("2_Dense/pytorch_model.bin"));
+
+    /* The same manifest says what each file is, and every file with a fixed
+     * name is one lipi fetches. */
+    assert_int_equal(lipi_model_file_role_of("config.json"), LIPI_MODEL_FILE_CONFIG);
+    assert_int_equal(lipi_model_file_role_of("model-00001-of-00002.safetensors"),
+                     LIPI_MODEL_FILE_WEIGHTS);
+    assert_int_equal(lipi_model_file_role_of("merges.txt"), LIPI_MODEL_FILE_TOKENIZER);
+    assert_int_equal(lipi_model_file_role_of("tokenizer.model"), LIPI_MODEL_FILE_TOKENIZER);
+    assert_int_equal(lipi_model_file_role_of("modules.json"), LIPI_MODEL_FILE_MODULE);
+    assert_int_equal(lipi_model_file_role_of("3_Normalize/config.json"), LIPI_MODEL_FILE_MODULE);
+    assert_int_equal(lipi_model_file_role_of("README.md"), LIPI_MODEL_FILE_NONE);
+    lipi_model_file f;
+    size_t n = 0;
+    for (; lipi_model_file_at(n, &f); n++) {
+        assert_true(lipi_hub_wanted_file(f.name));
+        assert_int_equal(lipi_model_file_role_of(f.name), f.role);
+    }
+    assert_int_equal(n, 19);
 }
 
 /* cache/models--org--tiny with refs/main -> SHA and the snapshot. */

@@ -1186,6 +1186,45 @@ static void test_cli_with_a_model_folder(void **state)
     cli_result_free(&r);
 }
 
+/* Every tokenizer file is part of the model: adding or changing
+ * merges.txt, vocab.json or tokenizer.model gives another fingerprint, and
+ * an index built before refuses the folder. */
+static void test_fingerprint_covers_every_tokenizer_file(void **state)
+{
+    char model[400], idx[400], cmd[2048];
+    snprintf(model, sizeof model, "%s", tmp_path("fp_model"));
+    snprintf(idx, sizeof idx, "%s", tmp_path("fp_idx"));
+    assert_true(make_model(model, "w"));
+    static const char *const files[] = {"merges.txt", "vocab.json", "tokenizer.model"};
+    char before[17], after[17], path[512];
+    lipi_error err;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", model, files[i]);
+        assert_int_equal(lipi_index_model_fingerprint(model, before, &err), LIPI_OK);
+        write_bytes(path, "a b\n", 4);
+        assert_int_equal(lipi_index_model_fingerprint(model, after, &err), LIPI_OK);
+        assert_string_not_equal(before, after);
+        memcpy(before, after, sizeof before);
+        write_bytes(path, "a c\n", 4);
+        assert_int_equal(lipi_index_model_fingerprint(model, after, &err), LIPI_OK);
+        assert_string_not_equal(before, after);
+    }
+
+    const char *docs = "the cat sat on the mat\nred sun\n";
+    write_bytes(tmp_path("fp_docs.txt"), docs, strlen(docs));
+    snprintf(cmd, sizeof cmd, "index --quiet -m %s -o %s %s", model, idx, tmp_path("fp_docs.txt"));
+    cli_result r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    snprintf(path, sizeof path, "%s/merges.txt", model);
+    write_bytes(path, "a d\n", 4);
+    snprintf(cmd, sizeof cmd, "search --index %s -m %s --query 'red sun'", idx, model);
+    r = cli_run(cmd, NULL, 0);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "not model"));
+    cli_result_free(&r);
+}
+
 /* ======================================================================== */
 /* Allocation failures                                                       */
 /* ======================================================================== */
@@ -1259,6 +1298,7 @@ int main(void)
         cmocka_unit_test(test_cli_index_search_and_append_with_vectors),
         cmocka_unit_test(test_cli_eval_retrieval_on_the_hand_made_case),
         cmocka_unit_test(test_cli_with_a_model_folder),
+        cmocka_unit_test(test_fingerprint_covers_every_tokenizer_file),
         cmocka_unit_test(test_allocation_failures_are_reported_and_leak_nothing),
     };
     return cmocka_run_group_tests_name("retrieval", tests, setup, teardown);

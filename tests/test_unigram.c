@@ -442,7 +442,7 @@ static size_t straddling_pieces(const lipi_tokenizer *t, const strset *set, char
     for (uint32_t id = 0; id < lipi_tokenizer_vocab_size(t); id++) {
         size_t len;
         const char *p = lipi_tokenizer_id_to_token(t, id, &len);
-        if (!p || (len == 6 && strncmp(p, "<0x", 3) == 0) || (len && p[0] == '<'))
+        if (!p || lipi_byte_token_parse(p, len, true) >= 0 || (len && p[0] == '<'))
             continue;
         char *key = strndup(p, len);
         if (!bsearch(&key, set->s, set->n, sizeof *set->s, str_cmp)) {

@@ -537,6 +537,35 @@ static void test_reader_fails_cleanly_on_every_allocation_failure(void **state)
         assert_true(alloc_fail_loop(names[f], read_run, (void *)tmp_path(names[f])) > 2);
 }
 
+/* "<0xNN>" byte tokens: every byte round-trips; the lenient parse reads
+ * what Hugging Face's ByteFallback decoder reads, the strict one only the
+ * canonical names. */
+static void test_byte_tokens_round_trip_and_parse_as_the_decoder_does(void **state)
+{
+    (void)state;
+    for (unsigned b = 0; b < 256; b++) {
+        char s[7];
+        lipi_byte_token_format((uint8_t)b, s);
+        assert_int_equal(strlen(s), 6);
+        assert_int_equal(lipi_byte_token_parse(s, 6, false), (int)b);
+        assert_int_equal(lipi_byte_token_parse(s, 6, true), (int)b);
+    }
+    char s[7];
+    lipi_byte_token_format(0xAB, s);
+    assert_string_equal(s, "<0xAB>");
+    assert_int_equal(lipi_byte_token_parse("<0x0a>", 6, true), 10);
+    assert_int_equal(lipi_byte_token_parse("<0x+A>", 6, true), 10);
+    assert_int_equal(lipi_byte_token_parse("<0x0a>", 6, false), -1);
+    assert_int_equal(lipi_byte_token_parse("<0x+A>", 6, false), -1);
+    static const char *const bad[] = {"<0xZZ>", "<0x0A ", "<0X0A>", "<0xA+>", "<0x++>"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(lipi_byte_token_parse(bad[i], 6, true), -1);
+        assert_int_equal(lipi_byte_token_parse(bad[i], 6, false), -1);
+    }
+    assert_int_equal(lipi_byte_token_parse("<0x0A>x", 7, true), -1);
+    assert_int_equal(lipi_byte_token_parse("<0x0A>", 5, true), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -558,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_reader_reports_truncated_and_corrupt_compressed_input),
         cmocka_unit_test(test_reader_reads_stdin_for_dash),
         cmocka_unit_test(test_reader_fails_cleanly_on_every_allocation_failure),
+        cmocka_unit_test(test_byte_tokens_round_trip_and_parse_as_the_decoder_does),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }

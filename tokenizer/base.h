@@ -55,6 +55,25 @@ lipi_status lipi_buf_reserve(lipi_buf *b, size_t extra);
 lipi_status lipi_buf_append(lipi_buf *b, const void *data, size_t len);
 void lipi_buf_free(lipi_buf *b);
 
+/* Asks Linux to back the untouched range [p, p+len) of a large array with
+ * huge pages (the 2 MiB pages wholly inside it). Tables that grow to
+ * hundreds of megabytes in seconds (the trainers' word and pair tables)
+ * otherwise take one page fault per 4 KiB, which on virtual machines costs
+ * as much as the work on that memory. Only a hint: ignored where
+ * unsupported. */
+void lipi_huge_pages(void *p, size_t len);
+
+/* Standard padded base64 (RFC 4648) of s[0..n), appended to out. */
+lipi_status lipi_base64_encode(const uint8_t *s, size_t n, lipi_buf *out);
+
+/* Decodes base64 s[0..n) into out (room for n / 4 * 3 + 2 bytes). Strict:
+ * only canonical padded text (a length divisible by 4, zero bits under the
+ * padding). Lenient: the padding may be missing and the bits under it are
+ * ignored. On bad text returns false with *bad the offset of the first
+ * wrong character, n when the length is wrong. */
+bool lipi_base64_decode(const char *s, size_t n, bool lenient, uint8_t *out, size_t *out_len,
+                        size_t *bad);
+
 /* Grows an array *p of *cap elements of `size` bytes to hold `need`. */
 lipi_status lipi_grow(void **p, size_t *cap, size_t need, size_t size);
 

@@ -1,9 +1,11 @@
-/* Small shared helpers: growable buffers and the invariant check. */
+/* Small shared helpers: growable buffers, the invariant check and the
+ * huge-page hint. */
 #include "tokenizer/base.h"
 #include "tokenizer/base_json.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 
 _Thread_local int lipi_hash_oom_flag;
@@ -75,4 +77,18 @@ const char *lipi_json_kind(const json_t *j)
     case JSON_NULL: return "null";
     }
     return "something else";
+}
+
+void lipi_huge_pages(void *p, size_t len)
+{
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    uintptr_t e = ((uintptr_t)p + len) & ~(huge - 1);
+    if (e > a)
+        madvise((void *)a, e - a, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)len;
+#endif
 }

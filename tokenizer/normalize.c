@@ -1597,39 +1597,6 @@ lipi_status lipi_ns_check_charsmap(const uint8_t *blob, size_t len, const char *
     return LIPI_OK;
 }
 
-lipi_status lipi_ns_precompiled(const uint8_t *blob, size_t len, bool longest_match,
-                                lipi_ns_step *out, lipi_error *err)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    lipi_status st = LIPI_OK;
-    memset(out, 0, sizeof *out);
-    out->kind = LIPI_NS_PRECOMPILED;
-    out->longest_match = longest_match;
-    TRY(lipi_ns_check_charsmap(blob, len, "normalizer", err));
-    if (len > (SIZE_MAX - 1) / 4 * 3 - 3)
-        TRY(LIPI_ENOMEM);
-    out->charsmap = lipi_malloc(len);
-    out->charsmap_b64 = lipi_malloc((len + 2) / 3 * 4 + 1);
-    if (!out->charsmap || !out->charsmap_b64)
-        TRY(LIPI_ENOMEM);
-    memcpy(out->charsmap, blob, len);
-    out->charsmap_len = len;
-    char *o = out->charsmap_b64;
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t v = (uint32_t)blob[i] << 16 | (i + 1 < len ? (uint32_t)blob[i + 1] << 8 : 0) |
-                     (i + 2 < len ? blob[i + 2] : 0);
-        *o++ = tab[v >> 18 & 63];
-        *o++ = tab[v >> 12 & 63];
-        *o++ = i + 1 < len ? tab[v >> 6 & 63] : '=';
-        *o++ = i + 2 < len ? tab[v & 63] : '=';
-    }
-    *o = '\0';
-done:
-    if (st != LIPI_OK)
-        lipi_ns_step_clear(out);
-    return st;
-}
-
 /* Appends the ops of a step (flattening Sequences). */
 static lipi_status add_op(lipi_normalizer *n, size_t *cap, norm_op op)
 {

@@ -76,13 +76,6 @@ lipi_status lipi_ns_compile_replace(lipi_ns_step *s, const char *jpath, lipi_err
 lipi_status lipi_ns_check_charsmap(const uint8_t *blob, size_t len, const char *jpath,
                                    lipi_error *err);
 
-/* A Precompiled step from a raw charsmap (as found in a SentencePiece
- * .model's normalizer_spec): validates and copies `blob`. With
- * longest_match the step normalizes exactly as SentencePiece does; without,
- * as Hugging Face's Precompiled. */
-lipi_status lipi_ns_precompiled(const uint8_t *blob, size_t len, bool longest_match,
-                                lipi_ns_step *out, lipi_error *err);
-
 /* Builds a normalizer from a step tree; `root` is stolen (cleared even on
  * error). */
 lipi_status lipi_ns_build(lipi_ns_step *root, lipi_normalizer **out, lipi_error *err);

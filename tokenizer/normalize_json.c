@@ -39,60 +39,25 @@ static lipi_status get_string(const json_t *v, const char *jpath, const char *fi
     return *out ? LIPI_OK : LIPI_ENOMEM;
 }
 
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
 /* Standard base64; the final padding may be missing. */
 static lipi_status b64_decode(const char *s, size_t n, uint8_t **out, size_t *len,
                               const char *jpath, lipi_error *err)
 {
-    while (n > 0 && s[n - 1] == '=')
-        n--;
-    if (n % 4 == 1)
-        return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, 0,
-                              "%s.precompiled_charsmap: expected base64, found a bad length",
-                              jpath);
+    size_t bad;
     uint8_t *b = lipi_malloc(n / 4 * 3 + 3);
     if (!b)
         return LIPI_ENOMEM;
-    size_t o = 0;
-    uint32_t acc = 0;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64_value((unsigned char)s[i]);
-        if (v < 0) {
-            lipi_free(b);
+    if (!lipi_base64_decode(s, n, true, b, len, &bad)) {
+        lipi_free(b);
+        if (bad == n)
             return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, 0,
-                                  "%s.precompiled_charsmap: expected base64, found '%c' at %zu",
-                                  jpath, s[i], i);
-        }
-        acc = acc << 6 | (uint32_t)v;
-        if (i % 4 == 3) {
-            b[o++] = (uint8_t)(acc >> 16);
-            b[o++] = (uint8_t)(acc >> 8);
-            b[o++] = (uint8_t)acc;
-            acc = 0;
-        }
-    }
-    if (n % 4 == 2) {
-        b[o++] = (uint8_t)(acc >> 4);
-    } else if (n % 4 == 3) {
-        b[o++] = (uint8_t)(acc >> 10);
-        b[o++] = (uint8_t)(acc >> 2);
+                                  "%s.precompiled_charsmap: expected base64, found a bad length",
+                                  jpath);
+        return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, 0,
+                              "%s.precompiled_charsmap: expected base64, found '%c' at %zu",
+                              jpath, s[bad], bad);
     }
     *out = b;
-    *len = o;
     return LIPI_OK;
 }
 

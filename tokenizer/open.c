@@ -280,18 +280,43 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+static const struct {
+    const char *name;
+    lipi_tokenizer_file_kind kind;
+} tokenizer_files[] = {
+    {"tokenizer.json", LIPI_TOKENIZER_FILE_JSON},
+    {"tokenizer_config.json", LIPI_TOKENIZER_FILE_CONFIG},
+    {"special_tokens_map.json", LIPI_TOKENIZER_FILE_CONFIG},
+    {"added_tokens.json", LIPI_TOKENIZER_FILE_CONFIG},
+    {"vocab.txt", LIPI_TOKENIZER_FILE_WORDPIECE},
+    {"vocab.json", LIPI_TOKENIZER_FILE_GPT2},
+    {"merges.txt", LIPI_TOKENIZER_FILE_GPT2},
+    {"spiece.model", LIPI_TOKENIZER_FILE_SENTENCEPIECE},
+    {"sentencepiece.bpe.model", LIPI_TOKENIZER_FILE_SENTENCEPIECE},
+    {"tokenizer.model", LIPI_TOKENIZER_FILE_SENTENCEPIECE},
+};
+
+const char *lipi_tokenizer_file(size_t i, lipi_tokenizer_file_kind *kind)
+{
+    if (i >= sizeof tokenizer_files / sizeof tokenizer_files[0])
+        return NULL;
+    if (kind)
+        *kind = tokenizer_files[i].kind;
+    return tokenizer_files[i].name;
+}
+
 /* The first *.model file of a folder by name, after the usual names. */
 static lipi_status find_model(const char *dir, char **out, lipi_error *err)
 {
-    static const char *const names[] = {"spiece.model", "sentencepiece.bpe.model",
-                                        "tokenizer.model"};
     char **found = NULL;
     size_t n = 0, cap = 0;
     lipi_status st = LIPI_OK;
     DIR *d = NULL;
     *out = NULL;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char *p = join(dir, strlen(dir), names[i]);
+    for (size_t i = 0; i < sizeof tokenizer_files / sizeof tokenizer_files[0]; i++) {
+        if (tokenizer_files[i].kind != LIPI_TOKENIZER_FILE_SENTENCEPIECE)
+            continue;
+        char *p = join(dir, strlen(dir), tokenizer_files[i].name);
         if (!p)
             return oom(dir, err);
         if (is_file(p)) {

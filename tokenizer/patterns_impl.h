@@ -1,6 +1,8 @@
-/* The split patterns lipi knows by name, as PCRE2/Oniguruma text. The
- * pre-tokenizer compiles them, the readers put them into the tokenizers they
- * build, and the scanner (scanner.c) recognises them byte for byte to run its
+/* The text of the split patterns lipi knows, as PCRE2/Oniguruma text, each
+ * spelled once; patterns.c names them (lipi_split_pattern), and static
+ * tables in tokenizer/ (read_gguf.c) use these macros. The pre-tokenizer
+ * compiles them, the readers put them into the tokenizers they build, and
+ * the scanner (scanner.c) recognises them byte for byte to run its
  * hand-written equivalent instead of the regex. */
 #ifndef LIPI_PATTERNS_IMPL_H
 #define LIPI_PATTERNS_IMPL_H

@@ -21,7 +21,6 @@
 
 #include "tokenizer/base.h"
 #include "tokenizer/base_json.h"
-#include "tokenizer/patterns_impl.h"
 #include "tokenizer/pretokenize_impl.h"
 #include "tokenizer/scanner_impl.h"
 
@@ -386,8 +385,9 @@ static lipi_status bytelevel_new(bool add_prefix_space, bool trim_offsets, bool 
     p->trim_offsets = trim_offsets;
     p->use_regex = use_regex;
     if (use_regex) {
-        TRY(compile_regex(PAT_GPT2, strlen(PAT_GPT2), "ByteLevel", &p->re, err));
-        p->scan = lipi_scanner_find(PAT_GPT2, strlen(PAT_GPT2));
+        const char *gpt2 = lipi_split_pattern("gpt2");
+        TRY(compile_regex(gpt2, strlen(gpt2), "ByteLevel", &p->re, err));
+        p->scan = lipi_scanner_find(gpt2, strlen(gpt2));
     }
     *out = p;
     p = NULL;
@@ -396,15 +396,8 @@ done:
     return st;
 }
 
-static const struct {
-    const char *name;
-    const char *pattern;
-} named_patterns[] = {
-    {"indic", PAT_INDIC},
-    {"cl100k", PAT_CL100K},
-    {"o200k", PAT_O200K},
-    {"gpt2", PAT_GPT2},
-};
+/* The lipi_split_pattern names lipi_pretokenizer_new takes. */
+static const char *const named_patterns[] = {"indic", "cl100k", "o200k", "gpt2"};
 
 #define KNOWN_NAMES "indic, cl100k, o200k, gpt2, bytelevel, bert, whitespace, metaspace, digits"
 
@@ -417,9 +410,11 @@ static lipi_status pretokenizer_new(const char *name, lipi_pretokenizer **out, l
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "expected a pre-tokenizer name (" KNOWN_NAMES ")");
     for (size_t i = 0; i < sizeof named_patterns / sizeof *named_patterns; i++)
-        if (strcmp(name, named_patterns[i].name) == 0)
-            return split_new(named_patterns[i].pattern, strlen(named_patterns[i].pattern), true,
-                             BEH_ISOLATED, false, name, out, err);
+        if (strcmp(name, named_patterns[i]) == 0) {
+            const char *pattern = lipi_split_pattern(name);
+            return split_new(pattern, strlen(pattern), true, BEH_ISOLATED, false, name, out,
+                             err);
+        }
     if (strcmp(name, "bytelevel") == 0)
         return bytelevel_new(false, true, true, out, err);
     if (strcmp(name, "metaspace") == 0)

@@ -22,6 +22,7 @@
  *          "##piece"), lowercasing as bge does;
  *   t5     SentencePiece Unigram with its precompiled charsmap.
  */
+#include "tokenizer/patterns_impl.h"
 #include "tokenizer/read_impl.h"
 
 #include <math.h>
@@ -382,22 +383,6 @@ static lipi_status gg_get_array(gg *g, const char *key, uint32_t t, size_t want_
 /* Pre-tokenizers by tokenizer.ggml.pre                                      */
 /* ======================================================================== */
 
-#define RX_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
-#define RX_LLAMA3                                                                          \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+" \
-    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define RX_QWEN2                                                                           \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"   \
-    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define RX_GPT4O                                                                           \
-    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"  \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"  \
-    "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+" \
-    "[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define RX_TEKKEN                                                                          \
-    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"   \
-    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"   \
-    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RX_CJK "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+"
 
 /* How a "pre" type splits. Kinds: the split regexes are applied one after
@@ -418,11 +403,11 @@ static const gg_pre pre_types[] = {
      "jina-v2-code|roberta-bpe|exaone4|jais|trillion|granite-docling|olmo",
      {NULL}, false, false, false, 1},
     {"mpt", {NULL}, true, false, false, 1},
-    {"llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2", {RX_LLAMA3}, false, true,
-     true, 0},
-    {"dbrx|smaug-bpe|chatglm-bpe|glm4", {RX_LLAMA3}, false, false, false, 0},
-    {"qwen2|deepseek-r1-qwen|kormo|megrez", {RX_QWEN2}, true, false, false, 0},
-    {"stablelm2|hunyuan", {RX_QWEN2}, false, false, false, 0},
+    {"llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2",
+     {PAT_CL100K_TIKTOKEN}, false, true, true, 0},
+    {"dbrx|smaug-bpe|chatglm-bpe|glm4", {PAT_CL100K_TIKTOKEN}, false, false, false, 0},
+    {"qwen2|deepseek-r1-qwen|kormo|megrez", {PAT_QWEN2}, true, false, false, 0},
+    {"stablelm2|hunyuan", {PAT_QWEN2}, false, false, false, 0},
     {"falcon", {NULL}, false, false, false, 2},
     {"starcoder|refact|smollm|codeshell|exaone|minerva-7b", {NULL}, false, false, false, 3},
     {"command-r", {NULL}, true, false, false, 3},
@@ -455,8 +440,8 @@ static const gg_pre pre_types[] = {
      false, false, false, 0},
     {"deepseek-coder", {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RX_CJK, "\\p{N}"}, false, false,
      false, 0},
-    {"gpt-4o|llama4|minimax-m2", {RX_GPT4O}, false, false, false, 0},
-    {"tekken", {RX_TEKKEN}, false, true, true, 0},
+    {"gpt-4o|llama4|minimax-m2", {PAT_O200K_TIKTOKEN}, false, false, false, 0},
+    {"tekken", {PAT_TEKKEN}, false, true, true, 0},
     {"poro-chat|bloom|gpt3-finnish",
      {" ?[^(\\s|.,!?\xe2\x80\xa6\xe3\x80\x82\xef\xbc\x8c\xe3\x80\x81\xe0\xa5\xa4\xdb\x94\xd8\x8c)]+"},
      false, false, false, 0},
@@ -472,7 +457,7 @@ static const gg_pre pre_types[] = {
      {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+"
       "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
      false, false, false, 0},
-    {"grok-2", {RX_QWEN2}, false, false, false, 0},
+    {"grok-2", {PAT_QWEN2}, false, false, false, 0},
     {"deepseek-v3|hunyuan-dense",
      {"\\p{N}{1,3}",
       "[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf]+",
@@ -481,10 +466,11 @@ static const gg_pre pre_types[] = {
      false, false, false, 0},
     {"chameleon",
      {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}",
-      "[\\p{P}!-/:-@\\[-`{-~]", RX_GPT2},
+      "[\\p{P}!-/:-@\\[-`{-~]", PAT_GPT2_NO_TRAILING_SPACE},
      false, false, true, 0},
     {"default",
-     {"[\\p{P}\\$\\+<=>\\^~\\|]+", RX_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}, false, false, false, 0},
+     {"[\\p{P}\\$\\+<=>\\^~\\|]+", PAT_GPT2_NO_TRAILING_SPACE, "\\p{N}+", "[0-9][0-9][0-9]"},
+     false, false, false, 0},
 };
 
 static bool name_in(const char *names, const char *s, size_t n)

@@ -38,13 +38,6 @@ void lipi_rd_bytemap_init(lipi_rd_bytemap *m);
 lipi_status lipi_rd_bytes_to_alphabet(const lipi_rd_bytemap *m, const uint8_t *s, size_t n,
                                       lipi_buf *out);
 
-/* Standard padded base64 of s[0..n), appended to out. */
-lipi_status lipi_rd_base64_encode(const uint8_t *s, size_t n, lipi_buf *out);
-
-/* Decodes padded base64 s[0..n) into out (room for n / 4 * 3 bytes). On
- * text that is not canonical padded base64, returns false with *bad the
- * offset of the first wrong character (n when the length is wrong). */
-bool lipi_rd_base64_decode(const char *s, size_t n, uint8_t *out, size_t *out_len, size_t *bad);
 
 /* ------------------------------------------------------------------------ */
 /* Assembling a tokenizer                                                    */

@@ -598,7 +598,7 @@ static json_t *spm_normalizer(const lipi_rd_spm *spec, bool metaspace_first)
     bool ok = seq != NULL;
     if (ok && spec->charsmap_len) {
         json_t *pc = NULL;
-        if (lipi_rd_base64_encode(spec->charsmap, spec->charsmap_len, &b64) == LIPI_OK)
+        if (lipi_base64_encode(spec->charsmap, spec->charsmap_len, &b64) == LIPI_OK)
             pc = json_pack("{s:s, s:s#}", "type", "Precompiled", "precompiled_charsmap", b64.p,
                            b64.len);
         if (pc && spec->longest_match &&

@@ -19,20 +19,6 @@
 /* The published encodings                                                   */
 /* ======================================================================== */
 
-/* The split patterns exactly as npm tiktoken (OpenAI's Rust core) ships
- * them: the reference tests/fixtures/readers was made with. */
-#define PAT_R50K                                                                           \
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
-#define CONTRACTIONS "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
-#define PAT_CL100K                                                                         \
-    CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"    \
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define PAT_O200K                                                                          \
-    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+" \
-    CONTRACTIONS "?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"                  \
-    "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*" CONTRACTIONS "?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"              \
-    "[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-
 static const lipi_special_token r50k_special[] = {{"<|endoftext|>", 50256}};
 static const lipi_special_token cl100k_special[] = {
     {"<|endoftext|>", 100257}, {"<|fim_prefix|>", 100258}, {"<|fim_middle|>", 100259},
@@ -50,18 +36,19 @@ static const lipi_special_token o200k_special[] = {
  * explicit_n_vocab); r50k_base ranks 0..50255 (50257 ids). */
 static const struct {
     const char *name;
-    const char *pattern;
+    const char *pattern; /* lipi_split_pattern name: as npm tiktoken (OpenAI's Rust
+                          * core) ships it, which made tests/fixtures/readers */
     const lipi_special_token *special;
     size_t n_special;
     const char *sha256;
 } builtin[] = {
-    {"r50k_base", PAT_R50K, r50k_special, 1,
+    {"r50k_base", "gpt2", r50k_special, 1,
      "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"},
-    {"p50k_base", PAT_R50K, r50k_special, 1,
+    {"p50k_base", "gpt2", r50k_special, 1,
      "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069"},
-    {"cl100k_base", PAT_CL100K, cl100k_special, 5,
+    {"cl100k_base", "cl100k-tiktoken", cl100k_special, 5,
      "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"},
-    {"o200k_base", PAT_O200K, o200k_special, 2,
+    {"o200k_base", "o200k-tiktoken", o200k_special, 2,
      "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"},
 };
 
@@ -80,7 +67,7 @@ bool lipi_rd_tiktoken_builtin(const char *name, size_t len, const char **pattern
     size_t i = builtin_index(name, len);
     if (i == SIZE_MAX)
         return false;
-    *pattern = builtin[i].pattern;
+    *pattern = lipi_split_pattern(builtin[i].pattern);
     *special = builtin[i].special;
     *n_special = builtin[i].n_special;
     return true;
@@ -158,7 +145,7 @@ static lipi_status parse_lines(const char *data, size_t len, const char *name, t
             st = line_error(name, line, 1, err, "a base64 token", "an empty one");
             goto done;
         }
-        if (!lipi_rd_base64_decode(p, (size_t)(sp - p), arena + used, &dlen, &bad)) {
+        if (!lipi_base64_decode(p, (size_t)(sp - p), false, arena + used, &dlen, &bad)) {
             char found[32];
             if (bad == (size_t)(sp - p))
                 snprintf(found, sizeof found, "%zu characters", bad);

@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "tokenizer/base.h"
-#include "tokenizer/patterns_impl.h"
 #include "tokenizer/pretokenize_impl.h"
 #include "tokenizer/scanner_impl.h"
 
@@ -309,7 +308,7 @@ typedef enum {
 } contr_mode;
 
 struct lipi_scanner {
-    const char *pattern;
+    const char *name; /* lipi_split_pattern's */
     scan_family family;
     contr_mode contractions;
     int max_digits;   /* \p{N}{1,max}; 0: \p{N}+ */
@@ -318,27 +317,29 @@ struct lipi_scanner {
 };
 
 static const lipi_scanner known[] = {
-    {PAT_GPT2, FAM_GPT2, CONTR_LOWER, 0, true, false},
-    {PAT_GPT2_NO_TRAILING_SPACE, FAM_GPT2, CONTR_LOWER, 0, false, false},
-    {PAT_CL100K, FAM_CL100K, CONTR_ASCII, 3, true, false},
-    {PAT_CL100K_TIKTOKEN, FAM_CL100K, CONTR_CASELESS, 3, true, false},
-    {PAT_QWEN2, FAM_CL100K, CONTR_CASELESS, 1, true, false},
-    {PAT_O200K, FAM_O200K, CONTR_ASCII, 3, true, false},
-    {PAT_O200K_TIKTOKEN, FAM_O200K, CONTR_CASELESS, 3, true, false},
-    {PAT_TEKKEN, FAM_O200K, CONTR_NONE, 1, true, false},
-    {PAT_INDIC, FAM_INDIC, CONTR_CASELESS, 3, true, false},
-    {PAT_INDIC_UNIGRAM, FAM_INDIC, CONTR_CASELESS, 3, true, true},
+    {"gpt2", FAM_GPT2, CONTR_LOWER, 0, true, false},
+    {"gpt2-no-trailing-space", FAM_GPT2, CONTR_LOWER, 0, false, false},
+    {"cl100k", FAM_CL100K, CONTR_ASCII, 3, true, false},
+    {"cl100k-tiktoken", FAM_CL100K, CONTR_CASELESS, 3, true, false},
+    {"qwen2", FAM_CL100K, CONTR_CASELESS, 1, true, false},
+    {"o200k", FAM_O200K, CONTR_ASCII, 3, true, false},
+    {"o200k-tiktoken", FAM_O200K, CONTR_CASELESS, 3, true, false},
+    {"tekken", FAM_O200K, CONTR_NONE, 1, true, false},
+    {"indic", FAM_INDIC, CONTR_CASELESS, 3, true, false},
+    {"indic-unigram", FAM_INDIC, CONTR_CASELESS, 3, true, true},
 };
 
 const lipi_scanner *lipi_scanner_find(const char *pattern, size_t len)
 {
     if (!pattern)
         return NULL;
-    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
-        if (strlen(known[i].pattern) == len && memcmp(known[i].pattern, pattern, len) == 0) {
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
+        const char *p = lipi_split_pattern(known[i].name);
+        if (strlen(p) == len && memcmp(p, pattern, len) == 0) {
             pthread_once(&table_once, table_build);
             return &known[i];
         }
+    }
     return NULL;
 }
 

@@ -1,4 +1,4 @@
-/* Hand-written scanners for the split patterns lipi knows (patterns_impl.h):
+/* Hand-written scanners for the split patterns lipi knows (lipi_split_pattern):
  * the same matches as PCRE2 running the pattern, without the regex engine.
  *
  *   const lipi_scanner *sc = lipi_scanner_find(pattern, strlen(pattern));

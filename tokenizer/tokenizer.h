@@ -139,6 +139,15 @@ size_t lipi_utf8_valid_prefix(const char *s, size_t len);
  * the caller (lipi_free) and NUL-terminated for convenience. */
 lipi_status lipi_utf8_repair(const char *s, size_t len, char **out, size_t *out_len);
 
+/* Byte-fallback tokens: byte 0x0A is the token "<0x0A>", as SentencePiece
+ * names them. lipi_byte_token_format writes the 6 characters and a NUL. */
+void lipi_byte_token_format(uint8_t b, char out[7]);
+/* The byte token s[0..n) names, or -1. Strict: only what
+ * lipi_byte_token_format writes (upper-case hex). Lenient: what Hugging
+ * Face's ByteFallback decoder reads (Rust's u8::from_str_radix): either
+ * case, and '+' for the first digit ("<0x0a>", "<0x+A>" -> 10). */
+int lipi_byte_token_parse(const char *s, size_t n, bool lenient);
+
 /* What to do with invalid UTF-8 in input text. */
 typedef enum {
     LIPI_INVALID_ERROR = 0, /* stop with LIPI_EFORMAT naming file, line, byte */
@@ -274,6 +283,17 @@ typedef struct lipi_pretokenizer lipi_pretokenizer; /* immutable, thread-shareab
  * Unknown names: LIPI_EINVAL listing the known ones. */
 lipi_status lipi_pretokenizer_new(const char *name, lipi_pretokenizer **out,
                                   lipi_error *err);
+
+/* The split patterns lipi knows, by name: the text of pattern `name`
+ * (static), or NULL for an unknown name. "gpt2" (GPT-2, Hugging Face
+ * ByteLevel), "gpt2-no-trailing-space" (llama.cpp's gpt2), "cl100k" and
+ * "o200k" (tiktoken's pat_str, contractions spelled out), "cl100k-tiktoken"
+ * and "o200k-tiktoken" (as tiktoken's Rust core ships them: (?i:'s|...)),
+ * "qwen2", "tekken", "indic", "indic-unigram" (numbers keep a leading
+ * space). */
+const char *lipi_split_pattern(const char *name);
+/* The i-th known pattern and its name, or NULL past the last. */
+const char *lipi_split_pattern_at(size_t i, const char **name);
 
 /* A split on a user pattern (UTF + UCP, JIT-compiled); matches become
  * pieces, the text between matches too (Hugging Face Split "Isolated").
@@ -592,6 +612,23 @@ typedef struct {
  * LIPI_ENOMEM. */
 lipi_status lipi_tokenizer_open(const char *path, const lipi_open_options *opt,
                                 lipi_tokenizer **out, lipi_error *err);
+
+/* The tokenizer files a folder may hold by name: what lipi_tokenizer_open
+ * reads and what belongs to a model folder (model/model.h's manifest
+ * includes them). */
+typedef enum {
+    LIPI_TOKENIZER_FILE_JSON,          /* tokenizer.json */
+    LIPI_TOKENIZER_FILE_CONFIG,        /* tokenizer_config.json and the like */
+    LIPI_TOKENIZER_FILE_WORDPIECE,     /* vocab.txt */
+    LIPI_TOKENIZER_FILE_GPT2,          /* vocab.json, merges.txt */
+    LIPI_TOKENIZER_FILE_SENTENCEPIECE, /* a *.model, in the order a folder is searched */
+} lipi_tokenizer_file_kind;
+
+/* The name of the i-th tokenizer file (a static string) and its kind, or
+ * NULL past the last:
+ *
+ *   for (size_t i = 0; (name = lipi_tokenizer_file(i, &kind)); i++) ... */
+const char *lipi_tokenizer_file(size_t i, lipi_tokenizer_file_kind *kind);
 
 /* The readers behind lipi_tokenizer_open, on bytes in memory (not
  * NUL-terminated; `name`, which may be NULL, goes into err->path). */

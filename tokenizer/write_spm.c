@@ -105,13 +105,6 @@ static const json_t *metaspace_of(const json_t *j)
     return NULL;
 }
 
-static bool is_byte_piece(const char *s, size_t len)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    return len == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' && s[3] && s[4] &&
-           strchr(hex, s[3]) && strchr(hex, s[4]);
-}
-
 /* Token of id i and whether it is an added token (and special). */
 static const char *token_of(const lipi_tokenizer *t, uint32_t id, size_t *len, int *type)
 {
@@ -128,7 +121,7 @@ static const char *token_of(const lipi_tokenizer *t, uint32_t id, size_t *len, i
         *type = PIECE_NORMAL;
         if ((int64_t)id == t->model.opt.unk_id)
             *type = PIECE_UNKNOWN;
-        else if (t->model.opt.byte_fallback && is_byte_piece(t->model.vocab.tok[id].s, *len))
+        else if (t->model.opt.byte_fallback && lipi_byte_token_parse(t->model.vocab.tok[id].s, *len, false) >= 0)
             *type = PIECE_BYTE;
         return t->model.vocab.tok[id].s;
     }

@@ -50,7 +50,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -151,25 +150,6 @@ void lipi_bpe_model_get_merge(const lipi_bpe_model *m, size_t rank, uint32_t *le
 /* Big arrays                                                                */
 /* ======================================================================== */
 
-/* Asks Linux to back the untouched range [p, p+len) of a large array with
- * huge pages. The pair tables grow to hundreds of megabytes in a few
- * seconds, and on virtual machines one page fault per 4 KiB costs as much
- * as the training work on that memory. Only a hint: ignored where
- * unsupported. */
-static void huge_pages(void *p, size_t len)
-{
-#ifdef MADV_HUGEPAGE
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-    uintptr_t e = ((uintptr_t)p + len) & ~(huge - 1);
-    if (e > a)
-        madvise((void *)a, e - a, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)len;
-#endif
-}
-
 /* lipi_grow for the big arrays: a new block gets the huge-page hint before
  * the old contents are copied in (realloc would copy first, one page fault
  * per 4 KiB of the copy). */
@@ -186,7 +166,7 @@ static lipi_status big_grow(void **p, size_t *cap, size_t need, size_t size)
     char *np = lipi_malloc(ncap * size);
     if (!np)
         return LIPI_ENOMEM;
-    huge_pages(np, ncap * size);
+    lipi_huge_pages(np, ncap * size);
     if (*cap)
         memcpy(np, *p, *cap * size);
     lipi_free(*p);
@@ -203,7 +183,7 @@ static void *big_alloc(size_t n, size_t size, bool zero)
         return NULL;
     void *p = lipi_malloc(n * size);
     if (p) {
-        huge_pages(p, n * size);
+        lipi_huge_pages(p, n * size);
         if (zero)
             memset(p, 0, n * size);
     }
@@ -1522,8 +1502,8 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
     b->first_bf = NONE;
     if (!b->byte_units && opt->byte_fallback) {
         for (unsigned v = 0; v < 256; v++) {
-            char s[8];
-            snprintf(s, sizeof s, "<0x%02X>", v);
+            char s[7];
+            lipi_byte_token_format((uint8_t)v, s);
             if (tok_find(b, s, 6) != NONE) {
                 st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                                     "special token \"%s\" is also a byte-fallback token", s);

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
@@ -134,23 +133,6 @@ static const char *arena_copy(lipi_counts *c, const char *word, size_t len)
     return p;
 }
 
-/* Asks Linux to back the table with huge pages before it is first touched:
- * a table of millions of words otherwise takes one page fault per 4 KiB,
- * which on virtual machines costs more than filling it. Only a hint. */
-static void huge_pages(void *p, size_t len)
-{
-#ifdef MADV_HUGEPAGE
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-    uintptr_t e = ((uintptr_t)p + len) & ~(huge - 1);
-    if (e > a)
-        madvise((void *)a, e - a, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)len;
-#endif
-}
-
 static lipi_status grow_table(lipi_counts *c)
 {
     size_t ncap = c->cap ? c->cap * 2 : 1024;
@@ -159,7 +141,7 @@ static lipi_status grow_table(lipi_counts *c)
     slot *ns = lipi_malloc(ncap * sizeof *ns);
     if (!ns)
         return LIPI_ENOMEM;
-    huge_pages(ns, ncap * sizeof *ns);
+    lipi_huge_pages(ns, ncap * sizeof *ns);
     memset(ns, 0, ncap * sizeof *ns);
     size_t mask = ncap - 1;
     for (size_t i = 0; i < c->cap; i++) {

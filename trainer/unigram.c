@@ -1496,8 +1496,7 @@ static lipi_status specials_of(const lipi_unigram_options *opt, specials *sp, li
             if (strcmp(sp->s[i], sp->s[j]) == 0)
                 return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                                       "special token \"%s\" is listed twice", sp->s[i]);
-        if (opt->byte_fallback && l == 6 && strncmp(sp->s[i], "<0x", 3) == 0 &&
-            sp->s[i][5] == '>')
+        if (opt->byte_fallback && lipi_byte_token_parse(sp->s[i], l, true) >= 0)
             return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                                   "special token \"%s\" would clash with a byte-fallback piece",
                                   sp->s[i]);
@@ -1576,8 +1575,7 @@ static lipi_status finalize(const piece_set *ps, const char_freq *cf, size_t n_r
         for (size_t k = 0; k < sp->n && !clash; k++)
             clash = strlen(sp->s[k]) == sorted[i].len &&
                     memcmp(sp->s[k], sorted[i].s, sorted[i].len) == 0;
-        if (opt->byte_fallback && sorted[i].len == 6 && memcmp(sorted[i].s, "<0x", 3) == 0 &&
-            sorted[i].s[5] == '>')
+        if (opt->byte_fallback && lipi_byte_token_parse(sorted[i].s, sorted[i].len, true) >= 0)
             clash = true;
         if (!clash)
             fp[n_fp++] = sorted[i];
@@ -1621,8 +1619,8 @@ static lipi_status finalize(const piece_set *ps, const char_freq *cf, size_t n_r
             i == sp->unk ? LIPI_PIECE_UNKNOWN : LIPI_PIECE_CONTROL);
     if (opt->byte_fallback)
         for (unsigned b = 0; b < 256; b++) {
-            char name[8];
-            snprintf(name, sizeof name, "<0x%02X>", b);
+            char name[7];
+            lipi_byte_token_format((uint8_t)b, name);
             PUT(name, 6, 0.0, LIPI_PIECE_BYTE);
         }
     for (size_t i = 0; i < n_fp; i++)

@@ -4,9 +4,6 @@
  * lipi_tokenizer_open reads the pattern and specials from the meta file. */
 #include "tests/fuzz/fuzz.h"
 
-static const char gpt2_pattern[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     fuzz_part p[2];
@@ -17,8 +14,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     if (p[1].len == 0) {
         lipi_special_token special[1] = {{"<|endoftext|>", 50256}};
         /* Gaps allowed, so that odd ranks reach the merge recovery. */
-        st = lipi_tokenizer_from_tiktoken(p[0].p, p[0].len, "fuzz.tiktoken", gpt2_pattern,
-                                          special, 1, LIPI_TIKTOKEN_ALLOW_RANK_GAPS, &tok, &err);
+        st = lipi_tokenizer_from_tiktoken(p[0].p, p[0].len, "fuzz.tiktoken",
+                                          lipi_split_pattern("gpt2"), special, 1,
+                                          LIPI_TIKTOKEN_ALLOW_RANK_GAPS, &tok, &err);
     } else {
         const char *path = fuzz_file("fuzz.tiktoken", p[0].p, p[0].len);
         fuzz_file("fuzz.meta.json", p[1].p, p[1].len);
