@@ -730,7 +730,10 @@ size_t lipi_thread_pool_threads(const lipi_thread_pool *pool);
 
 /* Runs tasks 0 .. n_tasks-1 on the pool as lipi_parallel_for does; a NULL
  * pool runs them on the caller. One run at a time per pool, and never from
- * inside one of its own tasks. */
+ * inside one of its own tasks. Tasks may wait for one another (a reader
+ * task feeding counting tasks) only when n_tasks <= lipi_thread_pool_threads
+ * of a pool that lipi_thread_pool_new made: a waiting task holds one thread,
+ * so a free thread is always left for the task it waits for. */
 lipi_status lipi_thread_pool_run(lipi_thread_pool *pool, size_t n_tasks, lipi_task_fn fn,
                                  void *ctx, lipi_error *err);
 
