@@ -1,21 +1,17 @@
 /* `lipi inflation`: how many more tokens the same content costs per
  * language (parallel files) or per script (one mixed text), for one or more
- * tokenizers. The figures come from pipeline/pipeline.h; this file loads
- * the tokenizers, encodes the lines on worker threads and prints. */
+ * tokenizers. Loading, measuring and the figures come from report/report.h;
+ * this file parses the options and prints. */
 #include "cli/cli.h"
 
 #include <getopt.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "encoder/encoder.h"
-#include "model/model.h"
 #include "report/report.h"
 
 #define SUB "inflation"
-#define BATCH_LINES 256 /* aligned lines read at once and shared out to the threads */
 
 static void help(FILE *f)
 {
@@ -57,245 +53,6 @@ static void help(FILE *f)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Tokenizers                                                                */
-/* ------------------------------------------------------------------------ */
-
-typedef struct {
-    const char *path;
-    char *label;
-    lipi_status st; /* of loading */
-    lipi_error err;
-    lipi_tokenizer *tok;
-    lipi_encoder *enc;
-    int64_t unk_id;        /* -1: the model has none */
-    uint8_t *is_byte;      /* per id: a byte-fallback piece <0xNN> */
-    size_t n_ids;
-} tok_entry;
-
-/* Display name: "cl100k_base" for a bare name or cl100k_base.tiktoken, the
- * folder's name for .../bert-base-multilingual-cased/vocab.txt (or
- * tokenizer.json), else the file name without its extension. */
-static char *tokenizer_label(const char *path)
-{
-    size_t len = strlen(path);
-    while (len > 1 && path[len - 1] == '/')
-        len--;
-    size_t start = len;
-    while (start > 0 && path[start - 1] != '/')
-        start--;
-    const char *base = path + start;
-    size_t blen = len - start;
-    static const char *const generic[] = {"tokenizer.json", "vocab.txt", "vocab.json",
-                                          "merges.txt", "tokenizer.model", "spiece.model",
-                                          "sentencepiece.bpe.model"};
-    for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++)
-        if (blen == strlen(generic[i]) && memcmp(base, generic[i], blen) == 0 && start > 1) {
-            size_t dend = start - 1, dstart = dend;
-            while (dstart > 0 && path[dstart - 1] != '/')
-                dstart--;
-            if (dend > dstart && !(dend - dstart == 1 && path[dstart] == '.'))
-                return lipi_strndup(path + dstart, dend - dstart);
-        }
-    for (size_t i = blen; i > 1; i--)
-        if (base[i - 1] == '.') {
-            blen = i - 1;
-            break;
-        }
-    return lipi_strndup(base, blen);
-}
-
-static bool label_taken(const tok_entry *toks, size_t n, const char *label)
-{
-    for (size_t k = 0; k < n; k++)
-        if (strcmp(toks[k].label, label) == 0)
-            return true;
-    return false;
-}
-
-static lipi_status load_tokenizer(const char *path, tok_entry *te, lipi_error *err)
-{
-    lipi_status st = lipi_tokenizer_open(path, NULL, &te->tok, err);
-    if (st == LIPI_OK)
-        st = lipi_encoder_new(te->tok, &te->enc, err);
-    if (st != LIPI_OK)
-        goto done;
-    const lipi_model_options *mo = lipi_tokenizer_get_model_options(te->tok);
-    te->unk_id = mo ? mo->unk_id : -1;
-    te->n_ids = lipi_tokenizer_vocab_size(te->tok);
-    te->is_byte = lipi_calloc(te->n_ids ? te->n_ids : 1, 1);
-    if (!te->is_byte) {
-        st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
-        goto done;
-    }
-    if (mo && mo->byte_fallback)
-        for (size_t id = 0; id < te->n_ids; id++) {
-            size_t len;
-            const char *s = lipi_tokenizer_id_to_token(te->tok, (uint32_t)id, &len);
-            /* "<0x0A>"-style pieces: what byte fallback emits for bytes
-             * the model lacks. */
-            te->is_byte[id] = s && lipi_byte_token_parse(s, len, true) >= 0;
-        }
-done:
-    if (st != LIPI_OK && err && !err->path[0])
-        snprintf(err->path, sizeof err->path, "%s", path);
-    return st;
-}
-
-/* Loading is the slowest fixed cost (merge tables, tries): tokenizers load
- * on up to --threads threads, entries k, k + stride, ... on thread k. */
-typedef struct {
-    tok_entry *toks;
-    size_t n, first, stride;
-} load_job;
-
-static void *load_some(void *arg)
-{
-    const load_job *lj = arg;
-    for (size_t t = lj->first; t < lj->n; t += lj->stride)
-        lj->toks[t].st = load_tokenizer(lj->toks[t].path, &lj->toks[t], &lj->toks[t].err);
-    return NULL;
-}
-
-/* Loads every tokenizer; on failure *err is that of the first failing one
- * in command-line order. */
-static lipi_status load_all(tok_entry *toks, size_t n, size_t threads, lipi_error *err)
-{
-    load_job jobs[64];
-    pthread_t tids[64];
-    size_t nt = threads < n ? threads : n, started = 1;
-    if (nt > 64)
-        nt = 64;
-    for (size_t k = 0; k < nt; k++)
-        jobs[k] = (load_job){toks, n, k, nt};
-    for (; started < nt; started++)
-        if (pthread_create(&tids[started], NULL, load_some, &jobs[started]) != 0)
-            break;
-    load_some(&jobs[0]);
-    for (size_t k = 1; k < started; k++)
-        pthread_join(tids[k], NULL);
-    for (size_t t = 0; t < n; t++) /* the share of threads that did not start */
-        if (t % nt >= started)
-            toks[t].st = load_tokenizer(toks[t].path, &toks[t], &toks[t].err);
-    for (size_t t = 0; t < n; t++)
-        if (toks[t].st != LIPI_OK) {
-            *err = toks[t].err;
-            return toks[t].st;
-        }
-    return LIPI_OK;
-}
-
-static void free_tokenizer(tok_entry *te)
-{
-    lipi_encoder_free(te->enc);
-    lipi_tokenizer_free(te->tok);
-    lipi_free(te->is_byte);
-    lipi_free(te->label);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Workers                                                                   */
-/* ------------------------------------------------------------------------ */
-
-typedef struct {
-    const tok_entry *toks;
-    size_t n_tok;
-    const lipi_inflation_batch *batch;
-    bool text_mode;
-    size_t n_threads;
-} job;
-
-typedef struct {
-    const job *job;
-    size_t index;
-    lipi_session **sessions; /* one per tokenizer */
-    lipi_inflation_report *shard;
-    lipi_encoding out;
-    lipi_inflation_token *spans;
-    size_t spans_cap;
-    lipi_status st;
-    lipi_error err;
-    uint64_t err_line; /* file line of the failure, for picking the first */
-    size_t err_lang;
-} worker;
-
-/* Encodes line[0..len) with tokenizer t into w->spans; *n tokens. */
-static lipi_status encode_line(worker *w, size_t t, const char *line, size_t len, size_t *n)
-{
-    static const lipi_encode_options opt = {.add_special_tokens = false};
-    lipi_status st = LIPI_OK;
-    const tok_entry *te = &w->job->toks[t];
-    for (;;) {
-        st = lipi_encode(w->sessions[t], line, len, &opt, &w->out, &w->err);
-        if (st != LIPI_OK || w->out.len <= w->out.cap)
-            break;
-        size_t cap = w->out.len + w->out.len / 2 + 16;
-        uint32_t *ids = lipi_reallocarray(w->out.ids, cap, sizeof *ids);
-        if (ids)
-            w->out.ids = ids;
-        lipi_span *offs = lipi_reallocarray(w->out.offsets, cap, sizeof *offs);
-        if (offs)
-            w->out.offsets = offs;
-        if (!ids || !offs) {
-            st = lipi_error_set(&w->err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-            goto done;
-        }
-        w->out.cap = cap;
-    }
-    if (st != LIPI_OK)
-        goto done;
-    if (w->out.len > w->spans_cap) {
-        void *p = lipi_reallocarray(w->spans, w->out.len, sizeof *w->spans);
-        if (!p) {
-            st = lipi_error_set(&w->err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-            goto done;
-        }
-        w->spans = p;
-        w->spans_cap = w->out.len;
-    }
-    for (size_t i = 0; i < w->out.len; i++) {
-        uint32_t id = w->out.ids[i];
-        w->spans[i] = (lipi_inflation_token){
-            .start = w->out.offsets[i].start,
-            .end = w->out.offsets[i].end,
-            .is_unknown = te->unk_id >= 0 && (int64_t)id == te->unk_id,
-            .is_byte_fallback = id < te->n_ids && te->is_byte[id],
-        };
-    }
-    *n = w->out.len;
-done:
-    return st;
-}
-
-/* Lines i = index, index + n_threads, ... of the batch, each for every
- * language and then every tokenizer in turn, so the report analyses each
- * line's text once. */
-static void *work(void *arg)
-{
-    worker *w = arg;
-    const job *jb = w->job;
-    const lipi_inflation_batch *b = jb->batch;
-    for (size_t i = w->index; i < b->lines && w->st == LIPI_OK; i += jb->n_threads)
-        for (size_t l = 0; l < b->languages && w->st == LIPI_OK; l++) {
-            size_t len, n = 0;
-            const char *line = lipi_inflation_batch_line(b, l, i, &len);
-            for (size_t t = 0; t < jb->n_tok && w->st == LIPI_OK; t++) {
-                w->st = encode_line(w, t, line, len, &n);
-                if (w->st == LIPI_OK)
-                    w->st = jb->text_mode
-                                ? lipi_inflation_add_text_line(w->shard, t, line, len, w->spans,
-                                                               n, &w->err)
-                                : lipi_inflation_add_line(w->shard, t, l, line, len, w->spans, n,
-                                                          &w->err);
-            }
-            if (w->st != LIPI_OK) {
-                w->err_line = b->line_no[i];
-                w->err_lang = l;
-            }
-        }
-    return NULL;
-}
-
-/* ------------------------------------------------------------------------ */
 /* The command                                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -331,51 +88,14 @@ static int inflation(const options *o)
 {
     int rc = EXIT_FAIL;
     lipi_error err = {0};
-    tok_entry *toks = lipi_calloc(o->n_tok, sizeof *toks);
-    worker *workers = lipi_calloc(o->threads, sizeof *workers);
-    pthread_t *tids = lipi_calloc(o->threads, sizeof *tids);
-    bool *started = lipi_calloc(o->threads, sizeof *started);
-    const char **labels = NULL;
+    lipi_inflation_tokenizers *toks = NULL;
     lipi_inflation_parallel *files = NULL;
     lipi_inflation_report *rep = NULL;
-    lipi_inflation_batch batch = {0};
     bool failed = false;
-    if (!toks || !workers || !tids || !started) {
-        lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    if (lipi_inflation_tokenizers_open(o->tok_paths, o->n_tok, o->threads, &toks, &err) !=
+        LIPI_OK)
         goto report;
-    }
-    for (size_t t = 0; t < o->n_tok; t++) {
-        toks[t].path = o->tok_paths[t];
-        toks[t].unk_id = -1;
-    }
-    if (load_all(toks, o->n_tok, o->threads, &err) != LIPI_OK)
-        goto report;
-    for (size_t t = 0; t < o->n_tok; t++) {
-        /* Two tokenizers with one name (vocab.txt in two folders of one
-         * name, or one file twice): the later ones become "name#2", ... */
-        char *base = tokenizer_label(o->tok_paths[t]), *label = base;
-        for (size_t dup = 2; label && label_taken(toks, t, label); dup++) {
-            char buf[512];
-            snprintf(buf, sizeof buf, "%s#%zu", base, dup);
-            if (label != base)
-                lipi_free(label);
-            label = lipi_strndup(buf, strlen(buf));
-        }
-        if (label != base)
-            lipi_free(base);
-        toks[t].label = label;
-        if (!label) {
-            lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-            goto report;
-        }
-    }
-    labels = lipi_calloc(o->n_tok, sizeof *labels);
-    if (!labels) {
-        lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-        goto report;
-    }
-    for (size_t t = 0; t < o->n_tok; t++)
-        labels[t] = toks[t].label;
+    const char *const *labels = lipi_inflation_tokenizers_labels(toks);
 
     /* --text reads its file as a parallel set of one, so empty lines are
      * skipped and reading is batched the same way. */
@@ -389,7 +109,7 @@ static int inflation(const options *o)
                                          &err) != LIPI_OK)
             goto report;
         size_t n_lang = lipi_inflation_parallel_count(files);
-        const char **langs = lipi_calloc(n_lang, sizeof *langs);
+        const char **langs = calloc(n_lang, sizeof *langs);
         if (!langs) {
             lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
             goto report;
@@ -398,66 +118,12 @@ static int inflation(const options *o)
             langs[l] = lipi_inflation_parallel_label(files, l);
         lipi_status st = lipi_inflation_new(labels, o->n_tok, langs, n_lang,
                                             lipi_inflation_parallel_reference(files), &rep, &err);
-        lipi_free(langs);
+        free(langs);
         if (st != LIPI_OK)
             goto report;
     }
-
-    job jb = {toks, o->n_tok, &batch, o->text != NULL, o->threads};
-    for (size_t k = 0; k < o->threads; k++) {
-        worker *w = &workers[k];
-        w->job = &jb;
-        w->index = k;
-        w->sessions = lipi_calloc(o->n_tok, sizeof *w->sessions);
-        if (!w->sessions || lipi_inflation_new_like(rep, &w->shard, &err) != LIPI_OK) {
-            lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-            goto report;
-        }
-        for (size_t t = 0; t < o->n_tok; t++)
-            if (lipi_session_new(toks[t].enc, &w->sessions[t]) != LIPI_OK) {
-                lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-                goto report;
-            }
-    }
-    for (;;) {
-        if (lipi_inflation_parallel_read(files, BATCH_LINES * o->threads, &batch, &err) != LIPI_OK)
-            goto report;
-        if (batch.lines == 0)
-            break;
-        /* Worker 0 runs here; a worker whose thread cannot start runs here
-         * too, after it: same lines, same counts. */
-        size_t busy = o->threads < batch.lines ? o->threads : batch.lines;
-        for (size_t k = 1; k < busy; k++)
-            started[k] = pthread_create(&tids[k], NULL, work, &workers[k]) == 0;
-        work(&workers[0]);
-        for (size_t k = 1; k < busy; k++) {
-            if (started[k])
-                pthread_join(tids[k], NULL);
-            else
-                work(&workers[k]);
-        }
-        /* The first failure in file order, whichever thread met it. */
-        worker *first = NULL;
-        for (size_t k = 0; k < o->threads; k++) {
-            worker *w = &workers[k];
-            if (w->st != LIPI_OK &&
-                (!first || w->err_line < first->err_line ||
-                 (w->err_line == first->err_line && w->err_lang < first->err_lang)))
-                first = w;
-        }
-        if (first) {
-            err = first->err;
-            snprintf(err.path, sizeof err.path, "%s",
-                     lipi_inflation_parallel_path(files, first->err_lang));
-            err.line = (size_t)first->err_line;
-            goto report;
-        }
-    }
-    for (size_t k = 0; k < o->threads; k++)
-        if (lipi_inflation_merge(rep, workers[k].shard, &err) != LIPI_OK)
-            goto report;
-    if (!o->text)
-        lipi_inflation_set_skipped_lines(rep, lipi_inflation_parallel_skipped(files));
+    if (lipi_inflation_measure(rep, toks, files, o->threads, &err) != LIPI_OK)
+        goto report;
 
     if (o->output) {
         if (lipi_inflation_save(rep, o->fmt, o->output, &err) != LIPI_OK)
@@ -474,25 +140,9 @@ report:
 done:
     if (failed)
         cli_report(SUB, &err);
-    for (size_t k = 0; workers && k < o->threads; k++) {
-        for (size_t t = 0; workers[k].sessions && t < o->n_tok; t++)
-            lipi_session_free(workers[k].sessions[t]);
-        lipi_free(workers[k].sessions);
-        lipi_inflation_free(workers[k].shard);
-        lipi_free(workers[k].out.ids);
-        lipi_free(workers[k].out.offsets);
-        lipi_free(workers[k].spans);
-    }
-    for (size_t t = 0; toks && t < o->n_tok; t++)
-        free_tokenizer(&toks[t]);
-    lipi_inflation_batch_free(&batch);
     lipi_inflation_parallel_close(files);
     lipi_inflation_free(rep);
-    lipi_free(labels);
-    lipi_free(tids);
-    lipi_free(started);
-    lipi_free(workers);
-    lipi_free(toks);
+    lipi_inflation_tokenizers_free(toks);
     return rc;
 }
 

@@ -1,11 +1,9 @@
-/* Batches: texts are handed out in chunks to one thread per session. Each
- * thread appends the tokens of the chunks it takes to its own arrays and
+/* Batches: texts are handed out in chunks (lipi_parallel_for tasks) to one
+ * thread per session. Each thread appends the tokens of the chunks it takes to its own arrays and
  * notes where each chunk's tokens are; the chunks are joined in input order
  * at the end, so the output never depends on the number of threads or their
  * timing. */
-#include <pthread.h>
 #include <stddef.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #include "encoder/encoder_impl.h"
@@ -23,13 +21,11 @@ typedef struct {
     lipi_session *s;
     uint32_t index;
     const lipi_text *texts;
-    size_t n, n_chunks;
+    size_t n;
     const lipi_encode_options *opt;
     unsigned want;
     chunk_out *chunks;
     size_t *count;             /* count[i + 1]: tokens of text i */
-    atomic_size_t *next;
-    atomic_size_t *first_bad;  /* lowest failing chunk so far */
     /* This thread's tokens, the chunks it took one after the other. */
     uint32_t *ids;
     lipi_span *offsets;
@@ -39,11 +35,6 @@ typedef struct {
     lipi_buf text;             /* token strings */
     size_t *tend;              /* tend[k]: end of token k's string in text */
     size_t tend_cap;
-    /* Its failure, if any (a thread fails at most once: later chunks are
-     * not needed). */
-    lipi_status st;
-    lipi_error err;
-    size_t bad_chunk, bad;     /* the chunk and the text that failed */
 } worker;
 
 static lipi_status worker_add(worker *w)
@@ -95,41 +86,31 @@ done:
     return st;
 }
 
-static void *work(void *arg)
+/* Task k: chunk k of the texts, on the session of worker `wi`. A failure
+ * names the text (1-based) in err->line; chunks after the first failing
+ * one are not needed, and the pool skips them. */
+static lipi_status chunk_task(void *ctx, size_t k, size_t wi, lipi_error *err)
 {
-    worker *w = arg;
-    for (;;) {
-        size_t k = atomic_fetch_add(w->next, 1);
-        if (k >= w->n_chunks)
-            break;
-        /* Chunks after a failed one are not needed. */
-        if (k > atomic_load(w->first_bad))
-            continue;
-        chunk_out *c = &w->chunks[k];
-        *c = (chunk_out){w->index, w->n_tok, w->text.len, 0};
-        size_t lo = k * CHUNK, hi = lo + CHUNK < w->n ? lo + CHUNK : w->n;
-        for (size_t i = lo; i < hi; i++) {
-            const lipi_text *t = &w->texts[i];
-            lipi_status st = lipi_enc_run(w->s, t->s ? t->s : "", t->len, NULL, 0, false,
-                                          w->opt, (w->want & LIPI_WANT_OFFSETS) != 0, &w->err);
-            if (st == LIPI_OK)
-                st = worker_add(w);
-            if (st != LIPI_OK) {
-                if (st == LIPI_ENOMEM)
-                    lipi_error_set(&w->err, st, NULL, 0, 0, "out of memory");
-                w->st = st;
-                w->bad_chunk = k;
-                w->bad = i;
-                size_t cur = atomic_load(w->first_bad);
-                while (k < cur && !atomic_compare_exchange_weak(w->first_bad, &cur, k))
-                    ;
-                return NULL;
-            }
-            w->count[i + 1] = w->s->res->n;
+    worker *w = (worker *)ctx + wi;
+    chunk_out *c = &w->chunks[k];
+    *c = (chunk_out){w->index, w->n_tok, w->text.len, 0};
+    size_t lo = k * CHUNK, hi = lo + CHUNK < w->n ? lo + CHUNK : w->n;
+    for (size_t i = lo; i < hi; i++) {
+        const lipi_text *t = &w->texts[i];
+        lipi_status st = lipi_enc_run(w->s, t->s ? t->s : "", t->len, NULL, 0, false, w->opt,
+                                      (w->want & LIPI_WANT_OFFSETS) != 0, err);
+        if (st == LIPI_OK)
+            st = worker_add(w);
+        if (st != LIPI_OK) {
+            if (st == LIPI_ENOMEM)
+                lipi_error_set(err, st, NULL, 0, 0, "out of memory");
+            err->line = i + 1;
+            return st;
         }
-        c->n = w->n_tok - c->first;
+        w->count[i + 1] = w->s->res->n;
     }
-    return NULL;
+    c->n = w->n_tok - c->first;
+    return LIPI_OK;
 }
 
 static void worker_free(worker *w)
@@ -259,9 +240,7 @@ lipi_status lipi_encode_batch(lipi_session *const *sessions, size_t n_sessions,
     lipi_status st = LIPI_OK;
     chunk_out *chunks = NULL;
     worker *w = NULL;
-    pthread_t *tid = NULL;
-    size_t started = 0, n_chunks = (n + CHUNK - 1) / CHUNK;
-    atomic_size_t next, first_bad;
+    size_t n_chunks = (n + CHUNK - 1) / CHUNK;
     lipi_encode_options defaults;
 
     if (!out)
@@ -287,40 +266,17 @@ lipi_status lipi_encode_batch(lipi_session *const *sessions, size_t n_sessions,
         n_sessions = n_chunks ? n_chunks : 1;
     chunks = lipi_reallocarray(NULL, n_chunks ? n_chunks : 1, sizeof *chunks);
     w = lipi_calloc(n_sessions, sizeof *w);
-    tid = lipi_calloc(n_sessions, sizeof *tid);
     out->start = lipi_reallocarray(NULL, n + 1, sizeof *out->start);
-    if (!chunks || !w || !tid || !out->start) {
+    if (!chunks || !w || !out->start) {
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto done;
     }
-    atomic_init(&next, 0);
-    atomic_init(&first_bad, SIZE_MAX);
     for (size_t i = 0; i < n_sessions; i++)
         w[i] = (worker){.s = sessions[i], .index = (uint32_t)i, .texts = texts, .n = n,
-                        .n_chunks = n_chunks, .opt = opt, .want = want, .chunks = chunks,
-                        .count = out->start, .next = &next, .first_bad = &first_bad};
-    for (size_t i = 1; i < n_sessions; i++) {
-        if (pthread_create(&tid[i], NULL, work, &w[i]) != 0)
-            break; /* fewer threads still do all the work */
-        started = i;
-    }
-    work(&w[0]);
-    for (size_t i = 1; i <= started; i++)
-        pthread_join(tid[i], NULL);
-
-    size_t bad = atomic_load(&first_bad);
-    if (bad != SIZE_MAX) {
-        for (size_t i = 0; i < n_sessions; i++) {
-            if (w[i].st == LIPI_OK || w[i].bad_chunk != bad)
-                continue;
-            st = w[i].st;
-            if (err) {
-                *err = w[i].err;
-                err->line = w[i].bad + 1;
-            }
-        }
+                        .opt = opt, .want = want, .chunks = chunks, .count = out->start};
+    st = lipi_parallel_for(n_chunks, n_sessions, chunk_task, w, err);
+    if (st != LIPI_OK)
         goto done;
-    }
     st = gather(out, w, chunks, n_chunks, n, want);
     if (st != LIPI_OK)
         lipi_error_set(err, st, NULL, 0, 0, "out of memory");
@@ -331,6 +287,5 @@ done:
         worker_free(&w[i]);
     lipi_free(chunks);
     lipi_free(w);
-    lipi_free(tid);
     return st;
 }

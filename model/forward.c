@@ -1,4 +1,4 @@
-/* The transformer forward pass: kernels, the session's worker threads and
+/* The transformer forward pass: kernels, the session's thread pool and
  * the layer loop.
  *
  * A batch of n sequences is packed: the T = sum(len) real tokens form one
@@ -14,8 +14,6 @@
 #include "model/model_impl.h"
 
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -323,31 +321,12 @@ void lipi_dequantize(const int32_t *acc, size_t M, size_t N, const float *as, co
 
 typedef void (*task_fn)(void *ctx, size_t task, size_t worker);
 
-typedef struct {
-    lipi_model_session *s;
-    size_t index;
-} worker_arg;
-
 struct lipi_model_session {
     const lipi_model *m;
     lipi_gemm_kind gemm;
-    size_t nthreads;      /* caller + workers */
-    pthread_t *tids;
-    worker_arg *args;
-    size_t started;
-    bool sync_ok;
-    pthread_mutex_t mu;
-    pthread_cond_t wake, idle;
-    uint32_t gen;          /* dispatch generation, under mu */
-    bool quit;
-    task_fn fn;            /* the current dispatch, under mu */
-    void *ctx;
-    size_t ntasks;
-    /* gen << 32 | next task: claiming with one compare-and-swap means a
-     * worker that wakes late can never run a task of a newer dispatch */
-    _Atomic uint64_t ticket;
-    atomic_size_t done;    /* tasks finished in the current dispatch */
-
+    size_t nthreads;       /* caller + workers */
+    lipi_thread_pool *pool; /* kept across calls: a forward pass runs one
+                               parallel region per GEMM */
     /* scratch, grown on demand; cap_* count elements */
     float *x, *tmp, *att;                  /* (T, C) each */
     float *big;     /* the qkv of one group of sequences, then the FFN's inner
@@ -365,84 +344,39 @@ struct lipi_model_session {
     size_t lmax;                           /* longest sequence of the running batch */
 };
 
-/* Claims the next task of dispatch `gen`; false when none is left or a
- * newer dispatch has started. */
-static bool claim(lipi_model_session *s, uint32_t gen, size_t ntasks, size_t *task)
-{
-    uint64_t v = atomic_load(&s->ticket);
-    for (;;) {
-        if ((uint32_t)(v >> 32) != gen || (v & 0xffffffffu) >= ntasks)
-            return false;
-        if (atomic_compare_exchange_weak(&s->ticket, &v, v + 1)) {
-            *task = (size_t)(v & 0xffffffffu);
-            return true;
-        }
-    }
-}
+typedef struct {
+    task_fn fn;
+    void *ctx;
+} task_call;
 
-static void run_tasks(lipi_model_session *s, uint32_t gen, task_fn fn, void *ctx, size_t ntasks,
-                      size_t worker)
+/* The kernels cannot fail; the pool's task type can. oneDNN's OpenMP team
+ * is pinned to one thread once per pool thread, as the tiles are the
+ * parallelism. */
+static lipi_status call_task(void *p, size_t task, size_t worker, lipi_error *err)
 {
-    size_t t;
-    while (claim(s, gen, ntasks, &t)) {
-        fn(ctx, t, worker);
-        if (atomic_fetch_add(&s->done, 1) + 1 == ntasks) {
-            pthread_mutex_lock(&s->mu);
-            pthread_cond_signal(&s->idle);
-            pthread_mutex_unlock(&s->mu);
-        }
+    static _Thread_local bool entered;
+    const task_call *c = p;
+    if (worker != 0 && !entered) { /* worker 0 is the caller: forward pins it */
+        lipi_gemm_thread_enter();
+        entered = true;
     }
-}
-
-static void *worker_main(void *p)
-{
-    worker_arg *a = p;
-    lipi_model_session *s = a->s;
-    uint32_t seen = 0;
-    lipi_gemm_thread_enter();
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        while (!s->quit && s->gen == seen)
-            pthread_cond_wait(&s->wake, &s->mu);
-        if (s->quit)
-            break;
-        seen = s->gen;
-        task_fn fn = s->fn;
-        void *ctx = s->ctx;
-        size_t ntasks = s->ntasks;
-        pthread_mutex_unlock(&s->mu);
-        run_tasks(s, seen, fn, ctx, ntasks, a->index);
-        pthread_mutex_lock(&s->mu);
-    }
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
+    c->fn(c->ctx, task, worker);
+    return LIPI_OK;
 }
 
 /* Runs fn(ctx, 0..ntasks-1, worker) on the session's threads and returns
- * when all tasks are finished. The caller takes tasks too and never waits
- * for a worker that has not started: a busy machine only costs parallelism. */
+ * when all tasks are finished. */
 static void parallel(lipi_model_session *s, task_fn fn, void *ctx, size_t ntasks)
 {
-    if (s->started == 0 || ntasks <= 1) {
+    if (!s->pool || ntasks <= 1) {
         for (size_t t = 0; t < ntasks; t++)
             fn(ctx, t, 0);
         return;
     }
-    pthread_mutex_lock(&s->mu);
-    s->fn = fn;
-    s->ctx = ctx;
-    s->ntasks = ntasks;
-    s->gen++;
-    uint32_t gen = s->gen;
-    atomic_store(&s->done, 0);
-    atomic_store(&s->ticket, (uint64_t)gen << 32);
-    pthread_cond_broadcast(&s->wake);
-    pthread_mutex_unlock(&s->mu);
-    run_tasks(s, gen, fn, ctx, ntasks, 0);
-    pthread_mutex_lock(&s->mu);
-    while (atomic_load(&s->done) < ntasks)
-        pthread_cond_wait(&s->idle, &s->mu);
-    pthread_mutex_unlock(&s->mu);
+    task_call c = {fn, ctx};
+    /* Task counts here are tiles and rows, far below the pool's limit. */
+    lipi_status st = lipi_thread_pool_run(s->pool, ntasks, call_task, &c, NULL);
+    LIPI_ASSERT(st == LIPI_OK);
 }
 
 static void free_scratch(lipi_model_session *s)
@@ -457,20 +391,8 @@ void lipi_model_session_free(lipi_model_session *s)
 {
     if (!s)
         return;
-    if (s->sync_ok) {
-        pthread_mutex_lock(&s->mu);
-        s->quit = true;
-        pthread_cond_broadcast(&s->wake);
-        pthread_mutex_unlock(&s->mu);
-        for (size_t i = 0; i < s->started; i++)
-            pthread_join(s->tids[i], NULL);
-        pthread_mutex_destroy(&s->mu);
-        pthread_cond_destroy(&s->wake);
-        pthread_cond_destroy(&s->idle);
-    }
+    lipi_thread_pool_free(s->pool);
     free_scratch(s);
-    lipi_free(s->tids);
-    lipi_free(s->args);
     lipi_free(s);
 }
 
@@ -488,35 +410,12 @@ lipi_status lipi_model_session_new(const lipi_model *m, size_t threads,
     s->m = m;
     s->gemm = LIPI_GEMM_AUTO;
     s->nthreads = threads ? threads : 1;
-    atomic_init(&s->ticket, 0);
-    atomic_init(&s->done, 0);
     if (s->nthreads > 1) {
-        s->tids = lipi_calloc(s->nthreads - 1, sizeof *s->tids);
-        s->args = lipi_calloc(s->nthreads - 1, sizeof *s->args);
-        if (!s->tids || !s->args)
-            goto nomem;
-    }
-    if (pthread_mutex_init(&s->mu, NULL) != 0)
-        goto nomem;
-    if (pthread_cond_init(&s->wake, NULL) != 0) {
-        pthread_mutex_destroy(&s->mu);
-        goto nomem;
-    }
-    if (pthread_cond_init(&s->idle, NULL) != 0) {
-        pthread_cond_destroy(&s->wake);
-        pthread_mutex_destroy(&s->mu);
-        goto nomem;
-    }
-    s->sync_ok = true;
-    for (size_t i = 0; i + 1 < s->nthreads; i++) {
-        s->args[i] = (worker_arg){s, i + 1};
-        if (pthread_create(&s->tids[i], NULL, worker_main, &s->args[i]) != 0) {
-            st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0,
-                                "cannot start worker thread %zu of %zu", i + 1, s->nthreads);
+        st = lipi_thread_pool_new(s->nthreads, &s->pool, err);
+        if (st != LIPI_OK) {
             lipi_model_session_free(s);
             return st;
         }
-        s->started++;
     }
     *out = s;
     return LIPI_OK;

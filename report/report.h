@@ -255,4 +255,49 @@ const char *lipi_inflation_batch_line(const lipi_inflation_batch *b, size_t lang
                                       size_t *len);
 void lipi_inflation_batch_free(lipi_inflation_batch *b); /* members, not b */
 
+/* ======================================================================== */
+/* Measuring                                                                 */
+/* ======================================================================== */
+
+/* The tokenizers a report compares, loaded and labelled, and the measuring
+ * loop: every aligned line encoded (without special tokens) by each of them
+ * and added to the report, on threads.
+ *
+ *   lipi_inflation_tokenizers *ts = NULL;
+ *   lipi_inflation_tokenizers_open(paths, n, threads, &ts, &err);
+ *   lipi_inflation_new(lipi_inflation_tokenizers_labels(ts), n, langs, ..., &rep, &err);
+ *   lipi_inflation_measure(rep, ts, files, threads, &err);
+ *   lipi_inflation_tokenizers_free(ts);
+ */
+typedef struct lipi_inflation_tokenizers lipi_inflation_tokenizers;
+
+/* Opens paths[0..n) with lipi_tokenizer_open (files, folders or names such
+ * as cl100k_base), on up to `threads` threads. Labels: "cl100k_base" for a
+ * bare name or cl100k_base.tiktoken, the folder's name for
+ * .../bert-base-multilingual-cased/vocab.txt (or tokenizer.json), else the
+ * file name without its extension; a label met again becomes "name#2", ...
+ * On failure *err is that of the first failing path in the given order
+ * (path set), *out NULL. LIPI_EINVAL for n == 0, LIPI_ENOMEM. The caller
+ * owns *out (lipi_inflation_tokenizers_free); paths are borrowed for its
+ * life. */
+lipi_status lipi_inflation_tokenizers_open(const char *const *paths, size_t n, size_t threads,
+                                           lipi_inflation_tokenizers **out, lipi_error *err);
+void lipi_inflation_tokenizers_free(lipi_inflation_tokenizers *ts); /* NULL ok */
+size_t lipi_inflation_tokenizers_count(const lipi_inflation_tokenizers *ts);
+/* The n labels, in the given order; borrowed. */
+const char *const *lipi_inflation_tokenizers_labels(const lipi_inflation_tokenizers *ts);
+
+/* Reads `files` to the end and adds every aligned line, for every
+ * tokenizer of ts (the report's, in order), to rep: per language (parallel
+ * mode) or per script (text mode report), on `threads` threads (0 is 1).
+ * Sets the skipped lines of a parallel-mode report. The figures are the same
+ * for any thread count. On failure (rep then holds part of the counts:
+ * free it) *err is that of the earliest (file line, language) that failed, path and line set to the
+ * file's; reading errors as lipi_inflation_parallel_read; LIPI_EINVAL when
+ * rep has another number of tokenizers; LIPI_ENOMEM. */
+lipi_status lipi_inflation_measure(lipi_inflation_report *rep,
+                                   const lipi_inflation_tokenizers *ts,
+                                   lipi_inflation_parallel *files, size_t threads,
+                                   lipi_error *err);
+
 #endif

@@ -21,9 +21,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -419,44 +417,6 @@ void lipi_npy_map_close(lipi_npy_map *m)
 }
 
 /* ======================================================================== */
-/* Threads                                                                   */
-/* ======================================================================== */
-
-typedef struct {
-    void (*fn)(void *ctx, size_t tid);
-    void *ctx;
-    size_t tid;
-} thread_arg;
-
-static void *thread_main(void *p)
-{
-    thread_arg *a = p;
-    a->fn(a->ctx, a->tid);
-    return NULL;
-}
-
-/* Runs fn(ctx, 0..n-1) on n threads, the caller being thread 0. A thread
- * that cannot be created leaves its share to the others (the work is
- * handed out dynamically), so this never fails. */
-static void run_threads(size_t n, void (*fn)(void *, size_t), void *ctx)
-{
-    enum { MAX_THREADS = 256 };
-    pthread_t th[MAX_THREADS];
-    thread_arg args[MAX_THREADS];
-    bool started[MAX_THREADS] = {false};
-    if (n > MAX_THREADS)
-        n = MAX_THREADS;
-    for (size_t t = 1; t < n; t++) {
-        args[t] = (thread_arg){fn, ctx, t};
-        started[t] = pthread_create(&th[t], NULL, thread_main, &args[t]) == 0;
-    }
-    fn(ctx, 0);
-    for (size_t t = 1; t < n; t++)
-        if (started[t])
-            pthread_join(th[t], NULL);
-}
-
-/* ======================================================================== */
 /* Exact top-k                                                               */
 /* ======================================================================== */
 
@@ -578,7 +538,6 @@ typedef struct {
     size_t block, panel, tile;
     bool release;
     size_t nblocks;
-    atomic_size_t next;
     knn_thread *t;
 } knn_ctx;
 
@@ -594,33 +553,32 @@ static void release_rows(const float *x, size_t dim, size_t r0, size_t r1)
         madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-static void knn_worker(void *vctx, size_t tid)
+/* Task b: rows [b * block, ...) against this pass's queries, into the
+ * heaps of worker tid. Which worker took a block does not matter: the heaps
+ * are merged and sorted by (score, document) afterwards. */
+static lipi_status knn_block_task(void *vctx, size_t b, size_t tid, lipi_error *err)
 {
     knn_ctx *c = vctx;
     knn_thread *t = &c->t[tid];
     int prev = lipi_gemm_thread_enter();
-    for (;;) {
-        size_t b = atomic_fetch_add(&c->next, 1);
-        if (b >= c->nblocks)
-            break;
-        size_t r0 = b * c->block, r1 = r0 + c->block < c->n ? r0 + c->block : c->n;
-        for (size_t p0 = r0; p0 < r1; p0 += c->panel) {
-            size_t S = p0 + c->panel < r1 ? c->panel : r1 - p0;
-            const float *xp = c->x + p0 * c->dim;
-            for (size_t q0 = 0; q0 < c->qc; q0 += c->tile) {
-                size_t T = q0 + c->tile < c->qc ? c->tile : c->qc - q0;
-                /* q tile: (T, dim), x panel: (S, dim) -> scratch: (T, S) */
-                lipi_sgemm_nt(LIPI_GEMM_AUTO, T, S, c->dim, c->q + q0 * c->dim, c->dim, xp,
-                              c->dim, t->scratch, S);
-                for (size_t i = 0; i < T; i++)
-                    knn_select_row(t->scratch + i * S, S, (int64_t)p0,
-                                   t->heaps + (q0 + i) * c->k, &t->fill[q0 + i], c->k);
-            }
+    size_t r0 = b * c->block, r1 = r0 + c->block < c->n ? r0 + c->block : c->n;
+    for (size_t p0 = r0; p0 < r1; p0 += c->panel) {
+        size_t S = p0 + c->panel < r1 ? c->panel : r1 - p0;
+        const float *xp = c->x + p0 * c->dim;
+        for (size_t q0 = 0; q0 < c->qc; q0 += c->tile) {
+            size_t T = q0 + c->tile < c->qc ? c->tile : c->qc - q0;
+            /* q tile: (T, dim), x panel: (S, dim) -> scratch: (T, S) */
+            lipi_sgemm_nt(LIPI_GEMM_AUTO, T, S, c->dim, c->q + q0 * c->dim, c->dim, xp, c->dim,
+                          t->scratch, S);
+            for (size_t i = 0; i < T; i++)
+                knn_select_row(t->scratch + i * S, S, (int64_t)p0, t->heaps + (q0 + i) * c->k,
+                               &t->fill[q0 + i], c->k);
         }
-        if (c->release)
-            release_rows(c->x, c->dim, r0, r1);
     }
+    if (c->release)
+        release_rows(c->x, c->dim, r0, r1);
     lipi_gemm_thread_restore(prev);
+    return LIPI_OK;
 }
 
 static lipi_status check_finite(const float *v, size_t n, size_t dim, const char *what,
@@ -704,10 +662,10 @@ static lipi_status knn_search(const float *x, size_t n, size_t dim, const float 
         knn_ctx c = {.x = x, .n = n, .dim = dim, .q = q + q0 * dim, .qc = qc, .k = keff,
                      .block = block, .panel = panel, .tile = tile, .release = release,
                      .nblocks = nblocks, .t = th};
-        atomic_init(&c.next, 0);
         for (size_t t = 0; t < threads; t++)
             memset(th[t].fill, 0, qc * sizeof(size_t));
-        run_threads(threads, knn_worker, &c);
+        /* The tasks cannot fail. */
+        (void)lipi_parallel_for(nblocks, threads, knn_block_task, &c, NULL);
         for (size_t i = 0; i < qc; i++) {
             size_t m = 0;
             for (size_t t = 0; t < threads; t++) {
@@ -747,7 +705,6 @@ lipi_status lipi_knn_search(const float *x, size_t n, size_t dim, const float *q
 typedef struct {
     const float *q, *d;
     size_t n, dim, tile, ntiles;
-    atomic_size_t next;
     float **scratch; /* per thread: (tile, tile) */
     size_t *ranks;
 } rank_ctx;
@@ -767,38 +724,34 @@ static void rank_panel(const float *sc, size_t T, size_t S, size_t i0, size_t j0
     }
 }
 
-static void rank_worker(void *vctx, size_t tid)
+/* Task ti: the ranks of the queries of tile ti, with worker tid's scratch. */
+static lipi_status rank_tile_task(void *vctx, size_t ti, size_t tid, lipi_error *err)
 {
     rank_ctx *c = vctx;
     float *sc = c->scratch[tid];
     float own[LIPI_KNN_GEMM_QUERIES * 4];
     int prev = lipi_gemm_thread_enter();
-    for (;;) {
-        size_t ti = atomic_fetch_add(&c->next, 1);
-        if (ti >= c->ntiles)
-            break;
-        size_t i0 = ti * c->tile, T = i0 + c->tile < c->n ? c->tile : c->n - i0;
-        const float *qt = c->q + i0 * c->dim;
-        /* The diagonal panel first: it holds each query's own score, which
-         * every other score of the query is compared with. Panels line up
-         * with tiles, so it has the tile's rows exactly. */
-        lipi_sgemm_nt(LIPI_GEMM_AUTO, T, T, c->dim, qt, c->dim, c->d + i0 * c->dim, c->dim, sc,
-                      T);
-        for (size_t i = 0; i < T; i++) {
-            own[i] = sc[i * T + i];
-            c->ranks[i0 + i] = 1;
-        }
-        rank_panel(sc, T, T, i0, i0, own, c->ranks);
-        for (size_t j0 = 0; j0 < c->n; j0 += c->tile) {
-            if (j0 == i0)
-                continue;
-            size_t S = j0 + c->tile < c->n ? c->tile : c->n - j0;
-            lipi_sgemm_nt(LIPI_GEMM_AUTO, T, S, c->dim, qt, c->dim, c->d + j0 * c->dim, c->dim,
-                          sc, S);
-            rank_panel(sc, T, S, i0, j0, own, c->ranks);
-        }
+    size_t i0 = ti * c->tile, T = i0 + c->tile < c->n ? c->tile : c->n - i0;
+    const float *qt = c->q + i0 * c->dim;
+    /* The diagonal panel first: it holds each query's own score, which
+     * every other score of the query is compared with. Panels line up
+     * with tiles, so it has the tile's rows exactly. */
+    lipi_sgemm_nt(LIPI_GEMM_AUTO, T, T, c->dim, qt, c->dim, c->d + i0 * c->dim, c->dim, sc, T);
+    for (size_t i = 0; i < T; i++) {
+        own[i] = sc[i * T + i];
+        c->ranks[i0 + i] = 1;
+    }
+    rank_panel(sc, T, T, i0, i0, own, c->ranks);
+    for (size_t j0 = 0; j0 < c->n; j0 += c->tile) {
+        if (j0 == i0)
+            continue;
+        size_t S = j0 + c->tile < c->n ? c->tile : c->n - j0;
+        lipi_sgemm_nt(LIPI_GEMM_AUTO, T, S, c->dim, qt, c->dim, c->d + j0 * c->dim, c->dim, sc,
+                      S);
+        rank_panel(sc, T, S, i0, j0, own, c->ranks);
     }
     lipi_gemm_thread_restore(prev);
+    return LIPI_OK;
 }
 
 lipi_status lipi_bitext_ranks(const float *q, const float *docs, size_t n, size_t dim,
@@ -817,7 +770,6 @@ lipi_status lipi_bitext_ranks(const float *q, const float *docs, size_t n, size_
     TRY(check_finite(docs, n, dim, "document", err));
     rank_ctx c = {.q = q, .d = docs, .n = n, .dim = dim, .tile = tile,
                   .ntiles = n / tile + (n % tile != 0), .ranks = ranks};
-    atomic_init(&c.next, 0);
     if (threads > c.ntiles)
         threads = c.ntiles;
     c.scratch = lipi_calloc(threads, sizeof *c.scratch);
@@ -830,7 +782,7 @@ lipi_status lipi_bitext_ranks(const float *q, const float *docs, size_t n, size_
             st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
             goto done;
         }
-    run_threads(threads, rank_worker, &c);
+    (void)lipi_parallel_for(c.ntiles, threads, rank_tile_task, &c, NULL); /* cannot fail */
 done:
     if (c.scratch)
         for (size_t t = 0; t < threads; t++)

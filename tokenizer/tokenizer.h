@@ -717,4 +717,76 @@ lipi_status lipi_output_commit(lipi_output *o, lipi_error *err);
 /* Drops the temporary file (`path` untouched). NULL is a no-op. */
 void lipi_output_abort(lipi_output *o);
 
+/* ======================================================================== */
+/* Parallel for: the one thread pool                                         */
+/* ======================================================================== */
+
+/* Fork-join over tasks 0 .. n_tasks-1, the only place lipi starts threads.
+ *
+ *   static lipi_status square(void *ctx, size_t task, size_t worker, lipi_error *err)
+ *   {
+ *       double *v = ctx;
+ *       v[task] *= v[task];          // written by task index, never by worker
+ *       return LIPI_OK;
+ *   }
+ *   lipi_parallel_for(n, threads, square, v, &err);
+ *
+ * Contract, for determinism: every task runs exactly once (unless an
+ * earlier-numbered task failed, see below), on some thread, in no promised
+ * order, so a task's result must depend on its index only. `worker`
+ * (< the thread count) says which thread runs it, for per-thread scratch
+ * (sessions, accumulators) and nothing the output may depend on. Tasks are
+ * handed out in increasing order from a shared counter, so a slow thread
+ * never holds back the rest.
+ *
+ * A task that fails returns its status and fills its err (a cleared struct
+ * of the worker's own); the call then returns the status and error of the
+ * lowest-numbered failing task, whatever the timing: tasks numbered above a
+ * failure may be skipped, those below it always run. Tasks that succeed
+ * return LIPI_OK and their err is ignored. */
+typedef lipi_status (*lipi_task_fn)(void *ctx, size_t task, size_t worker, lipi_error *err);
+
+/* Runs fn on min(threads, n_tasks) threads, the caller being worker 0, and
+ * returns when every task has finished. threads <= 1 (or n_tasks <= 1) runs
+ * the tasks in order on the caller without creating a thread or allocating.
+ * When the threads cannot be had (no memory, pthread_create refused) the
+ * tasks run on the caller instead: the results are the same by the
+ * contract above, only slower, so this never fails by itself. Returns
+ * LIPI_OK or the failing task's status (see lipi_task_fn); LIPI_EINVAL for
+ * n_tasks > UINT32_MAX. */
+lipi_status lipi_parallel_for(size_t n_tasks, size_t threads, lipi_task_fn fn, void *ctx,
+                              lipi_error *err);
+
+/* A pool whose threads stay alive between runs, for callers that run many
+ * small parallel regions (a forward pass runs one per GEMM, a BPE trainer
+ * one per merge), where starting threads each time would cost more than the
+ * work. lipi_parallel_for is lipi_thread_pool_new, _run and _free.
+ *
+ *   lipi_thread_pool *pool = NULL;
+ *   if (lipi_thread_pool_new(4, &pool, &err) != LIPI_OK) ...   // or run inline: pool = NULL
+ *   for (layer ...) lipi_thread_pool_run(pool, n_tiles, gemm_tile, &job, &err);
+ *   lipi_thread_pool_free(pool);
+ *
+ * threads counts the caller: threads - 1 threads are started (none for 0 or
+ * 1). LIPI_ENOMEM when memory or a thread cannot be had (msg says which),
+ * *out then NULL. The caller owns *out (lipi_thread_pool_free). */
+typedef struct lipi_thread_pool lipi_thread_pool;
+lipi_status lipi_thread_pool_new(size_t threads, lipi_thread_pool **out, lipi_error *err);
+
+/* Threads of the pool, the caller included; 1 for NULL. Worker indices
+ * passed to tasks are below it. */
+size_t lipi_thread_pool_threads(const lipi_thread_pool *pool);
+
+/* Runs tasks 0 .. n_tasks-1 on the pool as lipi_parallel_for does; a NULL
+ * pool runs them on the caller. One run at a time per pool, and never from
+ * inside one of its own tasks. Tasks may wait for one another (a reader
+ * task feeding counting tasks) only when n_tasks <= lipi_thread_pool_threads
+ * of a pool that lipi_thread_pool_new made: a waiting task holds one thread,
+ * so a free thread is always left for the task it waits for. */
+lipi_status lipi_thread_pool_run(lipi_thread_pool *pool, size_t n_tasks, lipi_task_fn fn,
+                                 void *ctx, lipi_error *err);
+
+/* Stops and joins the threads; NULL is a no-op. */
+void lipi_thread_pool_free(lipi_thread_pool *pool);
+
 #endif

@@ -47,7 +47,6 @@
 #include "tokenizer/base_json.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -299,13 +298,11 @@ typedef struct {
     size_t heap_n, heap_cap;
     uint32_t merge_no;
 
-    /* pair count changes of the current merge: d[0] is the calling
-     * thread's, d[t] helper t's; n_active of them hold this merge's */
+    /* pair count changes of the current merge: d[t] is share t's (the
+     * words w with w % n_threads == t); n_active of them hold this merge's */
     delta_buf *d;
     size_t n_threads, n_active;
-    struct helper *helpers; /* n_threads - 1 of them, NULL when running alone */
-    struct gate *go, *done;
-    bool quit;
+    lipi_thread_pool *pool; /* n_threads of them, NULL when running alone */
     uint32_t job_x, job_y, job_z;
     size_t job_nw;
     agg_slot *agg;
@@ -1151,22 +1148,26 @@ static size_t thread_count(const lipi_bpe_options *opt)
     return n < 1 ? 1 : n > 64 ? 64 : (size_t)n;
 }
 
-/* Runs fn(&jobs[t]) for t < n on up to n threads (jobs of a thread that
- * could not start run on the calling one). */
+typedef struct {
+    void *(*fn)(void *);
+    char *jobs;
+    size_t size;
+} jobs_call;
+
+static lipi_status job_task(void *ctx, size_t t, size_t worker, lipi_error *err)
+{
+    const jobs_call *c = ctx;
+    c->fn(c->jobs + t * c->size);
+    return LIPI_OK;
+}
+
+/* Runs fn(&jobs[t]) for t < n on up to n threads; each job is a fixed
+ * share of the words, so which thread runs it does not matter. The jobs
+ * note their own failures, so the run itself cannot fail. */
 static void run_jobs(void *(*fn)(void *), void *jobs, size_t size, size_t n)
 {
-    pthread_t tid[64];
-    size_t started = 0;
-    for (size_t t = 1; t < n; t++) {
-        if (pthread_create(&tid[t], NULL, fn, (char *)jobs + t * size) != 0)
-            break;
-        started = t;
-    }
-    fn(jobs);
-    for (size_t t = started + 1; t < n; t++)
-        fn((char *)jobs + t * size);
-    for (size_t t = 1; t <= started; t++)
-        pthread_join(tid[t], NULL);
+    jobs_call c = {fn, jobs, size};
+    (void)lipi_parallel_for(n, n, job_task, &c, NULL);
 }
 
 typedef struct {
@@ -1767,137 +1768,32 @@ static lipi_status rewrite_share(const bpe *b, delta_buf *d, size_t t, size_t T,
 /* Shorter lists are not worth waking the helpers for. */
 enum { PARALLEL_MIN_WORDS = 4096 };
 
-/* A reusable barrier whose number of parties is set once the helpers that
- * could be started are known. */
-typedef struct gate {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    size_t parties, waiting;
-    uint64_t generation;
-} gate;
-
-static bool gate_init(gate *g, size_t parties)
+/* Task t: share t of the current merge's words. */
+static lipi_status share_task(void *ctx, size_t t, size_t worker, lipi_error *err)
 {
-    g->parties = parties;
-    g->waiting = 0;
-    g->generation = 0;
-    if (pthread_mutex_init(&g->mu, NULL) != 0)
-        return false;
-    if (pthread_cond_init(&g->cv, NULL) != 0) {
-        pthread_mutex_destroy(&g->mu);
-        return false;
-    }
-    return true;
+    bpe *b = ctx;
+    return rewrite_share(b, &b->d[t], t, b->n_threads, b->job_nw, b->job_x, b->job_y, b->job_z);
 }
 
-static void gate_destroy(gate *g)
-{
-    pthread_cond_destroy(&g->cv);
-    pthread_mutex_destroy(&g->mu);
-}
-
-static void gate_set_parties(gate *g, size_t parties)
-{
-    pthread_mutex_lock(&g->mu);
-    g->parties = parties;
-    pthread_mutex_unlock(&g->mu);
-}
-
-static void gate_wait(gate *g)
-{
-    pthread_mutex_lock(&g->mu);
-    uint64_t gen = g->generation;
-    if (++g->waiting == g->parties) {
-        g->waiting = 0;
-        g->generation++;
-        pthread_cond_broadcast(&g->cv);
-    } else {
-        while (gen == g->generation)
-            pthread_cond_wait(&g->cv, &g->mu);
-    }
-    pthread_mutex_unlock(&g->mu);
-}
-
-typedef struct helper {
-    bpe *b;
-    size_t t;
-    lipi_status st;
-    pthread_t tid;
-} helper;
-
-static void *helper_run(void *arg)
-{
-    helper *h = arg;
-    bpe *b = h->b;
-    for (;;) {
-        gate_wait(b->go);
-        if (b->quit)
-            break;
-        h->st = rewrite_share(b, &b->d[h->t], h->t, b->n_threads, b->job_nw, b->job_x,
-                              b->job_y, b->job_z);
-        gate_wait(b->done);
-    }
-    return NULL;
-}
-
-/* Starts up to threads - 1 helpers; with none (no memory, no threads) the
- * calling thread does all the work. */
+/* A pool kept for the whole training (one parallel region per long merge
+ * would cost more to start than the merge); without one (no memory, no
+ * threads) the calling thread does all the work. */
 static lipi_status helpers_start(bpe *b, size_t threads)
 {
     b->n_threads = 1;
     b->d = lipi_calloc(threads, sizeof *b->d);
     if (!b->d)
         return LIPI_ENOMEM;
-    if (threads < 2)
+    if (threads < 2 || lipi_thread_pool_new(threads, &b->pool, NULL) != LIPI_OK)
         return LIPI_OK;
-    b->helpers = lipi_calloc(threads - 1, sizeof *b->helpers);
-    b->go = lipi_malloc(sizeof *b->go);
-    b->done = lipi_malloc(sizeof *b->done);
-    bool go_ok = false, done_ok = false;
-    if (b->helpers && b->go && b->done) {
-        go_ok = gate_init(b->go, threads);
-        done_ok = go_ok && gate_init(b->done, threads);
-    }
-    size_t started = 0;
-    for (size_t t = 1; done_ok && t < threads; t++) {
-        b->helpers[t - 1] = (helper){b, t, LIPI_OK, 0};
-        if (pthread_create(&b->helpers[t - 1].tid, NULL, helper_run, &b->helpers[t - 1]) != 0)
-            break;
-        started++;
-    }
-    if (started > 0) {
-        b->n_threads = started + 1;
-        gate_set_parties(b->go, b->n_threads);
-        gate_set_parties(b->done, b->n_threads);
-        return LIPI_OK;
-    }
-    if (done_ok)
-        gate_destroy(b->done);
-    if (go_ok)
-        gate_destroy(b->go);
-    lipi_free(b->go);
-    lipi_free(b->done);
-    lipi_free(b->helpers);
-    b->go = b->done = NULL;
-    b->helpers = NULL;
+    b->n_threads = threads;
     return LIPI_OK;
 }
 
 static void helpers_stop(bpe *b)
 {
-    if (!b->helpers)
-        return;
-    b->quit = true;
-    gate_wait(b->go);
-    for (size_t t = 0; t + 1 < b->n_threads; t++)
-        pthread_join(b->helpers[t].tid, NULL);
-    gate_destroy(b->done);
-    gate_destroy(b->go);
-    lipi_free(b->go);
-    lipi_free(b->done);
-    lipi_free(b->helpers);
-    b->go = b->done = NULL;
-    b->helpers = NULL;
+    lipi_thread_pool_free(b->pool);
+    b->pool = NULL;
 }
 
 /* Rewrites the words of pair (x, y) with the merge x y -> z and updates the
@@ -1907,17 +1803,12 @@ static lipi_status merge_pair(bpe *b, uint32_t p, uint32_t x, uint32_t y, uint32
     size_t nw;
     if (take_words(b, p, &nw) != LIPI_OK)
         return LIPI_ENOMEM;
-    if (b->helpers && nw >= PARALLEL_MIN_WORDS) {
+    if (b->pool && nw >= PARALLEL_MIN_WORDS) {
         b->job_x = x;
         b->job_y = y;
         b->job_z = z;
         b->job_nw = nw;
-        gate_wait(b->go);
-        lipi_status st = rewrite_share(b, &b->d[0], 0, b->n_threads, nw, x, y, z);
-        gate_wait(b->done);
-        for (size_t t = 1; t < b->n_threads; t++)
-            if (b->helpers[t - 1].st != LIPI_OK)
-                st = b->helpers[t - 1].st;
+        lipi_status st = lipi_thread_pool_run(b->pool, b->n_threads, share_task, b, NULL);
         if (st != LIPI_OK)
             return st;
         b->n_active = b->n_threads;

@@ -197,9 +197,8 @@ static void note_error(pipe_state *ps, lipi_status st, const lipi_error *err, si
     ps->failed = true;
 }
 
-static void *worker_run(void *arg)
+static void worker_run(worker *wk)
 {
-    worker *wk = arg;
     pipe_state *ps = wk->ps;
     pthread_mutex_lock(&ps->mu);
     for (;;) {
@@ -223,7 +222,6 @@ static void *worker_run(void *arg)
     }
     pthread_cond_broadcast(&ps->drained);
     pthread_mutex_unlock(&ps->mu);
-    return NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -389,16 +387,57 @@ static lipi_status count_one_thread(reader *rd, counter *k, lipi_error *err)
     return st;
 }
 
+/* The reader and the counting workers as tasks of one pool: task 0 reads
+ * (its status and error in st, err), task t > 0 is worker t - 1. They wait
+ * for one another, which the pool allows because there are no more tasks
+ * than threads. They note their failures here, never to the pool, so no
+ * task is ever skipped. */
+typedef struct {
+    reader *rd;
+    worker *wk;
+    pipe_state *ps;
+    chunk **cur;
+    lipi_status st;
+    lipi_error *err;
+} pipe_job;
+
+static lipi_status pipe_task(void *ctx, size_t t, size_t w, lipi_error *unused)
+{
+    pipe_job *j = ctx;
+    pipe_state *ps = j->ps;
+    if (t > 0) {
+        worker_run(&j->wk[t - 1]);
+        return LIPI_OK;
+    }
+    j->st = read_all(j->rd, j->cur, queue_sink, ps, j->err);
+    pthread_mutex_lock(&ps->mu);
+    if (*j->cur && (*j->cur)->n && j->st == LIPI_OK && !ps->failed) {
+        ps->queue[(ps->q_head + ps->q_len) % ps->q_cap] = *j->cur;
+        ps->q_len++;
+        *j->cur = NULL;
+    }
+    if (j->st != LIPI_OK)
+        ps->failed = true; /* a read error: the workers stop */
+    ps->done = true;
+    pthread_cond_broadcast(&ps->ready);
+    pthread_mutex_unlock(&ps->mu);
+    return LIPI_OK;
+}
+
+/* Reads on one thread and counts on nt others. Without a pool (no memory,
+ * no threads) everything is counted on this thread: same counts. */
 static lipi_status count_threads(reader *rd, worker *wk, size_t nt, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     pipe_state ps;
     memset(&ps, 0, sizeof ps);
-    pthread_t tid[MAX_THREADS];
-    size_t started = 0, n_chunks = 2 * nt + 1;
+    lipi_thread_pool *pool = NULL;
+    size_t n_chunks = 2 * nt + 1;
     chunk *cur = NULL;
     bool sync_ok = false;
 
+    if (lipi_thread_pool_new(nt + 1, &pool, NULL) != LIPI_OK)
+        return count_one_thread(rd, &wk[0].k, err);
     ps.q_cap = n_chunks;
     ps.queue = lipi_calloc(n_chunks, sizeof *ps.queue);
     ps.free_list = lipi_calloc(n_chunks, sizeof *ps.free_list);
@@ -425,31 +464,11 @@ static lipi_status count_threads(reader *rd, worker *wk, size_t nt, lipi_error *
         goto nomem;
     }
     sync_ok = true;
-    for (size_t t = 0; t < nt; t++) {
+    for (size_t t = 0; t < nt; t++)
         wk[t].ps = &ps;
-        if (pthread_create(&tid[t], NULL, worker_run, &wk[t]) != 0)
-            break;
-        started++;
-    }
-    if (started == 0) {
-        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "cannot start a counting thread");
-        goto done;
-    }
-
-    st = read_all(rd, &cur, queue_sink, &ps, err);
-    pthread_mutex_lock(&ps.mu);
-    if (cur && cur->n && st == LIPI_OK && !ps.failed) {
-        ps.queue[(ps.q_head + ps.q_len) % ps.q_cap] = cur;
-        ps.q_len++;
-        cur = NULL;
-    }
-    if (st != LIPI_OK)
-        ps.failed = true; /* a read error: the workers stop */
-    ps.done = true;
-    pthread_cond_broadcast(&ps.ready);
-    pthread_mutex_unlock(&ps.mu);
-    for (size_t t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
+    pipe_job job = {rd, wk, &ps, &cur, LIPI_OK, err};
+    (void)lipi_thread_pool_run(pool, nt + 1, pipe_task, &job, NULL); /* notes its own failures */
+    st = job.st;
     /* Of a read error and a counting error, report the earlier line. */
     if (ps.st != LIPI_OK &&
         (st == LIPI_OK || ps.err_file < rd->file ||
@@ -462,6 +481,7 @@ static lipi_status count_threads(reader *rd, worker *wk, size_t nt, lipi_error *
 nomem:
     st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
 done:
+    lipi_thread_pool_free(pool);
     if (sync_ok) {
         pthread_cond_destroy(&ps.drained);
         pthread_cond_destroy(&ps.ready);

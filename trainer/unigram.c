@@ -25,8 +25,6 @@
 #include "tokenizer/base_json.h"
 
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,87 +97,11 @@ static lipi_status oom(lipi_error *err)
 /* Jobs on threads                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* Runs job j for every j in [0, n_jobs) on `threads` threads (tid in
- * [0, threads) tells the job whose scratch to use). Jobs are claimed in
- * increasing order, so when job j fails every smaller job has run: the
+/* Jobs run on lipi_parallel_for: job j (a block of words, pieces or
+ * lines) writes only its own slice of the output, and `tid` (the worker)
+ * picks the scratch. When job j fails every smaller job has run, so the
  * error returned is that of the smallest failing job, whatever the thread
  * count. */
-typedef lipi_status (*job_fn)(void *ctx, size_t tid, size_t job, lipi_error *err);
-
-typedef struct {
-    job_fn fn;
-    void *ctx;
-    size_t n_jobs;
-    atomic_size_t next;
-    atomic_bool stop;
-    pthread_mutex_t mu;
-    size_t fail_job;
-    lipi_status fail_st;
-    lipi_error fail_err;
-} par;
-
-typedef struct {
-    par *p;
-    size_t tid;
-} par_arg;
-
-static void par_loop(par *p, size_t tid)
-{
-    lipi_error e;
-    while (!atomic_load(&p->stop)) {
-        size_t j = atomic_fetch_add(&p->next, 1);
-        if (j >= p->n_jobs)
-            break;
-        memset(&e, 0, sizeof e);
-        lipi_status st = p->fn(p->ctx, tid, j, &e);
-        if (st != LIPI_OK) {
-            pthread_mutex_lock(&p->mu);
-            if (j < p->fail_job) {
-                p->fail_job = j;
-                p->fail_st = st;
-                p->fail_err = e;
-            }
-            pthread_mutex_unlock(&p->mu);
-            atomic_store(&p->stop, true);
-        }
-    }
-}
-
-static void *par_main(void *arg)
-{
-    par_arg *a = arg;
-    par_loop(a->p, a->tid);
-    return NULL;
-}
-
-static lipi_status par_run(size_t threads, size_t n_jobs, job_fn fn, void *ctx, lipi_error *err)
-{
-    par p = {.fn = fn, .ctx = ctx, .n_jobs = n_jobs, .fail_job = SIZE_MAX};
-    pthread_t th[MAX_THREADS];
-    par_arg args[MAX_THREADS];
-    size_t started = 0;
-    atomic_init(&p.next, 0);
-    atomic_init(&p.stop, false);
-    pthread_mutex_init(&p.mu, NULL);
-    if (threads > n_jobs)
-        threads = n_jobs ? n_jobs : 1;
-    /* A thread that cannot start leaves its share to the others. */
-    for (size_t t = 1; t < threads; t++) {
-        args[t] = (par_arg){&p, t};
-        if (pthread_create(&th[started + 1], NULL, par_main, &args[t]) != 0)
-            break;
-        started++;
-    }
-    par_loop(&p, 0);
-    for (size_t t = 1; t <= started; t++)
-        pthread_join(th[t], NULL);
-    pthread_mutex_destroy(&p.mu);
-    if (p.fail_job == SIZE_MAX)
-        return LIPI_OK;
-    if (err)
-        *err = p.fail_err;
-    return p.fail_st;
-}
 
 /* ======================================================================== */
 /* Words                                                                     */
@@ -233,7 +155,7 @@ typedef struct {
     size_t *caps;
 } flags_job;
 
-static lipi_status flags_run(void *ctx, size_t tid, size_t job, lipi_error *err)
+static lipi_status flags_run(void *ctx, size_t job, size_t tid, lipi_error *err)
 {
     flags_job *fj = ctx;
     word_set *ws = fj->ws;
@@ -292,7 +214,7 @@ static lipi_status words_build(word_set *ws, const lipi_count_entry *e, size_t n
         goto done;
     }
     fj.ws = ws;
-    st = par_run(threads, (ws->n + WORD_BLOCK - 1) / WORD_BLOCK, flags_run, &fj, err);
+    st = lipi_parallel_for((ws->n + WORD_BLOCK - 1) / WORD_BLOCK, threads, flags_run, &fj, err);
 done:
     for (size_t t = 0; fj.bounds && t < threads; t++)
         lipi_free(fj.bounds[t]);
@@ -502,7 +424,7 @@ typedef struct {
     double *objs;  /* per job: sum of count * log Z */
 } estep_job;
 
-static lipi_status estep_run(void *ctx, size_t tid, size_t job, lipi_error *err)
+static lipi_status estep_run(void *ctx, size_t job, size_t tid, lipi_error *err)
 {
     estep_job *ej = ctx;
     const word_set *ws = ej->ws;
@@ -567,7 +489,7 @@ static lipi_status estep(const word_set *ws, const piece_set *ps, const node_cac
             goto done;
         }
     }
-    TRY(par_run(threads, n_jobs, estep_run, &ej, err));
+    TRY(lipi_parallel_for(n_jobs, threads, estep_run, &ej, err));
     for (size_t i = 0; i < ps->n; i++) {
         int64_t sum = 0;
         for (size_t t = 0; t < threads; t++)
@@ -662,7 +584,7 @@ typedef struct {
     bool weighted;        /* this pass sums wfreq only */
 } prune_job;
 
-static lipi_status prune_alt_run(void *ctx, size_t tid, size_t job, lipi_error *err)
+static lipi_status prune_alt_run(void *ctx, size_t job, size_t tid, lipi_error *err)
 {
     prune_job *pj = ctx;
     const piece_set *ps = pj->ps;
@@ -706,7 +628,7 @@ done:
     return st;
 }
 
-static lipi_status viterbi_run(void *ctx, size_t tid, size_t job, lipi_error *err)
+static lipi_status viterbi_run(void *ctx, size_t job, size_t tid, lipi_error *err)
 {
     prune_job *pj = ctx;
     const word_set *ws = pj->ws;
@@ -783,7 +705,8 @@ static lipi_status fair_weigh(prune_job *pj, size_t threads, lipi_error *err)
     }
     lipi_balance_prune_weights(fp->bal, fp->tok, fp->chars, &fp->par, fp->wt);
     pj->weighted = true;
-    lipi_status st = par_run(threads, (pj->ws->n + WORD_BLOCK - 1) / WORD_BLOCK, viterbi_run, pj, err);
+    lipi_status st = lipi_parallel_for((pj->ws->n + WORD_BLOCK - 1) / WORD_BLOCK, threads,
+                                       viterbi_run, pj, err);
     pj->weighted = false;
     return st;
 }
@@ -856,8 +779,8 @@ static lipi_status prune(const word_set *ws, piece_set *ps, const node_cache *nc
             }
         }
     }
-    TRY(par_run(threads, (n + PIECE_BLOCK - 1) / PIECE_BLOCK, prune_alt_run, &pj, err));
-    TRY(par_run(threads, (ws->n + WORD_BLOCK - 1) / WORD_BLOCK, viterbi_run, &pj, err));
+    TRY(lipi_parallel_for((n + PIECE_BLOCK - 1) / PIECE_BLOCK, threads, prune_alt_run, &pj, err));
+    TRY(lipi_parallel_for((ws->n + WORD_BLOCK - 1) / WORD_BLOCK, threads, viterbi_run, &pj, err));
     if (fp)
         TRY(fair_weigh(&pj, threads, err));
 
@@ -1258,7 +1181,7 @@ done:
     return st;
 }
 
-static lipi_status sort_run(void *ctx, size_t tid, size_t job, lipi_error *err)
+static lipi_status sort_run(void *ctx, size_t job, size_t tid, lipi_error *err)
 {
     node_cache *nc = ctx;
     size_t lo = job * WORD_BLOCK, hi = lo + WORD_BLOCK < nc->n_words ? lo + WORD_BLOCK : nc->n_words;
@@ -1324,7 +1247,7 @@ static lipi_status build_cache(const sa_text *t, const seed_cand *c, size_t n_c,
         }
     }
     lipi_free(fill);
-    return par_run(threads, (nw + WORD_BLOCK - 1) / WORD_BLOCK, sort_run, nc, NULL);
+    return lipi_parallel_for((nw + WORD_BLOCK - 1) / WORD_BLOCK, threads, sort_run, nc, NULL);
 }
 
 /* The seed pieces, as SentencePiece's MakeSeedSentencePieces: the required
@@ -2182,7 +2105,7 @@ done:
     return st;
 }
 
-static lipi_status count_run(void *ctx, size_t tid, size_t job, lipi_error *err)
+static lipi_status count_run(void *ctx, size_t job, size_t tid, lipi_error *err)
 {
     count_job *cj = ctx;
     size_t lo = job * LINE_BLOCK, hi = lo + LINE_BLOCK < cj->n ? lo + LINE_BLOCK : cj->n;
@@ -2228,7 +2151,7 @@ static lipi_status count_sample(const char *const *paths, size_t n_paths,
             st = oom(err);
             goto done;
         }
-    TRY(par_run(threads, (n + LINE_BLOCK - 1) / LINE_BLOCK, count_run, &cj, err));
+    TRY(lipi_parallel_for((n + LINE_BLOCK - 1) / LINE_BLOCK, threads, count_run, &cj, err));
     for (size_t t = 1; t < threads; t++)
         TRY(lipi_counts_merge(cj.tables[0], cj.tables[t], err));
     *out = cj.tables[0];
