@@ -907,8 +907,14 @@ static lipi_status model_mismatch(const char *dir, const lipi_index_model *have,
     char a[120], b[120];
     describe_model(a, sizeof a, have);
     describe_model(b, sizeof b, want);
-    return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "the index was built from %s, not %s", a,
-                          b);
+    /* lipi 0.1 left the tokenizer's merges.txt, vocab.json and
+     * tokenizer.model out of the fingerprint: its indexes never match. */
+    bool old = have->lipi_version && strncmp(have->lipi_version, "0.1.", 4) == 0;
+    return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "the index was built from %s, not %s%s", a,
+                          b,
+                          old ? " (lipi 0.1 wrote it with a fingerprint that missed some tokenizer "
+                                "files: build the index again)"
+                              : "");
 }
 
 /* FNV-1a, 64 bits: a fingerprint, not a defence against forgery. */
