@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/retrieval.h"
+#include "cli/signals.h"
 
 typedef struct {
     cli_text_batch texts;
@@ -103,7 +104,8 @@ int cli_write_batches(const char *sub, char **files, int nfiles, const cli_model
 {
     lipi_output *o = NULL;
     lipi_error err = {0};
-    if (lipi_output_open(out, &o, f, &err) != LIPI_OK) {
+    int slot;
+    if (cli_output_open(out, &o, f, &slot, &err) != LIPI_OK) {
         cli_report(sub, &err);
         return EXIT_FAIL;
     }
@@ -111,9 +113,12 @@ int cli_write_batches(const char *sub, char **files, int nfiles, const cli_model
                                 ctx);
     if (rc != EXIT_OK) {
         lipi_output_abort(o);
+        cli_cleanup_done(slot);
         return rc;
     }
-    if (lipi_output_commit(o, &err) != LIPI_OK) {
+    lipi_status st = lipi_output_commit(o, &err);
+    cli_cleanup_done(slot);
+    if (st != LIPI_OK) {
         cli_report(sub, &err);
         return EXIT_FAIL;
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/embedder.h"
+#include "cli/signals.h"
 
 static void help(FILE *f)
 {
@@ -104,7 +105,7 @@ static int run(int argc, char **argv)
     embed_ctx ctx = {0};
     lipi_output *o = NULL;
     lipi_error err = {0};
-    int rc = EXIT_FAIL;
+    int rc = EXIT_FAIL, slot = -1;
     if (cli_embedder_open(a.model, &a.eo, &ctx.emb, &err) != LIPI_OK)
         goto report;
     ctx.dim = cli_embedder_dim(ctx.emb);
@@ -112,8 +113,8 @@ static int run(int argc, char **argv)
         lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto report;
     }
-    if (jsonl ? lipi_output_open(out, &o, &ctx.jsonl, &err)
-              : lipi_npy_writer_open(out, ctx.dim, &ctx.npy, &err))
+    if (jsonl ? cli_output_open(out, &o, &ctx.jsonl, &slot, &err)
+              : cli_npy_writer_open(out, ctx.dim, &ctx.npy, &slot, &err))
         goto report;
     rc = cli_for_each_batch("embed", argv + optind, argc - optind, a.mode, a.eo.batch, !a.quiet,
                             embed_batch, &ctx);
@@ -133,6 +134,7 @@ report:
 done:
     lipi_output_abort(o);
     lipi_npy_writer_abort(ctx.npy);
+    cli_cleanup_done(slot);
     lipi_free(ctx.out);
     cli_embedder_free(ctx.emb);
     return rc;

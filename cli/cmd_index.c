@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/retrieval.h"
+#include "cli/signals.h"
 
 static void help(FILE *f)
 {
@@ -165,7 +166,7 @@ static int run(int argc, char **argv)
         return cli_usage_error("index", "--pooling takes cls, mean, max or mean_sqrt_len, not '%s'",
                                pooling);
 
-    int rc = EXIT_FAIL;
+    int rc = EXIT_FAIL, slot = -1;
     lipi_error err = {0};
     index_ctx ctx = {.vectors_path = vectors, .batch = eo.batch};
     lipi_index_model id = {.lipi_version = cli_version};
@@ -184,7 +185,12 @@ static int run(int argc, char **argv)
             goto fail;
         }
     }
-    if (lipi_index_builder_new(out, &id, ctx.dim, &wo, &ctx.builder, &err) != LIPI_OK)
+    cli_signals_hold();
+    lipi_status st = lipi_index_builder_new(out, &id, ctx.dim, &wo, &ctx.builder, &err);
+    if (st == LIPI_OK)
+        slot = cli_cleanup_add(lipi_index_builder_get_temp_dir(ctx.builder), true);
+    cli_signals_release();
+    if (st != LIPI_OK)
         goto fail;
     cli_lines_progress_start(&ctx.progress, "index", !quiet && ctx.emb, argv + optind, argc - optind);
     if (cli_for_each_line("index", argv + optind, argc - optind, mode, add_line, &ctx) != EXIT_OK)
@@ -201,7 +207,7 @@ static int run(int argc, char **argv)
     if (wo.faiss_spec && !quiet)
         fprintf(stderr, "lipi index: building the FAISS index (%s) ...\n", wo.faiss_spec);
     size_t total = lipi_index_builder_count(ctx.builder);
-    lipi_status st = lipi_index_builder_commit(ctx.builder, &err);
+    st = lipi_index_builder_commit(ctx.builder, &err);
     ctx.builder = NULL;
     if (st != LIPI_OK)
         goto fail;
@@ -216,6 +222,7 @@ quiet_fail:
     cli_lines_progress_done(&ctx.progress);
 done:
     lipi_index_builder_abort(ctx.builder);
+    cli_cleanup_done(slot);
     lipi_npy_map_close(ctx.vectors);
     cli_embedder_free(ctx.emb);
     cli_text_batch_free(&ctx.texts);

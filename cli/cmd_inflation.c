@@ -3,6 +3,7 @@
  * tokenizers. The figures come from pipeline/pipeline.h; this file loads
  * the tokenizers, encodes the lines on worker threads and prints. */
 #include "cli/cli.h"
+#include "cli/signals.h"
 
 #include <getopt.h>
 #include <pthread.h>
@@ -465,7 +466,10 @@ static int inflation(const options *o)
         lipi_inflation_set_skipped_lines(rep, lipi_inflation_parallel_skipped(files));
 
     if (o->output) {
-        if (lipi_inflation_save(rep, o->fmt, o->output, &err) != LIPI_OK)
+        cli_signals_hold(); /* see cli/signals.h */
+        lipi_status st = lipi_inflation_save(rep, o->fmt, o->output, &err);
+        cli_signals_release();
+        if (st != LIPI_OK)
             goto report;
         rc = EXIT_OK;
     } else if (lipi_inflation_write(rep, o->fmt, stdout, &err) != LIPI_OK) {

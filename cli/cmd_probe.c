@@ -2,6 +2,7 @@
  * frozen sentence embeddings, for labelled lines without a fine-tuned
  * checkpoint. */
 #include "cli/cli.h"
+#include "cli/signals.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -299,7 +300,10 @@ static int train(probe_args *pa)
     lipi_index_model id;
     cli_embedder_identity(e, &id);
     id.normalize = cli_embedder_normalizes(e);
-    if ((st = lipi_probe_save(p, &id, nd ? acc : -1.0, pa->out, &err)) != LIPI_OK)
+    cli_signals_hold(); /* see cli/signals.h */
+    st = lipi_probe_save(p, &id, nd ? acc : -1.0, pa->out, &err);
+    cli_signals_release();
+    if (st != LIPI_OK)
         goto report;
     rc = EXIT_OK;
     goto done;

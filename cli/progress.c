@@ -1,5 +1,6 @@
 /* See progress.h. */
 #include "cli/progress.h"
+#include "cli/signals.h"
 
 #include <stdio.h>
 #include <time.h>
@@ -85,5 +86,6 @@ void cli_progress_report(const lipi_progress *r, void *user)
             fprintf(stderr, "\r\033[K%s  %zu / %zu  elapsed %s  ETA %s", what, r->merges_done,
                     r->merges_total, elapsed, eta);
     }
+    cli_signals_line_open(!r->done);
     fflush(stderr);
 }
