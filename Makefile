@@ -98,7 +98,7 @@ deps:
 # Each test binary runs from the repository root so fixture paths are stable.
 # LIPI_BIN lets tests drive the CLI built into the same BUILD. The shell tests
 # run the bad-input catalogue and the SIGKILL crash-safety test against it.
-TEST_SCRIPTS := tests/bad_inputs/run.sh tests/crash_safety.sh
+TEST_SCRIPTS := tests/bad_inputs/run.sh tests/crash_safety.sh tests/signal_cleanup.sh
 test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY)
 	@LIPI_BIN=$(BUILD)/lipi sh tests/run_tests.sh $(TEST_BIN) $(TEST_SCRIPTS)
