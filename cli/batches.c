@@ -146,7 +146,7 @@ const char cli_model_options_help[] =
     "  --batch N            sentences per forward pass (default 32)\n"
     "  --max-length N       truncate longer inputs to N tokens (default: the model's)\n"
     "  --strict             a line longer than that is an error, not truncated\n"
-    "  --threads N          threads (default 2)\n"
+    "  --threads N          threads (default: all cores)\n"
     "  --dtype f32|int8     int8: quantized projections, faster, cosine >= 0.99\n"
     "  --invalid MODE       invalid UTF-8: error (default) or replace\n"
     "  --quiet              no progress line\n";

@@ -69,7 +69,7 @@ static int run(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    cli_model_args a = {.eo = {.batch = 32, .threads = 2, .normalize = -1}};
+    cli_model_args a = {.eo = {.batch = 32, .normalize = -1}};
     const char *out = NULL;
     bool jsonl = false;
     int c;

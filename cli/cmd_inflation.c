@@ -583,11 +583,7 @@ static int run(int argc, char **argv)
     } else if (o.output) {
         guess_format(o.output, &o.fmt);
     }
-    if (threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (uint64_t)(n < 64 ? n : 64) : 1;
-    }
-    o.threads = (size_t)threads;
+    o.threads = lipi_thread_count((size_t)threads, 64);
     rc = inflation(&o);
 done:
     free(o.tok_paths);

@@ -441,7 +441,7 @@ static int run(int argc, char **argv)
     if (argc < 2 || (strcmp(argv[1], "train") != 0 && strcmp(argv[1], "predict") != 0))
         return cli_usage_error("probe", "expected 'train' or 'predict'");
     bool training = strcmp(argv[1], "train") == 0;
-    probe_args pa = {.a = {.eo = {.batch = 32, .threads = 2, .normalize = -1}},
+    probe_args pa = {.a = {.eo = {.batch = 32, .normalize = -1}},
                      .holdout = 0.1};
     uint64_t v;
     int c;

@@ -77,7 +77,7 @@ lipi_status cli_embedder_open(const char *model, const cli_embedder_options *opt
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto done;
     }
-    size_t threads = opt->threads ? opt->threads : 1;
+    size_t threads = lipi_thread_count(opt->threads, 256);
     lipi_model_load_options lo = {.dtype = opt->dtype};
     st = locate(model, opt->revision, e->path, err);
     if (st == LIPI_OK)

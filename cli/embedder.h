@@ -26,7 +26,7 @@ typedef struct {
                             -2: never */
     size_t batch;        /* sentences per forward pass; 0: 32 */
     size_t max_length;   /* 0: the model's */
-    size_t threads;      /* 0: 1 */
+    size_t threads;      /* 0: one per online CPU */
     lipi_dtype dtype;
     const char *revision; /* hub names: the revision (NULL: main) */
     bool strict;         /* a text longer than max_length is an error */

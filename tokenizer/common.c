@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 _Thread_local int lipi_hash_oom_flag;
 
@@ -75,4 +76,10 @@ const char *lipi_json_kind(const json_t *j)
     case JSON_NULL: return "null";
     }
     return "something else";
+}
+
+size_t lipi_thread_count(size_t want, size_t max)
+{
+    long n = want ? (long)(want > max ? max : want) : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (size_t)n > max ? max : (size_t)n;
 }

@@ -85,6 +85,10 @@ void *lipi_reallocarray(void *p, size_t n, size_t size); /* NULL on overflow */
 void lipi_free(void *p);
 char *lipi_strndup(const char *s, size_t len);     /* NUL-terminated copy */
 
+/* Threads for a caller that asked for `want`: 0 means one per online CPU
+ * (the default of every --threads option); the result is in [1, max]. */
+size_t lipi_thread_count(size_t want, size_t max);
+
 /* ======================================================================== */
 /* UTF-8                                                                     */
 /* ======================================================================== */

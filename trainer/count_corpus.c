@@ -366,12 +366,6 @@ static bool queue_sink(void *vctx, chunk **c)
 /* Putting it together                                                       */
 /* ------------------------------------------------------------------------ */
 
-static size_t online_cpus(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (size_t)n : 1;
-}
-
 static lipi_status count_one_thread(reader *rd, counter *k, lipi_error *err)
 {
     lipi_status st;
@@ -494,9 +488,7 @@ lipi_status lipi_count_files(const char *const *paths, size_t n_paths,
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected a pre-tokenizer");
     if (n_paths == 0)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected at least one input file");
-    nt = opt->threads ? opt->threads : online_cpus();
-    if (nt > MAX_THREADS)
-        nt = MAX_THREADS;
+    nt = lipi_thread_count(opt->threads, MAX_THREADS);
     wk = lipi_calloc(nt, sizeof *wk);
     if (!wk)
         return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");

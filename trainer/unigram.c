@@ -73,9 +73,7 @@ void lipi_unigram_options_default(lipi_unigram_options *opt)
 
 static size_t thread_count(size_t want)
 {
-    long n = want ? (long)(want > MAX_THREADS ? MAX_THREADS : want)
-                  : sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (size_t)n;
+    return lipi_thread_count(want, MAX_THREADS);
 }
 
 static double now_s(void)
