@@ -131,9 +131,9 @@ void cli_embedder_report_truncated(const char *sub, const cli_embedder *e)
     size_t n = cli_embedder_truncated(e);
     if (n)
         fprintf(stderr,
-                "lipi %s: %zu line%s longer than %zu tokens, truncated (--strict makes this an "
+                "lipi %s: %zu %s longer than %zu tokens, truncated (--strict makes this an "
                 "error)\n",
-                sub, n, n == 1 ? " was" : "s were", cli_embedder_max_length(e));
+                sub, n, lipi_plural(n, "line was", "lines were"), cli_embedder_max_length(e));
 }
 
 const char cli_model_options_help[] =

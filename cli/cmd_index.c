@@ -67,9 +67,10 @@ static lipi_status flush(index_ctx *c, lipi_error *err)
     if (c->vectors) {
         if (c->row + n > lipi_npy_map_rows(c->vectors))
             return lipi_error_set(err, LIPI_EINVAL, c->vectors_path, 0, 0,
-                                  "expected a row for every input line, found %zu rows for "
+                                  "expected a row for every input line, found %zu %s for "
                                   "more lines",
-                                  lipi_npy_map_rows(c->vectors));
+                                  lipi_npy_map_rows(c->vectors),
+                                  lipi_plural(lipi_npy_map_rows(c->vectors), "row", "rows"));
         rows = lipi_npy_map_data(c->vectors) + c->row * c->dim;
     } else {
         st = cli_embed(c->emb, c->texts.ptrs, c->texts.lens, n, c->out, err);
@@ -199,8 +200,10 @@ static int run(int argc, char **argv)
         goto fail;
     if (ctx.vectors && ctx.row != lipi_npy_map_rows(ctx.vectors)) {
         lipi_error_set(&err, LIPI_EINVAL, vectors, 0, 0,
-                       "expected a row for every input line, found %zu rows for %zu lines",
-                       lipi_npy_map_rows(ctx.vectors), ctx.row);
+                       "expected a row for every input line, found %zu %s for %zu %s",
+                       lipi_npy_map_rows(ctx.vectors),
+                       lipi_plural(lipi_npy_map_rows(ctx.vectors), "row", "rows"), ctx.row,
+                       lipi_plural(ctx.row, "line", "lines"));
         goto fail;
     }
     cli_lines_progress_done(&ctx.progress);
@@ -212,8 +215,8 @@ static int run(int argc, char **argv)
     if (st != LIPI_OK)
         goto fail;
     if (!quiet)
-        fprintf(stderr, "lipi index: %s: %zu documents (%zu added), dimension %zu\n", out, total,
-                ctx.row, ctx.dim);
+        fprintf(stderr, "lipi index: %s: %zu %s (%zu added), dimension %zu\n", out, total,
+                lipi_plural(total, "document", "documents"), ctx.row, ctx.dim);
     rc = EXIT_OK;
     goto done;
 fail:

@@ -286,17 +286,19 @@ static int train(probe_args *pa)
         goto report;
     double acc = nd ? accuracy(p, xd, yd, nd, probs) : accuracy(p, xt, yt, nt, probs);
     if (pa->dev)
-        fprintf(stderr, "lipi probe: held-out accuracy %.4f (%zu lines of %s; %zu training "
-                        "lines, %zu labels)\n",
-                acc, nd, pa->dev, nt, k);
+        fprintf(stderr, "lipi probe: held-out accuracy %.4f (%zu %s of %s; %zu training "
+                        "%s, %zu %s)\n",
+                acc, nd, lipi_plural(nd, "line", "lines"), pa->dev, nt,
+                lipi_plural(nt, "line", "lines"), k, lipi_plural(k, "label", "labels"));
     else if (nd)
-        fprintf(stderr, "lipi probe: held-out accuracy %.4f (%zu of %zu lines held out, seed "
-                        "%u; %zu labels)\n",
-                acc, nd, n, HOLDOUT_SEED, k);
+        fprintf(stderr, "lipi probe: held-out accuracy %.4f (%zu of %zu %s held out, seed "
+                        "%u; %zu %s)\n",
+                acc, nd, n, lipi_plural(n, "line", "lines"), HOLDOUT_SEED, k,
+                lipi_plural(k, "label", "labels"));
     else
-        fprintf(stderr, "lipi probe: training accuracy %.4f (%zu lines, nothing held out; "
-                        "%zu labels)\n",
-                acc, nt, k);
+        fprintf(stderr, "lipi probe: training accuracy %.4f (%zu %s, nothing held out; "
+                        "%zu %s)\n",
+                acc, nt, lipi_plural(nt, "line", "lines"), k, lipi_plural(k, "label", "labels"));
     lipi_index_model id;
     cli_embedder_identity(e, &id);
     id.normalize = cli_embedder_normalizes(e);

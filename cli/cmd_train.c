@@ -175,8 +175,8 @@ static lipi_status balance_build(const balance_args *ba, const char *const *file
         for (size_t i = 0; i < n; i++)
             total += lipi_balance_lang_mass(*bal, i);
         bool smoothed = ba->mode == LIPI_BALANCE_SMOOTHED;
-        fprintf(stderr, "lipi train: %zu languages (share of words%s):", n,
-                smoothed ? ", weight" : "");
+        fprintf(stderr, "lipi train: %zu %s (share of words%s):", n,
+                lipi_plural(n, "language", "languages"), smoothed ? ", weight" : "");
         for (size_t i = 0; i < n; i++) {
             fprintf(stderr, " %s %.2f%%", lipi_balance_lang_name(*bal, i),
                     100.0 * (double)lipi_balance_lang_mass(*bal, i) / (double)(total ? total : 1));
@@ -521,7 +521,8 @@ static int run(int argc, char **argv)
     if (st != LIPI_OK)
         goto fail;
     if (!quiet)
-        fprintf(stderr, "wrote %s (%zu tokens)\n", out, lipi_tokenizer_vocab_size(tok));
+        fprintf(stderr, "wrote %s (%zu %s)\n", out, lipi_tokenizer_vocab_size(tok),
+                lipi_plural(lipi_tokenizer_vocab_size(tok), "token", "tokens"));
     rc = EXIT_OK;
     goto done;
 fail:

@@ -83,3 +83,8 @@ size_t lipi_thread_count(size_t want, size_t max)
     long n = want ? (long)(want > max ? max : want) : sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : (size_t)n > max ? max : (size_t)n;
 }
+
+const char *lipi_plural(uint64_t n, const char *one, const char *many)
+{
+    return n == 1 ? one : many;
+}

@@ -89,6 +89,10 @@ char *lipi_strndup(const char *s, size_t len);     /* NUL-terminated copy */
  * (the default of every --threads option); the result is in [1, max]. */
 size_t lipi_thread_count(size_t want, size_t max);
 
+/* `one` when n is 1, else `many`: "%zu %s", n, lipi_plural(n, "line", "lines")
+ * for messages that people read ("1 line", "0 lines", "2 lines"). */
+const char *lipi_plural(uint64_t n, const char *one, const char *many);
+
 /* ======================================================================== */
 /* UTF-8                                                                     */
 /* ======================================================================== */
@@ -144,6 +148,9 @@ lipi_status lipi_line_reader_next(lipi_line_reader *r, const char **line,
 
 size_t lipi_line_reader_line_no(const lipi_line_reader *r);     /* last line read */
 uint64_t lipi_line_reader_bytes_read(const lipi_line_reader *r); /* raw (compressed) bytes */
+/* Bytes of text (decompressed) taken by the lines returned so far, with
+ * their line ends: what a rate of reading should count. */
+uint64_t lipi_line_reader_text_bytes(const lipi_line_reader *r);
 void lipi_line_reader_close(lipi_line_reader *r);
 
 /* ======================================================================== */

@@ -2111,7 +2111,7 @@ static lipi_status reservoir(const char *const *paths, size_t n_paths, lipi_inva
     lipi_line_reader *rd = NULL;
     sline *res = NULL;
     size_t n = 0, cap = 0;
-    uint64_t i = 0, rng = seed, bytes_done = 0;
+    uint64_t i = 0, rng = seed, bytes_done = 0, text_done = 0;
     double last = now_s();
     *out = NULL;
     *n_out = 0;
@@ -2156,12 +2156,14 @@ static lipi_status reservoir(const char *const *paths, size_t n_paths, lipi_inva
                 lipi_progress p = {0};
                 p.phase = LIPI_PHASE_COUNT;
                 p.bytes_read = bytes_done + lipi_line_reader_bytes_read(rd);
+                p.text_bytes = text_done + lipi_line_reader_text_bytes(rd);
                 p.lines = i;
                 opt->progress(&p, opt->progress_user);
                 last = now_s();
             }
         }
         bytes_done += lipi_line_reader_bytes_read(rd);
+        text_done += lipi_line_reader_text_bytes(rd);
         lipi_line_reader_close(rd);
         rd = NULL;
     }
