@@ -158,9 +158,11 @@ deps:
 
 # Each test binary runs from the repository root so fixture paths are stable.
 # LIPI_BIN lets tests drive the CLI built into the same BUILD. The shell tests
-# run the bad-input catalogue, the SIGKILL crash-safety test and `make
-# install` (LIPI_SAN_FLAGS: a sanitizer build's flags, for its C program).
-TEST_SCRIPTS := tests/bad_inputs/run.sh tests/crash_safety.sh tests/install.sh
+# run the bad-input catalogue, the SIGKILL crash-safety test, the signal
+# cleanup test and `make install` (LIPI_SAN_FLAGS: a sanitizer build's flags,
+# for its C program).
+TEST_SCRIPTS := tests/bad_inputs/run.sh tests/crash_safety.sh tests/signal_cleanup.sh \
+                tests/install.sh
 test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY)
 	@LIPI_BIN=$(BUILD)/lipi LIPI_SAN_FLAGS="$(LDFLAGS)" REPLAY_BUILD=$(BUILD) \

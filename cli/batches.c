@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/retrieval.h"
+#include "cli/signals.h"
 
 typedef struct {
     cli_text_batch texts;
@@ -103,7 +104,8 @@ int cli_write_batches(const char *sub, char **files, int nfiles, const cli_model
 {
     lipi_output *o = NULL;
     lipi_error err = {0};
-    if (lipi_output_open(out, &o, f, &err) != LIPI_OK) {
+    int slot;
+    if (cli_output_open(out, &o, f, &slot, &err) != LIPI_OK) {
         cli_report(sub, &err);
         return EXIT_FAIL;
     }
@@ -111,9 +113,12 @@ int cli_write_batches(const char *sub, char **files, int nfiles, const cli_model
                                 ctx);
     if (rc != EXIT_OK) {
         lipi_output_abort(o);
+        cli_cleanup_done(slot);
         return rc;
     }
-    if (lipi_output_commit(o, &err) != LIPI_OK) {
+    lipi_status st = lipi_output_commit(o, &err);
+    cli_cleanup_done(slot);
+    if (st != LIPI_OK) {
         cli_report(sub, &err);
         return EXIT_FAIL;
     }
@@ -130,9 +135,9 @@ void cli_report_truncated(const char *sub, size_t n, size_t max_length)
 {
     if (n)
         fprintf(stderr,
-                "lipi %s: %zu line%s longer than %zu tokens, truncated (--strict makes this an "
+                "lipi %s: %zu %s longer than %zu tokens, truncated (--strict makes this an "
                 "error)\n",
-                sub, n, n == 1 ? " was" : "s were", max_length);
+                sub, n, lipi_plural(n, "line was", "lines were"), max_length);
 }
 
 const char cli_model_options_help[] =
@@ -145,7 +150,7 @@ const char cli_model_options_help[] =
     "  --batch N            sentences per forward pass (default 32)\n"
     "  --max-length N       truncate longer inputs to N tokens (default: the model's)\n"
     "  --strict             a line longer than that is an error, not truncated\n"
-    "  --threads N          threads (default 2)\n"
+    "  --threads N          threads (default: all cores)\n"
     "  --dtype f32|int8     int8: quantized projections, faster, cosine >= 0.99\n"
     "  --invalid MODE       invalid UTF-8: error (default) or replace\n"
     "  --quiet              no progress line\n";

@@ -76,7 +76,7 @@ static int run(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    cli_model_args a = {.eo = {.batch = 32, .normalize = -1}, .threads = 2};
+    cli_model_args a = {.eo = {.batch = 32, .normalize = -1}};
     const char *out = NULL;
     int c;
     optind = 1;
@@ -111,7 +111,7 @@ static int run(int argc, char **argv)
                        "labelled lines");
         goto report;
     }
-    if (lipi_embedder_session_new(e, a.threads, &ctx.s, &err) != LIPI_OK)
+    if (lipi_embedder_session_new(e, lipi_thread_count(a.threads, 256), &ctx.s, &err) != LIPI_OK)
         goto report;
     if (!(ctx.probs = lipi_calloc(a.eo.batch, ctx.k * sizeof *ctx.probs)) ||
         !(ctx.cut = lipi_calloc(a.eo.batch, sizeof *ctx.cut)) ||

@@ -2,6 +2,7 @@
  * counting can run on many machines and training on one. */
 #include "cli/cli.h"
 #include "cli/progress.h"
+#include "cli/signals.h"
 #include "cli/text_options.h"
 
 #include <getopt.h>
@@ -83,8 +84,13 @@ static int run(int argc, char **argv)
     size_t nfiles = (size_t)(argc - optind);
     lipi_error err = {0};
     lipi_status st;
+    lipi_counts *counts = NULL;
     if (merge) {
-        st = lipi_counts_merge_files(files, nfiles, out, &err);
+        st = lipi_counts_new(&counts);
+        if (st != LIPI_OK)
+            lipi_error_set(&err, st, NULL, 0, 0, "out of memory");
+        for (size_t i = 0; st == LIPI_OK && i < nfiles; i++)
+            st = lipi_counts_load(files[i], counts, &err);
     } else {
         lipi_normalizer *norm = NULL;
         lipi_pretokenizer *pre = NULL;
@@ -96,10 +102,18 @@ static int run(int argc, char **argv)
         cli_progress_init(&prog, quiet);
         copt.progress = cli_progress_report;
         copt.progress_user = &prog;
-        st = lipi_count_to_file(files, nfiles, norm, pre, &copt, out, &err);
+        st = lipi_count_files(files, nfiles, norm, pre, &copt, &counts, &err);
         lipi_pretokenizer_free(pre);
         lipi_normalizer_free(norm);
     }
+    if (st == LIPI_OK) {
+        /* The save's temporary is the library's own: a signal meanwhile
+         * waits until it is renamed or removed (cli/signals.h). */
+        cli_signals_hold();
+        st = lipi_counts_save(counts, out, &err);
+        cli_signals_release();
+    }
+    lipi_counts_free(counts);
     if (st != LIPI_OK) {
         cli_report("count", &err);
         return EXIT_FAIL;

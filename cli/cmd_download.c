@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/progress.h"
+#include "cli/signals.h"
 #include "model/model.h"
 
 static void help(FILE *f)
@@ -64,6 +65,7 @@ static void on_progress(const lipi_hub_progress *p, void *user)
     else
         fprintf(stderr, "\r\033[K[%zu/%zu] %s  %.1f MB", p->file_no, p->files, p->file,
                 (double)p->done / mb);
+    cli_signals_line_open(!p->finished);
     fflush(stderr);
 }
 

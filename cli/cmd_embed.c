@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/embedder.h"
+#include "cli/signals.h"
 
 static void help(FILE *f)
 {
@@ -71,7 +72,7 @@ static int run(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    cli_model_args a = {.eo = {.batch = 32, .normalize = -1}, .threads = 2};
+    cli_model_args a = {.eo = {.batch = 32, .normalize = -1}};
     const char *out = NULL;
     bool jsonl = false;
     int c;
@@ -108,9 +109,9 @@ static int run(int argc, char **argv)
     lipi_embedder *e = NULL;
     lipi_output *o = NULL;
     lipi_error err = {0};
-    int rc = EXIT_FAIL;
+    int rc = EXIT_FAIL, slot = -1;
     if (lipi_embedder_open(a.model, &a.eo, &e, &err) != LIPI_OK ||
-        lipi_embedder_session_new(e, a.threads, &ctx.s, &err) != LIPI_OK)
+        lipi_embedder_session_new(e, lipi_thread_count(a.threads, 256), &ctx.s, &err) != LIPI_OK)
         goto report;
     ctx.dim = lipi_embedder_dim(e);
     if (!(ctx.out = lipi_calloc(a.eo.batch, ctx.dim * sizeof *ctx.out)) ||
@@ -118,8 +119,8 @@ static int run(int argc, char **argv)
         lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto report;
     }
-    if (jsonl ? lipi_output_open(out, &o, &ctx.jsonl, &err)
-              : lipi_npy_writer_open(out, ctx.dim, &ctx.npy, &err))
+    if (jsonl ? cli_output_open(out, &o, &ctx.jsonl, &slot, &err)
+              : cli_npy_writer_open(out, ctx.dim, &ctx.npy, &slot, &err))
         goto report;
     rc = cli_for_each_batch("embed", argv + optind, argc - optind, a.mode, a.eo.batch, !a.quiet,
                             embed_batch, &ctx);
@@ -139,6 +140,7 @@ report:
 done:
     lipi_output_abort(o);
     lipi_npy_writer_abort(ctx.npy);
+    cli_cleanup_done(slot);
     lipi_free(ctx.out);
     lipi_free(ctx.cut);
     lipi_embedder_session_free(ctx.s);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/retrieval.h"
+#include "cli/signals.h"
 
 static void help(FILE *f)
 {
@@ -67,9 +68,10 @@ static lipi_status flush(index_ctx *c, lipi_error *err)
     if (c->vectors) {
         if (c->row + n > lipi_npy_map_rows(c->vectors))
             return lipi_error_set(err, LIPI_EINVAL, c->vectors_path, 0, 0,
-                                  "expected a row for every input line, found %zu rows for "
+                                  "expected a row for every input line, found %zu %s for "
                                   "more lines",
-                                  lipi_npy_map_rows(c->vectors));
+                                  lipi_npy_map_rows(c->vectors),
+                                  lipi_plural(lipi_npy_map_rows(c->vectors), "row", "rows"));
         rows = lipi_npy_map_data(c->vectors) + c->row * c->dim;
     } else {
         st = lipi_embedder_embed(c->s, c->texts.ptrs, c->texts.lens, n, c->out, NULL, err);
@@ -166,7 +168,7 @@ static int run(int argc, char **argv)
         return cli_usage_error("index", "--pooling takes cls, mean, max or mean_sqrt_len, not '%s'",
                                pooling);
 
-    int rc = EXIT_FAIL;
+    int rc = EXIT_FAIL, slot = -1;
     lipi_error err = {0};
     index_ctx ctx = {.vectors_path = vectors, .batch = eo.batch};
     lipi_index_model id = {.lipi_version = cli_version};
@@ -186,7 +188,12 @@ static int run(int argc, char **argv)
             goto fail;
         }
     }
-    if (lipi_index_builder_new(out, &id, ctx.dim, &wo, &ctx.builder, &err) != LIPI_OK)
+    cli_signals_hold();
+    lipi_status st = lipi_index_builder_new(out, &id, ctx.dim, &wo, &ctx.builder, &err);
+    if (st == LIPI_OK)
+        slot = cli_cleanup_add(lipi_index_builder_get_temp_dir(ctx.builder), true);
+    cli_signals_release();
+    if (st != LIPI_OK)
         goto fail;
     cli_lines_progress_start(&ctx.progress, "index", !quiet && ctx.emb, argv + optind, argc - optind);
     if (cli_for_each_line("index", argv + optind, argc - optind, mode, add_line, &ctx) != EXIT_OK)
@@ -195,21 +202,23 @@ static int run(int argc, char **argv)
         goto fail;
     if (ctx.vectors && ctx.row != lipi_npy_map_rows(ctx.vectors)) {
         lipi_error_set(&err, LIPI_EINVAL, vectors, 0, 0,
-                       "expected a row for every input line, found %zu rows for %zu lines",
-                       lipi_npy_map_rows(ctx.vectors), ctx.row);
+                       "expected a row for every input line, found %zu %s for %zu %s",
+                       lipi_npy_map_rows(ctx.vectors),
+                       lipi_plural(lipi_npy_map_rows(ctx.vectors), "row", "rows"), ctx.row,
+                       lipi_plural(ctx.row, "line", "lines"));
         goto fail;
     }
     cli_lines_progress_done(&ctx.progress);
     if (wo.faiss_spec && !quiet)
         fprintf(stderr, "lipi index: building the FAISS index (%s) ...\n", wo.faiss_spec);
     size_t total = lipi_index_builder_count(ctx.builder);
-    lipi_status st = lipi_index_builder_commit(ctx.builder, &err);
+    st = lipi_index_builder_commit(ctx.builder, &err);
     ctx.builder = NULL;
     if (st != LIPI_OK)
         goto fail;
     if (!quiet)
-        fprintf(stderr, "lipi index: %s: %zu documents (%zu added), dimension %zu\n", out, total,
-                ctx.row, ctx.dim);
+        fprintf(stderr, "lipi index: %s: %zu %s (%zu added), dimension %zu\n", out, total,
+                lipi_plural(total, "document", "documents"), ctx.row, ctx.dim);
     rc = EXIT_OK;
     goto done;
 fail:
@@ -218,6 +227,7 @@ quiet_fail:
     cli_lines_progress_done(&ctx.progress);
 done:
     lipi_index_builder_abort(ctx.builder);
+    cli_cleanup_done(slot);
     lipi_npy_map_close(ctx.vectors);
     lipi_embedder_session_free(ctx.s);
     lipi_embedder_free(ctx.emb);

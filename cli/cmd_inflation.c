@@ -3,6 +3,7 @@
  * tokenizers. Loading, measuring and the figures come from report/report.h;
  * this file parses the options and prints. */
 #include "cli/cli.h"
+#include "cli/signals.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -126,7 +127,10 @@ static int inflation(const options *o)
         goto report;
 
     if (o->output) {
-        if (lipi_inflation_save(rep, o->fmt, o->output, &err) != LIPI_OK)
+        cli_signals_hold(); /* see cli/signals.h */
+        lipi_status st = lipi_inflation_save(rep, o->fmt, o->output, &err);
+        cli_signals_release();
+        if (st != LIPI_OK)
             goto report;
         rc = EXIT_OK;
     } else if (lipi_inflation_write(rep, o->fmt, stdout, &err) != LIPI_OK) {
@@ -224,11 +228,7 @@ static int run(int argc, char **argv)
     } else if (o.output) {
         guess_format(o.output, &o.fmt);
     }
-    if (threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (uint64_t)(n < 64 ? n : 64) : 1;
-    }
-    o.threads = (size_t)threads;
+    o.threads = lipi_thread_count((size_t)threads, 64);
     rc = inflation(&o);
 done:
     free(o.tok_paths);

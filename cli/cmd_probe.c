@@ -2,6 +2,7 @@
  * frozen sentence embeddings, for labelled lines without a fine-tuned
  * checkpoint. */
 #include "cli/cli.h"
+#include "cli/signals.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -221,7 +222,7 @@ static int train(probe_args *pa)
         label_index(names, k, tr.labels.ptrs[i], &y[i]);
 
     if ((st = lipi_embedder_open(pa->a.model, &pa->a.eo, &e, &err)) != LIPI_OK ||
-        (st = lipi_embedder_session_new(e, pa->a.threads, &s, &err)) != LIPI_OK)
+        (st = lipi_embedder_session_new(e, lipi_thread_count(pa->a.threads, 256), &s, &err)) != LIPI_OK)
         goto report;
     size_t dim = lipi_embedder_dim(e);
     if (!(x = lipi_calloc(n, dim * sizeof *x)) || !(probs = lipi_calloc(k, sizeof *probs)))
@@ -288,21 +289,26 @@ static int train(probe_args *pa)
         goto report;
     double acc = nd ? accuracy(p, xd, yd, nd, probs) : accuracy(p, xt, yt, nt, probs);
     if (pa->dev)
-        fprintf(stderr, "lipi probe: held-out accuracy %.4f (%zu lines of %s; %zu training "
-                        "lines, %zu labels)\n",
-                acc, nd, pa->dev, nt, k);
+        fprintf(stderr, "lipi probe: held-out accuracy %.4f (%zu %s of %s; %zu training "
+                        "%s, %zu %s)\n",
+                acc, nd, lipi_plural(nd, "line", "lines"), pa->dev, nt,
+                lipi_plural(nt, "line", "lines"), k, lipi_plural(k, "label", "labels"));
     else if (nd)
-        fprintf(stderr, "lipi probe: held-out accuracy %.4f (%zu of %zu lines held out, seed "
-                        "%u; %zu labels)\n",
-                acc, nd, n, HOLDOUT_SEED, k);
+        fprintf(stderr, "lipi probe: held-out accuracy %.4f (%zu of %zu %s held out, seed "
+                        "%u; %zu %s)\n",
+                acc, nd, n, lipi_plural(n, "line", "lines"), HOLDOUT_SEED, k,
+                lipi_plural(k, "label", "labels"));
     else
-        fprintf(stderr, "lipi probe: training accuracy %.4f (%zu lines, nothing held out; "
-                        "%zu labels)\n",
-                acc, nt, k);
+        fprintf(stderr, "lipi probe: training accuracy %.4f (%zu %s, nothing held out; "
+                        "%zu %s)\n",
+                acc, nt, lipi_plural(nt, "line", "lines"), k, lipi_plural(k, "label", "labels"));
     lipi_index_model id;
     lipi_embedder_identity(e, &id);
     id.normalize = lipi_embedder_normalizes(e);
-    if ((st = lipi_probe_save(p, &id, nd ? acc : -1.0, pa->out, &err)) != LIPI_OK)
+    cli_signals_hold(); /* see cli/signals.h */
+    st = lipi_probe_save(p, &id, nd ? acc : -1.0, pa->out, &err);
+    cli_signals_release();
+    if (st != LIPI_OK)
         goto report;
     rc = EXIT_OK;
     goto done;
@@ -385,7 +391,7 @@ static int predict(probe_args *pa, char **files, int nfiles)
     }
     pa->a.eo.normalize = pm->normalize ? 1 : -2;
     if (lipi_embedder_open(model, &pa->a.eo, &ctx.e, &err) != LIPI_OK ||
-        lipi_embedder_session_new(ctx.e, pa->a.threads, &ctx.s, &err) != LIPI_OK)
+        lipi_embedder_session_new(ctx.e, lipi_thread_count(pa->a.threads, 256), &ctx.s, &err) != LIPI_OK)
         goto report;
     lipi_index_model id;
     lipi_embedder_identity(ctx.e, &id);
@@ -450,7 +456,7 @@ static int run(int argc, char **argv)
     if (argc < 2 || (strcmp(argv[1], "train") != 0 && strcmp(argv[1], "predict") != 0))
         return cli_usage_error("probe", "expected 'train' or 'predict'");
     bool training = strcmp(argv[1], "train") == 0;
-    probe_args pa = {.a = {.eo = {.batch = 32, .normalize = -1}, .threads = 2},
+    probe_args pa = {.a = {.eo = {.batch = 32, .normalize = -1}},
                      .holdout = 0.1};
     uint64_t v;
     int c;

@@ -2,6 +2,7 @@
  * writes it as a Hugging Face tokenizer.json. */
 #include "cli/cli.h"
 #include "cli/progress.h"
+#include "cli/signals.h"
 #include "cli/text_options.h"
 
 #include "report/report.h"
@@ -174,8 +175,8 @@ static lipi_status balance_build(const balance_args *ba, const char *const *file
         for (size_t i = 0; i < n; i++)
             total += lipi_balance_lang_mass(*bal, i);
         bool smoothed = ba->mode == LIPI_BALANCE_SMOOTHED;
-        fprintf(stderr, "lipi train: %zu languages (share of words%s):", n,
-                smoothed ? ", weight" : "");
+        fprintf(stderr, "lipi train: %zu %s (share of words%s):", n,
+                lipi_plural(n, "language", "languages"), smoothed ? ", weight" : "");
         for (size_t i = 0; i < n; i++) {
             fprintf(stderr, " %s %.2f%%", lipi_balance_lang_name(*bal, i),
                     100.0 * (double)lipi_balance_lang_mass(*bal, i) / (double)(total ? total : 1));
@@ -433,13 +434,18 @@ static int run(int argc, char **argv)
     lipi_counts *counts = NULL;
     lipi_balance *bal = NULL;
     int rc = EXIT_FAIL;
-    /* Fail before hours of training, not after, when the output cannot be written. */
-    if (lipi_check_writable(out, &err) != LIPI_OK)
+    /* Fail before hours of training, not after, when the output cannot be
+     * written. The checks and the saves below write temporaries this
+     * command cannot see: a signal meanwhile waits until they are done. */
+    cli_signals_hold();
+    lipi_status st = lipi_check_writable(out, &err);
+    if (st == LIPI_OK && export_spm)
+        st = lipi_check_writable(export_spm, &err);
+    cli_signals_release();
+    if (st != LIPI_OK)
         goto fail;
     if (unigram && !set_pattern)
         text.pattern = "unigram"; /* words carry SentencePiece's "▁" prefix */
-    if (export_spm && lipi_check_writable(export_spm, &err) != LIPI_OK)
-        goto fail;
     if (cli_text_build(&text, &norm, &pre, &err) != LIPI_OK) {
         rc = EXIT_USAGE;
         goto fail;
@@ -466,7 +472,6 @@ static int run(int argc, char **argv)
     cli_progress_init(&prog, quiet);
     copt.progress = bopt.progress = uopt.progress = cli_progress_report;
     copt.progress_user = bopt.progress_user = uopt.progress_user = &prog;
-    lipi_status st;
     bopt.parity_threshold = parity_threshold;
     bopt.parity_exponent = parity_exponent;
     if (set_pexp)
@@ -506,14 +511,18 @@ static int run(int argc, char **argv)
     }
     if (st != LIPI_OK)
         goto fail;
-    if (lipi_tokenizer_save(tok, out, &err) != LIPI_OK)
-        goto fail;
-    if (export_dir && lipi_tokenizer_export_merges(tok, export_dir, &err) != LIPI_OK)
-        goto fail;
-    if (export_spm && lipi_tokenizer_save_spm(tok, export_spm, &err) != LIPI_OK)
+    cli_signals_hold();
+    st = lipi_tokenizer_save(tok, out, &err);
+    if (st == LIPI_OK && export_dir)
+        st = lipi_tokenizer_export_merges(tok, export_dir, &err);
+    if (st == LIPI_OK && export_spm)
+        st = lipi_tokenizer_save_spm(tok, export_spm, &err);
+    cli_signals_release();
+    if (st != LIPI_OK)
         goto fail;
     if (!quiet)
-        fprintf(stderr, "wrote %s (%zu tokens)\n", out, lipi_tokenizer_vocab_size(tok));
+        fprintf(stderr, "wrote %s (%zu %s)\n", out, lipi_tokenizer_vocab_size(tok),
+                lipi_plural(lipi_tokenizer_vocab_size(tok), "token", "tokens"));
     rc = EXIT_OK;
     goto done;
 fail:

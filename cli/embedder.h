@@ -43,7 +43,7 @@ void cli_report_truncated(const char *sub, size_t n, size_t max_length);
 struct cli_model_args {
     const char *model;
     lipi_embedder_options eo;
-    size_t threads;          /* of the lipi_embedder_session */
+    size_t threads;          /* of the lipi_embedder_session; 0: one per online CPU */
     lipi_invalid_mode mode;
     bool quiet;
 };

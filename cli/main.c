@@ -1,5 +1,6 @@
 /* `lipi`: dispatches to the subcommands in cli/cmd_*.c. */
 #include "cli/cli.h"
+#include "cli/signals.h"
 
 #include <string.h>
 
@@ -61,8 +62,10 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
-        if (strcmp(name, commands[i]->name) == 0)
+        if (strcmp(name, commands[i]->name) == 0) {
+            cli_signals_init();
             return commands[i]->run(argc - 1, argv + 1);
+        }
     fprintf(stderr, "lipi: unknown command '%s'\n", name);
     fprintf(stderr, "Run 'lipi --help' for the list of commands.\n");
     return EXIT_USAGE;

@@ -1,5 +1,6 @@
 /* See progress.h. */
 #include "cli/progress.h"
+#include "cli/signals.h"
 
 #include <stdio.h>
 #include <time.h>
@@ -52,22 +53,27 @@ void cli_progress_report(const lipi_progress *r, void *user)
     clock_str(elapsed, sizeof elapsed, el);
     const double mb = 1e6;
     if (r->phase == LIPI_PHASE_COUNT) {
-        double rate = el > 1e-3 ? (double)r->bytes_read / mb / el : 0;
+        /* Amounts and rates are of text (decompressed); the share done is
+         * of the files on disk, the only total known in advance. */
+        double text = (double)r->text_bytes / mb;
+        double rate = el > 1e-3 ? text / el : 0;
         if (r->bytes_total && r->bytes_read && el > 0)
             clock_str(eta, sizeof eta,
                       el * ((double)r->bytes_total / (double)r->bytes_read - 1.0));
         if (r->done) {
-            fprintf(stderr, "%scounting: %.1f MB, %llu lines in %.1f s", p->tty ? "\r\033[K" : "",
-                    (double)r->bytes_read / mb, (unsigned long long)r->lines, el);
+            fprintf(stderr, "%scounting: %.1f MB, %llu %s in %.1f s", p->tty ? "\r\033[K" : "",
+                    text, (unsigned long long)r->lines, lipi_plural(r->lines, "line", "lines"),
+                    el);
             if (el >= 0.05) /* a rate over a blink of time says nothing */
                 fprintf(stderr, " (%.1f MB/s)", rate);
             fputc('\n', stderr);
         } else if (r->bytes_total) {
-            fprintf(stderr, "\r\033[Kcounting  %.1f / %.1f MB  %.1f MB/s  elapsed %s  ETA %s",
-                    (double)r->bytes_read / mb, (double)r->bytes_total / mb, rate, elapsed, eta);
+            fprintf(stderr, "\r\033[Kcounting  %.1f MB  %3.0f%%  %.1f MB/s  elapsed %s  ETA %s",
+                    text, 100.0 * (double)r->bytes_read / (double)r->bytes_total, rate, elapsed,
+                    eta);
         } else {
-            fprintf(stderr, "\r\033[Kcounting  %.1f MB  %.1f MB/s  elapsed %s",
-                    (double)r->bytes_read / mb, rate, elapsed);
+            fprintf(stderr, "\r\033[Kcounting  %.1f MB  %.1f MB/s  elapsed %s", text, rate,
+                    elapsed);
         }
     } else {
         if (r->merges_done && r->merges_total > r->merges_done && el > 0)
@@ -85,5 +91,6 @@ void cli_progress_report(const lipi_progress *r, void *user)
             fprintf(stderr, "\r\033[K%s  %zu / %zu  elapsed %s  ETA %s", what, r->merges_done,
                     r->merges_total, elapsed, eta);
     }
+    cli_signals_line_open(!r->done);
     fflush(stderr);
 }

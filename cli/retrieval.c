@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/signals.h"
 #include "encoder/encoder.h"
 
 /* ------------------------------------------------------------------------ */
@@ -136,15 +137,17 @@ void cli_lines_progress_add(cli_lines_progress *p, size_t lines)
     if (t - p->last < 0.25)
         return;
     p->last = t;
-    fprintf(stderr, "\rlipi %s: %zu lines, %.0f lines/s", p->sub, p->lines,
-            (double)p->lines / (t - p->t0));
+    fprintf(stderr, "\rlipi %s: %zu %s, %.0f lines/s", p->sub, p->lines,
+            lipi_plural(p->lines, "line", "lines"), (double)p->lines / (t - p->t0));
+    cli_signals_line_open(true);
     fflush(stderr);
 }
 
 void cli_lines_progress_done(cli_lines_progress *p)
 {
     if (p->on && p->lines)
-        fprintf(stderr, "\rlipi %s: %zu lines, %.0f lines/s\n", p->sub, p->lines,
-                (double)p->lines / (wall() - p->t0 + 1e-9));
+        fprintf(stderr, "\rlipi %s: %zu %s, %.0f lines/s\n", p->sub, p->lines,
+                lipi_plural(p->lines, "line", "lines"), (double)p->lines / (wall() - p->t0 + 1e-9));
+    cli_signals_line_open(false);
     p->on = false;
 }

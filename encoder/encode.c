@@ -998,8 +998,8 @@ static lipi_status truncate_seqs(lipi_session *s, bool pair, size_t max,
                               "truncation only_second needs a pair of texts");
     if (target->n <= to_remove)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                              "the text to truncate has %zu tokens, too few to drop %zu",
-                              target->n, to_remove);
+                              "the text to truncate has %zu %s, too few to drop %zu",
+                              target->n, lipi_plural(target->n, "token", "tokens"), to_remove);
     truncate_toks(target, target->n - to_remove, opt->truncate_left);
     return LIPI_OK;
 }

@@ -311,9 +311,10 @@ lipi_status lipi_inflation_parallel_open(const char *const *paths, size_t n_path
     for (size_t i = 0; i < p->n; i++)
         if (counts[i] != p->lines) {
             st = lipi_error_set(err, LIPI_EFORMAT, p->paths[i], 0, 0,
-                                "%s has %" PRIu64 " lines but %s has %" PRIu64
+                                "%s has %" PRIu64 " %s but %s has %" PRIu64
                                 ": expected line-aligned files",
-                                p->paths[i], counts[i], p->paths[p->reference], p->lines);
+                                p->paths[i], counts[i], lipi_plural(counts[i], "line", "lines"),
+                                p->paths[p->reference], p->lines);
             goto done;
         }
     for (size_t i = 0; i < p->n; i++)

@@ -1302,7 +1302,7 @@ void lipi_index_builder_set_swap(lipi_index_builder *b, lipi_index_swap_fn fn)
     b->swap = fn;
 }
 
-const char *lipi_index_builder_tmp_dir(const lipi_index_builder *b)
+const char *lipi_index_builder_get_temp_dir(const lipi_index_builder *b)
 {
     return b->tmp;
 }
@@ -1316,6 +1316,30 @@ static void remove_index_dir(const char *dir)
         if (join_path(path, dir, index_files[i], NULL) == LIPI_OK)
             unlink(path);
     rmdir(dir);
+}
+
+void lipi_index_remove_temp_dir(const char *tmp)
+{
+    static const char alnum[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    char aside[PATH_MAX];
+    size_t n = strlen(tmp);
+    if (n == 0 || n >= sizeof aside)
+        return;
+    memcpy(aside, tmp, n + 1);
+    /* The same name with its last letter changed is still a temporary of
+     * the index, so the next write removes it should this process die
+     * before the folder is gone. */
+    for (size_t i = 0; i < sizeof alnum - 1; i++) {
+        if (alnum[i] == tmp[n - 1])
+            continue;
+        aside[n - 1] = alnum[i];
+        if (renameat2(AT_FDCWD, tmp, AT_FDCWD, aside, RENAME_NOREPLACE) == 0) {
+            remove_index_dir(aside);
+            return;
+        }
+        if (errno != EEXIST && errno != ENOTEMPTY)
+            return;
+    }
 }
 
 static void sync_dir(const char *dir)

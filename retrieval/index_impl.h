@@ -26,8 +26,6 @@
  * `tmp`. Tests replace it to fail the commit step. */
 typedef int (*lipi_index_swap_fn)(const char *tmp, const char *dir);
 void lipi_index_builder_set_swap(lipi_index_builder *b, lipi_index_swap_fn fn);
-/* The new directory ("<dir>.tmp-XXXXXX"), borrowed from the builder. */
-const char *lipi_index_builder_tmp_dir(const lipi_index_builder *b);
 
 /* Parses the .npy header at the start of p[0..len) (`path` names it in
  * errors) and checks it describes a little-endian array of `descr` ("<f4"

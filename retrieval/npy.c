@@ -124,6 +124,11 @@ void lipi_npy_writer_abort(lipi_npy_writer *w)
     lipi_free(w);
 }
 
+const char *lipi_npy_writer_get_temp_path(const lipi_npy_writer *w)
+{
+    return w->af.tmp;
+}
+
 lipi_status lipi_npy_write(const char *path, const float *data, size_t rows, size_t cols,
                            lipi_error *err)
 {

@@ -31,6 +31,9 @@ lipi_status lipi_npy_writer_append(lipi_npy_writer *w, const float *rows, size_t
 lipi_status lipi_npy_writer_close(lipi_npy_writer *w, lipi_error *err);
 /* Drops the temporary file; `path` is untouched. NULL is a no-op. */
 void lipi_npy_writer_abort(lipi_npy_writer *w);
+/* The temporary file ("<path>.tmp-XXXXXXXX"), as lipi_output_get_temp_path
+ * (tokenizer/tokenizer.h). */
+const char *lipi_npy_writer_get_temp_path(const lipi_npy_writer *w);
 
 /* Writes a whole (rows, cols) float32 array to `path`. */
 lipi_status lipi_npy_write(const char *path, const float *data, size_t rows, size_t cols,
@@ -118,6 +121,19 @@ lipi_status lipi_index_builder_commit(lipi_index_builder *b, lipi_error *err);
 
 /* Removes the new directory; the old index is untouched. NULL is a no-op. */
 void lipi_index_builder_abort(lipi_index_builder *b);
+
+/* The new directory ("<dir>.tmp-XXXXXX"), borrowed until commit or abort. */
+const char *lipi_index_builder_get_temp_dir(const lipi_index_builder *b);
+
+/* Removes `tmp`, a copy of lipi_index_builder_get_temp_dir's string, while
+ * another thread may still be writing or committing that builder: for a
+ * program that cleans up when a signal ends the process (lipi's command
+ * line). The directory is first renamed aside in one step, so a concurrent
+ * commit either finds it gone and fails (the old index stays) or has already
+ * swapped it in, and then what is removed is the old index it replaced, as
+ * the commit would have. Best effort: on a file system without
+ * RENAME_NOREPLACE it stays, and the next write of the index removes it. */
+void lipi_index_remove_temp_dir(const char *tmp);
 
 /* builder_new + add + commit in one call. */
 lipi_status lipi_index_create(const char *dir, const lipi_index_model *model,

@@ -131,23 +131,7 @@ crash() {
 }
 
 # --- train: 5,000 lines of random Devanagari syllable words ----------------
-awk -v seed="$SEED" 'BEGIN {
-    srand(seed)
-    split("क ख ग घ च ज ट ड त द न प ब म य र ल व स ह", c, " ")
-    split("ा ि ी ु ू े ै ो ौ ं ्", v, " ")
-    for (l = 0; l < 5000; l++) {
-        line = ""
-        for (w = 0; w < 12; w++) {
-            word = ""
-            for (s = 1 + int(rand() * 4); s > 0; s--) {
-                word = word c[1 + int(rand() * 20)]
-                if (rand() < 0.7) word = word v[1 + int(rand() * 11)]
-            }
-            line = line (w ? " " : "") word
-        }
-        print line
-    }
-}' > "$WORK/corpus.txt"
+devanagari_corpus 5000 "$SEED" > "$WORK/corpus.txt"
 head -n 500 "$WORK/corpus.txt" > "$WORK/small.txt"
 mkdir "$WORK/train"
 begin

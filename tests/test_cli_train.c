@@ -242,6 +242,24 @@ static void test_unigram_writes_tokenizer_json_and_spm_model_alike(void **state)
     cli_assert_same_file("./lipi-u1.json", "./lipi-u4.json");
 }
 
+/* One line of 420,001 bytes, .xz-compressed to a few hundred: the counting
+ * summary states the text read (0.4 MB, not the compressed size) and "1 line". */
+static void test_count_summary_states_decompressed_megabytes_and_one_line(void **state)
+{
+    FILE *f = fopen("./lipi-one.txt", "w");
+    assert_non_null(f);
+    for (int i = 0; i < 30000; i++)
+        fputs("अब तक ", f); /* 14 bytes */
+    fputc('\n', f);
+    fclose(f);
+    assert_int_equal(system("xz -f ./lipi-one.txt"), 0);
+    cli_result r = cli_runf("count -o ./lipi-one.tsv ./lipi-one.txt.xz");
+    assert_int_equal(r.code, 0);
+    if (!strstr(r.err, "counting: 0.4 MB, 1 line in"))
+        fail_msg("expected the summary of 0.4 MB and 1 line, found: %s", r.err);
+    cli_result_free(&r);
+}
+
 int main(void)
 {
     if (access(DATA "hin_Deva.txt", R_OK) != 0 || enter_workdir() != 0) {
@@ -256,6 +274,7 @@ int main(void)
         cmocka_unit_test(test_bad_options_are_usage_errors),
         cmocka_unit_test(test_vocab_below_the_alphabet_states_the_minimum),
         cmocka_unit_test(test_unwritable_output_fails_before_training),
+        cmocka_unit_test(test_count_summary_states_decompressed_megabytes_and_one_line),
         cmocka_unit_test(test_empty_corpus_and_invalid_utf8_are_errors),
         cmocka_unit_test(test_an_existing_output_survives_a_failed_run),
         cmocka_unit_test(test_unigram_writes_tokenizer_json_and_spm_model_alike),

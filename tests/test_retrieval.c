@@ -490,7 +490,7 @@ static void test_interrupted_write_leaves_the_old_index(void **state)
     assert_int_equal(lipi_index_builder_count(b), 3);
     lipi_index_builder_set_swap(b, failing_swap);
     char tmp[300];
-    snprintf(tmp, sizeof tmp, "%s", lipi_index_builder_tmp_dir(b));
+    snprintf(tmp, sizeof tmp, "%s", lipi_index_builder_get_temp_dir(b));
     struct stat sb;
     assert_int_equal(stat(tmp, &sb), 0);
     assert_int_equal(lipi_index_builder_commit(b, &err), LIPI_EIO);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <string.h>
+#include <unistd.h>
 
 _Thread_local int lipi_hash_oom_flag;
 
@@ -91,4 +92,15 @@ void lipi_huge_pages(void *p, size_t len)
     (void)p;
     (void)len;
 #endif
+}
+
+size_t lipi_thread_count(size_t want, size_t max)
+{
+    long n = want ? (long)(want > max ? max : want) : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (size_t)n > max ? max : (size_t)n;
+}
+
+const char *lipi_plural(uint64_t n, const char *one, const char *many)
+{
+    return n == 1 ? one : many;
 }

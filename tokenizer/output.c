@@ -53,3 +53,8 @@ void lipi_output_abort(lipi_output *o)
         lipi_atomic_abort(&o->af);
     lipi_free(o);
 }
+
+const char *lipi_output_get_temp_path(const lipi_output *o)
+{
+    return o->is_stdout ? NULL : o->af.tmp;
+}

@@ -381,6 +381,11 @@ uint64_t lipi_line_reader_bytes_read(const lipi_line_reader *r)
     return r->raw_bytes;
 }
 
+uint64_t lipi_line_reader_text_bytes(const lipi_line_reader *r)
+{
+    return r->buf_off + r->start;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Lines                                                                    */
 /* ------------------------------------------------------------------------ */

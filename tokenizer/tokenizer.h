@@ -89,6 +89,14 @@ void *lipi_reallocarray(void *p, size_t n, size_t size); /* NULL on overflow */
 void lipi_free(void *p);
 char *lipi_strndup(const char *s, size_t len);     /* NUL-terminated copy */
 
+/* Threads for a caller that asked for `want`: 0 means one per online CPU
+ * (the default of every --threads option); the result is in [1, max]. */
+size_t lipi_thread_count(size_t want, size_t max);
+
+/* `one` when n is 1, else `many`: "%zu %s", n, lipi_plural(n, "line", "lines")
+ * for messages that people read ("1 line", "0 lines", "2 lines"). */
+const char *lipi_plural(uint64_t n, const char *one, const char *many);
+
 /* ======================================================================== */
 /* SHA-256 (FIPS 180-4), to check files against published checksums          */
 /* ======================================================================== */
@@ -182,6 +190,9 @@ lipi_status lipi_line_reader_next(lipi_line_reader *r, const char **line,
 
 size_t lipi_line_reader_line_no(const lipi_line_reader *r);     /* last line read */
 uint64_t lipi_line_reader_bytes_read(const lipi_line_reader *r); /* raw (compressed) bytes */
+/* Bytes of text (decompressed) taken by the lines returned so far, with
+ * their line ends: what a rate of reading should count. */
+uint64_t lipi_line_reader_text_bytes(const lipi_line_reader *r);
 void lipi_line_reader_close(lipi_line_reader *r);
 
 /* ======================================================================== */
@@ -716,6 +727,12 @@ lipi_status lipi_output_open(const char *path, lipi_output **out, FILE **f, lipi
 lipi_status lipi_output_commit(lipi_output *o, lipi_error *err);
 /* Drops the temporary file (`path` untouched). NULL is a no-op. */
 void lipi_output_abort(lipi_output *o);
+/* The temporary file ("<path>.tmp-XXXXXXXX"), borrowed until commit or
+ * abort; NULL when o writes to standard output. For a program that removes
+ * it when a signal ends the process (lipi's command line): unlinking it
+ * only makes a later commit fail with LIPI_EIO, `path` untouched; a commit
+ * that already renamed it is not affected. */
+const char *lipi_output_get_temp_path(const lipi_output *o);
 
 /* ======================================================================== */
 /* Parallel for: the one thread pool                                         */

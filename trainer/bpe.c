@@ -1143,9 +1143,7 @@ static bool needs_clusters(const char *s, size_t len)
 /* Threads to use: the option, or the online CPUs, at most 64. */
 static size_t thread_count(const lipi_bpe_options *opt)
 {
-    long n = opt->threads ? (long)(opt->threads > 64 ? 64 : opt->threads)
-                          : sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 64 ? 64 : (size_t)n;
+    return lipi_thread_count(opt->threads, 64);
 }
 
 typedef struct {

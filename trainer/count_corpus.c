@@ -233,6 +233,7 @@ typedef struct {
     size_t n_paths;
     const lipi_count_options *opt;
     uint64_t bytes_done; /* raw bytes of the files already closed */
+    uint64_t text_done;  /* and their decompressed bytes */
     uint64_t bytes_total;
     uint64_t lines;
     double last_report;
@@ -258,6 +259,7 @@ static void report(reader *rd, const lipi_line_reader *lr, bool done)
     p.phase = LIPI_PHASE_COUNT;
     p.bytes_read = rd->bytes_done + (lr ? lipi_line_reader_bytes_read(lr) : 0);
     p.bytes_total = rd->bytes_total;
+    p.text_bytes = rd->text_done + (lr ? lipi_line_reader_text_bytes(lr) : 0);
     p.lines = rd->lines;
     p.done = done;
     rd->opt->progress(&p, rd->opt->progress_user);
@@ -315,6 +317,7 @@ static lipi_status read_all(reader *rd, chunk **cur, chunk_sink sink, void *ctx,
         if ((*cur)->n && !sink(ctx, cur))
             goto done;
         rd->bytes_done += lipi_line_reader_bytes_read(lr);
+        rd->text_done += lipi_line_reader_text_bytes(lr);
         lipi_line_reader_close(lr);
         lr = NULL;
         report(rd, NULL, false);
@@ -363,12 +366,6 @@ static bool queue_sink(void *vctx, chunk **c)
 /* ------------------------------------------------------------------------ */
 /* Putting it together                                                       */
 /* ------------------------------------------------------------------------ */
-
-static size_t online_cpus(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (size_t)n : 1;
-}
 
 static lipi_status count_one_thread(reader *rd, counter *k, lipi_error *err)
 {
@@ -514,9 +511,7 @@ lipi_status lipi_count_files(const char *const *paths, size_t n_paths,
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected a pre-tokenizer");
     if (n_paths == 0)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected at least one input file");
-    nt = opt->threads ? opt->threads : online_cpus();
-    if (nt > MAX_THREADS)
-        nt = MAX_THREADS;
+    nt = lipi_thread_count(opt->threads, MAX_THREADS);
     wk = lipi_calloc(nt, sizeof *wk);
     if (!wk)
         return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
@@ -527,7 +522,8 @@ lipi_status lipi_count_files(const char *const *paths, size_t n_paths,
             goto done;
         }
     }
-    reader rd = {paths, n_paths, opt, 0, total_size(paths, n_paths), 0, 0, 0};
+    reader rd = {.paths = paths, .n_paths = n_paths, .opt = opt,
+                 .bytes_total = total_size(paths, n_paths)};
     rd.last_report = now_seconds();
     if (nt == 1)
         TRY(count_one_thread(&rd, &wk[0].k, err));

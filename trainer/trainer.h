@@ -126,9 +126,12 @@ typedef enum {
 typedef struct {
     lipi_train_phase phase;
     uint64_t bytes_read;   /* COUNT: raw input bytes read so far (compressed
-                              bytes for .gz/.xz/.zst files) */
+                              bytes for .gz/.xz/.zst files): with
+                              bytes_total, the share done */
     uint64_t bytes_total;  /* COUNT: sum of the input files' sizes; 0 when
                               unknown (stdin, pipes) */
+    uint64_t text_bytes;   /* COUNT: text read so far, decompressed: the
+                              amount and the rate to show */
     uint64_t lines;        /* COUNT: lines read so far */
     size_t merges_done;    /* MERGE: merges learned so far */
     size_t merges_total;   /* MERGE: most merges the run can make */

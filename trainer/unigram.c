@@ -70,9 +70,7 @@ void lipi_unigram_options_default(lipi_unigram_options *opt)
 
 static size_t thread_count(size_t want)
 {
-    long n = want ? (long)(want > MAX_THREADS ? MAX_THREADS : want)
-                  : sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (size_t)n;
+    return lipi_thread_count(want, MAX_THREADS);
 }
 
 static double now_s(void)
@@ -2008,7 +2006,7 @@ static lipi_status reservoir(const char *const *paths, size_t n_paths, lipi_inva
     lipi_line_reader *rd = NULL;
     sline *res = NULL;
     size_t n = 0, cap = 0;
-    uint64_t i = 0, rng = seed, bytes_done = 0;
+    uint64_t i = 0, rng = seed, bytes_done = 0, text_done = 0;
     double last = now_s();
     *out = NULL;
     *n_out = 0;
@@ -2053,12 +2051,14 @@ static lipi_status reservoir(const char *const *paths, size_t n_paths, lipi_inva
                 lipi_progress p = {0};
                 p.phase = LIPI_PHASE_COUNT;
                 p.bytes_read = bytes_done + lipi_line_reader_bytes_read(rd);
+                p.text_bytes = text_done + lipi_line_reader_text_bytes(rd);
                 p.lines = i;
                 opt->progress(&p, opt->progress_user);
                 last = now_s();
             }
         }
         bytes_done += lipi_line_reader_bytes_read(rd);
+        text_done += lipi_line_reader_text_bytes(rd);
         lipi_line_reader_close(rd);
         rd = NULL;
     }

@@ -21,6 +21,28 @@ make_model() {
     } > "$1/vocab.txt"
 }
 
+# devanagari_corpus LINES SEED: LINES lines of 12 random Devanagari
+# syllable words, the same for the same SEED (a training corpus).
+devanagari_corpus() {
+    awk -v n="$1" -v seed="$2" 'BEGIN {
+    srand(seed)
+    split("क ख ग घ च ज ट ड त द न प ब म य र ल व स ह", c, " ")
+    split("ा ि ी ु ू े ै ो ौ ं ्", v, " ")
+    for (l = 0; l < n; l++) {
+        line = ""
+        for (w = 0; w < 12; w++) {
+            word = ""
+            for (s = 1 + int(rand() * 4); s > 0; s--) {
+                word = word c[1 + int(rand() * 20)]
+                if (rand() < 0.7) word = word v[1 + int(rand() * 11)]
+            }
+            line = line (w ? " " : "") word
+        }
+        print line
+    }
+}'
+}
+
 # Prints a checksum line per file under $1 (a file or a folder), so that two
 # snapshots differ when any byte, name or entry changed.
 snapshot() {
