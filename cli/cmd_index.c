@@ -172,6 +172,7 @@ static int run(int argc, char **argv)
     lipi_error err = {0};
     index_ctx ctx = {.vectors_path = vectors, .batch = eo.batch};
     lipi_index_model id = {.lipi_version = cli_version};
+    char fingerprint[17];
     if (vectors) {
         if (lipi_npy_map_open(vectors, &ctx.vectors, &err) != LIPI_OK)
             goto fail;
@@ -179,9 +180,9 @@ static int run(int argc, char **argv)
         ctx.batch = 4096;
     } else {
         if (lipi_embedder_open(model, &eo, &ctx.emb, &err) != LIPI_OK ||
-            lipi_embedder_session_new(ctx.emb, wo.threads, &ctx.s, &err) != LIPI_OK)
+            lipi_embedder_session_new(ctx.emb, wo.threads, &ctx.s, &err) != LIPI_OK ||
+            lipi_embedder_identity(ctx.emb, &id, fingerprint, &err) != LIPI_OK)
             goto fail;
-        lipi_embedder_identity(ctx.emb, &id);
         ctx.dim = lipi_embedder_dim(ctx.emb);
         if (!(ctx.out = lipi_reallocarray(NULL, ctx.batch * ctx.dim, sizeof(float)))) {
             lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");

@@ -221,8 +221,12 @@ static int train(probe_args *pa)
     for (size_t i = 0; i < n; i++)
         label_index(names, k, tr.labels.ptrs[i], &y[i]);
 
+    /* The fingerprint of the folder as it is when the vectors are made. */
+    lipi_index_model id;
+    char fingerprint[17];
     if ((st = lipi_embedder_open(pa->a.model, &pa->a.eo, &e, &err)) != LIPI_OK ||
-        (st = lipi_embedder_session_new(e, lipi_thread_count(pa->a.threads, 256), &s, &err)) != LIPI_OK)
+        (st = lipi_embedder_session_new(e, lipi_thread_count(pa->a.threads, 256), &s, &err)) != LIPI_OK ||
+        (st = lipi_embedder_identity(e, &id, fingerprint, &err)) != LIPI_OK)
         goto report;
     size_t dim = lipi_embedder_dim(e);
     if (!(x = lipi_calloc(n, dim * sizeof *x)) || !(probs = lipi_calloc(k, sizeof *probs)))
@@ -302,8 +306,6 @@ static int train(probe_args *pa)
         fprintf(stderr, "lipi probe: training accuracy %.4f (%zu %s, nothing held out; "
                         "%zu %s)\n",
                 acc, nt, lipi_plural(nt, "line", "lines"), k, lipi_plural(k, "label", "labels"));
-    lipi_index_model id;
-    lipi_embedder_identity(e, &id);
     id.normalize = lipi_embedder_normalizes(e);
     cli_signals_hold(); /* see cli/signals.h */
     st = lipi_probe_save(p, &id, nd ? acc : -1.0, pa->out, &err);
@@ -394,7 +396,9 @@ static int predict(probe_args *pa, char **files, int nfiles)
         lipi_embedder_session_new(ctx.e, lipi_thread_count(pa->a.threads, 256), &ctx.s, &err) != LIPI_OK)
         goto report;
     lipi_index_model id;
-    lipi_embedder_identity(ctx.e, &id);
+    char fingerprint[17];
+    if (lipi_embedder_identity(ctx.e, &id, fingerprint, &err) != LIPI_OK)
+        goto report;
     if (pm->fingerprint && strcmp(pm->fingerprint, id.fingerprint) != 0) {
         lipi_error_set(&err, LIPI_EINVAL, pa->probe, 0, 0,
                        "the probe was trained on model %s (fingerprint %s), not on %s "

@@ -217,8 +217,9 @@ static int run(int argc, char **argv)
             lipi_embedder_session_new(emb, c.so.threads, &es, &err) != LIPI_OK)
             goto fail;
         lipi_index_model qid;
-        lipi_embedder_identity(emb, &qid);
-        if (lipi_index_check_model(idx, &qid, &err) != LIPI_OK)
+        char fingerprint[17];
+        if (lipi_embedder_identity(emb, &qid, fingerprint, &err) != LIPI_OK ||
+            lipi_index_check_model(idx, &qid, &err) != LIPI_OK)
             goto fail;
         if (query) {
             if (cli_text_batch_add(&texts, query, strlen(query), &err) != LIPI_OK)

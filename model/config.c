@@ -447,16 +447,13 @@ static bool safe_subpath(const char *p)
     return true;
 }
 
-/* Parses dir/modules.json into *modules (NULL when the file is absent) and
- * checks every entry's "type" and "path". */
-static lipi_status load_modules(const char *dir, json_t **modules, char *path, size_t cap,
-                                lipi_error *err)
+lipi_status lipi_config_load_modules(const char *dir, json_t **modules, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    char *text = NULL;
+    char *text = NULL, path[4096];
     size_t len = 0;
     *modules = NULL;
-    if ((size_t)snprintf(path, cap, "%s/modules.json", dir) >= cap)
+    if ((size_t)snprintf(path, sizeof path, "%s/modules.json", dir) >= sizeof path)
         return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
     FILE *probe = fopen(path, "rb");
     if (!probe)
@@ -496,6 +493,11 @@ done:
     return st;
 }
 
+void lipi_config_modules_free(json_t *modules)
+{
+    json_decref(modules);
+}
+
 static const char *module_class(json_t *mod)
 {
     const char *t = json_string_value(json_object_get(mod, "type"));
@@ -503,14 +505,11 @@ static const char *module_class(json_t *mod)
     return dot ? dot + 1 : t;
 }
 
-lipi_status lipi_config_st_transformer(const char *dir, char sub[LIPI_SUBPATH_MAX],
-                                       lipi_error *err)
+void lipi_config_st_transformer(const json_t *modules, char sub[LIPI_SUBPATH_MAX])
 {
-    json_t *modules = NULL, *mod;
-    char path[4096];
+    json_t *mod;
     size_t i;
     sub[0] = '\0';
-    lipi_status st = load_modules(dir, &modules, path, sizeof path, err);
     json_array_foreach(modules, i, mod)
     {
         json_t *mpath = json_object_get(mod, "path");
@@ -519,19 +518,19 @@ lipi_status lipi_config_st_transformer(const char *dir, char sub[LIPI_SUBPATH_MA
             break;
         }
     }
-    json_decref(modules);
-    return st;
 }
 
-lipi_status lipi_config_read_st(const char *dir, const char *sub, lipi_config *c,
-                                lipi_error *err)
+lipi_status lipi_config_read_st(const char *dir, const json_t *modules, const char *sub,
+                                lipi_config *c, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    json_t *modules = NULL, *sb = NULL;
+    json_t *sb = NULL;
     char path[4096];
-    TRY(load_modules(dir, &modules, path, sizeof path, err));
     if (!modules)
         goto done;
+    /* Names modules.json in the errors below; lipi_config_load_modules
+     * managed the same path. */
+    snprintf(path, sizeof path, "%s/modules.json", dir);
     size_t i;
     json_t *mod;
     json_array_foreach(modules, i, mod)
@@ -577,7 +576,6 @@ lipi_status lipi_config_read_st(const char *dir, const char *sub, lipi_config *c
             TRY(get_size(sb, "max_seq_length", true, 0, &c->max_seq_len, path, err));
     }
 done:
-    json_decref(modules);
     json_decref(sb);
     return st;
 }

@@ -554,6 +554,7 @@ lipi_status lipi_model_load(const char *dir, const lipi_model_load_options *opt,
     char *text = NULL;
     size_t len = 0;
     char path[4096];
+    json_t *modules = NULL; /* modules.json, read once for both uses */
     lipi_model *m = lipi_calloc(1, sizeof *m);
     *out = NULL;
     if (!m) {
@@ -568,7 +569,8 @@ lipi_status lipi_model_load(const char *dir, const lipi_model_load_options *opt,
     m->int8 = opt && opt->dtype == LIPI_DTYPE_INT8;
     /* A sentence-transformers folder may keep the transformer in a subfolder. */
     char sub[LIPI_SUBPATH_MAX], tdir[4096];
-    TRY(lipi_config_st_transformer(dir, sub, err));
+    TRY(lipi_config_load_modules(dir, &modules, err));
+    lipi_config_st_transformer(modules, sub);
     if ((size_t)snprintf(tdir, sizeof tdir, "%s%s%s", dir, *sub ? "/" : "", sub) >=
             sizeof tdir ||
         (size_t)snprintf(path, sizeof path, "%s/config.json", tdir) >= sizeof path) {
@@ -577,11 +579,12 @@ lipi_status lipi_model_load(const char *dir, const lipi_model_load_options *opt,
     }
     TRY(lipi_read_file(path, LIPI_JSON_MAX, &text, &len, err));
     TRY(lipi_config_parse(text, len, path, &m->cfg, err));
-    TRY(lipi_config_read_st(dir, sub, &m->cfg, err));
+    TRY(lipi_config_read_st(dir, modules, sub, &m->cfg, err));
     TRY(load_weights(m, tdir, err));
     TRY(load_dense(m, dir, err));
     fill_info(m);
 done:
+    lipi_config_modules_free(modules);
     lipi_free(text);
     if (st != LIPI_OK) {
         lipi_model_free(m);

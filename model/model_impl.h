@@ -102,21 +102,27 @@ typedef struct {
 /* Parses config.json text (`path` only names it in errors). */
 lipi_status lipi_config_parse(const char *json, size_t len, const char *path,
                               lipi_config *cfg, lipi_error *err);
-/* The folder of the Transformer module named by dir/modules.json, relative
- * to dir ("" when it is dir itself or there is no modules.json). */
-lipi_status lipi_config_st_transformer(const char *dir, char sub[LIPI_SUBPATH_MAX],
-                                       lipi_error *err);
-/* Reads modules.json and the pooling / Dense / normalize / sentence_bert
- * settings of a sentence-transformers folder into cfg; no-op without
- * modules.json. `sub` is the Transformer's folder. */
-lipi_status lipi_config_read_st(const char *dir, const char *sub, lipi_config *cfg,
-                                lipi_error *err);
+typedef struct json_t json_t;
+/* Parses dir/modules.json into *modules (owned: lipi_config_modules_free;
+ * NULL when the folder has none, as a plain transformers folder) and checks
+ * every entry's "type" and "path". lipi_model_load reads it once and hands
+ * it to the two functions below. Errors of lipi_read_file and the JSON
+ * parser, LIPI_EFORMAT for a bad entry (err->path modules.json). */
+lipi_status lipi_config_load_modules(const char *dir, json_t **modules, lipi_error *err);
+void lipi_config_modules_free(json_t *modules); /* NULL: no-op */
+/* The folder of the Transformer module in `modules`, relative to the model
+ * folder ("" when it is the folder itself or modules is NULL). */
+void lipi_config_st_transformer(const json_t *modules, char sub[LIPI_SUBPATH_MAX]);
+/* Reads the pooling / Dense / normalize / sentence_bert settings of the
+ * sentence-transformers folder dir, whose parsed modules.json is `modules`,
+ * into cfg; no-op when modules is NULL. `sub` is the Transformer's folder. */
+lipi_status lipi_config_read_st(const char *dir, const json_t *modules, const char *sub,
+                                lipi_config *cfg, lipi_error *err);
 void lipi_config_free(lipi_config *cfg);
 
 /* json_loadb that tells allocation failures (LIPI_ENOMEM, also when
  * jansson hid one) from syntax errors (LIPI_EFORMAT with the byte offset
  * base + position). */
-typedef struct json_t json_t;
 lipi_status lipi_json_load(const char *text, size_t len, size_t flags, const char *path,
                            size_t base, json_t **out, lipi_error *err);
 

@@ -26,7 +26,6 @@ struct lipi_embedder {
     bool strict;
     char *name;
     char path[PATH_MAX];
-    char fingerprint[17];
     char pooling[64];
     bool normalize;           /* the model's default */
 };
@@ -101,8 +100,6 @@ lipi_status lipi_embedder_open(const char *model, const lipi_embedder_options *o
         st = lipi_tokenizer_open(e->path, NULL, &e->tok, err);
     if (st == LIPI_OK)
         st = lipi_encoder_new(e->tok, &e->enc, err);
-    if (st == LIPI_OK)
-        st = lipi_index_model_fingerprint(e->path, e->fingerprint, err);
     if (st != LIPI_OK)
         goto done;
 
@@ -399,13 +396,20 @@ bool lipi_embedder_normalizes(const lipi_embedder *e)
     return e->mopt.normalize == 1 || (e->mopt.normalize == -1 && e->normalize);
 }
 
-void lipi_embedder_identity(const lipi_embedder *e, lipi_index_model *id)
+/* Not cached in e: a cache filled on first use would need a lock to keep e
+ * shareable, and the callers (index, search, probe) ask once per command. */
+lipi_status lipi_embedder_identity(const lipi_embedder *e, lipi_index_model *id,
+                                   char fingerprint[17], lipi_error *err)
 {
+    lipi_status st = lipi_index_model_fingerprint(e->path, fingerprint, err);
+    if (st != LIPI_OK)
+        return st;
     id->name = e->name;
     id->path = e->path;
-    id->fingerprint = e->fingerprint;
+    id->fingerprint = fingerprint;
     id->pooling = e->pooling;
     id->normalize = e->normalize;
+    return LIPI_OK;
 }
 
 bool lipi_pooling_parse(const char *s, unsigned *flags)

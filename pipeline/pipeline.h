@@ -111,10 +111,17 @@ size_t lipi_embedder_label_count(const lipi_embedder *e);
 const char *lipi_embedder_label(const lipi_embedder *e, size_t i);
 /* Whether the embeddings are L2-normalized. */
 bool lipi_embedder_normalizes(const lipi_embedder *e);
-/* What an index or probe records about the model; strings borrowed from e.
- * `normalize` is the model's own default, not what lipi_embedder_embed
- * applies (lipi_embedder_normalizes). */
-void lipi_embedder_identity(const lipi_embedder *e, lipi_index_model *id);
+/* What an index or probe records about the model: name, path and pooling
+ * borrowed from e; `normalize` the model's own default, not what
+ * lipi_embedder_embed applies (lipi_embedder_normalizes); lipi_version left
+ * as it was. id->fingerprint points to `fingerprint` (17 bytes), which this
+ * call fills with lipi_index_model_fingerprint of the folder. That hashes
+ * up to a MiB of every model file, so it is done here, on each call, and
+ * never by lipi_embedder_open or embed: call it once per index or probe,
+ * right after opening. Errors of lipi_index_model_fingerprint (LIPI_EIO,
+ * err->path the file), *id untouched. */
+lipi_status lipi_embedder_identity(const lipi_embedder *e, lipi_index_model *id,
+                                   char fingerprint[17], lipi_error *err);
 
 /* Parses a pooling name (cls, mean, max, mean_sqrt_len) or several joined
  * by '+' ("cls+mean"), as lipi index records them, into LIPI_POOL_* flags.

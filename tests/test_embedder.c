@@ -353,6 +353,43 @@ static void test_classify_pairs_gives_the_model_both_texts_and_their_type_ids(vo
 }
 
 /* ======================================================================== */
+/* identity                                                                  */
+/* ======================================================================== */
+
+/* The fingerprint is no longer made by open; identity hashes the folder
+ * when asked, gives what an index built from the folder records, and fails
+ * (instead of recording a stale hash) when the folder has lost a file. */
+static void test_identity_fingerprints_the_folder_when_asked(void **state)
+{
+    const char *dir = md_path("identity_model");
+    assert_true(md_model_dir("st_mean", dir));
+    lipi_embedder_options o = {.batch = 8};
+    lipi_embedder *e;
+    lipi_embedder_session *s;
+    open_api(dir, &o, 1, &e, &s);
+
+    lipi_index_model id = {.lipi_version = "x"};
+    char fp[17], want[17];
+    lipi_error err = {0};
+    assert_int_equal(lipi_index_model_fingerprint(dir, want, &err), LIPI_OK);
+    assert_int_equal(lipi_embedder_identity(e, &id, fp, &err), LIPI_OK);
+    assert_ptr_equal(id.fingerprint, fp);
+    assert_string_equal(fp, want);
+    assert_string_equal(id.name, dir);
+    assert_string_equal(id.pooling, "mean");
+    assert_string_equal(id.lipi_version, "x");
+
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    assert_int_equal(remove(cfg), 0);
+    lipi_index_model id2 = {0};
+    assert_int_equal(lipi_embedder_identity(e, &id2, fp, &err), LIPI_EIO);
+    assert_string_equal(err.path, cfg);
+    assert_null(id2.name);
+    close_api(e, s);
+}
+
+/* ======================================================================== */
 /* pooling names                                                             */
 /* ======================================================================== */
 
@@ -379,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_one_embedder_shared_by_two_threads_gives_identical_vectors),
         cmocka_unit_test(test_api_classify_equals_lipi_classify),
         cmocka_unit_test(test_classify_pairs_gives_the_model_both_texts_and_their_type_ids),
+        cmocka_unit_test(test_identity_fingerprints_the_folder_when_asked),
         cmocka_unit_test(test_pooling_names_round_trip),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
