@@ -4,8 +4,6 @@
 #include "cli/progress.h"
 #include "cli/text_options.h"
 
-#include "report/report.h"
-
 #include <getopt.h>
 #include <string.h>
 
@@ -118,7 +116,7 @@ static lipi_status balance_build(const balance_args *ba, const char *const *file
 {
     lipi_status st;
     lipi_counts *c = NULL;
-    lipi_inflation_parallel *dev = NULL;
+    lipi_parallel_files *dev = NULL;
     uint64_t *w = NULL;
 /* One cleanup label, as in the library. */
 #define TRY(expr)              \
@@ -143,13 +141,13 @@ static lipi_status balance_build(const balance_args *ba, const char *const *file
     if (ba->mode == LIPI_BALANCE_PARITY) {
         lipi_count_options dev_opt = *copt; /* small files: no progress lines */
         dev_opt.progress = NULL;
-        TRY(lipi_inflation_parallel_open(&ba->dev, 1, NULL, copt->invalid, &dev, err));
+        TRY(lipi_parallel_files_open(&ba->dev, 1, NULL, copt->invalid, &dev, err));
         size_t used_files = 0;
-        for (size_t i = 0; i < lipi_inflation_parallel_count(dev); i++) {
-            const char *f = lipi_inflation_parallel_path(dev, i);
+        for (size_t i = 0; i < lipi_parallel_files_count(dev); i++) {
+            const char *f = lipi_parallel_files_path(dev, i);
             bool used;
             TRY(lipi_count_files(&f, 1, norm, pre, &dev_opt, &c, err));
-            TRY(lipi_balance_add_dev(*bal, lipi_inflation_parallel_label(dev, i), c, &used, err));
+            TRY(lipi_balance_add_dev(*bal, lipi_parallel_files_label(dev, i), c, &used, err));
             lipi_counts_free(c);
             c = NULL;
             used_files += used;
@@ -186,7 +184,7 @@ static lipi_status balance_build(const balance_args *ba, const char *const *file
     }
 done:
     lipi_free(w);
-    lipi_inflation_parallel_close(dev);
+    lipi_parallel_files_close(dev);
     lipi_counts_free(c);
     return st;
 #undef TRY
