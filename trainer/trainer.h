@@ -1,5 +1,6 @@
-/* lipi trainer module: word counting (in parallel, mergeable counts files)
- * and the BPE trainer.
+/* lipi trainer module: word counting (in parallel, mergeable counts files),
+ * balanced language shares, the BPE and Unigram trainers, and lipi_train,
+ * the whole of `lipi train` in one call.
  *
  *   lipi_tokenizer *tok = NULL;  lipi_count_options co;  lipi_bpe_options bo;
  *   lipi_count_options_default(&co);  lipi_bpe_options_default(&bo);
@@ -551,5 +552,93 @@ lipi_status lipi_unigram_train_files(const char *const *paths, size_t n_paths,
 lipi_status lipi_unigram_train_counts(const lipi_counts *counts, lipi_normalizer *norm,
                                       lipi_pretokenizer *pre, const lipi_unigram_options *opt,
                                       lipi_tokenizer **out, lipi_error *err);
+
+/* ======================================================================== */
+/* From inputs to a tokenizer in one call (what `lipi train` does)           */
+/* ======================================================================== */
+
+/* The whole run of `lipi train`, for any front end:
+ *
+ *   lipi_train_job job;
+ *   lipi_train_job_default(&job);
+ *   job.type = LIPI_TRAIN_UNIGRAM;  job.files = files;  job.n_files = n;
+ *   job.unigram.vocab_size = 32000;
+ *   lipi_normalizer_new("indic", NULL, &norm, &err);
+ *   lipi_unigram_pretokenizer_new(&pre, &err);
+ *   if (lipi_train(&job, norm, pre, &tok, &err) == LIPI_OK)
+ *       lipi_tokenizer_save(tok, "tokenizer.json", &err);
+ */
+
+typedef enum {
+    LIPI_TRAIN_BPE = 0,  /* lipi_bpe_train with job->bpe */
+    LIPI_TRAIN_UNIGRAM,  /* lipi_unigram_train with job->unigram */
+} lipi_train_type;
+
+/* What a front end may want to tell its user while lipi_train runs (the
+ * library never prints). Fields not named by the kind are NULL. */
+typedef enum {
+    LIPI_TRAIN_DEV_FILE_UNUSED, /* path: a parity dev file whose language
+                                   has no training data, so it is not used */
+    LIPI_TRAIN_LANGUAGES,       /* balance: the languages of a balanced run
+                                   and their word masses, once counted;
+                                   weights (smoothed only): each language's
+                                   weight, 2^32 = 1 (lipi_balance_weights) */
+} lipi_train_note_kind;
+
+typedef struct {
+    lipi_train_note_kind kind;
+    const char *path;
+    const lipi_balance *balance;
+    const uint64_t *weights;
+} lipi_train_note;
+
+/* Called on the thread that called lipi_train; everything it points to is
+ * borrowed for the call only. */
+typedef void (*lipi_train_note_fn)(const lipi_train_note *n, void *user);
+
+/* Inputs and options of one training run. All pointers are borrowed. */
+typedef struct {
+    lipi_train_type type;           /* default LIPI_TRAIN_BPE */
+    const char *const *files;       /* text files ("-" is stdin; .gz, .xz, .zst) */
+    size_t n_files;
+    const char *const *counts_files; /* or counts files of lipi_count_to_file */
+    size_t n_counts_files;          /* (not both files and counts files) */
+    const char *const *lang_names;  /* files of one language each: name i */
+    const char *const *lang_files;  /* ("hin_Deva") and file i; without a */
+    size_t n_lang_files;            /* balance, plain inputs after `files` */
+    lipi_balance_mode balance;      /* default NONE; see lipi_balance */
+    double alpha;                   /* SMOOTHED: the exponent (default 0.3) */
+    const char *dev;                /* PARITY (required): line-aligned dev
+                                       files or their folder, read as
+                                       lipi_parallel_files_open does */
+    lipi_count_options count;       /* threads and invalid UTF-8 for counting */
+    lipi_bpe_options bpe;           /* type BPE (its balance is set here) */
+    lipi_unigram_options unigram;   /* type UNIGRAM (its balance is set here) */
+    lipi_progress_fn progress;      /* counting and training reports, in place
+                                       of those of the option structs; NULL:
+                                       none (default) */
+    void *progress_user;
+    lipi_train_note_fn note;        /* NULL: no notes (default) */
+    void *note_user;
+} lipi_train_job;
+
+/* Defaults: BPE, no balance, alpha 0.3, and the defaults of each options
+ * struct. */
+void lipi_train_job_default(lipi_train_job *job);
+
+/* Runs the job and builds the tokenizer, with norm and pre (stolen, freed
+ * even on error) installed in it:
+ *   - no balance: counts the files and the language files (or loads the
+ *     counts files) and trains, as lipi_bpe_train_files / _counts and
+ *     lipi_unigram_train_files / _counts do (Unigram's sample included);
+ *   - SMOOTHED or PARITY: counts each language file, the other inputs by
+ *     the script of each word, and for PARITY the dev files, into a
+ *     lipi_balance, and trains on lipi_balance_train_counts (PARITY: with
+ *     the balance in the trainer's options).
+ * The result is the same on any number of threads. Fails as the counting
+ * and training functions do, and with LIPI_EINVAL when no dev file belongs
+ * to a training language (path: job->dev). *out is owned by the caller. */
+lipi_status lipi_train(const lipi_train_job *job, lipi_normalizer *norm, lipi_pretokenizer *pre,
+                       lipi_tokenizer **out, lipi_error *err);
 
 #endif
