@@ -89,7 +89,7 @@ enum {
 
 /* Everything the options say; big arrays, so one static instance. */
 typedef struct {
-    lipi_train_job job; /* BPE options hold the common ones until train_job */
+    lipi_train_job job; /* job.bpe.common holds the common options until train_job */
     cli_text_options text;
     const char *out, *export_dir, *export_spm, *type;
     bool set_coverage, set_maxlen, set_units, set_pattern, set_alpha, set_pexp, set_uweights;
@@ -166,7 +166,7 @@ static int parse_vocab_option(int c, char *arg, train_args *a)
     case OPT_VOCAB:
         if (!cli_parse_u64(arg, &v) || v == 0 || v > (1u << 31))
             return cli_usage_error("train", "--vocab-size takes a number from 1 to 2147483648, not '%s'", arg);
-        bopt->vocab_size = (size_t)v;
+        bopt->common.vocab_size = (size_t)v;
         return EXIT_OK;
     case OPT_UNITS:
         if (strcmp(arg, "char") == 0)
@@ -177,18 +177,18 @@ static int parse_vocab_option(int c, char *arg, train_args *a)
             return cli_usage_error("train", "--units takes 'char' or 'byte', not '%s'", arg);
         a->set_units = true;
         return EXIT_OK;
-    case OPT_BF: bopt->byte_fallback = true; return EXIT_OK;
-    case OPT_NO_BF: bopt->byte_fallback = false; return EXIT_OK;
+    case OPT_BF: bopt->common.byte_fallback = true; return EXIT_OK;
+    case OPT_NO_BF: bopt->common.byte_fallback = false; return EXIT_OK;
     case OPT_MINF:
         if (!cli_parse_u64(arg, &v) || v == 0)
             return cli_usage_error("train", "--min-frequency takes a whole number >= 1, not '%s'", arg);
         bopt->min_frequency = v;
         return EXIT_OK;
     case OPT_SPECIAL:
-        bopt->n_special = cli_split_list(arg, ',', a->specials, MAX_SPECIAL);
-        bopt->special_tokens = (const char *const *)a->specials;
+        bopt->common.n_special = cli_split_list(arg, ',', a->specials, MAX_SPECIAL);
+        bopt->common.special_tokens = (const char *const *)a->specials;
         return EXIT_OK;
-    case OPT_UNK: bopt->unk_token = arg; return EXIT_OK;
+    case OPT_UNK: bopt->common.unk_token = arg; return EXIT_OK;
     case OPT_MAXLEN:
         if (!cli_parse_u64(arg, &v) || v == 0 || v > 1u << 20)
             return cli_usage_error("train", "--max-token-length takes a number from 1 to 1048576, not '%s'", arg);
@@ -196,7 +196,7 @@ static int parse_vocab_option(int c, char *arg, train_args *a)
         a->set_maxlen = true;
         return EXIT_OK;
     case OPT_COVERAGE:
-        if (!cli_parse_double(arg, 1e-9, 1.0, &bopt->character_coverage))
+        if (!cli_parse_double(arg, 1e-9, 1.0, &bopt->common.character_coverage))
             return cli_usage_error("train", "--character-coverage takes a number in (0, 1], not '%s'", arg);
         a->set_coverage = true;
         return EXIT_OK;
@@ -205,7 +205,7 @@ static int parse_vocab_option(int c, char *arg, train_args *a)
             return cli_usage_error("train", "--limit-alphabet takes a number from 1 to 2097152, not '%s'", arg);
         bopt->limit_alphabet = (size_t)v;
         return EXIT_OK;
-    case OPT_NO_GUARD: bopt->grapheme_guard = false; return EXIT_OK;
+    case OPT_NO_GUARD: bopt->common.grapheme_guard = false; return EXIT_OK;
     default: return -1;
     }
 }
@@ -228,7 +228,7 @@ static int parse_run_option(int c, char *arg, train_args *a)
     case OPT_THREADS:
         if (!cli_parse_u64(arg, &v) || v == 0 || v > 1024)
             return cli_usage_error("train", "--threads takes a number from 1 to 1024, not '%s'", arg);
-        job->count.threads = job->bpe.threads = (size_t)v;
+        job->count.threads = job->bpe.common.threads = (size_t)v;
         return EXIT_OK;
     case OPT_INVALID:
         if (!cli_parse_invalid(arg, &job->count.invalid))
@@ -286,8 +286,9 @@ static int check_args(const train_args *a, bool unigram, size_t n_pos)
     return EXIT_OK;
 }
 
-/* Completes the job: the options both trainers take go from the BPE options
- * to the Unigram ones, which keep their own defaults where none was given. */
+/* Completes the job: the common options are parsed into the BPE options and
+ * copied to the Unigram ones, which keep their own defaults (coverage,
+ * special tokens, unknown token) where none was given. */
 static void train_job(train_args *a, bool unigram, char **files, size_t n_files)
 {
     lipi_train_job *job = &a->job;
@@ -299,20 +300,18 @@ static void train_job(train_args *a, bool unigram, char **files, size_t n_files)
     job->counts_files = a->counts_files;
     job->lang_names = a->lang;
     job->lang_files = a->file;
-    uopt->vocab_size = bopt->vocab_size;
-    uopt->byte_fallback = bopt->byte_fallback;
-    if (a->set_coverage)
-        uopt->character_coverage = bopt->character_coverage;
+    lipi_train_common given = bopt->common;
+    if (!a->set_coverage)
+        given.character_coverage = uopt->common.character_coverage;
+    if (!bopt->common.n_special) {
+        given.special_tokens = uopt->common.special_tokens;
+        given.n_special = uopt->common.n_special;
+    }
+    if (!bopt->common.unk_token)
+        given.unk_token = uopt->common.unk_token;
+    uopt->common = given;
     if (a->set_maxlen)
         uopt->max_piece_length = bopt->max_token_length;
-    if (bopt->n_special) {
-        uopt->special_tokens = bopt->special_tokens;
-        uopt->n_special = bopt->n_special;
-    }
-    if (bopt->unk_token)
-        uopt->unk_token = bopt->unk_token;
-    uopt->grapheme_guard = bopt->grapheme_guard;
-    uopt->threads = bopt->threads;
     job->bpe.parity_exponent = a->parity_exponent;
     if (a->set_pexp)
         uopt->parity_exponent = a->parity_exponent;
@@ -425,7 +424,7 @@ static int run(int argc, char **argv)
     static train_args a;
     memset(&a, 0, sizeof a);
     lipi_train_job_default(&a.job);
-    a.job.bpe.vocab_size = 32000;
+    a.job.bpe.common.vocab_size = 32000;
     cli_text_options_default(&a.text);
     a.type = "bpe";
     a.parity_mass = 1.0;

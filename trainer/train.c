@@ -159,12 +159,12 @@ lipi_status lipi_train(const lipi_train_job *job, lipi_normalizer *norm, lipi_pr
     lipi_count_options copt = job->count;
     lipi_bpe_options bopt = job->bpe;
     lipi_unigram_options uopt = job->unigram;
-    copt.progress = bopt.progress = uopt.progress = job->progress;
-    copt.progress_user = bopt.progress_user = uopt.progress_user = job->progress_user;
+    copt.progress = bopt.common.progress = uopt.common.progress = job->progress;
+    copt.progress_user = bopt.common.progress_user = uopt.common.progress_user = job->progress_user;
     if (job->balance != LIPI_BALANCE_NONE) {
         TRY(balance_build(job, &copt, norm, pre, &bal, &counts, err));
         if (job->balance == LIPI_BALANCE_PARITY)
-            bopt.balance = uopt.balance = bal;
+            bopt.common.balance = uopt.common.balance = bal;
     } else if (job->n_counts_files) {
         TRY(count_some(job->counts_files, job->n_counts_files, true, NULL, NULL, NULL, &counts,
                        err));
