@@ -92,7 +92,7 @@ int main(int argc, char **argv)
     int i = 1;
     lipi_unigram_options_default(&uo);
     lipi_count_options_default(&co);
-    uo.vocab_size = 32000;
+    uo.common.vocab_size = 32000;
     if (argc > 2 && strcmp(argv[1], "--eval") == 0)
         return eval(argv[2], argv + 3, argc - 3);
     for (; i < argc && strncmp(argv[i], "-", 1) == 0 && argv[i][1]; i++) {
@@ -106,13 +106,13 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i - 1], "--export-spm") == 0)
             spm = v;
         else if (strcmp(argv[i - 1], "--vocab-size") == 0)
-            uo.vocab_size = strtoull(v, NULL, 10);
+            uo.common.vocab_size = strtoull(v, NULL, 10);
         else if (strcmp(argv[i - 1], "--threads") == 0)
-            uo.threads = co.threads = strtoull(v, NULL, 10);
+            uo.common.threads = co.threads = strtoull(v, NULL, 10);
         else if (strcmp(argv[i - 1], "--grapheme-guard") == 0)
-            uo.grapheme_guard = strcmp(v, "0") != 0;
+            uo.common.grapheme_guard = strcmp(v, "0") != 0;
         else if (strcmp(argv[i - 1], "--byte-fallback") == 0)
-            uo.byte_fallback = strcmp(v, "0") != 0;
+            uo.common.byte_fallback = strcmp(v, "0") != 0;
         else if (strcmp(argv[i - 1], "--sample") == 0)
             uo.sample = strtoull(v, NULL, 10);
         else {
@@ -126,8 +126,8 @@ int main(int argc, char **argv)
         return 2;
     }
     double t0 = now();
-    uo.progress = co.progress = progress;
-    uo.progress_user = co.progress_user = &t0;
+    uo.common.progress = co.progress = progress;
+    uo.common.progress_user = co.progress_user = &t0;
     lipi_normalizer *norm;
     lipi_pretokenizer *pre;
     lipi_tokenizer *tok;

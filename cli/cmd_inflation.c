@@ -90,7 +90,7 @@ static int inflation(const options *o)
     int rc = EXIT_FAIL;
     lipi_error err = {0};
     lipi_inflation_tokenizers *toks = NULL;
-    lipi_inflation_parallel *files = NULL;
+    lipi_parallel_files *files = NULL;
     lipi_inflation_report *rep = NULL;
     bool failed = false;
     if (lipi_inflation_tokenizers_open(o->tok_paths, o->n_tok, o->threads, &toks, &err) !=
@@ -102,23 +102,23 @@ static int inflation(const options *o)
      * skipped and reading is batched the same way. */
     if (o->text) {
         const char *one[] = {o->text};
-        if (lipi_inflation_parallel_open(one, 1, NULL, o->mode, &files, &err) != LIPI_OK ||
+        if (lipi_parallel_files_open(one, 1, NULL, o->mode, &files, &err) != LIPI_OK ||
             lipi_inflation_new_text(labels, o->n_tok, &rep, &err) != LIPI_OK)
             goto report;
     } else {
-        if (lipi_inflation_parallel_open(o->parallel, o->n_parallel, o->reference, o->mode, &files,
+        if (lipi_parallel_files_open(o->parallel, o->n_parallel, o->reference, o->mode, &files,
                                          &err) != LIPI_OK)
             goto report;
-        size_t n_lang = lipi_inflation_parallel_count(files);
+        size_t n_lang = lipi_parallel_files_count(files);
         const char **langs = calloc(n_lang, sizeof *langs);
         if (!langs) {
             lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
             goto report;
         }
         for (size_t l = 0; l < n_lang; l++)
-            langs[l] = lipi_inflation_parallel_label(files, l);
+            langs[l] = lipi_parallel_files_label(files, l);
         lipi_status st = lipi_inflation_new(labels, o->n_tok, langs, n_lang,
-                                            lipi_inflation_parallel_reference(files), &rep, &err);
+                                            lipi_parallel_files_reference(files), &rep, &err);
         free(langs);
         if (st != LIPI_OK)
             goto report;
@@ -144,7 +144,7 @@ report:
 done:
     if (failed)
         cli_report(SUB, &err);
-    lipi_inflation_parallel_close(files);
+    lipi_parallel_files_close(files);
     lipi_inflation_free(rep);
     lipi_inflation_tokenizers_free(toks);
     return rc;

@@ -1,11 +1,11 @@
 /* `lipi train`: learns a tokenizer from a corpus (or from counts files) and
- * writes it as a Hugging Face tokenizer.json. */
+ * writes it as a Hugging Face tokenizer.json. Parses the options into a
+ * lipi_train_job, calls lipi_train (trainer/train.c: counting, balancing,
+ * BPE or Unigram), writes the outputs and prints progress. */
 #include "cli/cli.h"
 #include "cli/progress.h"
 #include "cli/signals.h"
 #include "cli/text_options.h"
-
-#include "report/report.h"
 
 #include <getopt.h>
 #include <string.h>
@@ -86,111 +86,313 @@ enum {
 };
 
 #define MAX_LANG_FILES 256
+#define MAX_COUNTS_FILES 256
 
+/* Everything the options say; big arrays, so one static instance. */
 typedef struct {
-    lipi_balance_mode mode;
-    double alpha;
-    bool set_alpha;
-    const char *dev;
-    char *lang[MAX_LANG_FILES], *file[MAX_LANG_FILES];
-    size_t n_lang;
-} balance_args;
+    lipi_train_job job; /* job.bpe.common holds the common options until train_job */
+    cli_text_options text;
+    const char *out, *export_dir, *export_spm, *type;
+    bool set_coverage, set_maxlen, set_units, set_pattern, set_alpha, set_pexp, set_uweights;
+    bool quiet;
+    double parity_exponent, parity_mass, parity_others;
+    char *specials[MAX_SPECIAL];
+    const char *lang[MAX_LANG_FILES], *file[MAX_LANG_FILES];
+    const char *counts_files[MAX_COUNTS_FILES];
+} train_args;
 
-/* Counts FILEs as lipi_count_files does, or loads counts files. */
-static lipi_status count_some(const char *const *files, size_t n, bool are_counts,
-                              const lipi_normalizer *norm, const lipi_pretokenizer *pre,
-                              const lipi_count_options *copt, lipi_counts **out, lipi_error *err)
+/* The options of balanced training; -1 when c is another option, else an
+ * exit code (EXIT_OK to go on). */
+static int parse_balance_option(int c, char *arg, train_args *a)
 {
-    if (!are_counts)
-        return lipi_count_files(files, n, norm, pre, copt, out, err);
-    lipi_status st = lipi_counts_new(out);
-    for (size_t i = 0; st == LIPI_OK && i < n; i++)
-        st = lipi_counts_load(files[i], *out, err);
-    return st;
+    lipi_train_job *job = &a->job;
+    switch (c) {
+    case OPT_BALANCE:
+        if (strcmp(arg, "none") == 0)
+            job->balance = LIPI_BALANCE_NONE;
+        else if (strcmp(arg, "smoothed") == 0)
+            job->balance = LIPI_BALANCE_SMOOTHED;
+        else if (strcmp(arg, "parity") == 0)
+            job->balance = LIPI_BALANCE_PARITY;
+        else
+            return cli_usage_error("train", "--balance takes 'none', 'smoothed' or 'parity', not '%s'", arg);
+        return EXIT_OK;
+    case OPT_LANG_FILE: {
+        char *eq = strchr(arg, '=');
+        if (!eq || eq == arg || !eq[1])
+            return cli_usage_error("train", "--lang-file takes LANG=FILE (e.g. hin_Deva=hi.txt), not '%s'", arg);
+        if (job->n_lang_files == MAX_LANG_FILES)
+            return cli_usage_error("train", "too many --lang-file options (%d at most)", MAX_LANG_FILES);
+        *eq = '\0';
+        a->lang[job->n_lang_files] = arg;
+        a->file[job->n_lang_files++] = eq + 1;
+        return EXIT_OK;
+    }
+    case OPT_SMOOTH:
+        if (!cli_parse_double(arg, 0.0, 1.0, &job->alpha))
+            return cli_usage_error("train", "--alpha takes a number in [0, 1], not '%s'", arg);
+        a->set_alpha = true;
+        return EXIT_OK;
+    case OPT_DEV: job->dev = arg; return EXIT_OK;
+    case OPT_PTHRESH:
+        if (!cli_parse_double(arg, 1.0, 1e9, &job->bpe.parity_threshold))
+            return cli_usage_error("train", "--parity-threshold takes a number >= 1, not '%s'", arg);
+        return EXIT_OK;
+    case OPT_PEXP:
+        if (!cli_parse_double(arg, 0.0, 1e3, &a->parity_exponent))
+            return cli_usage_error("train", "--parity-exponent takes a number in [0, 1000], not '%s'", arg);
+        a->set_pexp = true;
+        return EXIT_OK;
+    case OPT_PMASS:
+        if (!cli_parse_double(arg, 0.0, 1.0, &a->parity_mass))
+            return cli_usage_error("train", "--parity-mass takes a number in [0, 1], not '%s'", arg);
+        a->set_uweights = true;
+        return EXIT_OK;
+    case OPT_POTHERS:
+        if (!cli_parse_double(arg, 1.0 / 65536.0, 1.0, &a->parity_others))
+            return cli_usage_error("train", "--parity-others takes a number in [1/65536, 1], not '%s'", arg);
+        a->set_uweights = true;
+        return EXIT_OK;
+    default: return -1;
+    }
 }
 
-/* Counts the language files, the mixed files (or counts files) and the dev
- * set into a new balance, and makes the counts to train on. */
-static lipi_status balance_build(const balance_args *ba, const char *const *files, size_t n_files,
-                                 bool are_counts, const lipi_normalizer *norm,
-                                 const lipi_pretokenizer *pre, const lipi_count_options *copt,
-                                 bool quiet, lipi_balance **bal, lipi_counts **train,
-                                 lipi_error *err)
+/* The vocabulary options, read into the BPE options (train_job gives
+ * Unigram its share); -1 when c is another option, else an exit code. */
+static int parse_vocab_option(int c, char *arg, train_args *a)
 {
-    lipi_status st;
-    lipi_counts *c = NULL;
-    lipi_inflation_parallel *dev = NULL;
-    uint64_t *w = NULL;
-/* One cleanup label, as in the library. */
-#define TRY(expr)              \
-    do {                       \
-        if ((st = (expr)) != LIPI_OK) \
-            goto done;         \
-    } while (0)
-    TRY(lipi_balance_new(bal));
-    for (size_t i = 0; i < ba->n_lang; i++) {
-        const char *f = ba->file[i];
-        TRY(lipi_count_files(&f, 1, norm, pre, copt, &c, err));
-        TRY(lipi_balance_add_lang(*bal, ba->lang[i], c, err));
-        lipi_counts_free(c);
-        c = NULL;
+    lipi_bpe_options *bopt = &a->job.bpe;
+    uint64_t v;
+    switch (c) {
+    case OPT_VOCAB:
+        if (!cli_parse_u64(arg, &v) || v == 0 || v > (1u << 31))
+            return cli_usage_error("train", "--vocab-size takes a number from 1 to 2147483648, not '%s'", arg);
+        bopt->common.vocab_size = (size_t)v;
+        return EXIT_OK;
+    case OPT_UNITS:
+        if (strcmp(arg, "char") == 0)
+            bopt->units = LIPI_UNITS_CHAR;
+        else if (strcmp(arg, "byte") == 0)
+            bopt->units = LIPI_UNITS_BYTE;
+        else
+            return cli_usage_error("train", "--units takes 'char' or 'byte', not '%s'", arg);
+        a->set_units = true;
+        return EXIT_OK;
+    case OPT_BF: bopt->common.byte_fallback = true; return EXIT_OK;
+    case OPT_NO_BF: bopt->common.byte_fallback = false; return EXIT_OK;
+    case OPT_MINF:
+        if (!cli_parse_u64(arg, &v) || v == 0)
+            return cli_usage_error("train", "--min-frequency takes a whole number >= 1, not '%s'", arg);
+        bopt->min_frequency = v;
+        return EXIT_OK;
+    case OPT_SPECIAL:
+        bopt->common.n_special = cli_split_list(arg, ',', a->specials, MAX_SPECIAL);
+        bopt->common.special_tokens = (const char *const *)a->specials;
+        return EXIT_OK;
+    case OPT_UNK: bopt->common.unk_token = arg; return EXIT_OK;
+    case OPT_MAXLEN:
+        if (!cli_parse_u64(arg, &v) || v == 0 || v > 1u << 20)
+            return cli_usage_error("train", "--max-token-length takes a number from 1 to 1048576, not '%s'", arg);
+        bopt->max_token_length = (size_t)v;
+        a->set_maxlen = true;
+        return EXIT_OK;
+    case OPT_COVERAGE:
+        if (!cli_parse_double(arg, 1e-9, 1.0, &bopt->common.character_coverage))
+            return cli_usage_error("train", "--character-coverage takes a number in (0, 1], not '%s'", arg);
+        a->set_coverage = true;
+        return EXIT_OK;
+    case OPT_ALPHA:
+        if (!cli_parse_u64(arg, &v) || v == 0 || v > 1u << 21)
+            return cli_usage_error("train", "--limit-alphabet takes a number from 1 to 2097152, not '%s'", arg);
+        bopt->limit_alphabet = (size_t)v;
+        return EXIT_OK;
+    case OPT_NO_GUARD: bopt->common.grapheme_guard = false; return EXIT_OK;
+    default: return -1;
     }
-    if (n_files) {
-        TRY(count_some(files, n_files, are_counts, norm, pre, copt, &c, err));
-        TRY(lipi_balance_add_mixed(*bal, c, err));
-        lipi_counts_free(c);
-        c = NULL;
+}
+
+/* Inputs, outputs and running; -1 when c is another option, else an exit
+ * code. */
+static int parse_run_option(int c, char *arg, train_args *a)
+{
+    lipi_train_job *job = &a->job;
+    uint64_t v;
+    switch (c) {
+    case OPT_TYPE: a->type = arg; return EXIT_OK;
+    case 'o': a->out = arg; return EXIT_OK;
+    case OPT_COUNTS:
+        if (job->n_counts_files == MAX_COUNTS_FILES)
+            return cli_usage_error("train", "too many --from-counts files (256 at most; merge them with 'lipi count --merge')");
+        a->counts_files[job->n_counts_files++] = arg;
+        return EXIT_OK;
+    case OPT_EXPORT: a->export_dir = arg; return EXIT_OK;
+    case OPT_THREADS:
+        if (!cli_parse_u64(arg, &v) || v == 0 || v > 1024)
+            return cli_usage_error("train", "--threads takes a number from 1 to 1024, not '%s'", arg);
+        job->count.threads = job->bpe.common.threads = (size_t)v;
+        return EXIT_OK;
+    case OPT_INVALID:
+        if (!cli_parse_invalid(arg, &job->count.invalid))
+            return cli_usage_error("train", "--invalid takes 'error' or 'replace', not '%s'", arg);
+        return EXIT_OK;
+    case OPT_QUIET: a->quiet = true; return EXIT_OK;
+    case OPT_SPM: a->export_spm = arg; return EXIT_OK;
+    case OPT_SAMPLE:
+        if (!cli_parse_u64(arg, &job->unigram.sample) || job->unigram.sample == 0)
+            return cli_usage_error("train", "--sample takes a number of lines >= 1, not '%s'", arg);
+        return EXIT_OK;
+    case OPT_SEED:
+        if (!cli_parse_u64(arg, &job->unigram.sample_seed))
+            return cli_usage_error("train", "--seed takes a whole number, not '%s'", arg);
+        return EXIT_OK;
+    default: return -1;
     }
-    if (ba->mode == LIPI_BALANCE_PARITY) {
-        lipi_count_options dev_opt = *copt; /* small files: no progress lines */
-        dev_opt.progress = NULL;
-        TRY(lipi_inflation_parallel_open(&ba->dev, 1, NULL, copt->invalid, &dev, err));
-        size_t used_files = 0;
-        for (size_t i = 0; i < lipi_inflation_parallel_count(dev); i++) {
-            const char *f = lipi_inflation_parallel_path(dev, i);
-            bool used;
-            TRY(lipi_count_files(&f, 1, norm, pre, &dev_opt, &c, err));
-            TRY(lipi_balance_add_dev(*bal, lipi_inflation_parallel_label(dev, i), c, &used, err));
-            lipi_counts_free(c);
-            c = NULL;
-            used_files += used;
-            if (!used && !quiet)
-                fprintf(stderr, "lipi train: dev file %s: no training data in its language, not used\n", f);
-        }
-        if (!used_files) {
-            st = lipi_error_set(err, LIPI_EINVAL, ba->dev, 0, 0,
-                                "expected dev files of the training languages, found none");
-            goto done;
-        }
+}
+
+/* The checks between options, once all are read; an exit code. */
+static int check_args(const train_args *a, bool unigram, size_t n_pos)
+{
+    const lipi_train_job *job = &a->job;
+    bool parity = job->balance == LIPI_BALANCE_PARITY;
+    if (!unigram && strcmp(a->type, "bpe") != 0)
+        return cli_usage_error("train", "--type takes 'bpe' or 'unigram', not '%s'", a->type);
+    if (unigram && (a->set_units || a->export_dir))
+        return cli_usage_error("train", "--units and --export-merges are for --type bpe");
+    if (!unigram && (a->export_spm || job->unigram.sample))
+        return cli_usage_error("train", "--export-spm and --sample are for --type unigram");
+    if (!a->out)
+        return cli_usage_error("train", "missing -o FILE (the tokenizer.json to write)");
+    if (a->set_alpha && job->balance != LIPI_BALANCE_SMOOTHED)
+        return cli_usage_error("train", "--alpha is for --balance smoothed");
+    if (parity && !job->dev)
+        return cli_usage_error("train", "--balance parity needs --dev DIR (line-aligned dev files, one per language)");
+    if (job->dev && !parity)
+        return cli_usage_error("train", "--dev is for --balance parity");
+    if ((job->bpe.parity_threshold || a->set_pexp || a->set_uweights) && !parity)
+        return cli_usage_error("train", "--parity-threshold, --parity-exponent, --parity-mass and --parity-others are for --balance parity");
+    if (job->bpe.parity_threshold && unigram)
+        return cli_usage_error("train", "--parity-threshold is for --type bpe");
+    if (a->set_uweights && !unigram)
+        return cli_usage_error("train", "--parity-mass and --parity-others are for --type unigram");
+    if (a->set_pexp && !unigram && a->parity_exponent == 0.0)
+        return cli_usage_error("train", "--parity-exponent takes a number in (0, 1000] for --type bpe, not 0");
+    if (job->n_lang_files && job->n_counts_files)
+        return cli_usage_error("train", "--lang-file counts text files; it does not go with --from-counts");
+    if (job->balance != LIPI_BALANCE_NONE && job->unigram.sample)
+        return cli_usage_error("train", "--sample does not go with --balance %s", parity ? "parity" : "smoothed");
+    if (job->n_counts_files == 0 && n_pos == 0 && !job->n_lang_files)
+        return cli_usage_error("train", "no input files (use '-' for standard input, or --from-counts)");
+    if (job->n_counts_files && n_pos)
+        return cli_usage_error("train", "give either input files or --from-counts, not both");
+    return EXIT_OK;
+}
+
+/* Completes the job: the common options are parsed into the BPE options and
+ * copied to the Unigram ones, which keep their own defaults (coverage,
+ * special tokens, unknown token) where none was given. */
+static void train_job(train_args *a, bool unigram, char **files, size_t n_files)
+{
+    lipi_train_job *job = &a->job;
+    const lipi_bpe_options *bopt = &job->bpe;
+    lipi_unigram_options *uopt = &job->unigram;
+    job->type = unigram ? LIPI_TRAIN_UNIGRAM : LIPI_TRAIN_BPE;
+    job->files = (const char *const *)files;
+    job->n_files = n_files;
+    job->counts_files = a->counts_files;
+    job->lang_names = a->lang;
+    job->lang_files = a->file;
+    lipi_train_common given = bopt->common;
+    if (!a->set_coverage)
+        given.character_coverage = uopt->common.character_coverage;
+    if (!bopt->common.n_special) {
+        given.special_tokens = uopt->common.special_tokens;
+        given.n_special = uopt->common.n_special;
     }
-    TRY(lipi_balance_train_counts(*bal, ba->mode, ba->alpha, train, err));
-    size_t n = lipi_balance_lang_count(*bal);
-    w = lipi_calloc(n ? n : 1, sizeof *w);
-    if (!w) {
-        st = LIPI_ENOMEM;
-        goto done;
+    if (!bopt->common.unk_token)
+        given.unk_token = uopt->common.unk_token;
+    uopt->common = given;
+    if (a->set_maxlen)
+        uopt->max_piece_length = bopt->max_token_length;
+    job->bpe.parity_exponent = a->parity_exponent;
+    if (a->set_pexp)
+        uopt->parity_exponent = a->parity_exponent;
+    uopt->parity_mass = a->parity_mass;
+    uopt->parity_others = a->parity_others;
+}
+
+/* Prints what lipi_train tells (a lipi_train_note_fn; not called with --quiet). */
+static void print_note(const lipi_train_note *n, void *user)
+{
+    (void)user;
+    if (n->kind == LIPI_TRAIN_DEV_FILE_UNUSED) {
+        fprintf(stderr, "lipi train: dev file %s: no training data in its language, not used\n", n->path);
+        return;
     }
-    if (!quiet && lipi_balance_weights(*bal, ba->mode == LIPI_BALANCE_SMOOTHED ? ba->alpha : 1.0, w, err) == LIPI_OK) {
-        uint64_t total = 0;
-        for (size_t i = 0; i < n; i++)
-            total += lipi_balance_lang_mass(*bal, i);
-        bool smoothed = ba->mode == LIPI_BALANCE_SMOOTHED;
-        fprintf(stderr, "lipi train: %zu %s (share of words%s):", n,
-                lipi_plural(n, "language", "languages"), smoothed ? ", weight" : "");
-        for (size_t i = 0; i < n; i++) {
-            fprintf(stderr, " %s %.2f%%", lipi_balance_lang_name(*bal, i),
-                    100.0 * (double)lipi_balance_lang_mass(*bal, i) / (double)(total ? total : 1));
-            if (smoothed)
-                fprintf(stderr, " %.3f", (double)w[i] / 4294967296.0);
-        }
-        fprintf(stderr, "\n");
+    size_t count = lipi_balance_lang_count(n->balance);
+    uint64_t total = 0;
+    for (size_t i = 0; i < count; i++)
+        total += lipi_balance_lang_mass(n->balance, i);
+    fprintf(stderr, "lipi train: %zu %s (share of words%s):", count,
+            lipi_plural(count, "language", "languages"), n->weights ? ", weight" : "");
+    for (size_t i = 0; i < count; i++) {
+        fprintf(stderr, " %s %.2f%%", lipi_balance_lang_name(n->balance, i),
+                100.0 * (double)lipi_balance_lang_mass(n->balance, i) / (double)(total ? total : 1));
+        if (n->weights)
+            fprintf(stderr, " %.3f", (double)n->weights[i] / 4294967296.0);
     }
+    fprintf(stderr, "\n");
+}
+
+/* Trains and writes the tokenizer and its exports; an exit code. */
+static int train_and_write(train_args *a, bool unigram)
+{
+    lipi_error err = {0};
+    lipi_normalizer *norm = NULL;
+    lipi_pretokenizer *pre = NULL;
+    lipi_tokenizer *tok = NULL;
+    int rc = EXIT_FAIL;
+    /* Fail before hours of training, not after, when the output cannot be
+     * written. The checks and the saves below write temporaries this
+     * command cannot see: a signal meanwhile waits until they are done. */
+    cli_signals_hold();
+    lipi_status st = lipi_check_writable(a->out, &err);
+    if (st == LIPI_OK && a->export_spm)
+        st = lipi_check_writable(a->export_spm, &err);
+    cli_signals_release();
+    if (st != LIPI_OK)
+        goto fail;
+    if (unigram && !a->set_pattern)
+        a->text.pattern = "unigram"; /* words carry SentencePiece's "▁" prefix */
+    if (cli_text_build(&a->text, &norm, &pre, &err) != LIPI_OK) {
+        rc = EXIT_USAGE;
+        goto fail;
+    }
+    cli_progress prog;
+    cli_progress_init(&prog, a->quiet);
+    a->job.progress = cli_progress_report;
+    a->job.progress_user = &prog;
+    a->job.note = a->quiet ? NULL : print_note;
+    if (lipi_train(&a->job, norm, pre, &tok, &err) != LIPI_OK)
+        goto fail;
+    cli_signals_hold();
+    st = lipi_tokenizer_save(tok, a->out, &err);
+    if (st == LIPI_OK && a->export_dir)
+        st = lipi_tokenizer_export_merges(tok, a->export_dir, &err);
+    if (st == LIPI_OK && a->export_spm)
+        st = lipi_tokenizer_save_spm(tok, a->export_spm, &err);
+    cli_signals_release();
+    if (st != LIPI_OK)
+        goto fail;
+    if (!a->quiet)
+        fprintf(stderr, "wrote %s (%zu %s)\n", a->out, lipi_tokenizer_vocab_size(tok),
+                lipi_plural(lipi_tokenizer_vocab_size(tok), "token", "tokens"));
+    rc = EXIT_OK;
+    goto done;
+fail:
+    cli_report("train", &err);
 done:
-    lipi_free(w);
-    lipi_inflation_parallel_close(dev);
-    lipi_counts_free(c);
-    return st;
-#undef TRY
+    lipi_tokenizer_free(tok);
+    return rc;
 }
 
 static int run(int argc, char **argv)
@@ -229,312 +431,42 @@ static int run(int argc, char **argv)
         CLI_TEXT_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
-    static char *specials[MAX_SPECIAL];
-    cli_text_options text;
-    cli_text_options_default(&text);
-    lipi_count_options copt;
-    lipi_count_options_default(&copt);
-    lipi_bpe_options bopt;
-    lipi_bpe_options_default(&bopt);
-    bopt.vocab_size = 32000;
-    const char *out = NULL, *export_dir = NULL, *export_spm = NULL, *type = "bpe";
-    bool set_coverage = false, set_maxlen = false, set_units = false, set_pattern = false;
-    uint64_t sample = 0, seed = 1;
-    static balance_args ba;
-    memset(&ba, 0, sizeof ba);
-    ba.alpha = 0.3;
-    double parity_threshold = 0.0, parity_exponent = 0.0, parity_mass = 1.0, parity_others = 1.0;
-    bool set_pexp = false, set_uweights = false;
-    const char *counts_files[256];
-    size_t n_counts = 0;
-    bool quiet = false;
-    uint64_t v;
-    int c;
+    static train_args a;
+    memset(&a, 0, sizeof a);
+    lipi_train_job_default(&a.job);
+    a.job.bpe.common.vocab_size = 32000;
+    cli_text_options_default(&a.text);
+    a.type = "bpe";
+    a.parity_mass = 1.0;
+    a.parity_others = 1.0;
+    int c, rc;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
-        if (cli_text_option(c, optarg, &text)) {
-            set_pattern |= c == 1005 || c == 1006;
+        if (cli_text_option(c, optarg, &a.text)) {
+            a.set_pattern |= c == 1005 || c == 1006;
+            continue;
+        }
+        if ((rc = parse_run_option(c, optarg, &a)) == -1 &&
+            (rc = parse_vocab_option(c, optarg, &a)) == -1)
+            rc = parse_balance_option(c, optarg, &a);
+        if (rc != -1) {
+            if (rc != EXIT_OK)
+                return rc;
             continue;
         }
         switch (c) {
-        case OPT_TYPE: type = optarg; break;
-        case 'o': out = optarg; break;
-        case OPT_VOCAB:
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > (1u << 31))
-                return cli_usage_error("train", "--vocab-size takes a number from 1 to 2147483648, not '%s'", optarg);
-            bopt.vocab_size = (size_t)v;
-            break;
-        case OPT_UNITS:
-            if (strcmp(optarg, "char") == 0)
-                bopt.units = LIPI_UNITS_CHAR;
-            else if (strcmp(optarg, "byte") == 0)
-                bopt.units = LIPI_UNITS_BYTE;
-            else
-                return cli_usage_error("train", "--units takes 'char' or 'byte', not '%s'", optarg);
-            set_units = true;
-            break;
-        case OPT_BF: bopt.byte_fallback = true; break;
-        case OPT_NO_BF: bopt.byte_fallback = false; break;
-        case OPT_MINF:
-            if (!cli_parse_u64(optarg, &v) || v == 0)
-                return cli_usage_error("train", "--min-frequency takes a whole number >= 1, not '%s'", optarg);
-            bopt.min_frequency = v;
-            break;
-        case OPT_SPECIAL:
-            bopt.n_special = cli_split_list(optarg, ',', specials, MAX_SPECIAL);
-            bopt.special_tokens = (const char *const *)specials;
-            break;
-        case OPT_UNK: bopt.unk_token = optarg; break;
-        case OPT_MAXLEN:
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 1u << 20)
-                return cli_usage_error("train", "--max-token-length takes a number from 1 to 1048576, not '%s'", optarg);
-            bopt.max_token_length = (size_t)v;
-            set_maxlen = true;
-            break;
-        case OPT_COVERAGE:
-            if (!cli_parse_double(optarg, 1e-9, 1.0, &bopt.character_coverage))
-                return cli_usage_error("train", "--character-coverage takes a number in (0, 1], not '%s'", optarg);
-            set_coverage = true;
-            break;
-        case OPT_ALPHA:
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 1u << 21)
-                return cli_usage_error("train", "--limit-alphabet takes a number from 1 to 2097152, not '%s'", optarg);
-            bopt.limit_alphabet = (size_t)v;
-            break;
-        case OPT_NO_GUARD: bopt.grapheme_guard = false; break;
-        case OPT_COUNTS:
-            if (n_counts == sizeof counts_files / sizeof counts_files[0])
-                return cli_usage_error("train", "too many --from-counts files (256 at most; merge them with 'lipi count --merge')");
-            counts_files[n_counts++] = optarg;
-            break;
-        case OPT_EXPORT: export_dir = optarg; break;
-        case OPT_THREADS:
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 1024)
-                return cli_usage_error("train", "--threads takes a number from 1 to 1024, not '%s'", optarg);
-            copt.threads = bopt.threads = (size_t)v;
-            break;
-        case OPT_INVALID:
-            if (!cli_parse_invalid(optarg, &copt.invalid))
-                return cli_usage_error("train", "--invalid takes 'error' or 'replace', not '%s'", optarg);
-            break;
-        case OPT_QUIET: quiet = true; break;
-        case OPT_SPM: export_spm = optarg; break;
-        case OPT_SAMPLE:
-            if (!cli_parse_u64(optarg, &sample) || sample == 0)
-                return cli_usage_error("train", "--sample takes a number of lines >= 1, not '%s'", optarg);
-            break;
-        case OPT_SEED:
-            if (!cli_parse_u64(optarg, &seed))
-                return cli_usage_error("train", "--seed takes a whole number, not '%s'", optarg);
-            break;
-        case OPT_BALANCE:
-            if (strcmp(optarg, "none") == 0)
-                ba.mode = LIPI_BALANCE_NONE;
-            else if (strcmp(optarg, "smoothed") == 0)
-                ba.mode = LIPI_BALANCE_SMOOTHED;
-            else if (strcmp(optarg, "parity") == 0)
-                ba.mode = LIPI_BALANCE_PARITY;
-            else
-                return cli_usage_error("train", "--balance takes 'none', 'smoothed' or 'parity', not '%s'", optarg);
-            break;
-        case OPT_LANG_FILE: {
-            char *eq = strchr(optarg, '=');
-            if (!eq || eq == optarg || !eq[1])
-                return cli_usage_error("train", "--lang-file takes LANG=FILE (e.g. hin_Deva=hi.txt), not '%s'", optarg);
-            if (ba.n_lang == MAX_LANG_FILES)
-                return cli_usage_error("train", "too many --lang-file options (%d at most)", MAX_LANG_FILES);
-            *eq = '\0';
-            ba.lang[ba.n_lang] = optarg;
-            ba.file[ba.n_lang++] = eq + 1;
-            break;
-        }
-        case OPT_SMOOTH:
-            if (!cli_parse_double(optarg, 0.0, 1.0, &ba.alpha))
-                return cli_usage_error("train", "--alpha takes a number in [0, 1], not '%s'", optarg);
-            ba.set_alpha = true;
-            break;
-        case OPT_DEV: ba.dev = optarg; break;
-        case OPT_PTHRESH:
-            if (!cli_parse_double(optarg, 1.0, 1e9, &parity_threshold))
-                return cli_usage_error("train", "--parity-threshold takes a number >= 1, not '%s'", optarg);
-            break;
-        case OPT_PEXP:
-            if (!cli_parse_double(optarg, 0.0, 1e3, &parity_exponent))
-                return cli_usage_error("train", "--parity-exponent takes a number in [0, 1000], not '%s'", optarg);
-            set_pexp = true;
-            break;
-        case OPT_PMASS:
-            if (!cli_parse_double(optarg, 0.0, 1.0, &parity_mass))
-                return cli_usage_error("train", "--parity-mass takes a number in [0, 1], not '%s'", optarg);
-            set_uweights = true;
-            break;
-        case OPT_POTHERS:
-            if (!cli_parse_double(optarg, 1.0 / 65536.0, 1.0, &parity_others))
-                return cli_usage_error("train", "--parity-others takes a number in [1/65536, 1], not '%s'", optarg);
-            set_uweights = true;
-            break;
         case 'h': help(stdout); return EXIT_OK;
         case ':': return cli_usage_error("train", "option '%s' needs a value", argv[optind - 1]);
         default: return cli_usage_error("train", "unknown option '%s'", argv[optind - 1]);
         }
     }
-    bool unigram = strcmp(type, "unigram") == 0;
-    if (!unigram && strcmp(type, "bpe") != 0)
-        return cli_usage_error("train", "--type takes 'bpe' or 'unigram', not '%s'", type);
-    if (unigram && (set_units || export_dir))
-        return cli_usage_error("train", "--units and --export-merges are for --type bpe");
-    if (!unigram && (export_spm || sample))
-        return cli_usage_error("train", "--export-spm and --sample are for --type unigram");
-    if (!out)
-        return cli_usage_error("train", "missing -o FILE (the tokenizer.json to write)");
-    if (ba.set_alpha && ba.mode != LIPI_BALANCE_SMOOTHED)
-        return cli_usage_error("train", "--alpha is for --balance smoothed");
-    if (ba.mode == LIPI_BALANCE_PARITY && !ba.dev)
-        return cli_usage_error("train", "--balance parity needs --dev DIR (line-aligned dev files, one per language)");
-    if (ba.dev && ba.mode != LIPI_BALANCE_PARITY)
-        return cli_usage_error("train", "--dev is for --balance parity");
-    if ((parity_threshold || set_pexp || set_uweights) && ba.mode != LIPI_BALANCE_PARITY)
-        return cli_usage_error("train", "--parity-threshold, --parity-exponent, --parity-mass and --parity-others are for --balance parity");
-    if (parity_threshold && unigram)
-        return cli_usage_error("train", "--parity-threshold is for --type bpe");
-    if (set_uweights && !unigram)
-        return cli_usage_error("train", "--parity-mass and --parity-others are for --type unigram");
-    if (set_pexp && !unigram && parity_exponent == 0.0)
-        return cli_usage_error("train", "--parity-exponent takes a number in (0, 1000] for --type bpe, not 0");
-    if (ba.n_lang && n_counts)
-        return cli_usage_error("train", "--lang-file counts text files; it does not go with --from-counts");
-    if (ba.mode != LIPI_BALANCE_NONE && sample)
-        return cli_usage_error("train", "--sample does not go with --balance %s", ba.mode == LIPI_BALANCE_PARITY ? "parity" : "smoothed");
-    bool balanced = ba.mode != LIPI_BALANCE_NONE;
-    char **all_files = NULL;
-    if (!balanced && ba.n_lang) {
-        /* Without balancing, language files are plain input files. */
-        size_t n_pos = (size_t)(argc - optind);
-        all_files = lipi_calloc(n_pos + ba.n_lang + 1, sizeof *all_files);
-        if (!all_files)
-            return cli_usage_error("train", "out of memory");
-        for (size_t i = 0; i < n_pos; i++)
-            all_files[i] = argv[optind + (int)i];
-        for (size_t i = 0; i < ba.n_lang; i++)
-            all_files[n_pos + i] = ba.file[i];
-        argv = all_files;
-        argc = (int)(n_pos + ba.n_lang);
-        optind = 0;
-    }
-    if (n_counts == 0 && optind >= argc && !ba.n_lang)
-        return cli_usage_error("train", "no input files (use '-' for standard input, or --from-counts)");
-    if (n_counts && optind < argc)
-        return cli_usage_error("train", "give either input files or --from-counts, not both");
-
-    lipi_error err = {0};
-    lipi_normalizer *norm = NULL;
-    lipi_pretokenizer *pre = NULL;
-    lipi_tokenizer *tok = NULL;
-    lipi_counts *counts = NULL;
-    lipi_balance *bal = NULL;
-    int rc = EXIT_FAIL;
-    /* Fail before hours of training, not after, when the output cannot be
-     * written. The checks and the saves below write temporaries this
-     * command cannot see: a signal meanwhile waits until they are done. */
-    cli_signals_hold();
-    lipi_status st = lipi_check_writable(out, &err);
-    if (st == LIPI_OK && export_spm)
-        st = lipi_check_writable(export_spm, &err);
-    cli_signals_release();
-    if (st != LIPI_OK)
-        goto fail;
-    if (unigram && !set_pattern)
-        text.pattern = "unigram"; /* words carry SentencePiece's "▁" prefix */
-    if (cli_text_build(&text, &norm, &pre, &err) != LIPI_OK) {
-        rc = EXIT_USAGE;
-        goto fail;
-    }
-    lipi_unigram_options uopt;
-    lipi_unigram_options_default(&uopt);
-    uopt.vocab_size = bopt.vocab_size;
-    uopt.byte_fallback = bopt.byte_fallback;
-    if (set_coverage)
-        uopt.character_coverage = bopt.character_coverage;
-    if (set_maxlen)
-        uopt.max_piece_length = bopt.max_token_length;
-    if (bopt.n_special) {
-        uopt.special_tokens = bopt.special_tokens;
-        uopt.n_special = bopt.n_special;
-    }
-    if (bopt.unk_token)
-        uopt.unk_token = bopt.unk_token;
-    uopt.grapheme_guard = bopt.grapheme_guard;
-    uopt.threads = bopt.threads;
-    uopt.sample = sample;
-    uopt.sample_seed = seed;
-    cli_progress prog;
-    cli_progress_init(&prog, quiet);
-    copt.progress = bopt.progress = uopt.progress = cli_progress_report;
-    copt.progress_user = bopt.progress_user = uopt.progress_user = &prog;
-    bopt.parity_threshold = parity_threshold;
-    bopt.parity_exponent = parity_exponent;
-    if (set_pexp)
-        uopt.parity_exponent = parity_exponent;
-    uopt.parity_mass = parity_mass;
-    uopt.parity_others = parity_others;
-    if (balanced) {
-        const char *const *files = n_counts ? counts_files : (const char *const *)argv + optind;
-        size_t nf = n_counts ? n_counts : (size_t)(argc - optind);
-        st = balance_build(&ba, files, nf, n_counts > 0, norm, pre, &copt, quiet, &bal, &counts,
-                           &err);
-        if (st == LIPI_OK) {
-            if (ba.mode == LIPI_BALANCE_PARITY)
-                bopt.balance = uopt.balance = bal;
-            st = unigram ? lipi_unigram_train_counts(counts, norm, pre, &uopt, &tok, &err)
-                         : lipi_bpe_train_counts(counts, norm, pre, &bopt, &tok, &err);
-            norm = NULL;
-            pre = NULL;
-        }
-    } else if (n_counts) {
-        st = lipi_counts_new(&counts);
-        for (size_t i = 0; st == LIPI_OK && i < n_counts; i++)
-            st = lipi_counts_load(counts_files[i], counts, &err);
-        if (st == LIPI_OK) {
-            st = unigram ? lipi_unigram_train_counts(counts, norm, pre, &uopt, &tok, &err)
-                         : lipi_bpe_train_counts(counts, norm, pre, &bopt, &tok, &err);
-            norm = NULL; /* stolen by the trainer */
-            pre = NULL;
-        }
-    } else {
-        const char *const *files = (const char *const *)argv + optind;
-        size_t nfiles = (size_t)(argc - optind);
-        st = unigram ? lipi_unigram_train_files(files, nfiles, norm, pre, &copt, &uopt, &tok, &err)
-                     : lipi_bpe_train_files(files, nfiles, norm, pre, &copt, &bopt, &tok, &err);
-        norm = NULL;
-        pre = NULL;
-    }
-    if (st != LIPI_OK)
-        goto fail;
-    cli_signals_hold();
-    st = lipi_tokenizer_save(tok, out, &err);
-    if (st == LIPI_OK && export_dir)
-        st = lipi_tokenizer_export_merges(tok, export_dir, &err);
-    if (st == LIPI_OK && export_spm)
-        st = lipi_tokenizer_save_spm(tok, export_spm, &err);
-    cli_signals_release();
-    if (st != LIPI_OK)
-        goto fail;
-    if (!quiet)
-        fprintf(stderr, "wrote %s (%zu %s)\n", out, lipi_tokenizer_vocab_size(tok),
-                lipi_plural(lipi_tokenizer_vocab_size(tok), "token", "tokens"));
-    rc = EXIT_OK;
-    goto done;
-fail:
-    cli_report("train", &err);
-done:
-    lipi_free(all_files);
-    lipi_balance_free(bal);
-    lipi_counts_free(counts);
-    lipi_tokenizer_free(tok);
-    lipi_pretokenizer_free(pre);
-    lipi_normalizer_free(norm);
-    return rc;
+    bool unigram = strcmp(a.type, "unigram") == 0;
+    size_t n_pos = (size_t)(argc - optind);
+    if ((rc = check_args(&a, unigram, n_pos)) != EXIT_OK)
+        return rc;
+    train_job(&a, unigram, argv + optind, n_pos);
+    return train_and_write(&a, unigram);
 }
 
 const cli_command cmd_train = {"train", "train a BPE or Unigram tokenizer (tokenizer.json)", run};

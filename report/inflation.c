@@ -1,6 +1,6 @@
 /* Inflation report: per (tokenizer, language) counts and the figures made
- * from them. Output formats live in inflation_output.c and inflation_html.c,
- * parallel files in inflation_parallel.c. */
+ * from them. Output formats live in inflation_output.c and inflation_html.c;
+ * the parallel files are read by tokenizer/parallel_files.c. */
 #include "report/inflation_impl.h"
 
 #include <math.h>

@@ -195,7 +195,7 @@ const char *const *lipi_inflation_tokenizers_labels(const lipi_inflation_tokeniz
 typedef struct {
     const tok_entry *toks;
     size_t n_tok;
-    const lipi_inflation_batch *batch;
+    const lipi_parallel_batch *batch;
     bool text_mode;
     size_t n_threads;
 } job;
@@ -271,11 +271,11 @@ static lipi_status work(void *ctx, size_t k, size_t thread, lipi_error *unused)
 {
     worker *w = (worker *)ctx + k;
     const job *jb = w->job;
-    const lipi_inflation_batch *b = jb->batch;
+    const lipi_parallel_batch *b = jb->batch;
     for (size_t i = w->index; i < b->lines && w->st == LIPI_OK; i += jb->n_threads)
         for (size_t l = 0; l < b->languages && w->st == LIPI_OK; l++) {
             size_t len, n = 0;
-            const char *line = lipi_inflation_batch_line(b, l, i, &len);
+            const char *line = lipi_parallel_batch_line(b, l, i, &len);
             for (size_t t = 0; t < jb->n_tok && w->st == LIPI_OK; t++) {
                 w->st = encode_line(w, t, line, len, &n);
                 if (w->st == LIPI_OK)
@@ -299,11 +299,11 @@ static lipi_status work(void *ctx, size_t k, size_t thread, lipi_error *unused)
 
 lipi_status lipi_inflation_measure(lipi_inflation_report *rep,
                                    const lipi_inflation_tokenizers *ts,
-                                   lipi_inflation_parallel *files, size_t threads,
+                                   lipi_parallel_files *files, size_t threads,
                                    lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    lipi_inflation_batch batch = {0};
+    lipi_parallel_batch batch = {0};
     bool text_mode = lipi_inflation_is_text_mode(rep);
     if (lipi_inflation_tokenizer_count(rep) != ts->n)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
@@ -331,7 +331,7 @@ lipi_status lipi_inflation_measure(lipi_inflation_report *rep,
             }
     }
     for (;;) {
-        st = lipi_inflation_parallel_read(files, BATCH_LINES * threads, &batch, err);
+        st = lipi_parallel_files_read(files, BATCH_LINES * threads, &batch, err);
         if (st != LIPI_OK)
             goto done;
         if (batch.lines == 0)
@@ -352,7 +352,7 @@ lipi_status lipi_inflation_measure(lipi_inflation_report *rep,
             if (err) {
                 *err = first->err;
                 snprintf(err->path, sizeof err->path, "%s",
-                         lipi_inflation_parallel_path(files, first->err_lang));
+                         lipi_parallel_files_path(files, first->err_lang));
                 err->line = (size_t)first->err_line;
             }
             goto done;
@@ -362,7 +362,7 @@ lipi_status lipi_inflation_measure(lipi_inflation_report *rep,
         if ((st = lipi_inflation_merge(rep, workers[k].shard, err)) != LIPI_OK)
             goto done;
     if (!text_mode)
-        lipi_inflation_set_skipped_lines(rep, lipi_inflation_parallel_skipped(files));
+        lipi_inflation_set_skipped_lines(rep, lipi_parallel_files_skipped(files));
 done:
     for (size_t k = 0; k < threads; k++) {
         for (size_t t = 0; workers[k].sessions && t < ts->n; t++)
@@ -373,7 +373,7 @@ done:
         lipi_free(workers[k].out.offsets);
         lipi_free(workers[k].spans);
     }
-    lipi_inflation_batch_free(&batch);
+    lipi_parallel_batch_free(&batch);
     lipi_free(workers);
     return st;
 }

@@ -1,7 +1,7 @@
 /* lipi report module: the token inflation report across languages and
  * tokenizers (parity, fertility, characters per token, continued words),
- * as a table, CSV, JSON or an HTML chart, and the reader of line-aligned
- * parallel files it measures. */
+ * as a table, CSV, JSON or an HTML chart. The line-aligned parallel files
+ * it measures are read by lipi_parallel_files_* (tokenizer/tokenizer.h). */
 #ifndef LIPI_REPORT_H
 #define LIPI_REPORT_H
 
@@ -191,71 +191,6 @@ lipi_status lipi_inflation_save(const lipi_inflation_report *rep, lipi_inflation
                                 const char *path, lipi_error *err);
 
 /* ======================================================================== */
-/* Parallel files                                                            */
-/* ======================================================================== */
-
-/* Line-aligned files, one per language: line i of every file is a
- * translation of line i of the others.
- *
- *   lipi_inflation_parallel *p = NULL;
- *   lipi_inflation_parallel_open(paths, n, NULL, LIPI_INVALID_ERROR, &p, &err);
- *   lipi_inflation_batch b = {0};
- *   while (lipi_inflation_parallel_read(p, 1024, &b, &err) == LIPI_OK && b.lines)
- *       ... lipi_inflation_batch_line(&b, lang, i, &len) ...
- *   lipi_inflation_batch_free(&b);
- *   lipi_inflation_parallel_close(p);
- */
-typedef struct lipi_inflation_parallel lipi_inflation_parallel;
-
-/* Opens the parallel set given as paths: each is a file, or a folder whose
- * files named *.txt, *.dev, *.devtest, *.test or *.valid (optionally
- * followed by .gz, .xz or .zst) are taken, hidden files skipped. A file's
- * language label is its name without folders, compression suffix and
- * extension ("data/hin_Deva.txt.xz" -> "hin_Deva"); files are kept sorted
- * by label, whatever order they were given in.
- * `reference` names the reference label; NULL picks eng_Latn, eng or en
- * (or the only file, so one text can be read the same way).
- * Every file is read once here to count its lines, so a mismatch fails
- * before any work: LIPI_EFORMAT naming both files and both counts ("a.txt
- * has 4 lines but eng.txt has 5"). Also LIPI_EINVAL (no files, two files
- * with one label, stdin "-", unknown or missing reference), LIPI_EIO,
- * LIPI_EFORMAT for invalid UTF-8 under LIPI_INVALID_ERROR (path, line,
- * offset), LIPI_ENOMEM. */
-lipi_status lipi_inflation_parallel_open(const char *const *paths, size_t n_paths,
-                                         const char *reference, lipi_invalid_mode mode,
-                                         lipi_inflation_parallel **out, lipi_error *err);
-void lipi_inflation_parallel_close(lipi_inflation_parallel *p); /* NULL ok */
-
-size_t lipi_inflation_parallel_count(const lipi_inflation_parallel *p);
-/* Borrowed label and path of file i (in sorted order). */
-const char *lipi_inflation_parallel_label(const lipi_inflation_parallel *p, size_t i);
-const char *lipi_inflation_parallel_path(const lipi_inflation_parallel *p, size_t i);
-size_t lipi_inflation_parallel_reference(const lipi_inflation_parallel *p);
-/* Lines per file (all equal), and how many of them read so far were skipped
- * because they were empty (or only spaces and tabs) in at least one file. */
-uint64_t lipi_inflation_parallel_lines(const lipi_inflation_parallel *p);
-uint64_t lipi_inflation_parallel_skipped(const lipi_inflation_parallel *p);
-
-/* Aligned lines read together; reuse it across reads. */
-typedef struct {
-    size_t lines;      /* aligned lines held (0 at the end of the files) */
-    size_t languages;  /* = lipi_inflation_parallel_count */
-    uint64_t *line_no; /* 1-based file line of each held line */
-    void *priv;        /* the text */
-} lipi_inflation_batch;
-
-/* Reads up to max_lines (> 0) aligned lines that are non-empty in every
- * file into *b (cleared first). b->lines == 0 means every line was read.
- * Errors as the line reader's (path, line, offset), LIPI_ENOMEM. */
-lipi_status lipi_inflation_parallel_read(lipi_inflation_parallel *p, size_t max_lines,
-                                         lipi_inflation_batch *b, lipi_error *err);
-
-/* Line i (< b->lines) of language lang: borrowed until the next read. */
-const char *lipi_inflation_batch_line(const lipi_inflation_batch *b, size_t lang, size_t i,
-                                      size_t *len);
-void lipi_inflation_batch_free(lipi_inflation_batch *b); /* members, not b */
-
-/* ======================================================================== */
 /* Measuring                                                                 */
 /* ======================================================================== */
 
@@ -293,11 +228,11 @@ const char *const *lipi_inflation_tokenizers_labels(const lipi_inflation_tokeniz
  * Sets the skipped lines of a parallel-mode report. The figures are the same
  * for any thread count. On failure (rep then holds part of the counts:
  * free it) *err is that of the earliest (file line, language) that failed, path and line set to the
- * file's; reading errors as lipi_inflation_parallel_read; LIPI_EINVAL when
+ * file's; reading errors as lipi_parallel_files_read; LIPI_EINVAL when
  * rep has another number of tokenizers; LIPI_ENOMEM. */
 lipi_status lipi_inflation_measure(lipi_inflation_report *rep,
                                    const lipi_inflation_tokenizers *ts,
-                                   lipi_inflation_parallel *files, size_t threads,
+                                   lipi_parallel_files *files, size_t threads,
                                    lipi_error *err);
 
 #endif

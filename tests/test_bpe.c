@@ -36,10 +36,10 @@ static lipi_counts *counts_of(const char *const *words, const uint64_t *n, size_
 static void tiny_options(lipi_bpe_options *o)
 {
     lipi_bpe_options_default(o);
-    o->vocab_size = 1000;
-    o->byte_fallback = false;
+    o->common.vocab_size = 1000;
+    o->common.byte_fallback = false;
     o->min_frequency = 1;
-    o->threads = 1;
+    o->common.threads = 1;
 }
 
 static lipi_bpe_model *train(const lipi_counts *c, const lipi_bpe_options *o)
@@ -191,7 +191,7 @@ static void test_bpe_vocab_size_stops_training(void **state)
     lipi_counts *c = counts_of(w, NULL, 1);
     lipi_bpe_options o;
     tiny_options(&o);
-    o.vocab_size = 7; /* 5 letters + 2 merges */
+    o.common.vocab_size = 7; /* 5 letters + 2 merges */
     assert_merges(c, &o, "a b, ab r");
     lipi_counts_free(c);
 }
@@ -215,10 +215,10 @@ static void test_bpe_special_tokens_and_byte_fallback_ids(void **state)
     const char *specials[] = {"<pad>", "<unk>", "<s>"};
     lipi_bpe_options o;
     tiny_options(&o);
-    o.byte_fallback = true;
-    o.special_tokens = specials;
-    o.n_special = 3;
-    o.unk_token = "<unk>";
+    o.common.byte_fallback = true;
+    o.common.special_tokens = specials;
+    o.common.n_special = 3;
+    o.common.unk_token = "<unk>";
     lipi_bpe_model *m = train(c, &o);
     char *v = vocab_string(m, 0, 5);
     assert_string_equal(v, "<pad> <unk> <s> <0x00> <0x01>");
@@ -236,7 +236,7 @@ static void test_bpe_alphabet_sorted_by_frequency_then_bytes(void **state)
     lipi_counts *c = counts_of(w, NULL, 3);
     lipi_bpe_options o;
     tiny_options(&o);
-    o.vocab_size = 6;
+    o.common.vocab_size = 6;
     lipi_bpe_model *m = train(c, &o);
     char *v = vocab_string(m, 0, 5);
     assert_string_equal(v, "क a b y z");
@@ -254,7 +254,7 @@ static void test_bpe_merge_never_makes_a_byte_fallback_token(void **state)
     lipi_counts *c = counts_of(w, n, 1);
     lipi_bpe_options o;
     tiny_options(&o);
-    o.byte_fallback = true;
+    o.common.byte_fallback = true;
     lipi_bpe_model *m = train(c, &o);
     for (size_t r = 0; r < lipi_bpe_model_merge_count(m); r++) {
         uint32_t z;
@@ -274,7 +274,7 @@ static void test_bpe_character_coverage_leaves_rare_characters_out(void **state)
     lipi_counts *c = counts_of(w, NULL, 1);
     lipi_bpe_options o;
     tiny_options(&o);
-    o.character_coverage = 0.8;
+    o.common.character_coverage = 0.8;
     lipi_bpe_model *m = train(c, &o);
     char *v = vocab_string(m, 0, 1);
     assert_string_equal(v, "a");
@@ -284,7 +284,7 @@ static void test_bpe_character_coverage_leaves_rare_characters_out(void **state)
     free(s);
     lipi_bpe_model_free(m);
 
-    o.character_coverage = 1.0;
+    o.common.character_coverage = 1.0;
     o.limit_alphabet = 1;
     assert_merges(c, &o, "a a, aa aa");
     lipi_counts_free(c);
@@ -298,7 +298,7 @@ static void test_bpe_byte_units_use_the_gpt2_alphabet(void **state)
     lipi_bpe_options o;
     tiny_options(&o);
     o.units = LIPI_UNITS_BYTE;
-    o.vocab_size = 256 + 3;
+    o.common.vocab_size = 256 + 3;
     lipi_bpe_model *m = train(c, &o);
     assert_int_equal(lipi_bpe_model_units(m), LIPI_UNITS_BYTE);
     char *v = vocab_string(m, 0, 8);
@@ -317,6 +317,41 @@ static void test_bpe_byte_units_use_the_gpt2_alphabet(void **state)
     lipi_counts_free(c);
 }
 
+/* The trainer front end checks specials for both algorithms: with byte
+ * fallback, "<0x0a>" is refused like "<0x0A>" (Hugging Face's ByteFallback
+ * decoder reads either case as a byte), as Unigram always did. */
+static void test_bpe_specials_spelled_like_byte_tokens_need_no_byte_fallback(void **state)
+{
+    const char *w[] = {"abc"};
+    lipi_counts *c = counts_of(w, NULL, 1);
+    lipi_bpe_options o;
+    lipi_bpe_model *m = NULL;
+    lipi_error err;
+    const char *upper[] = {"<0x0A>"}, *lower[] = {"<s>", "<0x0a>"};
+
+    tiny_options(&o);
+    o.common.byte_fallback = true;
+    o.common.special_tokens = upper;
+    o.common.n_special = 1;
+    assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "\"<0x0A>\" would clash with a byte-fallback token"));
+    o.common.special_tokens = lower;
+    o.common.n_special = 2;
+    assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "\"<0x0a>\" would clash"));
+    assert_null(m);
+
+    o.common.byte_fallback = false; /* no byte tokens: an ordinary special */
+    assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_OK);
+    lipi_bpe_model_free(m);
+    m = NULL;
+    o.common.byte_fallback = true;
+    o.units = LIPI_UNITS_BYTE; /* byte units have no byte-fallback tokens */
+    assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_OK);
+    lipi_bpe_model_free(m);
+    lipi_counts_free(c);
+}
+
 static void test_bpe_rejects_bad_options(void **state)
 {
     const char *w[] = {"abc"};
@@ -326,31 +361,31 @@ static void test_bpe_rejects_bad_options(void **state)
     lipi_error err;
 
     tiny_options(&o);
-    o.vocab_size = 2;
+    o.common.vocab_size = 2;
     assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_EINVAL);
     assert_non_null(strstr(err.msg, "minimum 3"));
 
     tiny_options(&o);
-    o.byte_fallback = true;
-    o.vocab_size = 100;
+    o.common.byte_fallback = true;
+    o.common.vocab_size = 100;
     assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_EINVAL);
     assert_non_null(strstr(err.msg, "minimum 259"));
 
     const char *dup[] = {"<s>", "<s>"};
     tiny_options(&o);
-    o.special_tokens = dup;
-    o.n_special = 2;
+    o.common.special_tokens = dup;
+    o.common.n_special = 2;
     assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_EINVAL);
 
     const char *sp[] = {"<s>"};
     tiny_options(&o);
-    o.special_tokens = sp;
-    o.n_special = 1;
-    o.unk_token = "<unk>";
+    o.common.special_tokens = sp;
+    o.common.n_special = 1;
+    o.common.unk_token = "<unk>";
     assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_EINVAL);
 
     tiny_options(&o);
-    o.character_coverage = 0;
+    o.common.character_coverage = 0;
     assert_int_equal(lipi_bpe_train(c, &o, &m, &err), LIPI_EINVAL);
     assert_null(m);
     lipi_counts_free(c);
@@ -384,7 +419,7 @@ static void test_bpe_guard_builds_clusters_before_joining_them(void **state)
     lipi_bpe_options o;
     tiny_options(&o);
     assert_merges(c, &o, "क ि, _ कि");
-    o.grapheme_guard = false;
+    o.common.grapheme_guard = false;
     assert_merges(c, &o, "_ क, _क ि");
     lipi_counts_free(c);
 }
@@ -399,7 +434,7 @@ static void test_bpe_guard_in_byte_units_keeps_code_points_whole(void **state)
     tiny_options(&o);
     o.units = LIPI_UNITS_BYTE;
     assert_merges(c, &o, "Ã ©, Ã© a");
-    o.grapheme_guard = false;
+    o.common.grapheme_guard = false;
     assert_merges(c, &o, "© a, Ã ©a");
     lipi_counts_free(c);
 }
@@ -568,7 +603,7 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
 {
     memset(m, 0, sizeof *m);
     r_byte_units = o->units == LIPI_UNITS_BYTE;
-    rcheck rc = {o->max_token_length, o->grapheme_guard, o->grapheme_guard};
+    rcheck rc = {o->max_token_length, o->common.grapheme_guard, o->common.grapheme_guard};
     size_t nw = lipi_counts_size(c), pos = 0, k = 0;
     rword *w = calloc(nw, sizeof *w);
     rfreqs fl = {NULL, 0};
@@ -605,10 +640,10 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
     }
     lipi_free(bounds);
 
-    for (size_t i = 0; i < o->n_special; i++)
-        r_add(m, o->special_tokens[i], strlen(o->special_tokens[i]));
+    for (size_t i = 0; i < o->common.n_special; i++)
+        r_add(m, o->common.special_tokens[i], strlen(o->common.special_tokens[i]));
     uint32_t first_bf = RNONE;
-    if (!r_byte_units && o->byte_fallback)
+    if (!r_byte_units && o->common.byte_fallback)
         for (unsigned v = 0; v < 256; v++) {
             char s[7];
             lipi_byte_token_format((uint8_t)v, s);
@@ -621,10 +656,10 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
         total += fl.v[i].f;
     qsort(fl.v, fl.n, sizeof *fl.v, r_cmp_freq);
     size_t na = fl.n;
-    if (!r_byte_units && o->character_coverage < 1.0) {
+    if (!r_byte_units && o->common.character_coverage < 1.0) {
         uint64_t acc = 0;
         size_t kk = 0;
-        while (kk < na && (double)acc / (double)total < o->character_coverage)
+        while (kk < na && (double)acc / (double)total < o->common.character_coverage)
             acc += fl.v[kk++].f;
         na = kk;
     }
@@ -651,7 +686,7 @@ static void r_train(const lipi_counts *c, const lipi_bpe_options *o, rmodel *m)
     uint32_t (*forbidden)[2] = NULL;
     size_t n_forbidden = 0;
     char *z = NULL;
-    while (m->n_tok < o->vocab_size) {
+    while (m->n_tok < o->common.vocab_size) {
         size_t no = 0;
         for (size_t i = 0; i < nw; i++) {
             size_t p = 0;
@@ -809,15 +844,15 @@ static void test_bpe_matches_reference_on_hindi_tamil_bengali(void **state)
         lipi_counts *c = words_of_file(files[i], 40);
         lipi_bpe_options o;
         tiny_options(&o);
-        o.vocab_size = 400;
+        o.common.vocab_size = 400;
         o.min_frequency = 2;
         assert_same_as_reference(c, &o, files[i]);
-        o.grapheme_guard = false;
-        o.vocab_size = 300;
+        o.common.grapheme_guard = false;
+        o.common.vocab_size = 300;
         assert_same_as_reference(c, &o, files[i]);
-        o.grapheme_guard = true;
+        o.common.grapheme_guard = true;
         o.units = LIPI_UNITS_BYTE;
-        o.vocab_size = 256 + 150;
+        o.common.vocab_size = 256 + 150;
         assert_same_as_reference(c, &o, files[i]);
         lipi_counts_free(c);
     }
@@ -895,7 +930,7 @@ static void test_bpe_tokens_never_hold_a_partial_cluster(void **state)
         lipi_counts *c = words_of_file(files[i], 200);
         lipi_bpe_options o;
         tiny_options(&o);
-        o.vocab_size = 1500;
+        o.common.vocab_size = 1500;
         for (int units = 0; units < 2; units++) {
             o.units = units ? LIPI_UNITS_BYTE : LIPI_UNITS_CHAR;
             lipi_bpe_model *m = train(c, &o);
@@ -910,7 +945,7 @@ static void test_bpe_tokens_never_hold_a_partial_cluster(void **state)
     lipi_counts *c = counts_of(w, NULL, 1);
     lipi_bpe_options o;
     tiny_options(&o);
-    o.grapheme_guard = false;
+    o.common.grapheme_guard = false;
     lipi_bpe_model *m = train(c, &o);
     assert_int_equal(tokens_with_partial_clusters(c, m), 1);
     lipi_bpe_model_free(m);
@@ -930,9 +965,9 @@ static void test_bpe_result_does_not_depend_on_insertion_order_or_threads(void *
     lipi_free(e);
     lipi_bpe_options o;
     tiny_options(&o);
-    o.vocab_size = 800;
+    o.common.vocab_size = 800;
     lipi_bpe_model *a = train(fwd, &o);
-    o.threads = 2;
+    o.common.threads = 2;
     lipi_bpe_model *b = train(rev, &o);
     char *sa = merges_string(a), *sb = merges_string(b);
     assert_string_equal(sa, sb);
@@ -977,15 +1012,15 @@ static void test_bpe_matches_reference_on_random_words(void **state)
         lipi_bpe_options o;
         tiny_options(&o);
         o.units = rnd(2) ? LIPI_UNITS_BYTE : LIPI_UNITS_CHAR;
-        o.grapheme_guard = rnd(3) != 0;
+        o.common.grapheme_guard = rnd(3) != 0;
         o.max_token_length = rnd(2) ? 0 : 2 + rnd(4);
         o.min_frequency = 1 + rnd(2);
-        o.byte_fallback = rnd(2);
+        o.common.byte_fallback = rnd(2);
         if (o.units == LIPI_UNITS_CHAR && rnd(3) == 0)
-            o.character_coverage = 0.9;
+            o.common.character_coverage = 0.9;
         if (o.units == LIPI_UNITS_CHAR && rnd(4) == 0)
             o.limit_alphabet = 5;
-        o.vocab_size = (o.units == LIPI_UNITS_BYTE ? 256 : o.byte_fallback ? 256 + 12 : 12) +
+        o.common.vocab_size = (o.units == LIPI_UNITS_BYTE ? 256 : o.common.byte_fallback ? 256 + 12 : 12) +
                        5 + rnd(40);
         char what[64];
         snprintf(what, sizeof what, "seed %llu", (unsigned long long)seed);
@@ -1141,7 +1176,7 @@ static void test_count_of_split_input_merges_to_count_of_whole(void **state)
     /* And training on either gives the same merges. */
     lipi_bpe_options o;
     tiny_options(&o);
-    o.vocab_size = 1200;
+    o.common.vocab_size = 1200;
     o.min_frequency = 2;
     lipi_bpe_model *m1 = train(merged, &o), *m2 = train(direct, &o);
     char *r1 = merges_string(m1), *r2 = merges_string(m2);
@@ -1254,9 +1289,9 @@ static void test_count_reports_progress_at_the_end(void **state)
     progress_log tlog = {0};
     lipi_bpe_options o;
     tiny_options(&o);
-    o.vocab_size = 700;
-    o.progress = on_progress;
-    o.progress_user = &tlog;
+    o.common.vocab_size = 700;
+    o.common.progress = on_progress;
+    o.common.progress_user = &tlog;
     lipi_bpe_model *m = train(c, &o);
     assert_int_equal(tlog.done_calls, 1);
     assert_int_equal(tlog.last.phase, LIPI_PHASE_MERGE);
@@ -1278,11 +1313,11 @@ static void test_bpe_same_merges_from_1_and_2_counting_threads(void **state)
     lipi_counts *c1 = count_paths(&path, 1, &pl, 1), *c2 = count_paths(&path, 1, &pl, 2);
     lipi_bpe_options o;
     tiny_options(&o);
-    o.vocab_size = 3000;
+    o.common.vocab_size = 3000;
     o.min_frequency = 2;
-    o.byte_fallback = true;
+    o.common.byte_fallback = true;
     lipi_bpe_model *m1 = train(c1, &o);
-    o.threads = 2;
+    o.common.threads = 2;
     lipi_bpe_model *m2 = train(c2, &o);
     char *r1 = merges_string(m1), *r2 = merges_string(m2);
     assert_string_equal(r1, r2);
@@ -1345,11 +1380,11 @@ static void test_bpe_char_tokenizer_has_byte_fallback_specials_and_decoder(void 
     const char *specials[] = {"<unk>", "<s>", "</s>"};
     lipi_bpe_options o;
     tiny_options(&o);
-    o.byte_fallback = true;
-    o.vocab_size = 600;
-    o.special_tokens = specials;
-    o.n_special = 3;
-    o.unk_token = "<unk>";
+    o.common.byte_fallback = true;
+    o.common.vocab_size = 600;
+    o.common.special_tokens = specials;
+    o.common.n_special = 3;
+    o.common.unk_token = "<unk>";
     lipi_bpe_model *m = train(c, &o);
     pipeline pl;
     pipeline_new(&pl);
@@ -1416,10 +1451,10 @@ static void test_bpe_byte_tokenizer_is_bytelevel(void **state)
     lipi_bpe_options o;
     tiny_options(&o);
     o.units = LIPI_UNITS_BYTE;
-    o.vocab_size = 500;
+    o.common.vocab_size = 500;
     const char *specials[] = {"<|endoftext|>"};
-    o.special_tokens = specials;
-    o.n_special = 1;
+    o.common.special_tokens = specials;
+    o.common.n_special = 1;
     lipi_bpe_model *m = train(c, &o);
     pipeline pl;
     pipeline_new(&pl);
@@ -1467,8 +1502,8 @@ static char *train_files_json(const char *const *paths, size_t n, lipi_units uni
     lipi_bpe_options o;
     lipi_bpe_options_default(&o);
     o.units = units;
-    o.vocab_size = vocab_size;
-    o.threads = threads;
+    o.common.vocab_size = vocab_size;
+    o.common.threads = threads;
     lipi_tokenizer *t = NULL;
     lipi_error err;
     lipi_status st = lipi_bpe_train_files(paths, n, pl.norm, pl.pre, &co, &o, &t, &err);
@@ -1512,7 +1547,7 @@ static void test_bpe_from_counts_file_gives_the_same_tokenizer(void **state)
     pipeline_new(&pl);
     lipi_bpe_options o;
     lipi_bpe_options_default(&o);
-    o.vocab_size = 1800;
+    o.common.vocab_size = 1800;
     lipi_tokenizer *t = NULL;
     assert_int_equal(lipi_bpe_train_counts(c, pl.norm, pl.pre, &o, &t, NULL), LIPI_OK);
     char *from_counts = tokenizer_json(t);
@@ -1591,7 +1626,7 @@ static lipi_tokenizer *train_hf_fixture(lipi_units units)
     lipi_bpe_options o;
     lipi_bpe_options_default(&o);
     o.units = units;
-    o.vocab_size = units == LIPI_UNITS_BYTE ? 1200 : 1100;
+    o.common.vocab_size = units == LIPI_UNITS_BYTE ? 1200 : 1100;
     o.min_frequency = 1;
     const char *paths[] = {corpus};
     lipi_tokenizer *t = NULL;
@@ -1742,11 +1777,11 @@ static void test_bpe_fails_cleanly_on_every_allocation(void **state)
     const char *specials[] = {"<unk>", "<s>"};
     lipi_bpe_options o;
     tiny_options(&o);
-    o.vocab_size = 400;
-    o.byte_fallback = true;
-    o.special_tokens = specials;
-    o.n_special = 2;
-    o.unk_token = "<unk>";
+    o.common.vocab_size = 400;
+    o.common.byte_fallback = true;
+    o.common.special_tokens = specials;
+    o.common.n_special = 2;
+    o.common.unk_token = "<unk>";
     bpe_job job = {c, &o};
     assert_true(alloc_fail_loop("bpe train", train_run, &job) > 30);
     lipi_counts_free(c);
@@ -1763,6 +1798,7 @@ int main(void)
         cmocka_unit_test(test_bpe_vocab_size_stops_training),
         cmocka_unit_test(test_bpe_max_token_length_limits_merges),
         cmocka_unit_test(test_bpe_special_tokens_and_byte_fallback_ids),
+        cmocka_unit_test(test_bpe_specials_spelled_like_byte_tokens_need_no_byte_fallback),
         cmocka_unit_test(test_bpe_alphabet_sorted_by_frequency_then_bytes),
         cmocka_unit_test(test_bpe_merge_never_makes_a_byte_fallback_token),
         cmocka_unit_test(test_bpe_character_coverage_leaves_rare_characters_out),

@@ -75,11 +75,11 @@ static void merges_string(const lipi_bpe_model *m, char *out, size_t cap)
 static void tiny_options(lipi_bpe_options *o)
 {
     lipi_bpe_options_default(o);
-    o->vocab_size = 1000;
-    o->byte_fallback = false;
+    o->common.vocab_size = 1000;
+    o->common.byte_fallback = false;
     o->min_frequency = 1;
-    o->threads = 1;
-    o->grapheme_guard = false;
+    o->common.threads = 1;
+    o->common.grapheme_guard = false;
 }
 
 static void train_merges(const lipi_counts *c, const lipi_bpe_options *o, char *out, size_t cap)
@@ -231,7 +231,7 @@ static void test_parity_picks_the_merges_of_the_worse_language(void **state)
     char got[512];
     train_merges(train, &o, got, sizeof got);
     assert_string_equal(got, "a b, c d, x y, xy z");
-    o.balance = b;
+    o.common.balance = b;
     train_merges(train, &o, got, sizeof got);
     assert_string_equal(got, "x y, xy z, a b, c d");
     /* Within a threshold of 3 (9 / 4 < 3) the merges stay plain. */
@@ -255,7 +255,7 @@ static void test_parity_picks_the_merges_of_the_worse_language(void **state)
     assert_int_equal(lipi_balance_train_counts(b, LIPI_BALANCE_PARITY, 0, &train, NULL), LIPI_OK);
     assert_string_equal(lipi_balance_lang_name(b, 0), "A");
     tiny_options(&o);
-    o.balance = b;
+    o.common.balance = b;
     train_merges(train, &o, got, sizeof got);
     assert_string_equal(got, "x y, xy z, a b, c d");
     lipi_counts_free(train);
@@ -343,14 +343,14 @@ static void test_parity_is_the_same_for_one_two_and_three_threads(void **state)
     assert_int_equal(lipi_balance_train_counts(b, LIPI_BALANCE_PARITY, 0, &train, NULL), LIPI_OK);
     lipi_bpe_options o;
     lipi_bpe_options_default(&o);
-    o.vocab_size = 400;
-    o.grapheme_guard = false; /* no cluster phase: parity from the first merge */
-    o.balance = b;
+    o.common.vocab_size = 400;
+    o.common.grapheme_guard = false; /* no cluster phase: parity from the first merge */
+    o.common.balance = b;
     static char first[1 << 16], other[1 << 16];
-    o.threads = 1;
+    o.common.threads = 1;
     train_merges(train, &o, first, sizeof first);
     for (size_t t = 2; t <= 3; t++) {
-        o.threads = t;
+        o.common.threads = t;
         train_merges(train, &o, other, sizeof other);
         if (strcmp(first, other) != 0) {
             size_t k = 0;
@@ -360,7 +360,7 @@ static void test_parity_is_the_same_for_one_two_and_three_threads(void **state)
         }
     }
     /* and parity changed something */
-    o.balance = NULL;
+    o.common.balance = NULL;
     train_merges(train, &o, other, sizeof other);
     assert_string_not_equal(first, other);
 
@@ -368,8 +368,8 @@ static void test_parity_is_the_same_for_one_two_and_three_threads(void **state)
      * ones (which must change the vocabulary). */
     lipi_unigram_options uo;
     lipi_unigram_options_default(&uo);
-    uo.vocab_size = 400;
-    uo.balance = b;
+    uo.common.vocab_size = 400;
+    uo.common.balance = b;
     lipi_unigram_model *m[2][2] = {{NULL}};
     for (int v = 0; v < 2; v++) {
         if (v) {
@@ -377,7 +377,7 @@ static void test_parity_is_the_same_for_one_two_and_three_threads(void **state)
             uo.parity_mass = 0.0;
         }
         for (int t = 0; t < 2; t++) {
-            uo.threads = (size_t)t + 1;
+            uo.common.threads = (size_t)t + 1;
             assert_int_equal(lipi_unigram_train(train, &uo, &m[v][t], NULL), LIPI_OK);
         }
         assert_true(same_pieces(m[v][0], m[v][1]));
@@ -499,7 +499,7 @@ static void test_parity_training_fails_cleanly_on_every_allocation(void **state)
         if (st == LIPI_OK) {
             lipi_bpe_options o;
             tiny_options(&o);
-            o.balance = b;
+            o.common.balance = b;
             st = lipi_bpe_train(train, &o, &m, NULL);
         }
         if (st == LIPI_OK) {

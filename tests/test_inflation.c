@@ -518,30 +518,30 @@ static void test_text_mode_merge_matches_rows_by_script(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Parallel files                                                            */
+/* Parallel files (tokenizer/parallel_files.c, on the report's fixtures)      */
 /* ------------------------------------------------------------------------ */
 
 static void test_parallel_folder_skips_lines_empty_in_any_file(void **state)
 {
     const char *paths[] = {FIXTURES "/parallel"};
-    lipi_inflation_parallel *p = NULL;
+    lipi_parallel_files *p = NULL;
     lipi_error err = {0};
-    assert_int_equal(lipi_inflation_parallel_open(paths, 1, NULL, LIPI_INVALID_ERROR, &p, &err),
+    assert_int_equal(lipi_parallel_files_open(paths, 1, NULL, LIPI_INVALID_ERROR, &p, &err),
                      LIPI_OK);
-    assert_int_equal(lipi_inflation_parallel_count(p), 3); /* README.md is not taken */
+    assert_int_equal(lipi_parallel_files_count(p), 3); /* README.md is not taken */
     for (size_t l = 0; l < 3; l++)
-        assert_string_equal(lipi_inflation_parallel_label(p, l), LANGS[l]);
-    assert_int_equal(lipi_inflation_parallel_reference(p), 0);
-    assert_int_equal(lipi_inflation_parallel_lines(p), 4);
+        assert_string_equal(lipi_parallel_files_label(p, l), LANGS[l]);
+    assert_int_equal(lipi_parallel_files_reference(p), 0);
+    assert_int_equal(lipi_parallel_files_lines(p), 4);
 
     lipi_inflation_report *rep = NULL;
     assert_int_equal(lipi_inflation_new(TOKS, 2, LANGS, 3, 0, &rep, &err), LIPI_OK);
-    lipi_inflation_batch b = {0};
+    lipi_parallel_batch b = {0};
     size_t seen = 0;
     static const uint64_t want_line[] = {1, 2, 4};
     /* batches of two lines: the skipped line 3 falls inside the second read */
     for (;;) {
-        assert_int_equal(lipi_inflation_parallel_read(p, 2, &b, &err), LIPI_OK);
+        assert_int_equal(lipi_parallel_files_read(p, 2, &b, &err), LIPI_OK);
         if (b.lines == 0)
             break;
         for (size_t i = 0; i < b.lines; i++, seen++) {
@@ -550,7 +550,7 @@ static void test_parallel_folder_skips_lines_empty_in_any_file(void **state)
             lipi_inflation_token toks[32];
             for (size_t l = 0; l < 3; l++) {
                 size_t len;
-                const char *line = lipi_inflation_batch_line(&b, l, i, &len);
+                const char *line = lipi_parallel_batch_line(&b, l, i, &len);
                 const char *want = LINES[l][b.line_no[i] - 1];
                 assert_int_equal(len, strlen(want));
                 assert_memory_equal(line, want, len);
@@ -563,19 +563,19 @@ static void test_parallel_folder_skips_lines_empty_in_any_file(void **state)
         }
     }
     assert_int_equal(seen, 3);
-    assert_int_equal(lipi_inflation_parallel_skipped(p), 1);
+    assert_int_equal(lipi_parallel_files_skipped(p), 1);
     assert_hand_made(rep);
-    lipi_inflation_batch_free(&b);
+    lipi_parallel_batch_free(&b);
     lipi_inflation_free(rep);
-    lipi_inflation_parallel_close(p);
+    lipi_parallel_files_close(p);
 }
 
 static void test_parallel_line_count_mismatch_names_both_files(void **state)
 {
     const char *paths[] = {FIXTURES "/mismatch/hi.txt", FIXTURES "/mismatch/en.txt"};
-    lipi_inflation_parallel *p = NULL;
+    lipi_parallel_files *p = NULL;
     lipi_error err = {0};
-    assert_int_equal(lipi_inflation_parallel_open(paths, 2, NULL, LIPI_INVALID_ERROR, &p, &err),
+    assert_int_equal(lipi_parallel_files_open(paths, 2, NULL, LIPI_INVALID_ERROR, &p, &err),
                      LIPI_EFORMAT);
     assert_null(p);
     assert_non_null(strstr(err.msg, "mismatch/hi.txt has 4 lines"));
@@ -585,40 +585,40 @@ static void test_parallel_line_count_mismatch_names_both_files(void **state)
 
 static void test_parallel_reference_and_labels(void **state)
 {
-    lipi_inflation_parallel *p = NULL;
+    lipi_parallel_files *p = NULL;
     lipi_error err = {0};
     const char *three[] = {FIXTURES "/parallel/tha.txt", FIXTURES "/parallel/hin.txt",
                            FIXTURES "/parallel/eng.txt"};
-    assert_int_equal(lipi_inflation_parallel_open(three, 3, "hin", LIPI_INVALID_ERROR, &p, &err),
+    assert_int_equal(lipi_parallel_files_open(three, 3, "hin", LIPI_INVALID_ERROR, &p, &err),
                      LIPI_OK);
-    assert_string_equal(lipi_inflation_parallel_label(p, 0), "eng"); /* sorted by label */
-    assert_int_equal(lipi_inflation_parallel_reference(p), 1);
-    lipi_inflation_parallel_close(p);
+    assert_string_equal(lipi_parallel_files_label(p, 0), "eng"); /* sorted by label */
+    assert_int_equal(lipi_parallel_files_reference(p), 1);
+    lipi_parallel_files_close(p);
     p = NULL;
 
-    assert_int_equal(lipi_inflation_parallel_open(three, 3, "fra", LIPI_INVALID_ERROR, &p, &err),
+    assert_int_equal(lipi_parallel_files_open(three, 3, "fra", LIPI_INVALID_ERROR, &p, &err),
                      LIPI_EINVAL);
     assert_non_null(strstr(err.msg, "expected one of eng, hin, tha, found \"fra\""));
     const char *no_english[] = {three[0], three[1]};
     assert_int_equal(
-        lipi_inflation_parallel_open(no_english, 2, NULL, LIPI_INVALID_ERROR, &p, &err),
+        lipi_parallel_files_open(no_english, 2, NULL, LIPI_INVALID_ERROR, &p, &err),
         LIPI_EINVAL);
     assert_non_null(strstr(err.msg, "eng_Latn, eng or en"));
     const char *twice[] = {three[2], FIXTURES "/parallel"};
-    assert_int_equal(lipi_inflation_parallel_open(twice, 2, NULL, LIPI_INVALID_ERROR, &p, &err),
+    assert_int_equal(lipi_parallel_files_open(twice, 2, NULL, LIPI_INVALID_ERROR, &p, &err),
                      LIPI_EINVAL);
     assert_non_null(strstr(err.msg, "one file per language"));
     const char *one[] = {three[1]};
-    assert_int_equal(lipi_inflation_parallel_open(one, 1, NULL, LIPI_INVALID_ERROR, &p, &err),
+    assert_int_equal(lipi_parallel_files_open(one, 1, NULL, LIPI_INVALID_ERROR, &p, &err),
                      LIPI_OK); /* a single file is its own reference */
-    assert_int_equal(lipi_inflation_parallel_reference(p), 0);
-    lipi_inflation_parallel_close(p);
+    assert_int_equal(lipi_parallel_files_reference(p), 0);
+    lipi_parallel_files_close(p);
     p = NULL;
     const char *stdin_path[] = {"-"};
-    assert_int_equal(lipi_inflation_parallel_open(stdin_path, 1, NULL, LIPI_INVALID_ERROR, &p, &err),
+    assert_int_equal(lipi_parallel_files_open(stdin_path, 1, NULL, LIPI_INVALID_ERROR, &p, &err),
                      LIPI_EINVAL);
     const char *empty_dir[] = {FIXTURES "/mismatch/.."};
-    assert_int_equal(lipi_inflation_parallel_open(empty_dir, 1, NULL, LIPI_INVALID_ERROR, &p, &err),
+    assert_int_equal(lipi_parallel_files_open(empty_dir, 1, NULL, LIPI_INVALID_ERROR, &p, &err),
                      LIPI_EINVAL);
     assert_null(p);
 }
@@ -637,13 +637,13 @@ static void test_parallel_labels_drop_extension_and_compression(void **state)
     fputs("एक\n", f);
     fclose(f);
     const char *paths[] = {dir};
-    lipi_inflation_parallel *p = NULL;
+    lipi_parallel_files *p = NULL;
     lipi_error err = {0};
-    assert_int_equal(lipi_inflation_parallel_open(paths, 1, NULL, LIPI_INVALID_ERROR, &p, &err),
+    assert_int_equal(lipi_parallel_files_open(paths, 1, NULL, LIPI_INVALID_ERROR, &p, &err),
                      LIPI_OK);
-    assert_string_equal(lipi_inflation_parallel_label(p, 0), "eng_Latn");
-    assert_string_equal(lipi_inflation_parallel_label(p, 1), "hin_Deva");
-    lipi_inflation_parallel_close(p);
+    assert_string_equal(lipi_parallel_files_label(p, 0), "eng_Latn");
+    assert_string_equal(lipi_parallel_files_label(p, 1), "hin_Deva");
+    lipi_parallel_files_close(p);
     unlink(a);
     unlink(b);
     rmdir(dir);

@@ -60,7 +60,7 @@ static lipi_tokenizer *train_files(const char *const *paths, size_t n,
     lipi_tokenizer *tok = NULL;
     lipi_count_options co;
     lipi_count_options_default(&co);
-    co.threads = o->threads;
+    co.threads = o->common.threads;
     assert_int_equal(lipi_normalizer_new("indic", NULL, &norm, &err), LIPI_OK);
     assert_int_equal(lipi_unigram_pretokenizer_new(&pre, &err), LIPI_OK);
     lipi_status st = lipi_unigram_train_files(paths, n, norm, pre, &co, o, &tok, &err);
@@ -119,8 +119,8 @@ static size_t encode_ids(lipi_session *s, const char *text, uint32_t *ids, size_
 static void flores_options(lipi_unigram_options *o)
 {
     lipi_unigram_options_default(o);
-    o->vocab_size = 1500;
-    o->threads = 2;
+    o->common.vocab_size = 1500;
+    o->common.threads = 2;
 }
 
 /* ======================================================================== */
@@ -270,9 +270,9 @@ static void test_golden_vocabulary_of_a_tiny_corpus(void **state)
     lipi_counts *c = counts_of(words, n, 6);
     lipi_unigram_options o;
     lipi_unigram_options_default(&o);
-    o.vocab_size = 13;
-    o.byte_fallback = false;
-    o.threads = 1;
+    o.common.vocab_size = 13;
+    o.common.byte_fallback = false;
+    o.common.threads = 1;
     lipi_unigram_model *m = NULL;
     lipi_error err;
     assert_int_equal(lipi_unigram_train(c, &o, &m, &err), LIPI_OK);
@@ -310,10 +310,10 @@ static void test_same_tokenizer_on_one_and_two_threads(void **state)
 {
     lipi_unigram_options o;
     lipi_unigram_options_default(&o);
-    o.vocab_size = 1200;
-    o.threads = 1;
+    o.common.vocab_size = 1200;
+    o.common.threads = 1;
     lipi_tokenizer *a = train_files(FLORES, 4, &o);
-    o.threads = 2;
+    o.common.threads = 2;
     lipi_tokenizer *b = train_files(FLORES, 4, &o);
     char *ja = to_json(a), *jb = to_json(b);
     assert_string_equal(ja, jb);
@@ -328,8 +328,8 @@ static void test_training_from_a_counts_file_gives_the_same_tokenizer(void **sta
 {
     lipi_unigram_options o;
     lipi_unigram_options_default(&o);
-    o.vocab_size = 800;
-    o.threads = 2;
+    o.common.vocab_size = 800;
+    o.common.threads = 2;
     lipi_tokenizer *a = train_files(FLORES, 2, &o);
 
     lipi_error err;
@@ -363,12 +363,12 @@ static void test_sample_is_seeded_and_smaller(void **state)
 {
     lipi_unigram_options o;
     lipi_unigram_options_default(&o);
-    o.vocab_size = 600;
-    o.threads = 2;
+    o.common.vocab_size = 600;
+    o.common.threads = 2;
     o.sample = 120;
     o.sample_seed = 3;
     lipi_tokenizer *a = train_files(FLORES + 1, 1, &o);
-    o.threads = 1;
+    o.common.threads = 1;
     lipi_tokenizer *b = train_files(FLORES + 1, 1, &o);
     o.sample_seed = 4;
     lipi_tokenizer *c = train_files(FLORES + 1, 1, &o);
@@ -472,7 +472,7 @@ static void test_grapheme_guard_on_hindi_tamil_bengali(void **state)
 
     lipi_unigram_options o;
     lipi_unigram_options_default(&o);
-    o.vocab_size = 2000;
+    o.common.vocab_size = 2000;
     char ex[128] = "";
     lipi_unigram_model *m;
     lipi_tokenizer *t;
@@ -485,7 +485,7 @@ static void test_grapheme_guard_on_hindi_tamil_bengali(void **state)
     lipi_unigram_model_free(m);
 
     /* The check has teeth: without the guard such pieces appear. */
-    o.grapheme_guard = false;
+    o.common.grapheme_guard = false;
     assert_int_equal(lipi_unigram_train(c, &o, &m, &err), LIPI_OK);
     assert_int_equal(lipi_unigram_model_to_tokenizer(m, NULL, NULL, &t, &err), LIPI_OK);
     assert_true(straddling_pieces(t, &set, ex, sizeof ex) > 10);
@@ -662,8 +662,8 @@ static void test_model_file_is_written_atomically_and_checked(void **state)
 {
     lipi_unigram_options o;
     lipi_unigram_options_default(&o);
-    o.vocab_size = 400;
-    o.threads = 1;
+    o.common.vocab_size = 400;
+    o.common.threads = 1;
     lipi_tokenizer *t = train_files(FLORES, 1, &o);
     lipi_error err;
     char dir[] = "/tmp/lipi_test_unigram_XXXXXX", path[128];
@@ -738,19 +738,19 @@ static void test_vocab_below_specials_bytes_and_chars_states_the_minimum(void **
     lipi_counts *c = counts_of(words, NULL, 2);
     lipi_unigram_options o;
     lipi_unigram_options_default(&o);
-    o.vocab_size = 260;
+    o.common.vocab_size = 260;
     lipi_unigram_model *m = NULL;
     lipi_error err;
     /* 3 specials + 256 bytes + 6 characters ("▁abcde") = 265. */
     assert_int_equal(lipi_unigram_train(c, &o, &m, &err), LIPI_EINVAL);
     assert_non_null(strstr(err.msg, "minimum 265"));
-    o.vocab_size = 265;
+    o.common.vocab_size = 265;
     assert_int_equal(lipi_unigram_train(c, &o, &m, &err), LIPI_OK);
     assert_int_equal(lipi_unigram_model_vocab_size(m), 265);
     lipi_unigram_model_free(m);
     m = NULL;
-    o.byte_fallback = false;
-    o.vocab_size = 8;
+    o.common.byte_fallback = false;
+    o.common.vocab_size = 8;
     assert_int_equal(lipi_unigram_train(c, &o, &m, &err), LIPI_EINVAL);
     assert_non_null(strstr(err.msg, "minimum 9"));
     lipi_counts_free(c);
@@ -764,27 +764,27 @@ static void test_bad_options_and_words_are_rejected(void **state)
     lipi_unigram_model *m = NULL;
     lipi_error err;
     lipi_unigram_options_default(&o);
-    o.vocab_size = 300;
+    o.common.vocab_size = 300;
     assert_int_equal(lipi_unigram_train(c, &o, &m, &err), LIPI_EFORMAT);
     lipi_counts_free(c);
     c = counts_of(words, NULL, 1);
-    o.character_coverage = 0.0;
+    o.common.character_coverage = 0.0;
     assert_int_equal(lipi_unigram_train(c, &o, &m, &err), LIPI_EINVAL);
     lipi_unigram_options_default(&o);
     o.shrinking_factor = 1.0;
     assert_int_equal(lipi_unigram_train(c, &o, &m, &err), LIPI_EINVAL);
     lipi_unigram_options_default(&o);
     const char *dup[] = {"<unk>", "<s>", "<s>"};
-    o.special_tokens = dup;
-    o.n_special = 3;
+    o.common.special_tokens = dup;
+    o.common.n_special = 3;
     assert_int_equal(lipi_unigram_train(c, &o, &m, &err), LIPI_EINVAL);
     assert_non_null(strstr(err.msg, "twice"));
     /* A missing unk token goes first. */
     const char *sp[] = {"[PAD]"};
-    o.special_tokens = sp;
-    o.n_special = 1;
-    o.unk_token = "[UNK]";
-    o.vocab_size = 270;
+    o.common.special_tokens = sp;
+    o.common.n_special = 1;
+    o.common.unk_token = "[UNK]";
+    o.common.vocab_size = 270;
     assert_int_equal(lipi_unigram_train(c, &o, &m, &err), LIPI_OK);
     lipi_piece_type ty;
     size_t len;
@@ -838,8 +838,8 @@ static void test_training_fails_cleanly_on_every_allocation(void **state)
     lipi_counts *c = counts_of(words, n, 7);
     lipi_unigram_options o;
     lipi_unigram_options_default(&o);
-    o.vocab_size = 290;
-    o.threads = 1;
+    o.common.vocab_size = 290;
+    o.common.threads = 1;
     unigram_job job = {c, &o};
     assert_true(alloc_fail_loop("unigram train", train_run, &job) > 30);
     lipi_counts_free(c);

@@ -196,6 +196,72 @@ uint64_t lipi_line_reader_text_bytes(const lipi_line_reader *r);
 void lipi_line_reader_close(lipi_line_reader *r);
 
 /* ======================================================================== */
+/* Parallel files                                                            */
+/* ======================================================================== */
+
+/* Line-aligned files, one per language: line i of every file is a
+ * translation of line i of the others (the inflation report's input, the
+ * trainer's dev set for --balance parity).
+ *
+ *   lipi_parallel_files *p = NULL;
+ *   lipi_parallel_files_open(paths, n, NULL, LIPI_INVALID_ERROR, &p, &err);
+ *   lipi_parallel_batch b = {0};
+ *   while (lipi_parallel_files_read(p, 1024, &b, &err) == LIPI_OK && b.lines)
+ *       ... lipi_parallel_batch_line(&b, lang, i, &len) ...
+ *   lipi_parallel_batch_free(&b);
+ *   lipi_parallel_files_close(p);
+ */
+typedef struct lipi_parallel_files lipi_parallel_files;
+
+/* Opens the parallel set given as paths: each is a file, or a folder whose
+ * files named *.txt, *.dev, *.devtest, *.test or *.valid (optionally
+ * followed by .gz, .xz or .zst) are taken, hidden files skipped. A file's
+ * language label is its name without folders, compression suffix and
+ * extension ("data/hin_Deva.txt.xz" -> "hin_Deva"); files are kept sorted
+ * by label, whatever order they were given in.
+ * `reference` names the reference label; NULL picks eng_Latn, eng or en
+ * (or the only file, so one text can be read the same way).
+ * Every file is read once here to count its lines, so a mismatch fails
+ * before any work: LIPI_EFORMAT naming both files and both counts ("a.txt
+ * has 4 lines but eng.txt has 5"). Also LIPI_EINVAL (no files, two files
+ * with one label, stdin "-", unknown or missing reference), LIPI_EIO,
+ * LIPI_EFORMAT for invalid UTF-8 under LIPI_INVALID_ERROR (path, line,
+ * offset), LIPI_ENOMEM. */
+lipi_status lipi_parallel_files_open(const char *const *paths, size_t n_paths,
+                                         const char *reference, lipi_invalid_mode mode,
+                                         lipi_parallel_files **out, lipi_error *err);
+void lipi_parallel_files_close(lipi_parallel_files *p); /* NULL ok */
+
+size_t lipi_parallel_files_count(const lipi_parallel_files *p);
+/* Borrowed label and path of file i (in sorted order). */
+const char *lipi_parallel_files_label(const lipi_parallel_files *p, size_t i);
+const char *lipi_parallel_files_path(const lipi_parallel_files *p, size_t i);
+size_t lipi_parallel_files_reference(const lipi_parallel_files *p);
+/* Lines per file (all equal), and how many of them read so far were skipped
+ * because they were empty (or only spaces and tabs) in at least one file. */
+uint64_t lipi_parallel_files_lines(const lipi_parallel_files *p);
+uint64_t lipi_parallel_files_skipped(const lipi_parallel_files *p);
+
+/* Aligned lines read together; reuse it across reads. */
+typedef struct {
+    size_t lines;      /* aligned lines held (0 at the end of the files) */
+    size_t languages;  /* = lipi_parallel_files_count */
+    uint64_t *line_no; /* 1-based file line of each held line */
+    void *priv;        /* the text */
+} lipi_parallel_batch;
+
+/* Reads up to max_lines (> 0) aligned lines that are non-empty in every
+ * file into *b (cleared first). b->lines == 0 means every line was read.
+ * Errors as the line reader's (path, line, offset), LIPI_ENOMEM. */
+lipi_status lipi_parallel_files_read(lipi_parallel_files *p, size_t max_lines,
+                                         lipi_parallel_batch *b, lipi_error *err);
+
+/* Line i (< b->lines) of language lang: borrowed until the next read. */
+const char *lipi_parallel_batch_line(const lipi_parallel_batch *b, size_t lang, size_t i,
+                                      size_t *len);
+void lipi_parallel_batch_free(lipi_parallel_batch *b); /* members, not b */
+
+/* ======================================================================== */
 /* Normalizers                                                               */
 /* ======================================================================== */
 

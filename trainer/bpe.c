@@ -42,6 +42,7 @@
  * inside a cluster. */
 #include "trainer/trainer.h"
 #include "trainer/balance_impl.h"
+#include "trainer/front_impl.h"
 
 #include "tokenizer/base.h"
 #include "tokenizer/base_json.h"
@@ -58,12 +59,9 @@
 void lipi_bpe_options_default(lipi_bpe_options *opt)
 {
     memset(opt, 0, sizeof *opt);
-    opt->vocab_size = 8000;
+    lipi_train_common_default(&opt->common);
     opt->units = LIPI_UNITS_CHAR;
-    opt->byte_fallback = true;
     opt->min_frequency = 2;
-    opt->character_coverage = 1.0;
-    opt->grapheme_guard = true;
 }
 
 /* ======================================================================== */
@@ -1083,10 +1081,8 @@ static lipi_status merge_word(const bpe *b, delta_buf *d, word_rec *wr, uint32_t
 /* Preparing the words                                                       */
 /* ------------------------------------------------------------------------ */
 
-typedef struct {
-    uint32_t cp; /* code point, or byte for byte units */
-    uint64_t freq;
-} alpha_ent;
+/* The alphabet: code points, or bytes for byte units. */
+typedef lipi_char_count alpha_ent;
 
 /* Code point -> (frequency, token id), in pages of 256 code points made on
  * first use: a corpus touches a few dozen pages of the 4352. */
@@ -1121,14 +1117,6 @@ static inline bool cp_add(cp_table *t, uint32_t cp, uint64_t n)
     return true;
 }
 
-static int cmp_alpha(const void *pa, const void *pb)
-{
-    const alpha_ent *a = pa, *b = pb;
-    if (a->freq != b->freq)
-        return a->freq > b->freq ? -1 : 1;
-    return (a->cp > b->cp) - (a->cp < b->cp);
-}
-
 /* False when every cluster of s is surely one unit: ASCII, no CR LF. */
 static bool needs_clusters(const char *s, size_t len)
 {
@@ -1143,7 +1131,7 @@ static bool needs_clusters(const char *s, size_t len)
 /* Threads to use: the option, or the online CPUs, at most 64. */
 static size_t thread_count(const lipi_bpe_options *opt)
 {
-    return lipi_thread_count(opt->threads, 64);
+    return lipi_thread_count(opt->common.threads, 64);
 }
 
 typedef struct {
@@ -1359,35 +1347,30 @@ static lipi_status check_options(const lipi_bpe_options *opt, lipi_error *err)
 {
     if (opt->units != LIPI_UNITS_CHAR && opt->units != LIPI_UNITS_BYTE)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected units char or byte");
-    if (opt->vocab_size == 0 || opt->vocab_size >= NONE - 1)
+    if (opt->common.vocab_size == 0 || opt->common.vocab_size >= NONE - 1)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "expected a vocab size from 1 to 4294967293, found %zu",
-                              opt->vocab_size);
-    if (!(opt->character_coverage > 0.0 && opt->character_coverage <= 1.0))
+                              opt->common.vocab_size);
+    if (!(opt->common.character_coverage > 0.0 && opt->common.character_coverage <= 1.0))
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "expected a character coverage in (0, 1], found %g",
-                              opt->character_coverage);
-    if (opt->n_special && !opt->special_tokens)
+                              opt->common.character_coverage);
+    if (opt->common.n_special && !opt->common.special_tokens)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "special_tokens is NULL");
-    bool unk_found = !opt->unk_token;
-    for (size_t i = 0; i < opt->n_special; i++) {
-        const char *s = opt->special_tokens[i];
-        if (!s || !*s)
-            return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "special token %zu is empty", i);
-        if (lipi_utf8_valid_prefix(s, strlen(s)) != strlen(s))
-            return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                                  "special token %zu is not valid UTF-8", i);
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(s, opt->special_tokens[j]) == 0)
-                return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                                      "special token \"%s\" is listed twice", s);
-        if (opt->unk_token && strcmp(s, opt->unk_token) == 0)
+    /* Byte units have no byte-fallback tokens to clash with. */
+    lipi_status st = lipi_train_check_specials(
+        opt->common.special_tokens, opt->common.n_special,
+        opt->units == LIPI_UNITS_CHAR && opt->common.byte_fallback, err);
+    if (st != LIPI_OK)
+        return st;
+    bool unk_found = !opt->common.unk_token;
+    for (size_t i = 0; i < opt->common.n_special; i++)
+        if (opt->common.unk_token && strcmp(opt->common.special_tokens[i], opt->common.unk_token) == 0)
             unk_found = true;
-    }
     if (!unk_found)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "expected the unk token \"%s\" among the special tokens",
-                              opt->unk_token);
+                              opt->common.unk_token);
     return LIPI_OK;
 }
 
@@ -1467,17 +1450,10 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
             alpha[n_alpha++] = (alpha_ent){pi << 8 | k, pg->freq[k]};
         }
     }
-    qsort(alpha, n_alpha, sizeof *alpha, cmp_alpha);
+    qsort(alpha, n_alpha, sizeof *alpha, lipi_char_count_cmp);
     if (!b->byte_units) {
-        if (opt->character_coverage < 1.0) {
-            /* SentencePiece's rule: add characters while the covered share
-             * is still below the target. */
-            uint64_t acc = 0;
-            size_t k = 0;
-            while (k < n_alpha && (double)acc / (double)weighted < opt->character_coverage)
-                acc += alpha[k++].freq;
-            n_alpha = k;
-        }
+        if (opt->common.character_coverage < 1.0)
+            n_alpha = lipi_train_required_chars(alpha, n_alpha, opt->common.character_coverage);
         if (opt->limit_alphabet && n_alpha > opt->limit_alphabet)
             n_alpha = opt->limit_alphabet;
     }
@@ -1486,8 +1462,8 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
     uint32_t id;
     if (b->byte_units)
         gpt2_map_init(&gm);
-    for (size_t i = 0; i < opt->n_special; i++) {
-        const char *s = opt->special_tokens[i];
+    for (size_t i = 0; i < opt->common.n_special; i++) {
+        const char *s = opt->common.special_tokens[i];
         size_t len = strlen(s);
         if (b->byte_units && gpt2_unmap(s, len, &unmapped)) {
             /* Written in the byte alphabet, it may coincide with a learned
@@ -1497,17 +1473,12 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
             TRY(tok_add(b, s, len, s, len, count_units(b, s, len), &id));
         }
     }
-    b->n_special = opt->n_special;
+    b->n_special = opt->common.n_special;
     b->first_bf = NONE;
-    if (!b->byte_units && opt->byte_fallback) {
+    if (!b->byte_units && opt->common.byte_fallback) {
         for (unsigned v = 0; v < 256; v++) {
             char s[7];
-            lipi_byte_token_format((uint8_t)v, s);
-            if (tok_find(b, s, 6) != NONE) {
-                st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                                    "special token \"%s\" is also a byte-fallback token", s);
-                goto done;
-            }
+            lipi_byte_token_format((uint8_t)v, s); /* no special is one (check_options) */
             TRY(tok_add(b, s, 6, s, 6, 6, &id));
             if (v == 0)
                 b->first_bf = id;
@@ -1525,11 +1496,11 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
         }
         cps->page[alpha[k].cp >> 8]->id[alpha[k].cp & 255] = id;
     }
-    if (opt->vocab_size < b->n_tok) {
+    if (opt->common.vocab_size < b->n_tok) {
         st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                             "vocab size %zu is below the minimum %zu (%zu special tokens, %s%zu "
                             "alphabet symbols)",
-                            opt->vocab_size, b->n_tok, opt->n_special,
+                            opt->common.vocab_size, b->n_tok, opt->common.n_special,
                             b->first_bf != NONE ? "256 byte-fallback tokens, " : "", n_alpha);
         goto done;
     }
@@ -1632,7 +1603,7 @@ static uint64_t kth_largest(uint64_t *v, size_t n, size_t k)
  * heap; the merges chosen are the same as with every pair in the heap. */
 static lipi_status lower_floor(bpe *b, uint64_t below)
 {
-    size_t remaining = b->opt->vocab_size > b->n_tok ? b->opt->vocab_size - b->n_tok : 0;
+    size_t remaining = b->opt->common.vocab_size > b->n_tok ? b->opt->common.vocab_size - b->n_tok : 0;
     size_t budget = remaining * 2 > 16384 ? remaining * 2 : 16384;
     size_t n = 0;
     if (b->n_pairs > b->scratch_cap) {
@@ -1830,14 +1801,14 @@ static double now_seconds(void)
 
 static void report(const bpe *b, size_t total, bool done)
 {
-    if (!b->opt->progress)
+    if (!b->opt->common.progress)
         return;
     lipi_progress p = {0};
     p.phase = LIPI_PHASE_MERGE;
     p.merges_done = b->n_merges;
     p.merges_total = total;
     p.done = done;
-    b->opt->progress(&p, b->opt->progress_user);
+    b->opt->common.progress(&p, b->opt->common.progress_user);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -2012,7 +1983,7 @@ static lipi_status parity_start(bpe *b, const lipi_counts *counts, lipi_error *e
         st = LIPI_ENOMEM;
         goto done;
     }
-    pa->bal = b->opt->balance;
+    pa->bal = b->opt->common.balance;
     pa->n_langs = lipi_balance_n_langs(pa->bal);
     pa->wlang = big_alloc(b->n_words, sizeof *pa->wlang, false);
     pa->heap = lipi_calloc(pa->n_langs, sizeof *pa->heap);
@@ -2216,7 +2187,7 @@ static lipi_status learn(bpe *b, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     lipi_buf r = {0}, v = {0};
-    size_t total = b->opt->vocab_size - b->n_tok;
+    size_t total = b->opt->common.vocab_size - b->n_tok;
     double last = now_seconds();
 
     b->clusters_only = b->guard;
@@ -2224,7 +2195,7 @@ static lipi_status learn(bpe *b, lipi_error *err)
     if (b->par)
         TRY(parity_recount(b));
     report(b, total, false);
-    while (b->n_tok < b->opt->vocab_size) {
+    while (b->n_tok < b->opt->common.vocab_size) {
         uint32_t p;
         TRY(b->par ? parity_next_pair(b, &p) : next_pair(b, &p));
         if (p == NONE || b->pairs[p].count < b->opt->min_frequency) {
@@ -2286,7 +2257,7 @@ static lipi_status learn(bpe *b, lipi_error *err)
         TRY(merge_pair(b, p, x, y, z));
         if (b->par)
             TRY(parity_after_merge(b, x, y, z));
-        if ((b->n_merges & 63) == 0 && b->opt->progress) {
+        if ((b->n_merges & 63) == 0 && b->opt->common.progress) {
             double t = now_seconds();
             if (t - last >= 0.1) {
                 last = t;
@@ -2314,8 +2285,8 @@ static lipi_status make_model(bpe *b, lipi_bpe_model **out)
     m->n_special = b->n_special;
     m->n_tokens = b->n_tok;
     m->unk_id = -1;
-    for (size_t i = 0; b->opt->unk_token && i < b->n_special; i++)
-        if (strcmp(b->opt->special_tokens[i], b->opt->unk_token) == 0)
+    for (size_t i = 0; b->opt->common.unk_token && i < b->n_special; i++)
+        if (strcmp(b->opt->common.special_tokens[i], b->opt->common.unk_token) == 0)
             m->unk_id = (int64_t)i;
     m->raw = b->raw.p;
     m->raw_off = b->raw_off;
@@ -2347,13 +2318,13 @@ lipi_status lipi_bpe_train(const lipi_counts *counts, const lipi_bpe_options *op
     TRY(check_options(opt, err));
     b.opt = opt;
     b.byte_units = opt->units == LIPI_UNITS_BYTE;
-    b.guard = opt->grapheme_guard;
+    b.guard = opt->common.grapheme_guard;
     b.max_len = opt->max_token_length;
     b.min_count = opt->min_frequency > 1 ? opt->min_frequency : 1;
     b.floor = b.min_count;
     b.free_chunk = NONE;
     TRY(prepare(&b, counts, err));
-    if (opt->balance)
+    if (opt->common.balance)
         TRY(parity_start(&b, counts, err));
     if (helpers_start(&b, thread_count(opt)) != LIPI_OK) {
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
@@ -2420,7 +2391,6 @@ lipi_status lipi_bpe_model_to_tokenizer(const lipi_bpe_model *m, lipi_normalizer
                                         lipi_error *err)
 {
     lipi_status st;
-    lipi_tokenizer *t = NULL;
     const char **toks = NULL;
     size_t *lens = NULL;
     uint32_t (*merges)[2] = NULL;
@@ -2433,20 +2403,6 @@ lipi_status lipi_bpe_model_to_tokenizer(const lipi_bpe_model *m, lipi_normalizer
         if (st != LIPI_OK)
             goto done;
         pre = wrapped;
-    }
-    if (lipi_tokenizer_new(&t) != LIPI_OK) {
-        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-        goto done;
-    }
-    if (norm) {
-        lipi_normalizer *n = norm;
-        norm = NULL;
-        TRY(lipi_tokenizer_take_normalizer(t, n));
-    }
-    if (pre) {
-        lipi_pretokenizer *p = pre;
-        pre = NULL;
-        TRY(lipi_tokenizer_take_pretokenizer(t, p));
     }
     toks = lipi_calloc(m->n_tokens, sizeof *toks);
     lens = lipi_calloc(m->n_tokens, sizeof *lens);
@@ -2466,25 +2422,16 @@ lipi_status lipi_bpe_model_to_tokenizer(const lipi_bpe_model *m, lipi_normalizer
     mo.unk_id = m->unk_id;
     mo.byte_fallback = m->byte_fallback;
     mo.byte_level = m->units == LIPI_UNITS_BYTE;
-    TRY(lipi_tokenizer_set_model(t, LIPI_MODEL_BPE, &mo, toks, lens, NULL, m->n_tokens,
-                                 (const uint32_t(*)[2])merges, m->n_merges, err));
-    for (uint32_t i = 0; i < m->n_special; i++) {
-        lipi_added_token at = {0};
-        size_t len = 0;
-        at.content = (char *)lipi_bpe_model_token(m, i, &len);
-        at.len = len;
-        at.id = i;
-        at.special = true;
-        TRY(lipi_tokenizer_add_token(t, &at, err));
-    }
-    const char *dec = model_decoder_json(m->units);
-    TRY(lipi_tokenizer_set_decoder_json(t, dec, strlen(dec), err));
-    *out = t;
-    t = NULL;
+    lipi_trained_vocab v = {
+        .type = LIPI_MODEL_BPE, .opt = &mo, .tokens = toks, .lens = lens, .n = m->n_tokens,
+        .merges = (const uint32_t(*)[2])merges, .n_merges = m->n_merges,
+        .n_special = m->n_special, .decoder_json = model_decoder_json(m->units)};
+    st = lipi_train_assemble(&v, norm, pre, out, err);
+    norm = NULL; /* stolen */
+    pre = NULL;
 done:
     lipi_normalizer_free(norm);
     lipi_pretokenizer_free(pre);
-    lipi_tokenizer_free(t);
     lipi_free(toks);
     lipi_free(lens);
     lipi_free(merges);

@@ -1,9 +1,10 @@
-/* lipi trainer module: word counting (in parallel, mergeable counts files)
- * and the BPE trainer.
+/* lipi trainer module: word counting (in parallel, mergeable counts files),
+ * balanced language shares, the BPE and Unigram trainers, and lipi_train,
+ * the whole of `lipi train` in one call.
  *
  *   lipi_tokenizer *tok = NULL;  lipi_count_options co;  lipi_bpe_options bo;
  *   lipi_count_options_default(&co);  lipi_bpe_options_default(&bo);
- *   bo.vocab_size = 32000;
+ *   bo.common.vocab_size = 32000;
  *   if (lipi_bpe_train_files(files, n, norm, pre, &co, &bo, &tok, &err) == LIPI_OK)
  *       lipi_tokenizer_save(tok, "tokenizer.json", &err);
  *
@@ -193,7 +194,7 @@ lipi_status lipi_count_to_file(const char *const *paths, size_t n_paths,
  *   lipi_balance_add_mixed(bal, other_counts, &err);
  *   lipi_balance_add_dev(bal, "hin_Deva", hindi_dev_counts, &err);  (parity)
  *   lipi_balance_train_counts(bal, LIPI_BALANCE_PARITY, 0, &train, &err);
- *   bpe_opt.balance = bal;
+ *   bpe_opt.common.balance = bal;
  *   lipi_bpe_train_counts(train, norm, pre, &bpe_opt, &tok, &err);
  *
  * docs/FAIRNESS.md describes the methods and their sources. */
@@ -264,6 +265,39 @@ lipi_status lipi_balance_train_counts(lipi_balance *b, lipi_balance_mode mode, d
                                       lipi_counts **out, lipi_error *err);
 
 /* ======================================================================== */
+/* The trainers' common options                                              */
+/* ======================================================================== */
+
+/* What BPE and Unigram both take, as SentencePiece's TrainerInterface holds
+ * it for all its models; each algorithm's options embed it as `common`
+ * (trainer/front.c holds the parts both trainers run: special tokens, the
+ * character coverage rule, tokenizer assembly). */
+typedef struct {
+    size_t vocab_size;         /* final vocabulary size, specials and byte
+                                  pieces included (default 8000) */
+    const char *const *special_tokens; /* NUL-terminated strings, borrowed; */
+    size_t n_special;          /* ids 0 .. n-1 in this order */
+    const char *unk_token;     /* the unknown token (per algorithm) */
+    bool byte_fallback;        /* 256 "<0xNN>" tokens right after the special
+                                  tokens (default true) */
+    double character_coverage; /* keep the most frequent code points that
+                                  cover this share of all characters, the
+                                  rest go to byte fallback (default 1.0) */
+    bool grapheme_guard;       /* no token joins part of a grapheme cluster
+                                  with anything outside it (default true) */
+    size_t threads;            /* 0 = online CPUs (default); the result never
+                                  depends on it */
+    lipi_progress_fn progress; /* NULL: no reports (default) */
+    void *progress_user;
+    const lipi_balance *balance; /* parity-aware training (borrowed; NULL,
+                                  the default: plain). The counts must be
+                                  lipi_balance_train_counts(balance, PARITY). */
+} lipi_train_common;
+
+/* The defaults above. */
+void lipi_train_common_default(lipi_train_common *c);
+
+/* ======================================================================== */
 /* BPE trainer                                                               */
 /* ======================================================================== */
 
@@ -275,39 +309,23 @@ typedef enum {
 } lipi_units;
 
 typedef struct {
-    size_t vocab_size;         /* final vocabulary size, specials included
-                                  (default 8000) */
+    lipi_train_common common;  /* defaults of lipi_train_common_default; for
+                                  BPE: byte_fallback and character_coverage
+                                  apply to char units only, unk_token is
+                                  NULL or one of special_tokens, specials
+                                  get ids 0 .. n_special-1, and a parity
+                                  balance makes each merge the most
+                                  frequent pair in the words of the language
+                                  whose dev set has the most tokens per
+                                  file, while worst / best >
+                                  parity_threshold; else the most frequent
+                                  pair overall (see docs/FAIRNESS.md) */
     lipi_units units;          /* default LIPI_UNITS_CHAR */
-    bool byte_fallback;        /* char units: 256 "<0xNN>" tokens right after
-                                  the special tokens (default true); ignored
-                                  for byte units */
     uint64_t min_frequency;    /* stop when the best pair is rarer (default 2) */
     size_t max_token_length;   /* longest token in characters (code points;
                                   bytes for byte units); 0 = no limit (default) */
-    const char *const *special_tokens; /* NUL-terminated strings, borrowed; */
-    size_t n_special;          /* they get ids 0 .. n_special-1 in this order */
-    const char *unk_token;     /* NULL (default) or one of special_tokens: the
-                                  model's unk token */
-    double character_coverage; /* char units: keep the most frequent code points
-                                  that cover this share of all characters, the
-                                  rest go to byte fallback (default 1.0) */
     size_t limit_alphabet;     /* char units: keep at most this many code
                                   points, the most frequent; 0 = all (default) */
-    bool grapheme_guard;       /* only merges that give a piece of one grapheme
-                                  cluster or whole clusters (default true) */
-    size_t threads;            /* threads for preparing the words; 0 = online
-                                  CPUs (default). The result never depends on it. */
-    lipi_progress_fn progress; /* NULL: no reports (default) */
-    void *progress_user;
-    const lipi_balance *balance; /* parity-aware training (borrowed; NULL,
-                                  the default: plain BPE). The counts must be
-                                  lipi_balance_train_counts(balance, PARITY).
-                                  Each merge is the most frequent pair in the
-                                  words of the language whose dev set has
-                                  the most tokens per file, while
-                                  worst / best > parity_threshold; else the
-                                  most frequent pair overall (see
-                                  docs/FAIRNESS.md). */
     double parity_threshold;   /* 0 (default) or 1: always the worst language */
     double parity_exponent;    /* K > 0: instead of the worst language's best
                                   pair, the pair with the highest
@@ -404,7 +422,7 @@ lipi_status lipi_bpe_train_counts(const lipi_counts *counts, lipi_normalizer *no
  *
  *   lipi_unigram_options uo;  lipi_count_options co;  lipi_pretokenizer *pre;
  *   lipi_unigram_options_default(&uo);  lipi_count_options_default(&co);
- *   uo.vocab_size = 32000;
+ *   uo.common.vocab_size = 32000;
  *   lipi_normalizer_new("indic", NULL, &norm, &err);
  *   lipi_unigram_pretokenizer_new(&pre, &err);
  *   lipi_unigram_train_files(files, n, norm, pre, &co, &uo, &tok, &err);
@@ -443,38 +461,26 @@ lipi_status lipi_bpe_train_counts(const lipi_counts *counts, lipi_normalizer *no
  * integers or done in a fixed order. */
 
 typedef struct {
-    size_t vocab_size;          /* final vocabulary size, specials and byte
-                                   pieces included (default 8000) */
-    double character_coverage;  /* share of characters the required
-                                   characters cover (default 0.9995) */
-    bool byte_fallback;         /* 256 "<0xNN>" pieces after the specials
-                                   (default true) */
+    lipi_train_common common;   /* defaults of lipi_train_common_default,
+                                   but character_coverage 0.9995 and
+                                   unk_token "<unk>"; for Unigram: no
+                                   special_tokens (NULL/0) means "<unk>",
+                                   "<s>", "</s>"; the unknown piece is put
+                                   first when it is not a special token;
+                                   a parity balance weighs each pruning's
+                                   loss per language, the languages whose
+                                   dev sets cost the most tokens most (see
+                                   docs/FAIRNESS.md) */
     size_t max_piece_length;    /* longest piece in code points (default 16) */
     size_t seed_size;           /* most seed substrings (default 1000000) */
     double shrinking_factor;    /* share of pieces kept by a pruning, in
                                    (0, 1) (default 0.75) */
     size_t sub_iterations;      /* EM steps before each pruning (default 2) */
-    const char *const *special_tokens; /* NUL-terminated strings, borrowed;  */
-    size_t n_special;           /* ids 0 .. n-1 in this order. NULL/0 (default):
-                                   "<unk>", "<s>", "</s>" */
-    const char *unk_token;      /* the unknown piece (default "<unk>"); put
-                                   first when it is not a special token */
-    bool grapheme_guard;        /* see above (default true) */
     uint64_t sample;            /* lipi_unigram_train_files: train on a
                                    reservoir sample of this many lines; 0 =
                                    every line (default) */
     uint64_t sample_seed;       /* the sample's random seed (default 1): the
                                    same seed and input give the same sample */
-    size_t threads;             /* 0 = online CPUs (default); the result never
-                                   depends on it */
-    lipi_progress_fn progress;  /* NULL: no reports (default) */
-    void *progress_user;
-    const lipi_balance *balance; /* parity-aware pruning (borrowed; NULL, the
-                                   default: plain). Each pruning weighs a
-                                   piece's loss per language, the languages
-                                   whose dev sets cost the most tokens most
-                                   (see docs/FAIRNESS.md). The counts must be
-                                   lipi_balance_train_counts(balance, PARITY). */
     double parity_exponent;     /* a dev language's loss weight grows with
                                    (cost / cheapest cost)^K (default 4) */
     double parity_mass;         /* ... and with (T / its tokens)^M, T the
@@ -554,5 +560,93 @@ lipi_status lipi_unigram_train_files(const char *const *paths, size_t n_paths,
 lipi_status lipi_unigram_train_counts(const lipi_counts *counts, lipi_normalizer *norm,
                                       lipi_pretokenizer *pre, const lipi_unigram_options *opt,
                                       lipi_tokenizer **out, lipi_error *err);
+
+/* ======================================================================== */
+/* From inputs to a tokenizer in one call (what `lipi train` does)           */
+/* ======================================================================== */
+
+/* The whole run of `lipi train`, for any front end:
+ *
+ *   lipi_train_job job;
+ *   lipi_train_job_default(&job);
+ *   job.type = LIPI_TRAIN_UNIGRAM;  job.files = files;  job.n_files = n;
+ *   job.unigram.common.vocab_size = 32000;
+ *   lipi_normalizer_new("indic", NULL, &norm, &err);
+ *   lipi_unigram_pretokenizer_new(&pre, &err);
+ *   if (lipi_train(&job, norm, pre, &tok, &err) == LIPI_OK)
+ *       lipi_tokenizer_save(tok, "tokenizer.json", &err);
+ */
+
+typedef enum {
+    LIPI_TRAIN_BPE = 0,  /* lipi_bpe_train with job->bpe */
+    LIPI_TRAIN_UNIGRAM,  /* lipi_unigram_train with job->unigram */
+} lipi_train_type;
+
+/* What a front end may want to tell its user while lipi_train runs (the
+ * library never prints). Fields not named by the kind are NULL. */
+typedef enum {
+    LIPI_TRAIN_DEV_FILE_UNUSED, /* path: a parity dev file whose language
+                                   has no training data, so it is not used */
+    LIPI_TRAIN_LANGUAGES,       /* balance: the languages of a balanced run
+                                   and their word masses, once counted;
+                                   weights (smoothed only): each language's
+                                   weight, 2^32 = 1 (lipi_balance_weights) */
+} lipi_train_note_kind;
+
+typedef struct {
+    lipi_train_note_kind kind;
+    const char *path;
+    const lipi_balance *balance;
+    const uint64_t *weights;
+} lipi_train_note;
+
+/* Called on the thread that called lipi_train; everything it points to is
+ * borrowed for the call only. */
+typedef void (*lipi_train_note_fn)(const lipi_train_note *n, void *user);
+
+/* Inputs and options of one training run. All pointers are borrowed. */
+typedef struct {
+    lipi_train_type type;           /* default LIPI_TRAIN_BPE */
+    const char *const *files;       /* text files ("-" is stdin; .gz, .xz, .zst) */
+    size_t n_files;
+    const char *const *counts_files; /* or counts files of lipi_count_to_file */
+    size_t n_counts_files;          /* (not both files and counts files) */
+    const char *const *lang_names;  /* files of one language each: name i */
+    const char *const *lang_files;  /* ("hin_Deva") and file i; without a */
+    size_t n_lang_files;            /* balance, plain inputs after `files` */
+    lipi_balance_mode balance;      /* default NONE; see lipi_balance */
+    double alpha;                   /* SMOOTHED: the exponent (default 0.3) */
+    const char *dev;                /* PARITY (required): line-aligned dev
+                                       files or their folder, read as
+                                       lipi_parallel_files_open does */
+    lipi_count_options count;       /* threads and invalid UTF-8 for counting */
+    lipi_bpe_options bpe;           /* type BPE (its balance is set here) */
+    lipi_unigram_options unigram;   /* type UNIGRAM (its balance is set here) */
+    lipi_progress_fn progress;      /* counting and training reports, in place
+                                       of those of the option structs; NULL:
+                                       none (default) */
+    void *progress_user;
+    lipi_train_note_fn note;        /* NULL: no notes (default) */
+    void *note_user;
+} lipi_train_job;
+
+/* Defaults: BPE, no balance, alpha 0.3, and the defaults of each options
+ * struct. */
+void lipi_train_job_default(lipi_train_job *job);
+
+/* Runs the job and builds the tokenizer, with norm and pre (stolen, freed
+ * even on error) installed in it:
+ *   - no balance: counts the files and the language files (or loads the
+ *     counts files) and trains, as lipi_bpe_train_files / _counts and
+ *     lipi_unigram_train_files / _counts do (Unigram's sample included);
+ *   - SMOOTHED or PARITY: counts each language file, the other inputs by
+ *     the script of each word, and for PARITY the dev files, into a
+ *     lipi_balance, and trains on lipi_balance_train_counts (PARITY: with
+ *     the balance in the trainer's options).
+ * The result is the same on any number of threads. Fails as the counting
+ * and training functions do, and with LIPI_EINVAL when no dev file belongs
+ * to a training language (path: job->dev). *out is owned by the caller. */
+lipi_status lipi_train(const lipi_train_job *job, lipi_normalizer *norm, lipi_pretokenizer *pre,
+                       lipi_tokenizer **out, lipi_error *err);
 
 #endif

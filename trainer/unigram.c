@@ -20,6 +20,7 @@
 #include "encoder/encoder.h"
 #include "trainer/unigram_impl.h"
 #include "trainer/balance_impl.h"
+#include "trainer/front_impl.h"
 
 #include "tokenizer/base.h"
 #include "tokenizer/base_json.h"
@@ -49,15 +50,13 @@ enum {
 void lipi_unigram_options_default(lipi_unigram_options *opt)
 {
     memset(opt, 0, sizeof *opt);
-    opt->vocab_size = 8000;
-    opt->character_coverage = 0.9995;
-    opt->byte_fallback = true;
+    lipi_train_common_default(&opt->common);
+    opt->common.character_coverage = 0.9995;
+    opt->common.unk_token = "<unk>";
     opt->max_piece_length = 16;
     opt->seed_size = 1000000;
     opt->shrinking_factor = 0.75;
     opt->sub_iterations = 2;
-    opt->unk_token = "<unk>";
-    opt->grapheme_guard = true;
     opt->sample_seed = 1;
     opt->parity_exponent = 4.0;
     opt->parity_mass = 1.0;
@@ -673,7 +672,7 @@ static void fair_free(fair_prune *fp)
 static lipi_status fair_start(fair_prune *fp, const lipi_unigram_options *opt,
                               const word_set *ws, lipi_error *err)
 {
-    const lipi_balance *bal = opt->balance;
+    const lipi_balance *bal = opt->common.balance;
     fp->bal = bal;
     fp->par = (lipi_prune_params){opt->parity_exponent, opt->parity_mass, opt->parity_others};
     fp->n_langs = lipi_balance_n_langs(bal);
@@ -838,18 +837,7 @@ done:
 /* Characters and seeds                                                      */
 /* ======================================================================== */
 
-typedef struct {
-    uint32_t cp;
-    uint64_t freq;
-} char_freq;
-
-static int char_freq_cmp(const void *a, const void *b)
-{
-    const char_freq *x = a, *y = b;
-    if (x->freq != y->freq)
-        return x->freq > y->freq ? -1 : 1;
-    return (x->cp > y->cp) - (x->cp < y->cp);
-}
+typedef lipi_char_count char_freq;
 
 /* A table over code points, 0 where nothing was stored: 256-entry blocks
  * allocated on the first store, so small inputs stay small. */
@@ -911,24 +899,15 @@ static lipi_status char_stats(const word_set *ws, double coverage, char_freq **o
         return oom(err);
     }
     n = 0;
-    double all = 0.0;
     for (uint32_t b = 0; b < 0x1100; b++)
         for (uint32_t j = 0; cnt->blk[b] && j < 256; j++)
-            if (cnt->blk[b][j]) {
+            if (cnt->blk[b][j])
                 cf[n++] = (char_freq){b << 8 | j, cnt->blk[b][j]};
-                all += (double)cnt->blk[b][j];
-            }
     cpt_free(cnt);
-    qsort(cf, n, sizeof *cf, char_freq_cmp);
-    double acc = 0.0;
-    size_t r = 0;
-    while (r < n && !(acc / all >= coverage)) {
-        acc += (double)cf[r].freq;
-        r++;
-    }
+    qsort(cf, n, sizeof *cf, lipi_char_count_cmp);
     *out = cf;
     *n_out = n;
-    *n_req = r;
+    *n_req = lipi_train_required_chars(cf, n, coverage);
     return LIPI_OK;
 }
 
@@ -1389,9 +1368,9 @@ static const char *const default_specials[] = {"<unk>", "<s>", "</s>"};
 
 static lipi_status specials_of(const lipi_unigram_options *opt, specials *sp, lipi_error *err)
 {
-    const char *const *list = opt->special_tokens ? opt->special_tokens : default_specials;
-    size_t n = opt->special_tokens ? opt->n_special : 3;
-    const char *unk = opt->unk_token ? opt->unk_token : "<unk>";
+    const char *const *list = opt->common.special_tokens ? opt->common.special_tokens : default_specials;
+    size_t n = opt->common.special_tokens ? opt->common.n_special : 3;
+    const char *unk = opt->common.unk_token ? opt->common.unk_token : "<unk>";
     memset(sp, 0, sizeof *sp);
     if (n > 255)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
@@ -1403,26 +1382,11 @@ static lipi_status specials_of(const lipi_unigram_options *opt, specials *sp, li
         sp->s[sp->n++] = unk;
     for (size_t i = 0; i < n; i++)
         sp->s[sp->n++] = list[i];
-    for (size_t i = 0; i < sp->n; i++) {
-        if (!sp->s[i] || !sp->s[i][0])
-            return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                                  "special token %zu: expected a non-empty string", i);
-        size_t l = strlen(sp->s[i]);
-        if (lipi_utf8_valid_prefix(sp->s[i], l) != l)
-            return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                                  "special token %zu: expected UTF-8", i);
+    lipi_status st = lipi_train_check_specials(sp->s, sp->n, opt->common.byte_fallback, err);
+    for (size_t i = 0; st == LIPI_OK && i < sp->n; i++)
         if (strcmp(sp->s[i], unk) == 0)
             sp->unk = i;
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(sp->s[i], sp->s[j]) == 0)
-                return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                                      "special token \"%s\" is listed twice", sp->s[i]);
-        if (opt->byte_fallback && lipi_byte_token_parse(sp->s[i], l, true) >= 0)
-            return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                                  "special token \"%s\" would clash with a byte-fallback piece",
-                                  sp->s[i]);
-    }
-    return LIPI_OK;
+    return st;
 }
 
 typedef struct {
@@ -1450,8 +1414,8 @@ static lipi_status finalize(const piece_set *ps, const char_freq *cf, size_t n_r
                             lipi_unigram_model **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    size_t n_meta = sp->n + (opt->byte_fallback ? 256 : 0);
-    size_t room = opt->vocab_size - n_meta;
+    size_t n_meta = sp->n + (opt->common.byte_fallback ? 256 : 0);
+    size_t room = opt->common.vocab_size - n_meta;
     final_piece *fp = NULL, *sorted = NULL;
     uint8_t *taken = NULL;
     lipi_unigram_model *m = NULL;
@@ -1496,7 +1460,7 @@ static lipi_status finalize(const piece_set *ps, const char_freq *cf, size_t n_r
         for (size_t k = 0; k < sp->n && !clash; k++)
             clash = strlen(sp->s[k]) == sorted[i].len &&
                     memcmp(sp->s[k], sorted[i].s, sorted[i].len) == 0;
-        if (opt->byte_fallback && lipi_byte_token_parse(sorted[i].s, sorted[i].len, true) >= 0)
+        if (opt->common.byte_fallback && lipi_byte_token_parse(sorted[i].s, sorted[i].len, true) >= 0)
             clash = true;
         if (!clash)
             fp[n_fp++] = sorted[i];
@@ -1511,7 +1475,7 @@ static lipi_status finalize(const piece_set *ps, const char_freq *cf, size_t n_r
     size_t total = n_meta + n_fp, bytes = 0;
     for (size_t i = 0; i < sp->n; i++)
         bytes += strlen(sp->s[i]) + 1;
-    bytes += (opt->byte_fallback ? 256 * 7 : 0);
+    bytes += (opt->common.byte_fallback ? 256 * 7 : 0);
     for (size_t i = 0; i < n_fp; i++)
         bytes += fp[i].len + 1;
     m->arena = lipi_malloc(bytes ? bytes : 1);
@@ -1538,7 +1502,7 @@ static lipi_status finalize(const piece_set *ps, const char_freq *cf, size_t n_r
     for (size_t i = 0; i < sp->n; i++)
         PUT(sp->s[i], strlen(sp->s[i]), 0.0,
             i == sp->unk ? LIPI_PIECE_UNKNOWN : LIPI_PIECE_CONTROL);
-    if (opt->byte_fallback)
+    if (opt->common.byte_fallback)
         for (unsigned b = 0; b < 256; b++) {
             char name[7];
             lipi_byte_token_format((uint8_t)b, name);
@@ -1548,7 +1512,7 @@ static lipi_status finalize(const piece_set *ps, const char_freq *cf, size_t n_r
         PUT(fp[i].s, fp[i].len, fp[i].score, LIPI_PIECE_NORMAL);
 #undef PUT
     m->unk_id = (uint32_t)sp->unk;
-    m->byte_fallback = opt->byte_fallback;
+    m->byte_fallback = opt->common.byte_fallback;
     *out = m;
     m = NULL;
 done:
@@ -1567,14 +1531,14 @@ done:
 static void report(const lipi_unigram_options *opt, lipi_train_phase phase, size_t done_steps,
                    size_t total_steps, bool done)
 {
-    if (!opt->progress)
+    if (!opt->common.progress)
         return;
     lipi_progress p = {0};
     p.phase = phase;
     p.merges_done = done_steps;
     p.merges_total = total_steps;
     p.done = done;
-    opt->progress(&p, opt->progress_user);
+    opt->common.progress(&p, opt->common.progress_user);
 }
 
 /* EM steps still to come from n pieces: sub-iterations until n shrinks to
@@ -1600,10 +1564,10 @@ static lipi_status check_range(double v, double lo, double hi, const char *what,
 
 static lipi_status check_options(const lipi_unigram_options *opt, lipi_error *err)
 {
-    if (!(opt->character_coverage > 0.0 && opt->character_coverage <= 1.0))
+    if (!(opt->common.character_coverage > 0.0 && opt->common.character_coverage <= 1.0))
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "character coverage: expected a number in (0, 1], found %g",
-                              opt->character_coverage);
+                              opt->common.character_coverage);
     if (!(opt->shrinking_factor > 0.0 && opt->shrinking_factor < 1.0))
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "shrinking factor: expected a number in (0, 1), found %g",
@@ -1643,29 +1607,29 @@ lipi_status lipi_unigram_train(const lipi_counts *counts, const lipi_unigram_opt
         lipi_unigram_options_default(&def);
         opt = &def;
     }
-    size_t threads = thread_count(opt->threads);
+    size_t threads = thread_count(opt->common.threads);
     TRY(check_options(opt, err));
     TRY(specials_of(opt, &sp, err));
     if (lipi_counts_sorted(counts, &ents, &n_ents) != LIPI_OK) {
         st = oom(err);
         goto done;
     }
-    TRY(words_build(&ws, ents, n_ents, opt->grapheme_guard, threads, err));
+    TRY(words_build(&ws, ents, n_ents, opt->common.grapheme_guard, threads, err));
     if (ws.n == 0) {
         st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                             "nothing to train on: expected at least one word, found none");
         goto done;
     }
-    TRY(char_stats(&ws, opt->character_coverage, &cf, &n_cf, &n_req, err));
-    if (opt->balance)
+    TRY(char_stats(&ws, opt->common.character_coverage, &cf, &n_cf, &n_req, err));
+    if (opt->common.balance)
         TRY(fair_start(&fp, opt, &ws, err));
-    size_t n_meta = sp.n + (opt->byte_fallback ? 256 : 0);
-    if (opt->vocab_size < n_meta + n_req) {
+    size_t n_meta = sp.n + (opt->common.byte_fallback ? 256 : 0);
+    if (opt->common.vocab_size < n_meta + n_req) {
         st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                             "vocab size %zu is below the minimum %zu (%zu special tokens + %d "
                             "byte pieces + %zu required characters)",
-                            opt->vocab_size, n_meta + n_req, sp.n,
-                            opt->byte_fallback ? 256 : 0, n_req);
+                            opt->common.vocab_size, n_meta + n_req, sp.n,
+                            opt->common.byte_fallback ? 256 : 0, n_req);
         goto done;
     }
 
@@ -1675,7 +1639,7 @@ lipi_status lipi_unigram_train(const lipi_counts *counts, const lipi_unigram_opt
 
     /* SentencePiece stops pruning at 1.1 * vocab_size, leaving the final
      * cut to the scores. */
-    size_t desired = (size_t)((double)opt->vocab_size * 1.1);
+    size_t desired = (size_t)((double)opt->common.vocab_size * 1.1);
     expected = lipi_calloc(ps.n ? ps.n : 1, sizeof *expected);
     score = lipi_calloc(ps.n ? ps.n : 1, sizeof *score);
     keep = lipi_calloc(ps.n ? ps.n : 1, sizeof *keep);
@@ -1706,7 +1670,7 @@ lipi_status lipi_unigram_train(const lipi_counts *counts, const lipi_unigram_opt
         if (target < desired)
             target = desired;
         TRY(prune(&ws, &ps, &nc, target, opt->max_piece_length, threads,
-                  opt->balance ? &fp : NULL, err));
+                  opt->common.balance ? &fp : NULL, err));
         cache_compact(&nc, &ps, ws.n);
         step++;
         report(opt, LIPI_PHASE_EM, step, step + steps_left(pieces_alive(&ps), desired, opt),
@@ -1861,28 +1825,12 @@ lipi_status lipi_unigram_model_to_tokenizer(const lipi_unigram_model *m, lipi_no
                                             lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    lipi_tokenizer *t = NULL;
     const char **toks = NULL;
     char *dec = NULL;
     *out = NULL;
-    if (lipi_tokenizer_new(&t) != LIPI_OK) {
-        st = oom(err);
-        goto done;
-    }
     if (make_decoder(pre, m->byte_fallback, &dec) != LIPI_OK) {
         st = oom(err);
         goto done;
-    }
-    TRY(lipi_tokenizer_set_decoder_json(t, dec, strlen(dec), err));
-    if (norm) {
-        lipi_normalizer *n = norm;
-        norm = NULL;
-        TRY(lipi_tokenizer_take_normalizer(t, n));
-    }
-    if (pre) {
-        lipi_pretokenizer *p = pre;
-        pre = NULL;
-        TRY(lipi_tokenizer_take_pretokenizer(t, p));
     }
     toks = lipi_calloc(m->n ? m->n : 1, sizeof *toks);
     if (!toks) {
@@ -1891,30 +1839,24 @@ lipi_status lipi_unigram_model_to_tokenizer(const lipi_unigram_model *m, lipi_no
     }
     for (size_t i = 0; i < m->n; i++)
         toks[i] = m->arena + m->off[i];
+    /* The special tokens come first (finalize). */
+    size_t n_special = 0;
+    while (n_special < m->n && (m->type[n_special] == LIPI_PIECE_CONTROL ||
+                                m->type[n_special] == LIPI_PIECE_UNKNOWN))
+        n_special++;
     lipi_model_options mo;
     lipi_model_options_default(LIPI_MODEL_UNIGRAM, &mo);
     mo.unk_id = m->unk_id;
     mo.byte_fallback = m->byte_fallback;
-    TRY(lipi_tokenizer_set_model(t, LIPI_MODEL_UNIGRAM, &mo, toks, m->len, m->score, m->n, NULL,
-                                 0, err));
-    for (size_t i = 0; i < m->n; i++) {
-        if (m->type[i] != LIPI_PIECE_CONTROL && m->type[i] != LIPI_PIECE_UNKNOWN)
-            continue;
-        lipi_added_token at = {0};
-        at.content = m->arena + m->off[i];
-        at.len = m->len[i];
-        at.id = (uint32_t)i;
-        at.special = true;
-        TRY(lipi_tokenizer_add_token(t, &at, err));
-    }
-    *out = t;
-    t = NULL;
+    lipi_trained_vocab v = {.type = LIPI_MODEL_UNIGRAM, .opt = &mo, .tokens = toks,
+                            .lens = m->len, .scores = m->score, .n = m->n,
+                            .n_special = n_special, .decoder_json = dec};
+    st = lipi_train_assemble(&v, norm, pre, out, err);
+    norm = NULL; /* stolen */
+    pre = NULL;
 done:
-    if (st == LIPI_ENOMEM)
-        oom(err);
     lipi_normalizer_free(norm);
     lipi_pretokenizer_free(pre);
-    lipi_tokenizer_free(t);
     lipi_free(toks);
     lipi_free(dec); /* json_dumps allocates through the lipi hook */
     return st;
@@ -2047,13 +1989,13 @@ static lipi_status reservoir(const char *const *paths, size_t n_paths, lipi_inva
                 lipi_free(res[slot].s);
             }
             res[slot] = (sline){copy, len, f, lipi_line_reader_line_no(rd)};
-            if (opt->progress && (i & 4095) == 0 && now_s() - last > 0.25) {
+            if (opt->common.progress && (i & 4095) == 0 && now_s() - last > 0.25) {
                 lipi_progress p = {0};
                 p.phase = LIPI_PHASE_COUNT;
                 p.bytes_read = bytes_done + lipi_line_reader_bytes_read(rd);
                 p.text_bytes = text_done + lipi_line_reader_text_bytes(rd);
                 p.lines = i;
-                opt->progress(&p, opt->progress_user);
+                opt->common.progress(&p, opt->common.progress_user);
                 last = now_s();
             }
         }
@@ -2133,7 +2075,7 @@ static lipi_status count_sample(const char *const *paths, size_t n_paths,
     lipi_status st = LIPI_OK;
     sline *lines = NULL;
     size_t n = 0;
-    size_t threads = thread_count(co->threads ? co->threads : opt->threads);
+    size_t threads = thread_count(co->threads ? co->threads : opt->common.threads);
     count_job cj = {0};
     *out = NULL;
     TRY(reservoir(paths, n_paths, co->invalid, opt->sample, opt->sample_seed, opt, &lines, &n,
@@ -2156,12 +2098,12 @@ static lipi_status count_sample(const char *const *paths, size_t n_paths,
         TRY(lipi_counts_merge(cj.tables[0], cj.tables[t], err));
     *out = cj.tables[0];
     cj.tables[0] = NULL;
-    if (opt->progress) {
+    if (opt->common.progress) {
         lipi_progress p = {0};
         p.phase = LIPI_PHASE_COUNT;
         p.lines = n;
         p.done = true;
-        opt->progress(&p, opt->progress_user);
+        opt->common.progress(&p, opt->common.progress_user);
     }
 done:
     if (st == LIPI_ENOMEM)

@@ -1,6 +1,8 @@
-/* Parallel files for the inflation report: listing, labels, the reference,
- * line-count checks and reading aligned lines in batches. */
-#include "report/inflation_impl.h"
+/* Line-aligned parallel files (contract in tokenizer.h): listing, labels,
+ * the reference, line-count checks and reading aligned lines in batches.
+ * A corpus reader beside the line reader it is made of, so the inflation
+ * report and the trainer's parity dev set share it. */
+#include "tokenizer/base.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -8,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-struct lipi_inflation_parallel {
+struct lipi_parallel_files {
     size_t n;
     char **paths, **labels; /* sorted by label */
     lipi_line_reader **readers;
@@ -87,7 +89,7 @@ static bool wanted_in_folder(const char *name)
     return false;
 }
 
-static lipi_status push_path(lipi_inflation_parallel *p, size_t *cap, const char *dir,
+static lipi_status push_path(lipi_parallel_files *p, size_t *cap, const char *dir,
                              const char *name, lipi_error *err)
 {
     void *v = p->paths;
@@ -125,7 +127,7 @@ static int compare_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static lipi_status list_folder(lipi_inflation_parallel *p, size_t *cap, const char *dir,
+static lipi_status list_folder(lipi_parallel_files *p, size_t *cap, const char *dir,
                                lipi_error *err)
 {
     lipi_status st = LIPI_OK;
@@ -204,7 +206,7 @@ static lipi_status count_lines(const char *path, lipi_invalid_mode mode, uint64_
 
 /* Sorts files by label (then path) so the order does not depend on how the
  * files were named on the command line. */
-static void sort_by_label(lipi_inflation_parallel *p)
+static void sort_by_label(lipi_parallel_files *p)
 {
     for (size_t i = 1; i < p->n; i++) {
         char *path = p->paths[i], *label = p->labels[i];
@@ -222,7 +224,7 @@ static void sort_by_label(lipi_inflation_parallel *p)
     }
 }
 
-static lipi_status pick_reference(lipi_inflation_parallel *p, const char *reference,
+static lipi_status pick_reference(lipi_parallel_files *p, const char *reference,
                                   lipi_error *err)
 {
     static const char *const defaults[] = {"eng_Latn", "eng", "en"};
@@ -255,9 +257,9 @@ static lipi_status pick_reference(lipi_inflation_parallel *p, const char *refere
                           list);
 }
 
-lipi_status lipi_inflation_parallel_open(const char *const *paths, size_t n_paths,
+lipi_status lipi_parallel_files_open(const char *const *paths, size_t n_paths,
                                          const char *reference, lipi_invalid_mode mode,
-                                         lipi_inflation_parallel **out, lipi_error *err)
+                                         lipi_parallel_files **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     uint64_t *counts = NULL;
@@ -266,7 +268,7 @@ lipi_status lipi_inflation_parallel_open(const char *const *paths, size_t n_path
     if (n_paths == 0)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "expected parallel files or a folder, found none");
-    lipi_inflation_parallel *p = lipi_calloc(1, sizeof *p);
+    lipi_parallel_files *p = lipi_calloc(1, sizeof *p);
     if (!p)
         return oom(err);
     p->mode = mode;
@@ -323,11 +325,11 @@ lipi_status lipi_inflation_parallel_open(const char *const *paths, size_t n_path
     p = NULL;
 done:
     lipi_free(counts);
-    lipi_inflation_parallel_close(p);
+    lipi_parallel_files_close(p);
     return st;
 }
 
-void lipi_inflation_parallel_close(lipi_inflation_parallel *p)
+void lipi_parallel_files_close(lipi_parallel_files *p)
 {
     if (!p)
         return;
@@ -343,32 +345,32 @@ void lipi_inflation_parallel_close(lipi_inflation_parallel *p)
     lipi_free(p);
 }
 
-size_t lipi_inflation_parallel_count(const lipi_inflation_parallel *p)
+size_t lipi_parallel_files_count(const lipi_parallel_files *p)
 {
     return p->n;
 }
 
-const char *lipi_inflation_parallel_label(const lipi_inflation_parallel *p, size_t i)
+const char *lipi_parallel_files_label(const lipi_parallel_files *p, size_t i)
 {
     return i < p->n ? p->labels[i] : NULL;
 }
 
-const char *lipi_inflation_parallel_path(const lipi_inflation_parallel *p, size_t i)
+const char *lipi_parallel_files_path(const lipi_parallel_files *p, size_t i)
 {
     return i < p->n ? p->paths[i] : NULL;
 }
 
-size_t lipi_inflation_parallel_reference(const lipi_inflation_parallel *p)
+size_t lipi_parallel_files_reference(const lipi_parallel_files *p)
 {
     return p->reference;
 }
 
-uint64_t lipi_inflation_parallel_lines(const lipi_inflation_parallel *p)
+uint64_t lipi_parallel_files_lines(const lipi_parallel_files *p)
 {
     return p->lines;
 }
 
-uint64_t lipi_inflation_parallel_skipped(const lipi_inflation_parallel *p)
+uint64_t lipi_parallel_files_skipped(const lipi_parallel_files *p)
 {
     return p->skipped;
 }
@@ -385,11 +387,11 @@ static bool blank(const char *s, size_t len)
     return true;
 }
 
-static lipi_status batch_prepare(lipi_inflation_batch *b, size_t n_lang, lipi_error *err)
+static lipi_status batch_prepare(lipi_parallel_batch *b, size_t n_lang, lipi_error *err)
 {
     batch_priv *bp = b->priv;
     if (bp && bp->n_lang != n_lang) {
-        lipi_inflation_batch_free(b);
+        lipi_parallel_batch_free(b);
         bp = NULL;
     }
     if (!bp) {
@@ -412,7 +414,7 @@ static lipi_status batch_prepare(lipi_inflation_batch *b, size_t n_lang, lipi_er
 }
 
 /* Makes room for one more line in the batch. */
-static lipi_status batch_grow(lipi_inflation_batch *b, lipi_error *err)
+static lipi_status batch_grow(lipi_parallel_batch *b, lipi_error *err)
 {
     batch_priv *bp = b->priv;
     if (b->lines < bp->cap)
@@ -432,8 +434,8 @@ static lipi_status batch_grow(lipi_inflation_batch *b, lipi_error *err)
     return LIPI_OK;
 }
 
-lipi_status lipi_inflation_parallel_read(lipi_inflation_parallel *p, size_t max_lines,
-                                         lipi_inflation_batch *b, lipi_error *err)
+lipi_status lipi_parallel_files_read(lipi_parallel_files *p, size_t max_lines,
+                                         lipi_parallel_batch *b, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     if (!p || !b || max_lines == 0)
@@ -484,7 +486,7 @@ done:
     return st;
 }
 
-const char *lipi_inflation_batch_line(const lipi_inflation_batch *b, size_t lang, size_t i,
+const char *lipi_parallel_batch_line(const lipi_parallel_batch *b, size_t lang, size_t i,
                                       size_t *len)
 {
     const batch_priv *bp = b->priv;
@@ -494,7 +496,7 @@ const char *lipi_inflation_batch_line(const lipi_inflation_batch *b, size_t lang
     return bp->text[lang].p ? bp->text[lang].p + sp->start : "";
 }
 
-void lipi_inflation_batch_free(lipi_inflation_batch *b)
+void lipi_parallel_batch_free(lipi_parallel_batch *b)
 {
     if (!b)
         return;
