@@ -13,6 +13,63 @@
 /* Exit codes of every subcommand. */
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
+/* getopt_long `val`s of the long options that have no short letter: one
+ * id per option name, for every command. They start above any character so
+ * they never clash with a short option (-m, -o, -t, -k, -h); the shared
+ * ones are parsed by cli_parse (cli/options.h). cmd_train.c's own OPT_*
+ * ids start at 2000 until it moves to cli_parse. */
+typedef enum {
+    CLI_OPT_FIRST = 0x100,
+    /* shared groups (cli/options.h) */
+    CLI_OPT_INVALID = CLI_OPT_FIRST,
+    CLI_OPT_THREADS,
+    CLI_OPT_QUIET,
+    CLI_OPT_NORMALIZER,
+    CLI_OPT_LOWERCASE,
+    CLI_OPT_NO_LOWERCASE,
+    CLI_OPT_STRIP_ACCENTS,
+    CLI_OPT_NO_STRIP_ACCENTS,
+    CLI_OPT_FOLD_DIGITS,
+    CLI_OPT_PATTERN,
+    CLI_OPT_REGEX,
+    CLI_OPT_REVISION,
+    CLI_OPT_POOLING,
+    CLI_OPT_NORMALIZE,
+    CLI_OPT_BATCH,
+    CLI_OPT_MAX_LENGTH,
+    CLI_OPT_DTYPE,
+    CLI_OPT_STRICT,
+    /* one command's or a few commands' own */
+    CLI_OPT_FORMAT,
+    CLI_OPT_FORM,
+    CLI_OPT_OFFSETS,
+    CLI_OPT_COUNT,
+    CLI_OPT_MERGE,
+    CLI_OPT_ADD_SPECIAL_TOKENS,
+    CLI_OPT_SKIP_SPECIAL_TOKENS,
+    CLI_OPT_PARALLEL,
+    CLI_OPT_REFERENCE,
+    CLI_OPT_TEXT,
+    CLI_OPT_VECTORS,
+    CLI_OPT_APPEND,
+    CLI_OPT_FAISS,
+    CLI_OPT_INDEX,
+    CLI_OPT_QUERY,
+    CLI_OPT_QUERIES,
+    CLI_OPT_DOCS,
+    CLI_OPT_QUERY_VECTORS,
+    CLI_OPT_DOC_VECTORS,
+    CLI_OPT_EXACT,
+    CLI_OPT_FAISS_PARAMS,
+    CLI_OPT_TRAIN,
+    CLI_OPT_DEV,
+    CLI_OPT_HOLDOUT,
+    CLI_OPT_L2,
+    CLI_OPT_ITERATIONS,
+    CLI_OPT_PROBE,
+    CLI_OPT_ALL,
+} cli_option_id;
+
 typedef struct {
     const char *name;
     const char *summary;                  /* one line for `lipi --help` */
@@ -25,6 +82,12 @@ void cli_report(const char *sub, const lipi_error *err);
 /* Prints "lipi SUB: " + message to stderr; returns EXIT_USAGE for usage
  * errors so callers can `return cli_usage_error(...)`. */
 int cli_usage_error(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Reports a bad option value the one way every command does:
+ * "lipi SUB: OPT takes TAKES, not 'ARG'" and the --help hint; returns
+ * EXIT_USAGE. Example: cli_bad_value("encode", "--threads",
+ * "a number from 1 to 1024", "x"). */
+int cli_bad_value(const char *sub, const char *opt, const char *takes, const char *arg);
 
 /* Parses --invalid=error|replace. */
 bool cli_parse_invalid(const char *s, lipi_invalid_mode *mode);

@@ -32,6 +32,11 @@ int cli_usage_error(const char *sub, const char *fmt, ...)
     return EXIT_USAGE;
 }
 
+int cli_bad_value(const char *sub, const char *opt, const char *takes, const char *arg)
+{
+    return cli_usage_error(sub, "%s takes %s, not '%s'", opt, takes, arg);
+}
+
 bool cli_parse_invalid(const char *s, lipi_invalid_mode *mode)
 {
     if (strcmp(s, "error") == 0)
