@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "encoder/encoder.h"
 #include "tokenizer/tokenizer.h"
 
 /* Exit codes of every subcommand. */
@@ -112,6 +113,25 @@ void cli_write_json_string(FILE *f, const char *s, size_t len);
 typedef lipi_status (*cli_line_fn)(const char *line, size_t len, void *ctx, lipi_error *err);
 int cli_for_each_line(const char *sub, char **files, int nfiles, lipi_invalid_mode mode,
                       cli_line_fn fn, void *ctx);
+
+/* A tokenizer opened for a command (-t TOKENIZER): the tokenizer, its
+ * encoder and one session per thread. */
+typedef struct {
+    lipi_tokenizer *tok;
+    lipi_encoder *enc;
+    lipi_session **sessions;   /* [n_sessions] */
+    size_t n_sessions;
+} cli_tokenizer;
+
+/* Opens path (any format lipi_tokenizer_open reads) with oo, its encoder
+ * and n_sessions sessions. Reports a failure as "lipi SUB: PATH: ..." (the
+ * path added when the error names no file) and returns EXIT_FAIL, with
+ * nothing left to close; else EXIT_OK. */
+int cli_tokenizer_open(const char *sub, const char *path, const lipi_open_options *oo,
+                       size_t n_sessions, cli_tokenizer *t);
+
+/* Frees what cli_tokenizer_open made; a zeroed t is a no-op. */
+void cli_tokenizer_close(cli_tokenizer *t);
 
 /* Flushes stdout and reports a write error (disk full, closed pipe). */
 int cli_finish_output(const char *sub);
