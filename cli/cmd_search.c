@@ -1,7 +1,7 @@
 /* `lipi search`: top-k documents of an index for each query. */
 #include "cli/cli.h"
+#include "cli/options.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -89,68 +89,68 @@ static lipi_status search_print(search_ctx *c, float *q, size_t n, size_t first,
     return LIPI_OK;
 }
 
+typedef struct {
+    const char *index, *query, *queries, *qvec;
+    lipi_index_open_options *oo;
+    search_ctx *c;
+} search_args;
+
+static int search_option(int id, const char *arg, void *vsa)
+{
+    search_args *sa = vsa;
+    uint64_t v;
+    switch (id) {
+    case CLI_OPT_INDEX: sa->index = arg; break;
+    case CLI_OPT_QUERY: sa->query = arg; break;
+    case CLI_OPT_QUERIES: sa->queries = arg; break;
+    case CLI_OPT_QUERY_VECTORS: sa->qvec = arg; break;
+    case 'k':
+        if (!cli_parse_u64(arg, &v) || v == 0 || v > 100000)
+            return cli_bad_value("search", "-k", "1..100000", arg);
+        sa->c->k = (size_t)v;
+        break;
+    case CLI_OPT_FORMAT:
+        if (strcmp(arg, "tsv") == 0)
+            sa->c->format = FMT_TSV;
+        else if (strcmp(arg, "jsonl") == 0)
+            sa->c->format = FMT_JSONL;
+        else
+            return cli_bad_value("search", "--format", "tsv or jsonl", arg);
+        break;
+    case CLI_OPT_EXACT: sa->c->so.exact = true; break;
+    case CLI_OPT_FAISS_PARAMS: sa->oo->faiss_params = arg; break;
+    }
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"index", required_argument, NULL, 'I'},
-        {"model", required_argument, NULL, 'm'},
-        {"query", required_argument, NULL, 'q'},
-        {"queries", required_argument, NULL, 'Q'},
-        {"query-vectors", required_argument, NULL, 'V'},
-        {"format", required_argument, NULL, 'F'},
-        {"exact", no_argument, NULL, 'e'},
-        {"faiss-params", required_argument, NULL, 'P'},
-        {"threads", required_argument, NULL, 't'},
-        {"invalid", required_argument, NULL, 'i'},
-        {"help", no_argument, NULL, 'h'},
+        {"index", required_argument, NULL, CLI_OPT_INDEX},
+        {"query", required_argument, NULL, CLI_OPT_QUERY},
+        {"queries", required_argument, NULL, CLI_OPT_QUERIES},
+        {"query-vectors", required_argument, NULL, CLI_OPT_QUERY_VECTORS},
+        {"format", required_argument, NULL, CLI_OPT_FORMAT},
+        {"exact", no_argument, NULL, CLI_OPT_EXACT},
+        {"faiss-params", required_argument, NULL, CLI_OPT_FAISS_PARAMS},
         {NULL, 0, NULL, 0},
     };
-    const char *index = NULL, *model = NULL, *query = NULL, *queries = NULL, *qvec = NULL;
     lipi_index_open_options oo = {0};
-    search_ctx c = {.k = 10, .so = {.threads = 2}};
-    lipi_embedder_options eo = {.batch = 32};
-    lipi_invalid_mode mode = LIPI_INVALID_ERROR;
-    uint64_t v;
-    int ch;
-    optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":m:k:h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'I': index = optarg; break;
-        case 'm': model = optarg; break;
-        case 'q': query = optarg; break;
-        case 'Q': queries = optarg; break;
-        case 'V': qvec = optarg; break;
-        case 'k':
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 100000)
-                return cli_usage_error("search", "-k takes 1..100000, not '%s'", optarg);
-            c.k = (size_t)v;
-            break;
-        case 'F':
-            if (strcmp(optarg, "tsv") == 0)
-                c.format = FMT_TSV;
-            else if (strcmp(optarg, "jsonl") == 0)
-                c.format = FMT_JSONL;
-            else
-                return cli_usage_error("search", "--format takes tsv or jsonl, not '%s'", optarg);
-            break;
-        case 'e': c.so.exact = true; break;
-        case 'P': oo.faiss_params = optarg; break;
-        case 't':
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 256)
-                return cli_usage_error("search", "--threads takes 1..256, not '%s'", optarg);
-            c.so.threads = (size_t)v;
-            break;
-        case 'i':
-            if (!cli_parse_invalid(optarg, &mode))
-                return cli_usage_error("search", "--invalid takes 'error' or 'replace', not '%s'",
-                                       optarg);
-            break;
-        case 'h': help(stdout); return EXIT_OK;
-        case ':': return cli_usage_error("search", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("search", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    search_ctx c = {.k = 10};
+    search_args sa = {.oo = &oo, .c = &c};
+    cli_args a = {.mode = LIPI_INVALID_ERROR, .threads = 2, .max_threads = 256,
+                  .eo = {.batch = 32}};
+    const cli_spec spec = {"search", help, "k:", opts,
+                           CLI_ARG_MODEL | CLI_ARG_THREADS | CLI_ARG_INVALID, search_option, &sa,
+                           0};
+    int ch = cli_parse(&spec, argc, argv, &a);
+    if (ch != CLI_GO_ON)
+        return ch;
+    const char *index = sa.index, *model = a.model, *query = sa.query, *queries = sa.queries,
+               *qvec = sa.qvec;
+    lipi_embedder_options eo = a.eo;
+    lipi_invalid_mode mode = a.mode;
+    c.so.threads = a.threads;
     if (optind < argc)
         return cli_usage_error("search", "unexpected argument '%s'", argv[optind]);
     if (!index)
