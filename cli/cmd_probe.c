@@ -136,31 +136,6 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* splitmix64: a fixed, portable stream for the held-out draw. */
-static uint64_t next_random(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Accuracy of p on rows of x whose labels are y. */
-static double accuracy(const lipi_probe *p, const float *x, const uint32_t *y, size_t n,
-                       float *probs)
-{
-    size_t k = lipi_probe_label_count(p), dim = lipi_probe_dim(p), right = 0;
-    for (size_t i = 0; i < n; i++) {
-        lipi_probe_predict(p, x + i * dim, 1, probs);
-        size_t best = 0;
-        for (size_t c = 1; c < k; c++)
-            if (probs[c] > probs[best])
-                best = c;
-        right += best == y[i];
-    }
-    return n ? (double)right / (double)n : 0.0;
-}
-
 /* ------------------------------------------------------------------------ */
 /* train                                                                     */
 /* ------------------------------------------------------------------------ */
@@ -192,7 +167,6 @@ static int train(probe_args *pa)
     float *x = NULL, *xd = NULL, *xt = NULL, *probs = NULL;
     uint32_t *y = NULL, *yd = NULL, *yt = NULL;
     char **names = NULL;
-    size_t *order = NULL;
     bool *held = NULL;  /* training lines left out for the held-out score */
     int rc = EXIT_FAIL;
     lipi_status st;
@@ -203,8 +177,7 @@ static int train(probe_args *pa)
         (pa->dev && (st = read_labelled(pa->dev, pa->a.mode, &dv, &err)) != LIPI_OK))
         goto report;
     size_t n = tr.texts.n, k = 0;
-    if (!(names = lipi_calloc(n, sizeof *names)) || !(y = lipi_calloc(n, sizeof *y)) ||
-        !(order = lipi_calloc(n, sizeof *order)))
+    if (!(names = lipi_calloc(n, sizeof *names)) || !(y = lipi_calloc(n, sizeof *y)))
         goto oom;
     for (size_t i = 0; i < n; i++)
         names[i] = (char *)tr.labels.ptrs[i];
@@ -233,7 +206,7 @@ static int train(probe_args *pa)
     if ((st = embed_all(e, s, &tr, x, !pa->a.quiet, &err)) != LIPI_OK)
         goto report;
 
-    /* Which training lines are held out: a fixed-seed Fisher-Yates draw. */
+    /* Which training lines are held out: a fixed-seed draw. */
     size_t nd = 0;
     if (!pa->dev && pa->holdout > 0) {
         nd = (size_t)((double)n * pa->holdout + 0.5);
@@ -244,19 +217,10 @@ static int train(probe_args *pa)
                            "--holdout %g leaves no training lines of %zu", pa->holdout, n);
             goto report;
         }
-        for (size_t i = 0; i < n; i++)
-            order[i] = i;
-        uint64_t seed = HOLDOUT_SEED;
-        for (size_t i = n - 1; i > 0; i--) {
-            size_t j = (size_t)(next_random(&seed) % (i + 1));
-            size_t t = order[i];
-            order[i] = order[j];
-            order[j] = t;
-        }
         if (!(held = lipi_calloc(n, sizeof *held)))
             goto oom;
-        for (size_t i = 0; i < nd; i++)
-            held[order[i]] = true;
+        if ((st = lipi_probe_holdout(n, nd, HOLDOUT_SEED, held, &err)) != LIPI_OK)
+            goto report;
     }
     size_t nt = n - nd;
     if (!(xt = lipi_calloc(nt, dim * sizeof *xt)) || !(yt = lipi_calloc(nt, sizeof *yt)) ||
@@ -290,7 +254,8 @@ static int train(probe_args *pa)
     if ((st = lipi_probe_train(xt, yt, nt, dim, (const char *const *)names, k, &po, &p, &err)) !=
         LIPI_OK)
         goto report;
-    double acc = nd ? accuracy(p, xd, yd, nd, probs) : accuracy(p, xt, yt, nt, probs);
+    double acc = nd ? lipi_probe_accuracy(p, xd, yd, nd, probs)
+                    : lipi_probe_accuracy(p, xt, yt, nt, probs);
     if (pa->dev)
         fprintf(stderr, "lipi probe: held-out accuracy %.4f (%zu %s of %s; %zu training "
                         "%s, %zu %s)\n",
@@ -331,7 +296,6 @@ done:
     lipi_free(yt);
     lipi_free(probs);
     lipi_free(names);
-    lipi_free(order);
     lipi_free(held);
     return rc;
 }
