@@ -1,6 +1,7 @@
 /* The `lipi` command: shared pieces of the subcommands. Subcommands live in
- * cli/cmd_<name>.c, parse their own options, call the library and turn its
- * errors into messages and exit codes. No algorithm lives in cli/. */
+ * cli/cmd_<name>.c, parse their options with cli_parse (cli/options.h), call
+ * the library and turn its errors into messages and exit codes. No
+ * algorithm lives in cli/. */
 #ifndef LIPI_CLI_H
 #define LIPI_CLI_H
 
