@@ -2,7 +2,6 @@
  * (cli/embedder.h). */
 #include "cli/embedder.h"
 
-#include <getopt.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -99,7 +98,7 @@ int cli_for_each_batch(const char *sub, char **files, int nfiles, lipi_invalid_m
     return EXIT_OK;
 }
 
-int cli_write_batches(const char *sub, char **files, int nfiles, const cli_model_args *a,
+int cli_write_batches(const char *sub, char **files, int nfiles, const cli_args *a,
                       const char *out, cli_batch_fn fn, void *ctx, FILE **f)
 {
     lipi_output *o = NULL;
@@ -154,60 +153,3 @@ const char cli_model_options_help[] =
     "  --dtype f32|int8     int8: quantized projections, faster, cosine >= 0.99\n"
     "  --invalid MODE       invalid UTF-8: error (default) or replace\n"
     "  --quiet              no progress line\n";
-
-int cli_model_option(const char *sub, int c, const char *arg, cli_model_args *a)
-{
-    uint64_t v;
-    switch (c) {
-    case 'm': a->model = arg; return 1;
-    case 0x100: a->eo.revision = arg; return 1;
-    case 0x101:
-        if (!lipi_pooling_parse(arg, &a->eo.pooling)) {
-            cli_usage_error(sub, "--pooling takes cls, mean, max or mean_sqrt_len, not '%s'",
-                            arg);
-            return -1;
-        }
-        return 1;
-    case 0x102: a->eo.normalize = 1; return 1;
-    case 0x103:
-        if (!cli_parse_u64(arg, &v) || v == 0 || v > 65536) {
-            cli_usage_error(sub, "--batch takes 1..65536, not '%s'", arg);
-            return -1;
-        }
-        a->eo.batch = (size_t)v;
-        return 1;
-    case 0x104:
-        if (!cli_parse_u64(arg, &v) || v == 0 || v > 1000000) {
-            cli_usage_error(sub, "--max-length takes a positive number, not '%s'", arg);
-            return -1;
-        }
-        a->eo.max_length = (size_t)v;
-        return 1;
-    case 0x105:
-        if (!cli_parse_u64(arg, &v) || v == 0 || v > 256) {
-            cli_usage_error(sub, "--threads takes 1..256, not '%s'", arg);
-            return -1;
-        }
-        a->threads = (size_t)v;
-        return 1;
-    case 0x106:
-        if (strcmp(arg, "f32") == 0)
-            a->eo.dtype = LIPI_DTYPE_F32;
-        else if (strcmp(arg, "int8") == 0)
-            a->eo.dtype = LIPI_DTYPE_INT8;
-        else {
-            cli_usage_error(sub, "--dtype takes f32 or int8, not '%s'", arg);
-            return -1;
-        }
-        return 1;
-    case 0x107: a->eo.strict = true; return 1;
-    case 0x108:
-        if (!cli_parse_invalid(arg, &a->mode)) {
-            cli_usage_error(sub, "--invalid takes 'error' or 'replace', not '%s'", arg);
-            return -1;
-        }
-        return 1;
-    case 0x109: a->quiet = true; return 1;
-    default: return 0;
-    }
-}

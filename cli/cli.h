@@ -1,6 +1,7 @@
 /* The `lipi` command: shared pieces of the subcommands. Subcommands live in
- * cli/cmd_<name>.c, parse their own options, call the library and turn its
- * errors into messages and exit codes. No algorithm lives in cli/. */
+ * cli/cmd_<name>.c, parse their options with cli_parse (cli/options.h), call
+ * the library and turn its errors into messages and exit codes. No
+ * algorithm lives in cli/. */
 #ifndef LIPI_CLI_H
 #define LIPI_CLI_H
 
@@ -8,10 +9,68 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "encoder/encoder.h"
 #include "tokenizer/tokenizer.h"
 
 /* Exit codes of every subcommand. */
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+/* getopt_long `val`s of the long options that have no short letter: one
+ * id per option name, for every command. They start above any character so
+ * they never clash with a short option (-m, -o, -t, -k, -h); the shared
+ * ones are parsed by cli_parse (cli/options.h). cmd_train.c's own OPT_*
+ * ids start at 2000 until it moves to cli_parse. */
+typedef enum {
+    CLI_OPT_FIRST = 0x100,
+    /* shared groups (cli/options.h) */
+    CLI_OPT_INVALID = CLI_OPT_FIRST,
+    CLI_OPT_THREADS,
+    CLI_OPT_QUIET,
+    CLI_OPT_NORMALIZER,
+    CLI_OPT_LOWERCASE,
+    CLI_OPT_NO_LOWERCASE,
+    CLI_OPT_STRIP_ACCENTS,
+    CLI_OPT_NO_STRIP_ACCENTS,
+    CLI_OPT_FOLD_DIGITS,
+    CLI_OPT_PATTERN,
+    CLI_OPT_REGEX,
+    CLI_OPT_REVISION,
+    CLI_OPT_POOLING,
+    CLI_OPT_NORMALIZE,
+    CLI_OPT_BATCH,
+    CLI_OPT_MAX_LENGTH,
+    CLI_OPT_DTYPE,
+    CLI_OPT_STRICT,
+    /* one command's or a few commands' own */
+    CLI_OPT_FORMAT,
+    CLI_OPT_FORM,
+    CLI_OPT_OFFSETS,
+    CLI_OPT_COUNT,
+    CLI_OPT_MERGE,
+    CLI_OPT_ADD_SPECIAL_TOKENS,
+    CLI_OPT_SKIP_SPECIAL_TOKENS,
+    CLI_OPT_PARALLEL,
+    CLI_OPT_REFERENCE,
+    CLI_OPT_TEXT,
+    CLI_OPT_VECTORS,
+    CLI_OPT_APPEND,
+    CLI_OPT_FAISS,
+    CLI_OPT_INDEX,
+    CLI_OPT_QUERY,
+    CLI_OPT_QUERIES,
+    CLI_OPT_DOCS,
+    CLI_OPT_QUERY_VECTORS,
+    CLI_OPT_DOC_VECTORS,
+    CLI_OPT_EXACT,
+    CLI_OPT_FAISS_PARAMS,
+    CLI_OPT_TRAIN,
+    CLI_OPT_DEV,
+    CLI_OPT_HOLDOUT,
+    CLI_OPT_L2,
+    CLI_OPT_ITERATIONS,
+    CLI_OPT_PROBE,
+    CLI_OPT_ALL,
+} cli_option_id;
 
 typedef struct {
     const char *name;
@@ -25,6 +84,12 @@ void cli_report(const char *sub, const lipi_error *err);
 /* Prints "lipi SUB: " + message to stderr; returns EXIT_USAGE for usage
  * errors so callers can `return cli_usage_error(...)`. */
 int cli_usage_error(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Reports a bad option value the one way every command does:
+ * "lipi SUB: OPT takes TAKES, not 'ARG'" and the --help hint; returns
+ * EXIT_USAGE. Example: cli_bad_value("encode", "--threads",
+ * "a number from 1 to 1024", "x"). */
+int cli_bad_value(const char *sub, const char *opt, const char *takes, const char *arg);
 
 /* Parses --invalid=error|replace. */
 bool cli_parse_invalid(const char *s, lipi_invalid_mode *mode);
@@ -49,6 +114,25 @@ void cli_write_json_string(FILE *f, const char *s, size_t len);
 typedef lipi_status (*cli_line_fn)(const char *line, size_t len, void *ctx, lipi_error *err);
 int cli_for_each_line(const char *sub, char **files, int nfiles, lipi_invalid_mode mode,
                       cli_line_fn fn, void *ctx);
+
+/* A tokenizer opened for a command (-t TOKENIZER): the tokenizer, its
+ * encoder and one session per thread. */
+typedef struct {
+    lipi_tokenizer *tok;
+    lipi_encoder *enc;
+    lipi_session **sessions;   /* [n_sessions] */
+    size_t n_sessions;
+} cli_tokenizer;
+
+/* Opens path (any format lipi_tokenizer_open reads) with oo, its encoder
+ * and n_sessions sessions. Reports a failure as "lipi SUB: PATH: ..." (the
+ * path added when the error names no file) and returns EXIT_FAIL, with
+ * nothing left to close; else EXIT_OK. */
+int cli_tokenizer_open(const char *sub, const char *path, const lipi_open_options *oo,
+                       size_t n_sessions, cli_tokenizer *t);
+
+/* Frees what cli_tokenizer_open made; a zeroed t is a no-op. */
+void cli_tokenizer_close(cli_tokenizer *t);
 
 /* Flushes stdout and reports a write error (disk full, closed pipe). */
 int cli_finish_output(const char *sub);

@@ -2,7 +2,6 @@
  * input line. */
 #include "cli/cli.h"
 
-#include <getopt.h>
 #include <string.h>
 
 #include "cli/embedder.h"
@@ -70,30 +69,13 @@ static lipi_status classify_batch(const char *const *texts, const size_t *lens, 
 
 static int run(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        CLI_MODEL_OPTIONS,
-        {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    cli_model_args a = {.eo = {.batch = 32, .normalize = -1}};
-    const char *out = NULL;
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:o:h", opts, NULL)) != -1) {
-        int handled = cli_model_option("classify", c, optarg, &a);
-        if (handled < 0)
-            return EXIT_USAGE;
-        if (handled)
-            continue;
-        switch (c) {
-        case 'o': out = optarg; break;
-        case 'h': help(stdout); return EXIT_OK;
-        case ':': return cli_usage_error("classify", "%s needs a value", argv[optind - 1]);
-        default: return cli_usage_error("classify", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    cli_args a = {.eo = {.batch = 32, .normalize = -1}, .max_threads = 256};
+    const cli_spec spec = {"classify", help, NULL, NULL, CLI_ARGS_MODEL | CLI_ARG_OUTPUT,
+                           NULL, NULL, 0};
+    int c = cli_parse(&spec, argc, argv, &a);
+    if (c != CLI_GO_ON)
+        return c;
+    const char *out = a.output;
     if (!a.model)
         return cli_usage_error("classify", "-m MODEL is required");
 

@@ -1,11 +1,11 @@
 /* `lipi count`: word counts of a corpus, and merging of counts files, so
  * counting can run on many machines and training on one. */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/progress.h"
 #include "cli/signals.h"
 #include "cli/text_options.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,49 +32,37 @@ static void help(FILE *f)
             "  -h, --help            show this help\n");
 }
 
+/* --merge, the one option of count's own. */
+static int count_option(int id, const char *arg, void *vmerge)
+{
+    (void)id;
+    (void)arg;
+    *(bool *)vmerge = true;
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"merge", no_argument, NULL, 'm'},
-        {"threads", required_argument, NULL, 't'},
-        {"invalid", required_argument, NULL, 'i'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        CLI_TEXT_LONGOPTS,
+        {"merge", no_argument, NULL, CLI_OPT_MERGE},
         {NULL, 0, NULL, 0},
     };
-    cli_text_options text;
-    cli_text_options_default(&text);
     lipi_count_options copt;
     lipi_count_options_default(&copt);
-    const char *out = NULL;
-    bool merge = false, quiet = false;
-    uint64_t v;
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
-        if (cli_text_option(c, optarg, &text))
-            continue;
-        switch (c) {
-        case 'o': out = optarg; break;
-        case 'm': merge = true; break;
-        case 't':
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 1024)
-                return cli_usage_error("count", "--threads takes a number from 1 to 1024, not '%s'", optarg);
-            copt.threads = (size_t)v;
-            break;
-        case 'i':
-            if (!cli_parse_invalid(optarg, &copt.invalid))
-                return cli_usage_error("count", "--invalid takes 'error' or 'replace', not '%s'", optarg);
-            break;
-        case 'q': quiet = true; break;
-        case 'h': help(stdout); return EXIT_OK;
-        case ':': return cli_usage_error("count", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("count", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    cli_args a = {.mode = copt.invalid, .threads = copt.threads, .max_threads = 1024};
+    cli_text_options_default(&a.text);
+    bool merge = false;
+    const cli_spec spec = {"count", help, NULL, opts,
+                           CLI_ARG_OUTPUT | CLI_ARG_THREADS | CLI_ARG_INVALID | CLI_ARG_QUIET |
+                               CLI_ARGS_TEXT,
+                           count_option, &merge, 0};
+    int c = cli_parse(&spec, argc, argv, &a);
+    if (c != CLI_GO_ON)
+        return c;
+    copt.invalid = a.mode;
+    copt.threads = a.threads;
+    const char *out = a.output;
+    bool quiet = a.quiet;
     if (!out)
         return cli_usage_error("count", "missing -o FILE (where to write the counts)");
     if (optind >= argc)
@@ -94,7 +82,7 @@ static int run(int argc, char **argv)
     } else {
         lipi_normalizer *norm = NULL;
         lipi_pretokenizer *pre = NULL;
-        if (cli_text_build(&text, &norm, &pre, &err) != LIPI_OK) {
+        if (cli_text_build(&a.text, &norm, &pre, &err) != LIPI_OK) {
             cli_report("count", &err);
             return EXIT_USAGE;
         }

@@ -1,7 +1,7 @@
 /* `lipi decode`: lines of token ids -> text, one output line per input line. */
 #include "cli/cli.h"
+#include "cli/options.h"
 
-#include <getopt.h>
 #include <string.h>
 
 #include "encoder/encoder.h"
@@ -98,68 +98,48 @@ static lipi_status decode_line(const char *line, size_t len, void *vctx, lipi_er
     return LIPI_OK;
 }
 
+typedef struct {
+    const char *path;     /* -t */
+    bool skip_special;    /* --skip-special-tokens */
+} decode_args;
+
+static int decode_option(int id, const char *arg, void *vda)
+{
+    decode_args *da = vda;
+    if (id == 't')
+        da->path = arg;
+    else
+        da->skip_special = true;
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"tokenizer", required_argument, NULL, 't'},
-        {"lowercase", no_argument, NULL, 1101},
-        {"no-lowercase", no_argument, NULL, 1102},
-        {"strip-accents", no_argument, NULL, 1103},
-        {"no-strip-accents", no_argument, NULL, 1104},
-        {"pattern", required_argument, NULL, 1105},
-        {"skip-special-tokens", no_argument, NULL, 's'},
-        {"help", no_argument, NULL, 'h'},
+        {"skip-special-tokens", no_argument, NULL, CLI_OPT_SKIP_SPECIAL_TOKENS},
         {NULL, 0, NULL, 0},
     };
-    const char *path = NULL;
-    lipi_open_options oo = {0};
-    decode_ctx c = {0};
-    int ch;
-    optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":t:h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 't': path = optarg; break;
-        case 1101: oo.lowercase = LIPI_FLAG_ON; break;
-        case 1102: oo.lowercase = LIPI_FLAG_OFF; break;
-        case 1103: oo.strip_accents = LIPI_FLAG_ON; break;
-        case 1104: oo.strip_accents = LIPI_FLAG_OFF; break;
-        case 1105: oo.pattern = optarg; break;
-        case 's': c.skip_special = true; break;
-        case 'h': help(stdout); return EXIT_OK;
-        case ':': return cli_usage_error("decode", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("decode", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (!path)
+    decode_args da = {0};
+    cli_args a = {0};
+    const cli_spec spec = {"decode", help, "t:", opts, CLI_ARG_TOKENIZER, decode_option, &da, 0};
+    int rc = cli_parse(&spec, argc, argv, &a);
+    if (rc != CLI_GO_ON)
+        return rc;
+    if (!da.path)
         return cli_usage_error("decode", "no tokenizer given (-t TOKENIZER)");
 
-    lipi_error err = {0};
-    lipi_tokenizer *tok = NULL;
-    lipi_encoder *enc = NULL;
-    int rc = EXIT_FAIL;
-    if (lipi_tokenizer_open(path, &oo, &tok, &err) != LIPI_OK ||
-        lipi_encoder_new(tok, &enc, &err) != LIPI_OK) {
-        if (!err.path[0])
-            snprintf(err.path, sizeof err.path, "%s", path);
-        cli_report("decode", &err);
-        goto done;
-    }
-    c.tok = tok;
-    if (lipi_session_new(enc, &c.s) != LIPI_OK) {
-        fprintf(stderr, "lipi decode: out of memory\n");
-        goto done;
-    }
+    cli_tokenizer t;
+    if (cli_tokenizer_open("decode", da.path, &a.oo, 1, &t) != EXIT_OK)
+        return EXIT_FAIL;
+    decode_ctx c = {.tok = t.tok, .s = t.sessions[0], .skip_special = da.skip_special};
     rc = cli_for_each_line("decode", argv + optind, argc - optind, LIPI_INVALID_ERROR, decode_line,
                            &c);
     if (rc == EXIT_OK)
         rc = cli_finish_output("decode");
-done:
     lipi_free(c.ids);
     lipi_free(c.text);
-    lipi_session_free(c.s);
-    lipi_encoder_free(enc);
-    lipi_tokenizer_free(tok);
+    cli_tokenizer_close(&t);
     return rc;
 }
 

@@ -1,9 +1,9 @@
 /* `lipi download`: fetches a model from the Hugging Face hub into the
  * Hugging Face cache. */
 #include "cli/cli.h"
+#include "cli/options.h"
 
 #include <dirent.h>
-#include <getopt.h>
 #include <limits.h>
 #include <string.h>
 #include <unistd.h>
@@ -85,30 +85,30 @@ static bool has_safetensors(const char *dir)
     return found;
 }
 
+/* --all, the one option of download's own. */
+static int download_option(int id, const char *arg, void *vall)
+{
+    (void)id;
+    (void)arg;
+    *(bool *)vall = true;
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"revision", required_argument, NULL, 'r'},
-        {"all", no_argument, NULL, 'a'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
+        {"all", no_argument, NULL, CLI_OPT_ALL},
         {NULL, 0, NULL, 0},
     };
     lipi_hub_download_options o = {0};
-    bool quiet = false;
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'r': o.revision = optarg; break;
-        case 'a': o.all = true; break;
-        case 'q': quiet = true; break;
-        case 'h': help(stdout); return EXIT_OK;
-        case ':': return cli_usage_error("download", "%s needs a value", argv[optind - 1]);
-        default: return cli_usage_error("download", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    cli_args a = {0};
+    const cli_spec spec = {"download", help, NULL, opts, CLI_ARG_REVISION | CLI_ARG_QUIET,
+                           download_option, &o.all, 0};
+    int c = cli_parse(&spec, argc, argv, &a);
+    if (c != CLI_GO_ON)
+        return c;
+    o.revision = a.eo.revision;
+    bool quiet = a.quiet;
     if (optind + 1 != argc)
         return cli_usage_error("download", "expected one model NAME (ORG/NAME)");
     progress_state ps = {isatty(2), 0};

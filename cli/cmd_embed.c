@@ -1,7 +1,6 @@
 /* `lipi embed`: one sentence embedding per input line. */
 #include "cli/cli.h"
 
-#include <getopt.h>
 #include <string.h>
 
 #include "cli/embedder.h"
@@ -63,42 +62,34 @@ static lipi_status embed_batch(const char *const *texts, const size_t *lens, siz
     return LIPI_OK;
 }
 
+/* --format, the one option of embed's own. */
+static int embed_option(int id, const char *arg, void *vjsonl)
+{
+    bool *jsonl = vjsonl;
+    (void)id;
+    if (strcmp(arg, "npy") == 0)
+        *jsonl = false;
+    else if (strcmp(arg, "jsonl") == 0)
+        *jsonl = true;
+    else
+        return cli_bad_value("embed", "--format", "npy or jsonl", arg);
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
-        CLI_MODEL_OPTIONS,
-        {"format", required_argument, NULL, 'f'},
-        {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
+        {"format", required_argument, NULL, CLI_OPT_FORMAT},
         {NULL, 0, NULL, 0},
     };
-    cli_model_args a = {.eo = {.batch = 32, .normalize = -1}};
-    const char *out = NULL;
+    cli_args a = {.eo = {.batch = 32, .normalize = -1}, .max_threads = 256};
     bool jsonl = false;
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:o:h", opts, NULL)) != -1) {
-        int handled = cli_model_option("embed", c, optarg, &a);
-        if (handled < 0)
-            return EXIT_USAGE;
-        if (handled)
-            continue;
-        switch (c) {
-        case 'f':
-            if (strcmp(optarg, "npy") == 0)
-                jsonl = false;
-            else if (strcmp(optarg, "jsonl") == 0)
-                jsonl = true;
-            else
-                return cli_usage_error("embed", "--format takes npy or jsonl, not '%s'", optarg);
-            break;
-        case 'o': out = optarg; break;
-        case 'h': help(stdout); return EXIT_OK;
-        case ':': return cli_usage_error("embed", "%s needs a value", argv[optind - 1]);
-        default: return cli_usage_error("embed", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    const cli_spec spec = {"embed", help, NULL, opts, CLI_ARGS_MODEL | CLI_ARG_OUTPUT,
+                           embed_option, &jsonl, 0};
+    int c = cli_parse(&spec, argc, argv, &a);
+    if (c != CLI_GO_ON)
+        return c;
+    const char *out = a.output;
     if (!a.model)
         return cli_usage_error("embed", "-m MODEL is required");
     if (!jsonl && (!out || strcmp(out, "-") == 0))

@@ -2,8 +2,8 @@
  * Lines are read in blocks and encoded by lipi_encode_batch on --threads
  * threads; the output is the same for any number of threads. */
 #include "cli/cli.h"
+#include "cli/options.h"
 
-#include <getopt.h>
 #include <string.h>
 
 #include "encoder/encoder.h"
@@ -313,115 +313,75 @@ static int encode_files(encode_ctx *c, char **files, int nfiles, lipi_invalid_mo
     return rc;
 }
 
+typedef struct {
+    const char *path;     /* -t */
+    encode_ctx *c;
+    bool add, have_max;
+    uint64_t max_length;
+} encode_args;
+
+static int encode_option(int id, const char *arg, void *vea)
+{
+    encode_args *ea = vea;
+    switch (id) {
+    case 't': ea->path = arg; break;
+    case CLI_OPT_FORMAT:
+        if (strcmp(arg, "ids") == 0)
+            ea->c->fmt = FMT_IDS;
+        else if (strcmp(arg, "tokens") == 0)
+            ea->c->fmt = FMT_TOKENS;
+        else if (strcmp(arg, "jsonl") == 0)
+            ea->c->fmt = FMT_JSONL;
+        else
+            return cli_bad_value("encode", "--format", "ids, tokens or jsonl", arg);
+        break;
+    case CLI_OPT_OFFSETS: ea->c->offsets = true; break;
+    case CLI_OPT_ADD_SPECIAL_TOKENS: ea->add = true; break;
+    case CLI_OPT_MAX_LENGTH:
+        if (!cli_parse_u64(arg, &ea->max_length) || ea->max_length == 0 ||
+            ea->max_length > (uint64_t)(SIZE_MAX >> 1))
+            return cli_bad_value("encode", "--max-length", "a positive number", arg);
+        ea->have_max = true;
+        break;
+    }
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"tokenizer", required_argument, NULL, 't'},
-        {"lowercase", no_argument, NULL, 1101},
-        {"no-lowercase", no_argument, NULL, 1102},
-        {"strip-accents", no_argument, NULL, 1103},
-        {"no-strip-accents", no_argument, NULL, 1104},
-        {"pattern", required_argument, NULL, 1105},
-        {"format", required_argument, NULL, 'f'},
-        {"offsets", no_argument, NULL, 'o'},
-        {"add-special-tokens", no_argument, NULL, 's'},
-        {"max-length", required_argument, NULL, 'm'},
-        {"threads", required_argument, NULL, 'j'},
-        {"invalid", required_argument, NULL, 'i'},
-        {"help", no_argument, NULL, 'h'},
+        {"format", required_argument, NULL, CLI_OPT_FORMAT},
+        {"offsets", no_argument, NULL, CLI_OPT_OFFSETS},
+        {"add-special-tokens", no_argument, NULL, CLI_OPT_ADD_SPECIAL_TOKENS},
+        {"max-length", required_argument, NULL, CLI_OPT_MAX_LENGTH},
         {NULL, 0, NULL, 0},
     };
-    const char *path = NULL;
-    lipi_open_options oo = {0};
     encode_ctx c = {0};
-    bool add = false, have_max = false;
-    uint64_t max_length = 0, threads = 1;
-    lipi_invalid_mode mode = LIPI_INVALID_ERROR;
-    int ch;
-    optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":t:h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 't': path = optarg; break;
-        case 1101: oo.lowercase = LIPI_FLAG_ON; break;
-        case 1102: oo.lowercase = LIPI_FLAG_OFF; break;
-        case 1103: oo.strip_accents = LIPI_FLAG_ON; break;
-        case 1104: oo.strip_accents = LIPI_FLAG_OFF; break;
-        case 1105: oo.pattern = optarg; break;
-        case 'f':
-            if (strcmp(optarg, "ids") == 0)
-                c.fmt = FMT_IDS;
-            else if (strcmp(optarg, "tokens") == 0)
-                c.fmt = FMT_TOKENS;
-            else if (strcmp(optarg, "jsonl") == 0)
-                c.fmt = FMT_JSONL;
-            else
-                return cli_usage_error("encode", "--format takes ids, tokens or jsonl, not '%s'",
-                                       optarg);
-            break;
-        case 'o': c.offsets = true; break;
-        case 's': add = true; break;
-        case 'm':
-            if (!cli_parse_u64(optarg, &max_length) || max_length == 0 ||
-                max_length > (uint64_t)(SIZE_MAX >> 1))
-                return cli_usage_error("encode", "--max-length takes a positive number, not '%s'",
-                                       optarg);
-            have_max = true;
-            break;
-        case 'j':
-            if (!cli_parse_u64(optarg, &threads) || threads == 0 || threads > 1024)
-                return cli_usage_error("encode",
-                                       "--threads takes a number from 1 to 1024, not '%s'", optarg);
-            break;
-        case 'i':
-            if (!cli_parse_invalid(optarg, &mode))
-                return cli_usage_error("encode", "--invalid takes 'error' or 'replace', not '%s'",
-                                       optarg);
-            break;
-        case 'h': help(stdout); return EXIT_OK;
-        case ':': return cli_usage_error("encode", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("encode", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (!path)
+    encode_args ea = {.c = &c};
+    cli_args a = {.mode = LIPI_INVALID_ERROR, .threads = 1, .max_threads = 1024};
+    const cli_spec spec = {"encode", help, "t:", opts,
+                           CLI_ARG_TOKENIZER | CLI_ARG_THREADS | CLI_ARG_INVALID, encode_option,
+                           &ea, 0};
+    int rc = cli_parse(&spec, argc, argv, &a);
+    if (rc != CLI_GO_ON)
+        return rc;
+    if (!ea.path)
         return cli_usage_error("encode", "no tokenizer given (-t TOKENIZER)");
 
-    lipi_error err = {0};
-    lipi_tokenizer *tok = NULL;
-    lipi_encoder *enc = NULL;
-    int rc = EXIT_FAIL;
-    if (lipi_tokenizer_open(path, &oo, &tok, &err) != LIPI_OK ||
-        lipi_encoder_new(tok, &enc, &err) != LIPI_OK) {
-        if (!err.path[0])
-            snprintf(err.path, sizeof err.path, "%s", path);
-        cli_report("encode", &err);
-        goto done;
-    }
-    c.sessions = lipi_calloc(threads, sizeof *c.sessions);
-    if (!c.sessions) {
-        fprintf(stderr, "lipi encode: out of memory\n");
-        goto done;
-    }
-    for (size_t i = 0; i < threads; i++) {
-        if (lipi_session_new(enc, &c.sessions[i]) != LIPI_OK) {
-            fprintf(stderr, "lipi encode: out of memory\n");
-            goto done;
-        }
-        c.n_sessions++;
-    }
-    lipi_encode_options_default(enc, &c.opt);
-    c.opt.add_special_tokens = add;
-    if (have_max)
-        c.opt.max_length = (size_t)max_length;
-    rc = encode_files(&c, argv + optind, argc - optind, mode);
+    cli_tokenizer t;
+    if (cli_tokenizer_open("encode", ea.path, &a.oo, a.threads, &t) != EXIT_OK)
+        return EXIT_FAIL;
+    c.sessions = t.sessions;
+    c.n_sessions = t.n_sessions;
+    lipi_encode_options_default(t.enc, &c.opt);
+    c.opt.add_special_tokens = ea.add;
+    if (ea.have_max)
+        c.opt.max_length = (size_t)ea.max_length;
+    rc = encode_files(&c, argv + optind, argc - optind, a.mode);
     if (rc == EXIT_OK)
         rc = cli_finish_output("encode");
-done:
-    for (size_t i = 0; i < c.n_sessions; i++)
-        lipi_session_free(c.sessions[i]);
-    lipi_free(c.sessions);
-    lipi_encoder_free(enc);
-    lipi_tokenizer_free(tok);
+    cli_tokenizer_close(&t);
     return rc;
 }
 

@@ -1,8 +1,8 @@
 /* `lipi eval-retrieval`: bitext retrieval on line-aligned files, the way
  * LaBSE and MTEB evaluate bitext mining. */
 #include "cli/cli.h"
+#include "cli/options.h"
 
-#include <getopt.h>
 #include <string.h>
 
 #include "cli/retrieval.h"
@@ -99,187 +99,188 @@ static void print_row(const char *dir, const lipi_retrieval_scores *s, size_t nk
     printf(" %8.4f\n", s->mrr);
 }
 
-static int run(int argc, char **argv)
+/* What eval-retrieval's own options give. */
+typedef struct {
+    const char *qa, *db, *va, *vb;   /* --queries --docs --query-vectors --doc-vectors */
+    size_t ks[MAX_KS], nk;           /* -k */
+    bool json;                       /* --format json */
+} eval_args;
+
+static int eval_option(int id, const char *arg, void *vea)
+{
+    eval_args *ea = vea;
+    switch (id) {
+    case CLI_OPT_QUERIES: ea->qa = arg; break;
+    case CLI_OPT_DOCS: ea->db = arg; break;
+    case CLI_OPT_QUERY_VECTORS: ea->va = arg; break;
+    case CLI_OPT_DOC_VECTORS: ea->vb = arg; break;
+    case 'k':
+        if (!parse_ks(arg, ea->ks, &ea->nk))
+            return cli_bad_value("eval-retrieval", "-k", "positive numbers separated by commas",
+                                 arg);
+        break;
+    case CLI_OPT_FORMAT:
+        if (strcmp(arg, "table") == 0)
+            ea->json = false;
+        else if (strcmp(arg, "json") == 0)
+            ea->json = true;
+        else
+            return cli_bad_value("eval-retrieval", "--format", "table or json", arg);
+        break;
+    }
+    return 0;
+}
+
+/* Parses argv into a and ea; returns CLI_GO_ON or the exit code. */
+static int parse(int argc, char **argv, cli_args *a, eval_args *ea)
 {
     static const struct option opts[] = {
-        {"model", required_argument, NULL, 'm'},
-        {"queries", required_argument, NULL, 'Q'},
-        {"docs", required_argument, NULL, 'D'},
-        {"query-vectors", required_argument, NULL, 'A'},
-        {"doc-vectors", required_argument, NULL, 'B'},
-        {"format", required_argument, NULL, 'F'},
-        {"pooling", required_argument, NULL, 'p'},
-        {"batch", required_argument, NULL, 'b'},
-        {"max-length", required_argument, NULL, 'L'},
-        {"threads", required_argument, NULL, 't'},
-        {"invalid", required_argument, NULL, 'i'},
-        {"help", no_argument, NULL, 'h'},
+        {"queries", required_argument, NULL, CLI_OPT_QUERIES},
+        {"docs", required_argument, NULL, CLI_OPT_DOCS},
+        {"query-vectors", required_argument, NULL, CLI_OPT_QUERY_VECTORS},
+        {"doc-vectors", required_argument, NULL, CLI_OPT_DOC_VECTORS},
+        {"format", required_argument, NULL, CLI_OPT_FORMAT},
         {NULL, 0, NULL, 0},
     };
-    const char *model = NULL, *qa = NULL, *db = NULL, *va = NULL, *vb = NULL;
-    size_t ks[MAX_KS] = {1, 5, 10}, nk = 3;
-    bool json = false;
-    lipi_embedder_options eo = {.batch = 32};
-    lipi_search_options so = {.threads = 2};
-    lipi_invalid_mode mode = LIPI_INVALID_ERROR;
-    uint64_t v;
-    int ch;
-    optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":m:k:h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'm': model = optarg; break;
-        case 'Q': qa = optarg; break;
-        case 'D': db = optarg; break;
-        case 'A': va = optarg; break;
-        case 'B': vb = optarg; break;
-        case 'k':
-            if (!parse_ks(optarg, ks, &nk))
-                return cli_usage_error("eval-retrieval",
-                                       "-k takes positive numbers separated by commas, not '%s'",
-                                       optarg);
-            break;
-        case 'F':
-            if (strcmp(optarg, "table") == 0)
-                json = false;
-            else if (strcmp(optarg, "json") == 0)
-                json = true;
-            else
-                return cli_usage_error("eval-retrieval", "--format takes table or json, not '%s'",
-                                       optarg);
-            break;
-        case 'p':
-            if (!lipi_pooling_parse(optarg, &eo.pooling))
-                return cli_usage_error("eval-retrieval",
-                                       "--pooling takes cls, mean, max or mean_sqrt_len, not '%s'",
-                                       optarg);
-            break;
-        case 'b':
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 65536)
-                return cli_usage_error("eval-retrieval", "--batch takes 1..65536, not '%s'",
-                                       optarg);
-            eo.batch = (size_t)v;
-            break;
-        case 'L':
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 1000000)
-                return cli_usage_error("eval-retrieval",
-                                       "--max-length takes a positive number, not '%s'", optarg);
-            eo.max_length = (size_t)v;
-            break;
-        case 't':
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 256)
-                return cli_usage_error("eval-retrieval", "--threads takes 1..256, not '%s'",
-                                       optarg);
-            so.threads = (size_t)v;
-            break;
-        case 'i':
-            if (!cli_parse_invalid(optarg, &mode))
-                return cli_usage_error("eval-retrieval",
-                                       "--invalid takes 'error' or 'replace', not '%s'", optarg);
-            break;
-        case 'h': help(stdout); return EXIT_OK;
-        case ':':
-            return cli_usage_error("eval-retrieval", "option '%s' needs a value",
-                                   argv[optind - 1]);
-        default: return cli_usage_error("eval-retrieval", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    const cli_spec spec = {"eval-retrieval", help, "k:", opts,
+                           CLI_ARG_MODEL | CLI_ARG_POOLING | CLI_ARG_BATCH | CLI_ARG_MAX_LENGTH |
+                               CLI_ARG_THREADS | CLI_ARG_INVALID,
+                           eval_option, ea, 0};
+    int rc = cli_parse(&spec, argc, argv, a);
+    if (rc != CLI_GO_ON)
+        return rc;
     if (optind < argc)
         return cli_usage_error("eval-retrieval", "unexpected argument '%s'", argv[optind]);
-    bool text = model || qa || db;
-    if (text && (va || vb))
+    bool text = a->model || ea->qa || ea->db;
+    if (text && (ea->va || ea->vb))
         return cli_usage_error("eval-retrieval",
                                "give either -m MODEL --queries --docs or --query-vectors "
                                "--doc-vectors");
-    if (text && (!model || !qa || !db))
+    if (text && (!a->model || !ea->qa || !ea->db))
         return cli_usage_error("eval-retrieval", "give -m MODEL, --queries A.txt and --docs B.txt");
-    if (!text && (!va || !vb))
+    if (!text && (!ea->va || !ea->vb))
         return cli_usage_error("eval-retrieval",
                                "give -m MODEL --queries A.txt --docs B.txt, or --query-vectors "
                                "A.npy --doc-vectors B.npy");
+    return CLI_GO_ON;
+}
 
-    int rc = EXIT_FAIL;
-    lipi_error err = {0};
-    lipi_embedder *emb = NULL;
-    lipi_embedder_session *es = NULL;
-    lipi_npy_map *ma = NULL, *mb = NULL;
-    float *ea = NULL, *eb = NULL;
+/* The aligned (n, dim) matrices A and B: embedded from the text files, or
+ * mapped from the .npy files; they live until bitext_free. */
+typedef struct {
+    const char *name_a, *name_b;
     const float *a, *b;
     size_t na, nb, dim;
-    const char *name_a = text ? qa : va, *name_b = text ? db : vb;
-    if (text) {
-        if (lipi_embedder_open(model, &eo, &emb, &err) != LIPI_OK ||
-            lipi_embedder_session_new(emb, so.threads, &es, &err) != LIPI_OK ||
-            embed_file(emb, es, qa, mode, &ea, &na, &err) != LIPI_OK ||
-            embed_file(emb, es, db, mode, &eb, &nb, &err) != LIPI_OK)
-            goto fail;
-        a = ea;
-        b = eb;
-        dim = lipi_embedder_dim(emb);
+    lipi_embedder *emb;
+    lipi_embedder_session *es;
+    lipi_npy_map *ma, *mb;
+    float *ea, *eb;
+} bitext;
+
+static lipi_status bitext_load(const cli_args *a, const eval_args *ea, bitext *bt,
+                               lipi_error *err)
+{
+    lipi_status st;
+    if (a->model) {
+        bt->name_a = ea->qa;
+        bt->name_b = ea->db;
+        if ((st = lipi_embedder_open(a->model, &a->eo, &bt->emb, err)) != LIPI_OK ||
+            (st = lipi_embedder_session_new(bt->emb, a->threads, &bt->es, err)) != LIPI_OK ||
+            (st = embed_file(bt->emb, bt->es, ea->qa, a->mode, &bt->ea, &bt->na, err)) != LIPI_OK ||
+            (st = embed_file(bt->emb, bt->es, ea->db, a->mode, &bt->eb, &bt->nb, err)) != LIPI_OK)
+            return st;
+        bt->a = bt->ea;
+        bt->b = bt->eb;
+        bt->dim = lipi_embedder_dim(bt->emb);
     } else {
-        if (lipi_npy_map_open(va, &ma, &err) != LIPI_OK ||
-            lipi_npy_map_open(vb, &mb, &err) != LIPI_OK)
-            goto fail;
-        if (lipi_npy_map_cols(ma) != lipi_npy_map_cols(mb)) {
-            lipi_error_set(&err, LIPI_EINVAL, vb, 0, 0,
-                           "expected vectors of dimension %zu like %s, found %zu",
-                           lipi_npy_map_cols(ma), va, lipi_npy_map_cols(mb));
-            goto fail;
-        }
-        a = lipi_npy_map_data(ma);
-        b = lipi_npy_map_data(mb);
-        na = lipi_npy_map_rows(ma);
-        nb = lipi_npy_map_rows(mb);
-        dim = lipi_npy_map_cols(ma);
+        bt->name_a = ea->va;
+        bt->name_b = ea->vb;
+        if ((st = lipi_npy_map_open(ea->va, &bt->ma, err)) != LIPI_OK ||
+            (st = lipi_npy_map_open(ea->vb, &bt->mb, err)) != LIPI_OK)
+            return st;
+        if (lipi_npy_map_cols(bt->ma) != lipi_npy_map_cols(bt->mb))
+            return lipi_error_set(err, LIPI_EINVAL, ea->vb, 0, 0,
+                                  "expected vectors of dimension %zu like %s, found %zu",
+                                  lipi_npy_map_cols(bt->ma), ea->va, lipi_npy_map_cols(bt->mb));
+        bt->a = lipi_npy_map_data(bt->ma);
+        bt->b = lipi_npy_map_data(bt->mb);
+        bt->na = lipi_npy_map_rows(bt->ma);
+        bt->nb = lipi_npy_map_rows(bt->mb);
+        bt->dim = lipi_npy_map_cols(bt->ma);
     }
-    if (na == 0) {
-        lipi_error_set(&err, LIPI_EINVAL, name_a, 0, 0,
-                       "expected at least one sentence to retrieve, found none");
-        goto fail;
+    if (bt->na == 0)
+        return lipi_error_set(err, LIPI_EINVAL, bt->name_a, 0, 0,
+                              "expected at least one sentence to retrieve, found none");
+    if (bt->na != bt->nb)
+        return lipi_error_set(err, LIPI_EINVAL, bt->name_b, 0, 0,
+                              "expected %zu lines aligned with %s, found %zu", bt->na,
+                              bt->name_a, bt->nb);
+    return LIPI_OK;
+}
+
+static void bitext_free(bitext *bt)
+{
+    lipi_free(bt->ea);
+    lipi_free(bt->eb);
+    lipi_npy_map_close(bt->ma);
+    lipi_npy_map_close(bt->mb);
+    lipi_embedder_session_free(bt->es);
+    lipi_embedder_free(bt->emb);
+}
+
+static void print_scores(const eval_args *ea, const bitext *bt, const lipi_retrieval_scores *ab,
+                         const lipi_retrieval_scores *ba)
+{
+    size_t nk = ea->nk;
+    if (ea->json) {
+        printf("{\"pairs\":%zu,\"queries\":", bt->na);
+        cli_write_json_string(stdout, bt->name_a, strlen(bt->name_a));
+        printf(",\"docs\":");
+        cli_write_json_string(stdout, bt->name_b, strlen(bt->name_b));
+        putchar(',');
+        print_json_dir("a_to_b", ab, ea->ks, nk);
+        putchar(',');
+        print_json_dir("b_to_a", ba, ea->ks, nk);
+        printf("}\n");
+        return;
     }
-    if (na != nb) {
-        lipi_error_set(&err, LIPI_EINVAL, name_b, 0, 0,
-                       "expected %zu lines aligned with %s, found %zu", na, name_a, nb);
-        goto fail;
+    printf("bitext retrieval: %zu pairs, cosine similarity, exact; A = %s, B = %s\n", bt->na,
+           bt->name_a, bt->name_b);
+    printf("%-8s %8s", "", "P@1");
+    for (size_t j = 0; j < nk; j++) {
+        char h[32];
+        snprintf(h, sizeof h, "R@%zu", ea->ks[j]);
+        printf(" %8s", h);
     }
+    printf(" %8s\n", "MRR");
+    print_row("A -> B", ab, nk);
+    print_row("B -> A", ba, nk);
+}
+
+static int run(int argc, char **argv)
+{
+    cli_args a = {.mode = LIPI_INVALID_ERROR, .threads = 2, .max_threads = 256,
+                  .eo = {.batch = 32}};
+    eval_args ea = {.ks = {1, 5, 10}, .nk = 3};
+    int rc = parse(argc, argv, &a, &ea);
+    if (rc != CLI_GO_ON)
+        return rc;
+
+    lipi_error err = {0};
+    bitext bt = {0};
+    lipi_search_options so = {.threads = a.threads};
     double rab[MAX_KS], rba[MAX_KS];
     lipi_retrieval_scores ab = {.recall = rab}, ba = {.recall = rba};
-    if (lipi_eval_bitext(a, b, na, dim, ks, nk, &so, &ab, &ba, &err) != LIPI_OK)
-        goto fail;
-    if (json) {
-        printf("{\"pairs\":%zu,\"queries\":", na);
-        cli_write_json_string(stdout, name_a, strlen(name_a));
-        printf(",\"docs\":");
-        cli_write_json_string(stdout, name_b, strlen(name_b));
-        putchar(',');
-        print_json_dir("a_to_b", &ab, ks, nk);
-        putchar(',');
-        print_json_dir("b_to_a", &ba, ks, nk);
-        printf("}\n");
+    if (bitext_load(&a, &ea, &bt, &err) != LIPI_OK ||
+        lipi_eval_bitext(bt.a, bt.b, bt.na, bt.dim, ea.ks, ea.nk, &so, &ab, &ba, &err) !=
+            LIPI_OK) {
+        cli_report("eval-retrieval", &err);
+        rc = EXIT_FAIL;
     } else {
-        printf("bitext retrieval: %zu pairs, cosine similarity, exact; A = %s, B = %s\n", na,
-               name_a, name_b);
-        printf("%-8s %8s", "", "P@1");
-        for (size_t j = 0; j < nk; j++) {
-            char h[32];
-            snprintf(h, sizeof h, "R@%zu", ks[j]);
-            printf(" %8s", h);
-        }
-        printf(" %8s\n", "MRR");
-        print_row("A -> B", &ab, nk);
-        print_row("B -> A", &ba, nk);
+        print_scores(&ea, &bt, &ab, &ba);
+        rc = cli_finish_output("eval-retrieval");
     }
-    rc = cli_finish_output("eval-retrieval");
-    goto done;
-fail:
-    cli_report("eval-retrieval", &err);
-done:
-    lipi_free(ea);
-    lipi_free(eb);
-    lipi_npy_map_close(ma);
-    lipi_npy_map_close(mb);
-    lipi_embedder_session_free(es);
-    lipi_embedder_free(emb);
+    bitext_free(&bt);
     return rc;
 }
 

@@ -1,8 +1,8 @@
 /* `lipi index`: builds (or extends) a retrieval index from text lines and
  * their embeddings. */
 #include "cli/cli.h"
+#include "cli/options.h"
 
-#include <getopt.h>
 #include <string.h>
 
 #include "cli/retrieval.h"
@@ -97,67 +97,49 @@ static lipi_status add_line(const char *line, size_t len, void *vctx, lipi_error
     return st;
 }
 
+typedef struct {
+    const char *vectors, *pooling;
+    lipi_index_write_options *wo;
+} index_args;
+
+static int index_option(int id, const char *arg, void *via)
+{
+    index_args *ia = via;
+    switch (id) {
+    case CLI_OPT_VECTORS: ia->vectors = arg; break;
+    case CLI_OPT_APPEND: ia->wo->append = true; break;
+    case CLI_OPT_FAISS: ia->wo->faiss_spec = arg; break;
+    /* checked after the others: with --vectors any --pooling is an error */
+    case CLI_OPT_POOLING: ia->pooling = arg; break;
+    }
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"model", required_argument, NULL, 'm'},
-        {"vectors", required_argument, NULL, 'v'},
-        {"output", required_argument, NULL, 'o'},
-        {"append", no_argument, NULL, 'a'},
-        {"faiss", required_argument, NULL, 'f'},
-        {"pooling", required_argument, NULL, 'p'},
-        {"batch", required_argument, NULL, 'b'},
-        {"max-length", required_argument, NULL, 'L'},
-        {"threads", required_argument, NULL, 't'},
-        {"invalid", required_argument, NULL, 'i'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
+        {"vectors", required_argument, NULL, CLI_OPT_VECTORS},
+        {"append", no_argument, NULL, CLI_OPT_APPEND},
+        {"faiss", required_argument, NULL, CLI_OPT_FAISS},
+        {"pooling", required_argument, NULL, CLI_OPT_POOLING},
         {NULL, 0, NULL, 0},
     };
-    const char *model = NULL, *vectors = NULL, *out = NULL, *pooling = NULL;
-    lipi_index_write_options wo = {.threads = 2};
-    lipi_embedder_options eo = {.batch = 32};
-    lipi_invalid_mode mode = LIPI_INVALID_ERROR;
-    bool quiet = false;
-    uint64_t v;
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 'v': vectors = optarg; break;
-        case 'o': out = optarg; break;
-        case 'a': wo.append = true; break;
-        case 'f': wo.faiss_spec = optarg; break;
-        case 'p': pooling = optarg; break;
-        case 'b':
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 65536)
-                return cli_usage_error("index", "--batch takes 1..65536, not '%s'", optarg);
-            eo.batch = (size_t)v;
-            break;
-        case 'L':
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 1000000)
-                return cli_usage_error("index", "--max-length takes a positive number, not '%s'",
-                                       optarg);
-            eo.max_length = (size_t)v;
-            break;
-        case 't':
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 256)
-                return cli_usage_error("index", "--threads takes 1..256, not '%s'", optarg);
-            wo.threads = (size_t)v;
-            break;
-        case 'i':
-            if (!cli_parse_invalid(optarg, &mode))
-                return cli_usage_error("index", "--invalid takes 'error' or 'replace', not '%s'",
-                                       optarg);
-            break;
-        case 'q': quiet = true; break;
-        case 'h': help(stdout); return EXIT_OK;
-        case ':': return cli_usage_error("index", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("index", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    lipi_index_write_options wo = {0};
+    index_args ia = {.wo = &wo};
+    cli_args a = {.mode = LIPI_INVALID_ERROR, .threads = 2, .max_threads = 256,
+                  .eo = {.batch = 32}};
+    const cli_spec spec = {"index", help, NULL, opts,
+                           CLI_ARG_MODEL | CLI_ARG_OUTPUT | CLI_ARG_BATCH | CLI_ARG_MAX_LENGTH |
+                               CLI_ARG_THREADS | CLI_ARG_INVALID | CLI_ARG_QUIET,
+                           index_option, &ia, 0};
+    int c = cli_parse(&spec, argc, argv, &a);
+    if (c != CLI_GO_ON)
+        return c;
+    const char *model = a.model, *vectors = ia.vectors, *out = a.output, *pooling = ia.pooling;
+    lipi_embedder_options eo = a.eo;
+    lipi_invalid_mode mode = a.mode;
+    bool quiet = a.quiet;
+    wo.threads = a.threads;
     if (!out)
         return cli_usage_error("index", "give the index directory with -o DIR");
     if (!model == !vectors)
@@ -165,8 +147,7 @@ static int run(int argc, char **argv)
     if (vectors && pooling)
         return cli_usage_error("index", "--pooling needs -m MODEL");
     if (pooling && !lipi_pooling_parse(pooling, &eo.pooling))
-        return cli_usage_error("index", "--pooling takes cls, mean, max or mean_sqrt_len, not '%s'",
-                               pooling);
+        return cli_bad_value("index", "--pooling", "cls, mean, max or mean_sqrt_len", pooling);
 
     int rc = EXIT_FAIL, slot = -1;
     lipi_error err = {0};

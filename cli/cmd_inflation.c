@@ -3,9 +3,9 @@
  * tokenizers. Loading, measuring and the figures come from report/report.h;
  * this file parses the options and prints. */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/signals.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -150,24 +150,41 @@ done:
     return rc;
 }
 
+typedef struct {
+    options *o;
+    const char *format;
+} inflation_args;
+
+static int inflation_option(int id, const char *arg, void *via)
+{
+    inflation_args *ia = via;
+    switch (id) {
+    case 't': ia->o->tok_paths[ia->o->n_tok++] = arg; break;
+    case CLI_OPT_PARALLEL: ia->o->parallel[ia->o->n_parallel++] = arg; break;
+    case CLI_OPT_REFERENCE: ia->o->reference = arg; break;
+    case CLI_OPT_TEXT: ia->o->text = arg; break;
+    case CLI_OPT_FORMAT: ia->format = arg; break;
+    }
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"tokenizer", required_argument, NULL, 't'},
-        {"parallel", required_argument, NULL, 'p'},
-        {"reference", required_argument, NULL, 'r'},
-        {"text", required_argument, NULL, 'x'},
-        {"format", required_argument, NULL, 'f'},
-        {"output", required_argument, NULL, 'o'},
-        {"threads", required_argument, NULL, 'j'},
-        {"invalid", required_argument, NULL, 'i'},
-        {"help", no_argument, NULL, 'h'},
+        {"parallel", required_argument, NULL, CLI_OPT_PARALLEL},
+        {"reference", required_argument, NULL, CLI_OPT_REFERENCE},
+        {"text", required_argument, NULL, CLI_OPT_TEXT},
+        {"format", required_argument, NULL, CLI_OPT_FORMAT},
         {NULL, 0, NULL, 0},
     };
     options o = {.mode = LIPI_INVALID_ERROR};
-    const char *format = NULL;
-    uint64_t threads = 0;
-    int c, rc = EXIT_USAGE;
+    inflation_args ia = {&o, NULL};
+    cli_args a = {.mode = LIPI_INVALID_ERROR, .max_threads = 256};
+    const cli_spec spec = {SUB, help, "t:", opts,
+                           CLI_ARG_OUTPUT | CLI_ARG_THREADS | CLI_ARG_INVALID, inflation_option,
+                           &ia, 0};
+    int rc = EXIT_USAGE;
     /* argv outlives the run, so the lists hold pointers into it */
     o.tok_paths = calloc((size_t)argc, sizeof *o.tok_paths);
     o.parallel = calloc((size_t)argc, sizeof *o.parallel);
@@ -176,33 +193,12 @@ static int run(int argc, char **argv)
         rc = EXIT_FAIL;
         goto done;
     }
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":t:o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 't': o.tok_paths[o.n_tok++] = optarg; break;
-        case 'p': o.parallel[o.n_parallel++] = optarg; break;
-        case 'r': o.reference = optarg; break;
-        case 'x': o.text = optarg; break;
-        case 'f': format = optarg; break;
-        case 'o': o.output = optarg; break;
-        case 'j':
-            if (!cli_parse_u64(optarg, &threads) || threads == 0 || threads > 256) {
-                rc = cli_usage_error(SUB, "--threads takes a number from 1 to 256, not '%s'", optarg);
-                goto done;
-            }
-            break;
-        case 'i':
-            if (!cli_parse_invalid(optarg, &o.mode)) {
-                rc = cli_usage_error(SUB, "--invalid takes 'error' or 'replace', not '%s'", optarg);
-                goto done;
-            }
-            break;
-        case 'h': help(stdout); rc = EXIT_OK; goto done;
-        case ':': rc = cli_usage_error(SUB, "option '%s' needs a value", argv[optind - 1]); goto done;
-        default: rc = cli_usage_error(SUB, "unknown option '%s'", argv[optind - 1]); goto done;
-        }
-    }
+    if ((rc = cli_parse(&spec, argc, argv, &a)) != CLI_GO_ON)
+        goto done;
+    rc = EXIT_USAGE;
+    const char *format = ia.format;
+    o.output = a.output;
+    o.mode = a.mode;
     for (int i = optind; i < argc; i++)
         o.parallel[o.n_parallel++] = argv[i];
     if (o.n_tok == 0) {
@@ -228,7 +224,7 @@ static int run(int argc, char **argv)
     } else if (o.output) {
         guess_format(o.output, &o.fmt);
     }
-    o.threads = lipi_thread_count((size_t)threads, 64);
+    o.threads = lipi_thread_count(a.threads, 64);
     rc = inflation(&o);
 done:
     free(o.tok_paths);

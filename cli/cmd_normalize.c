@@ -1,7 +1,7 @@
 /* `lipi normalize`: normalizes text line by line. */
 #include "cli/cli.h"
+#include "cli/options.h"
 
-#include <getopt.h>
 #include <string.h>
 
 static void help(FILE *f)
@@ -43,38 +43,31 @@ static lipi_status normalize_line(const char *line, size_t len, void *vctx, lipi
     return LIPI_OK;
 }
 
+/* --form, the one option of normalize's own. */
+static int normalize_option(int id, const char *arg, void *vform)
+{
+    (void)id;
+    *(const char **)vform = arg;
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"form", required_argument, NULL, 'f'},
-        {"lowercase", no_argument, NULL, 'l'},
-        {"strip-accents", no_argument, NULL, 's'},
-        {"fold-digits", no_argument, NULL, 'd'},
-        {"invalid", required_argument, NULL, 'i'},
-        {"help", no_argument, NULL, 'h'},
+        {"form", required_argument, NULL, CLI_OPT_FORM},
         {NULL, 0, NULL, 0},
     };
     const char *form = "nfc";
-    lipi_normalizer_options nopt = {0};
-    lipi_invalid_mode mode = LIPI_INVALID_ERROR;
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'f': form = optarg; break;
-        case 'l': nopt.lowercase = true; break;
-        case 's': nopt.strip_accents = true; break;
-        case 'd': nopt.fold_digits = true; break;
-        case 'i':
-            if (!cli_parse_invalid(optarg, &mode))
-                return cli_usage_error("normalize", "--invalid takes 'error' or 'replace', not '%s'", optarg);
-            break;
-        case 'h': help(stdout); return EXIT_OK;
-        case ':': return cli_usage_error("normalize", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("normalize", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    cli_args a = {.mode = LIPI_INVALID_ERROR};
+    const cli_spec spec = {"normalize", help, NULL, opts,
+                           CLI_ARG_LOWERCASE | CLI_ARG_STRIP_ACCENTS | CLI_ARG_FOLD_DIGITS |
+                               CLI_ARG_INVALID,
+                           normalize_option, &form, 0};
+    int c = cli_parse(&spec, argc, argv, &a);
+    if (c != CLI_GO_ON)
+        return c;
+    const lipi_normalizer_options nopt = a.text.norm_opt;
+    lipi_invalid_mode mode = a.mode;
     lipi_error err = {0};
     normalize_ctx ctx = {0};
     lipi_normalizer *norm = NULL;

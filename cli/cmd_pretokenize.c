@@ -1,7 +1,7 @@
 /* `lipi pretokenize`: shows how a pre-tokenizer splits each line. */
 #include "cli/cli.h"
+#include "cli/options.h"
 
-#include <getopt.h>
 #include <string.h>
 
 static void help(FILE *f)
@@ -78,40 +78,41 @@ static lipi_status pretok_line(const char *line, size_t len, void *vctx, lipi_er
     return LIPI_OK;
 }
 
+typedef struct {
+    pretok_ctx *ctx;
+    const char *norm_name;
+} pretok_args;
+
+static int pretok_option(int id, const char *arg, void *vpa)
+{
+    pretok_args *pa = vpa;
+    switch (id) {
+    case CLI_OPT_OFFSETS: pa->ctx->offsets = true; break;
+    case CLI_OPT_COUNT: pa->ctx->count = true; break;
+    case CLI_OPT_NORMALIZE: pa->norm_name = arg; break;
+    }
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"pattern", required_argument, NULL, 'p'},
-        {"regex", required_argument, NULL, 'r'},
-        {"offsets", no_argument, NULL, 'o'},
-        {"count", no_argument, NULL, 'c'},
-        {"normalize", required_argument, NULL, 'n'},
-        {"invalid", required_argument, NULL, 'i'},
-        {"help", no_argument, NULL, 'h'},
+        {"offsets", no_argument, NULL, CLI_OPT_OFFSETS},
+        {"count", no_argument, NULL, CLI_OPT_COUNT},
+        {"normalize", required_argument, NULL, CLI_OPT_NORMALIZE},
         {NULL, 0, NULL, 0},
     };
-    const char *pattern = "indic", *regex = NULL, *norm_name = NULL;
-    lipi_invalid_mode mode = LIPI_INVALID_ERROR;
     pretok_ctx ctx = {0};
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'p': pattern = optarg; break;
-        case 'r': regex = optarg; break;
-        case 'o': ctx.offsets = true; break;
-        case 'c': ctx.count = true; break;
-        case 'n': norm_name = optarg; break;
-        case 'i':
-            if (!cli_parse_invalid(optarg, &mode))
-                return cli_usage_error("pretokenize", "--invalid takes 'error' or 'replace', not '%s'", optarg);
-            break;
-        case 'h': help(stdout); return EXIT_OK;
-        case ':': return cli_usage_error("pretokenize", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("pretokenize", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    pretok_args pa = {&ctx, NULL};
+    cli_args a = {.mode = LIPI_INVALID_ERROR, .text = {.pattern = "indic"}};
+    const cli_spec spec = {"pretokenize", help, NULL, opts,
+                           CLI_ARG_PATTERN | CLI_ARG_REGEX | CLI_ARG_INVALID, pretok_option, &pa,
+                           0};
+    int c = cli_parse(&spec, argc, argv, &a);
+    if (c != CLI_GO_ON)
+        return c;
+    const char *pattern = a.text.pattern, *regex = a.text.regex, *norm_name = pa.norm_name;
+    lipi_invalid_mode mode = a.mode;
     lipi_error err = {0};
     lipi_normalizer *norm = NULL;
     lipi_pretokenizer *pre = NULL;

@@ -4,7 +4,6 @@
 #include "cli/cli.h"
 #include "cli/signals.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,38 +136,13 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* splitmix64: a fixed, portable stream for the held-out draw. */
-static uint64_t next_random(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Accuracy of p on rows of x whose labels are y. */
-static double accuracy(const lipi_probe *p, const float *x, const uint32_t *y, size_t n,
-                       float *probs)
-{
-    size_t k = lipi_probe_label_count(p), dim = lipi_probe_dim(p), right = 0;
-    for (size_t i = 0; i < n; i++) {
-        lipi_probe_predict(p, x + i * dim, 1, probs);
-        size_t best = 0;
-        for (size_t c = 1; c < k; c++)
-            if (probs[c] > probs[best])
-                best = c;
-        right += best == y[i];
-    }
-    return n ? (double)right / (double)n : 0.0;
-}
-
 /* ------------------------------------------------------------------------ */
 /* train                                                                     */
 /* ------------------------------------------------------------------------ */
 
 typedef struct {
-    cli_model_args a;
-    const char *train, *dev, *out, *probe;
+    cli_args a;                /* a.output: train's probe.json, predict's output */
+    const char *train, *dev, *probe;
     double holdout, l2;
     size_t iterations;
 } probe_args;
@@ -193,19 +167,17 @@ static int train(probe_args *pa)
     float *x = NULL, *xd = NULL, *xt = NULL, *probs = NULL;
     uint32_t *y = NULL, *yd = NULL, *yt = NULL;
     char **names = NULL;
-    size_t *order = NULL;
     bool *held = NULL;  /* training lines left out for the held-out score */
     int rc = EXIT_FAIL;
     lipi_status st;
 
     /* Fail on an unwritable output before any long work. */
-    if ((st = lipi_check_writable(pa->out, &err)) != LIPI_OK ||
+    if ((st = lipi_check_writable(pa->a.output, &err)) != LIPI_OK ||
         (st = read_labelled(pa->train, pa->a.mode, &tr, &err)) != LIPI_OK ||
         (pa->dev && (st = read_labelled(pa->dev, pa->a.mode, &dv, &err)) != LIPI_OK))
         goto report;
     size_t n = tr.texts.n, k = 0;
-    if (!(names = lipi_calloc(n, sizeof *names)) || !(y = lipi_calloc(n, sizeof *y)) ||
-        !(order = lipi_calloc(n, sizeof *order)))
+    if (!(names = lipi_calloc(n, sizeof *names)) || !(y = lipi_calloc(n, sizeof *y)))
         goto oom;
     for (size_t i = 0; i < n; i++)
         names[i] = (char *)tr.labels.ptrs[i];
@@ -234,7 +206,7 @@ static int train(probe_args *pa)
     if ((st = embed_all(e, s, &tr, x, !pa->a.quiet, &err)) != LIPI_OK)
         goto report;
 
-    /* Which training lines are held out: a fixed-seed Fisher-Yates draw. */
+    /* Which training lines are held out: a fixed-seed draw. */
     size_t nd = 0;
     if (!pa->dev && pa->holdout > 0) {
         nd = (size_t)((double)n * pa->holdout + 0.5);
@@ -245,19 +217,10 @@ static int train(probe_args *pa)
                            "--holdout %g leaves no training lines of %zu", pa->holdout, n);
             goto report;
         }
-        for (size_t i = 0; i < n; i++)
-            order[i] = i;
-        uint64_t seed = HOLDOUT_SEED;
-        for (size_t i = n - 1; i > 0; i--) {
-            size_t j = (size_t)(next_random(&seed) % (i + 1));
-            size_t t = order[i];
-            order[i] = order[j];
-            order[j] = t;
-        }
         if (!(held = lipi_calloc(n, sizeof *held)))
             goto oom;
-        for (size_t i = 0; i < nd; i++)
-            held[order[i]] = true;
+        if ((st = lipi_probe_holdout(n, nd, HOLDOUT_SEED, held, &err)) != LIPI_OK)
+            goto report;
     }
     size_t nt = n - nd;
     if (!(xt = lipi_calloc(nt, dim * sizeof *xt)) || !(yt = lipi_calloc(nt, sizeof *yt)) ||
@@ -291,7 +254,8 @@ static int train(probe_args *pa)
     if ((st = lipi_probe_train(xt, yt, nt, dim, (const char *const *)names, k, &po, &p, &err)) !=
         LIPI_OK)
         goto report;
-    double acc = nd ? accuracy(p, xd, yd, nd, probs) : accuracy(p, xt, yt, nt, probs);
+    double acc = nd ? lipi_probe_accuracy(p, xd, yd, nd, probs)
+                    : lipi_probe_accuracy(p, xt, yt, nt, probs);
     if (pa->dev)
         fprintf(stderr, "lipi probe: held-out accuracy %.4f (%zu %s of %s; %zu training "
                         "%s, %zu %s)\n",
@@ -308,7 +272,7 @@ static int train(probe_args *pa)
                 acc, nt, lipi_plural(nt, "line", "lines"), k, lipi_plural(k, "label", "labels"));
     id.normalize = lipi_embedder_normalizes(e);
     cli_signals_hold(); /* see cli/signals.h */
-    st = lipi_probe_save(p, &id, nd ? acc : -1.0, pa->out, &err);
+    st = lipi_probe_save(p, &id, nd ? acc : -1.0, pa->a.output, &err);
     cli_signals_release();
     if (st != LIPI_OK)
         goto report;
@@ -332,7 +296,6 @@ done:
     lipi_free(yt);
     lipi_free(probs);
     lipi_free(names);
-    lipi_free(order);
     lipi_free(held);
     return rc;
 }
@@ -422,7 +385,7 @@ static int predict(probe_args *pa, char **files, int nfiles)
     }
     for (size_t c = 0; c < k; c++)
         ctx.labels[c] = lipi_probe_label(p, c);
-    rc = cli_write_batches("probe", files, nfiles, &pa->a, pa->out, predict_batch, &ctx, &ctx.f);
+    rc = cli_write_batches("probe", files, nfiles, &pa->a, pa->a.output, predict_batch, &ctx, &ctx.f);
     if (rc == EXIT_OK)
         cli_report_truncated("probe", ctx.truncated, lipi_embedder_max_length(ctx.e));
     goto done;
@@ -439,18 +402,42 @@ done:
     return rc;
 }
 
+static int probe_option(int id, const char *arg, void *vpa)
+{
+    probe_args *pa = vpa;
+    uint64_t v;
+    switch (id) {
+    case CLI_OPT_TRAIN: pa->train = arg; break;
+    case CLI_OPT_DEV: pa->dev = arg; break;
+    case CLI_OPT_HOLDOUT:
+        if (!cli_parse_double(arg, 0, 0.9, &pa->holdout))
+            return cli_bad_value("probe", "--holdout", "0..0.9", arg);
+        break;
+    case CLI_OPT_L2:
+        if (!cli_parse_double(arg, 0, 1e6, &pa->l2))
+            return cli_bad_value("probe", "--l2", "a number >= 0", arg);
+        if (pa->l2 == 0)
+            pa->l2 = -1; /* the library's "no penalty" */
+        break;
+    case CLI_OPT_ITERATIONS:
+        if (!cli_parse_u64(arg, &v) || v == 0 || v > 100000)
+            return cli_bad_value("probe", "--iterations", "1..100000", arg);
+        pa->iterations = (size_t)v;
+        break;
+    case CLI_OPT_PROBE: pa->probe = arg; break;
+    }
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
-        CLI_MODEL_OPTIONS,
-        {"train", required_argument, NULL, 'T'},
-        {"dev", required_argument, NULL, 'D'},
-        {"holdout", required_argument, NULL, 'H'},
-        {"l2", required_argument, NULL, 'l'},
-        {"iterations", required_argument, NULL, 'I'},
-        {"probe", required_argument, NULL, 'P'},
-        {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
+        {"train", required_argument, NULL, CLI_OPT_TRAIN},
+        {"dev", required_argument, NULL, CLI_OPT_DEV},
+        {"holdout", required_argument, NULL, CLI_OPT_HOLDOUT},
+        {"l2", required_argument, NULL, CLI_OPT_L2},
+        {"iterations", required_argument, NULL, CLI_OPT_ITERATIONS},
+        {"probe", required_argument, NULL, CLI_OPT_PROBE},
         {NULL, 0, NULL, 0},
     };
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
@@ -460,46 +447,15 @@ static int run(int argc, char **argv)
     if (argc < 2 || (strcmp(argv[1], "train") != 0 && strcmp(argv[1], "predict") != 0))
         return cli_usage_error("probe", "expected 'train' or 'predict'");
     bool training = strcmp(argv[1], "train") == 0;
-    probe_args pa = {.a = {.eo = {.batch = 32, .normalize = -1}},
+    probe_args pa = {.a = {.eo = {.batch = 32, .normalize = -1}, .max_threads = 256},
                      .holdout = 0.1};
-    uint64_t v;
-    int c;
-    optind = 2;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:o:h", opts, NULL)) != -1) {
-        int handled = cli_model_option("probe", c, optarg, &pa.a);
-        if (handled < 0)
-            return EXIT_USAGE;
-        if (handled)
-            continue;
-        switch (c) {
-        case 'T': pa.train = optarg; break;
-        case 'D': pa.dev = optarg; break;
-        case 'H':
-            if (!cli_parse_double(optarg, 0, 0.9, &pa.holdout))
-                return cli_usage_error("probe", "--holdout takes 0..0.9, not '%s'", optarg);
-            break;
-        case 'l':
-            if (!cli_parse_double(optarg, 0, 1e6, &pa.l2))
-                return cli_usage_error("probe", "--l2 takes a number >= 0, not '%s'", optarg);
-            if (pa.l2 == 0)
-                pa.l2 = -1; /* the library's "no penalty" */
-            break;
-        case 'I':
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 100000)
-                return cli_usage_error("probe", "--iterations takes 1..100000, not '%s'",
-                                       optarg);
-            pa.iterations = (size_t)v;
-            break;
-        case 'P': pa.probe = optarg; break;
-        case 'o': pa.out = optarg; break;
-        case 'h': help(stdout); return EXIT_OK;
-        case ':': return cli_usage_error("probe", "%s needs a value", argv[optind - 1]);
-        default: return cli_usage_error("probe", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    const cli_spec spec = {"probe", help, NULL, opts, CLI_ARGS_MODEL | CLI_ARG_OUTPUT,
+                           probe_option, &pa, 2};
+    int c = cli_parse(&spec, argc, argv, &pa.a);
+    if (c != CLI_GO_ON)
+        return c;
     if (training) {
-        if (!pa.a.model || !pa.train || !pa.out)
+        if (!pa.a.model || !pa.train || !pa.a.output)
             return cli_usage_error("probe", "train needs -m MODEL, --train FILE and -o FILE");
         if (optind < argc)
             return cli_usage_error("probe", "train takes no FILE arguments ('%s')",

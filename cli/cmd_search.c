@@ -1,7 +1,7 @@
 /* `lipi search`: top-k documents of an index for each query. */
 #include "cli/cli.h"
+#include "cli/options.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -89,68 +89,135 @@ static lipi_status search_print(search_ctx *c, float *q, size_t n, size_t first,
     return LIPI_OK;
 }
 
+/* Searches the rows of the .npy file qvec, QUERY_CHUNK at a time through
+ * q (QUERY_CHUNK, dim). */
+static lipi_status search_vectors(search_ctx *c, const char *qvec, float *q, lipi_error *err)
+{
+    lipi_npy_map *qm = NULL;
+    lipi_status st = lipi_npy_map_open(qvec, &qm, err);
+    if (st == LIPI_OK && lipi_npy_map_cols(qm) != c->dim)
+        st = lipi_error_set(err, LIPI_EINVAL, qvec, 0, 0,
+                            "expected query vectors of the index's dimension %zu, found %zu",
+                            c->dim, lipi_npy_map_cols(qm));
+    size_t n = st == LIPI_OK ? lipi_npy_map_rows(qm) : 0;
+    for (size_t q0 = 0; q0 < n && st == LIPI_OK; q0 += QUERY_CHUNK) {
+        size_t m = q0 + QUERY_CHUNK < n ? QUERY_CHUNK : n - q0;
+        memcpy(q, lipi_npy_map_data(qm) + q0 * c->dim, m * c->dim * sizeof *q);
+        st = search_print(c, q, m, q0, err);
+    }
+    lipi_npy_map_close(qm);
+    return st;
+}
+
+typedef struct {
+    const char *index, *query, *queries, *qvec;
+    lipi_index_open_options *oo;
+    search_ctx *c;
+} search_args;
+
+/* Embeds --query or the lines of --queries with the index's model (or -m,
+ * which must match it) and searches them, QUERY_CHUNK at a time through q. */
+static lipi_status search_texts(search_ctx *c, const search_args *sa, const char *model,
+                                lipi_embedder_options *eo, lipi_invalid_mode mode, float *q,
+                                lipi_error *err)
+{
+    lipi_embedder *emb = NULL;
+    lipi_embedder_session *es = NULL;
+    cli_text_batch texts = {0};
+    lipi_status st;
+    const lipi_index_model *im = lipi_index_get_model(c->idx);
+    if (!model && !im->name) {
+        st = lipi_error_set(err, LIPI_EINVAL, sa->index, 0, 0,
+                            "the index was built from precomputed vectors: search it with "
+                            "--query-vectors");
+        goto done;
+    }
+    /* The index's own model by default: its folder if it is still
+     * there, else the name it was given by. */
+    const char *use = model ? model : im->path && access(im->path, R_OK) == 0 ? im->path
+                                                                            : im->name;
+    if (im->pooling && !lipi_pooling_parse(im->pooling, &eo->pooling))
+        eo->pooling = 0;
+    lipi_index_model qid;
+    char fingerprint[17];
+    if ((st = lipi_embedder_open(use, eo, &emb, err)) != LIPI_OK ||
+        (st = lipi_embedder_session_new(emb, c->so.threads, &es, err)) != LIPI_OK ||
+        (st = lipi_embedder_identity(emb, &qid, fingerprint, err)) != LIPI_OK ||
+        (st = lipi_index_check_model(c->idx, &qid, err)) != LIPI_OK)
+        goto done;
+    if (sa->query)
+        st = cli_text_batch_add(&texts, sa->query, strlen(sa->query), err);
+    else
+        st = cli_text_batch_read(&texts, sa->queries, mode, err);
+    for (size_t q0 = 0; q0 < texts.n && st == LIPI_OK; q0 += QUERY_CHUNK) {
+        size_t m = q0 + QUERY_CHUNK < texts.n ? QUERY_CHUNK : texts.n - q0;
+        st = lipi_embedder_embed(es, texts.ptrs + q0, texts.lens + q0, m, q, NULL, err);
+        if (st == LIPI_OK)
+            st = search_print(c, q, m, q0, err);
+    }
+done:
+    cli_text_batch_free(&texts);
+    lipi_embedder_session_free(es);
+    lipi_embedder_free(emb);
+    return st;
+}
+
+static int search_option(int id, const char *arg, void *vsa)
+{
+    search_args *sa = vsa;
+    uint64_t v;
+    switch (id) {
+    case CLI_OPT_INDEX: sa->index = arg; break;
+    case CLI_OPT_QUERY: sa->query = arg; break;
+    case CLI_OPT_QUERIES: sa->queries = arg; break;
+    case CLI_OPT_QUERY_VECTORS: sa->qvec = arg; break;
+    case 'k':
+        if (!cli_parse_u64(arg, &v) || v == 0 || v > 100000)
+            return cli_bad_value("search", "-k", "1..100000", arg);
+        sa->c->k = (size_t)v;
+        break;
+    case CLI_OPT_FORMAT:
+        if (strcmp(arg, "tsv") == 0)
+            sa->c->format = FMT_TSV;
+        else if (strcmp(arg, "jsonl") == 0)
+            sa->c->format = FMT_JSONL;
+        else
+            return cli_bad_value("search", "--format", "tsv or jsonl", arg);
+        break;
+    case CLI_OPT_EXACT: sa->c->so.exact = true; break;
+    case CLI_OPT_FAISS_PARAMS: sa->oo->faiss_params = arg; break;
+    }
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"index", required_argument, NULL, 'I'},
-        {"model", required_argument, NULL, 'm'},
-        {"query", required_argument, NULL, 'q'},
-        {"queries", required_argument, NULL, 'Q'},
-        {"query-vectors", required_argument, NULL, 'V'},
-        {"format", required_argument, NULL, 'F'},
-        {"exact", no_argument, NULL, 'e'},
-        {"faiss-params", required_argument, NULL, 'P'},
-        {"threads", required_argument, NULL, 't'},
-        {"invalid", required_argument, NULL, 'i'},
-        {"help", no_argument, NULL, 'h'},
+        {"index", required_argument, NULL, CLI_OPT_INDEX},
+        {"query", required_argument, NULL, CLI_OPT_QUERY},
+        {"queries", required_argument, NULL, CLI_OPT_QUERIES},
+        {"query-vectors", required_argument, NULL, CLI_OPT_QUERY_VECTORS},
+        {"format", required_argument, NULL, CLI_OPT_FORMAT},
+        {"exact", no_argument, NULL, CLI_OPT_EXACT},
+        {"faiss-params", required_argument, NULL, CLI_OPT_FAISS_PARAMS},
         {NULL, 0, NULL, 0},
     };
-    const char *index = NULL, *model = NULL, *query = NULL, *queries = NULL, *qvec = NULL;
     lipi_index_open_options oo = {0};
-    search_ctx c = {.k = 10, .so = {.threads = 2}};
-    lipi_embedder_options eo = {.batch = 32};
-    lipi_invalid_mode mode = LIPI_INVALID_ERROR;
-    uint64_t v;
-    int ch;
-    optind = 1;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":m:k:h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'I': index = optarg; break;
-        case 'm': model = optarg; break;
-        case 'q': query = optarg; break;
-        case 'Q': queries = optarg; break;
-        case 'V': qvec = optarg; break;
-        case 'k':
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 100000)
-                return cli_usage_error("search", "-k takes 1..100000, not '%s'", optarg);
-            c.k = (size_t)v;
-            break;
-        case 'F':
-            if (strcmp(optarg, "tsv") == 0)
-                c.format = FMT_TSV;
-            else if (strcmp(optarg, "jsonl") == 0)
-                c.format = FMT_JSONL;
-            else
-                return cli_usage_error("search", "--format takes tsv or jsonl, not '%s'", optarg);
-            break;
-        case 'e': c.so.exact = true; break;
-        case 'P': oo.faiss_params = optarg; break;
-        case 't':
-            if (!cli_parse_u64(optarg, &v) || v == 0 || v > 256)
-                return cli_usage_error("search", "--threads takes 1..256, not '%s'", optarg);
-            c.so.threads = (size_t)v;
-            break;
-        case 'i':
-            if (!cli_parse_invalid(optarg, &mode))
-                return cli_usage_error("search", "--invalid takes 'error' or 'replace', not '%s'",
-                                       optarg);
-            break;
-        case 'h': help(stdout); return EXIT_OK;
-        case ':': return cli_usage_error("search", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("search", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    search_ctx c = {.k = 10};
+    search_args sa = {.oo = &oo, .c = &c};
+    cli_args a = {.mode = LIPI_INVALID_ERROR, .threads = 2, .max_threads = 256,
+                  .eo = {.batch = 32}};
+    const cli_spec spec = {"search", help, "k:", opts,
+                           CLI_ARG_MODEL | CLI_ARG_THREADS | CLI_ARG_INVALID, search_option, &sa,
+                           0};
+    int ch = cli_parse(&spec, argc, argv, &a);
+    if (ch != CLI_GO_ON)
+        return ch;
+    const char *index = sa.index, *model = a.model, *query = sa.query, *queries = sa.queries,
+               *qvec = sa.qvec;
+    lipi_embedder_options eo = a.eo;
+    lipi_invalid_mode mode = a.mode;
+    c.so.threads = a.threads;
     if (optind < argc)
         return cli_usage_error("search", "unexpected argument '%s'", argv[optind]);
     if (!index)
@@ -164,10 +231,6 @@ static int run(int argc, char **argv)
     int rc = EXIT_FAIL;
     lipi_error err = {0};
     lipi_index *idx = NULL;
-    lipi_npy_map *qm = NULL;
-    lipi_embedder *emb = NULL;
-    lipi_embedder_session *es = NULL;
-    cli_text_batch texts = {0};
     float *q = NULL;
     if (lipi_index_open(index, &oo, &idx, &err) != LIPI_OK)
         goto fail;
@@ -183,58 +246,9 @@ static int run(int argc, char **argv)
         goto fail;
     }
 
-    if (qvec) {
-        if (lipi_npy_map_open(qvec, &qm, &err) != LIPI_OK)
-            goto fail;
-        if (lipi_npy_map_cols(qm) != c.dim) {
-            lipi_error_set(&err, LIPI_EINVAL, qvec, 0, 0,
-                           "expected query vectors of the index's dimension %zu, found %zu",
-                           c.dim, lipi_npy_map_cols(qm));
-            goto fail;
-        }
-        size_t n = lipi_npy_map_rows(qm);
-        for (size_t q0 = 0; q0 < n; q0 += QUERY_CHUNK) {
-            size_t m = q0 + QUERY_CHUNK < n ? QUERY_CHUNK : n - q0;
-            memcpy(q, lipi_npy_map_data(qm) + q0 * c.dim, m * c.dim * sizeof *q);
-            if (search_print(&c, q, m, q0, &err) != LIPI_OK)
-                goto fail;
-        }
-    } else {
-        const lipi_index_model *im = lipi_index_get_model(idx);
-        if (!model && !im->name) {
-            lipi_error_set(&err, LIPI_EINVAL, index, 0, 0,
-                           "the index was built from precomputed vectors: search it with "
-                           "--query-vectors");
-            goto fail;
-        }
-        /* The index's own model by default: its folder if it is still
-         * there, else the name it was given by. */
-        const char *use = model ? model : im->path && access(im->path, R_OK) == 0 ? im->path
-                                                                                : im->name;
-        if (im->pooling && !lipi_pooling_parse(im->pooling, &eo.pooling))
-            eo.pooling = 0;
-        if (lipi_embedder_open(use, &eo, &emb, &err) != LIPI_OK ||
-            lipi_embedder_session_new(emb, c.so.threads, &es, &err) != LIPI_OK)
-            goto fail;
-        lipi_index_model qid;
-        char fingerprint[17];
-        if (lipi_embedder_identity(emb, &qid, fingerprint, &err) != LIPI_OK ||
-            lipi_index_check_model(idx, &qid, &err) != LIPI_OK)
-            goto fail;
-        if (query) {
-            if (cli_text_batch_add(&texts, query, strlen(query), &err) != LIPI_OK)
-                goto fail;
-        } else if (cli_text_batch_read(&texts, queries, mode, &err) != LIPI_OK) {
-            goto fail;
-        }
-        for (size_t q0 = 0; q0 < texts.n; q0 += QUERY_CHUNK) {
-            size_t m = q0 + QUERY_CHUNK < texts.n ? QUERY_CHUNK : texts.n - q0;
-            if (lipi_embedder_embed(es, texts.ptrs + q0, texts.lens + q0, m, q, NULL, &err) !=
-                    LIPI_OK ||
-                search_print(&c, q, m, q0, &err) != LIPI_OK)
-                goto fail;
-        }
-    }
+    if ((qvec ? search_vectors(&c, qvec, q, &err)
+              : search_texts(&c, &sa, model, &eo, mode, q, &err)) != LIPI_OK)
+        goto fail;
     rc = cli_finish_output("search");
     goto done;
 fail:
@@ -243,10 +257,6 @@ done:
     lipi_free(q);
     lipi_free(c.docs);
     lipi_free(c.scores);
-    cli_text_batch_free(&texts);
-    lipi_embedder_session_free(es);
-    lipi_embedder_free(emb);
-    lipi_npy_map_close(qm);
     lipi_index_close(idx);
     return rc;
 }

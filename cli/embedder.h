@@ -1,6 +1,6 @@
 /* The command-line side of the model commands (`lipi embed`, `classify`,
- * `probe`, `index`, `search`, `eval-retrieval`): their shared options and
- * the loop that feeds input lines to a lipi_embedder (pipeline/pipeline.h)
+ * `probe`, `index`, `search`, `eval-retrieval`): the help of their shared
+ * options and the loop that feeds input lines to a lipi_embedder (pipeline/pipeline.h)
  * in batches. */
 #ifndef LIPI_CLI_EMBEDDER_H
 #define LIPI_CLI_EMBEDDER_H
@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli/options.h"
 #include "pipeline/pipeline.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,8 +27,7 @@ int cli_for_each_batch(const char *sub, char **files, int nfiles, lipi_invalid_m
 /* cli_for_each_batch writing to `out` (standard output when NULL or "-";
  * a file is written atomically): *f is set to where fn must write before
  * the first batch. Reports errors itself; returns EXIT_OK or EXIT_FAIL. */
-typedef struct cli_model_args cli_model_args;
-int cli_write_batches(const char *sub, char **files, int nfiles, const cli_model_args *a,
+int cli_write_batches(const char *sub, char **files, int nfiles, const cli_args *a,
                       const char *out, cli_batch_fn fn, void *ctx, FILE **f);
 
 /* Adds the n truncation flags lipi_embedder_embed / _classify set to *count:
@@ -37,38 +37,8 @@ void cli_count_truncated(const uint8_t *flags, size_t n, size_t *count);
 /* Prints "lipi SUB: N lines were longer than L tokens, truncated" when n > 0. */
 void cli_report_truncated(const char *sub, size_t n, size_t max_length);
 
-/* Options every model command shares, parsed by cli_model_option: -m/--model,
- * --revision, --pooling, --normalize, --batch, --max-length, --threads,
- * --dtype, --strict, --invalid, --quiet. */
-struct cli_model_args {
-    const char *model;
-    lipi_embedder_options eo;
-    size_t threads;          /* of the lipi_embedder_session; 0: one per online CPU */
-    lipi_invalid_mode mode;
-    bool quiet;
-};
-
-/* getopt_long entries for those options (their `val`s are >= 0x100 except
- * 'm'); the command adds its own and the zero entry. */
-#define CLI_MODEL_OPTIONS                                                   \
-    {"model", required_argument, NULL, 'm'},                                \
-    {"revision", required_argument, NULL, 0x100},                           \
-    {"pooling", required_argument, NULL, 0x101},                            \
-    {"normalize", no_argument, NULL, 0x102},                                \
-    {"batch", required_argument, NULL, 0x103},                              \
-    {"max-length", required_argument, NULL, 0x104},                         \
-    {"threads", required_argument, NULL, 0x105},                            \
-    {"dtype", required_argument, NULL, 0x106},                              \
-    {"strict", no_argument, NULL, 0x107},                                   \
-    {"invalid", required_argument, NULL, 0x108},                            \
-    {"quiet", no_argument, NULL, 0x109}
-
-/* Handles option c (from getopt_long) if it is one of CLI_MODEL_OPTIONS:
- * returns 1 when handled, 0 when not one of them, and -1 after printing a
- * usage error. */
-int cli_model_option(const char *sub, int c, const char *arg, cli_model_args *a);
-
-/* The help lines of those options. */
+/* The help lines of the options every model command shares (CLI_ARGS_MODEL,
+ * cli/options.h). */
 extern const char cli_model_options_help[];
 
 #endif

@@ -41,12 +41,12 @@ lipi_status cli_text_build(const cli_text_options *o, lipi_normalizer **norm,
 bool cli_text_option(int c, const char *arg, cli_text_options *o)
 {
     switch (c) {
-    case 1001: o->normalizer = arg; return true;
-    case 1002: o->norm_opt.lowercase = true; return true;
-    case 1003: o->norm_opt.strip_accents = true; return true;
-    case 1004: o->norm_opt.fold_digits = true; return true;
-    case 1005: o->pattern = arg; return true;
-    case 1006: o->regex = arg; return true;
+    case CLI_OPT_NORMALIZER: o->normalizer = arg; return true;
+    case CLI_OPT_LOWERCASE: o->norm_opt.lowercase = true; return true;
+    case CLI_OPT_STRIP_ACCENTS: o->norm_opt.strip_accents = true; return true;
+    case CLI_OPT_FOLD_DIGITS: o->norm_opt.fold_digits = true; return true;
+    case CLI_OPT_PATTERN: o->pattern = arg; return true;
+    case CLI_OPT_REGEX: o->regex = arg; return true;
     }
     return false;
 }

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 
+#include "cli/cli.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
@@ -21,13 +22,19 @@ void cli_text_options_default(cli_text_options *o);
 lipi_status cli_text_build(const cli_text_options *o, lipi_normalizer **norm,
                            lipi_pretokenizer **pre, lipi_error *err);
 
-/* getopt_long entries and their handler; codes 1001..1006 are reserved. */
-#define CLI_TEXT_LONGOPTS                                                                 \
-    {"normalizer", required_argument, NULL, 1001}, {"lowercase", no_argument, NULL, 1002}, \
-        {"strip-accents", no_argument, NULL, 1003}, {"fold-digits", no_argument, NULL, 1004}, \
-        {"pattern", required_argument, NULL, 1005}, {"regex", required_argument, NULL, 1006}
+/* getopt_long entries and their handler, for a command that runs its own
+ * getopt loop (cmd_train.c); the others take CLI_ARGS_TEXT from cli_parse
+ * (cli/options.h), which calls cli_text_option. */
+#define CLI_TEXT_LONGOPTS                                                                  \
+    {"normalizer", required_argument, NULL, CLI_OPT_NORMALIZER},                           \
+        {"lowercase", no_argument, NULL, CLI_OPT_LOWERCASE},                               \
+        {"strip-accents", no_argument, NULL, CLI_OPT_STRIP_ACCENTS},                       \
+        {"fold-digits", no_argument, NULL, CLI_OPT_FOLD_DIGITS},                           \
+        {"pattern", required_argument, NULL, CLI_OPT_PATTERN},                             \
+        {"regex", required_argument, NULL, CLI_OPT_REGEX}
 
-/* Applies option `c` (with optarg `arg`) if it is one of the above. */
+/* Applies option `c` (a CLI_OPT_* id, with optarg `arg`) if it is one of
+ * the above. */
 bool cli_text_option(int c, const char *arg, cli_text_options *o);
 
 #define CLI_TEXT_OPTIONS_HELP                                                             \

@@ -32,6 +32,11 @@ int cli_usage_error(const char *sub, const char *fmt, ...)
     return EXIT_USAGE;
 }
 
+int cli_bad_value(const char *sub, const char *opt, const char *takes, const char *arg)
+{
+    return cli_usage_error(sub, "%s takes %s, not '%s'", opt, takes, arg);
+}
+
 bool cli_parse_invalid(const char *s, lipi_invalid_mode *mode)
 {
     if (strcmp(s, "error") == 0)
@@ -119,6 +124,41 @@ int cli_for_each_line(const char *sub, char **files, int nfiles, lipi_invalid_mo
         }
     }
     return EXIT_OK;
+}
+
+int cli_tokenizer_open(const char *sub, const char *path, const lipi_open_options *oo,
+                       size_t n_sessions, cli_tokenizer *t)
+{
+    lipi_error err = {0};
+    memset(t, 0, sizeof *t);
+    if (lipi_tokenizer_open(path, oo, &t->tok, &err) != LIPI_OK ||
+        lipi_encoder_new(t->tok, &t->enc, &err) != LIPI_OK) {
+        if (!err.path[0])
+            snprintf(err.path, sizeof err.path, "%s", path);
+        cli_report(sub, &err);
+        cli_tokenizer_close(t);
+        return EXIT_FAIL;
+    }
+    if (!(t->sessions = lipi_calloc(n_sessions, sizeof *t->sessions)))
+        goto oom;
+    for (; t->n_sessions < n_sessions; t->n_sessions++)
+        if (lipi_session_new(t->enc, &t->sessions[t->n_sessions]) != LIPI_OK)
+            goto oom;
+    return EXIT_OK;
+oom:
+    fprintf(stderr, "lipi %s: out of memory\n", sub);
+    cli_tokenizer_close(t);
+    return EXIT_FAIL;
+}
+
+void cli_tokenizer_close(cli_tokenizer *t)
+{
+    for (size_t i = 0; i < t->n_sessions; i++)
+        lipi_session_free(t->sessions[i]);
+    lipi_free(t->sessions);
+    lipi_encoder_free(t->enc);
+    lipi_tokenizer_free(t->tok);
+    memset(t, 0, sizeof *t);
 }
 
 int cli_finish_output(const char *sub)

@@ -273,6 +273,52 @@ done:
     return LIPI_OK;
 }
 
+/* splitmix64: a fixed, portable stream for the held-out draw. */
+static uint64_t next_random(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+lipi_status lipi_probe_holdout(size_t n, size_t n_held, uint64_t seed, bool *held,
+                               lipi_error *err)
+{
+    size_t *order = lipi_calloc(n ? n : 1, sizeof *order);
+    if (!order)
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        order[i] = i;
+        held[i] = false;
+    }
+    for (size_t i = n ? n - 1 : 0; i > 0; i--) {
+        size_t j = (size_t)(next_random(&seed) % (i + 1));
+        size_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (size_t i = 0; i < n_held && i < n; i++)
+        held[order[i]] = true;
+    lipi_free(order);
+    return LIPI_OK;
+}
+
+double lipi_probe_accuracy(const lipi_probe *p, const float *x, const uint32_t *y, size_t n,
+                           float *probs)
+{
+    size_t k = lipi_probe_label_count(p), dim = lipi_probe_dim(p), right = 0;
+    for (size_t i = 0; i < n; i++) {
+        lipi_probe_predict(p, x + i * dim, 1, probs);
+        size_t best = 0;
+        for (size_t c = 1; c < k; c++)
+            if (probs[c] > probs[best])
+                best = c;
+        right += best == y[i];
+    }
+    return n ? (double)right / (double)n : 0.0;
+}
+
 void lipi_probe_predict(const lipi_probe *p, const float *q, size_t n, float *probs)
 {
     for (size_t i = 0; i < n; i++) {

@@ -301,6 +301,20 @@ lipi_status lipi_probe_train(const float *x, const uint32_t *y, size_t n, size_t
 /* Class probabilities (softmax) of n embeddings q (n, dim): probs (n, k). */
 void lipi_probe_predict(const lipi_probe *p, const float *q, size_t n, float *probs);
 
+/* Marks n_held of the n rows held out (held[i] = true; the others false),
+ * drawn by a Fisher-Yates shuffle driven by splitmix64 from `seed`: the
+ * same n, n_held and seed mark the same rows on every machine. The caller
+ * checks 0 < n_held < n. LIPI_ENOMEM. Example: n = 10, n_held = 1, seed 42
+ * always holds out the same one row. */
+lipi_status lipi_probe_holdout(size_t n, size_t n_held, uint64_t seed, bool *held,
+                               lipi_error *err);
+
+/* Share of the rows of x (n, dim) whose most probable label under p is
+ * y[i] (ties: the lower label); 0 for n == 0. probs is scratch of
+ * lipi_probe_label_count(p) floats. */
+double lipi_probe_accuracy(const lipi_probe *p, const float *x, const uint32_t *y, size_t n,
+                           float *probs);
+
 size_t lipi_probe_dim(const lipi_probe *p);
 size_t lipi_probe_label_count(const lipi_probe *p);
 const char *lipi_probe_label(const lipi_probe *p, size_t i); /* borrowed */

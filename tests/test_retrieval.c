@@ -1266,6 +1266,27 @@ static lipi_status index_run(void *ctx, lipi_error *err)
     return st;
 }
 
+/* The held-out draw marks exactly n_held rows and depends only on n, n_held
+ * and the seed. */
+static void test_probe_holdout_marks_the_same_rows_for_the_same_seed(void **state)
+{
+    (void)state;
+    enum { N = 50 };
+    bool a[N], b[N], c[N];
+    lipi_error err = {0};
+    assert_int_equal(lipi_probe_holdout(N, 5, 42, a, &err), LIPI_OK);
+    assert_int_equal(lipi_probe_holdout(N, 5, 42, b, &err), LIPI_OK);
+    assert_int_equal(lipi_probe_holdout(N, 5, 7, c, &err), LIPI_OK);
+    size_t held = 0, same_as_other_seed = 0;
+    for (size_t i = 0; i < N; i++) {
+        held += a[i];
+        assert_int_equal(a[i], b[i]);
+        same_as_other_seed += a[i] && c[i];
+    }
+    assert_int_equal(held, 5);
+    assert_true(same_as_other_seed < 5);
+}
+
 static void test_allocation_failures_are_reported_and_leak_nothing(void **state)
 {
     static af_job job;
@@ -1299,6 +1320,7 @@ int main(void)
         cmocka_unit_test(test_cli_eval_retrieval_on_the_hand_made_case),
         cmocka_unit_test(test_cli_with_a_model_folder),
         cmocka_unit_test(test_fingerprint_covers_every_tokenizer_file),
+        cmocka_unit_test(test_probe_holdout_marks_the_same_rows_for_the_same_seed),
         cmocka_unit_test(test_allocation_failures_are_reported_and_leak_nothing),
     };
     return cmocka_run_group_tests_name("retrieval", tests, setup, teardown);
