@@ -18,8 +18,7 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 /* getopt_long `val`s of the long options that have no short letter: one
  * id per option name, for every command. They start above any character so
  * they never clash with a short option (-m, -o, -t, -k, -h); the shared
- * ones are parsed by cli_parse (cli/options.h). cmd_train.c's own OPT_*
- * ids start at 2000 until it moves to cli_parse. */
+ * ones are parsed by cli_parse (cli/options.h). */
 typedef enum {
     CLI_OPT_FIRST = 0x100,
     /* shared groups (cli/options.h) */
@@ -70,6 +69,30 @@ typedef enum {
     CLI_OPT_ITERATIONS,
     CLI_OPT_PROBE,
     CLI_OPT_ALL,
+    CLI_OPT_TYPE,
+    CLI_OPT_VOCAB_SIZE,
+    CLI_OPT_UNITS,
+    CLI_OPT_BYTE_FALLBACK,
+    CLI_OPT_NO_BYTE_FALLBACK,
+    CLI_OPT_MIN_FREQUENCY,
+    CLI_OPT_SPECIAL_TOKENS,
+    CLI_OPT_UNK_TOKEN,
+    CLI_OPT_MAX_TOKEN_LENGTH,
+    CLI_OPT_CHARACTER_COVERAGE,
+    CLI_OPT_LIMIT_ALPHABET,
+    CLI_OPT_NO_GRAPHEME_GUARD,
+    CLI_OPT_FROM_COUNTS,
+    CLI_OPT_EXPORT_MERGES,
+    CLI_OPT_EXPORT_SPM,
+    CLI_OPT_SAMPLE,
+    CLI_OPT_SEED,
+    CLI_OPT_BALANCE,
+    CLI_OPT_LANG_FILE,
+    CLI_OPT_ALPHA,
+    CLI_OPT_PARITY_THRESHOLD,
+    CLI_OPT_PARITY_EXPONENT,
+    CLI_OPT_PARITY_MASS,
+    CLI_OPT_PARITY_OTHERS,
 } cli_option_id;
 
 typedef struct {

@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "cli/progress.h"
 #include "cli/signals.h"
+#include "cli/options.h"
 #include "cli/text_options.h"
 
 #include <getopt.h>
@@ -78,23 +79,15 @@ static void help(FILE *f)
             "  lipi train --type bpe --vocab-size 8000 -o tok.json data/flores200/*.txt\n");
 }
 
-enum {
-    OPT_TYPE = 2000, OPT_VOCAB, OPT_UNITS, OPT_BF, OPT_NO_BF, OPT_MINF, OPT_SPECIAL, OPT_UNK,
-    OPT_MAXLEN, OPT_COVERAGE, OPT_ALPHA, OPT_NO_GUARD, OPT_COUNTS, OPT_EXPORT, OPT_THREADS,
-    OPT_INVALID, OPT_QUIET, OPT_SPM, OPT_SAMPLE, OPT_SEED, OPT_BALANCE, OPT_LANG_FILE,
-    OPT_SMOOTH, OPT_DEV, OPT_PTHRESH, OPT_PEXP, OPT_PMASS, OPT_POTHERS,
-};
-
 #define MAX_LANG_FILES 256
 #define MAX_COUNTS_FILES 256
 
 /* Everything the options say; big arrays, so one static instance. */
 typedef struct {
     lipi_train_job job; /* job.bpe.common holds the common options until train_job */
-    cli_text_options text;
-    const char *out, *export_dir, *export_spm, *type;
-    bool set_coverage, set_maxlen, set_units, set_pattern, set_alpha, set_pexp, set_uweights;
-    bool quiet;
+    cli_args args;      /* -o, --threads, --invalid, --quiet and the text options */
+    const char *export_dir, *export_spm, *type;
+    bool set_coverage, set_maxlen, set_units, set_alpha, set_pexp, set_uweights;
     double parity_exponent, parity_mass, parity_others;
     char *specials[MAX_SPECIAL];
     const char *lang[MAX_LANG_FILES], *file[MAX_LANG_FILES];
@@ -107,7 +100,7 @@ static int parse_balance_option(int c, char *arg, train_args *a)
 {
     lipi_train_job *job = &a->job;
     switch (c) {
-    case OPT_BALANCE:
+    case CLI_OPT_BALANCE:
         if (strcmp(arg, "none") == 0)
             job->balance = LIPI_BALANCE_NONE;
         else if (strcmp(arg, "smoothed") == 0)
@@ -117,7 +110,7 @@ static int parse_balance_option(int c, char *arg, train_args *a)
         else
             return cli_usage_error("train", "--balance takes 'none', 'smoothed' or 'parity', not '%s'", arg);
         return EXIT_OK;
-    case OPT_LANG_FILE: {
+    case CLI_OPT_LANG_FILE: {
         char *eq = strchr(arg, '=');
         if (!eq || eq == arg || !eq[1])
             return cli_usage_error("train", "--lang-file takes LANG=FILE (e.g. hin_Deva=hi.txt), not '%s'", arg);
@@ -128,27 +121,27 @@ static int parse_balance_option(int c, char *arg, train_args *a)
         a->file[job->n_lang_files++] = eq + 1;
         return EXIT_OK;
     }
-    case OPT_SMOOTH:
+    case CLI_OPT_ALPHA:
         if (!cli_parse_double(arg, 0.0, 1.0, &job->alpha))
             return cli_usage_error("train", "--alpha takes a number in [0, 1], not '%s'", arg);
         a->set_alpha = true;
         return EXIT_OK;
-    case OPT_DEV: job->dev = arg; return EXIT_OK;
-    case OPT_PTHRESH:
+    case CLI_OPT_DEV: job->dev = arg; return EXIT_OK;
+    case CLI_OPT_PARITY_THRESHOLD:
         if (!cli_parse_double(arg, 1.0, 1e9, &job->bpe.parity_threshold))
             return cli_usage_error("train", "--parity-threshold takes a number >= 1, not '%s'", arg);
         return EXIT_OK;
-    case OPT_PEXP:
+    case CLI_OPT_PARITY_EXPONENT:
         if (!cli_parse_double(arg, 0.0, 1e3, &a->parity_exponent))
             return cli_usage_error("train", "--parity-exponent takes a number in [0, 1000], not '%s'", arg);
         a->set_pexp = true;
         return EXIT_OK;
-    case OPT_PMASS:
+    case CLI_OPT_PARITY_MASS:
         if (!cli_parse_double(arg, 0.0, 1.0, &a->parity_mass))
             return cli_usage_error("train", "--parity-mass takes a number in [0, 1], not '%s'", arg);
         a->set_uweights = true;
         return EXIT_OK;
-    case OPT_POTHERS:
+    case CLI_OPT_PARITY_OTHERS:
         if (!cli_parse_double(arg, 1.0 / 65536.0, 1.0, &a->parity_others))
             return cli_usage_error("train", "--parity-others takes a number in [1/65536, 1], not '%s'", arg);
         a->set_uweights = true;
@@ -164,12 +157,12 @@ static int parse_vocab_option(int c, char *arg, train_args *a)
     lipi_bpe_options *bopt = &a->job.bpe;
     uint64_t v;
     switch (c) {
-    case OPT_VOCAB:
+    case CLI_OPT_VOCAB_SIZE:
         if (!cli_parse_u64(arg, &v) || v == 0 || v > (1u << 31))
             return cli_usage_error("train", "--vocab-size takes a number from 1 to 2147483648, not '%s'", arg);
         bopt->common.vocab_size = (size_t)v;
         return EXIT_OK;
-    case OPT_UNITS:
+    case CLI_OPT_UNITS:
         if (strcmp(arg, "char") == 0)
             bopt->units = LIPI_UNITS_CHAR;
         else if (strcmp(arg, "byte") == 0)
@@ -178,35 +171,35 @@ static int parse_vocab_option(int c, char *arg, train_args *a)
             return cli_usage_error("train", "--units takes 'char' or 'byte', not '%s'", arg);
         a->set_units = true;
         return EXIT_OK;
-    case OPT_BF: bopt->common.byte_fallback = true; return EXIT_OK;
-    case OPT_NO_BF: bopt->common.byte_fallback = false; return EXIT_OK;
-    case OPT_MINF:
+    case CLI_OPT_BYTE_FALLBACK: bopt->common.byte_fallback = true; return EXIT_OK;
+    case CLI_OPT_NO_BYTE_FALLBACK: bopt->common.byte_fallback = false; return EXIT_OK;
+    case CLI_OPT_MIN_FREQUENCY:
         if (!cli_parse_u64(arg, &v) || v == 0)
             return cli_usage_error("train", "--min-frequency takes a whole number >= 1, not '%s'", arg);
         bopt->min_frequency = v;
         return EXIT_OK;
-    case OPT_SPECIAL:
+    case CLI_OPT_SPECIAL_TOKENS:
         bopt->common.n_special = cli_split_list(arg, ',', a->specials, MAX_SPECIAL);
         bopt->common.special_tokens = (const char *const *)a->specials;
         return EXIT_OK;
-    case OPT_UNK: bopt->common.unk_token = arg; return EXIT_OK;
-    case OPT_MAXLEN:
+    case CLI_OPT_UNK_TOKEN: bopt->common.unk_token = arg; return EXIT_OK;
+    case CLI_OPT_MAX_TOKEN_LENGTH:
         if (!cli_parse_u64(arg, &v) || v == 0 || v > 1u << 20)
             return cli_usage_error("train", "--max-token-length takes a number from 1 to 1048576, not '%s'", arg);
         bopt->max_token_length = (size_t)v;
         a->set_maxlen = true;
         return EXIT_OK;
-    case OPT_COVERAGE:
+    case CLI_OPT_CHARACTER_COVERAGE:
         if (!cli_parse_double(arg, 1e-9, 1.0, &bopt->common.character_coverage))
             return cli_usage_error("train", "--character-coverage takes a number in (0, 1], not '%s'", arg);
         a->set_coverage = true;
         return EXIT_OK;
-    case OPT_ALPHA:
+    case CLI_OPT_LIMIT_ALPHABET:
         if (!cli_parse_u64(arg, &v) || v == 0 || v > 1u << 21)
             return cli_usage_error("train", "--limit-alphabet takes a number from 1 to 2097152, not '%s'", arg);
         bopt->limit_alphabet = (size_t)v;
         return EXIT_OK;
-    case OPT_NO_GUARD: bopt->common.grapheme_guard = false; return EXIT_OK;
+    case CLI_OPT_NO_GRAPHEME_GUARD: bopt->common.grapheme_guard = false; return EXIT_OK;
     default: return -1;
     }
 }
@@ -216,32 +209,20 @@ static int parse_vocab_option(int c, char *arg, train_args *a)
 static int parse_run_option(int c, char *arg, train_args *a)
 {
     lipi_train_job *job = &a->job;
-    uint64_t v;
     switch (c) {
-    case OPT_TYPE: a->type = arg; return EXIT_OK;
-    case 'o': a->out = arg; return EXIT_OK;
-    case OPT_COUNTS:
+    case CLI_OPT_TYPE: a->type = arg; return EXIT_OK;
+    case CLI_OPT_FROM_COUNTS:
         if (job->n_counts_files == MAX_COUNTS_FILES)
             return cli_usage_error("train", "too many --from-counts files (256 at most; merge them with 'lipi count --merge')");
         a->counts_files[job->n_counts_files++] = arg;
         return EXIT_OK;
-    case OPT_EXPORT: a->export_dir = arg; return EXIT_OK;
-    case OPT_THREADS:
-        if (!cli_parse_u64(arg, &v) || v == 0 || v > 1024)
-            return cli_usage_error("train", "--threads takes a number from 1 to 1024, not '%s'", arg);
-        job->count.threads = job->bpe.common.threads = (size_t)v;
-        return EXIT_OK;
-    case OPT_INVALID:
-        if (!cli_parse_invalid(arg, &job->count.invalid))
-            return cli_usage_error("train", "--invalid takes 'error' or 'replace', not '%s'", arg);
-        return EXIT_OK;
-    case OPT_QUIET: a->quiet = true; return EXIT_OK;
-    case OPT_SPM: a->export_spm = arg; return EXIT_OK;
-    case OPT_SAMPLE:
+    case CLI_OPT_EXPORT_MERGES: a->export_dir = arg; return EXIT_OK;
+    case CLI_OPT_EXPORT_SPM: a->export_spm = arg; return EXIT_OK;
+    case CLI_OPT_SAMPLE:
         if (!cli_parse_u64(arg, &job->unigram.sample) || job->unigram.sample == 0)
             return cli_usage_error("train", "--sample takes a number of lines >= 1, not '%s'", arg);
         return EXIT_OK;
-    case OPT_SEED:
+    case CLI_OPT_SEED:
         if (!cli_parse_u64(arg, &job->unigram.sample_seed))
             return cli_usage_error("train", "--seed takes a whole number, not '%s'", arg);
         return EXIT_OK;
@@ -260,7 +241,7 @@ static int check_args(const train_args *a, bool unigram, size_t n_pos)
         return cli_usage_error("train", "--units and --export-merges are for --type bpe");
     if (!unigram && (a->export_spm || job->unigram.sample))
         return cli_usage_error("train", "--export-spm and --sample are for --type unigram");
-    if (!a->out)
+    if (!a->args.output)
         return cli_usage_error("train", "missing -o FILE (the tokenizer.json to write)");
     if (a->set_alpha && job->balance != LIPI_BALANCE_SMOOTHED)
         return cli_usage_error("train", "--alpha is for --balance smoothed");
@@ -355,27 +336,27 @@ static int train_and_write(train_args *a, bool unigram)
      * written. The checks and the saves below write temporaries this
      * command cannot see: a signal meanwhile waits until they are done. */
     cli_signals_hold();
-    lipi_status st = lipi_check_writable(a->out, &err);
+    lipi_status st = lipi_check_writable(a->args.output, &err);
     if (st == LIPI_OK && a->export_spm)
         st = lipi_check_writable(a->export_spm, &err);
     cli_signals_release();
     if (st != LIPI_OK)
         goto fail;
-    if (unigram && !a->set_pattern)
-        a->text.pattern = "unigram"; /* words carry SentencePiece's "▁" prefix */
-    if (cli_text_build(&a->text, &norm, &pre, &err) != LIPI_OK) {
+    if (!a->args.text.pattern) /* unigram words carry SentencePiece's "▁" prefix */
+        a->args.text.pattern = unigram ? "unigram" : "indic";
+    if (cli_text_build(&a->args.text, &norm, &pre, &err) != LIPI_OK) {
         rc = EXIT_USAGE;
         goto fail;
     }
     cli_progress prog;
-    cli_progress_init(&prog, a->quiet);
+    cli_progress_init(&prog, a->args.quiet);
     a->job.progress = cli_progress_report;
     a->job.progress_user = &prog;
-    a->job.note = a->quiet ? NULL : print_note;
+    a->job.note = a->args.quiet ? NULL : print_note;
     if (lipi_train(&a->job, norm, pre, &tok, &err) != LIPI_OK)
         goto fail;
     cli_signals_hold();
-    st = lipi_tokenizer_save(tok, a->out, &err);
+    st = lipi_tokenizer_save(tok, a->args.output, &err);
     if (st == LIPI_OK && a->export_dir)
         st = lipi_tokenizer_export_merges(tok, a->export_dir, &err);
     if (st == LIPI_OK && a->export_spm)
@@ -383,8 +364,8 @@ static int train_and_write(train_args *a, bool unigram)
     cli_signals_release();
     if (st != LIPI_OK)
         goto fail;
-    if (!a->quiet)
-        fprintf(stderr, "wrote %s (%zu %s)\n", a->out, lipi_tokenizer_vocab_size(tok),
+    if (!a->args.quiet)
+        fprintf(stderr, "wrote %s (%zu %s)\n", a->args.output, lipi_tokenizer_vocab_size(tok),
                 lipi_plural(lipi_tokenizer_vocab_size(tok), "token", "tokens"));
     rc = EXIT_OK;
     goto done;
@@ -395,72 +376,68 @@ done:
     return rc;
 }
 
+/* The command's own options, for cli_parse: -1 from each parser means
+ * "not mine", so they are tried in turn. */
+static int own_option(int id, const char *arg, void *ctx)
+{
+    train_args *a = ctx;
+    int rc = parse_run_option(id, (char *)arg, a);
+    if (rc == -1)
+        rc = parse_vocab_option(id, (char *)arg, a);
+    if (rc == -1)
+        rc = parse_balance_option(id, (char *)arg, a);
+    return rc == -1 ? cli_usage_error("train", "unknown option") : rc;
+}
+
 static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"type", required_argument, NULL, OPT_TYPE},
-        {"vocab-size", required_argument, NULL, OPT_VOCAB},
-        {"output", required_argument, NULL, 'o'},
-        {"units", required_argument, NULL, OPT_UNITS},
-        {"byte-fallback", no_argument, NULL, OPT_BF},
-        {"no-byte-fallback", no_argument, NULL, OPT_NO_BF},
-        {"min-frequency", required_argument, NULL, OPT_MINF},
-        {"special-tokens", required_argument, NULL, OPT_SPECIAL},
-        {"unk-token", required_argument, NULL, OPT_UNK},
-        {"max-token-length", required_argument, NULL, OPT_MAXLEN},
-        {"character-coverage", required_argument, NULL, OPT_COVERAGE},
-        {"limit-alphabet", required_argument, NULL, OPT_ALPHA},
-        {"no-grapheme-guard", no_argument, NULL, OPT_NO_GUARD},
-        {"from-counts", required_argument, NULL, OPT_COUNTS},
-        {"export-merges", required_argument, NULL, OPT_EXPORT},
-        {"threads", required_argument, NULL, OPT_THREADS},
-        {"invalid", required_argument, NULL, OPT_INVALID},
-        {"quiet", no_argument, NULL, OPT_QUIET},
-        {"export-spm", required_argument, NULL, OPT_SPM},
-        {"sample", required_argument, NULL, OPT_SAMPLE},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"balance", required_argument, NULL, OPT_BALANCE},
-        {"lang-file", required_argument, NULL, OPT_LANG_FILE},
-        {"alpha", required_argument, NULL, OPT_SMOOTH},
-        {"dev", required_argument, NULL, OPT_DEV},
-        {"parity-threshold", required_argument, NULL, OPT_PTHRESH},
-        {"parity-exponent", required_argument, NULL, OPT_PEXP},
-        {"parity-mass", required_argument, NULL, OPT_PMASS},
-        {"parity-others", required_argument, NULL, OPT_POTHERS},
-        {"help", no_argument, NULL, 'h'},
-        CLI_TEXT_LONGOPTS,
+        {"type", required_argument, NULL, CLI_OPT_TYPE},
+        {"vocab-size", required_argument, NULL, CLI_OPT_VOCAB_SIZE},
+        {"units", required_argument, NULL, CLI_OPT_UNITS},
+        {"byte-fallback", no_argument, NULL, CLI_OPT_BYTE_FALLBACK},
+        {"no-byte-fallback", no_argument, NULL, CLI_OPT_NO_BYTE_FALLBACK},
+        {"min-frequency", required_argument, NULL, CLI_OPT_MIN_FREQUENCY},
+        {"special-tokens", required_argument, NULL, CLI_OPT_SPECIAL_TOKENS},
+        {"unk-token", required_argument, NULL, CLI_OPT_UNK_TOKEN},
+        {"max-token-length", required_argument, NULL, CLI_OPT_MAX_TOKEN_LENGTH},
+        {"character-coverage", required_argument, NULL, CLI_OPT_CHARACTER_COVERAGE},
+        {"limit-alphabet", required_argument, NULL, CLI_OPT_LIMIT_ALPHABET},
+        {"no-grapheme-guard", no_argument, NULL, CLI_OPT_NO_GRAPHEME_GUARD},
+        {"from-counts", required_argument, NULL, CLI_OPT_FROM_COUNTS},
+        {"export-merges", required_argument, NULL, CLI_OPT_EXPORT_MERGES},
+        {"export-spm", required_argument, NULL, CLI_OPT_EXPORT_SPM},
+        {"sample", required_argument, NULL, CLI_OPT_SAMPLE},
+        {"seed", required_argument, NULL, CLI_OPT_SEED},
+        {"balance", required_argument, NULL, CLI_OPT_BALANCE},
+        {"lang-file", required_argument, NULL, CLI_OPT_LANG_FILE},
+        {"alpha", required_argument, NULL, CLI_OPT_ALPHA},
+        {"dev", required_argument, NULL, CLI_OPT_DEV},
+        {"parity-threshold", required_argument, NULL, CLI_OPT_PARITY_THRESHOLD},
+        {"parity-exponent", required_argument, NULL, CLI_OPT_PARITY_EXPONENT},
+        {"parity-mass", required_argument, NULL, CLI_OPT_PARITY_MASS},
+        {"parity-others", required_argument, NULL, CLI_OPT_PARITY_OTHERS},
         {NULL, 0, NULL, 0},
     };
     static train_args a;
     memset(&a, 0, sizeof a);
     lipi_train_job_default(&a.job);
     a.job.bpe.common.vocab_size = 32000;
-    cli_text_options_default(&a.text);
+    cli_text_options_default(&a.args.text);
+    a.args.text.pattern = NULL; /* indic, or unigram for --type unigram */
+    a.args.max_threads = 1024;
     a.type = "bpe";
     a.parity_mass = 1.0;
     a.parity_others = 1.0;
-    int c, rc;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
-        if (cli_text_option(c, optarg, &a.text)) {
-            a.set_pattern |= c == 1005 || c == 1006;
-            continue;
-        }
-        if ((rc = parse_run_option(c, optarg, &a)) == -1 &&
-            (rc = parse_vocab_option(c, optarg, &a)) == -1)
-            rc = parse_balance_option(c, optarg, &a);
-        if (rc != -1) {
-            if (rc != EXIT_OK)
-                return rc;
-            continue;
-        }
-        switch (c) {
-        case 'h': help(stdout); return EXIT_OK;
-        case ':': return cli_usage_error("train", "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error("train", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
+    cli_spec spec = {"train", help, NULL, opts,
+                     CLI_ARGS_TEXT | CLI_ARG_THREADS | CLI_ARG_INVALID | CLI_ARG_QUIET |
+                         CLI_ARG_OUTPUT,
+                     own_option, &a, 0};
+    int rc = cli_parse(&spec, argc, argv, &a.args);
+    if (rc != CLI_GO_ON)
+        return rc;
+    a.job.count.threads = a.job.bpe.common.threads = a.args.threads;
+    a.job.count.invalid = a.args.mode;
     bool unigram = strcmp(a.type, "unigram") == 0;
     size_t n_pos = (size_t)(argc - optind);
     if ((rc = check_args(&a, unigram, n_pos)) != EXIT_OK)

@@ -22,19 +22,9 @@ void cli_text_options_default(cli_text_options *o);
 lipi_status cli_text_build(const cli_text_options *o, lipi_normalizer **norm,
                            lipi_pretokenizer **pre, lipi_error *err);
 
-/* getopt_long entries and their handler, for a command that runs its own
- * getopt loop (cmd_train.c); the others take CLI_ARGS_TEXT from cli_parse
- * (cli/options.h), which calls cli_text_option. */
-#define CLI_TEXT_LONGOPTS                                                                  \
-    {"normalizer", required_argument, NULL, CLI_OPT_NORMALIZER},                           \
-        {"lowercase", no_argument, NULL, CLI_OPT_LOWERCASE},                               \
-        {"strip-accents", no_argument, NULL, CLI_OPT_STRIP_ACCENTS},                       \
-        {"fold-digits", no_argument, NULL, CLI_OPT_FOLD_DIGITS},                           \
-        {"pattern", required_argument, NULL, CLI_OPT_PATTERN},                             \
-        {"regex", required_argument, NULL, CLI_OPT_REGEX}
-
-/* Applies option `c` (a CLI_OPT_* id, with optarg `arg`) if it is one of
- * the above. */
+/* Applies option `c` (a CLI_OPT_* id of --normalizer, --lowercase,
+ * --strip-accents, --fold-digits, --pattern or --regex, with optarg `arg`);
+ * false for any other id. cli_parse (cli/options.h) calls it. */
 bool cli_text_option(int c, const char *arg, cli_text_options *o);
 
 #define CLI_TEXT_OPTIONS_HELP                                                             \

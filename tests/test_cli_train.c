@@ -260,6 +260,30 @@ static void test_count_summary_states_decompressed_megabytes_and_one_line(void *
     cli_result_free(&r);
 }
 
+/* --type unigram splits with the "unigram" pattern (SentencePiece's '▁'
+ * prefix, a Metaspace step) unless --pattern says otherwise. */
+static void test_unigram_keeps_the_pattern_it_is_given(void **state)
+{
+    const char *cases[][2] = {{"", "yes"}, {"--pattern indic", "no"}};
+    for (int i = 0; i < 2; i++) {
+        cli_result r = cli_runf("train --quiet --type unigram --vocab-size 1000 %s -o ./lipi-up.json " ALL,
+                                cases[i][0]);
+        assert_int_equal(r.code, 0);
+        cli_result_free(&r);
+        FILE *f = fopen("./lipi-up.json", "rb");
+        assert_non_null(f);
+        static char json[1 << 22];
+        size_t n = fread(json, 1, sizeof json - 1, f);
+        fclose(f);
+        json[n] = '\0';
+        bool metaspace = strstr(json, "\"Metaspace\"") != NULL;
+        if (metaspace != (strcmp(cases[i][1], "yes") == 0))
+            fail_msg("train --type unigram %s: expected %s Metaspace pre-tokenizer", cases[i][0],
+                     metaspace ? "no" : "a");
+    }
+    unlink("./lipi-up.json");
+}
+
 int main(void)
 {
     if (access(DATA "hin_Deva.txt", R_OK) != 0 || enter_workdir() != 0) {
@@ -278,6 +302,7 @@ int main(void)
         cmocka_unit_test(test_empty_corpus_and_invalid_utf8_are_errors),
         cmocka_unit_test(test_an_existing_output_survives_a_failed_run),
         cmocka_unit_test(test_unigram_writes_tokenizer_json_and_spm_model_alike),
+        cmocka_unit_test(test_unigram_keeps_the_pattern_it_is_given),
     };
     int failed = cmocka_run_group_tests_name("cli_train", tests, NULL, NULL);
     char cmd[128];
