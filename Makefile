@@ -25,14 +25,14 @@ SOVERSION := 0
 ifeq ($(MAKELEVEL)$(filter -j%,$(MAKEFLAGS)),0)
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
 endif
-PKGS     := icu-uc icu-i18n libpcre2-8 cmocka jansson openblas zlib liblzma libzstd libcurl
+PKGS     := icu-uc icu-i18n libpcre2-8 cmocka jansson openblas zlib liblzma libzstd libcurl libcrypto
 # What `make deps` checks: pkg-config name (or header/FILE, bin/CMD) : Debian package.
 DEPS     := bin/pkg-config:pkg-config bin/cc:build-essential \
             icu-uc:libicu-dev libpcre2-8:libpcre2-dev header/uthash.h:uthash-dev \
             cmocka:libcmocka-dev jansson:libjansson-dev openblas:libopenblas-dev \
             zlib:zlib1g-dev liblzma:liblzma-dev libzstd:libzstd-dev \
             header/oneapi/dnnl/dnnl.h:libdnnl-dev header/faiss/Index.h:libfaiss-dev \
-            libcurl:libcurl4-openssl-dev bin/help2man:help2man bin/man:man-db
+            libcurl:libcurl4-openssl-dev libcrypto:libssl-dev bin/help2man:help2man bin/man:man-db
 # What `make fuzz` needs on top: clang and its libFuzzer + sanitizer runtimes.
 FUZZ_DEPS := bin/clang:clang \
             file/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev

@@ -185,9 +185,12 @@ static lipi_status sha256_file(const char *path, char out[65], lipi_error *err)
         lipi_sha256_update(&c, buf, n);
     bool bad = ferror(f);
     fclose(f);
-    if (bad)
+    if (bad) {
+        lipi_sha256_abort(&c);
         return lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot read");
-    lipi_sha256_final_hex(&c, out);
+    }
+    if (lipi_sha256_final_hex(&c, out) != LIPI_OK)
+        return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory (SHA-256)");
     return LIPI_OK;
 }
 

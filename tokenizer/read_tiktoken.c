@@ -80,7 +80,8 @@ lipi_status lipi_rd_tiktoken_verify(const char *name, size_t len, const char *da
     char got[65];
     if (i == SIZE_MAX)
         return LIPI_OK;
-    lipi_sha256_hex(data, data_len, got);
+    if (lipi_sha256_hex(data, data_len, got) != LIPI_OK)
+        return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory (SHA-256)");
     if (strcmp(got, builtin[i].sha256) == 0)
         return LIPI_OK;
     return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,

@@ -101,30 +101,33 @@ const char *lipi_plural(uint64_t n, const char *one, const char *many);
 /* SHA-256 (FIPS 180-4), to check files against published checksums          */
 /* ======================================================================== */
 
-/* A running hash; the fields are private (here so it can live on the
- * stack). Nothing allocates and nothing fails:
+/* A running hash (OpenSSL's libcrypto underneath; the field is private,
+ * here so the struct can live on the stack):
  *
  *   lipi_sha256 c;
  *   char hex[65];
  *   lipi_sha256_init(&c);
  *   lipi_sha256_update(&c, "ab", 2);
  *   lipi_sha256_update(&c, "c", 1);
- *   lipi_sha256_final_hex(&c, hex);   // "ba7816bf...f20015ad", as for "abc"
- */
+ *   if (lipi_sha256_final_hex(&c, hex) == LIPI_OK) ...  // "ba7816bf...f20015ad", as for "abc"
+ *
+ * init allocates; a failure there or in update shows as LIPI_ENOMEM from
+ * final_hex, so callers check one status. final_hex frees the state; a
+ * caller that stops before it calls lipi_sha256_abort. */
 typedef struct {
-    uint32_t h[8];
-    uint64_t len;
-    unsigned char buf[64];
-    size_t fill;
+    void *ctx;
+    bool failed;
 } lipi_sha256;
 
 void lipi_sha256_init(lipi_sha256 *c);
 void lipi_sha256_update(lipi_sha256 *c, const void *data, size_t n);
-/* Writes the digest as 64 lowercase hex digits and a NUL; `c` is used up
- * (init it again to hash something else). */
-void lipi_sha256_final_hex(lipi_sha256 *c, char out[65]);
-/* The digest of data[0..n) in one call. */
-void lipi_sha256_hex(const void *data, size_t n, char out[65]);
+/* Writes the digest as 64 lowercase hex digits and a NUL, and frees the
+ * state; LIPI_ENOMEM (out = "") when the hash could not be computed. */
+lipi_status lipi_sha256_final_hex(lipi_sha256 *c, char out[65]);
+/* Frees the state of a hash that is not finished (no-op after final_hex). */
+void lipi_sha256_abort(lipi_sha256 *c);
+/* The digest of data[0..n) in one call; LIPI_ENOMEM as final_hex. */
+lipi_status lipi_sha256_hex(const void *data, size_t n, char out[65]);
 
 /* ======================================================================== */
 /* UTF-8                                                                     */
