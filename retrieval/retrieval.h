@@ -279,6 +279,9 @@ void lipi_npy_map_close(lipi_npy_map *m);
  *   lipi_probe_save(p, &model, "probe.json", &err);
  *   lipi_probe_free(p);
  *
+ * or, from labelled rows with the label mapping, held-out draw and score
+ * done for you: lipi_probe_fit(&train, NULL, dim, &opt, &p, &report, &err).
+ *
  * Training minimizes mean cross-entropy + l2/2 * |W|^2 (the bias is not
  * penalized) with L-BFGS over the whole set, in a fixed order on one
  * thread: the same data gives the same weights, bit for bit. */
