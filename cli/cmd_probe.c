@@ -131,11 +131,6 @@ static lipi_status embed_all(const lipi_embedder *e, lipi_embedder_session *s,
     return st;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 /* ------------------------------------------------------------------------ */
 /* train                                                                     */
 /* ------------------------------------------------------------------------ */
@@ -147,14 +142,10 @@ typedef struct {
     size_t iterations;
 } probe_args;
 
-/* Looks up label s among the sorted names; false when it is not there. */
-static bool label_index(char **names, size_t k, const char *s, uint32_t *out)
+/* The rows of d for the library, errors pointing at d's file and lines. */
+static lipi_labelled_vectors rows_of(const labelled *d, const float *x)
 {
-    char **hit = bsearch(&s, names, k, sizeof *names, cmp_str);
-    if (!hit)
-        return false;
-    *out = (uint32_t)(hit - names);
-    return true;
+    return (lipi_labelled_vectors){x, d->labels.ptrs, d->texts.n, d->path, d->line_no};
 }
 
 static int train(probe_args *pa)
@@ -164,34 +155,20 @@ static int train(probe_args *pa)
     lipi_embedder_session *s = NULL;
     lipi_probe *p = NULL;
     lipi_error err = {0};
-    float *x = NULL, *xd = NULL, *xt = NULL, *probs = NULL;
-    uint32_t *y = NULL, *yd = NULL, *yt = NULL;
-    char **names = NULL;
-    bool *held = NULL;  /* training lines left out for the held-out score */
+    float *x = NULL, *xd = NULL;
     int rc = EXIT_FAIL;
     lipi_status st;
 
-    /* Fail on an unwritable output before any long work. */
+    /* Fail on an unwritable output or bad labels before any long work. */
+    lipi_probe_fit_options fo = {.train = {.l2 = pa->l2, .max_iterations = pa->iterations},
+                                 .holdout = pa->holdout, .seed = HOLDOUT_SEED};
     if ((st = lipi_check_writable(pa->a.output, &err)) != LIPI_OK ||
         (st = read_labelled(pa->train, pa->a.mode, &tr, &err)) != LIPI_OK ||
         (pa->dev && (st = read_labelled(pa->dev, pa->a.mode, &dv, &err)) != LIPI_OK))
         goto report;
-    size_t n = tr.texts.n, k = 0;
-    if (!(names = lipi_calloc(n, sizeof *names)) || !(y = lipi_calloc(n, sizeof *y)))
-        goto oom;
-    for (size_t i = 0; i < n; i++)
-        names[i] = (char *)tr.labels.ptrs[i];
-    qsort(names, n, sizeof *names, cmp_str);
-    for (size_t i = 0; i < n; i++)
-        if (k == 0 || strcmp(names[k - 1], names[i]) != 0)
-            names[k++] = names[i];
-    if (k < 2) {
-        lipi_error_set(&err, LIPI_EINVAL, pa->train, 0, 0,
-                       "expected at least 2 different labels, found %zu", k);
+    lipi_labelled_vectors trv = rows_of(&tr, NULL), dvv = rows_of(&dv, NULL);
+    if ((st = lipi_probe_fit_check(&trv, pa->dev ? &dvv : NULL, &fo, &err)) != LIPI_OK)
         goto report;
-    }
-    for (size_t i = 0; i < n; i++)
-        label_index(names, k, tr.labels.ptrs[i], &y[i]);
 
     /* The fingerprint of the folder as it is when the vectors are made. */
     lipi_index_model id;
@@ -201,67 +178,28 @@ static int train(probe_args *pa)
         (st = lipi_embedder_identity(e, &id, fingerprint, &err)) != LIPI_OK)
         goto report;
     size_t dim = lipi_embedder_dim(e);
-    if (!(x = lipi_calloc(n, dim * sizeof *x)) || !(probs = lipi_calloc(k, sizeof *probs)))
-        goto oom;
-    if ((st = embed_all(e, s, &tr, x, !pa->a.quiet, &err)) != LIPI_OK)
+    if (!(x = lipi_calloc(tr.texts.n, dim * sizeof *x)) ||
+        (pa->dev && !(xd = lipi_calloc(dv.texts.n, dim * sizeof *xd)))) {
+        lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto report;
+    }
+    if ((st = embed_all(e, s, &tr, x, !pa->a.quiet, &err)) != LIPI_OK ||
+        (pa->dev && (st = embed_all(e, s, &dv, xd, !pa->a.quiet, &err)) != LIPI_OK))
+        goto report;
+    trv.x = x;
+    dvv.x = xd;
+    lipi_probe_fit_report fr;
+    if ((st = lipi_probe_fit(&trv, pa->dev ? &dvv : NULL, dim, &fo, &p, &fr, &err)) != LIPI_OK)
         goto report;
 
-    /* Which training lines are held out: a fixed-seed draw. */
-    size_t nd = 0;
-    if (!pa->dev && pa->holdout > 0) {
-        nd = (size_t)((double)n * pa->holdout + 0.5);
-        if (nd == 0)
-            nd = 1;
-        if (nd >= n) {
-            lipi_error_set(&err, LIPI_EINVAL, pa->train, 0, 0,
-                           "--holdout %g leaves no training lines of %zu", pa->holdout, n);
-            goto report;
-        }
-        if (!(held = lipi_calloc(n, sizeof *held)))
-            goto oom;
-        if ((st = lipi_probe_holdout(n, nd, HOLDOUT_SEED, held, &err)) != LIPI_OK)
-            goto report;
-    }
-    size_t nt = n - nd;
-    if (!(xt = lipi_calloc(nt, dim * sizeof *xt)) || !(yt = lipi_calloc(nt, sizeof *yt)) ||
-        (nd && (!(xd = lipi_calloc(nd, dim * sizeof *xd)) || !(yd = lipi_calloc(nd, sizeof *yd)))))
-        goto oom;
-    for (size_t i = 0, a = 0, b = 0; i < n; i++) {
-        bool h = held && held[i];
-        memcpy((h ? xd + b * dim : xt + a * dim), x + i * dim, dim * sizeof *x);
-        if (h)
-            yd[b++] = y[i];
-        else
-            yt[a++] = y[i];
-    }
-    if (pa->dev) {
-        nd = dv.texts.n;
-        lipi_free(xd);
-        lipi_free(yd);
-        if (!(xd = lipi_calloc(nd, dim * sizeof *xd)) || !(yd = lipi_calloc(nd, sizeof *yd)))
-            goto oom;
-        for (size_t i = 0; i < nd; i++)
-            if (!label_index(names, k, dv.labels.ptrs[i], &yd[i])) {
-                lipi_error_set(&err, LIPI_EINVAL, pa->dev, dv.line_no[i], 0,
-                               "label '%s' does not occur in %s", dv.labels.ptrs[i], pa->train);
-                goto report;
-            }
-        if ((st = embed_all(e, s, &dv, xd, !pa->a.quiet, &err)) != LIPI_OK)
-            goto report;
-    }
-
-    lipi_probe_options po = {.l2 = pa->l2, .max_iterations = pa->iterations};
-    if ((st = lipi_probe_train(xt, yt, nt, dim, (const char *const *)names, k, &po, &p, &err)) !=
-        LIPI_OK)
-        goto report;
-    double acc = nd ? lipi_probe_accuracy(p, xd, yd, nd, probs)
-                    : lipi_probe_accuracy(p, xt, yt, nt, probs);
-    if (pa->dev)
+    size_t n = tr.texts.n, nd = fr.n_held, nt = fr.n_train, k = fr.k;
+    double acc = fr.accuracy;
+    if (fr.scored_on == LIPI_PROBE_SCORED_ON_DEV)
         fprintf(stderr, "lipi probe: held-out accuracy %.4f (%zu %s of %s; %zu training "
                         "%s, %zu %s)\n",
                 acc, nd, lipi_plural(nd, "line", "lines"), pa->dev, nt,
                 lipi_plural(nt, "line", "lines"), k, lipi_plural(k, "label", "labels"));
-    else if (nd)
+    else if (fr.scored_on == LIPI_PROBE_SCORED_ON_HELD_OUT)
         fprintf(stderr, "lipi probe: held-out accuracy %.4f (%zu of %zu %s held out, seed "
                         "%u; %zu %s)\n",
                 acc, nd, n, lipi_plural(n, "line", "lines"), HOLDOUT_SEED, k,
@@ -272,14 +210,13 @@ static int train(probe_args *pa)
                 acc, nt, lipi_plural(nt, "line", "lines"), k, lipi_plural(k, "label", "labels"));
     id.normalize = lipi_embedder_normalizes(e);
     cli_signals_hold(); /* see cli/signals.h */
-    st = lipi_probe_save(p, &id, nd ? acc : -1.0, pa->a.output, &err);
+    st = lipi_probe_save(p, &id, fr.scored_on != LIPI_PROBE_SCORED_ON_TRAINING ? acc : -1.0,
+                         pa->a.output, &err);
     cli_signals_release();
     if (st != LIPI_OK)
         goto report;
     rc = EXIT_OK;
     goto done;
-oom:
-    lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
 report:
     cli_report("probe", &err);
 done:
@@ -290,13 +227,6 @@ done:
     lipi_probe_free(p);
     lipi_free(x);
     lipi_free(xd);
-    lipi_free(xt);
-    lipi_free(y);
-    lipi_free(yd);
-    lipi_free(yt);
-    lipi_free(probs);
-    lipi_free(names);
-    lipi_free(held);
     return rc;
 }
 

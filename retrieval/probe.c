@@ -7,6 +7,8 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PROBE_FORMAT "lipi-probe"
@@ -317,6 +319,171 @@ double lipi_probe_accuracy(const lipi_probe *p, const float *x, const uint32_t *
         right += best == y[i];
     }
     return n ? (double)right / (double)n : 0.0;
+}
+
+/* ======================================================================== */
+/* Fitting: labels -> indices, the held-out split, training, the score       */
+/* ======================================================================== */
+
+/* What lipi_probe_fit decides from the labels alone. */
+typedef struct {
+    const char **names;  /* (k) sorted distinct train labels, borrowed */
+    size_t k;
+    uint32_t *y;         /* (train->n) label indices */
+    uint32_t *yd;        /* (dev->n) label indices, NULL without dev */
+    bool *held;          /* (train->n) held-out rows, NULL when none */
+    size_t n_held;       /* held-out training rows */
+} fit_plan;
+
+static void fit_plan_free(fit_plan *pl)
+{
+    lipi_free(pl->names);
+    lipi_free(pl->y);
+    lipi_free(pl->yd);
+    lipi_free(pl->held);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The index of label s among the sorted names; false when it is not there. */
+static bool label_index(const char **names, size_t k, const char *s, uint32_t *out)
+{
+    const char **hit = bsearch(&s, names, k, sizeof *names, cmp_str);
+    if (!hit)
+        return false;
+    *out = (uint32_t)(hit - names);
+    return true;
+}
+
+/* The 1-based line of row i of d, for errors. */
+static size_t row_line(const lipi_labelled_vectors *d, size_t i)
+{
+    return d->line_no ? d->line_no[i] : i + 1;
+}
+
+static lipi_status fit_plan_make(const lipi_labelled_vectors *tr, const lipi_labelled_vectors *dv,
+                                 const lipi_probe_fit_options *opt, fit_plan *pl, lipi_error *err)
+{
+    memset(pl, 0, sizeof *pl);
+    size_t n = tr->n;
+    if (n == 0)
+        return lipi_error_set(err, LIPI_EINVAL, tr->path, 0, 0,
+                              "expected labelled examples, found none");
+    if (!(pl->names = lipi_calloc(n, sizeof *pl->names)) || !(pl->y = lipi_calloc(n, sizeof *pl->y)) ||
+        (dv && !(pl->yd = lipi_calloc(dv->n ? dv->n : 1, sizeof *pl->yd))))
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        pl->names[i] = tr->labels[i];
+    qsort(pl->names, n, sizeof *pl->names, cmp_str);
+    for (size_t i = 0; i < n; i++)
+        if (pl->k == 0 || strcmp(pl->names[pl->k - 1], pl->names[i]) != 0)
+            pl->names[pl->k++] = pl->names[i];
+    if (pl->k < 2)
+        return lipi_error_set(err, LIPI_EINVAL, tr->path, 0, 0,
+                              "expected at least 2 different labels, found %zu", pl->k);
+    for (size_t i = 0; i < n; i++)
+        label_index(pl->names, pl->k, tr->labels[i], &pl->y[i]);
+    for (size_t i = 0; dv && i < dv->n; i++)
+        if (!label_index(pl->names, pl->k, dv->labels[i], &pl->yd[i]))
+            return lipi_error_set(err, LIPI_EINVAL, dv->path, row_line(dv, i), 0,
+                                  "label '%s' does not occur in %s", dv->labels[i],
+                                  tr->path ? tr->path : "the training labels");
+    double share = opt ? opt->holdout : 0;
+    if (dv || !(share > 0))
+        return LIPI_OK;
+    size_t nd = (size_t)((double)n * share + 0.5);
+    if (nd == 0)
+        nd = 1;
+    /* Named as the command line names it: the share comes from there. */
+    if (nd >= n)
+        return lipi_error_set(err, LIPI_EINVAL, tr->path, 0, 0,
+                              "--holdout %g leaves no training lines of %zu", share, n);
+    if (!(pl->held = lipi_calloc(n, sizeof *pl->held)))
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    pl->n_held = nd;
+    return lipi_probe_holdout(n, nd, opt->seed, pl->held, err);
+}
+
+lipi_status lipi_probe_fit_check(const lipi_labelled_vectors *train,
+                                 const lipi_labelled_vectors *dev,
+                                 const lipi_probe_fit_options *opt, lipi_error *err)
+{
+    fit_plan pl;
+    lipi_status st = fit_plan_make(train, dev, opt, &pl, err);
+    fit_plan_free(&pl);
+    return st;
+}
+
+lipi_status lipi_probe_fit(const lipi_labelled_vectors *train, const lipi_labelled_vectors *dev,
+                           size_t dim, const lipi_probe_fit_options *opt, lipi_probe **out,
+                           lipi_probe_fit_report *rep, lipi_error *err)
+{
+    *out = NULL;
+    fit_plan pl;
+    float *xt = NULL, *xh = NULL, *probs = NULL;
+    uint32_t *yt = NULL, *yh = NULL;
+    size_t *rows = NULL; /* (nt) the train row of each training row */
+    lipi_probe *p = NULL;
+    lipi_status st = fit_plan_make(train, dev, opt, &pl, err);
+    if (st != LIPI_OK)
+        goto done;
+    size_t n = train->n, nh = pl.n_held, nt = n - nh;
+    if (!(xt = lipi_calloc(nt, dim * sizeof *xt)) || !(yt = lipi_calloc(nt, sizeof *yt)) ||
+        !(rows = lipi_calloc(nt, sizeof *rows)) || !(probs = lipi_calloc(pl.k, sizeof *probs)) ||
+        (nh && (!(xh = lipi_calloc(nh, dim * sizeof *xh)) || !(yh = lipi_calloc(nh, sizeof *yh))))) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0, a = 0, b = 0; i < n; i++) {
+        if (pl.held && pl.held[i]) {
+            memcpy(xh + b * dim, train->x + i * dim, dim * sizeof *xh);
+            yh[b++] = pl.y[i];
+        } else {
+            memcpy(xt + a * dim, train->x + i * dim, dim * sizeof *xt);
+            rows[a] = i;
+            yt[a++] = pl.y[i];
+        }
+    }
+    lipi_probe_options po = opt ? opt->train : (lipi_probe_options){0};
+    st = lipi_probe_train(xt, yt, nt, dim, pl.names, pl.k, &po, &p, err);
+    if (st != LIPI_OK) {
+        /* err->line is a row of xt: point at the input instead. */
+        if (err && err->line >= 1 && err->line <= nt) {
+            snprintf(err->path, sizeof err->path, "%s", train->path ? train->path : "");
+            err->line = row_line(train, rows[err->line - 1]);
+        }
+        goto done;
+    }
+    lipi_probe_fit_report r = {.n_train = nt, .k = pl.k};
+    if (dev) {
+        r.scored_on = LIPI_PROBE_SCORED_ON_DEV;
+        r.n_held = dev->n;
+        r.accuracy = lipi_probe_accuracy(p, dev->x, pl.yd, dev->n, probs);
+    } else if (nh) {
+        r.scored_on = LIPI_PROBE_SCORED_ON_HELD_OUT;
+        r.n_held = nh;
+        r.accuracy = lipi_probe_accuracy(p, xh, yh, nh, probs);
+    } else {
+        r.scored_on = LIPI_PROBE_SCORED_ON_TRAINING;
+        r.accuracy = lipi_probe_accuracy(p, xt, yt, nt, probs);
+    }
+    if (rep)
+        *rep = r;
+    *out = p;
+    p = NULL;
+done:
+    fit_plan_free(&pl);
+    lipi_free(xt);
+    lipi_free(xh);
+    lipi_free(yt);
+    lipi_free(yh);
+    lipi_free(rows);
+    lipi_free(probs);
+    lipi_probe_free(p);
+    return st;
 }
 
 void lipi_probe_predict(const lipi_probe *p, const float *q, size_t n, float *probs)

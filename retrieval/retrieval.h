@@ -279,6 +279,9 @@ void lipi_npy_map_close(lipi_npy_map *m);
  *   lipi_probe_save(p, &model, "probe.json", &err);
  *   lipi_probe_free(p);
  *
+ * or, from labelled rows with the label mapping, held-out draw and score
+ * done for you: lipi_probe_fit(&train, NULL, dim, &opt, &p, &report, &err).
+ *
  * Training minimizes mean cross-entropy + l2/2 * |W|^2 (the bias is not
  * penalized) with L-BFGS over the whole set, in a fixed order on one
  * thread: the same data gives the same weights, bit for bit. */
@@ -314,6 +317,63 @@ lipi_status lipi_probe_holdout(size_t n, size_t n_held, uint64_t seed, bool *hel
  * lipi_probe_label_count(p) floats. */
 double lipi_probe_accuracy(const lipi_probe *p, const float *x, const uint32_t *y, size_t n,
                            float *probs);
+
+/* Labelled rows for lipi_probe_fit: x (n, dim) with labels[i] the
+ * NUL-terminated label of row i; all borrowed. `path` and `line_no` only
+ * make errors point at the input: the file the rows came from and each
+ * row's 1-based line there (NULL: no path; row i is line i + 1). */
+typedef struct {
+    const float *x;             /* (n, dim); may be NULL for lipi_probe_fit_check */
+    const char *const *labels;  /* (n) */
+    size_t n;
+    const char *path;
+    const size_t *line_no;      /* (n) or NULL */
+} lipi_labelled_vectors;
+
+typedef struct {
+    lipi_probe_options train;   /* l2, max_iterations */
+    double holdout;             /* without dev: the share of training rows held
+                                   out (rounded, at least 1), 0: none */
+    uint64_t seed;              /* of the held-out draw (lipi_probe_holdout) */
+} lipi_probe_fit_options;
+
+typedef enum {
+    LIPI_PROBE_SCORED_ON_TRAINING,  /* no dev set and nothing held out */
+    LIPI_PROBE_SCORED_ON_HELD_OUT,  /* rows of train left out of training */
+    LIPI_PROBE_SCORED_ON_DEV,
+} lipi_probe_scored_on;
+
+typedef struct {
+    double accuracy;            /* lipi_probe_accuracy on `scored_on` */
+    lipi_probe_scored_on scored_on;
+    size_t n_train;             /* rows trained on */
+    size_t n_held;              /* rows scored: held out or dev; 0 on training */
+    size_t k;                   /* distinct labels */
+} lipi_probe_fit_report;
+
+/* The whole probe recipe on labelled rows: the class names are train's
+ * distinct labels, sorted by strcmp (so label indices do not depend on row
+ * order); without `dev` (NULL) a share opt->holdout of train's rows, drawn
+ * by lipi_probe_holdout with opt->seed, is left out of training; the probe
+ * is trained on the rest (lipi_probe_train, opt->train) and scored on dev,
+ * on the held-out rows, or - with neither - on the training rows. Example:
+ * 40 rows labelled "sport"/"music", holdout 0.1, seed 42: labels
+ * ["music", "sport"], 36 rows trained on, the same 4 held out every time.
+ * *out is owned (lipi_probe_free); *rep may be NULL. `opt` may be NULL (no
+ * holdout, seed 0, lipi_probe_train's defaults). Fails, before any
+ * training, with LIPI_EINVAL for fewer than 2 distinct labels (err->path =
+ * train->path), for a dev label that train lacks (err->path/line: the dev
+ * row's), for a holdout that leaves no training rows; then what
+ * lipi_probe_train reports (err->path/line: the train row's); LIPI_ENOMEM. */
+lipi_status lipi_probe_fit(const lipi_labelled_vectors *train, const lipi_labelled_vectors *dev,
+                           size_t dim, const lipi_probe_fit_options *opt, lipi_probe **out,
+                           lipi_probe_fit_report *rep, lipi_error *err);
+
+/* lipi_probe_fit's checks of the labels alone (x unused): for callers who
+ * embed afterwards and would rather fail before that long work. */
+lipi_status lipi_probe_fit_check(const lipi_labelled_vectors *train,
+                                 const lipi_labelled_vectors *dev,
+                                 const lipi_probe_fit_options *opt, lipi_error *err);
 
 size_t lipi_probe_dim(const lipi_probe *p);
 size_t lipi_probe_label_count(const lipi_probe *p);

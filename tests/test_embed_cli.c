@@ -1,6 +1,6 @@
 /* Tests of `lipi embed`, `lipi classify` and `lipi probe` on the tiny
  * fixture models (tests/fixtures/models, made by make_models.py), and of
- * the probe library (pipeline/probe.c). */
+ * the probe library (retrieval/probe.c). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1287,6 +1287,147 @@ static void test_probe_holdout_marks_the_same_rows_for_the_same_seed(void **stat
     assert_true(same_as_other_seed < 5);
 }
 
+/* ------------------------------------------------------------------------ */
+/* lipi_probe_fit                                                            */
+/* ------------------------------------------------------------------------ */
+
+enum { FIT_N = 24 };
+
+/* FIT_N 2-D points of three labels given in the order south, north, east
+ * (not sorted), each around its own corner: separable. */
+static void fit_rows(float *x, const char **labels)
+{
+    static const char *const names[] = {"south", "north", "east"};
+    static const float at[][2] = {{0, -4}, {0, 4}, {4, 0}};
+    for (size_t i = 0; i < FIT_N; i++) {
+        labels[i] = names[i % 3];
+        x[2 * i] = at[i % 3][0] + 0.1f * (float)(i % 5);
+        x[2 * i + 1] = at[i % 3][1] - 0.1f * (float)(i % 4);
+    }
+}
+
+static lipi_status fit_run(void *ctx, lipi_error *err)
+{
+    float x[2 * FIT_N];
+    const char *labels[FIT_N];
+    fit_rows(x, labels);
+    lipi_labelled_vectors tr = {x, labels, FIT_N, "train.tsv", NULL};
+    lipi_probe_fit_options o = {.holdout = 0.25, .seed = 42};
+    lipi_probe *p = NULL;
+    lipi_status st = lipi_probe_fit(&tr, NULL, 2, &o, &p, NULL, err);
+    lipi_probe_free(p);
+    return st;
+}
+
+static void test_probe_fit_sorts_the_labels_and_holds_out_a_seeded_draw(void **state)
+{
+    (void)state;
+    float x[2 * FIT_N], pa[3 * FIT_N], pb[3 * FIT_N];
+    const char *labels[FIT_N];
+    fit_rows(x, labels);
+    lipi_labelled_vectors tr = {x, labels, FIT_N, "train.tsv", NULL};
+    lipi_probe_fit_options o = {.holdout = 0.25, .seed = 42};
+    lipi_probe_fit_report r = {0};
+    lipi_probe *p = NULL, *q = NULL;
+    lipi_error err = {0};
+
+    assert_int_equal(lipi_probe_fit(&tr, NULL, 2, &o, &p, &r, &err), LIPI_OK);
+    assert_int_equal(lipi_probe_label_count(p), 3);
+    assert_string_equal(lipi_probe_label(p, 0), "east");
+    assert_string_equal(lipi_probe_label(p, 1), "north");
+    assert_string_equal(lipi_probe_label(p, 2), "south");
+    assert_int_equal(r.k, 3);
+    assert_int_equal(r.scored_on, LIPI_PROBE_SCORED_ON_HELD_OUT);
+    assert_int_equal(r.n_held, 6);  /* 24 * 0.25 */
+    assert_int_equal(r.n_train, 18);
+    assert_true(r.accuracy == 1.0); /* separable corners */
+    lipi_probe_predict(p, x, FIT_N, pa); /* to compare fits */
+
+    /* The same seed: the same rows held out, the same probe bit for bit. */
+    assert_int_equal(lipi_probe_fit(&tr, NULL, 2, &o, &q, &r, &err), LIPI_OK);
+    lipi_probe_predict(q, x, FIT_N, pb);
+    assert_memory_equal(pa, pb, sizeof pa);
+    lipi_probe_free(q);
+    /* Another seed trains on other rows, so the weights differ. */
+    o.seed = 7;
+    assert_int_equal(lipi_probe_fit(&tr, NULL, 2, &o, &q, &r, &err), LIPI_OK);
+    lipi_probe_predict(q, x, FIT_N, pb);
+    assert_memory_not_equal(pa, pb, sizeof pa);
+    lipi_probe_free(q);
+
+    /* Nothing held out: scored on all the training rows. */
+    o.holdout = 0;
+    assert_int_equal(lipi_probe_fit(&tr, NULL, 2, &o, &q, &r, &err), LIPI_OK);
+    assert_int_equal(r.scored_on, LIPI_PROBE_SCORED_ON_TRAINING);
+    assert_int_equal(r.n_held, 0);
+    assert_int_equal(r.n_train, FIT_N);
+    lipi_probe_free(q);
+
+    /* A dev set replaces the held-out draw: all rows train. */
+    o.holdout = 0.25;
+    const char *dev_labels[] = {"east", "south"};
+    float xd[] = {4, 0.2f, 0.1f, -4};
+    lipi_labelled_vectors dv = {xd, dev_labels, 2, "dev.tsv", NULL};
+    assert_int_equal(lipi_probe_fit(&tr, &dv, 2, &o, &q, &r, &err), LIPI_OK);
+    assert_int_equal(r.scored_on, LIPI_PROBE_SCORED_ON_DEV);
+    assert_int_equal(r.n_held, 2);
+    assert_int_equal(r.n_train, FIT_N);
+    assert_true(r.accuracy == 1.0);
+    lipi_probe_free(q);
+    lipi_probe_free(p);
+}
+
+static void test_probe_fit_refuses_unknown_dev_labels_and_a_single_label(void **state)
+{
+    (void)state;
+    float x[2 * FIT_N];
+    const char *labels[FIT_N];
+    fit_rows(x, labels);
+    lipi_labelled_vectors tr = {x, labels, FIT_N, "train.tsv", NULL};
+    lipi_probe_fit_options o = {.holdout = 0.1, .seed = 42};
+    lipi_probe *p = NULL;
+    lipi_error err = {0};
+
+    /* The dev error names the dev file and the row's line. */
+    const char *dev_labels[] = {"east", "west"};
+    size_t dev_lines[] = {3, 8};
+    float xd[4] = {0};
+    lipi_labelled_vectors dv = {xd, dev_labels, 2, "dev.tsv", dev_lines};
+    assert_int_equal(lipi_probe_fit(&tr, &dv, 2, &o, &p, NULL, &err), LIPI_EINVAL);
+    assert_null(p);
+    assert_string_equal(err.path, "dev.tsv");
+    assert_int_equal(err.line, 8);
+    assert_string_equal(err.msg, "label 'west' does not occur in train.tsv");
+    /* The check alone finds it too, without vectors; no line numbers:
+     * the row's 1-based index. */
+    memset(&err, 0, sizeof err);
+    dv.x = NULL;
+    dv.line_no = NULL;
+    assert_int_equal(lipi_probe_fit_check(&tr, &dv, &o, &err), LIPI_EINVAL);
+    assert_int_equal(err.line, 2);
+    dev_labels[1] = "north";
+    assert_int_equal(lipi_probe_fit_check(&tr, &dv, &o, &err), LIPI_OK);
+
+    /* One label, however many rows. */
+    const char *same[FIT_N];
+    for (size_t i = 0; i < FIT_N; i++)
+        same[i] = "north";
+    lipi_labelled_vectors one = {x, same, FIT_N, "one.tsv", NULL};
+    assert_int_equal(lipi_probe_fit(&one, NULL, 2, &o, &p, NULL, &err), LIPI_EINVAL);
+    assert_null(p);
+    assert_string_equal(err.path, "one.tsv");
+    assert_string_equal(err.msg, "expected at least 2 different labels, found 1");
+
+    /* A share that leaves nothing to train on. */
+    lipi_labelled_vectors two = {x, labels, 2, "two.tsv", NULL};
+    o.holdout = 0.9;
+    assert_int_equal(lipi_probe_fit(&two, NULL, 2, &o, &p, NULL, &err), LIPI_EINVAL);
+    assert_null(p);
+    assert_string_equal(err.msg, "--holdout 0.9 leaves no training lines of 2");
+
+    assert_true(alloc_fail_loop("probe fit", fit_run, NULL) > 5);
+}
+
 static void test_allocation_failures_are_reported_and_leak_nothing(void **state)
 {
     static af_job job;
@@ -1321,6 +1462,8 @@ int main(void)
         cmocka_unit_test(test_cli_with_a_model_folder),
         cmocka_unit_test(test_fingerprint_covers_every_tokenizer_file),
         cmocka_unit_test(test_probe_holdout_marks_the_same_rows_for_the_same_seed),
+        cmocka_unit_test(test_probe_fit_sorts_the_labels_and_holds_out_a_seeded_draw),
+        cmocka_unit_test(test_probe_fit_refuses_unknown_dev_labels_and_a_single_label),
         cmocka_unit_test(test_allocation_failures_are_reported_and_leak_nothing),
     };
     return cmocka_run_group_tests_name("retrieval", tests, setup, teardown);
