@@ -85,6 +85,10 @@ static lipi_status locate(const char *model, const char *revision, char *path, l
 lipi_status lipi_embedder_open(const char *model, const lipi_embedder_options *opt,
                                lipi_embedder **out, lipi_error *err)
 {
+    /* NULL: everything as the model folder says, as sentence-transformers. */
+    static const lipi_embedder_options model_defaults = {.normalize = -1};
+    if (!opt)
+        opt = &model_defaults;
     lipi_status st = LIPI_OK;
     *out = NULL;
     lipi_embedder *e = lipi_calloc(1, sizeof *e);

@@ -50,7 +50,8 @@ typedef struct {
 /* Opens `model`: a model folder, or else a hub name ("ORG/NAME") resolved
  * in the Hugging Face cache (lipi_hub_resolve). Reads the tokenizer, the
  * transformer, pooling, normalization and labels from the folder's own
- * files; `opt` overrides them. *out is owned (lipi_embedder_free) and never
+ * files; `opt` overrides them (NULL: all as the folder says, pooling and
+ * normalization included). *out is owned (lipi_embedder_free) and never
  * changes afterwards. Errors of lipi_hub_resolve, lipi_model_load and
  * lipi_tokenizer_open (err->path names the file), LIPI_ENOMEM. */
 lipi_status lipi_embedder_open(const char *model, const lipi_embedder_options *opt,

@@ -84,7 +84,9 @@ static float *api_embed(const char *dir, const lines *l, size_t threads, size_t 
     lipi_embedder *e = NULL;
     lipi_embedder_session *s = NULL;
     lipi_error err = {0};
-    open_api(dir, &o, threads, &e, &s);
+    /* On 3 threads with NULL options, which must mean the same: all as the
+     * model folder says, batches of 32. */
+    open_api(dir, threads == 3 ? NULL : &o, threads, &e, &s);
     *dim = lipi_embedder_dim(e);
     float *v = malloc(NLINES * *dim * sizeof *v);
     assert_non_null(v);
