@@ -399,6 +399,7 @@ static void add_counts(lipi_inflation_counts *dst, const lipi_inflation_counts *
     dst->unknown_chars += src->unknown_chars;
     dst->boundaries += src->boundaries;
     dst->split_boundaries += src->split_boundaries;
+    dst->tokens_sq += src->tokens_sq;
 }
 
 /* Row of text-mode script `script`, or the number of rows if it has none. */
@@ -584,6 +585,7 @@ static lipi_status add_tokens(lipi_inflation_report *rep, size_t tok, size_t lan
         c[gi].bytes = s->groups[gi].bytes;
         c[gi].words = s->groups[gi].words;
         c[gi].lines = rep->text_mode ? (c[gi].chars > 0 || c[gi].tokens > 0) : 1;
+        c[gi].tokens_sq = c[gi].tokens * c[gi].tokens;
     }
 
     if (!rep->text_mode) {

@@ -14,6 +14,7 @@ typedef struct {
     uint64_t lines, tokens, words, chars, bytes;
     uint64_t continued, unknown_tokens, fallback_tokens, unknown_chars;
     uint64_t boundaries, split_boundaries;
+    uint64_t tokens_sq; /* Σ n² over the lines (n: tokens of a line) */
 } lipi_inflation_counts;
 
 typedef struct {
@@ -65,6 +66,10 @@ struct lipi_inflation_report {
     size_t reference;              /* row index or LIPI_INFLATION_NO_REFERENCE */
     lipi_inflation_counts *cells;  /* cells[lang * n_tok + tok] */
     uint64_t skipped;
+    bool has_cost;                 /* lipi_inflation_set_cost was called */
+    lipi_cost_model cost_model;
+    uint64_t context;
+    double price_per_million;      /* NaN: none */
     lipi_inflation_scratch scratch;
 };
 

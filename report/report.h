@@ -161,6 +161,106 @@ void lipi_inflation_get_row(const lipi_inflation_report *rep, size_t tok, size_t
 void lipi_inflation_language_order(const lipi_inflation_report *rep, size_t *order);
 
 /* ======================================================================== */
+/* Inference cost                                                            */
+/* ======================================================================== */
+
+/* What the extra tokens of a language cost a transformer reading them, from
+ * the token count n of each aligned line and a model's shape:
+ *
+ *   lipi_cost_model m;
+ *   lipi_cost_model_open("decoder-7b-gqa", &m, &err);      or a config.json
+ *   lipi_inflation_set_cost(rep, &m, 8192, NAN, &err);      after measuring
+ *   lipi_inflation_get_cost(rep, tok, lang, &cost);
+ *
+ * Per line of n tokens, with d = hidden, d_ff = intermediate, L = layers,
+ * m = 3 for a gated MLP (SwiGLU, GeGLU) else 2, a multiply-add = 2 FLOPs:
+ *   forward FLOPs  L·(2·n·d·(2·d + 2·n_kv·d_head) + 4·n²·d + 2·m·n·d·d_ff)
+ *                  (Q and output projections, K and V projections, QKᵀ and
+ *                  attention·V, the MLP; BERT-base: L·(8nd² + 4n²d + 4nd·d_ff))
+ *   KV cache bytes 2·L·n_kv·d_head·bytes·n
+ * Both are linear in n and n², so the report keeps Σn and Σn² per cell as
+ * exact integers and the figures do not depend on the thread split. */
+typedef struct {
+    char name[256];        /* "bert-base", or the config file's path */
+    uint64_t layers;       /* L: num_hidden_layers */
+    uint64_t hidden;       /* d: hidden_size */
+    uint64_t intermediate; /* d_ff: intermediate_size */
+    uint64_t heads;        /* num_attention_heads */
+    uint64_t kv_heads;     /* n_kv: num_key_value_heads (heads when absent) */
+    uint64_t head_dim;     /* d_head: head_dim, or hidden / heads */
+    uint64_t dtype_bytes;  /* 4 float32, 2 float16 / bfloat16 */
+    bool gated;            /* gated MLP: m = 3 */
+} lipi_cost_model;
+
+/* The built-in models: "bert-base" (12 layers, 768, 3072, 12 heads, fp32)
+ * and "decoder-7b-gqa" (32 layers, 4096, 11008, 32 heads, 8 KV heads,
+ * d_head 128, gated, fp16). LIPI_EINVAL naming the choices. */
+lipi_status lipi_cost_model_builtin(const char *name, lipi_cost_model *m, lipi_error *err);
+
+/* Reads a Hugging Face config.json: num_hidden_layers, hidden_size,
+ * intermediate_size, num_attention_heads (positive integers, required);
+ * num_key_value_heads and head_dim when present (null is absent; head_dim
+ * defaults to hidden_size / num_attention_heads, which must divide);
+ * torch_dtype (or dtype) float32 -> 4 bytes, float16 / bfloat16 -> 2,
+ * absent -> 4; gated when model_type is llama, mistral, qwen2, qwen3,
+ * gemma, gemma2 or gemma3_text, or hidden_act is silu or swiglu. Errors
+ * carry the path: LIPI_EIO (unreadable), LIPI_EFORMAT (not JSON: line and
+ * offset set; a field missing or of the wrong kind: "expected
+ * num_hidden_layers, a positive integer, found none"), LIPI_ENOMEM. */
+lipi_status lipi_cost_model_load(const char *path, lipi_cost_model *m, lipi_error *err);
+
+/* A built-in name, else the path of a config.json (lipi_cost_model_load). */
+lipi_status lipi_cost_model_open(const char *name_or_path, lipi_cost_model *m, lipi_error *err);
+
+/* Forward-pass FLOPs and KV-cache bytes of one sequence of n tokens (the
+ * formulas above). decoder-7b-gqa, n = 4096: 536,870,912 KV bytes. */
+double lipi_cost_forward_flops(const lipi_cost_model *m, double n);
+double lipi_cost_kv_cache_bytes(const lipi_cost_model *m, double n);
+
+/* Gini coefficient of x[0..n): Σᵢ Σⱼ |xᵢ - xⱼ| / (2·n²·mean), 0 for equal
+ * values, (n - 1) / n when one holds everything; NaN for n == 0 or a zero
+ * sum. {1, 2, 3} -> 2/9. */
+double lipi_cost_gini(const double *x, size_t n);
+
+/* Attaches a cost model (copied), a context length in tokens (> 0) and a
+ * price per million tokens (NaN for none, else >= 0) to the report: the
+ * outputs then carry the cost fields. LIPI_EINVAL for a bad value. */
+lipi_status lipi_inflation_set_cost(lipi_inflation_report *rep, const lipi_cost_model *m,
+                                    uint64_t context, double price_per_million,
+                                    lipi_error *err);
+/* The model set by lipi_inflation_set_cost, NULL when none; borrowed. */
+const lipi_cost_model *lipi_inflation_cost_model(const lipi_inflation_report *rep);
+
+/* Cost figures of one (tokenizer, language) cell. Ratios against the
+ * reference follow parity's rule (NaN without a reference or over other
+ * lines); model figures are NaN before lipi_inflation_set_cost. */
+typedef struct {
+    uint64_t tokens_squared;        /* Σ n² over the lines */
+    double attention_ratio;         /* Σ n² / Σ n² of the reference */
+    double forward_flops_per_line;  /* mean forward FLOPs of a line */
+    double forward_flops_ratio;     /* Σ FLOPs / Σ FLOPs of the reference */
+    double kv_cache_bytes_per_line; /* mean KV-cache bytes of a line */
+    double context_lines;           /* context / tokens_per_line */
+    double price_per_1k_lines;      /* tokens of 1,000 lines × price / 1e6 */
+} lipi_inflation_cost;
+
+void lipi_inflation_get_cost(const lipi_inflation_report *rep, size_t tok, size_t lang,
+                             lipi_inflation_cost *cost);
+
+/* Once per tokenizer, over the rows with lines: the Gini coefficient of
+ * tokens per line, and the premium max / min tokens per line (Petrov et al.
+ * 2023) with the rows that set them (ties: the first name). NaN and NULL
+ * names without rows with tokens. */
+typedef struct {
+    double gini;
+    double premium;
+    const char *premium_max_language, *premium_min_language; /* borrowed */
+} lipi_inflation_tokenizer_cost;
+
+void lipi_inflation_get_tokenizer_cost(const lipi_inflation_report *rep, size_t tok,
+                                       lipi_inflation_tokenizer_cost *cost);
+
+/* ======================================================================== */
 /* Output                                                                    */
 /* ======================================================================== */
 
