@@ -259,6 +259,70 @@ static void write_table(const lipi_inflation_report *rep, const size_t *order, F
         fputs("\n* not comparable: over 10% of the characters are in unknown tokens\n", f);
 }
 
+/* The compact cost block under the table: the model on one line, then per
+ * tokenizer its Gini and premium and one row per language (parity,
+ * attention ratio, KV-cache MB per 1,000 lines, lines in the context, and
+ * the price of 1,000 lines when one was given). CSV and JSON have the rest. */
+static void write_table_cost(const lipi_inflation_report *rep, const size_t *order, FILE *f)
+{
+    const lipi_cost_model *m = &rep->cost_model;
+    bool price = !isnan(rep->price_per_million);
+    static const char *const heads[] = {"parity", "attention", "KV MB/1k lines",
+                                        "context lines", "price/1k lines"};
+    size_t n_cols = price ? 5 : 4;
+    fprintf(f,
+            "\nCost on %s: %" PRIu64 " layers, d %" PRIu64 ", d_ff %" PRIu64 ", %" PRIu64
+            " heads, %" PRIu64 " KV heads of %" PRIu64 ", %" PRIu64 " bytes, %s MLP; context %" PRIu64
+            " tokens",
+            m->name, m->layers, m->hidden, m->intermediate, m->heads, m->kv_heads, m->head_dim,
+            m->dtype_bytes, m->gated ? "gated" : "plain", rep->context);
+    if (price)
+        fprintf(f, "; %g per million tokens", rep->price_per_million);
+    putc('\n', f);
+    const char *label = rep->text_mode ? "script" : "language";
+    size_t lw = lipi_inflation_display_width(label);
+    for (size_t l = 0; l < rep->n_lang; l++) {
+        size_t w = lipi_inflation_display_width(rep->lang_names[l]);
+        lw = w > lw ? w : lw;
+    }
+    for (size_t t = 0; t < rep->n_tok; t++) {
+        lipi_inflation_tokenizer_cost tc;
+        lipi_inflation_get_tokenizer_cost(rep, t, &tc);
+        char gini[48], prem[48];
+        lipi_inflation_fmt(gini, sizeof gini, tc.gini, 3, "-");
+        lipi_inflation_fmt(prem, sizeof prem, tc.premium, 2, "-");
+        fprintf(f, "\n%s: Gini of tokens per line %s, premium %s", rep->tok_names[t], gini, prem);
+        if (tc.premium_max_language)
+            fprintf(f, " (%s / %s)", tc.premium_max_language, tc.premium_min_language);
+        putc('\n', f);
+        cell(f, label, lw, true);
+        for (size_t c = 0; c < n_cols; c++) {
+            fputs("  ", f);
+            cell(f, heads[c], strlen(heads[c]), false);
+        }
+        putc('\n', f);
+        for (size_t i = 0; i < rep->n_lang; i++) {
+            size_t l = order[i];
+            lipi_inflation_row row;
+            lipi_inflation_cost c;
+            lipi_inflation_get_row(rep, t, l, &row);
+            lipi_inflation_get_cost(rep, t, l, &c);
+            char v[5][48];
+            lipi_inflation_fmt(v[0], sizeof v[0], row.parity, 2, "-");
+            lipi_inflation_fmt(v[1], sizeof v[1], c.attention_ratio, 2, "-");
+            lipi_inflation_fmt(v[2], sizeof v[2], c.kv_cache_bytes_per_line * 1000 / 1e6, 2, "-");
+            lipi_inflation_fmt(v[3], sizeof v[3], c.context_lines, 1, "-");
+            lipi_inflation_fmt(v[4], sizeof v[4], c.price_per_1k_lines, 4, "-");
+            cell(f, rep->lang_names[l], lw, true);
+            for (size_t k = 0; k < n_cols; k++) {
+                fputs("  ", f);
+                cell(f, v[k], strlen(heads[k]), false);
+            }
+            putc('\n', f);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* CSV and JSON                                                              */
 /* ------------------------------------------------------------------------ */
@@ -293,9 +357,43 @@ static const field fields[] = {
 };
 #define N_FIELDS (sizeof fields / sizeof fields[0])
 
-static void write_value(FILE *f, const lipi_inflation_row *row, const field *fd, bool json)
+/* The cost fields, written after those when the report has a cost model:
+ * the cell's figures, then its tokenizer's (repeated on each of its rows in
+ * CSV; once per tokenizer in JSON's "cost" object). */
+typedef struct {
+    lipi_inflation_cost cell;
+    lipi_inflation_tokenizer_cost tok;
+} cost_view;
+
+#define CELL(n, k, m) {n, k, offsetof(cost_view, cell.m)}
+#define TOKC(n, k, m) {n, k, offsetof(cost_view, tok.m)}
+static const field cost_fields[] = {
+    CELL("tokens_squared", 0, tokens_squared),
+    CELL("attention_ratio", 1, attention_ratio),
+    CELL("forward_flops_per_line", 1, forward_flops_per_line),
+    CELL("forward_flops_ratio", 1, forward_flops_ratio),
+    CELL("kv_cache_bytes_per_line", 1, kv_cache_bytes_per_line),
+    CELL("context_lines", 1, context_lines),
+    CELL("price_per_1k_lines", 1, price_per_1k_lines),
+    TOKC("gini", 1, gini),
+    TOKC("premium", 1, premium),
+    TOKC("premium_max_language", 3, premium_max_language),
+    TOKC("premium_min_language", 3, premium_min_language),
+};
+#define N_COST_FIELDS (sizeof cost_fields / sizeof cost_fields[0])
+#define N_CELL_FIELDS 7 /* the first ones, per cell */
+
+static void get_cost_view(const lipi_inflation_report *rep, size_t t, size_t l, cost_view *v)
 {
-    const char *p = (const char *)row + fd->offset;
+    lipi_inflation_get_cost(rep, t, l, &v->cell);
+    lipi_inflation_get_tokenizer_cost(rep, t, &v->tok);
+}
+
+/* Writes the field fd of the struct at `base`; a NULL string is an empty
+ * CSV field or JSON null. */
+static void write_value(FILE *f, const void *base, const field *fd, bool json)
+{
+    const char *p = (const char *)base + fd->offset;
     char buf[64];
     switch (fd->kind) {
     case 0: fprintf(f, "%" PRIu64, *(const uint64_t *)p); break;
@@ -305,7 +403,9 @@ static void write_value(FILE *f, const lipi_inflation_row *row, const field *fd,
         break;
     case 2: fputs(*(const bool *)p ? "true" : "false", f); break;
     default:
-        if (json)
+        if (!*(const char *const *)p)
+            fputs(json ? "null" : "", f);
+        else if (json)
             lipi_inflation_json_string(f, *(const char *const *)p);
         else
             csv_string(f, *(const char *const *)p);
@@ -314,8 +414,11 @@ static void write_value(FILE *f, const lipi_inflation_row *row, const field *fd,
 
 static void write_csv(const lipi_inflation_report *rep, const size_t *order, FILE *f)
 {
+    size_t n_cost = rep->has_cost ? N_COST_FIELDS : 0;
     for (size_t k = 0; k < N_FIELDS; k++)
         fprintf(f, "%s%s", k ? "," : "", fields[k].name);
+    for (size_t k = 0; k < n_cost; k++)
+        fprintf(f, ",%s", cost_fields[k].name);
     fputs("\n", f);
     for (size_t t = 0; t < rep->n_tok; t++)
         for (size_t i = 0; i < rep->n_lang; i++) {
@@ -326,8 +429,47 @@ static void write_csv(const lipi_inflation_report *rep, const size_t *order, FIL
                     putc(',', f);
                 write_value(f, &row, &fields[k], false);
             }
+            cost_view cv;
+            if (n_cost)
+                get_cost_view(rep, t, order[i], &cv);
+            for (size_t k = 0; k < n_cost; k++) {
+                putc(',', f);
+                write_value(f, &cv, &cost_fields[k], false);
+            }
             putc('\n', f);
         }
+}
+
+/* ,\n  "cost": {"model": {...}, "context", "price_per_million", "tokenizers": [...]} */
+static void write_json_cost(const lipi_inflation_report *rep, FILE *f)
+{
+    const lipi_cost_model *m = &rep->cost_model;
+    fputs(",\n  \"cost\": {\n    \"model\": {\"name\": ", f);
+    lipi_inflation_json_string(f, m->name);
+    fprintf(f,
+            ", \"layers\": %" PRIu64 ", \"hidden_size\": %" PRIu64
+            ", \"intermediate_size\": %" PRIu64 ", \"attention_heads\": %" PRIu64
+            ", \"key_value_heads\": %" PRIu64 ", \"head_dim\": %" PRIu64
+            ", \"dtype_bytes\": %" PRIu64 ", \"gated_mlp\": %s},\n    \"context\": %" PRIu64
+            ",\n    \"price_per_million\": ",
+            m->layers, m->hidden, m->intermediate, m->heads, m->kv_heads, m->head_dim,
+            m->dtype_bytes, m->gated ? "true" : "false", rep->context);
+    char buf[64];
+    lipi_inflation_fmt(buf, sizeof buf, rep->price_per_million, 6, "null");
+    fputs(buf, f);
+    fputs(",\n    \"tokenizers\": [", f);
+    for (size_t t = 0; t < rep->n_tok; t++) {
+        cost_view cv;
+        lipi_inflation_get_tokenizer_cost(rep, t, &cv.tok);
+        fputs(t ? ",\n      {\"tokenizer\": " : "\n      {\"tokenizer\": ", f);
+        lipi_inflation_json_string(f, rep->tok_names[t]);
+        for (size_t k = N_CELL_FIELDS; k < N_COST_FIELDS; k++) {
+            fprintf(f, ", \"%s\": ", cost_fields[k].name);
+            write_value(f, &cv, &cost_fields[k], true);
+        }
+        putc('}', f);
+    }
+    fputs(rep->n_tok ? "\n    ]\n  }" : "]\n  }", f);
 }
 
 static void write_json(const lipi_inflation_report *rep, const size_t *order, FILE *f)
@@ -361,9 +503,20 @@ static void write_json(const lipi_inflation_report *rep, const size_t *order, FI
                 fprintf(f, "%s\"%s\": ", k ? ", " : "", fields[k].name);
                 write_value(f, &row, &fields[k], true);
             }
+            if (rep->has_cost) {
+                cost_view cv;
+                get_cost_view(rep, t, order[i], &cv);
+                for (size_t k = 0; k < N_CELL_FIELDS; k++) {
+                    fprintf(f, ", \"%s\": ", cost_fields[k].name);
+                    write_value(f, &cv, &cost_fields[k], true);
+                }
+            }
             putc('}', f);
         }
-    fputs(first ? "]\n}\n" : "\n  ]\n}\n", f);
+    fputs(first ? "]" : "\n  ]", f);
+    if (rep->has_cost)
+        write_json_cost(rep, f);
+    fputs("\n}\n", f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -379,7 +532,11 @@ lipi_status lipi_inflation_write(const lipi_inflation_report *rep, lipi_inflatio
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected a report and a file");
     TRY(lipi_inflation_order_alloc(rep, &order, err));
     switch (fmt) {
-    case LIPI_INFLATION_TABLE: write_table(rep, order, f); break;
+    case LIPI_INFLATION_TABLE:
+        write_table(rep, order, f);
+        if (rep->has_cost)
+            write_table_cost(rep, order, f);
+        break;
     case LIPI_INFLATION_CSV: write_csv(rep, order, f); break;
     case LIPI_INFLATION_JSON: write_json(rep, order, f); break;
     case LIPI_INFLATION_HTML: lipi_inflation_write_html(rep, order, f); break;

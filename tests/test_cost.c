@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -237,6 +239,112 @@ static void test_squares_are_exact_across_merged_shards(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Outputs                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* The report written in `fmt` as a new string (free). */
+static char *written(const lipi_inflation_report *rep, lipi_inflation_format fmt)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    lipi_error err = {0};
+    assert_non_null(f);
+    assert_int_equal(lipi_inflation_write(rep, fmt, f, &err), LIPI_OK);
+    fclose(f);
+    return buf;
+}
+
+static double json_num(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    if (!json_is_number(v))
+        print_error("%s: expected a number\n", key);
+    assert_true(json_is_number(v));
+    return json_number_value(v);
+}
+
+static void test_json_carries_every_cost_field(void **state)
+{
+    lipi_inflation_report *rep = hand_report();
+    lipi_error err = {0};
+    assert_int_equal(lipi_inflation_set_cost(rep, &TINY_MHA, 10, 2.0, &err), LIPI_OK);
+    char *text = written(rep, LIPI_INFLATION_JSON);
+    json_error_t je;
+    json_t *root = json_loads(text, 0, &je);
+    if (!root)
+        print_error("%s\n%s\n", je.text, text);
+    assert_non_null(root);
+    json_t *rows = json_object_get(root, "rows");
+    assert_int_equal(json_array_size(rows), 3);
+    bool seen_hin = false;
+    for (size_t i = 0; i < 3; i++) {
+        json_t *row = json_array_get(rows, i);
+        if (strcmp(json_string_value(json_object_get(row, "language")), "hin") != 0)
+            continue;
+        seen_hin = true;
+        assert_close(json_num(row, "tokens_squared"), 52);
+        assert_close(json_num(row, "attention_ratio"), 4);
+        assert_close(json_num(row, "forward_flops_per_line"), 488);
+        assert_close(json_num(row, "forward_flops_ratio"), 2.541667); /* 6 decimals */
+        assert_close(json_num(row, "kv_cache_bytes_per_line"), 80);
+        assert_close(json_num(row, "context_lines"), 2);
+        assert_close(json_num(row, "price_per_1k_lines"), 0.01);
+    }
+    assert_true(seen_hin);
+    json_t *cost = json_object_get(root, "cost");
+    json_t *model = json_object_get(cost, "model");
+    assert_string_equal(json_string_value(json_object_get(model, "name")), "tiny");
+    assert_close(json_num(model, "head_dim"), 2);
+    assert_true(json_is_false(json_object_get(model, "gated_mlp")));
+    assert_close(json_num(cost, "context"), 10);
+    assert_close(json_num(cost, "price_per_million"), 2);
+    json_t *tc = json_array_get(json_object_get(cost, "tokenizers"), 0);
+    assert_string_equal(json_string_value(json_object_get(tc, "tokenizer")), "A");
+    assert_close(json_num(tc, "gini"), 0.313725); /* 16/51, 6 decimals */
+    assert_close(json_num(tc, "premium"), 5);
+    assert_string_equal(json_string_value(json_object_get(tc, "premium_max_language")), "hin");
+    assert_string_equal(json_string_value(json_object_get(tc, "premium_min_language")), "tha");
+    json_decref(root);
+    free(text);
+    lipi_inflation_free(rep);
+}
+
+static void test_csv_and_table_show_cost_only_when_asked(void **state)
+{
+    lipi_inflation_report *rep = hand_report();
+    lipi_error err = {0};
+    char *csv = written(rep, LIPI_INFLATION_CSV), *table = written(rep, LIPI_INFLATION_TABLE);
+    char *json = written(rep, LIPI_INFLATION_JSON);
+    assert_null(strstr(csv, "attention_ratio"));
+    assert_null(strstr(table, "Cost on"));
+    assert_null(strstr(json, "\"cost\""));
+    free(csv);
+    free(table);
+    free(json);
+
+    assert_int_equal(lipi_inflation_set_cost(rep, &TINY_MHA, 10, NAN, &err), LIPI_OK);
+    csv = written(rep, LIPI_INFLATION_CSV);
+    table = written(rep, LIPI_INFLATION_TABLE);
+    assert_non_null(strstr(csv, ",comparable,tokens_squared,attention_ratio,forward_flops_per_line,"
+                                "forward_flops_ratio,kv_cache_bytes_per_line,context_lines,"
+                                "price_per_1k_lines,gini,premium,premium_max_language,"
+                                "premium_min_language\n"));
+    /* tha: no price given, so an empty field */
+    assert_non_null(strstr(csv, ",2,0.153846,64.000000,0.333333,16.000000,10.000000,,0.313725,"
+                                "5.000000,hin,tha\n"));
+    assert_non_null(strstr(table, "Cost on tiny: 1 layers, d 2, d_ff 3, 1 heads, 1 KV heads of 2, "
+                                  "4 bytes, plain MLP; context 10 tokens\n"));
+    assert_non_null(strstr(table, "A: Gini of tokens per line 0.314, premium 5.00 (hin / tha)\n"));
+    assert_non_null(strstr(table, "language  parity  attention  KV MB/1k lines  context lines\n"));
+    /* hin: 80 bytes a line = 0.08 MB per 1,000 lines */
+    assert_non_null(strstr(table, "hin         2.00       4.00            0.08            2.0\n"));
+    free(csv);
+    free(table);
+    lipi_inflation_free(rep);
+}
+
+/* ------------------------------------------------------------------------ */
 /* config.json                                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -332,6 +440,8 @@ int main(void)
         cmocka_unit_test(test_ratios_follow_parity_rules_without_reference_or_model),
         cmocka_unit_test(test_set_cost_rejects_bad_values),
         cmocka_unit_test(test_squares_are_exact_across_merged_shards),
+        cmocka_unit_test(test_json_carries_every_cost_field),
+        cmocka_unit_test(test_csv_and_table_show_cost_only_when_asked),
         cmocka_unit_test(test_config_bert_is_mha_fp32_plain_like_the_builtin),
         cmocka_unit_test(test_config_xlmr_large_is_mha_fp32_plain),
         cmocka_unit_test(test_config_llama_is_gqa_bf16_gated),
