@@ -93,6 +93,10 @@ typedef enum {
     CLI_OPT_PARITY_EXPONENT,
     CLI_OPT_PARITY_MASS,
     CLI_OPT_PARITY_OTHERS,
+    CLI_OPT_COST,
+    CLI_OPT_COST_MODEL,
+    CLI_OPT_CONTEXT,
+    CLI_OPT_PRICE_PER_MILLION,
 } cli_option_id;
 
 typedef struct {

@@ -6,6 +6,7 @@
 #include "cli/options.h"
 #include "cli/signals.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -48,9 +49,35 @@ static void help(FILE *f)
             "  --invalid MODE       invalid UTF-8: error (default) or replace (with U+FFFD)\n"
             "  -h, --help           show this help\n"
             "\n"
+            "Inference cost (--cost; --cost-model, --context and --price-per-million imply it):\n"
+            "  --cost               add what the tokens cost a transformer, per tokenizer and\n"
+            "                       language, from each aligned line's token count n\n"
+            "  --cost-model M       bert-base (default: 12 layers, d 768, d_ff 3072, 12 heads,\n"
+            "                       fp32), decoder-7b-gqa (32 layers, d 4096, d_ff 11008, 32\n"
+            "                       heads, 8 KV heads of 128, gated MLP, fp16), or a Hugging\n"
+            "                       Face config.json\n"
+            "  --context N          context length in tokens for context_lines (default 8192)\n"
+            "  --price-per-million X  price of a million tokens, for price_per_1k_lines\n"
+            "Fields (L layers, d hidden, d_ff intermediate, n_kv KV heads of d_head, m = 3\n"
+            "for a gated MLP else 2, a multiply-add = 2 FLOPs):\n"
+            "  attention_ratio          sum of n^2 / that of the reference, same lines\n"
+            "  forward_flops_per_line   mean of L*(2nd(2d + 2 n_kv d_head) + 4n^2 d + 2m n d d_ff)\n"
+            "                           (BERT-base: L*(8nd^2 + 4n^2 d + 4nd d_ff))\n"
+            "  forward_flops_ratio      sum of those FLOPs / that of the reference\n"
+            "  kv_cache_bytes_per_line  mean of 2 L n_kv d_head bytes n\n"
+            "  context_lines            context / tokens per line\n"
+            "  price_per_1k_lines       tokens of 1,000 lines * price / 1,000,000\n"
+            "  gini, premium            per tokenizer: Gini coefficient of tokens per line\n"
+            "                           over the languages, and most / fewest tokens per\n"
+            "                           line (Petrov et al. 2023) with the languages\n"
+            "The table shows parity, attention ratio, KV-cache MB per 1,000 lines and\n"
+            "context lines; CSV and JSON carry every field.\n"
+            "\n"
             "Example:\n"
             "  lipi inflation -t cl100k_base -t bert/vocab.txt --parallel flores200/devtest\n"
-            "  lipi inflation -t cl100k_base --parallel flores200/devtest -o report.html\n");
+            "  lipi inflation -t cl100k_base --parallel flores200/devtest -o report.html\n"
+            "  lipi inflation -t cl100k_base --parallel flores200/devtest --cost-model \\\n"
+            "      decoder-7b-gqa --price-per-million 0.5 --format json\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -82,6 +109,10 @@ typedef struct {
     lipi_inflation_format fmt;
     size_t threads;
     lipi_invalid_mode mode;
+    bool cost;
+    const char *cost_model; /* NULL: bert-base */
+    uint64_t context;
+    double price_per_million; /* NaN: none */
 } options;
 
 /* Runs the report; returns an exit code. */
@@ -125,6 +156,13 @@ static int inflation(const options *o)
     }
     if (lipi_inflation_measure(rep, toks, files, o->threads, &err) != LIPI_OK)
         goto report;
+    if (o->cost) {
+        lipi_cost_model m;
+        if (lipi_cost_model_open(o->cost_model ? o->cost_model : "bert-base", &m, &err) !=
+                LIPI_OK ||
+            lipi_inflation_set_cost(rep, &m, o->context, o->price_per_million, &err) != LIPI_OK)
+            goto report;
+    }
 
     if (o->output) {
         cli_signals_hold(); /* see cli/signals.h */
@@ -164,6 +202,21 @@ static int inflation_option(int id, const char *arg, void *via)
     case CLI_OPT_REFERENCE: ia->o->reference = arg; break;
     case CLI_OPT_TEXT: ia->o->text = arg; break;
     case CLI_OPT_FORMAT: ia->format = arg; break;
+    case CLI_OPT_COST: ia->o->cost = true; break;
+    case CLI_OPT_COST_MODEL:
+        ia->o->cost = true;
+        ia->o->cost_model = arg;
+        break;
+    case CLI_OPT_CONTEXT:
+        ia->o->cost = true;
+        if (!cli_parse_u64(arg, &ia->o->context) || ia->o->context == 0)
+            return cli_bad_value(SUB, "--context", "a number of tokens above 0", arg);
+        break;
+    case CLI_OPT_PRICE_PER_MILLION:
+        ia->o->cost = true;
+        if (!cli_parse_double(arg, 0, 1e12, &ia->o->price_per_million))
+            return cli_bad_value(SUB, "--price-per-million", "a number from 0 to 1e12", arg);
+        break;
     }
     return 0;
 }
@@ -176,9 +229,13 @@ static int run(int argc, char **argv)
         {"reference", required_argument, NULL, CLI_OPT_REFERENCE},
         {"text", required_argument, NULL, CLI_OPT_TEXT},
         {"format", required_argument, NULL, CLI_OPT_FORMAT},
+        {"cost", no_argument, NULL, CLI_OPT_COST},
+        {"cost-model", required_argument, NULL, CLI_OPT_COST_MODEL},
+        {"context", required_argument, NULL, CLI_OPT_CONTEXT},
+        {"price-per-million", required_argument, NULL, CLI_OPT_PRICE_PER_MILLION},
         {NULL, 0, NULL, 0},
     };
-    options o = {.mode = LIPI_INVALID_ERROR};
+    options o = {.mode = LIPI_INVALID_ERROR, .context = 8192, .price_per_million = NAN};
     inflation_args ia = {&o, NULL};
     cli_args a = {.mode = LIPI_INVALID_ERROR, .max_threads = 256};
     const cli_spec spec = {SUB, help, "t:", opts,

@@ -20,9 +20,10 @@ echo "== Training a BPE tokenizer (vocab 8000) on $DATA (English, Hindi, Bengali
 "$LIPI" train --type bpe --vocab-size 8000 -o demo/tokenizer.json "$DATA"/*.txt
 
 echo
-echo "== Token inflation on the same 200 lines =="
+echo "== Token inflation on the same 200 lines, and what it costs a 7B decoder =="
 "$LIPI" inflation -t demo/tokenizer.json -t cl100k_base -t o200k_base \
-  -t data/vocab/bert-base-multilingual-cased/vocab.txt --parallel "$DATA"
+  -t data/vocab/bert-base-multilingual-cased/vocab.txt --parallel "$DATA" \
+  --cost --cost-model decoder-7b-gqa
 "$LIPI" inflation -t demo/tokenizer.json -t cl100k_base -t o200k_base \
   -t data/vocab/bert-base-multilingual-cased/vocab.txt --parallel "$DATA" -o demo/report.html
 echo

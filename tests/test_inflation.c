@@ -1078,13 +1078,18 @@ static void test_cli_encodes_without_special_tokens_and_counts_by_hand(void **st
 
 static void test_cli_output_is_the_same_on_any_number_of_threads(void **state)
 {
-    cli_result one = cli_run(TWO_TOKS " --format csv --threads 1", "", 0);
-    cli_result four = cli_run(TWO_TOKS " --format csv --threads 4", "", 0);
-    assert_int_equal(one.code, 0);
-    assert_int_equal(four.code, 0);
-    assert_string_equal(one.out, four.out);
-    cli_result_free(&one);
-    cli_result_free(&four);
+    /* with and without the cost fields (Σn² merged from the shards) */
+    static const char *const extra[] = {"", " --cost"};
+    for (size_t i = 0; i < 2; i++) {
+        cli_result one = cli_runf(TWO_TOKS " --format csv --threads 1%s", extra[i]);
+        cli_result four = cli_runf(TWO_TOKS " --format csv --threads 4%s", extra[i]);
+        assert_int_equal(one.code, 0);
+        assert_int_equal(four.code, 0);
+        assert_true((strstr(one.out, ",attention_ratio,") != NULL) == (i == 1));
+        assert_string_equal(one.out, four.out);
+        cli_result_free(&one);
+        cli_result_free(&four);
+    }
 }
 
 static void test_cli_table_and_html_file(void **state)
@@ -1202,6 +1207,98 @@ static void test_cli_errors_name_the_files_and_usage_errors_exit_2(void **state)
 #define FLORES REF_SHARED "/parallel/flores200/devtest"
 #define GPT2 REF_FIXTURES "/vocab/gpt2/tokenizer.json"
 
+static void test_cli_cost_fields_match_hand_counts_over_kept_lines(void **state)
+{
+    /* WordPiece tokens per kept line (line 3 is empty in hin.txt, skipped in
+     * all): eng 3 5 3 (Σn 11, Σn² 43), hin 3 5 2 (10, 38), tha 1 1 2 (4, 6).
+     * BERT-base per line: 12·(8n·768² + 4n²·768 + 4n·768·3072); KV
+     * 2·12·12·64·4·n = 73728n. */
+    cli_result r = cli_run(TWO_TOKS " --cost --context 100 --price-per-million 3 --format json",
+                           "", 0);
+    assert_int_equal(r.code, 0);
+    json_t *root = json_loads(r.out, 0, NULL);
+    assert_non_null(root);
+    static const struct {
+        const char *lang;
+        double s1, s2;
+    } want[] = {{"eng", 11, 43}, {"hin", 10, 38}, {"tha", 4, 6}};
+    const double d = 768, dff = 3072;
+    double ref_flops = 12 * (8 * 11 * d * d + 4 * 43 * d + 4 * 11 * d * dff);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *row = row_of(root, "wordpiece", want[i].lang);
+        double s1 = want[i].s1, s2 = want[i].s2;
+        double flops = 12 * (8 * s1 * d * d + 4 * s2 * d + 4 * s1 * d * dff);
+        assert_int_equal(json_integer_value(json_object_get(row, "tokens_squared")), (int)s2);
+        assert_true(fabs(real_of(row, "attention_ratio") - s2 / 43) < TOL);
+        assert_true(fabs(real_of(row, "forward_flops_per_line") / (flops / 3) - 1) < 1e-9);
+        assert_true(fabs(real_of(row, "forward_flops_ratio") - flops / ref_flops) < TOL);
+        assert_true(fabs(real_of(row, "kv_cache_bytes_per_line") - 73728 * s1 / 3) < TOL);
+        assert_true(fabs(real_of(row, "context_lines") - 100 / (s1 / 3)) < TOL);
+        assert_true(fabs(real_of(row, "price_per_1k_lines") - 1000 * s1 / 3 * 3 / 1e6) < TOL);
+    }
+    json_t *cost = json_object_get(root, "cost");
+    json_t *model = json_object_get(cost, "model");
+    assert_string_equal(json_string_value(json_object_get(model, "name")), "bert-base");
+    assert_int_equal(json_integer_value(json_object_get(cost, "context")), 100);
+    json_t *tc = json_array_get(json_object_get(cost, "tokenizers"), 0);
+    /* tokens per line 11/3, 10/3, 4/3: |diffs| 1/3 + 7/3 + 2 = 14/3, twice,
+     * over 2·3·(25/3) */
+    assert_true(fabs(real_of(tc, "gini") - (28.0 / 3) / 50) < TOL);
+    assert_true(fabs(real_of(tc, "premium") - 11.0 / 4) < TOL);
+    assert_string_equal(json_string_value(json_object_get(tc, "premium_min_language")), "tha");
+    json_decref(root);
+    cli_result_free(&r);
+
+    /* the 7B decoder: KV 2·32·8·128·2·n = 131072n */
+    r = cli_run(TWO_TOKS " --cost-model decoder-7b-gqa --format json", "", 0);
+    assert_int_equal(r.code, 0);
+    root = json_loads(r.out, 0, NULL);
+    assert_non_null(root);
+    assert_true(fabs(real_of(row_of(root, "wordpiece", "hin"), "kv_cache_bytes_per_line") -
+                     131072.0 * 10 / 3) < 1e-3);
+    assert_true(json_is_null(json_object_get(row_of(root, "wordpiece", "hin"),
+                                             "price_per_1k_lines")));
+    json_decref(root);
+    cli_result_free(&r);
+}
+
+static void test_cli_cost_block_is_shown_in_the_table_only_when_asked(void **state)
+{
+    cli_result t = cli_run(TWO_TOKS " --cost", "", 0);
+    assert_int_equal(t.code, 0);
+    assert_non_null(strstr(t.out, "Cost on bert-base: 12 layers"));
+    assert_non_null(strstr(t.out, "wordpiece: Gini of tokens per line"));
+    assert_non_null(strstr(t.out, "KV MB/1k lines"));
+    cli_result_free(&t);
+    t = cli_run(TWO_TOKS, "", 0);
+    assert_null(strstr(t.out, "Cost on"));
+    cli_result_free(&t);
+}
+
+static void test_cli_cost_errors(void **state)
+{
+    static const struct {
+        const char *args;
+        int code;
+        const char *out, *err; /* expected in standard output / error, or NULL */
+    } cases[] = {
+        {TWO_TOKS " --cost-model tests/fixtures/cost/missing_layers.json", 1, NULL,
+         "missing_layers.json: expected num_hidden_layers"},
+        {TWO_TOKS " --context 0", 2, NULL, "--context"},
+        {TWO_TOKS " --price-per-million -1", 2, NULL, "--price-per-million"},
+        {"inflation --help", 0, "kv_cache_bytes_per_line  mean of 2 L n_kv d_head bytes n", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r = cli_run(cases[i].args, "", 0);
+        if (r.code != cases[i].code)
+            print_error("%s: exit %d\n%s", cases[i].args, r.code, r.err);
+        assert_int_equal(r.code, cases[i].code);
+        assert_true(!cases[i].out || strstr(r.out, cases[i].out));
+        assert_true(!cases[i].err || strstr(r.err, cases[i].err));
+        cli_result_free(&r);
+    }
+}
+
 static void test_cli_gpt_tokenizers_on_flores_cost_hindi_several_times_english(void **state)
 {
     if (!ref_shared("parallel/flores200/devtest/hin_Deva.txt"))
@@ -1260,6 +1357,9 @@ int main(void)
         cmocka_unit_test(test_cli_table_and_html_file),
         cmocka_unit_test(test_cli_text_mode_reports_scripts),
         cmocka_unit_test(test_cli_errors_name_the_files_and_usage_errors_exit_2),
+        cmocka_unit_test(test_cli_cost_fields_match_hand_counts_over_kept_lines),
+        cmocka_unit_test(test_cli_cost_block_is_shown_in_the_table_only_when_asked),
+        cmocka_unit_test(test_cli_cost_errors),
         cmocka_unit_test(test_cli_gpt_tokenizers_on_flores_cost_hindi_several_times_english),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
