@@ -1,5 +1,6 @@
 /* lipi report module: the token inflation report across languages and
- * tokenizers (parity, fertility, characters per token, continued words),
+ * tokenizers (parity, fertility, characters per token, continued words, and
+ * optionally the inference cost of the tokens: attention, FLOPs, KV cache),
  * as a table, CSV, JSON or an HTML chart. The line-aligned parallel files
  * it measures are read by lipi_parallel_files_* (tokenizer/tokenizer.h). */
 #ifndef LIPI_REPORT_H
