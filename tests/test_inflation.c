@@ -1275,6 +1275,22 @@ static void test_cli_cost_block_is_shown_in_the_table_only_when_asked(void **sta
     cli_result_free(&t);
 }
 
+/* The page made without --cost is the one made before the cost chart
+ * existed, byte for byte: two_tokenizers.html is that page, written by
+ * `lipi inflation -t WP -t BYTES --parallel parallel --format html` at the
+ * commit that added it. */
+static void test_cli_html_without_cost_is_unchanged(void **state)
+{
+    size_t len = 0;
+    char *want = cli_slurp(FIXTURES "/two_tokenizers.html", &len);
+    assert_non_null(want);
+    cli_result r = cli_run(TWO_TOKS " --format html", "", 0);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, want);
+    cli_result_free(&r);
+    free(want);
+}
+
 static void test_cli_cost_errors(void **state)
 {
     static const struct {
@@ -1359,6 +1375,7 @@ int main(void)
         cmocka_unit_test(test_cli_errors_name_the_files_and_usage_errors_exit_2),
         cmocka_unit_test(test_cli_cost_fields_match_hand_counts_over_kept_lines),
         cmocka_unit_test(test_cli_cost_block_is_shown_in_the_table_only_when_asked),
+        cmocka_unit_test(test_cli_html_without_cost_is_unchanged),
         cmocka_unit_test(test_cli_cost_errors),
         cmocka_unit_test(test_cli_gpt_tokenizers_on_flores_cost_hindi_several_times_english),
     };
