@@ -17,14 +17,6 @@ static const char *const palette[] = {
 /* Chart geometry in SVG user units. */
 enum { BAR_H = 12, GROUP_GAP = 10, PLOT_W = 640, LEGEND_ROW = 22, AXIS_H = 24, RIGHT = 60 };
 
-/* The value charted for a cell: parity, or fertility in text mode. */
-static double chart_value(const lipi_inflation_report *rep, size_t t, size_t l)
-{
-    lipi_inflation_row row;
-    lipi_inflation_get_row(rep, t, l, &row);
-    return rep->text_mode ? row.fertility : row.parity;
-}
-
 /* A tick step of 1, 2, 2.5 or 5 times a power of ten giving at most eight
  * ticks up to `max`. */
 static double tick_step(double max)
@@ -63,7 +55,52 @@ static void write_style(FILE *f)
           f);
 }
 
-static void write_chart(const lipi_inflation_report *rep, const size_t *order, FILE *f)
+/* One bar chart: per language a group of bars, bar k of a group drawn for
+ * tokenizer k / n_metric and metric k % n_metric, a dashed line at 1. Both
+ * charts of the page come from here, so they share geometry, legend and
+ * the script's hooks (data-series = tokenizer, whatever the metric). */
+typedef struct {
+    const char *id;   /* the svg element's id */
+    const char *aria; /* its aria-label */
+    const char *axis; /* the label under the axis */
+    size_t n_metric;  /* bars per tokenizer in a group */
+    /* per metric: the <title>'s name of the value and extra attributes of
+     * its bars (" data-metric=..." ...; "" for none) */
+    const char *const *metric_name, *const *metric_attr;
+    /* the value of metric m for tokenizer t and language l, NaN for none */
+    double (*value)(const lipi_inflation_report *rep, size_t t, size_t l, size_t m);
+    bool log; /* log scale from a 1-2-5 tick below the least value */
+} chart_spec;
+
+/* x offset of v on a linear axis of `scale` units per 1, or a log one from
+ * lo to hi over PLOT_W. */
+static double chart_x(const chart_spec *c, double v, double scale, double lo, double hi)
+{
+    if (!c->log)
+        return v * scale;
+    return PLOT_W * (log(v) - log(lo)) / (log(hi) - log(lo));
+}
+
+/* The 1-2-5 sequence: the largest such value <= v (up = false) or the
+ * least >= v (up = true), v > 0. */
+static double step125(double v, bool up)
+{
+    double p = pow(10.0, floor(log10(v)));
+    static const double m[] = {1.0, 2.0, 5.0, 10.0};
+    if (up) {
+        for (size_t i = 0; i < 4; i++)
+            if (m[i] * p >= v * (1.0 - 1e-9))
+                return m[i] * p;
+        return 10.0 * p;
+    }
+    for (size_t i = 4; i-- > 0;)
+        if (m[i] * p <= v * (1.0 + 1e-9))
+            return m[i] * p;
+    return p;
+}
+
+static void write_chart(const lipi_inflation_report *rep, const size_t *order, const chart_spec *c,
+                        FILE *f)
 {
     size_t label_chars = 8;
     for (size_t l = 0; l < rep->n_lang; l++) {
@@ -72,6 +109,7 @@ static void write_chart(const lipi_inflation_report *rep, const size_t *order, F
     }
     double left = 16.0 + 7.5 * (double)label_chars;
     double width = left + PLOT_W + RIGHT;
+    size_t n_bars = rep->n_tok * c->n_metric; /* per group */
 
     /* Legend rows: entries laid out left to right, wrapping at the width. */
     size_t legend_rows = 1;
@@ -85,30 +123,40 @@ static void write_chart(const lipi_inflation_report *rep, const size_t *order, F
         lx += w;
     }
     double top = 10.0 + LEGEND_ROW * (double)legend_rows + AXIS_H;
-    double group_h = (double)(rep->n_tok * BAR_H + GROUP_GAP);
+    double group_h = (double)(n_bars * BAR_H + GROUP_GAP);
     double plot_h = group_h * (double)rep->n_lang;
     double height = top + plot_h + 40.0;
 
-    double max = 1.0;
+    double max = 1.0, min = 1.0;
     for (size_t l = 0; l < rep->n_lang; l++)
-        for (size_t t = 0; t < rep->n_tok; t++) {
-            double v = chart_value(rep, t, l);
+        for (size_t k = 0; k < n_bars; k++) {
+            double v = c->value(rep, k / c->n_metric, l, k % c->n_metric);
             if (!isnan(v) && isfinite(v) && v > max)
                 max = v;
+            if (!isnan(v) && isfinite(v) && v > 0.0 && v < min)
+                min = v;
         }
-    double step = tick_step(max);
-    double xmax = ceil(max / step - 1e-9) * step;
-    double scale = PLOT_W / xmax;
+    double step = 0.0, xmax, scale = 0.0, lo = 0.0;
     int decimals = 0; /* as many as the step needs: 2.5 -> "2.5", "5.0" */
-    while (decimals < 3 && fabs(step * pow(10, decimals) - round(step * pow(10, decimals))) > 1e-6)
-        decimals++;
+    if (c->log) {
+        lo = step125(min, false);
+        xmax = step125(max, true);
+        if (xmax <= lo) /* every value 1: one decade around it */
+            xmax = 10.0 * lo;
+    } else {
+        step = tick_step(max);
+        xmax = ceil(max / step - 1e-9) * step;
+        scale = PLOT_W / xmax;
+        while (decimals < 3 &&
+               fabs(step * pow(10, decimals) - round(step * pow(10, decimals))) > 1e-6)
+            decimals++;
+    }
 
-    const char *what = rep->text_mode ? "fertility (tokens per word)" : "parity";
     fprintf(f,
-            "<svg id=\"chart\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
+            "<svg id=\"%s\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
             "width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
-            "aria-label=\"Bar chart of %s per %s, one bar per tokenizer\">\n",
-            width, height, width, height, what, rep->text_mode ? "script" : "language");
+            "aria-label=\"%s\">\n",
+            c->id, width, height, width, height, c->aria);
 
     fputs("<g class=\"legend\">\n", f);
     lx = left;
@@ -127,19 +175,34 @@ static void write_chart(const lipi_inflation_report *rep, const size_t *order, F
         lx += w;
     }
     fputs("</g>\n<g class=\"ticks\">\n", f);
-    for (int k = 0; k * step <= xmax + 1e-9; k++) {
-        double x = left + k * step * scale;
+    for (int k = 0;; k++) {
+        double v;
+        int dec = decimals;
+        if (c->log) {
+            /* 1-2-5 ticks from lo: 0.5, 1, 2, 5, 10, 20 ... */
+            v = lo;
+            for (int i = 0; i < k; i++)
+                v = step125(v * 1.5, true);
+            if (v > xmax * (1.0 + 1e-9))
+                break;
+            dec = v >= 1.0 ? 0 : (int)ceil(-log10(v) - 1e-9);
+        } else {
+            v = k * step;
+            if (v > xmax + 1e-9)
+                break;
+        }
+        double x = left + chart_x(c, v, scale, lo, xmax);
         char label[32];
-        lipi_inflation_fmt(label, sizeof label, k * step, decimals, "");
+        lipi_inflation_fmt(label, sizeof label, v, dec, "");
         fprintf(f,
                 "<line class=\"grid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>"
                 "<text class=\"axis\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
                 x, x, top - 4.0, top + plot_h, x, top - 8.0, label);
     }
     fprintf(f, "<text class=\"axis\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
-            left + PLOT_W / 2.0, top + plot_h + 30.0, what);
+            left + PLOT_W / 2.0, top + plot_h + 30.0, c->axis);
     /* The reference line goes under the bars, so it never hides a value. */
-    double rx = left + scale * 1.0;
+    double rx = left + chart_x(c, 1.0, scale, lo, xmax);
     fprintf(f,
             "</g>\n<line class=\"reference\" data-value=\"1.0\" x1=\"%.1f\" x2=\"%.1f\" "
             "y1=\"%.1f\" y2=\"%.1f\"/>\n<text class=\"reference-label\" x=\"%.1f\" y=\"%.1f\">",
@@ -156,29 +219,29 @@ static void write_chart(const lipi_inflation_report *rep, const size_t *order, F
         size_t l = order[i];
         double gy = top + group_h * (double)i + GROUP_GAP / 2.0;
         fprintf(f, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", left - 8.0,
-                gy + (double)(rep->n_tok * BAR_H) / 2.0 + 4.0);
+                gy + (double)(n_bars * BAR_H) / 2.0 + 4.0);
         lipi_inflation_html_string(f, rep->lang_names[l]);
         fputs("</text>\n", f);
-        for (size_t t = 0; t < rep->n_tok; t++) {
+        for (size_t k = 0; k < n_bars; k++) {
+            size_t t = k / c->n_metric, m = k % c->n_metric;
             lipi_inflation_row row;
             lipi_inflation_get_row(rep, t, l, &row);
-            double v = rep->text_mode ? row.fertility : row.parity;
-            bool ok = !isnan(v) && isfinite(v);
+            double v = c->value(rep, t, l, m);
+            bool ok = !isnan(v) && isfinite(v) && (!c->log || v > 0.0);
             char value[32];
             lipi_inflation_fmt(value, sizeof value, ok ? v : NAN, 3, "none");
             /* Rows with too many unknown tokens are drawn faded, not hidden:
              * their bar is real but not a fair comparison. */
             fprintf(f,
-                    "<rect class=\"bar\" data-series=\"%zu\" data-value=\"%s\"%s x=\"%.1f\" "
+                    "<rect class=\"bar\" data-series=\"%zu\"%s data-value=\"%s\"%s x=\"%.1f\" "
                     "y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
-                    t, value, row.comparable ? "" : " data-comparable=\"false\"", left,
-                    gy + (double)(t * BAR_H), ok ? v * scale : 0.0, BAR_H - 2,
-                    palette[t % N_COLORS]);
+                    t, c->metric_attr[m], value, row.comparable ? "" : " data-comparable=\"false\"",
+                    left, gy + (double)(k * BAR_H), ok ? chart_x(c, v, scale, lo, xmax) : 0.0,
+                    BAR_H - 2, palette[t % N_COLORS]);
             lipi_inflation_html_string(f, rep->lang_names[l]);
             fputs(" \xC2\xB7 ", f);
             lipi_inflation_html_string(f, rep->tok_names[t]);
-            fprintf(f, ": %s %s%s</title></rect>\n", rep->text_mode ? "fertility" : "parity",
-                    ok ? value : "-",
+            fprintf(f, ": %s %s%s</title></rect>\n", c->metric_name[m], ok ? value : "-",
                     row.comparable ? "" : " (not comparable: over 10% unknown characters)");
             if (ok) {
                 char shown[32];
@@ -186,12 +249,33 @@ static void write_chart(const lipi_inflation_report *rep, const size_t *order, F
                 fprintf(f,
                         "<text class=\"value\" data-series=\"%zu\" x=\"%.1f\" y=\"%.1f\">%s%s"
                         "</text>\n",
-                        t, left + v * scale + 3.0, gy + (double)(t * BAR_H) + BAR_H - 3.0, shown,
-                        row.comparable ? "" : "*");
+                        t, left + chart_x(c, v, scale, lo, xmax) + 3.0,
+                        gy + (double)(k * BAR_H) + BAR_H - 3.0, shown, row.comparable ? "" : "*");
             }
         }
     }
     fputs("</g>\n</svg>\n", f);
+}
+
+/* The first chart's value: parity, or fertility in text mode. */
+static double inflation_value(const lipi_inflation_report *rep, size_t t, size_t l, size_t m)
+{
+    (void)m;
+    lipi_inflation_row row;
+    lipi_inflation_get_row(rep, t, l, &row);
+    return rep->text_mode ? row.fertility : row.parity;
+}
+
+static void write_inflation_chart(const lipi_inflation_report *rep, const size_t *order, FILE *f)
+{
+    const char *what = rep->text_mode ? "fertility (tokens per word)" : "parity";
+    char aria[128];
+    snprintf(aria, sizeof aria, "Bar chart of %s per %s, one bar per tokenizer", what,
+             rep->text_mode ? "script" : "language");
+    static const char *const attr[] = {""};
+    const char *name[] = {rep->text_mode ? "fertility" : "parity"};
+    chart_spec c = {"chart", aria, what, 1, name, attr, inflation_value, false};
+    write_chart(rep, order, &c, f);
 }
 
 static void write_num(FILE *f, double v, int decimals, const char *cls)
@@ -342,7 +426,7 @@ void lipi_inflation_write_html(const lipi_inflation_report *rep, const size_t *o
     fputs(" Tokens are counted without special tokens. * marks a row that is not comparable: "
           "over 10% of its characters are in unknown tokens.</p>\n<figure>\n",
           f);
-    write_chart(rep, order, f);
+    write_inflation_chart(rep, order, f);
     fputs("</figure>\n<h2>Summary</h2>\n<div class=\"scroll\">\n", f);
     write_summary_table(rep, order, f);
     fputs("</div>\n", f);
