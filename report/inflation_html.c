@@ -1,6 +1,8 @@
 /* Inflation report as one self-contained HTML page: inline CSS, an inline
  * SVG bar chart (parity per language, one bar per tokenizer, a line at 1.0),
- * the summary table and every figure. No external scripts, fonts or images,
+ * with a cost model a second one (per tokenizer the linear cost ratio beside
+ * the quadratic attention ratio, log scale), the summary table and every
+ * figure. No external scripts, fonts or images,
  * so the file can be mailed or opened offline. */
 #include "report/inflation_impl.h"
 
@@ -139,7 +141,10 @@ static void write_chart(const lipi_inflation_report *rep, const size_t *order, c
     double step = 0.0, xmax, scale = 0.0, lo = 0.0;
     int decimals = 0; /* as many as the step needs: 2.5 -> "2.5", "5.0" */
     if (c->log) {
+        /* strictly below the least value, so no bar is of zero length */
         lo = step125(min, false);
+        if (lo >= min * (1.0 - 1e-9))
+            lo = step125(lo * 0.99, false);
         xmax = step125(max, true);
         if (xmax <= lo) /* every value 1: one decade around it */
             xmax = 10.0 * lo;
@@ -278,6 +283,62 @@ static void write_inflation_chart(const lipi_inflation_report *rep, const size_t
     write_chart(rep, order, &c, f);
 }
 
+/* The cost chart's values against the reference: m = 0 the ratio of
+ * tokens, which is also that of KV cache and price (both linear in n, so
+ * parity itself); m = 1 attention, Σn² over Σn² of the reference. */
+static double cost_value(const lipi_inflation_report *rep, size_t t, size_t l, size_t m)
+{
+    if (m == 0) {
+        lipi_inflation_row row;
+        lipi_inflation_get_row(rep, t, l, &row);
+        return row.parity;
+    }
+    lipi_inflation_cost cost;
+    lipi_inflation_get_cost(rep, t, l, &cost);
+    return cost.attention_ratio;
+}
+
+/* Whether the page has the cost chart: a cost model and a reference. */
+static bool has_cost_chart(const lipi_inflation_report *rep)
+{
+    return rep->has_cost && !rep->text_mode && rep->reference < rep->n_lang;
+}
+
+/* The heading, note and chart of the cost section; nothing without a cost
+ * model or a reference language (text mode has none). The ratios span from
+ * below 1 to tens (attention grows with the square of a line's tokens), and
+ * a ratio and its inverse should look equally far from 1: a log scale. */
+static void write_cost_section(const lipi_inflation_report *rep, const size_t *order, FILE *f)
+{
+    if (!has_cost_chart(rep))
+        return;
+    bool price = !isnan(rep->price_per_million);
+    const char *linear = price ? "tokens / KV cache / price" : "tokens / KV cache";
+    fputs("<h2>Cost against ", f);
+    lipi_inflation_html_string(f, rep->lang_names[rep->reference]);
+    fputs("</h2>\n<p class=\"note\">Per language, two bars per tokenizer: the solid one is the "
+          "ratio of tokens to the reference's for the same lines, which is also the ratio of "
+          "KV cache",
+          f);
+    fputs(price ? " and of price" : "", f);
+    fputs(" (all linear in a line's tokens n); the faded one is the ratio of attention, "
+          "\xCE\xA3n\xC2\xB2 over the lines (quadratic: twice the tokens per line cost four "
+          "times the attention). Log scale.</p>\n<figure>\n",
+          f);
+    static const char *const attr[] = {" data-metric=\"linear\"",
+                                       " data-metric=\"attention\" fill-opacity=\"0.45\""};
+    const char *name[] = {linear, "attention"};
+    char aria[160];
+    snprintf(aria, sizeof aria,
+             "Bar chart of cost relative to the reference language, log scale, per language, "
+             "two bars per tokenizer: %s, and attention",
+             linear);
+    chart_spec c = {"cost-chart", aria, "cost relative to the reference (log scale)", 2, name,
+                    attr, cost_value, true};
+    write_chart(rep, order, &c, f);
+    fputs("</figure>\n", f);
+}
+
 static void write_num(FILE *f, double v, int decimals, const char *cls)
 {
     char buf[48];
@@ -371,10 +432,11 @@ static void write_detail_table(const lipi_inflation_report *rep, const size_t *o
 /* Marks the page as drawn (data-drawn = bars with a rendered box), for the
  * headless-browser test and for anyone checking a page by script, and lets a
  * click on a legend entry hide or show that tokenizer's bars. */
-static const char script[] =
-    "<script>\n"
+static const char script_open[] =
     "(function(){\n"
-    "var svg=document.getElementById('chart');if(!svg)return;\n"
+    "var svg=document.getElementById('";
+static const char script_rest[] =
+    "');if(!svg)return;\n"
     "var bars=svg.querySelectorAll('rect.bar'),n=0;\n"
     "for(var i=0;i<bars.length;i++){var b=bars[i].getBoundingClientRect();"
     "if(b.width>0&&b.height>0)n++;}\n"
@@ -385,8 +447,21 @@ static const char script[] =
     "var marks=svg.querySelectorAll('.bars [data-series]');\n"
     "for(var k=0;k<marks.length;k++)if(marks[k].getAttribute('data-series')===s)"
     "marks[k].classList.toggle('hidden');});\n"
-    "})();\n"
-    "</script>\n";
+    "})();\n";
+
+/* The script, once per chart id. */
+static void write_script(const lipi_inflation_report *rep, FILE *f)
+{
+    static const char *const ids[] = {"chart", "cost-chart"};
+    size_t n = has_cost_chart(rep) ? 2 : 1;
+    fputs("<script>\n", f);
+    for (size_t i = 0; i < n; i++) {
+        fputs(script_open, f);
+        fputs(ids[i], f);
+        fputs(script_rest, f);
+    }
+    fputs("</script>\n", f);
+}
 
 void lipi_inflation_write_html(const lipi_inflation_report *rep, const size_t *order, FILE *f)
 {
@@ -427,12 +502,14 @@ void lipi_inflation_write_html(const lipi_inflation_report *rep, const size_t *o
           "over 10% of its characters are in unknown tokens.</p>\n<figure>\n",
           f);
     write_inflation_chart(rep, order, f);
-    fputs("</figure>\n<h2>Summary</h2>\n<div class=\"scroll\">\n", f);
+    fputs("</figure>\n", f);
+    write_cost_section(rep, order, f);
+    fputs("<h2>Summary</h2>\n<div class=\"scroll\">\n", f);
     write_summary_table(rep, order, f);
     fputs("</div>\n", f);
     fputs("<h2>All figures</h2>\n<div class=\"scroll\">\n", f);
     write_detail_table(rep, order, f);
     fputs("</div>\n", f);
-    fputs(script, f);
+    write_script(rep, f);
     fputs("</body>\n</html>\n", f);
 }

@@ -816,6 +816,38 @@ static void test_html_is_self_contained_with_one_bar_per_cell(void **state)
     lipi_inflation_free(rep);
 }
 
+static void test_html_cost_chart_sets_tokens_beside_attention_on_a_log_axis(void **state)
+{
+    lipi_inflation_report *rep = hand_made_report();
+    lipi_cost_model m;
+    lipi_error err = {0};
+    assert_int_equal(lipi_cost_model_builtin("bert-base", &m, &err), LIPI_OK);
+    assert_int_equal(lipi_inflation_set_cost(rep, &m, 512, 2.0, &err), LIPI_OK);
+    char *html = render(rep, LIPI_INFLATION_HTML);
+    const char *cost = strstr(html, "<svg id=\"cost-chart\"");
+    assert_non_null(cost);
+    assert_int_equal(count_of(cost, "<rect class=\"bar\""), 12);
+    assert_int_equal(count_of(cost, "data-metric=\"linear\""), 6);
+    assert_int_equal(count_of(cost, "data-metric=\"attention\""), 6);
+    /* per tokenizer, the linear bar (parity) comes right before attention */
+    lipi_inflation_cost c;
+    lipi_inflation_get_cost(rep, 0, 1, &c); /* A, hin */
+    const char *lin = strstr(cost, "data-metric=\"linear\" data-value=\"1.727\"");
+    assert_non_null(lin);
+    char want[200];
+    snprintf(want, sizeof want,
+             "data-metric=\"attention\" fill-opacity=\"0.45\" data-value=\"%.3f\"",
+             c.attention_ratio);
+    assert_true(strstr(lin + 1, "data-metric=") == strstr(lin, want));
+    assert_non_null(strstr(lin, "hin \xC2\xB7 A: tokens / KV cache / price 1.727"));
+    /* log ticks, 1-2-5, with the reference line at 1 */
+    assert_non_null(strstr(cost, "text-anchor=\"middle\">1</text>"));
+    assert_non_null(strstr(cost, "text-anchor=\"middle\">2</text>"));
+    assert_non_null(strstr(html, "(function(){\nvar svg=document.getElementById('cost-chart')"));
+    free(html);
+    lipi_inflation_free(rep);
+}
+
 static void test_html_axis_ticks_keep_the_decimals_of_their_step(void **state)
 {
     /* parity 17: ticks every 2.5 up to 17.5 */
@@ -964,11 +996,10 @@ static void test_every_allocation_failure_is_reported_without_leaks(void **state
 
 #define CHROMIUM "/usr/bin/chromium"
 
-static void test_html_chart_is_drawn_in_headless_chromium(void **state)
+/* The DOM of rep's HTML page after headless Chromium ran its script
+ * (free()); the caller checked that Chromium is installed. */
+static char *chromium_dom(const lipi_inflation_report *rep)
 {
-    if (access(CHROMIUM, X_OK) != 0)
-        SKIP_BECAUSE("%s not installed (Debian package chromium)", CHROMIUM);
-    lipi_inflation_report *rep = hand_made_report();
     char dir[] = "/tmp/lipi-infl-XXXXXX", profile[] = "/tmp/lipi-chromium-XXXXXX";
     assert_non_null(mkdtemp(dir));
     assert_non_null(mkdtemp(profile));
@@ -1000,11 +1031,58 @@ static void test_html_chart_is_drawn_in_headless_chromium(void **state)
     if (!dom)
         fail_msg("chromium printed no DOM");
     dom[len] = '\0';
+    return dom;
+}
+
+/* The opening tag of the svg with `id` in dom, as a string (free()). */
+static char *svg_tag(const char *dom, const char *id)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, "<svg id=\"%s\"", id);
+    const char *start = strstr(dom, needle);
+    if (!start)
+        fail_msg("no %s in the page", needle);
+    size_t n = strcspn(start, ">");
+    char *tag = strndup(start, n + 1);
+    assert_non_null(tag);
+    return tag;
+}
+
+static void test_html_chart_is_drawn_in_headless_chromium(void **state)
+{
+    if (access(CHROMIUM, X_OK) != 0)
+        SKIP_BECAUSE("%s not installed (Debian package chromium)", CHROMIUM);
+    lipi_inflation_report *rep = hand_made_report();
+    char *dom = chromium_dom(rep);
     /* data-drawn is set by the page's script from the laid-out boxes: six
      * bars of non-zero size were rendered */
     assert_non_null(strstr(dom, "data-drawn=\"6\""));
     assert_int_equal(count_of(dom, "<rect class=\"bar\""), 6);
     assert_non_null(strstr(dom, "class=\"reference\""));
+    assert_null(strstr(dom, "cost-chart"));
+    free(dom);
+    lipi_inflation_free(rep);
+}
+
+static void test_html_cost_chart_is_drawn_in_headless_chromium(void **state)
+{
+    if (access(CHROMIUM, X_OK) != 0)
+        SKIP_BECAUSE("%s not installed (Debian package chromium)", CHROMIUM);
+    lipi_inflation_report *rep = hand_made_report();
+    lipi_cost_model m;
+    lipi_error err = {0};
+    assert_int_equal(lipi_cost_model_builtin("bert-base", &m, &err), LIPI_OK);
+    assert_int_equal(lipi_inflation_set_cost(rep, &m, 512, NAN, &err), LIPI_OK);
+    char *dom = chromium_dom(rep);
+    /* each chart's script ran: 6 parity bars, then 3 languages × 2
+     * tokenizers × (tokens, attention) = 12 bars, none of zero length on
+     * the log scale (the reference's 1.0 included) */
+    char *first = svg_tag(dom, "chart"), *cost = svg_tag(dom, "cost-chart");
+    assert_non_null(strstr(first, "data-drawn=\"6\""));
+    assert_non_null(strstr(cost, "data-drawn=\"12\""));
+    assert_int_equal(count_of(dom, "data-metric=\"attention\""), 6);
+    free(first);
+    free(cost);
     free(dom);
     lipi_inflation_free(rep);
 }
@@ -1363,11 +1441,13 @@ int main(void)
         cmocka_unit_test(test_csv_has_header_and_fixed_precision_rows),
         cmocka_unit_test(test_table_is_aligned_and_flags_incomparable_rows),
         cmocka_unit_test(test_html_is_self_contained_with_one_bar_per_cell),
+        cmocka_unit_test(test_html_cost_chart_sets_tokens_beside_attention_on_a_log_axis),
         cmocka_unit_test(test_html_axis_ticks_keep_the_decimals_of_their_step),
         cmocka_unit_test(test_names_are_escaped_in_every_format),
         cmocka_unit_test(test_save_writes_atomically_and_reports_bad_paths),
         cmocka_unit_test(test_every_allocation_failure_is_reported_without_leaks),
         cmocka_unit_test(test_html_chart_is_drawn_in_headless_chromium),
+        cmocka_unit_test(test_html_cost_chart_is_drawn_in_headless_chromium),
         cmocka_unit_test(test_cli_encodes_without_special_tokens_and_counts_by_hand),
         cmocka_unit_test(test_cli_output_is_the_same_on_any_number_of_threads),
         cmocka_unit_test(test_cli_table_and_html_file),
