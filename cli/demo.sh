@@ -25,7 +25,8 @@ echo "== Token inflation on the same 200 lines, and what it costs a 7B decoder =
   -t data/vocab/bert-base-multilingual-cased/vocab.txt --parallel "$DATA" \
   --cost --cost-model decoder-7b-gqa
 "$LIPI" inflation -t demo/tokenizer.json -t cl100k_base -t o200k_base \
-  -t data/vocab/bert-base-multilingual-cased/vocab.txt --parallel "$DATA" -o demo/report.html
+  -t data/vocab/bert-base-multilingual-cased/vocab.txt --parallel "$DATA" \
+  --cost --cost-model decoder-7b-gqa -o demo/report.html
 echo
 echo "Wrote demo/tokenizer.json and demo/report.html (open it in a browser)."
 echo "demo/tokenizer.json was trained on these very lines, so its row is a best case;"
