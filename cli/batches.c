@@ -153,3 +153,11 @@ const char cli_model_options_help[] =
     "  --dtype f32|int8     int8: quantized projections, faster, cosine >= 0.99\n"
     "  --invalid MODE       invalid UTF-8: error (default) or replace\n"
     "  --quiet              no progress line\n";
+
+const char cli_prompt_options_help[] =
+    "  --prompt TEXT        put TEXT before every line (e5: 'passage: ')\n"
+    "  --prompt-name NAME   the prompt NAME of the model's\n"
+    "                       config_sentence_transformers.json (default: its\n"
+    "                       default_prompt_name, else no prompt)\n"
+    "  --dimensions K       Matryoshka: keep the first K floats of each vector,\n"
+    "                       normalized again when the model normalizes\n";

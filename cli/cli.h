@@ -40,6 +40,9 @@ typedef enum {
     CLI_OPT_MAX_LENGTH,
     CLI_OPT_DTYPE,
     CLI_OPT_STRICT,
+    CLI_OPT_PROMPT,
+    CLI_OPT_PROMPT_NAME,
+    CLI_OPT_DIMENSIONS,
     /* one command's or a few commands' own */
     CLI_OPT_FORMAT,
     CLI_OPT_FORM,

@@ -21,15 +21,17 @@ static void help(FILE *f)
             "without -o).\n"
             "\n"
             "Options:\n"
-            "%s"
+            "%s%s"
             "  --format npy|jsonl   output format (default npy, which needs -o)\n"
             "  -o, --output FILE    where to write\n"
             "  -h, --help           show this help\n"
             "\n"
             "Example:\n"
             "  lipi embed -m sentence-transformers/LaBSE -o hi.npy hi.txt\n"
-            "  python3 -c 'import numpy; print(numpy.load(\"hi.npy\").shape)'\n",
-            cli_model_options_help);
+            "  python3 -c 'import numpy; print(numpy.load(\"hi.npy\").shape)'\n"
+            "  lipi embed -m intfloat/multilingual-e5-small --prompt 'query: ' \\\n"
+            "      --dimensions 256 --format jsonl q.txt\n",
+            cli_model_options_help, cli_prompt_options_help);
 }
 
 typedef struct {
@@ -84,7 +86,7 @@ static int run(int argc, char **argv)
     };
     cli_args a = {.eo = {.batch = 32, .normalize = -1}, .max_threads = 256};
     bool jsonl = false;
-    const cli_spec spec = {"embed", help, NULL, opts, CLI_ARGS_MODEL | CLI_ARG_OUTPUT,
+    const cli_spec spec = {"embed", help, NULL, opts, CLI_ARGS_MODEL | CLI_ARGS_RETRIEVAL | CLI_ARG_OUTPUT,
                            embed_option, &jsonl, 0};
     int c = cli_parse(&spec, argc, argv, &a);
     if (c != CLI_GO_ON)

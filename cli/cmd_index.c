@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "cli/embedder.h"
 #include "cli/retrieval.h"
 #include "cli/signals.h"
 
@@ -17,7 +18,8 @@ static void help(FILE *f)
             "Embeds every input line with MODEL (or takes row i of FILE.npy for line i)\n"
             "and writes an index directory: the L2-normalized float32 vectors as\n"
             "vectors.npy, the lines (texts + offsets.npy) and meta.json (model,\n"
-            "pooling, dimension, count). The index is written next to INDEX_DIR and\n"
+            "pooling, dimension, count, the prompt and --dimensions, which search\n"
+            "then uses). The index is written next to INDEX_DIR and\n"
             "swapped in at the end: an interrupted run leaves the old index as it was\n"
             "(and a stale INDEX_DIR.tmp-XXXXXX directory, which the next run removes).\n"
             "Document numbers in search results are line numbers of the input, counted\n"
@@ -35,6 +37,7 @@ static void help(FILE *f)
             "  --pooling MODE       cls, mean, max or mean_sqrt_len (default: the model's)\n"
             "  --batch N            sentences per forward pass (default 32)\n"
             "  --max-length N       truncate longer inputs to N tokens\n"
+            "%s"
             "  --threads N          threads (default 2)\n"
             "  --invalid MODE       invalid UTF-8: error (default) or replace\n"
             "  --quiet              no progress bar\n"
@@ -42,7 +45,8 @@ static void help(FILE *f)
             "\n"
             "Example:\n"
             "  lipi index -m sentence-transformers/LaBSE -o wiki.idx wiki-hi.txt\n"
-            "  lipi search --index wiki.idx --query 'भारत की राजधानी'\n");
+            "  lipi search --index wiki.idx --query 'भारत की राजधानी'\n",
+            cli_prompt_options_help);
 }
 
 typedef struct {
@@ -130,7 +134,8 @@ static int run(int argc, char **argv)
                   .eo = {.batch = 32}};
     const cli_spec spec = {"index", help, NULL, opts,
                            CLI_ARG_MODEL | CLI_ARG_OUTPUT | CLI_ARG_BATCH | CLI_ARG_MAX_LENGTH |
-                               CLI_ARG_THREADS | CLI_ARG_INVALID | CLI_ARG_QUIET,
+                               CLI_ARG_THREADS | CLI_ARG_INVALID | CLI_ARG_QUIET |
+                               CLI_ARGS_RETRIEVAL,
                            index_option, &ia, 0};
     int c = cli_parse(&spec, argc, argv, &a);
     if (c != CLI_GO_ON)
@@ -146,6 +151,8 @@ static int run(int argc, char **argv)
         return cli_usage_error("index", "give either -m MODEL or --vectors FILE.npy");
     if (vectors && pooling)
         return cli_usage_error("index", "--pooling needs -m MODEL");
+    if (vectors && (eo.prompt || eo.prompt_name || eo.dimensions))
+        return cli_usage_error("index", "--prompt, --prompt-name and --dimensions need -m MODEL");
     if (pooling && !lipi_pooling_parse(pooling, &eo.pooling))
         return cli_bad_value("index", "--pooling", "cls, mean, max or mean_sqrt_len", pooling);
 

@@ -28,6 +28,15 @@ static void help(FILE *f)
             "  --query TEXT           one query\n"
             "  --queries FILE         one query per line ('-': standard input)\n"
             "  --query-vectors FILE   precomputed query embeddings (.npy, one row each)\n"
+            "  --prompt TEXT          put TEXT before every query (e5: 'query: ')\n"
+            "  --prompt-name NAME     the prompt NAME of the model's\n"
+            "                         config_sentence_transformers.json (default: its\n"
+            "                         prompt 'query' if it has one, else its\n"
+            "                         default_prompt_name, else none). An index built\n"
+            "                         with a named prompt that the model's config words\n"
+            "                         differently is an error\n"
+            "  --dimensions K         the index's (lipi index --dimensions); another K\n"
+            "                         is an error\n"
             "  -k N                   hits per query (default 10)\n"
             "  --format FMT           tsv (default) or jsonl (the same fields)\n"
             "  --exact                exact search even when the index has FAISS\n"
@@ -138,9 +147,18 @@ static lipi_status search_texts(search_ctx *c, const search_args *sa, const char
                                                                             : im->name;
     if (im->pooling && !lipi_pooling_parse(im->pooling, &eo->pooling))
         eo->pooling = 0;
+    /* Queries as sentence-transformers' encode_query: the prompt "query"
+     * when the model has one; vectors cut as the index's were. */
+    if (!eo->prompt && !eo->prompt_name) {
+        eo->prompt_name = "query";
+        eo->prompt_name_optional = true;
+    }
+    if (!eo->dimensions)
+        eo->dimensions = im->truncate_dim;
     lipi_index_model qid;
     char fingerprint[17];
     if ((st = lipi_embedder_open(use, eo, &emb, err)) != LIPI_OK ||
+        (st = lipi_embedder_check_index(emb, c->idx, sa->index, err)) != LIPI_OK ||
         (st = lipi_embedder_session_new(emb, c->so.threads, &es, err)) != LIPI_OK ||
         (st = lipi_embedder_identity(emb, &qid, fingerprint, err)) != LIPI_OK ||
         (st = lipi_index_check_model(c->idx, &qid, err)) != LIPI_OK)
@@ -208,7 +226,8 @@ static int run(int argc, char **argv)
     cli_args a = {.mode = LIPI_INVALID_ERROR, .threads = 2, .max_threads = 256,
                   .eo = {.batch = 32}};
     const cli_spec spec = {"search", help, "k:", opts,
-                           CLI_ARG_MODEL | CLI_ARG_THREADS | CLI_ARG_INVALID, search_option, &sa,
+                           CLI_ARG_MODEL | CLI_ARG_THREADS | CLI_ARG_INVALID | CLI_ARGS_RETRIEVAL,
+                           search_option, &sa,
                            0};
     int ch = cli_parse(&spec, argc, argv, &a);
     if (ch != CLI_GO_ON)
@@ -227,6 +246,9 @@ static int run(int argc, char **argv)
                                "give one of --query TEXT, --queries FILE, --query-vectors FILE");
     if (qvec && model)
         return cli_usage_error("search", "-m embeds text queries; --query-vectors needs none");
+    if (qvec && (eo.prompt || eo.prompt_name || eo.dimensions))
+        return cli_usage_error("search", "--prompt, --prompt-name and --dimensions embed text "
+                                         "queries; --query-vectors needs none");
 
     int rc = EXIT_FAIL;
     lipi_error err = {0};

@@ -41,4 +41,8 @@ void cli_report_truncated(const char *sub, size_t n, size_t max_length);
  * cli/options.h). */
 extern const char cli_model_options_help[];
 
+/* The help lines of --prompt, --prompt-name and --dimensions
+ * (CLI_ARGS_RETRIEVAL), for embed and index; search words its own. */
+extern const char cli_prompt_options_help[];
+
 #endif

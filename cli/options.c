@@ -24,6 +24,9 @@ static const shared_entry shared[] = {
     {CLI_ARG_MAX_LENGTH, {"max-length", required_argument, NULL, CLI_OPT_MAX_LENGTH}},
     {CLI_ARG_DTYPE, {"dtype", required_argument, NULL, CLI_OPT_DTYPE}},
     {CLI_ARG_STRICT, {"strict", no_argument, NULL, CLI_OPT_STRICT}},
+    {CLI_ARG_PROMPT, {"prompt", required_argument, NULL, CLI_OPT_PROMPT}},
+    {CLI_ARG_PROMPT, {"prompt-name", required_argument, NULL, CLI_OPT_PROMPT_NAME}},
+    {CLI_ARG_DIMENSIONS, {"dimensions", required_argument, NULL, CLI_OPT_DIMENSIONS}},
     {CLI_ARG_NORMALIZER, {"normalizer", required_argument, NULL, CLI_OPT_NORMALIZER}},
     {CLI_ARG_LOWERCASE, {"lowercase", no_argument, NULL, CLI_OPT_LOWERCASE}},
     {CLI_ARG_STRIP_ACCENTS, {"strip-accents", no_argument, NULL, CLI_OPT_STRIP_ACCENTS}},
@@ -84,6 +87,22 @@ static int shared_option(const char *sub, const shared_entry *e, const char *arg
             return cli_bad_value(sub, "--dtype", "f32 or int8", arg);
         return 0;
     case CLI_ARG_STRICT: a->eo.strict = true; return 0;
+    case CLI_ARG_PROMPT:
+        if (e->opt.val == CLI_OPT_PROMPT)
+            a->eo.prompt = arg;
+        else if (!arg[0])
+            return cli_bad_value(sub, "--prompt-name", "a name of the model's prompts", arg);
+        else
+            a->eo.prompt_name = arg;
+        if (a->eo.prompt && a->eo.prompt_name)
+            return cli_usage_error(sub, "give --prompt TEXT or --prompt-name NAME, not both");
+        return 0;
+    case CLI_ARG_DIMENSIONS:
+        if (!cli_parse_u64(arg, &v) || v == 0 || v > 1048576)
+            return cli_bad_value(sub, "--dimensions", "a number from 1 to the model's dimension",
+                                 arg);
+        a->eo.dimensions = (size_t)v;
+        return 0;
     case CLI_ARG_NORMALIZER:
     case CLI_ARG_LOWERCASE:
     case CLI_ARG_STRIP_ACCENTS:

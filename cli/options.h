@@ -34,7 +34,7 @@ typedef struct {
     const char *output;          /* -o, --output FILE */
     const char *model;           /* -m, --model MODEL */
     lipi_embedder_options eo;    /* --revision --pooling --normalize --batch --max-length
-                                  * --dtype --strict */
+                                  * --dtype --strict --prompt --prompt-name --dimensions */
     lipi_open_options oo;        /* tokenizer: --[no-]lowercase --[no-]strip-accents --pattern */
     cli_text_options text;       /* --normalizer --lowercase --strip-accents --fold-digits
                                   * --pattern --regex (cli/text_options.h) */
@@ -61,7 +61,12 @@ enum {
     CLI_ARG_PATTERN = 1u << 16,
     CLI_ARG_REGEX = 1u << 17,
     CLI_ARG_TOKENIZER = 1u << 18,   /* the tokenizer's open options, into cli_args.oo */
+    CLI_ARG_PROMPT = 1u << 19,      /* --prompt, --prompt-name */
+    CLI_ARG_DIMENSIONS = 1u << 20,  /* --dimensions K (truncate_dim) */
 };
+/* The commands that embed for retrieval (embed, index, search): prompts and
+ * Matryoshka truncation (cli_prompt_options_help, cli/embedder.h). */
+#define CLI_ARGS_RETRIEVAL (CLI_ARG_PROMPT | CLI_ARG_DIMENSIONS)
 #define CLI_ARGS_TEXT                                                                 \
     (CLI_ARG_NORMALIZER | CLI_ARG_LOWERCASE | CLI_ARG_STRIP_ACCENTS | CLI_ARG_FOLD_DIGITS | \
      CLI_ARG_PATTERN | CLI_ARG_REGEX)

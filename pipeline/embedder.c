@@ -8,6 +8,7 @@
  * do one layer down. */
 #include "pipeline/pipeline.h"
 #include "tokenizer/base.h"
+#include "tokenizer/base_json.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -28,6 +29,11 @@ struct lipi_embedder {
     char path[PATH_MAX];
     char pooling[64];
     bool normalize;           /* the model's default */
+    size_t full_dim;          /* the model's; dim < full_dim: truncate_dim */
+    size_t nprompts;          /* config_sentence_transformers.json's "prompts" */
+    char **prompt_names, **prompt_texts;
+    char *prompt;             /* put before every text; "" for none */
+    const char *prompt_name;  /* its name (one of prompt_names), or NULL */
 };
 
 struct lipi_embedder_session {
@@ -40,6 +46,9 @@ struct lipi_embedder_session {
     lipi_batch b;             /* the chunk's tokens (single texts) */
     uint32_t *pair_ids;       /* (batch, max_len), pairs only: made on first use */
     uint32_t *pair_types;     /* (batch, max_len) */
+    char *joined;             /* prompt + text of the chunk's texts */
+    size_t joined_cap;
+    float *full;              /* (batch, full_dim), truncate_dim only */
 };
 
 void lipi_pooling_name(unsigned flags, char *out, size_t cap)
@@ -80,6 +89,142 @@ static lipi_status locate(const char *model, const char *revision, char *path, l
     if (st == LIPI_OK && !realpath(snap, path))
         st = lipi_error_set(err, LIPI_EIO, snap, 0, 0, "cannot resolve the folder's path");
     return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Prompts and truncate_dim, as sentence-transformers reads them             */
+/* ------------------------------------------------------------------------ */
+
+/* Reads "prompts" and "default_prompt_name" of the folder's
+ * config_sentence_transformers.json (no file: no prompts) into e; the
+ * default's name into *def (borrowed from e, NULL for none). */
+static lipi_status read_prompts(lipi_embedder *e, const char **def, lipi_error *err)
+{
+    char path[PATH_MAX + 64], *text = NULL;
+    size_t len;
+    json_t *root = NULL;
+    lipi_status st = LIPI_OK;
+    *def = NULL;
+    snprintf(path, sizeof path, "%s/config_sentence_transformers.json", e->path);
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return LIPI_OK;
+    /* 1 MiB: a config of a few prompts, as index meta.json is capped. */
+    if ((st = lipi_read_file(path, (size_t)1 << 20, &text, &len, err)) != LIPI_OK)
+        return st;
+    json_error_t je;
+    root = lipi_json_loadb(text, len, 0, &je);
+    if (!root) {
+        st = json_error_code(&je) == json_error_out_of_memory
+                 ? lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory")
+                 : lipi_error_set(err, LIPI_EFORMAT, path, (size_t)je.line, (size_t)je.position,
+                                  "expected JSON: %s", je.text);
+        goto done;
+    }
+    json_t *prompts = json_is_object(root) ? json_object_get(root, "prompts") : NULL;
+    json_t *d = json_is_object(root) ? json_object_get(root, "default_prompt_name") : NULL;
+    if (prompts && !json_is_null(prompts) && !json_is_object(prompts)) {
+        st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                            "expected \"prompts\" to be an object of strings");
+        goto done;
+    }
+    size_t n = json_is_object(prompts) ? json_object_size(prompts) : 0;
+    if (n && (!(e->prompt_names = lipi_calloc(n, sizeof *e->prompt_names)) ||
+              !(e->prompt_texts = lipi_calloc(n, sizeof *e->prompt_texts)))) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(prompts, key, v) {
+        if (!json_is_string(v)) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                "expected prompt '%s' to be a string", key);
+            goto done;
+        }
+        size_t i = e->nprompts;
+        if (!(e->prompt_names[i] = lipi_strndup(key, strlen(key))) ||
+            !(e->prompt_texts[i] = lipi_strndup(json_string_value(v), json_string_length(v)))) {
+            lipi_free(e->prompt_names[i]);
+            st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+            goto done;
+        }
+        e->nprompts++;
+    }
+    if (d && !json_is_null(d)) {
+        /* sentence-transformers refuses a default that is not a prompt. */
+        const char *name = json_string_value(d);
+        for (size_t i = 0; name && i < e->nprompts; i++)
+            if (strcmp(e->prompt_names[i], name) == 0)
+                *def = e->prompt_names[i];
+        if (!*def)
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                "expected \"default_prompt_name\" to name one of the "
+                                "\"prompts\"");
+    }
+done:
+    json_decref(root);
+    lipi_free(text);
+    return st;
+}
+
+/* The names of e's prompts, "a, b" into out ("none" without any). */
+static void prompt_list(const lipi_embedder *e, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", e->nprompts ? "" : "none");
+    for (size_t i = 0; i < e->nprompts; i++) {
+        size_t l = strlen(out);
+        snprintf(out + l, cap - l, "%s%s", i ? ", " : "", e->prompt_names[i]);
+    }
+}
+
+/* Chooses the prompt as sentence-transformers' encode does: the text given,
+ * else the prompt named, else the config's default, else none. */
+static lipi_status choose_prompt(lipi_embedder *e, const lipi_embedder_options *opt,
+                                 lipi_error *err)
+{
+    const char *def, *text = "";
+    lipi_status st = read_prompts(e, &def, err);
+    if (st != LIPI_OK)
+        return st;
+    if (opt->prompt && opt->prompt_name)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "expected a prompt or a prompt name, found both");
+    e->prompt_name = def;
+    if (opt->prompt_name) {
+        const char *t = lipi_embedder_prompt_text(e, opt->prompt_name);
+        if (!t && !opt->prompt_name_optional) {
+            char have[256];
+            prompt_list(e, have, sizeof have);
+            return lipi_error_set(err, LIPI_EINVAL, e->path, 0, 0,
+                                  "expected a prompt name of the model's "
+                                  "config_sentence_transformers.json (%s), found '%s'",
+                                  have, opt->prompt_name);
+        }
+        if (t)
+            e->prompt_name = NULL;
+        for (size_t i = 0; t && i < e->nprompts; i++)
+            if (strcmp(e->prompt_names[i], opt->prompt_name) == 0)
+                e->prompt_name = e->prompt_names[i];
+    }
+    if (e->prompt_name)
+        text = lipi_embedder_prompt_text(e, e->prompt_name);
+    if (opt->prompt) {
+        /* Named when a prompt of the config has this text: an index can
+         * then check the name's text against the model it is searched with. */
+        text = opt->prompt;
+        e->prompt_name = NULL;
+        for (size_t i = 0; i < e->nprompts && !e->prompt_name; i++)
+            if (text[0] && strcmp(e->prompt_texts[i], text) == 0)
+                e->prompt_name = e->prompt_names[i];
+    }
+    size_t len = strlen(text);
+    if (lipi_utf8_valid_prefix(text, len) != len)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, lipi_utf8_valid_prefix(text, len),
+                              "expected a prompt of valid UTF-8");
+    if (!(e->prompt = lipi_strndup(text, len)))
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    return LIPI_OK;
 }
 
 lipi_status lipi_embedder_open(const char *model, const lipi_embedder_options *opt,
@@ -124,8 +269,17 @@ lipi_status lipi_embedder_open(const char *model, const lipi_embedder_options *o
     e->mopt.normalize = opt->normalize == 0 ? 1 : opt->normalize == -2 ? 0 : opt->normalize;
     e->normalize = info->normalize;
     lipi_pooling_name(pooling, e->pooling, sizeof e->pooling);
-    e->dim = lipi_model_embed_dim(e->model, pooling);
+    e->full_dim = e->dim = lipi_model_embed_dim(e->model, pooling);
+    if (opt->dimensions > e->full_dim) {
+        st = lipi_error_set(err, LIPI_EINVAL, e->path, 0, 0,
+                            "expected dimensions of at most the model's %zu, found %zu",
+                            e->full_dim, opt->dimensions);
+        goto done;
+    }
+    if (opt->dimensions)
+        e->dim = opt->dimensions;
     e->batch = opt->batch ? opt->batch : 32;
+    st = choose_prompt(e, opt, err);
 done:
     if (st != LIPI_OK) {
         lipi_embedder_free(e);
@@ -143,6 +297,13 @@ void lipi_embedder_free(lipi_embedder *e)
     lipi_encoder_free(e->enc);
     lipi_tokenizer_free(e->tok);
     lipi_free(e->name);
+    for (size_t i = 0; i < e->nprompts; i++) {
+        lipi_free(e->prompt_names[i]);
+        lipi_free(e->prompt_texts[i]);
+    }
+    lipi_free(e->prompt_names);
+    lipi_free(e->prompt_texts);
+    lipi_free(e->prompt);
     lipi_free(e);
 }
 
@@ -161,7 +322,9 @@ lipi_status lipi_embedder_session_new(const lipi_embedder *e, size_t threads,
         goto done;
     if (!(s->sessions = lipi_calloc(threads, sizeof *s->sessions)) ||
         !(s->seqs = lipi_calloc(e->batch, sizeof *s->seqs)) ||
-        !(s->tx = lipi_calloc(e->batch, sizeof *s->tx))) {
+        !(s->tx = lipi_calloc(e->batch, sizeof *s->tx)) ||
+        (e->dim < e->full_dim &&
+         !(s->full = lipi_reallocarray(NULL, e->batch, e->full_dim * sizeof *s->full)))) {
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto done;
     }
@@ -192,6 +355,8 @@ void lipi_embedder_session_free(lipi_embedder_session *s)
     lipi_free(s->tx);
     lipi_free(s->pair_ids);
     lipi_free(s->pair_types);
+    lipi_free(s->joined);
+    lipi_free(s->full);
     lipi_free(s);
 }
 
@@ -207,8 +372,27 @@ static lipi_status encode(lipi_embedder_session *s, const char *const *texts,
                           const size_t *lens, size_t m, uint8_t *truncated, lipi_error *err)
 {
     const lipi_embedder *e = s->e;
+    size_t plen = strlen(e->prompt), need = 0;
     for (size_t i = 0; i < m; i++)
         s->tx[i] = (lipi_text){texts[i], lens[i]};
+    /* sentence-transformers prepends the prompt to the text, so the prompt
+     * is tokenized with it (and counts towards max_length). */
+    for (size_t i = 0; plen && i < m; i++)
+        if (__builtin_add_overflow(need, plen + lens[i], &need))
+            return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    if (need > s->joined_cap) {
+        char *p = lipi_realloc(s->joined, need);
+        if (!p)
+            return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        s->joined = p;
+        s->joined_cap = need;
+    }
+    for (size_t i = 0, at = 0; plen && i < m; i++) {
+        memcpy(s->joined + at, e->prompt, plen);
+        memcpy(s->joined + at + plen, texts[i], lens[i]);
+        s->tx[i] = (lipi_text){s->joined + at, plen + lens[i]};
+        at += plen + lens[i];
+    }
     lipi_batch_free(&s->b);
     lipi_status st = lipi_encode_batch(s->sessions, s->nsess, s->tx, m, &e->eopt,
                                        LIPI_WANT_SPECIAL_MASK, &s->b, err);
@@ -302,6 +486,19 @@ static lipi_status encode_pairs(lipi_embedder_session *s, const char *const *a,
     return LIPI_OK;
 }
 
+/* Matryoshka truncation as sentence-transformers' truncate_dim: the first
+ * dim floats of each full vector, L2-normalized again (by
+ * lipi_vectors_normalize, as the full vectors were) when the embedder
+ * normalizes, since a unit vector's prefix is shorter than one.
+ * full: (m, full_dim) -> out: (m, dim). */
+static void truncate_dim(const lipi_embedder *e, const float *full, size_t m, float *out)
+{
+    for (size_t i = 0; i < m; i++)
+        memcpy(out + i * e->dim, full + i * e->full_dim, e->dim * sizeof *out);
+    if (lipi_embedder_normalizes(e))
+        lipi_vectors_normalize(out, m, e->dim);
+}
+
 /* Runs encode + the model over chunks of e->batch texts (or pairs, when b
  * is not NULL); `out_dim` floats per text. */
 static lipi_status run(lipi_embedder_session *s, bool classify, const char *const *a,
@@ -316,10 +513,13 @@ static lipi_status run(lipi_embedder_session *s, bool classify, const char *cons
         uint8_t *t = truncated ? truncated + i0 : NULL;
         st = b ? encode_pairs(s, a + i0, alens + i0, b + i0, blens + i0, m, t, err)
                : encode(s, a + i0, alens + i0, m, t, err);
+        bool cut = !classify && e->dim < e->full_dim;
         if (st == LIPI_OK)
             st = classify ? lipi_model_classify(s->ms, s->seqs, m, NULL, out + i0 * out_dim, err)
-                          : lipi_model_embed(s->ms, s->seqs, m, &e->mopt, out + i0 * out_dim,
-                                             err);
+                          : lipi_model_embed(s->ms, s->seqs, m, &e->mopt,
+                                             cut ? s->full : out + i0 * out_dim, err);
+        if (st == LIPI_OK && cut)
+            truncate_dim(e, s->full, m, out + i0 * out_dim);
         if (st != LIPI_OK) {
             if (err && err->line)
                 err->line += i0;
@@ -395,6 +595,59 @@ const char *lipi_embedder_label(const lipi_embedder *e, size_t i)
     return i < info->num_labels ? info->labels[i] : NULL;
 }
 
+size_t lipi_embedder_prompt_count(const lipi_embedder *e)
+{
+    return e->nprompts;
+}
+
+const char *lipi_embedder_prompt_name(const lipi_embedder *e, size_t i)
+{
+    return i < e->nprompts ? e->prompt_names[i] : NULL;
+}
+
+const char *lipi_embedder_prompt_text(const lipi_embedder *e, const char *name)
+{
+    for (size_t i = 0; i < e->nprompts; i++)
+        if (strcmp(e->prompt_names[i], name) == 0)
+            return e->prompt_texts[i];
+    return NULL;
+}
+
+const char *lipi_embedder_prompt(const lipi_embedder *e, const char **name)
+{
+    if (name)
+        *name = e->prompt_name;
+    return e->prompt;
+}
+
+lipi_status lipi_embedder_check_index(const lipi_embedder *e, const lipi_index *idx,
+                                      const char *dir, lipi_error *err)
+{
+    const lipi_index_model *im = lipi_index_get_model(idx);
+    if (lipi_embedder_dim(e) != lipi_index_dim(idx))
+        return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0,
+                              "the index holds vectors of dimension %zu%s, the queries would "
+                              "have %zu (--dimensions %zu of the model's %zu)",
+                              lipi_index_dim(idx), im->truncate_dim ? " (truncate_dim)" : "",
+                              lipi_embedder_dim(e), lipi_embedder_dim(e), e->full_dim);
+    if (!im->prompt || !im->prompt_name)
+        return LIPI_OK;
+    const char *t = lipi_embedder_prompt_text(e, im->prompt_name);
+    if (t && strcmp(t, im->prompt) == 0)
+        return LIPI_OK;
+    char have[256];
+    prompt_list(e, have, sizeof have);
+    if (!t)
+        return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0,
+                              "the index's documents were embedded with the prompt '%s' "
+                              "('%s'), which model '%s' does not have (its prompts: %s)",
+                              im->prompt_name, im->prompt, e->name, have);
+    return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0,
+                          "the index's documents were embedded with the prompt '%s' = '%s', "
+                          "but model '%s' has '%s' = '%s'",
+                          im->prompt_name, im->prompt, e->name, im->prompt_name, t);
+}
+
 bool lipi_embedder_normalizes(const lipi_embedder *e)
 {
     return e->mopt.normalize == 1 || (e->mopt.normalize == -1 && e->normalize);
@@ -413,6 +666,9 @@ lipi_status lipi_embedder_identity(const lipi_embedder *e, lipi_index_model *id,
     id->fingerprint = fingerprint;
     id->pooling = e->pooling;
     id->normalize = e->normalize;
+    id->prompt = e->prompt;
+    id->prompt_name = e->prompt_name;
+    id->truncate_dim = e->dim < e->full_dim ? e->dim : 0;
     return LIPI_OK;
 }
 

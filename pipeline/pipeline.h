@@ -45,6 +45,20 @@ typedef struct {
     lipi_dtype dtype;
     const char *revision; /* hub names: the revision (NULL: main) */
     bool strict;         /* a text longer than max_length is an error */
+    /* Prompts, as sentence-transformers' encode(prompt=, prompt_name=): the
+     * prompt's text is put before every text, so token counts and truncation
+     * include it. The named prompts are the "prompts" object of the folder's
+     * config_sentence_transformers.json. At most one of these two: */
+    const char *prompt;      /* the text itself ("" for none) */
+    const char *prompt_name; /* a name in "prompts"; NULL (and no prompt):
+                                the config's default_prompt_name, else none */
+    bool prompt_name_optional; /* a prompt_name the model does not have means
+                                  the default instead of an error (lipi search
+                                  asks for "query" this way) */
+    size_t dimensions;   /* Matryoshka truncate_dim: keep the first K floats of
+                            each vector, then L2-normalize again when the
+                            embedder normalizes; 0 (or the model's dimension):
+                            all */
 } lipi_embedder_options;
 
 /* Opens `model`: a model folder, or else a hub name ("ORG/NAME") resolved
@@ -101,7 +115,7 @@ lipi_status lipi_embedder_classify_pairs(lipi_embedder_session *s, const char *c
                                          const size_t *blens, size_t n, float *probs,
                                          uint8_t *truncated, lipi_error *err);
 
-/* Floats per embedding. */
+/* Floats per embedding (the `dimensions` option when set). */
 size_t lipi_embedder_dim(const lipi_embedder *e);
 /* Tokens a text may have (special tokens included). */
 size_t lipi_embedder_max_length(const lipi_embedder *e);
@@ -110,10 +124,29 @@ size_t lipi_embedder_max_length(const lipi_embedder *e);
  * i is out of range. */
 size_t lipi_embedder_label_count(const lipi_embedder *e);
 const char *lipi_embedder_label(const lipi_embedder *e, size_t i);
+/* The prompts of the folder's config_sentence_transformers.json: their
+ * number, prompt i's name (NULL when i is out of range), and the text of
+ * the prompt called `name` (NULL when there is none), all borrowed from e. */
+size_t lipi_embedder_prompt_count(const lipi_embedder *e);
+const char *lipi_embedder_prompt_name(const lipi_embedder *e, size_t i);
+const char *lipi_embedder_prompt_text(const lipi_embedder *e, const char *name);
+/* The prompt lipi_embedder_embed puts before every text ("" for none),
+ * borrowed from e; *name (when name is not NULL) is set to its name in the
+ * config, or NULL when it was given as text that no named prompt has. */
+const char *lipi_embedder_prompt(const lipi_embedder *e, const char **name);
+
+/* Checks that e embeds queries the way idx wants them: LIPI_EINVAL naming
+ * both when e's dimension is not the index's (another --dimensions), or
+ * when the index recorded the document prompt it was built with by name
+ * and e's config has another text under that name, or none. Say which
+ * index with `dir` (for err->path). Indexes that recorded no prompt pass. */
+lipi_status lipi_embedder_check_index(const lipi_embedder *e, const lipi_index *idx,
+                                      const char *dir, lipi_error *err);
+
 /* Whether the embeddings are L2-normalized. */
 bool lipi_embedder_normalizes(const lipi_embedder *e);
-/* What an index or probe records about the model: name, path and pooling
- * borrowed from e; `normalize` the model's own default, not what
+/* What an index or probe records about the model: name, path, pooling,
+ * the prompt, its name and the truncated dimension borrowed from e; `normalize` the model's own default, not what
  * lipi_embedder_embed applies (lipi_embedder_normalizes); lipi_version left
  * as it was. id->fingerprint points to `fingerprint` (17 bytes), which this
  * call fills with lipi_index_model_fingerprint of the folder. That hashes

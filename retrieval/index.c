@@ -846,8 +846,9 @@ done:
 /* ======================================================================== */
 
 typedef struct {
-    char *name, *path, *fingerprint, *pooling, *version;
+    char *name, *path, *fingerprint, *pooling, *version, *prompt, *prompt_name;
     bool normalize;
+    size_t truncate_dim;
 } model_copy;
 
 static void model_copy_free(model_copy *m)
@@ -857,6 +858,8 @@ static void model_copy_free(model_copy *m)
     lipi_free(m->fingerprint);
     lipi_free(m->pooling);
     lipi_free(m->version);
+    lipi_free(m->prompt);
+    lipi_free(m->prompt_name);
     memset(m, 0, sizeof *m);
 }
 
@@ -867,9 +870,13 @@ static lipi_status model_copy_set(model_copy *m, const lipi_index_model *src, li
     m->fingerprint = dup_or_null(src->fingerprint);
     m->pooling = dup_or_null(src->pooling);
     m->version = dup_or_null(src->lipi_version ? src->lipi_version : "unknown");
+    m->prompt = dup_or_null(src->prompt);
+    m->prompt_name = dup_or_null(src->prompt_name);
     m->normalize = src->normalize;
+    m->truncate_dim = src->truncate_dim;
     if ((src->name && !m->name) || (src->path && !m->path) ||
-        (src->fingerprint && !m->fingerprint) || (src->pooling && !m->pooling) || !m->version) {
+        (src->fingerprint && !m->fingerprint) || (src->pooling && !m->pooling) || !m->version ||
+        (src->prompt && !m->prompt) || (src->prompt_name && !m->prompt_name)) {
         model_copy_free(m);
         return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
     }
@@ -878,8 +885,9 @@ static lipi_status model_copy_set(model_copy *m, const lipi_index_model *src, li
 
 static lipi_index_model model_view(const model_copy *m)
 {
-    return (lipi_index_model){m->name, m->path, m->fingerprint, m->pooling, m->normalize,
-                              m->version};
+    return (lipi_index_model){m->name,        m->path,       m->fingerprint,
+                              m->pooling,     m->normalize,  m->version,
+                              m->prompt,      m->prompt_name, m->truncate_dim};
 }
 
 static bool models_match(const lipi_index_model *a, const lipi_index_model *b)
@@ -1069,6 +1077,21 @@ static lipi_status read_meta(lipi_index *idx, const char *path, lipi_error *err)
     m.normalize = json_is_true(v);
     v = json_object_get(root, "lipi_version");
     m.lipi_version = json_is_string(v) ? json_string_value(v) : NULL;
+    /* Absent in indexes older than prompts and truncation: unknown, none. */
+    v = json_object_get(root, "prompt");
+    if (v && !json_is_null(v) && !json_is_string(v))
+        META_FAIL("prompt", "a string or null");
+    m.prompt = json_string_value(v);
+    v = json_object_get(root, "prompt_name");
+    if (v && !json_is_null(v) && !json_is_string(v))
+        META_FAIL("prompt_name", "a string or null");
+    m.prompt_name = json_string_value(v);
+    v = json_object_get(root, "truncate_dim");
+    if (v && !json_is_null(v) &&
+        (!json_is_integer(v) || json_integer_value(v) < 1 ||
+         (uint64_t)json_integer_value(v) != idx->dim))
+        META_FAIL("truncate_dim", "null or the dimension");
+    m.truncate_dim = json_is_integer(v) ? (size_t)json_integer_value(v) : 0;
     v = json_object_get(root, "faiss");
     if (v && !json_is_null(v) && !json_is_string(v))
         META_FAIL("faiss", "an index_factory string or null");
@@ -1503,6 +1526,12 @@ lipi_status lipi_index_builder_new(const char *dir, const lipi_index_model *mode
                             o.faiss_spec);
         goto done;
     }
+    if (model->truncate_dim && model->truncate_dim != dim) {
+        st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0,
+                            "expected vectors truncated to %zu floats, found dimension %zu",
+                            model->truncate_dim, dim);
+        goto done;
+    }
     TRY(model_copy_set(&b->model, model, err));
     int what;
     TRY(inspect_target(b->dir, &what, err));
@@ -1519,6 +1548,15 @@ lipi_status lipi_index_builder_new(const char *dir, const lipi_index_model *mode
         lipi_index_model mv = model_view(&b->model);
         if (!models_match(&old->view, &mv)) {
             st = model_mismatch(b->dir, &old->view, &mv, err);
+            goto done;
+        }
+        /* An old index that recorded no prompt (lipi before prompts) takes
+         * any: what it was built with is not known. */
+        if (old->view.prompt && mv.prompt && strcmp(old->view.prompt, mv.prompt) != 0) {
+            st = lipi_error_set(err, LIPI_EINVAL, b->dir, 0, 0,
+                                "the index's documents were embedded with the prompt '%s', "
+                                "not '%s': append with the same --prompt or --prompt-name",
+                                old->view.prompt, mv.prompt);
             goto done;
         }
         if (old->faiss_spec && (!o.faiss_spec || strcmp(o.faiss_spec, old->faiss_spec) == 0)) {
@@ -1671,7 +1709,13 @@ static lipi_status write_meta(lipi_index_builder *b, lipi_error *err)
         json_object_set_new(root, "dimension", json_integer((json_int_t)b->dim)) ||
         json_object_set_new(root, "count", json_integer((json_int_t)b->count)) ||
         json_object_set_new(root, "faiss",
-                            b->faiss_spec ? json_string(b->faiss_spec) : json_null()))
+                            b->faiss_spec ? json_string(b->faiss_spec) : json_null()) ||
+        json_object_set_new(root, "prompt", m->prompt ? json_string(m->prompt) : json_null()) ||
+        json_object_set_new(root, "prompt_name",
+                            m->prompt_name ? json_string(m->prompt_name) : json_null()) ||
+        json_object_set_new(root, "truncate_dim",
+                            m->truncate_dim ? json_integer((json_int_t)m->truncate_dim)
+                                            : json_null()))
         goto nomem;
     TRY(open_new_file(b, "meta.json", &f, err));
     unsigned long fails = lipi_alloc_failures;

@@ -57,7 +57,8 @@ lipi_status lipi_npy_write(const char *path, const float *data, size_t rows, siz
 /*   texts        the documents, one per line ("\n" after each)              */
 /*   offsets.npy  uint64 (count + 1): document i is texts[off[i], off[i+1]-1)*/
 /*   meta.json    model name, path and fingerprint, pooling, normalize,      */
-/*                dimension, count, FAISS spec, lipi version                 */
+/*                dimension, count, FAISS spec, lipi version, the document   */
+/*                prompt and its name, truncate_dim                          */
 /*   faiss.index  optional, FAISS's own format                               */
 /* Writers build a new directory next to the old one and swap it in with one */
 /* rename, so readers and an interrupted writer see the old index or the new */
@@ -76,6 +77,12 @@ typedef struct {
     const char *pooling;     /* "mean", "cls", "cls+mean", ...; NULL if unknown */
     bool normalize;          /* the model's own L2 normalization was on */
     const char *lipi_version; /* written to meta.json ("unknown" when NULL) */
+    const char *prompt;      /* the prompt put before every document ("": none);
+                                NULL: unknown (precomputed vectors, or an index
+                                older than prompts) */
+    const char *prompt_name; /* its name in the model's prompts, or NULL */
+    size_t truncate_dim;     /* vectors cut to their first truncate_dim floats
+                                (Matryoshka); 0: the model's whole dimension */
 } lipi_index_model;
 
 typedef struct {

@@ -395,6 +395,226 @@ static void test_identity_fingerprints_the_folder_when_asked(void **state)
 /* pooling names                                                             */
 /* ======================================================================== */
 
+/* ======================================================================== */
+/* Prompts and Matryoshka dimensions                                         */
+/* ======================================================================== */
+
+/* A copy of st_mean whose config_sentence_transformers.json has two prompts
+ * (word-level tokens, so a prompt is ids too) and `def` as the default. */
+static const char *prompt_model(const char *name, const char *def)
+{
+    const char *dir = md_path(name);
+    if (!md_model_dir("st_mean", dir))
+        fail_msg("fixture st_mean is missing");
+    char json[256], path[600];
+    snprintf(json, sizeof json,
+             "{\"prompts\": {\"query\": \"t7 t8 \", \"doc\": \"t9 \"}, "
+             "\"default_prompt_name\": %s}\n",
+             def);
+    snprintf(path, sizeof path, "%s/config_sentence_transformers.json", dir);
+    md_write(path, json, strlen(json));
+    return dir;
+}
+
+/* Embeds the lines with o, each after `before` (NULL: as they are). */
+static float *embed_with(const char *dir, const lipi_embedder_options *o, const lines *l,
+                         const char *before, size_t *dim, uint8_t *truncated)
+{
+    lipi_embedder *e = NULL;
+    lipi_embedder_session *s = NULL;
+    lipi_error err = {0};
+    open_api(dir, o, 1, &e, &s);
+    *dim = lipi_embedder_dim(e);
+    char *buf = malloc(NLINES * 128 + sizeof l->buf);
+    const char *ptrs[NLINES];
+    size_t lens[NLINES], at = 0;
+    assert_non_null(buf);
+    for (size_t i = 0; i < NLINES; i++) {
+        size_t pl = before ? strlen(before) : 0;
+        memcpy(buf + at, before ? before : "", pl);
+        memcpy(buf + at + pl, l->ptrs[i], l->lens[i]);
+        ptrs[i] = buf + at;
+        lens[i] = pl + l->lens[i];
+        at += lens[i];
+    }
+    float *v = malloc(NLINES * *dim * sizeof *v);
+    assert_non_null(v);
+    if (lipi_embedder_embed(s, ptrs, lens, NLINES, v, truncated, &err) != LIPI_OK)
+        fail_msg("line %zu: %s", err.line, err.msg);
+    close_api(e, s);
+    free(buf);
+    return v;
+}
+
+static void test_a_prompt_name_embeds_exactly_the_prompt_put_before_the_text(void **state)
+{
+    const char *dir = prompt_model("st_prompts", "\"doc\"");
+    lines l;
+    make_lines(&l);
+    size_t dim;
+    uint8_t cut_named[NLINES], cut_joined[NLINES];
+    lipi_embedder_options named = {.batch = 32, .normalize = -1, .prompt_name = "query"};
+    lipi_embedder_options none = {.batch = 32, .normalize = -1, .prompt = ""};
+    float *a = embed_with(dir, &named, &l, NULL, &dim, cut_named);
+    float *b = embed_with(dir, &none, &l, "t7 t8 ", &dim, cut_joined);
+    assert_same_floats(a, b, NLINES * dim, "--prompt-name query vs 't7 t8 ' + text");
+    /* The prompt's tokens count towards the 16 the model takes. */
+    assert_memory_equal(cut_named, cut_joined, NLINES);
+    free(a);
+    free(b);
+    /* No option: default_prompt_name ("doc"), as sentence-transformers. */
+    lipi_embedder_options dflt = {.batch = 32, .normalize = -1};
+    a = embed_with(dir, &dflt, &l, NULL, &dim, NULL);
+    b = embed_with(dir, &none, &l, "t9 ", &dim, NULL);
+    assert_same_floats(a, b, NLINES * dim, "default_prompt_name doc vs 't9 ' + text");
+    free(a);
+    free(b);
+
+    lipi_embedder *e = NULL;
+    lipi_embedder_session *s = NULL;
+    lipi_error err = {0};
+    lipi_embedder_options text = {.normalize = -1, .prompt = "t9 "};
+    open_api(dir, &text, 1, &e, &s);
+    assert_int_equal(lipi_embedder_prompt_count(e), 2);
+    assert_string_equal(lipi_embedder_prompt_name(e, 0), "query");
+    assert_string_equal(lipi_embedder_prompt_name(e, 1), "doc");
+    assert_null(lipi_embedder_prompt_name(e, 2));
+    assert_string_equal(lipi_embedder_prompt_text(e, "query"), "t7 t8 ");
+    assert_null(lipi_embedder_prompt_text(e, "passage"));
+    const char *name = NULL;
+    /* A text that is one of the prompts is known by its name. */
+    assert_string_equal(lipi_embedder_prompt(e, &name), "t9 ");
+    assert_string_equal(name, "doc");
+    close_api(e, s);
+
+    lipi_embedder_options bad = {.normalize = -1, .prompt_name = "passage"};
+    assert_int_equal(lipi_embedder_open(dir, &bad, &e, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "(query, doc), found 'passage'"));
+    bad.prompt_name_optional = true; /* then the default */
+    open_api(dir, &bad, 1, &e, &s);
+    assert_string_equal(lipi_embedder_prompt(e, &name), "t9 ");
+    close_api(e, s);
+    lipi_embedder_options both = {.prompt = "x", .prompt_name = "doc"};
+    assert_int_equal(lipi_embedder_open(dir, &both, &e, &err), LIPI_EINVAL);
+    /* A default that names no prompt: sentence-transformers refuses it. */
+    dir = prompt_model("st_bad_default", "\"passage\"");
+    assert_int_equal(lipi_embedder_open(dir, NULL, &e, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.path, "config_sentence_transformers.json"));
+}
+
+static void test_dimensions_are_the_full_vectors_sliced_and_normalized_again(void **state)
+{
+    const char *dir = md_model("st_mean");
+    lines l;
+    make_lines(&l);
+    size_t full, k;
+    lipi_embedder_options o = {.batch = 32, .normalize = -1};
+    float *v = embed_with(dir, &o, &l, NULL, &full, NULL);
+    o.dimensions = 8;
+    float *t = embed_with(dir, &o, &l, NULL, &k, NULL);
+    assert_int_equal(k, 8);
+    assert_true(full > k);
+    /* What numpy does with the .npy: v[:, :8], then the same normalization
+     * (st_mean normalizes), so bit for bit. */
+    float *want = malloc(NLINES * k * sizeof *want);
+    assert_non_null(want);
+    for (size_t i = 0; i < NLINES; i++)
+        memcpy(want + i * k, v + i * full, k * sizeof *want);
+    lipi_vectors_normalize(want, NLINES, k);
+    assert_same_floats(t, want, NLINES * k, "--dimensions 8 vs slice + normalize");
+    free(t);
+    /* Without normalization the slice is all. */
+    o.normalize = -2;
+    o.dimensions = 0;
+    free(v);
+    v = embed_with(dir, &o, &l, NULL, &full, NULL);
+    o.dimensions = 8;
+    t = embed_with(dir, &o, &l, NULL, &k, NULL);
+    for (size_t i = 0; i < NLINES; i++)
+        assert_same_floats(t + i * k, v + i * full, k, "unnormalized slice");
+    free(t);
+    free(v);
+    free(want);
+
+    lipi_embedder *e = NULL;
+    lipi_error err = {0};
+    o.dimensions = full + 1;
+    assert_int_equal(lipi_embedder_open(dir, &o, &e, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "at most the model's"));
+}
+
+/* lipi index records the document prompt and --dimensions in meta.json;
+ * lipi search embeds its queries the same way and refuses what disagrees. */
+static void test_index_records_prompt_and_dimensions_and_search_checks_them(void **state)
+{
+    const char *dir = prompt_model("st_index", "null");
+    const char *docs = md_path("docs.txt"), *idx = md_path("prompt.idx");
+    md_write(docs, "t5 t6\nt10 t11 t12\nt20\n", strlen("t5 t6\nt10 t11 t12\nt20\n"));
+    cli_result r = cli_runf("index --quiet -m %s --prompt-name doc --dimensions 8 -o %s %s", dir,
+                            idx, docs);
+    if (r.code != 0)
+        fail_msg("lipi index exited %d: %s", r.code, r.err);
+    cli_result_free(&r);
+    char meta[600];
+    snprintf(meta, sizeof meta, "%s/meta.json", idx);
+    size_t len;
+    char *m = md_slurp(meta, &len);
+    assert_non_null(m);
+    assert_non_null(strstr(m, "\"prompt\": \"t9 \""));
+    assert_non_null(strstr(m, "\"prompt_name\": \"doc\""));
+    assert_non_null(strstr(m, "\"truncate_dim\": 8"));
+    assert_non_null(strstr(m, "\"dimension\": 8"));
+
+    r = cli_runf("search --index %s --query 't10 t11 t12' -k 1", idx);
+    assert_int_equal(r.code, 0);
+    /* A random tiny model ranks anything first; one hit is the point. */
+    assert_memory_equal(r.out, "1\t1\t", 4);
+    cli_result_free(&r);
+    r = cli_runf("search --index %s --query t5 --dimensions 16", idx);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "dimension 8 (truncate_dim), the queries would have 16"));
+    cli_result_free(&r);
+    r = cli_runf("index --quiet -m %s --prompt-name query --dimensions 8 --append -o %s %s", dir,
+                 idx, docs);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "with the prompt 't9 ', not 't7 t8 '"));
+    cli_result_free(&r);
+
+    /* The model's config now words "doc" differently: an error naming both. */
+    char cfg[600];
+    snprintf(cfg, sizeof cfg, "%s/config_sentence_transformers.json", dir);
+    size_t cfg_len;
+    char *cfg_was = md_slurp(cfg, &cfg_len);
+    assert_non_null(cfg_was);
+    md_write(cfg, "{\"prompts\": {\"doc\": \"t30 \"}}", strlen("{\"prompts\": {\"doc\": \"t30 \"}}"));
+    r = cli_runf("search --index %s --query t5", idx);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "'doc' = 't9 ', but model"));
+    assert_non_null(strstr(r.err, "has 'doc' = 't30 '"));
+    cli_result_free(&r);
+
+    /* An index from before prompts (no such fields) still opens and is
+     * searched with the model's prompts as they are. The config goes back
+     * as it was: the fingerprint covers it. */
+    md_write(cfg, cfg_was, cfg_len); /* the model the index was built with */
+    free(cfg_was);
+    char *old = malloc(len + 1);
+    assert_non_null(old);
+    size_t n = 0;
+    for (char *line = strtok(m, "\n"); line; line = strtok(NULL, "\n"))
+        if (!strstr(line, "\"prompt") && !strstr(line, "truncate_dim"))
+            /* "faiss" is the last field left: no comma after it. */
+            n += (size_t)sprintf(old + n, "%.*s\n",
+                                 (int)(strlen(line) - (strstr(line, "\"faiss\"") != NULL)), line);
+    md_write(meta, old, n);
+    r = cli_runf("search --index %s --query t5 --dimensions 8 -k 1", idx);
+    if (r.code != 0)
+        fail_msg("old index: lipi search exited %d: %s", r.code, r.err);
+    cli_result_free(&r);
+    free(old);
+    free(m);
+}
+
 static void test_pooling_names_round_trip(void **state)
 {
     unsigned f = 0;
@@ -420,6 +640,9 @@ int main(void)
         cmocka_unit_test(test_classify_pairs_gives_the_model_both_texts_and_their_type_ids),
         cmocka_unit_test(test_identity_fingerprints_the_folder_when_asked),
         cmocka_unit_test(test_pooling_names_round_trip),
+        cmocka_unit_test(test_a_prompt_name_embeds_exactly_the_prompt_put_before_the_text),
+        cmocka_unit_test(test_dimensions_are_the_full_vectors_sliced_and_normalized_again),
+        cmocka_unit_test(test_index_records_prompt_and_dimensions_and_search_checks_them),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
