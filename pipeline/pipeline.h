@@ -67,7 +67,12 @@ typedef struct {
  * files; `opt` overrides them (NULL: all as the folder says, pooling and
  * normalization included). *out is owned (lipi_embedder_free) and never
  * changes afterwards. Errors of lipi_hub_resolve, lipi_model_load and
- * lipi_tokenizer_open (err->path names the file), LIPI_ENOMEM. */
+ * lipi_tokenizer_open (err->path names the file), LIPI_ENOMEM; LIPI_EFORMAT
+ * for a config_sentence_transformers.json that is not JSON, has a prompt
+ * that is not a string or a default_prompt_name that is not a prompt;
+ * LIPI_EINVAL for a prompt_name the model lacks (the message lists its
+ * prompts), both prompt and prompt_name, a prompt of invalid UTF-8, or
+ * dimensions above the model's. */
 lipi_status lipi_embedder_open(const char *model, const lipi_embedder_options *opt,
                                lipi_embedder **out, lipi_error *err);
 void lipi_embedder_free(lipi_embedder *e); /* NULL: no-op; free its sessions first */
