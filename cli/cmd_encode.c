@@ -99,124 +99,189 @@ static lipi_status block_add(block *b, const char *s, size_t len, size_t line_no
 
 typedef enum { FMT_IDS, FMT_TOKENS, FMT_JSONL } out_format;
 
-static void write_token(const char *s, size_t n)
+/* ------------------------------------------------------------------------ */
+/* Output: formatted into one large buffer, written with one fwrite per      */
+/* OUT_CAP bytes. stdio locks stdout on every call and printf parses its      */
+/* format for every number: per-id calls cost a third of the command's        */
+/* non-encoding time in the profile (bench/RESULTS.md, `lipi encode`).        */
+/* ------------------------------------------------------------------------ */
+
+#define OUT_CAP (1u << 20)
+#define OUT_SLACK 64 /* room always asked for: a number and some punctuation */
+
+typedef struct {
+    char *p;
+    size_t n;
+} outbuf;
+
+static void out_flush(outbuf *o)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c > 0x20 && c != '\\' && c != 0x7f)
-            continue;
-        fwrite(s + run, 1, i - run, stdout);
-        run = i + 1;
-        switch (c) {
-        case '\\': fputs("\\\\", stdout); break;
-        case '\t': fputs("\\t", stdout); break;
-        case '\n': fputs("\\n", stdout); break;
-        case '\r': fputs("\\r", stdout); break;
-        default:
-            fputs("\\x", stdout);
-            putchar(hex[c >> 4]);
-            putchar(hex[c & 15]);
-        }
-    }
-    fwrite(s + run, 1, n - run, stdout);
+    if (o->n)
+        fwrite(o->p, 1, o->n, stdout);
+    o->n = 0;
 }
 
-/* Writes v in decimal at out (room for 20 digits), returns its length;
- * printf is slow enough to show in the profile when millions of ids are
- * printed. */
-static size_t fmt_num(size_t v, char *out)
+/* Makes room for `need` (at most OUT_CAP) more bytes; returns where they go. */
+static char *out_room(outbuf *o, size_t need)
 {
+    if (OUT_CAP - o->n < need)
+        out_flush(o);
+    return o->p + o->n;
+}
+
+static void out_lit(outbuf *o, const char *s, size_t len)
+{
+    memcpy(out_room(o, len), s, len);
+    o->n += len;
+}
+#define OUT_LIT(o, s) out_lit(o, s, sizeof s - 1)
+
+/* Writes v in decimal at p, returns the end. Two digits per division: ids
+ * are most of the output. */
+static char *fmt_num(char *p, size_t v)
+{
+    static const char d2[] = "00010203040506070809101112131415161718192021222324"
+                             "25262728293031323334353637383940414243444546474849"
+                             "50515253545556575859606162636465666768697071727374"
+                             "75767778798081828384858687888990919293949596979899";
     char d[20];
     size_t n = sizeof d;
-    do {
-        d[--n] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    memcpy(out, d + n, sizeof d - n);
-    return sizeof d - n;
+    while (v >= 100) {
+        size_t r = v % 100;
+        v /= 100;
+        n -= 2;
+        memcpy(d + n, d2 + 2 * r, 2);
+    }
+    if (v >= 10) {
+        n -= 2;
+        memcpy(d + n, d2 + 2 * v, 2);
+    } else {
+        d[--n] = (char)('0' + v);
+    }
+    memcpy(p, d + n, sizeof d - n);
+    return p + (sizeof d - n);
 }
 
-static void put_num(size_t v)
+/* A token string in --format tokens: a space, backslash or control
+ * character is written \x20, \\, \t, \n, \r or \xNN. Long tokens go in
+ * pieces, so the buffer never needs more than OUT_CAP bytes at once. */
+static void out_token(outbuf *o, const char *s, size_t len)
 {
-    char buf[20];
-    fwrite(buf, 1, fmt_num(v, buf), stdout);
+    static const char hex[] = "0123456789abcdef";
+    for (size_t at = 0; at < len; at += OUT_CAP / 8) {
+        size_t m = len - at < OUT_CAP / 8 ? len - at : OUT_CAP / 8;
+        char *d = out_room(o, 4 * m), *d0 = d;
+        for (size_t i = at; i < at + m; i++) {
+            unsigned char c = (unsigned char)s[i];
+            if (c > 0x20 && c != '\\' && c != 0x7f) {
+                *d++ = (char)c;
+                continue;
+            }
+            *d++ = '\\';
+            switch (c) {
+            case '\\': *d++ = '\\'; break;
+            case '\t': *d++ = 't'; break;
+            case '\n': *d++ = 'n'; break;
+            case '\r': *d++ = 'r'; break;
+            default:
+                *d++ = 'x';
+                *d++ = hex[c >> 4];
+                *d++ = hex[c & 15];
+            }
+        }
+        o->n += (size_t)(d - d0);
+    }
 }
 
-/* Ids only, the common case: the block's lines are formatted into a
- * buffer written in large pieces (stdio locks stdout on every call). */
-static void print_ids(const lipi_batch *r)
+static void out_json_string(outbuf *o, const char *s, size_t len)
 {
-    char buf[1 << 16];
-    size_t n = 0;
+    OUT_LIT(o, "\"");
+    for (size_t at = 0; at < len; at += OUT_CAP / 8) {
+        size_t m = len - at < OUT_CAP / 8 ? len - at : OUT_CAP / 8;
+        o->n += cli_json_escape(out_room(o, 6 * m), s + at, m);
+    }
+    OUT_LIT(o, "\"");
+}
+
+/* Ids only, the common case, in one tight loop. */
+static void print_ids(outbuf *o, const lipi_batch *r)
+{
     for (size_t i = 0; i < r->n; i++) {
+        char *p = out_room(o, OUT_SLACK);
         for (size_t k = r->start[i]; k < r->start[i + 1]; k++) {
-            if (n > sizeof buf - 32) {
-                fwrite(buf, 1, n, stdout);
-                n = 0;
+            if ((size_t)(p - o->p) > OUT_CAP - OUT_SLACK) {
+                o->n = (size_t)(p - o->p);
+                p = out_room(o, OUT_SLACK);
             }
             if (k > r->start[i])
-                buf[n++] = ' ';
-            n += fmt_num(r->ids[k], buf + n);
+                *p++ = ' ';
+            p = fmt_num(p, r->ids[k]);
         }
-        if (n > sizeof buf - 32) {
-            fwrite(buf, 1, n, stdout);
-            n = 0;
-        }
-        buf[n++] = '\n';
+        *p++ = '\n';
+        o->n = (size_t)(p - o->p);
     }
-    fwrite(buf, 1, n, stdout);
 }
 
-static void print_result(const lipi_batch *r, size_t i, out_format fmt, bool offsets)
+static void out_num(outbuf *o, size_t v)
+{
+    char *p = out_room(o, OUT_SLACK);
+    o->n = (size_t)(fmt_num(p, v) - o->p);
+}
+
+static void print_result(outbuf *o, const lipi_batch *r, size_t i, out_format fmt, bool offsets)
 {
     size_t a = r->start[i], b = r->start[i + 1];
     if (fmt == FMT_JSONL) {
-        fputs("{\"ids\": [", stdout);
+        OUT_LIT(o, "{\"ids\": [");
         for (size_t k = a; k < b; k++) {
             if (k > a)
-                fputs(", ", stdout);
-            put_num(r->ids[k]);
+                OUT_LIT(o, ", ");
+            out_num(o, r->ids[k]);
         }
-        fputs("], \"tokens\": [", stdout);
+        OUT_LIT(o, "], \"tokens\": [");
         for (size_t k = a; k < b; k++) {
             if (k > a)
-                fputs(", ", stdout);
-            cli_write_json_string(stdout, r->token_text + r->token_start[k],
-                                  r->token_start[k + 1] - r->token_start[k]);
+                OUT_LIT(o, ", ");
+            out_json_string(o, r->token_text + r->token_start[k],
+                            r->token_start[k + 1] - r->token_start[k]);
         }
-        fputs("], \"offsets\": [", stdout);
+        OUT_LIT(o, "], \"offsets\": [");
         for (size_t k = a; k < b; k++) {
-            fputs(k > a ? ", [" : "[", stdout);
-            put_num(r->offsets[k].start);
-            fputs(", ", stdout);
-            put_num(r->offsets[k].end);
-            putchar(']');
+            char *p = out_room(o, 2 * OUT_SLACK), *p0 = p;
+            if (k > a)
+                *p++ = ',', *p++ = ' ';
+            *p++ = '[';
+            p = fmt_num(p, r->offsets[k].start);
+            *p++ = ',', *p++ = ' ';
+            p = fmt_num(p, r->offsets[k].end);
+            *p++ = ']';
+            o->n += (size_t)(p - p0);
         }
-        fputs("]}\n", stdout);
+        OUT_LIT(o, "]}\n");
         return;
     }
     for (size_t k = a; k < b; k++) {
         if (k > a)
-            putchar(' ');
+            OUT_LIT(o, " ");
         if (fmt == FMT_IDS)
-            put_num(r->ids[k]);
+            out_num(o, r->ids[k]);
         else
-            write_token(r->token_text + r->token_start[k],
-                        r->token_start[k + 1] - r->token_start[k]);
+            out_token(o, r->token_text + r->token_start[k],
+                      r->token_start[k + 1] - r->token_start[k]);
     }
     if (offsets) {
-        putchar('\t');
+        OUT_LIT(o, "\t");
         for (size_t k = a; k < b; k++) {
+            char *p = out_room(o, 2 * OUT_SLACK), *p0 = p;
             if (k > a)
-                putchar(' ');
-            put_num(r->offsets[k].start);
-            putchar('-');
-            put_num(r->offsets[k].end);
+                *p++ = ' ';
+            p = fmt_num(p, r->offsets[k].start);
+            *p++ = '-';
+            p = fmt_num(p, r->offsets[k].end);
+            o->n += (size_t)(p - p0);
         }
     }
-    putchar('\n');
+    OUT_LIT(o, "\n");
 }
 
 typedef struct {
@@ -225,6 +290,7 @@ typedef struct {
     lipi_encode_options opt;
     out_format fmt;
     bool offsets;
+    outbuf out;
 } encode_ctx;
 
 /* Encodes and prints a block; errors name the file and line. */
@@ -251,10 +317,10 @@ static int flush_block(encode_ctx *c, block *b, const char *file)
         return EXIT_FAIL;
     }
     if (c->fmt == FMT_IDS && !c->offsets)
-        print_ids(&r);
+        print_ids(&c->out, &r);
     else
         for (size_t i = 0; i < b->n; i++)
-            print_result(&r, i, c->fmt, c->offsets);
+            print_result(&c->out, &r, i, c->fmt, c->offsets);
     lipi_batch_free(&r);
     b->n = 0;
     b->len = 0;
@@ -378,9 +444,18 @@ static int run(int argc, char **argv)
     c.opt.add_special_tokens = ea.add;
     if (ea.have_max)
         c.opt.max_length = (size_t)ea.max_length;
-    rc = encode_files(&c, argv + optind, argc - optind, a.mode);
+    c.out.p = lipi_malloc(OUT_CAP);
+    if (!c.out.p) {
+        fprintf(stderr, "lipi encode: out of memory\n");
+        rc = EXIT_FAIL;
+    } else {
+        rc = encode_files(&c, argv + optind, argc - optind, a.mode);
+        /* What was encoded before an error is written, as it was before. */
+        out_flush(&c.out);
+    }
     if (rc == EXIT_OK)
         rc = cli_finish_output("encode");
+    lipi_free(c.out.p);
     cli_tokenizer_close(&t);
     return rc;
 }
