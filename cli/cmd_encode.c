@@ -136,30 +136,39 @@ static void out_lit(outbuf *o, const char *s, size_t len)
 }
 #define OUT_LIT(o, s) out_lit(o, s, sizeof s - 1)
 
-/* Writes v in decimal at p, returns the end. Two digits per division: ids
- * are most of the output. */
+/* Writes v in decimal at p, returns the end. Ids are most of the output:
+ * the length is found first so the digits go straight to their place, two
+ * per division, without a copy of variable length (a memcpy call per
+ * number showed in the profile). */
 static char *fmt_num(char *p, size_t v)
 {
     static const char d2[] = "00010203040506070809101112131415161718192021222324"
                              "25262728293031323334353637383940414243444546474849"
                              "50515253545556575859606162636465666768697071727374"
                              "75767778798081828384858687888990919293949596979899";
-    char d[20];
-    size_t n = sizeof d;
+    size_t len = 1;
+    for (size_t t = v; t >= 10; t /= 10)
+        len++;
+    char *q = p + len;
+    if (v <= UINT32_MAX) {
+        uint32_t u = (uint32_t)v; /* 32-bit divisions are cheaper */
+        while (u >= 100) {
+            q -= 2;
+            memcpy(q, d2 + 2 * (u % 100), 2);
+            u /= 100;
+        }
+        v = u;
+    }
     while (v >= 100) {
-        size_t r = v % 100;
+        q -= 2;
+        memcpy(q, d2 + 2 * (v % 100), 2);
         v /= 100;
-        n -= 2;
-        memcpy(d + n, d2 + 2 * r, 2);
     }
-    if (v >= 10) {
-        n -= 2;
-        memcpy(d + n, d2 + 2 * v, 2);
-    } else {
-        d[--n] = (char)('0' + v);
-    }
-    memcpy(p, d + n, sizeof d - n);
-    return p + (sizeof d - n);
+    if (v >= 10)
+        memcpy(q - 2, d2 + 2 * v, 2);
+    else
+        q[-1] = (char)('0' + v);
+    return p + len;
 }
 
 /* A token string in --format tokens: a space, backslash or control
