@@ -1,6 +1,9 @@
 /* `lipi encode`: text lines -> token ids, one output line per input line.
- * Lines are read in blocks and encoded by lipi_encode_batch on --threads
- * threads; the output is the same for any number of threads. */
+ * Lines are read in blocks; a block is cut into tasks of TASK_LINES lines
+ * that lipi_parallel_for runs on --threads threads, each task encoding its
+ * lines (lipi_encode_batch on the thread's session) and formatting them
+ * into a buffer of its own; the buffers are then written in order. The
+ * output is the same for any number of threads. */
 #include "cli/cli.h"
 #include "cli/options.h"
 
@@ -100,32 +103,44 @@ static lipi_status block_add(block *b, const char *s, size_t len, size_t line_no
 typedef enum { FMT_IDS, FMT_TOKENS, FMT_JSONL } out_format;
 
 /* ------------------------------------------------------------------------ */
-/* Output: formatted into one large buffer, written with one fwrite per      */
-/* OUT_CAP bytes. stdio locks stdout on every call and printf parses its      */
-/* format for every number: per-id calls cost a third of the command's        */
-/* non-encoding time in the profile (bench/RESULTS.md, `lipi encode`).        */
+/* Output: each task's lines are formatted into a buffer of its own, written  */
+/* with one fwrite per task. stdio locks stdout on every call and printf      */
+/* parses its format for every number: per-number calls made --format jsonl  */
+/* 1.4x slower (bench/RESULTS.md, `lipi encode`).                             */
 /* ------------------------------------------------------------------------ */
 
-#define OUT_CAP (1u << 20)
-#define OUT_SLACK 64 /* room always asked for: a number and some punctuation */
+#define OUT_MIN (1u << 17) /* at least every single out_room request */
+#define OUT_PIECE (1u << 14) /* escaped strings go in pieces of this many bytes */
+#define OUT_SLACK 64         /* room always asked for: a number and punctuation */
 
 typedef struct {
     char *p;
-    size_t n;
+    size_t n, cap;
+    bool oom; /* a growth failed: the contents are lost, report ENOMEM */
 } outbuf;
 
-static void out_flush(outbuf *o)
+static lipi_status out_init(outbuf *o)
 {
-    if (o->n)
-        fwrite(o->p, 1, o->n, stdout);
-    o->n = 0;
+    *o = (outbuf){.p = lipi_malloc(OUT_MIN), .cap = OUT_MIN};
+    return o->p ? LIPI_OK : LIPI_ENOMEM;
 }
 
-/* Makes room for `need` (at most OUT_CAP) more bytes; returns where they go. */
+/* Makes room for `need` (at most OUT_MIN) more bytes; returns where they
+ * go. When memory runs out the buffer starts again from empty with oom
+ * set, so writers never need to check. */
 static char *out_room(outbuf *o, size_t need)
 {
-    if (OUT_CAP - o->n < need)
-        out_flush(o);
+    if (o->cap - o->n < need) {
+        size_t cap = o->cap * 2 > o->n + need ? o->cap * 2 : o->n + need;
+        char *p = cap > o->cap ? lipi_realloc(o->p, cap) : NULL;
+        if (p) {
+            o->p = p;
+            o->cap = cap;
+        } else {
+            o->oom = true;
+            o->n = 0;
+        }
+    }
     return o->p + o->n;
 }
 
@@ -173,12 +188,12 @@ static char *fmt_num(char *p, size_t v)
 
 /* A token string in --format tokens: a space, backslash or control
  * character is written \x20, \\, \t, \n, \r or \xNN. Long tokens go in
- * pieces, so the buffer never needs more than OUT_CAP bytes at once. */
+ * pieces, so no request for room exceeds OUT_MIN. */
 static void out_token(outbuf *o, const char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
-    for (size_t at = 0; at < len; at += OUT_CAP / 8) {
-        size_t m = len - at < OUT_CAP / 8 ? len - at : OUT_CAP / 8;
+    for (size_t at = 0; at < len; at += OUT_PIECE) {
+        size_t m = len - at < OUT_PIECE ? len - at : OUT_PIECE;
         char *d = out_room(o, 4 * m), *d0 = d;
         for (size_t i = at; i < at + m; i++) {
             unsigned char c = (unsigned char)s[i];
@@ -205,8 +220,8 @@ static void out_token(outbuf *o, const char *s, size_t len)
 static void out_json_string(outbuf *o, const char *s, size_t len)
 {
     OUT_LIT(o, "\"");
-    for (size_t at = 0; at < len; at += OUT_CAP / 8) {
-        size_t m = len - at < OUT_CAP / 8 ? len - at : OUT_CAP / 8;
+    for (size_t at = 0; at < len; at += OUT_PIECE) {
+        size_t m = len - at < OUT_PIECE ? len - at : OUT_PIECE;
         o->n += cli_json_escape(out_room(o, 6 * m), s + at, m);
     }
     OUT_LIT(o, "\"");
@@ -218,7 +233,7 @@ static void print_ids(outbuf *o, const lipi_batch *r)
     for (size_t i = 0; i < r->n; i++) {
         char *p = out_room(o, OUT_SLACK);
         for (size_t k = r->start[i]; k < r->start[i + 1]; k++) {
-            if ((size_t)(p - o->p) > OUT_CAP - OUT_SLACK) {
+            if (o->cap - (size_t)(p - o->p) < OUT_SLACK) {
                 o->n = (size_t)(p - o->p);
                 p = out_room(o, OUT_SLACK);
             }
@@ -293,31 +308,65 @@ static void print_result(outbuf *o, const lipi_batch *r, size_t i, out_format fm
     OUT_LIT(o, "\n");
 }
 
+/* Lines per task: a task encodes them on its thread's session and formats
+ * them, so formatting runs on every thread, overlapped with the other
+ * threads' encoding, instead of after the block on one. */
+#define TASK_LINES 256
+
 typedef struct {
     lipi_session **sessions;
     size_t n_sessions;
     lipi_encode_options opt;
+    unsigned want;
     out_format fmt;
     bool offsets;
-    outbuf out;
+    const block *b;  /* the block being encoded */
+    outbuf *outs;    /* [n_outs]: task k's output */
+    size_t n_outs;
 } encode_ctx;
+
+/* Task k: lines [k * TASK_LINES, ...) of the block, encoded and formatted
+ * into outs[k]. A failure names the block's line (1-based) in err->line. */
+static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
+{
+    encode_ctx *c = ctx;
+    const block *b = c->b;
+    size_t lo = k * TASK_LINES, m = b->n - lo < TASK_LINES ? b->n - lo : TASK_LINES;
+    lipi_batch r = {0};
+    lipi_status st = lipi_encode_batch(&c->sessions[wi], 1, b->lines + lo, m, &c->opt, c->want,
+                                       &r, err);
+    if (st != LIPI_OK) {
+        if (err->line)
+            err->line += lo;
+        return st;
+    }
+    outbuf *o = &c->outs[k];
+    o->n = 0;
+    if (c->fmt == FMT_IDS && !c->offsets)
+        print_ids(o, &r);
+    else
+        for (size_t i = 0; i < m; i++)
+            print_result(o, &r, i, c->fmt, c->offsets);
+    lipi_batch_free(&r);
+    if (o->oom) {
+        o->oom = false;
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, lo + 1, 0, "out of memory");
+    }
+    return LIPI_OK;
+}
 
 /* Encodes and prints a block; errors name the file and line. */
 static int flush_block(encode_ctx *c, block *b, const char *file)
 {
-    lipi_batch r = {0};
     lipi_error err = {0};
-    unsigned want = 0;
     if (b->n == 0)
         return EXIT_OK;
     for (size_t i = 0; i < b->n; i++)
         b->lines[i].s = b->text + b->off[i];
-    if (c->fmt != FMT_IDS)
-        want |= LIPI_WANT_TOKENS;
-    if (c->offsets || c->fmt == FMT_JSONL)
-        want |= LIPI_WANT_OFFSETS;
-    lipi_status st = lipi_encode_batch(c->sessions, c->n_sessions, b->lines, b->n, &c->opt, want,
-                                       &r, &err);
+    /* encode_files flushes at BLOCK_LINES lines a session: n_tasks <= n_outs */
+    size_t n_tasks = (b->n + TASK_LINES - 1) / TASK_LINES;
+    c->b = b;
+    lipi_status st = lipi_parallel_for(n_tasks, c->n_sessions, encode_task, c, &err);
     if (st != LIPI_OK) {
         size_t idx = err.line ? err.line - 1 : 0;
         snprintf(err.path, sizeof err.path, "%s", file);
@@ -325,21 +374,20 @@ static int flush_block(encode_ctx *c, block *b, const char *file)
         cli_report("encode", &err);
         return EXIT_FAIL;
     }
-    if (c->fmt == FMT_IDS && !c->offsets)
-        print_ids(&c->out, &r);
-    else
-        for (size_t i = 0; i < b->n; i++)
-            print_result(&c->out, &r, i, c->fmt, c->offsets);
-    lipi_batch_free(&r);
+    for (size_t k = 0; k < n_tasks; k++)
+        fwrite(c->outs[k].p, 1, c->outs[k].n, stdout);
     b->n = 0;
     b->len = 0;
     return EXIT_OK;
 }
 
-/* Lines per block: enough to keep every thread busy, little enough to
- * start printing early. */
-#define BLOCK_LINES 16384
-#define BLOCK_BYTES (8u << 20)
+/* Lines per block and thread: enough to keep every thread busy (32 of the
+ * batch's 64-line chunks each), little enough that the block's text, ids
+ * and token strings stay in cache and the allocator reuses their memory.
+ * 16384 lines a block (~3 MB of text, 4 MB of ids, fresh pages from the
+ * kernel each block) spent 5-12% of the command in page faults. */
+#define BLOCK_LINES 2048
+#define BLOCK_BYTES (1u << 20)
 
 static int encode_files(encode_ctx *c, char **files, int nfiles, lipi_invalid_mode mode)
 {
@@ -365,7 +413,7 @@ static int encode_files(encode_ctx *c, char **files, int nfiles, lipi_invalid_mo
                 lipi_error_set(&err, st, files[f], lipi_line_reader_line_no(r), 0, "out of memory");
                 break;
             }
-            if (b.n >= BLOCK_LINES || b.len >= BLOCK_BYTES) {
+            if (b.n >= BLOCK_LINES * c->n_sessions || b.len >= BLOCK_BYTES * c->n_sessions) {
                 rc = flush_block(c, &b, files[f]);
                 if (rc != EXIT_OK)
                     break;
@@ -453,18 +501,25 @@ static int run(int argc, char **argv)
     c.opt.add_special_tokens = ea.add;
     if (ea.have_max)
         c.opt.max_length = (size_t)ea.max_length;
-    c.out.p = lipi_malloc(OUT_CAP);
-    if (!c.out.p) {
+    if (c.fmt != FMT_IDS)
+        c.want |= LIPI_WANT_TOKENS;
+    if (c.offsets || c.fmt == FMT_JSONL)
+        c.want |= LIPI_WANT_OFFSETS;
+    c.n_outs = (BLOCK_LINES * c.n_sessions + TASK_LINES - 1) / TASK_LINES;
+    c.outs = lipi_calloc(c.n_outs, sizeof *c.outs);
+    rc = c.outs ? EXIT_OK : EXIT_FAIL;
+    for (size_t k = 0; c.outs && k < c.n_outs && rc == EXIT_OK; k++)
+        if (out_init(&c.outs[k]) != LIPI_OK)
+            rc = EXIT_FAIL;
+    if (rc != EXIT_OK)
         fprintf(stderr, "lipi encode: out of memory\n");
-        rc = EXIT_FAIL;
-    } else {
+    else
         rc = encode_files(&c, argv + optind, argc - optind, a.mode);
-        /* What was encoded before an error is written, as it was before. */
-        out_flush(&c.out);
-    }
     if (rc == EXIT_OK)
         rc = cli_finish_output("encode");
-    lipi_free(c.out.p);
+    for (size_t k = 0; c.outs && k < c.n_outs; k++)
+        lipi_free(c.outs[k].p);
+    lipi_free(c.outs);
     cli_tokenizer_close(&t);
     return rc;
 }
