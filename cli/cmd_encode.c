@@ -162,7 +162,7 @@ static char *fmt_num(char *p, size_t v)
                              "50515253545556575859606162636465666768697071727374"
                              "75767778798081828384858687888990919293949596979899";
     size_t len = 1;
-    for (size_t t = v; t >= 10; t /= 10)
+    for (size_t t = 10; len < 20 && v >= t; t *= 10)
         len++;
     char *q = p + len;
     if (v <= UINT32_MAX) {
@@ -258,16 +258,29 @@ static void print_result(outbuf *o, const lipi_batch *r, size_t i, out_format fm
     if (fmt == FMT_JSONL) {
         OUT_LIT(o, "{\"ids\": [");
         for (size_t k = a; k < b; k++) {
+            char *p = out_room(o, OUT_SLACK), *p0 = p;
             if (k > a)
-                OUT_LIT(o, ", ");
-            out_num(o, r->ids[k]);
+                *p++ = ',', *p++ = ' ';
+            o->n += (size_t)(fmt_num(p, r->ids[k]) - p0);
         }
         OUT_LIT(o, "], \"tokens\": [");
         for (size_t k = a; k < b; k++) {
+            const char *t = r->token_text + r->token_start[k];
+            size_t len = r->token_start[k + 1] - r->token_start[k];
+            if (len > OUT_PIECE) { /* a long added token, in pieces */
+                if (k > a)
+                    OUT_LIT(o, ", ");
+                out_json_string(o, t, len);
+                continue;
+            }
+            /* One request for room per token: most are a few bytes. */
+            char *p = out_room(o, 6 * len + 4), *p0 = p;
             if (k > a)
-                OUT_LIT(o, ", ");
-            out_json_string(o, r->token_text + r->token_start[k],
-                            r->token_start[k + 1] - r->token_start[k]);
+                *p++ = ',', *p++ = ' ';
+            *p++ = '"';
+            p += cli_json_escape(p, t, len);
+            *p++ = '"';
+            o->n += (size_t)(p - p0);
         }
         OUT_LIT(o, "], \"offsets\": [");
         for (size_t k = a; k < b; k++) {
