@@ -125,23 +125,27 @@ static lipi_status out_init(outbuf *o)
     return o->p ? LIPI_OK : LIPI_ENOMEM;
 }
 
-/* Makes room for `need` (at most OUT_MIN) more bytes; returns where they
- * go. When memory runs out the buffer starts again from empty with oom
- * set, so writers never need to check. */
-static char *out_room(outbuf *o, size_t need)
+/* The slow half of out_room: grows the buffer. When memory runs out the
+ * buffer starts again from empty with oom set, so writers never check. */
+static char *out_grow(outbuf *o, size_t need)
 {
-    if (o->cap - o->n < need) {
-        size_t cap = o->cap * 2 > o->n + need ? o->cap * 2 : o->n + need;
-        char *p = cap > o->cap ? lipi_realloc(o->p, cap) : NULL;
-        if (p) {
-            o->p = p;
-            o->cap = cap;
-        } else {
-            o->oom = true;
-            o->n = 0;
-        }
+    size_t cap = o->cap * 2 > o->n + need ? o->cap * 2 : o->n + need;
+    char *p = cap > o->cap ? lipi_realloc(o->p, cap) : NULL;
+    if (p) {
+        o->p = p;
+        o->cap = cap;
+    } else {
+        o->oom = true;
+        o->n = 0;
     }
     return o->p + o->n;
+}
+
+/* Makes room for `need` (at most OUT_MIN) more bytes; returns where they
+ * go. Inline: it is asked several times per token. */
+static inline char *out_room(outbuf *o, size_t need)
+{
+    return o->cap - o->n >= need ? o->p + o->n : out_grow(o, need);
 }
 
 static void out_lit(outbuf *o, const char *s, size_t len)
@@ -151,38 +155,52 @@ static void out_lit(outbuf *o, const char *s, size_t len)
 }
 #define OUT_LIT(o, s) out_lit(o, s, sizeof s - 1)
 
-/* Writes v in decimal at p, returns the end. Ids are most of the output:
- * the length is found first so the digits go straight to their place, two
- * per division, without a copy of variable length (a memcpy call per
- * number showed in the profile). */
-static char *fmt_num(char *p, size_t v)
+static const char digit_pairs[] = "00010203040506070809101112131415161718192021222324"
+                                  "25262728293031323334353637383940414243444546474849"
+                                  "50515253545556575859606162636465666768697071727374"
+                                  "75767778798081828384858687888990919293949596979899";
+
+/* Writes the last `len` digits of v backwards from end, two per division. */
+static inline void fmt_digits(char *end, uint64_t v, size_t len)
 {
-    static const char d2[] = "00010203040506070809101112131415161718192021222324"
-                             "25262728293031323334353637383940414243444546474849"
-                             "50515253545556575859606162636465666768697071727374"
-                             "75767778798081828384858687888990919293949596979899";
-    size_t len = 1;
-    for (size_t t = 10; len < 20 && v >= t; t *= 10)
-        len++;
-    char *q = p + len;
+    while (len >= 2) {
+        end -= 2;
+        memcpy(end, digit_pairs + 2 * (v % 100), 2);
+        v /= 100;
+        len -= 2;
+    }
+    if (len)
+        end[-1] = (char)('0' + v % 10);
+}
+
+/* Writes v in decimal at p, returns the end. Ids and offsets are most of
+ * the output: the length is found first (by comparison, for 32-bit values)
+ * so the digits go straight to their place, with 32-bit divisions, and no
+ * copy of variable length (a memcpy call per number showed in the
+ * profile). */
+static inline char *fmt_num(char *p, size_t v)
+{
     if (v <= UINT32_MAX) {
-        uint32_t u = (uint32_t)v; /* 32-bit divisions are cheaper */
+        uint32_t u = (uint32_t)v;
+        size_t len = u < 10 ? 1 : u < 100 ? 2 : u < 1000 ? 3 : u < 10000 ? 4 : u < 100000 ? 5
+                   : u < 1000000 ? 6 : u < 10000000 ? 7 : u < 100000000 ? 8
+                   : u < 1000000000 ? 9 : 10;
+        char *end = p + len;
         while (u >= 100) {
-            q -= 2;
-            memcpy(q, d2 + 2 * (u % 100), 2);
+            end -= 2;
+            memcpy(end, digit_pairs + 2 * (u % 100), 2);
             u /= 100;
         }
-        v = u;
+        if (u >= 10)
+            memcpy(end - 2, digit_pairs + 2 * u, 2);
+        else
+            end[-1] = (char)('0' + u);
+        return p + len;
     }
-    while (v >= 100) {
-        q -= 2;
-        memcpy(q, d2 + 2 * (v % 100), 2);
-        v /= 100;
-    }
-    if (v >= 10)
-        memcpy(q - 2, d2 + 2 * v, 2);
-    else
-        q[-1] = (char)('0' + v);
+    size_t len = 10;
+    for (uint64_t t = 10000000000u; len < 20 && v >= t; t *= 10)
+        len++;
+    fmt_digits(p + len, v, len);
     return p + len;
 }
 
