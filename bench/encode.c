@@ -1,6 +1,7 @@
 /* bench/encode: encoding throughput of lipi_encode_batch.
  *
- *   encode -t TOKENIZER [--threads N] [--runs R] [--batch L] [--check IDS] FILE...
+ *   encode -t TOKENIZER [--threads N] [--runs R] [--batch L] [--check IDS]
+ *          [--want tokens,offsets] FILE...
  *   encode --make-bert VOCAB.txt [--cased]      (prints a tokenizer.json)
  *
  * Reads every line of the FILEs into memory, encodes them once to warm up
@@ -8,7 +9,10 @@
  * of space-separated ids per input line, e.g. made by Hugging Face), then
  * times R runs and prints one result line. A run encodes the lines in
  * batches of L (default 1000, as the Hugging Face anchor calls encodeBatch)
- * with new sessions, so nothing the warm-up put in their caches helps:
+ * with new sessions, so nothing the warm-up put in their caches helps.
+ * --want asks the timed runs for token strings and / or offsets as well
+ * (LIPI_WANT_TOKENS, LIPI_WANT_OFFSETS: what `lipi encode --format jsonl`
+ * asks for), and adds want=... at the end of the line:
  *
  *   tokenizer=... threads=N bytes=B lines=L tokens=T MB/s=median [min-max]
  *   Mtok/s=median MB/s_per_cpu_second=median peak_rss_MB=M mismatching_lines=K
@@ -154,6 +158,8 @@ int main(int argc, char **argv)
         return make_bert(argv[2], !(argc >= 4 && strcmp(argv[3], "--cased") == 0));
     const char *tok_path = NULL, *check_path = NULL;
     size_t threads = 1, runs = 5, batch = 1000;
+    unsigned want = 0;
+    const char *want_s = NULL;
     char **files = NULL;
     int nfiles = 0;
     files = calloc((size_t)argc, sizeof *files);
@@ -168,12 +174,16 @@ int main(int argc, char **argv)
             batch = (size_t)strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--check") == 0 && i + 1 < argc)
             check_path = argv[++i];
-        else
+        else if (strcmp(argv[i], "--want") == 0 && i + 1 < argc) {
+            want_s = argv[++i];
+            want = (strstr(want_s, "tokens") ? LIPI_WANT_TOKENS : 0u) |
+                   (strstr(want_s, "offsets") ? LIPI_WANT_OFFSETS : 0u);
+        } else
             files[nfiles++] = argv[i];
     }
     if (!tok_path || nfiles == 0 || threads == 0 || runs == 0 || batch == 0) {
         fprintf(stderr, "usage: encode -t TOKENIZER [--threads N] [--runs R] [--batch L] "
-                        "[--check IDS] FILE...\n");
+                        "[--check IDS] [--want tokens,offsets] FILE...\n");
         return 2;
     }
 
@@ -245,7 +255,7 @@ int main(int argc, char **argv)
         double t0 = now(), c0 = cpu_now();
         for (size_t at = 0; at < n; at += batch) {
             size_t m = n - at < batch ? n - at : batch;
-            if (lipi_encode_batch(sessions, threads, lines + at, m, &opt, 0, &b, &err) !=
+            if (lipi_encode_batch(sessions, threads, lines + at, m, &opt, want, &b, &err) !=
                 LIPI_OK)
                 die("encoding", &err);
             lipi_batch_free(&b);
@@ -264,9 +274,10 @@ int main(int argc, char **argv)
     if (check_path)
         snprintf(mism_s, sizeof mism_s, "%ld", mismatches);
     printf("tokenizer=%s threads=%zu bytes=%zu lines=%zu tokens=%zu MB/s=%.1f [%.1f-%.1f] "
-           "Mtok/s=%.2f MB/s_per_cpu_second=%.1f peak_rss_MB=%.0f mismatching_lines=%s\n",
+           "Mtok/s=%.2f MB/s_per_cpu_second=%.1f peak_rss_MB=%.0f mismatching_lines=%s%s%s\n",
            tok_path, threads, len, n, tokens, mbs[runs / 2], mbs[0], mbs[runs - 1], tps[runs / 2],
-           cpu[runs / 2] / (double)threads, (double)ru.ru_maxrss / 1024.0, mism_s);
+           cpu[runs / 2] / (double)threads, (double)ru.ru_maxrss / 1024.0, mism_s,
+           want_s ? " want=" : "", want_s ? want_s : "");
 
     for (size_t i = 0; i < threads; i++)
         lipi_session_free(sessions[i]);

@@ -138,6 +138,10 @@ size_t cli_split_list(char *s, char sep, char **items, size_t max);
 /* Writes s[0..len) as a JSON string literal (quotes included). */
 void cli_write_json_string(FILE *f, const char *s, size_t len);
 
+/* Writes s[0..len) escaped for a JSON string (no quotes) at dst, which has
+ * room for 6 * len bytes; returns the bytes written. */
+size_t cli_json_escape(char *dst, const char *s, size_t len);
+
 /* Calls fn(line, len, ctx) for each line of each file (stdin when nfiles is
  * 0 or a file is "-"). Stops at the first error, reported with its file,
  * line and offset; returns EXIT_OK or EXIT_FAIL. */

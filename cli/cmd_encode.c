@@ -1,6 +1,9 @@
 /* `lipi encode`: text lines -> token ids, one output line per input line.
- * Lines are read in blocks and encoded by lipi_encode_batch on --threads
- * threads; the output is the same for any number of threads. */
+ * Lines are read in blocks; a block is cut into tasks of TASK_LINES lines
+ * that lipi_parallel_for runs on --threads threads, each task encoding its
+ * lines (lipi_encode_batch on the thread's session) and formatting them
+ * into a buffer of its own; the buffers are then written in order. The
+ * output is the same for any number of threads. */
 #include "cli/cli.h"
 #include "cli/options.h"
 
@@ -99,150 +102,302 @@ static lipi_status block_add(block *b, const char *s, size_t len, size_t line_no
 
 typedef enum { FMT_IDS, FMT_TOKENS, FMT_JSONL } out_format;
 
-static void write_token(const char *s, size_t n)
+/* ------------------------------------------------------------------------ */
+/* Output: each task's lines are formatted into a buffer of its own, written  */
+/* with one fwrite per task. stdio locks stdout on every call and printf      */
+/* parses its format for every number: per-number calls made --format jsonl  */
+/* 1.4x slower (bench/RESULTS.md, `lipi encode`).                             */
+/* ------------------------------------------------------------------------ */
+
+#define OUT_MIN (1u << 17) /* at least every single out_room request */
+#define OUT_PIECE (1u << 14) /* escaped strings go in pieces of this many bytes */
+#define OUT_SLACK 64         /* room always asked for: a number and punctuation */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+    bool oom; /* a growth failed: the contents are lost, report ENOMEM */
+} outbuf;
+
+static lipi_status out_init(outbuf *o)
+{
+    *o = (outbuf){.p = lipi_malloc(OUT_MIN), .cap = OUT_MIN};
+    return o->p ? LIPI_OK : LIPI_ENOMEM;
+}
+
+/* The slow half of out_room: grows the buffer. When memory runs out the
+ * buffer starts again from empty with oom set, so writers never check. */
+static char *out_grow(outbuf *o, size_t need)
+{
+    size_t cap = o->cap * 2 > o->n + need ? o->cap * 2 : o->n + need;
+    char *p = cap > o->cap ? lipi_realloc(o->p, cap) : NULL;
+    if (p) {
+        o->p = p;
+        o->cap = cap;
+    } else {
+        o->oom = true;
+        o->n = 0;
+    }
+    return o->p + o->n;
+}
+
+/* Makes room for `need` (at most OUT_MIN) more bytes; returns where they
+ * go. Inline: it is asked several times per token. */
+static inline char *out_room(outbuf *o, size_t need)
+{
+    return o->cap - o->n >= need ? o->p + o->n : out_grow(o, need);
+}
+
+static void out_lit(outbuf *o, const char *s, size_t len)
+{
+    memcpy(out_room(o, len), s, len);
+    o->n += len;
+}
+#define OUT_LIT(o, s) out_lit(o, s, sizeof s - 1)
+
+static const char digit_pairs[] = "00010203040506070809101112131415161718192021222324"
+                                  "25262728293031323334353637383940414243444546474849"
+                                  "50515253545556575859606162636465666768697071727374"
+                                  "75767778798081828384858687888990919293949596979899";
+
+/* Writes the last `len` digits of v backwards from end, two per division. */
+static inline void fmt_digits(char *end, uint64_t v, size_t len)
+{
+    while (len >= 2) {
+        end -= 2;
+        memcpy(end, digit_pairs + 2 * (v % 100), 2);
+        v /= 100;
+        len -= 2;
+    }
+    if (len)
+        end[-1] = (char)('0' + v % 10);
+}
+
+/* Writes v in decimal at p, returns the end. Ids and offsets are most of
+ * the output: the length is found first (by comparison, for 32-bit values)
+ * so the digits go straight to their place, with 32-bit divisions, and no
+ * copy of variable length (a memcpy call per number showed in the
+ * profile). */
+static inline char *fmt_num(char *p, size_t v)
+{
+    if (v <= UINT32_MAX) {
+        uint32_t u = (uint32_t)v;
+        size_t len = u < 10 ? 1 : u < 100 ? 2 : u < 1000 ? 3 : u < 10000 ? 4 : u < 100000 ? 5
+                   : u < 1000000 ? 6 : u < 10000000 ? 7 : u < 100000000 ? 8
+                   : u < 1000000000 ? 9 : 10;
+        char *end = p + len;
+        while (u >= 100) {
+            end -= 2;
+            memcpy(end, digit_pairs + 2 * (u % 100), 2);
+            u /= 100;
+        }
+        if (u >= 10)
+            memcpy(end - 2, digit_pairs + 2 * u, 2);
+        else
+            end[-1] = (char)('0' + u);
+        return p + len;
+    }
+    size_t len = 10;
+    for (uint64_t t = 10000000000u; len < 20 && v >= t; t *= 10)
+        len++;
+    fmt_digits(p + len, v, len);
+    return p + len;
+}
+
+/* A token string in --format tokens: a space, backslash or control
+ * character is written \x20, \\, \t, \n, \r or \xNN. Long tokens go in
+ * pieces, so no request for room exceeds OUT_MIN. */
+static void out_token(outbuf *o, const char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c > 0x20 && c != '\\' && c != 0x7f)
-            continue;
-        fwrite(s + run, 1, i - run, stdout);
-        run = i + 1;
-        switch (c) {
-        case '\\': fputs("\\\\", stdout); break;
-        case '\t': fputs("\\t", stdout); break;
-        case '\n': fputs("\\n", stdout); break;
-        case '\r': fputs("\\r", stdout); break;
-        default:
-            fputs("\\x", stdout);
-            putchar(hex[c >> 4]);
-            putchar(hex[c & 15]);
+    for (size_t at = 0; at < len; at += OUT_PIECE) {
+        size_t m = len - at < OUT_PIECE ? len - at : OUT_PIECE;
+        char *d = out_room(o, 4 * m), *d0 = d;
+        for (size_t i = at; i < at + m; i++) {
+            unsigned char c = (unsigned char)s[i];
+            if (c > 0x20 && c != '\\' && c != 0x7f) {
+                *d++ = (char)c;
+                continue;
+            }
+            *d++ = '\\';
+            switch (c) {
+            case '\\': *d++ = '\\'; break;
+            case '\t': *d++ = 't'; break;
+            case '\n': *d++ = 'n'; break;
+            case '\r': *d++ = 'r'; break;
+            default:
+                *d++ = 'x';
+                *d++ = hex[c >> 4];
+                *d++ = hex[c & 15];
+            }
         }
+        o->n += (size_t)(d - d0);
     }
-    fwrite(s + run, 1, n - run, stdout);
 }
 
-/* Writes v in decimal at out (room for 20 digits), returns its length;
- * printf is slow enough to show in the profile when millions of ids are
- * printed. */
-static size_t fmt_num(size_t v, char *out)
+static void out_json_string(outbuf *o, const char *s, size_t len)
 {
-    char d[20];
-    size_t n = sizeof d;
-    do {
-        d[--n] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    memcpy(out, d + n, sizeof d - n);
-    return sizeof d - n;
+    OUT_LIT(o, "\"");
+    for (size_t at = 0; at < len; at += OUT_PIECE) {
+        size_t m = len - at < OUT_PIECE ? len - at : OUT_PIECE;
+        o->n += cli_json_escape(out_room(o, 6 * m), s + at, m);
+    }
+    OUT_LIT(o, "\"");
 }
 
-static void put_num(size_t v)
+/* Ids only, the common case, in one tight loop. */
+static void print_ids(outbuf *o, const lipi_batch *r)
 {
-    char buf[20];
-    fwrite(buf, 1, fmt_num(v, buf), stdout);
-}
-
-/* Ids only, the common case: the block's lines are formatted into a
- * buffer written in large pieces (stdio locks stdout on every call). */
-static void print_ids(const lipi_batch *r)
-{
-    char buf[1 << 16];
-    size_t n = 0;
     for (size_t i = 0; i < r->n; i++) {
+        char *p = out_room(o, OUT_SLACK);
         for (size_t k = r->start[i]; k < r->start[i + 1]; k++) {
-            if (n > sizeof buf - 32) {
-                fwrite(buf, 1, n, stdout);
-                n = 0;
+            if (o->cap - (size_t)(p - o->p) < OUT_SLACK) {
+                o->n = (size_t)(p - o->p);
+                p = out_room(o, OUT_SLACK);
             }
             if (k > r->start[i])
-                buf[n++] = ' ';
-            n += fmt_num(r->ids[k], buf + n);
+                *p++ = ' ';
+            p = fmt_num(p, r->ids[k]);
         }
-        if (n > sizeof buf - 32) {
-            fwrite(buf, 1, n, stdout);
-            n = 0;
-        }
-        buf[n++] = '\n';
+        *p++ = '\n';
+        o->n = (size_t)(p - o->p);
     }
-    fwrite(buf, 1, n, stdout);
 }
 
-static void print_result(const lipi_batch *r, size_t i, out_format fmt, bool offsets)
+static void out_num(outbuf *o, size_t v)
+{
+    char *p = out_room(o, OUT_SLACK);
+    o->n = (size_t)(fmt_num(p, v) - o->p);
+}
+
+static void print_result(outbuf *o, const lipi_batch *r, size_t i, out_format fmt, bool offsets)
 {
     size_t a = r->start[i], b = r->start[i + 1];
     if (fmt == FMT_JSONL) {
-        fputs("{\"ids\": [", stdout);
+        OUT_LIT(o, "{\"ids\": [");
         for (size_t k = a; k < b; k++) {
+            char *p = out_room(o, OUT_SLACK), *p0 = p;
             if (k > a)
-                fputs(", ", stdout);
-            put_num(r->ids[k]);
+                *p++ = ',', *p++ = ' ';
+            o->n += (size_t)(fmt_num(p, r->ids[k]) - p0);
         }
-        fputs("], \"tokens\": [", stdout);
+        OUT_LIT(o, "], \"tokens\": [");
         for (size_t k = a; k < b; k++) {
+            const char *t = r->token_text + r->token_start[k];
+            size_t len = r->token_start[k + 1] - r->token_start[k];
+            if (len > OUT_PIECE) { /* a long added token, in pieces */
+                if (k > a)
+                    OUT_LIT(o, ", ");
+                out_json_string(o, t, len);
+                continue;
+            }
+            /* One request for room per token: most are a few bytes. */
+            char *p = out_room(o, 6 * len + 4), *p0 = p;
             if (k > a)
-                fputs(", ", stdout);
-            cli_write_json_string(stdout, r->token_text + r->token_start[k],
-                                  r->token_start[k + 1] - r->token_start[k]);
+                *p++ = ',', *p++ = ' ';
+            *p++ = '"';
+            p += cli_json_escape(p, t, len);
+            *p++ = '"';
+            o->n += (size_t)(p - p0);
         }
-        fputs("], \"offsets\": [", stdout);
+        OUT_LIT(o, "], \"offsets\": [");
         for (size_t k = a; k < b; k++) {
-            fputs(k > a ? ", [" : "[", stdout);
-            put_num(r->offsets[k].start);
-            fputs(", ", stdout);
-            put_num(r->offsets[k].end);
-            putchar(']');
+            char *p = out_room(o, 2 * OUT_SLACK), *p0 = p;
+            if (k > a)
+                *p++ = ',', *p++ = ' ';
+            *p++ = '[';
+            p = fmt_num(p, r->offsets[k].start);
+            *p++ = ',', *p++ = ' ';
+            p = fmt_num(p, r->offsets[k].end);
+            *p++ = ']';
+            o->n += (size_t)(p - p0);
         }
-        fputs("]}\n", stdout);
+        OUT_LIT(o, "]}\n");
         return;
     }
     for (size_t k = a; k < b; k++) {
         if (k > a)
-            putchar(' ');
+            OUT_LIT(o, " ");
         if (fmt == FMT_IDS)
-            put_num(r->ids[k]);
+            out_num(o, r->ids[k]);
         else
-            write_token(r->token_text + r->token_start[k],
-                        r->token_start[k + 1] - r->token_start[k]);
+            out_token(o, r->token_text + r->token_start[k],
+                      r->token_start[k + 1] - r->token_start[k]);
     }
     if (offsets) {
-        putchar('\t');
+        OUT_LIT(o, "\t");
         for (size_t k = a; k < b; k++) {
+            char *p = out_room(o, 2 * OUT_SLACK), *p0 = p;
             if (k > a)
-                putchar(' ');
-            put_num(r->offsets[k].start);
-            putchar('-');
-            put_num(r->offsets[k].end);
+                *p++ = ' ';
+            p = fmt_num(p, r->offsets[k].start);
+            *p++ = '-';
+            p = fmt_num(p, r->offsets[k].end);
+            o->n += (size_t)(p - p0);
         }
     }
-    putchar('\n');
+    OUT_LIT(o, "\n");
 }
+
+/* Lines per task: a task encodes them on its thread's session and formats
+ * them, so formatting runs on every thread, overlapped with the other
+ * threads' encoding, instead of after the block on one. */
+#define TASK_LINES 256
 
 typedef struct {
     lipi_session **sessions;
     size_t n_sessions;
     lipi_encode_options opt;
+    unsigned want;
     out_format fmt;
     bool offsets;
+    const block *b;  /* the block being encoded */
+    outbuf *outs;    /* [n_outs]: task k's output */
+    size_t n_outs;
 } encode_ctx;
+
+/* Task k: lines [k * TASK_LINES, ...) of the block, encoded and formatted
+ * into outs[k]. A failure names the block's line (1-based) in err->line. */
+static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
+{
+    encode_ctx *c = ctx;
+    const block *b = c->b;
+    size_t lo = k * TASK_LINES, m = b->n - lo < TASK_LINES ? b->n - lo : TASK_LINES;
+    lipi_batch r = {0};
+    lipi_status st = lipi_encode_batch(&c->sessions[wi], 1, b->lines + lo, m, &c->opt, c->want,
+                                       &r, err);
+    if (st != LIPI_OK) {
+        if (err->line)
+            err->line += lo;
+        return st;
+    }
+    outbuf *o = &c->outs[k];
+    o->n = 0;
+    if (c->fmt == FMT_IDS && !c->offsets)
+        print_ids(o, &r);
+    else
+        for (size_t i = 0; i < m; i++)
+            print_result(o, &r, i, c->fmt, c->offsets);
+    lipi_batch_free(&r);
+    if (o->oom) {
+        o->oom = false;
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, lo + 1, 0, "out of memory");
+    }
+    return LIPI_OK;
+}
 
 /* Encodes and prints a block; errors name the file and line. */
 static int flush_block(encode_ctx *c, block *b, const char *file)
 {
-    lipi_batch r = {0};
     lipi_error err = {0};
-    unsigned want = 0;
     if (b->n == 0)
         return EXIT_OK;
     for (size_t i = 0; i < b->n; i++)
         b->lines[i].s = b->text + b->off[i];
-    if (c->fmt != FMT_IDS)
-        want |= LIPI_WANT_TOKENS;
-    if (c->offsets || c->fmt == FMT_JSONL)
-        want |= LIPI_WANT_OFFSETS;
-    lipi_status st = lipi_encode_batch(c->sessions, c->n_sessions, b->lines, b->n, &c->opt, want,
-                                       &r, &err);
+    /* encode_files flushes at BLOCK_LINES lines a session: n_tasks <= n_outs */
+    size_t n_tasks = (b->n + TASK_LINES - 1) / TASK_LINES;
+    c->b = b;
+    lipi_status st = lipi_parallel_for(n_tasks, c->n_sessions, encode_task, c, &err);
     if (st != LIPI_OK) {
         size_t idx = err.line ? err.line - 1 : 0;
         snprintf(err.path, sizeof err.path, "%s", file);
@@ -250,21 +405,20 @@ static int flush_block(encode_ctx *c, block *b, const char *file)
         cli_report("encode", &err);
         return EXIT_FAIL;
     }
-    if (c->fmt == FMT_IDS && !c->offsets)
-        print_ids(&r);
-    else
-        for (size_t i = 0; i < b->n; i++)
-            print_result(&r, i, c->fmt, c->offsets);
-    lipi_batch_free(&r);
+    for (size_t k = 0; k < n_tasks; k++)
+        fwrite(c->outs[k].p, 1, c->outs[k].n, stdout);
     b->n = 0;
     b->len = 0;
     return EXIT_OK;
 }
 
-/* Lines per block: enough to keep every thread busy, little enough to
- * start printing early. */
-#define BLOCK_LINES 16384
-#define BLOCK_BYTES (8u << 20)
+/* Lines per block and thread: enough to keep every thread busy (32 of the
+ * batch's 64-line chunks each), little enough that the block's text, ids
+ * and token strings stay in cache and the allocator reuses their memory.
+ * 16384 lines a block (~3 MB of text, 4 MB of ids, fresh pages from the
+ * kernel each block) spent 5-12% of the command in page faults. */
+#define BLOCK_LINES 2048
+#define BLOCK_BYTES (1u << 20)
 
 static int encode_files(encode_ctx *c, char **files, int nfiles, lipi_invalid_mode mode)
 {
@@ -290,7 +444,7 @@ static int encode_files(encode_ctx *c, char **files, int nfiles, lipi_invalid_mo
                 lipi_error_set(&err, st, files[f], lipi_line_reader_line_no(r), 0, "out of memory");
                 break;
             }
-            if (b.n >= BLOCK_LINES || b.len >= BLOCK_BYTES) {
+            if (b.n >= BLOCK_LINES * c->n_sessions || b.len >= BLOCK_BYTES * c->n_sessions) {
                 rc = flush_block(c, &b, files[f]);
                 if (rc != EXIT_OK)
                     break;
@@ -378,9 +532,25 @@ static int run(int argc, char **argv)
     c.opt.add_special_tokens = ea.add;
     if (ea.have_max)
         c.opt.max_length = (size_t)ea.max_length;
-    rc = encode_files(&c, argv + optind, argc - optind, a.mode);
+    if (c.fmt != FMT_IDS)
+        c.want |= LIPI_WANT_TOKENS;
+    if (c.offsets || c.fmt == FMT_JSONL)
+        c.want |= LIPI_WANT_OFFSETS;
+    c.n_outs = (BLOCK_LINES * c.n_sessions + TASK_LINES - 1) / TASK_LINES;
+    c.outs = lipi_calloc(c.n_outs, sizeof *c.outs);
+    rc = c.outs ? EXIT_OK : EXIT_FAIL;
+    for (size_t k = 0; c.outs && k < c.n_outs && rc == EXIT_OK; k++)
+        if (out_init(&c.outs[k]) != LIPI_OK)
+            rc = EXIT_FAIL;
+    if (rc != EXIT_OK)
+        fprintf(stderr, "lipi encode: out of memory\n");
+    else
+        rc = encode_files(&c, argv + optind, argc - optind, a.mode);
     if (rc == EXIT_OK)
         rc = cli_finish_output("encode");
+    for (size_t k = 0; c.outs && k < c.n_outs; k++)
+        lipi_free(c.outs[k].p);
+    lipi_free(c.outs);
     cli_tokenizer_close(&t);
     return rc;
 }

@@ -65,30 +65,41 @@ bool cli_parse_u64(const char *s, uint64_t *out)
     return true;
 }
 
-void cli_write_json_string(FILE *f, const char *s, size_t len)
+size_t cli_json_escape(char *dst, const char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
-    putc('"', f);
-    size_t run = 0; /* start of the pending run of bytes that need no escape */
+    char *d = dst;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\')
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *d++ = (char)c;
             continue;
-        fwrite(s + run, 1, i - run, f);
-        run = i + 1;
+        }
+        *d++ = '\\';
         switch (c) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
+        case '"': *d++ = '"'; break;
+        case '\\': *d++ = '\\'; break;
+        case '\n': *d++ = 'n'; break;
+        case '\r': *d++ = 'r'; break;
+        case '\t': *d++ = 't'; break;
         default:
-            fputs("\\u00", f);
-            putc(hex[c >> 4], f);
-            putc(hex[c & 15], f);
+            memcpy(d, "u00", 3);
+            d[3] = hex[c >> 4];
+            d[4] = hex[c & 15];
+            d += 5;
         }
     }
-    fwrite(s + run, 1, len - run, f);
+    return (size_t)(d - dst);
+}
+
+void cli_write_json_string(FILE *f, const char *s, size_t len)
+{
+    char buf[6 * 1024];
+    putc('"', f);
+    for (size_t at = 0; at < len; at += 1024) {
+        size_t m = len - at < 1024 ? len - at : 1024;
+        fwrite(buf, 1, cli_json_escape(buf, s + at, m), f);
+    }
     putc('"', f);
 }
 
