@@ -79,7 +79,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
-.PHONY: all build deps test check bench demo fuzz fuzz-bins clean install uninstall man FORCE
+.PHONY: print-libs all build deps test check bench demo fuzz fuzz-bins clean install uninstall man FORCE
 # `make deps` first, then the build in a new make: what the Makefile found
 # when it was read (FAISS's headers, pkg-config's flags) may have changed
 # when deps installed packages.
@@ -155,6 +155,10 @@ fuzz-bins: $(FUZZ_HARNESSES:%=$(BUILD)/fuzz_%)
 
 deps:
 	@sh tests/deps.sh $(DEPS)
+
+# What a program linking liblipi.a needs after it (the bench/ scripts use it).
+print-libs:
+	@echo $(LDLIBS)
 
 # Each test binary runs from the repository root so fixture paths are stable.
 # LIPI_BIN lets tests drive the CLI built into the same BUILD. The shell tests

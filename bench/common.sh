@@ -2,6 +2,7 @@
 #   bench_corpus        -> path of the ~30 MB mixed corpus (decompressed once)
 #   bench_anchors       -> installs the anchor tools if missing (npm into $ANCHORS)
 #   bench_time NAME CMD -> runs CMD once, appends "NAME wall user sys rss_kb" to $TIMES
+#   bench_libs          -> the libraries to link after liblipi.a (the Makefile's own list)
 set -eu
 BENCH_TMP=${BENCH_TMP:-/tmp/lipi-bench}
 ANCHORS=${ANCHORS:-$BENCH_TMP/anchors}
@@ -70,4 +71,8 @@ bench_ratios() {
     $1 == base { b[++nb] = $2 } $1 == other { o[++no] = $2 }
     END { s = ""; for (i = 1; i <= nb && i <= no; i++) s = s sprintf(" %.2f", o[i] / b[i])
           printf "%s wall / %s wall, run by run:%s\n", other, base, s }' "$TIMES"
+}
+
+bench_libs() {
+  make -s --no-print-directory print-libs
 }

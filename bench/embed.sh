@@ -45,7 +45,7 @@ command -v node >/dev/null || apt-get install -y -qq nodejs npm >/dev/null
 
 make --no-print-directory BUILD="$BUILD" "$BUILD/liblipi.a" "$BUILD/lipi" >/dev/null
 cc -O2 -std=c11 -D_GNU_SOURCE -I. bench/embed.c "$BUILD/liblipi.a" -o "$BUILD/bench_embed" \
-  $(pkg-config --libs icu-uc icu-i18n libpcre2-8 jansson zlib liblzma libzstd) -lpthread -lm
+  $(bench_libs)
 GEMM_BUILD_ONLY=1 sh bench/gemm.sh "$BUILD"
 
 # ONNX Runtime: the npm package ships its prebuilt binary; --ignore-scripts

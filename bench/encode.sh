@@ -53,8 +53,7 @@ fi
 bench_anchors
 CC=${CC:-cc}
 FLAGS="-O2 -g -std=c11 -D_GNU_SOURCE"
-LIBS=$(pkg-config --libs icu-uc icu-i18n libpcre2-8 jansson zlib liblzma libzstd libcrypto)
-$CC $FLAGS -I. -o "$BUILD/bench_encode" bench/encode.c "$BUILD/liblipi.a" $LIBS -lpthread -lm
+$CC $FLAGS -I. -o "$BUILD/bench_encode" bench/encode.c "$BUILD/liblipi.a" $(bench_libs)
 
 TEXT=$BENCH_TMP/encode20.txt
 if [ ! -s "$TEXT" ]; then

@@ -23,11 +23,7 @@ DIR=${SEARCH_BENCH_DIR:-${TMPDIR:-/tmp}/lipi-bench-search-$N-$D-$NQ}
 BIN="$BUILD/bench_search"
 
 make --no-print-directory BUILD="$BUILD" "$BUILD/liblipi.a" >/dev/null
-extra=""
-[ -f /usr/include/faiss/Index.h ] && extra="-lfaiss"
-cc -O2 -std=c11 -D_GNU_SOURCE -I. bench/search.c "$BUILD/liblipi.a" -o "$BIN" $extra \
-  $(pkg-config --libs icu-uc icu-i18n libpcre2-8 jansson openblas zlib liblzma libzstd) \
-  -lpthread -lm $([ -n "$extra" ] && echo -lgomp -lstdc++)
+cc -O2 -std=c11 -D_GNU_SOURCE -I. bench/search.c "$BUILD/liblipi.a" -o "$BIN" $(make -s --no-print-directory print-libs)
 
 if [ ! -f "$DIR/index/meta.json" ] || [ ! -f "$DIR/queries.npy" ]; then
   echo "generating $N x $D random unit vectors and $NQ queries in $DIR ..."

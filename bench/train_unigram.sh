@@ -38,7 +38,7 @@ need spm_encode sentencepiece
 TMP=$(mktemp -d /tmp/lipi_bench_unigram.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 BIN=$TMP/train_unigram
-LIBS=$(pkg-config --libs icu-uc icu-i18n libpcre2-8 jansson zlib liblzma libzstd)
+LIBS=$(make -s --no-print-directory print-libs)
 CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter"
 # shellcheck disable=SC2086
 ${CC:-cc} $CFLAGS -I. bench/train_unigram.c "$BUILD/liblipi.a" -o "$BIN" $LIBS -lpthread -lm
