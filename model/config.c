@@ -119,8 +119,9 @@ static const struct {
     {"camembert", "Camembert", LIPI_ARCH_ROBERTA},
     {"albert", "Albert", LIPI_ARCH_ALBERT},
     {"distilbert", "DistilBert", LIPI_ARCH_DISTILBERT},
+    {"mpnet", "MPNet", LIPI_ARCH_MPNET},
 };
-#define SUPPORTED "bert, roberta, xlm-roberta, camembert, albert, distilbert"
+#define SUPPORTED "bert, roberta, xlm-roberta, camembert, albert, distilbert, mpnet"
 
 static lipi_status parse_labels(json_t *root, lipi_config *c, const char *path,
                                 lipi_error *err)
@@ -228,8 +229,13 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
         TRY(get_size(root, "num_attention_heads", true, 0, &c->heads, path, err));
         TRY(get_size(root, "intermediate_size", true, 0, &c->inter, path, err));
         TRY(get_size(root, "max_position_embeddings", true, 0, &c->max_pos, path, err));
-        TRY(get_size(root, "type_vocab_size", false, 2, &c->type_vocab, path, err));
-        TRY(get_float(root, "layer_norm_eps", 1e-12, &c->ln_eps, path, err));
+        /* MPNetEmbeddings has no token type table. */
+        if (c->arch == LIPI_ARCH_MPNET)
+            c->type_vocab = 0;
+        else
+            TRY(get_size(root, "type_vocab_size", false, 2, &c->type_vocab, path, err));
+        TRY(get_float(root, "layer_norm_eps", c->arch == LIPI_ARCH_MPNET ? 1e-5 : 1e-12,
+                      &c->ln_eps, path, err));
         TRY(get_act(root, "hidden_act", c->arch == LIPI_ARCH_ALBERT ? "gelu_new" : "gelu",
                     &c->act, path, err));
     }
@@ -255,7 +261,7 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
                                   c->layers, c->groups);
     }
     json_t *pad = json_object_get(root, "pad_token_id");
-    size_t pad_default = c->arch == LIPI_ARCH_ROBERTA ? 1 : 0;
+    size_t pad_default = c->arch == LIPI_ARCH_ROBERTA || c->arch == LIPI_ARCH_MPNET ? 1 : 0;
     if (pad && !json_is_null(pad)) {
         if (!json_is_integer(pad) || json_integer_value(pad) < 0 ||
             (unsigned long long)json_integer_value(pad) >= c->vocab)
@@ -271,14 +277,29 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
                               "field \"%s\": %zu is not a multiple of the %zu heads",
                               c->arch == LIPI_ARCH_DISTILBERT ? "dim" : "hidden_size",
                               c->hidden, c->heads);
-    if (c->arch == LIPI_ARCH_ROBERTA) {
-        /* create_position_ids_from_input_ids: positions start after padding_idx. */
-        c->pos_offset = (size_t)c->pad_id + 1;
+    if (c->arch == LIPI_ARCH_ROBERTA || c->arch == LIPI_ARCH_MPNET) {
+        /* create_position_ids_from_input_ids: positions start after
+         * padding_idx, which is pad_token_id for RoBERTa and the constant 1
+         * in MPNetEmbeddings (whatever pad_token_id says). */
+        c->pos_pad = c->arch == LIPI_ARCH_MPNET ? 1 : c->pad_id;
+        c->pos_offset = (size_t)c->pos_pad + 1;
         if (c->pos_offset >= c->max_pos)
             return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
                                   "field \"max_position_embeddings\": %zu leaves no position "
-                                  "after pad_token_id %u",
-                                  c->max_pos, c->pad_id);
+                                  "after padding_idx %u",
+                                  c->max_pos, c->pos_pad);
+    }
+    if (c->arch == LIPI_ARCH_MPNET) {
+        /* MPNetEncoder's table has relative_attention_num_buckets rows, but
+         * compute_position_bias always buckets into LIPI_MPNET_BUCKETS. */
+        TRY(get_size(root, "relative_attention_num_buckets", false, LIPI_MPNET_BUCKETS,
+                     &c->rel_buckets, path, err));
+        if (c->rel_buckets < LIPI_MPNET_BUCKETS)
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "field \"relative_attention_num_buckets\": expected at "
+                                  "least %d (MPNet buckets relative positions into %d), "
+                                  "found %zu",
+                                  LIPI_MPNET_BUCKETS, LIPI_MPNET_BUCKETS, c->rel_buckets);
     }
     if (c->classifier)
         TRY(parse_labels(root, c, path, err));

@@ -14,6 +14,7 @@
 #include "model/model_impl.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -204,6 +205,46 @@ void lipi_softmax_ref(float *x, size_t L, float scale)
     }
     for (size_t i = 0; i < L; i++)
         x[i] = (float)(x[i] / sum);
+}
+
+/* MPNetEncoder.relative_position_bucket with num_buckets 32, max_distance
+ * 128. n = query - key position; HF computes the log in float32, but the
+ * double form gives the same buckets for every |n| below 200,000 (checked
+ * against torch when the fixture was made; the test compares 1,100). */
+size_t lipi_mpnet_bucket(long rel)
+{
+    const long half = LIPI_MPNET_BUCKETS / 2, exact = half / 2;
+    long n = -rel;
+    size_t ret = n < 0 ? (size_t)half : 0;
+    n = n < 0 ? -n : n;
+    if (n < exact)
+        return ret + (size_t)n;
+    long v = exact + (long)(log((double)n / (double)exact) /
+                            log((double)LIPI_MPNET_MAX_DISTANCE / (double)exact) *
+                            (double)(half - exact));
+    return ret + (size_t)(v < half - 1 ? v : half - 1);
+}
+
+/* x: (L, L) in place: x[i][j] = x[i][j] * scale + rb[j - i] */
+LIPI_CLONES
+void lipi_attn_rel_bias(float *x, size_t L, float scale, const float *rb)
+{
+    for (size_t i = 0; i < L; i++) {
+        float *r = x + i * L;
+        const float *b = rb - (ptrdiff_t)i; /* b[j] = rb[j - i] */
+        for (size_t j = 0; j < L; j++)
+            r[j] = r[j] * scale + b[j];
+    }
+}
+
+void lipi_attn_rel_bias_ref(float *x, size_t L, float scale, const float *table, size_t H,
+                            size_t h)
+{
+    for (size_t i = 0; i < L; i++)
+        for (size_t j = 0; j < L; j++) {
+            size_t b = lipi_mpnet_bucket((long)j - (long)i);
+            x[i * L + j] = x[i * L + j] * scale + table[b * H + h];
+        }
 }
 
 /* x: (T, N) with row stride ldx, in place: act(x + bias), then + res
@@ -683,8 +724,17 @@ static void attn_task(void *p, size_t t, size_t worker)
     const float *k = q + j->C, *v = q + 2 * j->C;
     float *S = s->scores + worker * s->lmax * s->lmax; /* (L, L) */
     lipi_sgemm_nt(s->gemm, L, L, j->D, q, C3, k, C3, S, L);
-    for (size_t i = 0; i < L; i++)
-        lipi_softmax(S + i * L, L, j->scale);
+    const lipi_model *m = s->m;
+    if (m->pos_bias) {
+        /* MPNet: scores / sqrt(D) + the head's bias by relative position */
+        size_t P = m->cfg.max_pos - m->cfg.pos_offset;
+        lipi_attn_rel_bias(S, L, j->scale, m->pos_bias + h * (2 * P - 1) + (P - 1));
+        for (size_t i = 0; i < L; i++)
+            lipi_softmax(S + i * L, L, 1.0f);
+    } else {
+        for (size_t i = 0; i < L; i++)
+            lipi_softmax(S + i * L, L, j->scale);
+    }
     lipi_sgemm_nn(s->gemm, L, j->D, L, S, L, v, C3, j->out + o * j->C + h * j->D, j->C);
 }
 
@@ -763,16 +813,17 @@ static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t 
     s->off[0] = 0;
     for (size_t i = 0; i < n; i++) {
         const lipi_sequence *q = &seqs[i];
-        /* RoBERTa's create_position_ids_from_input_ids: padding tokens keep
-         * padding_idx, the others count up from padding_idx + 1. */
+        /* RoBERTa's and MPNet's create_position_ids_from_input_ids: tokens
+         * equal to padding_idx keep it, the others count up from
+         * padding_idx + 1. */
         uint32_t count = 0;
         for (size_t k = 0; k < q->len; k++, t++) {
             s->tok_id[t] = q->ids[k];
             s->tok_type[t] = q->type_ids ? q->type_ids[k] : 0;
-            if (c->arch == LIPI_ARCH_ROBERTA) {
-                bool real = q->ids[k] != c->pad_id;
+            if (c->pos_offset) {
+                bool real = q->ids[k] != c->pos_pad;
                 count += real;
-                s->tok_pos[t] = real ? c->pad_id + count : c->pad_id;
+                s->tok_pos[t] = real ? c->pos_pad + count : c->pos_pad;
             } else {
                 s->tok_pos[t] = (uint32_t)k;
             }

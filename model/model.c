@@ -182,6 +182,9 @@ static const layer_names ALBERT_NAMES = {
 static const layer_names DISTIL_NAMES = {
     "attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin",
     "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm"};
+static const layer_names MPNET_NAMES = {
+    "attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o",
+    "attention.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm"};
 
 static lipi_status layer(loader *L, const char *pre, const layer_names *nm, lipi_layer_w *w,
                          const lipi_config *c)
@@ -211,17 +214,26 @@ static lipi_status plan(loader *L, lipi_model *m)
     const lipi_config *c = &m->cfg;
     size_t C = c->hidden, E = c->embed;
     char pre[96];
-    bool distil = c->arch == LIPI_ARCH_DISTILBERT;
 
     TRY(embedding(L, "embeddings.word_embeddings.weight", &m->word_emb, c->vocab, E));
     TRY(embedding(L, "embeddings.position_embeddings.weight", &m->pos_emb, c->max_pos, E));
-    if (!distil)
+    if (c->type_vocab) /* DistilBERT and MPNet have no token types */
         TRY(embedding(L, "embeddings.token_type_embeddings.weight", &m->type_emb,
                       c->type_vocab, E));
     TRY(layernorm(L, "embeddings.LayerNorm", &m->emb_ln_w, &m->emb_ln_b, E));
     if (c->arch == LIPI_ARCH_ALBERT)
         TRY(linear(L, true, "encoder.embedding_hidden_mapping_in", &m->proj_w, NULL,
                    &m->proj_b, C, E));
+    if (c->arch == LIPI_ARCH_MPNET) {
+        /* One table shared by every layer, and the per-head rows derived
+         * from it after loading (a region with no tensor bound). H <= C
+         * and the position table (P, C) must be in the file, so the size
+         * cannot overflow once resolve has passed. */
+        TRY(embedding(L, "encoder.relative_attention_bias.weight", &m->rel_bias,
+                      c->rel_buckets, c->heads));
+        size_t r, P = c->max_pos - c->pos_offset;
+        TRY(add_region(L, &m->pos_bias, c->heads * (2 * P - 1), &r));
+    }
 
     for (size_t i = 0; i < m->n_unique; i++) {
         switch (c->arch) {
@@ -229,6 +241,10 @@ static lipi_status plan(loader *L, lipi_model *m)
         case LIPI_ARCH_ROBERTA:
             snprintf(pre, sizeof pre, "encoder.layer.%zu.", i);
             TRY(layer(L, pre, &BERT_NAMES, &m->unique[i], c));
+            break;
+        case LIPI_ARCH_MPNET:
+            snprintf(pre, sizeof pre, "encoder.layer.%zu.", i);
+            TRY(layer(L, pre, &MPNET_NAMES, &m->unique[i], c));
             break;
         case LIPI_ARCH_ALBERT:
             snprintf(pre, sizeof pre, "encoder.albert_layer_groups.%zu.albert_layers.%zu.",
@@ -257,6 +273,7 @@ static lipi_status plan(loader *L, lipi_model *m)
         TRY(linear(L, false, "classifier", &m->head2_w, NULL, &m->head2_b, NL, C));
         break;
     case LIPI_ARCH_ROBERTA:
+    case LIPI_ARCH_MPNET: /* MPNetClassificationHead is RoBERTa's */
         m->head = LIPI_HEAD_ROBERTA;
         TRY(linear(L, false, "classifier.dense", &m->head1_w, NULL, &m->head1_b, C, C));
         TRY(linear(L, false, "classifier.out_proj", &m->head2_w, NULL, &m->head2_b, NL, C));
@@ -339,7 +356,8 @@ static lipi_status resolve(loader *L, const char *path)
  * as saved by *For* heads) or none (as saved by the bare model). */
 static lipi_status choose_prefix(loader *L, const lipi_config *c, const char *path)
 {
-    static const char *const prefixes[] = {"bert.", "roberta.", "albert.", "distilbert."};
+    static const char *const prefixes[] = {"bert.", "roberta.", "albert.", "distilbert.",
+                                           "mpnet."};
     const char *p = prefixes[c->arch];
     char name[160];
     snprintf(name, sizeof name, "%sembeddings.word_embeddings.weight", p);
@@ -355,6 +373,19 @@ static lipi_status choose_prefix(loader *L, const lipi_config *c, const char *pa
                           "missing tensor \"%s\" (also looked for it without the \"%s\" "
                           "prefix)",
                           name, p);
+}
+
+/* pos_bias (H, 2P - 1) from rel_bias (NB, H): the attention then adds
+ * pos_bias[h][j - i + P - 1] without bucketing per score. */
+static void fill_pos_bias(lipi_model *m)
+{
+    const lipi_config *c = &m->cfg;
+    size_t H = c->heads, P = c->max_pos - c->pos_offset, W = 2 * P - 1;
+    for (size_t r = 0; r < W; r++) {
+        size_t b = lipi_mpnet_bucket((long)r - (long)(P - 1));
+        for (size_t h = 0; h < H; h++)
+            m->pos_bias[h * W + r] = m->rel_bias[b * H + h];
+    }
 }
 
 static void fill_info(lipi_model *m)
@@ -478,6 +509,8 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
         }
         lipi_st_release(sf, b->t);
     }
+    if (m->pos_bias)
+        fill_pos_bias(m);
 done:
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, st, path, 0, 0, "out of memory");

@@ -1,5 +1,5 @@
 /* lipi model module: encoder-only transformers (BERT, RoBERTa/XLM-R,
- * ALBERT, DistilBERT) from Hugging Face folders, token ids -> hidden states
+ * ALBERT, DistilBERT, MPNet) from Hugging Face folders, token ids -> hidden states
  * -> pooled sentence embeddings or classifier probabilities.
  *
  *   lipi_model *m = NULL; lipi_model_session *s = NULL; lipi_error err;
@@ -53,7 +53,8 @@ typedef struct {
 
 /* What a loaded model is. Strings and arrays are borrowed from the model. */
 typedef struct {
-    const char *model_type;   /* "bert", "roberta", "xlm-roberta", "albert", "distilbert" */
+    const char *model_type;   /* "bert", "roberta", "xlm-roberta", "camembert",
+                                 "albert", "distilbert", "mpnet" */
     size_t vocab_size;
     size_t hidden_size;
     size_t num_layers;        /* layers run (ALBERT: shared weights counted per use) */

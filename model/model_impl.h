@@ -61,7 +61,14 @@ typedef enum {
     LIPI_ARCH_ROBERTA,
     LIPI_ARCH_ALBERT,
     LIPI_ARCH_DISTILBERT,
+    LIPI_ARCH_MPNET,
 } lipi_arch;
+
+/* MPNet's relative position buckets: MPNetEncoder.compute_position_bias
+ * calls relative_position_bucket with its defaults, num_buckets 32 and
+ * max_distance 128, whatever the config says. */
+#define LIPI_MPNET_BUCKETS 32
+#define LIPI_MPNET_MAX_DISTANCE 128
 
 typedef enum { LIPI_ACT_GELU, LIPI_ACT_GELU_TANH, LIPI_ACT_RELU } lipi_act;
 
@@ -86,7 +93,9 @@ typedef struct {
     float ln_eps;
     lipi_act act;
     uint32_t pad_id;
-    size_t pos_offset;            /* RoBERTa: padding_idx + 1, else 0 */
+    size_t pos_offset;            /* RoBERTa, MPNet: padding_idx + 1, else 0 */
+    uint32_t pos_pad;             /* RoBERTa, MPNet: padding_idx of the positions */
+    size_t rel_buckets;           /* MPNet: rows of relative_attention_bias, else 0 */
     bool classifier;              /* *ForSequenceClassification */
     bool multi_label;
     size_t num_labels;
@@ -177,6 +186,9 @@ struct lipi_model {
     float *emb_ln_w, *emb_ln_b; /* (E) */
     float *proj_w;        /* (C, E) ALBERT only */
     float *proj_b;
+    float *rel_bias;      /* (NB, H) MPNet's relative_attention_bias, else NULL */
+    float *pos_bias;      /* (H, 2P - 1) MPNet: rel_bias of head h for key - query
+                             position r at [h][r + P - 1], P = longest sequence */
     lipi_layer_w *unique; /* stored layers */
     size_t n_unique;
     const lipi_layer_w **exec; /* layers in the order they run */
@@ -220,6 +232,17 @@ void lipi_layernorm_ref(float *x, size_t T, size_t C, const float *w, const floa
 /* x: (L) in place: softmax(x * scale) */
 void lipi_softmax(float *x, size_t L, float scale);
 void lipi_softmax_ref(float *x, size_t L, float scale);
+/* MPNet's relative_position_bucket (bidirectional, 32 buckets, max
+ * distance 128) of rel = key position - query position: 0..7 for the exact
+ * distances the query looks back, 8..15 log-spaced beyond, 16..31 the same
+ * looking forward. */
+size_t lipi_mpnet_bucket(long rel);
+/* x: (L, L) scores of one head, in place:
+ * x[i][j] = x[i][j] * scale + rb[j - i]; rb[-(L-1)] .. rb[L-1] readable */
+void lipi_attn_rel_bias(float *x, size_t L, float scale, const float *rb);
+/* The same, bucketing every (i, j) into table: (NB, H), column h */
+void lipi_attn_rel_bias_ref(float *x, size_t L, float scale, const float *table, size_t H,
+                            size_t h);
 /* x: (T, N) in place: act(x + bias) (+ residual (T, N) when not NULL) */
 void lipi_bias_act(float *x, size_t T, size_t N, size_t ldx, const float *bias, int act,
                    const float *res, size_t ldr);

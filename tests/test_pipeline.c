@@ -28,6 +28,9 @@
 /* Helpers                                                                   */
 /* ======================================================================== */
 
+/* x: (n) pseudo-random values in [-scale, scale] (defined below). */
+static void fill(float *x, size_t n, uint32_t seed, float scale);
+
 /* Counts |got - want| > tol and prints the first few mismatches. */
 static size_t mismatches(const char *what, const float *got, const float *want, size_t n,
                          double tol)
@@ -247,13 +250,91 @@ static void check_fixture(const char *name, size_t threads, lipi_gemm_kind gemm)
 static const char *ALL_FIXTURES[] = {
     "bert",   "bert_noprefix", "bert_legacy", "bert_f16",    "bert_bf16",      "roberta",
     "xlmr",   "albert",        "distilbert",  "st_mean",     "bert_cls",       "roberta_cls",
-    "distilbert_cls"};
+    "distilbert_cls", "mpnet", "mpnet_cls", "st_mpnet"};
 #define N_FIXTURES (sizeof ALL_FIXTURES / sizeof ALL_FIXTURES[0])
 
 static void test_every_fixture_matches_pytorch_within_1e4(void **state)
 {
     for (size_t i = 0; i < N_FIXTURES; i++)
         check_fixture(ALL_FIXTURES[i], 1, LIPI_GEMM_AUTO);
+}
+
+/* MPNet: the bucket function against torch's for key - query in
+ * -1100..1100, the table-driven bias against the one bucketing per score,
+ * and the whole model within TOL (the worst difference printed). */
+static void test_mpnet_relative_position_bias_matches_pytorch(void **state)
+{
+    size_t shape[3], nd;
+    float *want = read_npy(FIXTURES "/mpnet/expected_buckets.npy", shape, &nd);
+    assert_int_equal(nd, 1);
+    assert_int_equal(shape[0], 2201);
+    size_t bad = 0;
+    for (long r = -1100; r <= 1100; r++) {
+        size_t got = lipi_mpnet_bucket(r), w = (size_t)want[r + 1100];
+        if (got != w && bad++ < 5)
+            fprintf(stderr, "  bucket(%ld): got %zu, expected %zu\n", r, got, w);
+    }
+    assert_int_equal(bad, 0);
+    free(want);
+
+    enum { L = 45, H = 3, NB = 32 };
+    float x[L * L], r[L * L], table[NB * H], rb[2 * L - 1];
+    fill(table, NB * H, 11, 1);
+    for (size_t h = 0; h < H; h++) {
+        for (long d = -(L - 1); d <= L - 1; d++)
+            rb[d + L - 1] = table[lipi_mpnet_bucket(d) * H + h];
+        fill(x, L * L, 12 + (uint32_t)h, 10);
+        memcpy(r, x, sizeof x);
+        lipi_attn_rel_bias(x, L, 0.25f, rb + L - 1);
+        lipi_attn_rel_bias_ref(r, L, 0.25f, table, H, h);
+        assert_memory_equal(x, r, sizeof x);
+    }
+
+    /* The worst difference of the hidden states against PyTorch. */
+    const char *names[] = {"mpnet", "st_mpnet"};
+    double worst = 0;
+    for (size_t f = 0; f < 2; f++) {
+        char dir[256], path[300];
+        snprintf(dir, sizeof dir, FIXTURES "/%s", names[f]);
+        lipi_model *m = load_fixture(names[f]);
+        const lipi_model_info *info = lipi_model_get_info(m);
+        assert_string_equal(info->model_type, "mpnet");
+        assert_int_equal(info->max_tokens, 40); /* 42 positions after padding_idx 1 */
+        size_t C = info->hidden_size;
+        assert_int_equal(C, 36);
+        inputs in;
+        read_inputs(dir, &in);
+        lipi_model_session *s = NULL;
+        assert_int_equal(lipi_model_session_new(m, 3, &s, NULL), LIPI_OK);
+        float *hidden = malloc(in.T * C * sizeof(float));
+        assert_int_equal(lipi_model_forward(s, in.seqs, in.B, hidden, NULL), LIPI_OK);
+        snprintf(path, sizeof path, "%s/expected_hidden.npy", dir);
+        want = read_npy(path, shape, &nd);
+        for (size_t b = 0, row = 0; b < in.B; b++)
+            for (size_t l = 0; l < in.lens[b]; l++, row++)
+                for (size_t c = 0; c < C; c++) {
+                    double d = fabs((double)hidden[row * C + c] - want[(b * shape[1] + l) * C + c]);
+                    worst = d > worst ? d : worst;
+                }
+        free(want);
+        free(hidden);
+        if (f == 1) {
+            /* all-mpnet-base-v2's layout: mean pooling + Normalize */
+            assert_int_equal(info->pooling, LIPI_POOL_MEAN);
+            assert_true(info->normalize);
+            float *out = malloc(in.B * C * sizeof(float));
+            assert_int_equal(lipi_model_embed(s, in.seqs, in.B, NULL, out, NULL), LIPI_OK);
+            want = read_npy(FIXTURES "/st_mpnet/expected_default.npy", shape, &nd);
+            assert_int_equal(mismatches("st_mpnet default", out, want, in.B * C, TOL), 0);
+            free(want);
+            free(out);
+        }
+        free_inputs(&in);
+        lipi_model_session_free(s);
+        lipi_model_free(m);
+    }
+    printf("  mpnet vs pytorch: max abs difference of the hidden states %.3g\n", worst);
+    assert_true(worst <= TOL);
 }
 
 static void test_portable_gemm_backend_matches_pytorch(void **state)
@@ -426,8 +507,8 @@ static void test_sentence_transformers_transformer_subfolder(void **state)
 
 static void test_classifiers_give_pytorch_logits_and_labels(void **state)
 {
-    const char *names[] = {"bert_cls", "roberta_cls", "distilbert_cls"};
-    for (size_t i = 0; i < 3; i++) {
+    const char *names[] = {"bert_cls", "roberta_cls", "distilbert_cls", "mpnet_cls"};
+    for (size_t i = 0; i < 4; i++) {
         char dir[256], path[300];
         snprintf(dir, sizeof dir, FIXTURES "/%s", names[i]);
         lipi_model *m = load_fixture(names[i]);
@@ -579,7 +660,6 @@ static void test_bad_sequences_are_rejected_with_position(void **state)
     lipi_model_free(m);
 }
 
-static void fill(float *x, size_t n, uint32_t seed, float scale);
 
 static double cosine(const float *a, const float *b, size_t n)
 {
@@ -606,7 +686,7 @@ static void test_int8_embeddings_stay_within_cosine_099_of_f32(void **state)
         assert_int_equal(lipi_model_load(dir, &q8, &m8, NULL), LIPI_OK);
         inputs in;
         read_inputs(dir, &in);
-        size_t C = 32;
+        size_t C = lipi_model_get_info(m32)->hidden_size;
         float *e32 = malloc(in.B * 2 * C * sizeof(float)), *e8 = malloc(in.B * 2 * C * sizeof(float));
         lipi_embed_options opt = {LIPI_POOL_CLS | LIPI_POOL_MEAN, 0};
         lipi_model_session *s32 = NULL;
@@ -977,6 +1057,9 @@ static void test_config_errors_name_the_field(void **state)
                         "unsupported architecture \"gpt2\"", "bert, roberta, xlm-roberta");
     expect_config_error("{\"architectures\":[\"T5Model\"]}", "unsupported architecture \"T5Model\"",
                         "albert, distilbert");
+    expect_config_error("{\"model_type\":\"mpnet\",\"hidden_size\":32,"
+                        "\"relative_attention_num_buckets\":16," BERT_CFG_TAIL "}",
+                        "\"relative_attention_num_buckets\"", "at least 32");
     expect_config_error("{\"vocab_size\":3}", "missing field \"model_type\"", "bert");
     expect_config_error("{\"model_type\":\"bert\",\"hidden_size\":32,\"hidden_act\":\"swish\","
                         BERT_CFG_TAIL "}",
@@ -1212,6 +1295,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_fixture_matches_pytorch_within_1e4),
+        cmocka_unit_test(test_mpnet_relative_position_bias_matches_pytorch),
         cmocka_unit_test(test_portable_gemm_backend_matches_pytorch),
         cmocka_unit_test(test_sentence_transformers_folder_sets_pooling_and_normalize),
         cmocka_unit_test(test_sentence_transformers_dense_module_runs_after_pooling),
