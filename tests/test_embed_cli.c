@@ -434,6 +434,41 @@ static void test_classify_gives_the_fixture_labels_and_probabilities(void **stat
     cli_result_free(&r);
 }
 
+/* --pairs: the fixture's sequences 1 and 4 are pairs (type ids 0 then 1)
+ * and the word-level tokenizer has no template, so "a<TAB>b" gives the same
+ * ids and type ids as PyTorch saw. */
+static void test_classify_pairs_reads_tsv_pairs_as_pytorch_saw_them(void **state)
+{
+    const char *dir = md_model("bert_cls"), *in = md_path("pairs.tsv");
+    const char *text = "t78 t13 t61\tt58 t65 t86 t52\nt67 t4 t70 t27\tt87 t56 t37 t3 t97\n";
+    md_write(in, text, strlen(text));
+    cli_result r = cli_runf("classify --pairs -m %s %s", dir, in);
+    if (r.code != 0)
+        fail_msg("lipi classify --pairs exited %d: %s", r.code, r.err);
+    static const char *const labels[] = {"negative", "neutral", "positive"};
+    size_t rows, cols;
+    float *torch = md_read_npy("tests/fixtures/models/bert_cls/expected_probs.npy", &rows, &cols);
+    assert_non_null(torch);
+    float got[3];
+    parse_probs(r.out, labels, 3, got);
+    assert_close(got, torch + 0 * 3, 3, TORCH_TOL + PRINT_TOL, "pair 1 vs PyTorch");
+    parse_probs(strchr(r.out, '\n') + 1, labels, 3, got);
+    assert_close(got, torch + 3 * 3, 3, TORCH_TOL + PRINT_TOL, "pair 2 vs PyTorch");
+    free(torch);
+    cli_result_free(&r);
+
+    /* A line without a tab names its file and line; nothing is printed. */
+    const char *bad = md_path("pairs_no_tab.tsv");
+    md_write(bad, "t4\tt5\nt6 t7\n", 12);
+    r = cli_runf("classify --pairs -m %s %s", dir, bad);
+    assert_int_equal(r.code, 1);
+    char where[600];
+    snprintf(where, sizeof where, "%s:2", bad);
+    if (!strstr(r.err, where) || !strstr(r.err, "no tab"))
+        fail_msg("expected '%s' and 'no tab' in: %s", where, r.err);
+    cli_result_free(&r);
+}
+
 static void test_classify_needs_a_classifier_head(void **state)
 {
     const char *dir = md_model("bert");
@@ -658,6 +693,7 @@ int main(void)
         cmocka_unit_test(test_embed_usage_and_model_errors),
         cmocka_unit_test(test_embed_int8_stays_close_to_f32),
         cmocka_unit_test(test_classify_gives_the_fixture_labels_and_probabilities),
+        cmocka_unit_test(test_classify_pairs_reads_tsv_pairs_as_pytorch_saw_them),
         cmocka_unit_test(test_classify_needs_a_classifier_head),
         cmocka_unit_test(test_probe_separates_topics_and_is_deterministic),
         cmocka_unit_test(test_probe_predict_with_another_model_is_an_error),
