@@ -18,6 +18,8 @@ static void help(FILE *f)
             "probability, and the probability of every label (names from the config's\n"
             "id2label; softmax, or sigmoid for multi-label problems):\n"
             "  {\"label\":\"positive\",\"score\":0.91,\"probs\":{\"negative\":0.02,...}}\n"
+            "A head with one label (a cross-encoder) gives sigmoid(logit), as Hugging\n"
+            "Face's pipeline and sentence-transformers' CrossEncoder do.\n"
             "\n"
             "Options:\n"
             "  --pairs              every line is a pair TEXT_A<TAB>TEXT_B (split at the\n"
