@@ -101,6 +101,10 @@ typedef enum {
     CLI_OPT_CONTEXT,
     CLI_OPT_PRICE_PER_MILLION,
     CLI_OPT_PAIRS,
+    CLI_OPT_RAW,
+    CLI_OPT_LABEL,
+    CLI_OPT_TOP,
+    CLI_OPT_FROM_SEARCH,
 } cli_option_id;
 
 typedef struct {
@@ -189,6 +193,7 @@ extern const cli_command cmd_search;
 extern const cli_command cmd_eval_retrieval;
 extern const cli_command cmd_embed;
 extern const cli_command cmd_classify;
+extern const cli_command cmd_rerank;
 extern const cli_command cmd_probe;
 extern const cli_command cmd_download;
 
