@@ -100,6 +100,11 @@ typedef enum {
     CLI_OPT_COST_MODEL,
     CLI_OPT_CONTEXT,
     CLI_OPT_PRICE_PER_MILLION,
+    CLI_OPT_PAIRS,
+    CLI_OPT_RAW,
+    CLI_OPT_LABEL,
+    CLI_OPT_TOP,
+    CLI_OPT_FROM_SEARCH,
 } cli_option_id;
 
 typedef struct {
@@ -134,6 +139,15 @@ bool cli_parse_double(const char *s, double lo, double hi, double *out);
 /* Splits s in place at `sep` into at most max non-empty items; returns how
  * many. */
 size_t cli_split_list(char *s, char sep, char **items, size_t max);
+
+/* Splits each of the n lines texts[i] (lens[i] bytes) at its first tab into
+ * a[i] (alens[i] bytes) and b[i] (blens[i] bytes, tabs after the first
+ * kept): the TSV pairs `classify --pairs` and `rerank --pairs` read. The
+ * parts point into the lines. A line without a tab is LIPI_EINVAL with
+ * err->line = its index + 1 (cli_for_each_batch adds its file and line). */
+lipi_status cli_split_pairs(const char *const *texts, const size_t *lens, size_t n,
+                            const char **a, size_t *alens, const char **b, size_t *blens,
+                            lipi_error *err);
 
 /* Writes s[0..len) as a JSON string literal (quotes included). */
 void cli_write_json_string(FILE *f, const char *s, size_t len);
@@ -183,6 +197,7 @@ extern const cli_command cmd_search;
 extern const cli_command cmd_eval_retrieval;
 extern const cli_command cmd_embed;
 extern const cli_command cmd_classify;
+extern const cli_command cmd_rerank;
 extern const cli_command cmd_probe;
 extern const cli_command cmd_download;
 

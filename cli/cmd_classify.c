@@ -2,6 +2,7 @@
  * input line. */
 #include "cli/cli.h"
 
+#include <getopt.h>
 #include <string.h>
 
 #include "cli/embedder.h"
@@ -9,7 +10,7 @@
 static void help(FILE *f)
 {
     fprintf(f,
-            "Usage: lipi classify -m MODEL [OPTIONS] [FILE...]\n"
+            "Usage: lipi classify -m MODEL [--pairs] [OPTIONS] [FILE...]\n"
             "\n"
             "Runs a fine-tuned *ForSequenceClassification checkpoint (BERT, RoBERTa,\n"
             "XLM-R, ALBERT, DistilBERT: pooler and classifier head) on every input line\n"
@@ -17,8 +18,16 @@ static void help(FILE *f)
             "probability, and the probability of every label (names from the config's\n"
             "id2label; softmax, or sigmoid for multi-label problems):\n"
             "  {\"label\":\"positive\",\"score\":0.91,\"probs\":{\"negative\":0.02,...}}\n"
+            "A head with one label (a cross-encoder) gives sigmoid(logit), as Hugging\n"
+            "Face's pipeline and sentence-transformers' CrossEncoder do.\n"
             "\n"
             "Options:\n"
+            "  --pairs              every line is a pair TEXT_A<TAB>TEXT_B (split at the\n"
+            "                       first tab), encoded with the tokenizer's pair template\n"
+            "                       ([CLS] a [SEP] b [SEP], <s> a </s></s> b </s>) and its\n"
+            "                       token type ids, as NLI models and cross-encoders read\n"
+            "                       them; a longer pair loses tokens from its longer text\n"
+            "                       first. A line without a tab is an error\n"
             "%s"
             "  -o, --output FILE    write there (atomically) instead of standard output\n"
             "  -h, --help           show this help\n",
@@ -47,6 +56,9 @@ void cli_write_label_probs(FILE *f, const char *const *labels, size_t k, const f
 
 typedef struct {
     lipi_embedder_session *s;
+    bool pairs;              /* --pairs */
+    const char **a, **b;     /* (batch) the halves of the pairs */
+    size_t *alens, *blens;   /* (batch) */
     const char **labels;
     size_t k;
     float *probs;   /* (batch, k) */
@@ -59,7 +71,15 @@ static lipi_status classify_batch(const char *const *texts, const size_t *lens, 
                                   void *vctx, lipi_error *err)
 {
     classify_ctx *c = vctx;
-    lipi_status st = lipi_embedder_classify(c->s, texts, lens, n, c->probs, c->cut, err);
+    lipi_status st;
+    if (c->pairs) {
+        st = cli_split_pairs(texts, lens, n, c->a, c->alens, c->b, c->blens, err);
+        if (st == LIPI_OK)
+            st = lipi_embedder_classify_pairs(c->s, c->a, c->alens, c->b, c->blens, n, c->probs,
+                                              c->cut, err);
+    } else {
+        st = lipi_embedder_classify(c->s, texts, lens, n, c->probs, c->cut, err);
+    }
     if (st == LIPI_OK)
         cli_count_truncated(c->cut, n, &c->truncated);
     for (size_t i = 0; st == LIPI_OK && i < n; i++)
@@ -67,11 +87,23 @@ static lipi_status classify_batch(const char *const *texts, const size_t *lens, 
     return st;
 }
 
+static int own(int id, const char *arg, void *vctx)
+{
+    (void)arg;
+    classify_ctx *c = vctx;
+    if (id == CLI_OPT_PAIRS)
+        c->pairs = true;
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
+    static const struct option opts[] = {{"pairs", no_argument, NULL, CLI_OPT_PAIRS},
+                                         {NULL, 0, NULL, 0}};
+    classify_ctx ctx = {0};
     cli_args a = {.eo = {.batch = 32, .normalize = -1}, .max_threads = 256};
-    const cli_spec spec = {"classify", help, NULL, NULL, CLI_ARGS_MODEL | CLI_ARG_OUTPUT,
-                           NULL, NULL, 0};
+    const cli_spec spec = {"classify", help, NULL, opts, CLI_ARGS_MODEL | CLI_ARG_OUTPUT,
+                           own, &ctx, 0};
     int c = cli_parse(&spec, argc, argv, &a);
     if (c != CLI_GO_ON)
         return c;
@@ -79,7 +111,6 @@ static int run(int argc, char **argv)
     if (!a.model)
         return cli_usage_error("classify", "-m MODEL is required");
 
-    classify_ctx ctx = {0};
     lipi_embedder *e = NULL;
     lipi_error err = {0};
     int rc = EXIT_FAIL;
@@ -97,7 +128,11 @@ static int run(int argc, char **argv)
         goto report;
     if (!(ctx.probs = lipi_calloc(a.eo.batch, ctx.k * sizeof *ctx.probs)) ||
         !(ctx.cut = lipi_calloc(a.eo.batch, sizeof *ctx.cut)) ||
-        !(ctx.labels = lipi_calloc(ctx.k, sizeof *ctx.labels))) {
+        !(ctx.labels = lipi_calloc(ctx.k, sizeof *ctx.labels)) ||
+        !(ctx.a = lipi_calloc(a.eo.batch, sizeof *ctx.a)) ||
+        !(ctx.b = lipi_calloc(a.eo.batch, sizeof *ctx.b)) ||
+        !(ctx.alens = lipi_calloc(a.eo.batch, sizeof *ctx.alens)) ||
+        !(ctx.blens = lipi_calloc(a.eo.batch, sizeof *ctx.blens))) {
         lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto report;
     }
@@ -114,6 +149,10 @@ done:
     lipi_free(ctx.probs);
     lipi_free(ctx.cut);
     lipi_free(ctx.labels);
+    lipi_free(ctx.a);
+    lipi_free(ctx.b);
+    lipi_free(ctx.alens);
+    lipi_free(ctx.blens);
     lipi_embedder_session_free(ctx.s);
     lipi_embedder_free(e);
     return rc;

@@ -24,6 +24,7 @@ static const cli_command *const commands[] = {
     &cmd_eval_retrieval,
     &cmd_embed,
     &cmd_classify,
+    &cmd_rerank,
     &cmd_probe,
     &cmd_download,
 };

@@ -194,6 +194,23 @@ bool cli_parse_double(const char *s, double lo, double hi, double *out)
     return true;
 }
 
+lipi_status cli_split_pairs(const char *const *texts, const size_t *lens, size_t n,
+                            const char **a, size_t *alens, const char **b, size_t *blens,
+                            lipi_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *tab = memchr(texts[i], '\t', lens[i]);
+        if (!tab)
+            return lipi_error_set(err, LIPI_EINVAL, NULL, i + 1, 0,
+                                  "expected a pair TEXT_A<TAB>TEXT_B, found no tab");
+        a[i] = texts[i];
+        alens[i] = (size_t)(tab - texts[i]);
+        b[i] = tab + 1;
+        blens[i] = lens[i] - alens[i] - 1;
+    }
+    return LIPI_OK;
+}
+
 size_t cli_split_list(char *s, char sep, char **items, size_t max)
 {
     size_t n = 0;

@@ -11,6 +11,7 @@
 #include "tokenizer/base_json.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -499,9 +500,23 @@ static void truncate_dim(const lipi_embedder *e, const float *full, size_t m, fl
         lipi_vectors_normalize(out, m, e->dim);
 }
 
+/* What run() writes per text: an embedding, the head's probabilities or
+ * its logits. */
+typedef enum { RUN_EMBED, RUN_PROBS, RUN_LOGITS } run_mode;
+
+/* One logit's probability, as Hugging Face's text-classification pipeline
+ * and sentence-transformers' CrossEncoder give it for num_labels == 1
+ * (softmax over one label would always be 1). lipi_model_classify's probs
+ * follow the config's problem_type only, so the pipeline applies this. */
+static void sigmoid_in_place(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(1.0 / (1.0 + exp(-(double)x[i])));
+}
+
 /* Runs encode + the model over chunks of e->batch texts (or pairs, when b
  * is not NULL); `out_dim` floats per text. */
-static lipi_status run(lipi_embedder_session *s, bool classify, const char *const *a,
+static lipi_status run(lipi_embedder_session *s, run_mode mode, const char *const *a,
                        const size_t *alens, const char *const *b, const size_t *blens,
                        size_t n, float *out, size_t out_dim, uint8_t *truncated,
                        lipi_error *err)
@@ -513,11 +528,17 @@ static lipi_status run(lipi_embedder_session *s, bool classify, const char *cons
         uint8_t *t = truncated ? truncated + i0 : NULL;
         st = b ? encode_pairs(s, a + i0, alens + i0, b + i0, blens + i0, m, t, err)
                : encode(s, a + i0, alens + i0, m, t, err);
-        bool cut = !classify && e->dim < e->full_dim;
-        if (st == LIPI_OK)
-            st = classify ? lipi_model_classify(s->ms, s->seqs, m, NULL, out + i0 * out_dim, err)
-                          : lipi_model_embed(s->ms, s->seqs, m, &e->mopt,
-                                             cut ? s->full : out + i0 * out_dim, err);
+        bool cut = mode == RUN_EMBED && e->dim < e->full_dim;
+        bool one_label = mode != RUN_EMBED && out_dim == 1;
+        float *o = out + i0 * out_dim;
+        if (st == LIPI_OK && mode == RUN_EMBED)
+            st = lipi_model_embed(s->ms, s->seqs, m, &e->mopt, cut ? s->full : o, err);
+        else if (st == LIPI_OK && (mode == RUN_LOGITS || one_label))
+            st = lipi_model_classify(s->ms, s->seqs, m, o, NULL, err);
+        else if (st == LIPI_OK)
+            st = lipi_model_classify(s->ms, s->seqs, m, NULL, o, err);
+        if (st == LIPI_OK && one_label && mode == RUN_PROBS)
+            sigmoid_in_place(o, m);
         if (st == LIPI_OK && cut)
             truncate_dim(e, s->full, m, out + i0 * out_dim);
         if (st != LIPI_OK) {
@@ -535,7 +556,7 @@ lipi_status lipi_embedder_embed(lipi_embedder_session *s, const char *const *tex
                                 const size_t *lens, size_t n, float *out, uint8_t *truncated,
                                 lipi_error *err)
 {
-    return run(s, false, texts, lens, NULL, NULL, n, out, s->e->dim, truncated, err);
+    return run(s, RUN_EMBED, texts, lens, NULL, NULL, n, out, s->e->dim, truncated, err);
 }
 
 static lipi_status need_head(const lipi_embedder *e, lipi_error *err)
@@ -554,7 +575,7 @@ lipi_status lipi_embedder_classify(lipi_embedder_session *s, const char *const *
     lipi_status st = need_head(s->e, err);
     if (st != LIPI_OK)
         return st;
-    return run(s, true, texts, lens, NULL, NULL, n, probs, lipi_embedder_label_count(s->e),
+    return run(s, RUN_PROBS, texts, lens, NULL, NULL, n, probs, lipi_embedder_label_count(s->e),
                truncated, err);
 }
 
@@ -566,8 +587,68 @@ lipi_status lipi_embedder_classify_pairs(lipi_embedder_session *s, const char *c
     lipi_status st = need_head(s->e, err);
     if (st != LIPI_OK)
         return st;
-    return run(s, true, a, alens, b, blens, n, probs, lipi_embedder_label_count(s->e),
+    return run(s, RUN_PROBS, a, alens, b, blens, n, probs, lipi_embedder_label_count(s->e),
                truncated, err);
+}
+
+lipi_status lipi_embedder_score_pairs(lipi_embedder_session *s, const char *const *a,
+                                      const size_t *alens, const char *const *b,
+                                      const size_t *blens, size_t n, size_t label, bool raw,
+                                      float *scores, uint8_t *truncated, lipi_error *err)
+{
+    lipi_status st = need_head(s->e, err);
+    if (st != LIPI_OK)
+        return st;
+    size_t k = lipi_embedder_label_count(s->e);
+    if (label >= k)
+        return lipi_error_set(err, LIPI_EINVAL, s->e->path, 0, 0,
+                              "expected a label below %zu, the model's label count, found %zu",
+                              k, label);
+    run_mode mode = raw ? RUN_LOGITS : RUN_PROBS;
+    if (k == 1)
+        return run(s, mode, a, alens, b, blens, n, scores, 1, truncated, err);
+    size_t cells;
+    float *all = NULL;
+    if (__builtin_mul_overflow(n, k, &cells) ||
+        !(all = lipi_reallocarray(NULL, cells ? cells : 1, sizeof *all)))
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    st = run(s, mode, a, alens, b, blens, n, all, k, truncated, err);
+    for (size_t i = 0; st == LIPI_OK && i < n; i++)
+        scores[i] = all[i * k + label];
+    lipi_free(all);
+    return st;
+}
+
+/* Orders by score descending, then by index: a total order for qsort, so
+ * equal scores keep their input order. */
+typedef struct {
+    float score;
+    size_t i;
+} scored;
+
+static int by_score_then_index(const void *pa, const void *pb)
+{
+    const scored *x = pa, *y = pb;
+    bool xn = x->score != x->score, yn = y->score != y->score; /* NaN */
+    if (xn != yn)
+        return xn ? 1 : -1;
+    if (!xn && x->score != y->score)
+        return x->score > y->score ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+lipi_status lipi_scores_order(const float *scores, size_t n, size_t *order, lipi_error *err)
+{
+    scored *t = lipi_reallocarray(NULL, n ? n : 1, sizeof *t);
+    if (!t)
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        t[i] = (scored){scores[i], i};
+    qsort(t, n, sizeof *t, by_score_then_index);
+    for (size_t i = 0; i < n; i++)
+        order[i] = t[i].i;
+    lipi_free(t);
+    return LIPI_OK;
 }
 
 /* ------------------------------------------------------------------------ */

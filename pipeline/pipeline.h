@@ -102,7 +102,9 @@ lipi_status lipi_embedder_embed(lipi_embedder_session *s, const char *const *tex
 
 /* Runs the classifier head of a *ForSequenceClassification checkpoint on n
  * texts: probs (n, lipi_embedder_label_count), softmax (or sigmoid for
- * multi-label problems). Truncation and errors as lipi_embedder_embed;
+ * multi-label problems, and for a head with one label - a cross-encoder -
+ * as Hugging Face's pipeline and sentence-transformers' CrossEncoder give
+ * it). Truncation and errors as lipi_embedder_embed;
  * LIPI_EINVAL if the model has no head. */
 lipi_status lipi_embedder_classify(lipi_embedder_session *s, const char *const *texts,
                                    const size_t *lens, size_t n, float *probs,
@@ -119,6 +121,24 @@ lipi_status lipi_embedder_classify_pairs(lipi_embedder_session *s, const char *c
                                          const size_t *alens, const char *const *b,
                                          const size_t *blens, size_t n, float *probs,
                                          uint8_t *truncated, lipi_error *err);
+
+/* Relevance scores of n pairs (query a[i], passage b[i]) by a cross-encoder
+ * (reranker), encoded and truncated as lipi_embedder_classify_pairs:
+ * scores[i] is label `label`'s probability (for a head with one label,
+ * sigmoid(logit): sentence-transformers' CrossEncoder default for
+ * num_labels == 1), or its raw logit when `raw`. label 0 for such a head;
+ * for an NLI-style head the caller picks the label that means "relevant".
+ * scores: (n). Errors of lipi_embedder_classify_pairs; LIPI_EINVAL when
+ * label >= lipi_embedder_label_count (0 without a head). */
+lipi_status lipi_embedder_score_pairs(lipi_embedder_session *s, const char *const *a,
+                                      const size_t *alens, const char *const *b,
+                                      const size_t *blens, size_t n, size_t label, bool raw,
+                                      float *scores, uint8_t *truncated, lipi_error *err);
+
+/* order[0..n): the indices of scores[0..n) by score descending, equal
+ * scores in index order, NaN last: the ranking a reranker prints, the same
+ * on every machine. LIPI_ENOMEM. */
+lipi_status lipi_scores_order(const float *scores, size_t n, size_t *order, lipi_error *err);
 
 /* Floats per embedding (the `dimensions` option when set). */
 size_t lipi_embedder_dim(const lipi_embedder *e);

@@ -434,6 +434,193 @@ static void test_classify_gives_the_fixture_labels_and_probabilities(void **stat
     cli_result_free(&r);
 }
 
+/* --pairs: the fixture's sequences 1 and 4 are pairs (type ids 0 then 1)
+ * and the word-level tokenizer has no template, so "a<TAB>b" gives the same
+ * ids and type ids as PyTorch saw. */
+static void test_classify_pairs_reads_tsv_pairs_as_pytorch_saw_them(void **state)
+{
+    const char *dir = md_model("bert_cls"), *in = md_path("pairs.tsv");
+    const char *text = "t78 t13 t61\tt58 t65 t86 t52\nt67 t4 t70 t27\tt87 t56 t37 t3 t97\n";
+    md_write(in, text, strlen(text));
+    cli_result r = cli_runf("classify --pairs -m %s %s", dir, in);
+    if (r.code != 0)
+        fail_msg("lipi classify --pairs exited %d: %s", r.code, r.err);
+    static const char *const labels[] = {"negative", "neutral", "positive"};
+    size_t rows, cols;
+    float *torch = md_read_npy("tests/fixtures/models/bert_cls/expected_probs.npy", &rows, &cols);
+    assert_non_null(torch);
+    float got[3];
+    parse_probs(r.out, labels, 3, got);
+    assert_close(got, torch + 0 * 3, 3, TORCH_TOL + PRINT_TOL, "pair 1 vs PyTorch");
+    parse_probs(strchr(r.out, '\n') + 1, labels, 3, got);
+    assert_close(got, torch + 3 * 3, 3, TORCH_TOL + PRINT_TOL, "pair 2 vs PyTorch");
+    free(torch);
+    cli_result_free(&r);
+
+    /* A line without a tab names its file and line; nothing is printed. */
+    const char *bad = md_path("pairs_no_tab.tsv");
+    md_write(bad, "t4\tt5\nt6 t7\n", 12);
+    r = cli_runf("classify --pairs -m %s %s", dir, bad);
+    assert_int_equal(r.code, 1);
+    char where[600];
+    snprintf(where, sizeof where, "%s:2", bad);
+    if (!strstr(r.err, where) || !strstr(r.err, "no tab"))
+        fail_msg("expected '%s' and 'no tab' in: %s", where, r.err);
+    cli_result_free(&r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* rerank                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* One row of `lipi rerank` tsv output. */
+typedef struct {
+    unsigned q, rank, passage;
+    float score;
+    char text[64];
+} rerank_row;
+
+static size_t parse_rerank(const char *out, rerank_row *rows, size_t max)
+{
+    size_t n = 0;
+    for (const char *p = out; *p && n < max; p = strchr(p, '\n') + 1) {
+        rerank_row *r = &rows[n++];
+        assert_int_equal(sscanf(p, "%u\t%u\t%u\t%f\t%63[^\n]", &r->q, &r->rank, &r->passage,
+                                &r->score, r->text),
+                         5);
+    }
+    return n;
+}
+
+/* bert_rerank is a one-label BertForSequenceClassification; its fixture
+ * sequences 1, 2 and 4 are pairs (type ids 0 then 1), "a<TAB>b" here. */
+#define RR_Q0 "t20 t50 t7"
+#define RR_P0 "t4 t89 t98 t44"
+#define RR_Q1 "t68 t10 t88 t27 t39 t98"
+#define RR_P1 "t20 t83 t23 t25 t63 t78"
+#define RR_Q3 "t80 t32 t74 t48"
+#define RR_P3 "t72 t70 t71 t26 t46"
+
+static void test_rerank_pairs_scores_are_pytorch_sigmoids_grouped_by_query(void **state)
+{
+    const char *dir = md_model("bert_rerank"), *in = md_path("rerank_pairs.tsv");
+    const char *text = RR_Q0 "\t" RR_P0 "\n" RR_Q1 "\t" RR_P1 "\n" RR_Q0 "\t" RR_P0 "\n" RR_Q3
+                             "\t" RR_P3 "\n";
+    md_write(in, text, strlen(text));
+    size_t nr, nc;
+    float *probs = md_read_npy("tests/fixtures/models/bert_rerank/expected_probs.npy", &nr, &nc);
+    float *logits = md_read_npy("tests/fixtures/models/bert_rerank/expected_logits.npy", &nr, &nc);
+    assert_non_null(probs);
+    assert_non_null(logits);
+    for (int raw = 0; raw < 2; raw++) {
+        cli_result r = cli_runf("rerank -m %s --pairs %s%s", dir, in, raw ? " --raw" : "");
+        if (r.code != 0)
+            fail_msg("lipi rerank exited %d: %s", r.code, r.err);
+        rerank_row rows[8];
+        assert_int_equal(parse_rerank(r.out, rows, 8), 4);
+        const float *want = raw ? logits : probs;
+        /* Query 1 (first seen on line 1) has lines 1 and 3, equal scores: input order. */
+        static const unsigned q[] = {1, 1, 2, 3}, rank[] = {1, 2, 1, 1}, pno[] = {1, 3, 2, 4};
+        static const size_t fixture_row[] = {0, 0, 1, 3};
+        for (int i = 0; i < 4; i++) {
+            assert_int_equal(rows[i].q, q[i]);
+            assert_int_equal(rows[i].rank, rank[i]);
+            assert_int_equal(rows[i].passage, pno[i]);
+            assert_close(&rows[i].score, want + fixture_row[i], 1, TORCH_TOL + PRINT_TOL,
+                         raw ? "rerank --raw vs PyTorch logits" : "rerank vs PyTorch sigmoid");
+        }
+        assert_string_equal(rows[2].text, RR_P1);
+        cli_result_free(&r);
+    }
+    free(probs);
+    free(logits);
+}
+
+static void test_rerank_query_sorts_passages_and_top_keeps_the_best(void **state)
+{
+    const char *dir = md_model("bert_rerank");
+    const char *passages = RR_P0 "\n" RR_P1 "\n" RR_P3 "\nt5 t6\n" RR_P1 "\nt9\n";
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rerank -m %s --query '" RR_Q0 "'", dir);
+    cli_result r = cli_run(cmd, passages, strlen(passages));
+    if (r.code != 0)
+        fail_msg("lipi rerank exited %d: %s", r.code, r.err);
+    rerank_row rows[8];
+    assert_int_equal(parse_rerank(r.out, rows, 8), 6);
+    unsigned seen = 0;
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(rows[i].q, 1);
+        assert_int_equal(rows[i].rank, i + 1);
+        seen |= 1u << rows[i].passage;
+        if (i) {
+            assert_true(rows[i - 1].score >= rows[i].score);
+            if (rows[i - 1].score == rows[i].score)
+                assert_true(rows[i - 1].passage < rows[i].passage);
+        }
+    }
+    assert_int_equal(seen, 0x7e); /* passages 1..6, each once */
+    /* Passages 2 and 5 are the same text: the same score, 2 first. */
+    int at2 = -1, at5 = -1;
+    for (int i = 0; i < 6; i++) {
+        at2 = rows[i].passage == 2 ? i : at2;
+        at5 = rows[i].passage == 5 ? i : at5;
+    }
+    assert_true(at2 < at5);
+    assert_true(rows[at2].score == rows[at5].score);
+
+    /* --top 2: the first two rows; jsonl: the same fields. */
+    char *full = strdup(r.out);
+    cli_result_free(&r);
+    snprintf(cmd, sizeof cmd, "rerank -m %s --query '" RR_Q0 "' --top 2", dir);
+    r = cli_run(cmd, passages, strlen(passages));
+    assert_int_equal(r.code, 0);
+    const char *third = strchr(strchr(full, '\n') + 1, '\n') + 1;
+    assert_int_equal(strlen(r.out), (size_t)(third - full));
+    assert_memory_equal(r.out, full, strlen(r.out));
+    cli_result_free(&r);
+    snprintf(cmd, sizeof cmd, "rerank -m %s --query '" RR_Q0 "' --top 1 --format jsonl", dir);
+    r = cli_run(cmd, passages, strlen(passages));
+    assert_int_equal(r.code, 0);
+    char want[256];
+    snprintf(want, sizeof want,
+             "{\"query_no\":1,\"rank\":1,\"passage_no\":%u,\"score\":%.6f,\"text\":\"%s\"}\n",
+             rows[0].passage, (double)rows[0].score, rows[0].text);
+    assert_string_equal(r.out, want);
+    cli_result_free(&r);
+    free(full);
+}
+
+/* `lipi search` rows: the query from --queries by query_no, passage_no =
+ * doc_no, the search's own order and score ignored. */
+static void test_rerank_from_search_takes_queries_by_number(void **state)
+{
+    const char *dir = md_model("bert_rerank"), *q = md_path("rerank_queries.txt"),
+               *rows_in = md_path("search_rows.tsv");
+    const char *queries = RR_Q0 "\n" RR_Q1 "\n";
+    const char *search = "1\t1\t7\t0.900000\tt5 t6\n1\t2\t9\t0.800000\t" RR_P0
+                         "\n2\t1\t3\t0.500000\t" RR_P1 "\n";
+    md_write(q, queries, strlen(queries));
+    md_write(rows_in, search, strlen(search));
+    size_t nr, nc;
+    float *probs = md_read_npy("tests/fixtures/models/bert_rerank/expected_probs.npy", &nr, &nc);
+    assert_non_null(probs);
+    cli_result r = cli_runf("rerank -m %s --from-search --queries %s %s", dir, q, rows_in);
+    if (r.code != 0)
+        fail_msg("lipi rerank exited %d: %s", r.code, r.err);
+    rerank_row rows[8];
+    assert_int_equal(parse_rerank(r.out, rows, 8), 3);
+    const rerank_row *p0 = rows[0].passage == 9 ? &rows[0] : &rows[1];
+    assert_int_equal(p0->q, 1);
+    assert_string_equal(p0->text, RR_P0);
+    assert_close(&p0->score, probs + 0, 1, TORCH_TOL + PRINT_TOL, "from-search vs PyTorch");
+    assert_int_equal(rows[2].q, 2);
+    assert_int_equal(rows[2].passage, 3);
+    assert_int_equal(rows[2].rank, 1);
+    assert_close(&rows[2].score, probs + 1, 1, TORCH_TOL + PRINT_TOL, "from-search vs PyTorch");
+    cli_result_free(&r);
+    free(probs);
+}
+
 static void test_classify_needs_a_classifier_head(void **state)
 {
     const char *dir = md_model("bert");
@@ -658,7 +845,11 @@ int main(void)
         cmocka_unit_test(test_embed_usage_and_model_errors),
         cmocka_unit_test(test_embed_int8_stays_close_to_f32),
         cmocka_unit_test(test_classify_gives_the_fixture_labels_and_probabilities),
+        cmocka_unit_test(test_classify_pairs_reads_tsv_pairs_as_pytorch_saw_them),
         cmocka_unit_test(test_classify_needs_a_classifier_head),
+        cmocka_unit_test(test_rerank_pairs_scores_are_pytorch_sigmoids_grouped_by_query),
+        cmocka_unit_test(test_rerank_query_sorts_passages_and_top_keeps_the_best),
+        cmocka_unit_test(test_rerank_from_search_takes_queries_by_number),
         cmocka_unit_test(test_probe_separates_topics_and_is_deterministic),
         cmocka_unit_test(test_probe_predict_with_another_model_is_an_error),
         cmocka_unit_test(test_probe_library_learns_separable_points_and_round_trips),

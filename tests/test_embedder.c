@@ -2,6 +2,7 @@
  * fixture models (tests/fixtures/models): the API gives exactly what
  * `lipi embed` and `lipi classify` write, on any number of threads and from
  * threads sharing one embedder, and says which texts it truncated. */
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -355,6 +356,113 @@ static void test_classify_pairs_gives_the_model_both_texts_and_their_type_ids(vo
 }
 
 /* ======================================================================== */
+/* cross-encoders (rerankers)                                                */
+/* ======================================================================== */
+
+#define TORCH_TOL 1e-4
+
+/* Fails on the first of n floats further than tol from want. */
+static void assert_near_floats(const float *got, const float *want, size_t n, double tol,
+                               const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs((double)got[i] - (double)want[i]) <= tol))
+            fail_msg("%s: float %zu: %.7g, PyTorch %.7g", what, i, (double)got[i],
+                     (double)want[i]);
+}
+
+/* bert_rerank is a BertForSequenceClassification with one label; its
+ * fixture sequences 1, 2 and 4 are pairs (type ids 0 then 1), which the
+ * word-level tokenizer gives back from "a<TAB>b" halves. */
+static void test_score_pairs_of_a_one_label_cross_encoder_are_pytorch_sigmoids(void **state)
+{
+    const char *dir = md_model("bert_rerank");
+    const char *a[] = {"t20 t50 t7", "t68 t10 t88 t27 t39 t98", "t80 t32 t74 t48"};
+    const char *b[] = {"t4 t89 t98 t44", "t20 t83 t23 t25 t63 t78", "t72 t70 t71 t26 t46"};
+    size_t alen[3], blen[3];
+    for (int i = 0; i < 3; i++) {
+        alen[i] = strlen(a[i]);
+        blen[i] = strlen(b[i]);
+    }
+    static const size_t rows_of[] = {0, 1, 3};
+    size_t rows, cols;
+    float *logits = md_read_npy("tests/fixtures/models/bert_rerank/expected_logits.npy", &rows,
+                                &cols);
+    float *probs = md_read_npy("tests/fixtures/models/bert_rerank/expected_probs.npy", &rows,
+                               &cols);
+    assert_non_null(logits);
+    assert_non_null(probs);
+    assert_int_equal(cols, 1);
+    float want_logit[3], want_prob[3];
+    for (int i = 0; i < 3; i++) {
+        want_logit[i] = logits[rows_of[i]];
+        want_prob[i] = probs[rows_of[i]];
+    }
+
+    lipi_embedder_options o = {.batch = 2, .normalize = -1}; /* 2: two chunks */
+    lipi_embedder *e = NULL;
+    lipi_embedder_session *s = NULL;
+    lipi_error err = {0};
+    open_api(dir, &o, 2, &e, &s);
+    assert_int_equal(lipi_embedder_label_count(e), 1);
+    float got[3];
+    assert_int_equal(lipi_embedder_score_pairs(s, a, alen, b, blen, 3, 0, false, got, NULL, &err),
+                     LIPI_OK);
+    assert_near_floats(got, want_prob, 3, TORCH_TOL, "sigmoid scores");
+    assert_int_equal(lipi_embedder_score_pairs(s, a, alen, b, blen, 3, 0, true, got, NULL, &err),
+                     LIPI_OK);
+    assert_near_floats(got, want_logit, 3, TORCH_TOL, "raw logits");
+    /* classify_pairs gives the same sigmoid, not a softmax over one label (1). */
+    assert_int_equal(lipi_embedder_classify_pairs(s, a, alen, b, blen, 3, got, NULL, &err),
+                     LIPI_OK);
+    assert_near_floats(got, want_prob, 3, TORCH_TOL, "classify_pairs");
+    /* A single text too: the fixture's sequence 3 is [43]. */
+    const char *one = "t43";
+    size_t one_len = 3;
+    assert_int_equal(lipi_embedder_classify(s, &one, &one_len, 1, got, NULL, &err), LIPI_OK);
+    assert_near_floats(got, probs + 2, 1, TORCH_TOL, "classify");
+
+    /* Only label 0 exists. */
+    assert_int_equal(lipi_embedder_score_pairs(s, a, alen, b, blen, 3, 1, false, got, NULL, &err),
+                     LIPI_EINVAL);
+    close_api(e, s);
+
+    /* Several labels: label 2's softmax probability or logit, as classify_pairs. */
+    open_api(md_model("bert_cls"), &o, 1, &e, &s);
+    float all[3 * 3], lg[3];
+    assert_int_equal(lipi_embedder_classify_pairs(s, a, alen, b, blen, 3, all, NULL, &err),
+                     LIPI_OK);
+    assert_int_equal(lipi_embedder_score_pairs(s, a, alen, b, blen, 3, 2, false, got, NULL, &err),
+                     LIPI_OK);
+    for (int i = 0; i < 3; i++)
+        assert_true(got[i] == all[3 * i + 2]);
+    assert_int_equal(lipi_embedder_score_pairs(s, a, alen, b, blen, 3, 2, true, lg, NULL, &err),
+                     LIPI_OK);
+    assert_true(lg[0] != got[0]);
+    close_api(e, s);
+
+    /* An embedding model has no head. */
+    open_api(md_model("bert"), &o, 1, &e, &s);
+    assert_int_equal(lipi_embedder_score_pairs(s, a, alen, b, blen, 3, 0, false, got, NULL, &err),
+                     LIPI_EINVAL);
+    close_api(e, s);
+    free(logits);
+    free(probs);
+}
+
+static void test_scores_order_is_descending_with_ties_in_input_order(void **state)
+{
+    const float scores[] = {0.5f, 0.9f, NAN, 0.5f, 0.9f, -1.0f, 0.5f};
+    size_t order[7];
+    assert_int_equal(lipi_scores_order(scores, 7, order, NULL), LIPI_OK);
+    char got[64] = "";
+    for (int i = 0; i < 7; i++)
+        sprintf(got + strlen(got), "%s%zu", i ? " " : "", order[i]);
+    assert_string_equal(got, "1 4 0 3 6 5 2");
+    assert_int_equal(lipi_scores_order(scores, 0, order, NULL), LIPI_OK);
+}
+
+/* ======================================================================== */
 /* identity                                                                  */
 /* ======================================================================== */
 
@@ -638,6 +746,8 @@ int main(void)
         cmocka_unit_test(test_one_embedder_shared_by_two_threads_gives_identical_vectors),
         cmocka_unit_test(test_api_classify_equals_lipi_classify),
         cmocka_unit_test(test_classify_pairs_gives_the_model_both_texts_and_their_type_ids),
+        cmocka_unit_test(test_score_pairs_of_a_one_label_cross_encoder_are_pytorch_sigmoids),
+        cmocka_unit_test(test_scores_order_is_descending_with_ties_in_input_order),
         cmocka_unit_test(test_identity_fingerprints_the_folder_when_asked),
         cmocka_unit_test(test_pooling_names_round_trip),
         cmocka_unit_test(test_a_prompt_name_embeds_exactly_the_prompt_put_before_the_text),

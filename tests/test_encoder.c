@@ -350,6 +350,8 @@ HF_FIXTURE(tj_bpe_byte_fallback)
 HF_FIXTURE(tj_bpe_bytelevel)
 HF_FIXTURE(tj_unigram)
 HF_FIXTURE(tj_wordpiece)
+/* XLM-R's pair template <s> A </s></s> B </s> (make_xlmr_pairs.js) */
+HF_FIXTURE(xlmr_pairs)
 
 /* ------------------------------------------------------------------------ */
 /* llama.cpp reference vectors (made with Hugging Face tokenizers)           */
@@ -1616,6 +1618,7 @@ int main(void)
         cmocka_unit_test(test_same_as_hugging_face_tj_bpe_bytelevel),
         cmocka_unit_test(test_same_as_hugging_face_tj_unigram),
         cmocka_unit_test(test_same_as_hugging_face_tj_wordpiece),
+        cmocka_unit_test(test_same_as_hugging_face_xlmr_pairs),
         cmocka_unit_test(test_llama_cpp_vectors_gpt2),
         cmocka_unit_test(test_llama_cpp_vectors_bert_bge),
         cmocka_unit_test(test_wide_merge_table_gives_the_same_ids),

@@ -21,6 +21,16 @@ make_model() {
     } > "$1/vocab.txt"
 }
 
+# make_classifier DIR FIXTURE: a model folder from a *ForSequenceClassification
+# fixture of tests/fixtures/models (bert_cls, bert_rerank) with make_model's
+# vocab.txt. Run from the repository root.
+make_classifier() {
+    mkdir -p "$1" || return 1
+    cp "tests/fixtures/models/$2/config.json" "tests/fixtures/models/$2/model.safetensors" "$1/" ||
+        return 1
+    make_model "$1.vocab" w && mv "$1.vocab/vocab.txt" "$1/vocab.txt" && rm -rf "$1.vocab"
+}
+
 # devanagari_corpus LINES SEED: LINES lines of 12 random Devanagari
 # syllable words, the same for the same SEED (a training corpus).
 devanagari_corpus() {

@@ -1,0 +1,2 @@
+. "$LIB"
+make_classifier "$T/cls" bert_cls
