@@ -183,8 +183,12 @@ static const char *const *text_ptrs(char (*buf)[32], size_t n, size_t first,
  * things (test_index_round_trip_and_search and the CLI tests sync). */
 static const lipi_index_write_options fast = {.no_sync = true};
 
-static const lipi_index_model model_a = {"org/model-a", "/models/a", "00000000000000aa", "mean",
-                                         true, "test"};
+static const lipi_index_model model_a = {.name = "org/model-a",
+                                         .path = "/models/a",
+                                         .fingerprint = "00000000000000aa",
+                                         .pooling = "mean",
+                                         .normalize = true,
+                                         .lipi_version = "test"};
 
 /* ======================================================================== */
 /* Exact search                                                              */
