@@ -100,6 +100,8 @@ typedef enum {
     CLI_OPT_COST_MODEL,
     CLI_OPT_CONTEXT,
     CLI_OPT_PRICE_PER_MILLION,
+    CLI_OPT_INPUT,
+    CLI_OPT_TEXT_FIELD,
 } cli_option_id;
 
 typedef struct {

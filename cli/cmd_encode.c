@@ -1,5 +1,6 @@
-/* `lipi encode`: text lines -> token ids, one output line per input line.
- * Lines are read in blocks; a block is cut into tasks of TASK_LINES lines
+/* `lipi encode`: texts -> token ids, one output line per input record
+ * (lines, JSONL objects, whole files or NUL-separated records, read by the
+ * library's record reader). Records are read in blocks; a block is cut into tasks of TASK_LINES lines
  * that lipi_parallel_for runs on --threads threads, each task encoding its
  * lines (lipi_encode_batch on the thread's session) and formatting them
  * into a buffer of its own; the buffers are then written in order. The
@@ -16,8 +17,9 @@ static void help(FILE *f)
     fprintf(f,
             "Usage: lipi encode -t TOKENIZER [OPTIONS] [FILE...]\n"
             "\n"
-            "Encodes each input line into token ids, exactly as Hugging Face tokenizers\n"
-            "does with the same tokenizer (one output line per input line).\n"
+            "Encodes each input record (a line by default) into token ids, exactly as\n"
+            "Hugging Face tokenizers does with the same tokenizer (one output line per\n"
+            "record).\n"
             "\n"
             "Options:\n"
             "  -t, --tokenizer PATH  a tokenizer.json, a model folder, a SentencePiece .model,\n"
@@ -35,6 +37,12 @@ static void help(FILE *f)
             "                        written \\x20, \\\\, \\t, \\n, \\r or \\xNN);\n"
             "                        jsonl: {\"ids\": [...], \"tokens\": [...],\n"
             "                        \"offsets\": [[start, end], ...]} per line\n"
+            "  --input KIND          what a record is: lines (default: each line, without\n"
+            "                        its \\n or \\r\\n); jsonl (a JSON object per line, the\n"
+            "                        text in --text-field; --format jsonl passes its other\n"
+            "                        members through); whole (each file is one text,\n"
+            "                        newlines and all); nul (records end at NUL bytes)\n"
+            "  --text-field NAME     jsonl: the member holding the text (default: text)\n"
             "  --offsets             ids / tokens formats: add a tab and the byte offsets\n"
             "                        of each token in the line, START-END separated by spaces\n"
             "  --add-special-tokens  add the post-processor's tokens ([CLS] ... [SEP], ...)\n"
@@ -49,17 +57,20 @@ static void help(FILE *f)
             "  echo 'नमस्ते दुनिया' | lipi encode -t tokenizer.json --format tokens\n");
 }
 
-/* A block of input lines (copied, since the reader reuses its buffer). */
+/* A block of input records (copied, since the reader reuses its buffer).
+ * A JSONL record's other members (lipi_record.extra) follow its text. */
 typedef struct {
     char *text;
     size_t len, cap;
     lipi_text *lines;   /* s points into text only after the block is full */
-    size_t *off;        /* start of each line in text */
-    size_t *line_no;
+    size_t *off;        /* start of each record in text */
+    size_t *line_no;    /* its record number */
+    size_t *xlen;       /* length of its extra members after the text */
     size_t n, lcap;
 } block;
 
-static lipi_status block_add(block *b, const char *s, size_t len, size_t line_no)
+static lipi_status block_add(block *b, const char *s, size_t len, const char *x, size_t xlen,
+                             size_t line_no)
 {
     if (b->n == b->lcap) {
         size_t cap = b->lcap ? b->lcap * 2 : 1024;
@@ -75,11 +86,17 @@ static lipi_status block_add(block *b, const char *s, size_t len, size_t line_no
         if (!ln)
             return LIPI_ENOMEM;
         b->line_no = ln;
+        size_t *xl = lipi_realloc(b->xlen, cap * sizeof *xl);
+        if (!xl)
+            return LIPI_ENOMEM;
+        b->xlen = xl;
         b->lcap = cap;
     }
-    if (len > b->cap - b->len) {
+    if (len + xlen < len)
+        return LIPI_ENOMEM;
+    if (len + xlen > b->cap - b->len) {
         size_t cap = b->cap ? b->cap : 1 << 16;
-        while (cap - b->len < len) {
+        while (cap - b->len < len + xlen) {
             if (cap > SIZE_MAX / 2)
                 return LIPI_ENOMEM;
             cap *= 2;
@@ -96,6 +113,11 @@ static lipi_status block_add(block *b, const char *s, size_t len, size_t line_no
     b->lines[b->n].len = len;
     b->line_no[b->n] = line_no;
     b->len += len;
+    b->xlen[b->n] = xlen;
+    if (xlen) {
+        memcpy(b->text + b->len, x, xlen);
+        b->len += xlen;
+    }
     b->n++;
     return LIPI_OK;
 }
@@ -154,6 +176,13 @@ static void out_lit(outbuf *o, const char *s, size_t len)
     o->n += len;
 }
 #define OUT_LIT(o, s) out_lit(o, s, sizeof s - 1)
+
+/* Bytes of any length, in pieces. */
+static void out_bytes(outbuf *o, const char *s, size_t len)
+{
+    for (size_t at = 0; at < len; at += OUT_PIECE)
+        out_lit(o, s + at, len - at < OUT_PIECE ? len - at : OUT_PIECE);
+}
 
 static const char digit_pairs[] = "00010203040506070809101112131415161718192021222324"
                                   "25262728293031323334353637383940414243444546474849"
@@ -270,11 +299,18 @@ static void out_num(outbuf *o, size_t v)
     o->n = (size_t)(fmt_num(p, v) - o->p);
 }
 
-static void print_result(outbuf *o, const lipi_batch *r, size_t i, out_format fmt, bool offsets)
+/* Record i of the batch; x[0..xlen): the input's other JSONL members. */
+static void print_result(outbuf *o, const lipi_batch *r, size_t i, out_format fmt, bool offsets,
+                         const char *x, size_t xlen)
 {
     size_t a = r->start[i], b = r->start[i + 1];
     if (fmt == FMT_JSONL) {
-        OUT_LIT(o, "{\"ids\": [");
+        OUT_LIT(o, "{");
+        if (xlen) {
+            out_bytes(o, x, xlen);
+            OUT_LIT(o, ", ");
+        }
+        OUT_LIT(o, "\"ids\": [");
         for (size_t k = a; k < b; k++) {
             char *p = out_room(o, OUT_SLACK), *p0 = p;
             if (k > a)
@@ -351,6 +387,7 @@ typedef struct {
     unsigned want;
     out_format fmt;
     bool offsets;
+    lipi_record_options ro; /* --input, --text-field */
     const block *b;  /* the block being encoded */
     outbuf *outs;    /* [n_outs]: task k's output */
     size_t n_outs;
@@ -377,7 +414,8 @@ static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
         print_ids(o, &r);
     else
         for (size_t i = 0; i < m; i++)
-            print_result(o, &r, i, c->fmt, c->offsets);
+            print_result(o, &r, i, c->fmt, c->offsets,
+                         b->text + b->off[lo + i] + b->lines[lo + i].len, b->xlen[lo + i]);
     lipi_batch_free(&r);
     if (o->oom) {
         o->oom = false;
@@ -402,6 +440,8 @@ static int flush_block(encode_ctx *c, block *b, const char *file)
         size_t idx = err.line ? err.line - 1 : 0;
         snprintf(err.path, sizeof err.path, "%s", file);
         err.line = idx < b->n ? b->line_no[idx] : 0;
+        if (c->ro.format != LIPI_RECORDS_LINES && err.line)
+            lipi_error_prefix(&err, "record %zu", err.line);
         cli_report("encode", &err);
         return EXIT_FAIL;
     }
@@ -420,7 +460,7 @@ static int flush_block(encode_ctx *c, block *b, const char *file)
 #define BLOCK_LINES 2048
 #define BLOCK_BYTES (1u << 20)
 
-static int encode_files(encode_ctx *c, char **files, int nfiles, lipi_invalid_mode mode)
+static int encode_files(encode_ctx *c, char **files, int nfiles)
 {
     static char *stdin_only[] = {"-"};
     block b = {0};
@@ -431,17 +471,16 @@ static int encode_files(encode_ctx *c, char **files, int nfiles, lipi_invalid_mo
     }
     for (int f = 0; f < nfiles && rc == EXIT_OK; f++) {
         lipi_error err = {0};
-        lipi_line_reader *r = NULL;
-        lipi_status st = lipi_line_reader_open(files[f], mode, &r, &err);
+        lipi_record_reader *r = NULL;
+        lipi_status st = lipi_record_reader_open(files[f], &c->ro, &r, &err);
         while (st == LIPI_OK) {
-            const char *line;
-            size_t len;
-            st = lipi_line_reader_next(r, &line, &len, &err);
-            if (st != LIPI_OK || !line)
+            lipi_record rec;
+            st = lipi_record_reader_next(r, &rec, &err);
+            if (st != LIPI_OK || !rec.text)
                 break;
-            st = block_add(&b, line, len, lipi_line_reader_line_no(r));
+            st = block_add(&b, rec.text, rec.len, rec.extra, rec.extra_len, rec.number);
             if (st != LIPI_OK) {
-                lipi_error_set(&err, st, files[f], lipi_line_reader_line_no(r), 0, "out of memory");
+                lipi_error_set(&err, st, files[f], rec.number, 0, "out of memory");
                 break;
             }
             if (b.n >= BLOCK_LINES * c->n_sessions || b.len >= BLOCK_BYTES * c->n_sessions) {
@@ -450,7 +489,7 @@ static int encode_files(encode_ctx *c, char **files, int nfiles, lipi_invalid_mo
                     break;
             }
         }
-        lipi_line_reader_close(r);
+        lipi_record_reader_close(r);
         if (rc != EXIT_OK)
             break;
         if (st != LIPI_OK) {
@@ -464,6 +503,7 @@ static int encode_files(encode_ctx *c, char **files, int nfiles, lipi_invalid_mo
     lipi_free(b.lines);
     lipi_free(b.off);
     lipi_free(b.line_no);
+    lipi_free(b.xlen);
     return rc;
 }
 
@@ -489,6 +529,19 @@ static int encode_option(int id, const char *arg, void *vea)
         else
             return cli_bad_value("encode", "--format", "ids, tokens or jsonl", arg);
         break;
+    case CLI_OPT_INPUT:
+        if (strcmp(arg, "lines") == 0)
+            ea->c->ro.format = LIPI_RECORDS_LINES;
+        else if (strcmp(arg, "jsonl") == 0)
+            ea->c->ro.format = LIPI_RECORDS_JSONL;
+        else if (strcmp(arg, "whole") == 0)
+            ea->c->ro.format = LIPI_RECORDS_WHOLE;
+        else if (strcmp(arg, "nul") == 0)
+            ea->c->ro.format = LIPI_RECORDS_NUL;
+        else
+            return cli_bad_value("encode", "--input", "lines, jsonl, whole or nul", arg);
+        break;
+    case CLI_OPT_TEXT_FIELD: ea->c->ro.text_field = arg; break;
     case CLI_OPT_OFFSETS: ea->c->offsets = true; break;
     case CLI_OPT_ADD_SPECIAL_TOKENS: ea->add = true; break;
     case CLI_OPT_MAX_LENGTH:
@@ -507,6 +560,8 @@ static int run(int argc, char **argv)
         {"tokenizer", required_argument, NULL, 't'},
         {"format", required_argument, NULL, CLI_OPT_FORMAT},
         {"offsets", no_argument, NULL, CLI_OPT_OFFSETS},
+        {"input", required_argument, NULL, CLI_OPT_INPUT},
+        {"text-field", required_argument, NULL, CLI_OPT_TEXT_FIELD},
         {"add-special-tokens", no_argument, NULL, CLI_OPT_ADD_SPECIAL_TOKENS},
         {"max-length", required_argument, NULL, CLI_OPT_MAX_LENGTH},
         {NULL, 0, NULL, 0},
@@ -526,6 +581,13 @@ static int run(int argc, char **argv)
     cli_tokenizer t;
     if (cli_tokenizer_open("encode", ea.path, &a.oo, a.threads, &t) != EXIT_OK)
         return EXIT_FAIL;
+    /* lipi's own members replace the input's of the same name. */
+    static const char *const ours[] = {"ids", "tokens", "offsets"};
+    c.ro.invalid = a.mode;
+    if (c.fmt == FMT_JSONL) {
+        c.ro.drop = ours;
+        c.ro.n_drop = sizeof ours / sizeof *ours;
+    }
     c.sessions = t.sessions;
     c.n_sessions = t.n_sessions;
     lipi_encode_options_default(t.enc, &c.opt);
@@ -545,7 +607,7 @@ static int run(int argc, char **argv)
     if (rc != EXIT_OK)
         fprintf(stderr, "lipi encode: out of memory\n");
     else
-        rc = encode_files(&c, argv + optind, argc - optind, a.mode);
+        rc = encode_files(&c, argv + optind, argc - optind);
     if (rc == EXIT_OK)
         rc = cli_finish_output("encode");
     for (size_t k = 0; c.outs && k < c.n_outs; k++)
