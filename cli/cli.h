@@ -102,6 +102,7 @@ typedef enum {
     CLI_OPT_PRICE_PER_MILLION,
     CLI_OPT_INPUT,
     CLI_OPT_TEXT_FIELD,
+    CLI_OPT_TOTAL,
 } cli_option_id;
 
 typedef struct {

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "encoder/encoder.h"
@@ -36,7 +37,8 @@ static void help(FILE *f)
             "                        backslash or control character inside a token is\n"
             "                        written \\x20, \\\\, \\t, \\n, \\r or \\xNN);\n"
             "                        jsonl: {\"ids\": [...], \"tokens\": [...],\n"
-            "                        \"offsets\": [[start, end], ...]} per line\n"
+            "                        \"offsets\": [[start, end], ...]} per line;\n"
+            "                        count: the number of ids (--offsets is ignored)\n"
             "  --input KIND          what a record is: lines (default: each line, without\n"
             "                        its \\n or \\r\\n); jsonl (a JSON object per line, the\n"
             "                        text in --text-field; --format jsonl passes its other\n"
@@ -45,6 +47,8 @@ static void help(FILE *f)
             "  --text-field NAME     jsonl: the member holding the text (default: text)\n"
             "  --offsets             ids / tokens formats: add a tab and the byte offsets\n"
             "                        of each token in the line, START-END separated by spaces\n"
+            "  --total               at the end, print to stderr the records, tokens, bytes\n"
+            "                        of text (without separators) and tokens per 1,000 bytes\n"
             "  --add-special-tokens  add the post-processor's tokens ([CLS] ... [SEP], ...)\n"
             "  --max-length N        truncate to N ids, special tokens included (default:\n"
             "                        the tokenizer file's truncation setting, if any)\n"
@@ -122,7 +126,7 @@ static lipi_status block_add(block *b, const char *s, size_t len, const char *x,
     return LIPI_OK;
 }
 
-typedef enum { FMT_IDS, FMT_TOKENS, FMT_JSONL } out_format;
+typedef enum { FMT_IDS, FMT_TOKENS, FMT_JSONL, FMT_COUNT } out_format;
 
 /* ------------------------------------------------------------------------ */
 /* Output: each task's lines are formatted into a buffer of its own, written  */
@@ -274,6 +278,17 @@ static void out_json_string(outbuf *o, const char *s, size_t len)
     OUT_LIT(o, "\"");
 }
 
+/* The number of ids of each text. */
+static void print_counts(outbuf *o, const lipi_batch *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        char *p = out_room(o, OUT_SLACK);
+        p = fmt_num(p, r->start[i + 1] - r->start[i]);
+        *p++ = '\n';
+        o->n = (size_t)(p - o->p);
+    }
+}
+
 /* Ids only, the common case, in one tight loop. */
 static void print_ids(outbuf *o, const lipi_batch *r)
 {
@@ -390,7 +405,10 @@ typedef struct {
     lipi_record_options ro; /* --input, --text-field */
     const block *b;  /* the block being encoded */
     outbuf *outs;    /* [n_outs]: task k's output */
+    size_t *tokens;  /* [n_outs]: task k's number of ids */
     size_t n_outs;
+    bool total;      /* --total: sum records, ids and bytes */
+    uint64_t n_records, n_tokens, n_bytes;
 } encode_ctx;
 
 /* Task k: lines [k * TASK_LINES, ...) of the block, encoded and formatted
@@ -410,7 +428,10 @@ static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
     }
     outbuf *o = &c->outs[k];
     o->n = 0;
-    if (c->fmt == FMT_IDS && !c->offsets)
+    c->tokens[k] = r.start[m];
+    if (c->fmt == FMT_COUNT)
+        print_counts(o, &r);
+    else if (c->fmt == FMT_IDS && !c->offsets)
         print_ids(o, &r);
     else
         for (size_t i = 0; i < m; i++)
@@ -445,8 +466,15 @@ static int flush_block(encode_ctx *c, block *b, const char *file)
         cli_report("encode", &err);
         return EXIT_FAIL;
     }
-    for (size_t k = 0; k < n_tasks; k++)
+    for (size_t k = 0; k < n_tasks; k++) {
         fwrite(c->outs[k].p, 1, c->outs[k].n, stdout);
+        c->n_tokens += c->tokens[k];
+    }
+    if (c->total) {
+        c->n_records += b->n;
+        for (size_t i = 0; i < b->n; i++)
+            c->n_bytes += b->lines[i].len;
+    }
     b->n = 0;
     b->len = 0;
     return EXIT_OK;
@@ -526,8 +554,10 @@ static int encode_option(int id, const char *arg, void *vea)
             ea->c->fmt = FMT_TOKENS;
         else if (strcmp(arg, "jsonl") == 0)
             ea->c->fmt = FMT_JSONL;
+        else if (strcmp(arg, "count") == 0)
+            ea->c->fmt = FMT_COUNT;
         else
-            return cli_bad_value("encode", "--format", "ids, tokens or jsonl", arg);
+            return cli_bad_value("encode", "--format", "ids, tokens, jsonl or count", arg);
         break;
     case CLI_OPT_INPUT:
         if (strcmp(arg, "lines") == 0)
@@ -543,6 +573,7 @@ static int encode_option(int id, const char *arg, void *vea)
         break;
     case CLI_OPT_TEXT_FIELD: ea->c->ro.text_field = arg; break;
     case CLI_OPT_OFFSETS: ea->c->offsets = true; break;
+    case CLI_OPT_TOTAL: ea->c->total = true; break;
     case CLI_OPT_ADD_SPECIAL_TOKENS: ea->add = true; break;
     case CLI_OPT_MAX_LENGTH:
         if (!cli_parse_u64(arg, &ea->max_length) || ea->max_length == 0 ||
@@ -560,6 +591,7 @@ static int run(int argc, char **argv)
         {"tokenizer", required_argument, NULL, 't'},
         {"format", required_argument, NULL, CLI_OPT_FORMAT},
         {"offsets", no_argument, NULL, CLI_OPT_OFFSETS},
+        {"total", no_argument, NULL, CLI_OPT_TOTAL},
         {"input", required_argument, NULL, CLI_OPT_INPUT},
         {"text-field", required_argument, NULL, CLI_OPT_TEXT_FIELD},
         {"add-special-tokens", no_argument, NULL, CLI_OPT_ADD_SPECIAL_TOKENS},
@@ -594,13 +626,14 @@ static int run(int argc, char **argv)
     c.opt.add_special_tokens = ea.add;
     if (ea.have_max)
         c.opt.max_length = (size_t)ea.max_length;
-    if (c.fmt != FMT_IDS)
+    if (c.fmt == FMT_TOKENS || c.fmt == FMT_JSONL)
         c.want |= LIPI_WANT_TOKENS;
-    if (c.offsets || c.fmt == FMT_JSONL)
+    if ((c.offsets && c.fmt != FMT_COUNT) || c.fmt == FMT_JSONL)
         c.want |= LIPI_WANT_OFFSETS;
     c.n_outs = (BLOCK_LINES * c.n_sessions + TASK_LINES - 1) / TASK_LINES;
     c.outs = lipi_calloc(c.n_outs, sizeof *c.outs);
-    rc = c.outs ? EXIT_OK : EXIT_FAIL;
+    c.tokens = lipi_calloc(c.n_outs, sizeof *c.tokens);
+    rc = c.outs && c.tokens ? EXIT_OK : EXIT_FAIL;
     for (size_t k = 0; c.outs && k < c.n_outs && rc == EXIT_OK; k++)
         if (out_init(&c.outs[k]) != LIPI_OK)
             rc = EXIT_FAIL;
@@ -610,9 +643,16 @@ static int run(int argc, char **argv)
         rc = encode_files(&c, argv + optind, argc - optind);
     if (rc == EXIT_OK)
         rc = cli_finish_output("encode");
+    if (rc == EXIT_OK && c.total)
+        fprintf(stderr,
+                "lipi encode: %" PRIu64 " records, %" PRIu64 " tokens, %" PRIu64
+                " bytes, %.1f tokens per 1,000 bytes\n",
+                c.n_records, c.n_tokens, c.n_bytes,
+                c.n_bytes ? 1000.0 * (double)c.n_tokens / (double)c.n_bytes : 0.0);
     for (size_t k = 0; c.outs && k < c.n_outs; k++)
         lipi_free(c.outs[k].p);
     lipi_free(c.outs);
+    lipi_free(c.tokens);
     cli_tokenizer_close(&t);
     return rc;
 }

@@ -118,6 +118,46 @@ static void test_encode_input_kinds(void **state)
     cli_result_free(&r);
 }
 
+static void test_encode_count_and_total(void **state)
+{
+    cli_result r = RUN("encode -t " GPT2 " --format count --total --threads 2",
+                       "hello world\n\nsecond\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "2\n0\n1\n");
+    assert_string_equal(r.err, "lipi encode: 3 records, 3 tokens, 17 bytes, "
+                               "176.5 tokens per 1,000 bytes\n");
+    cli_result_free(&r);
+    /* Counts of many records on 2 threads equal the ids' (several tasks
+     * and blocks). */
+    static char big[600000];
+    size_t n = 0;
+    for (size_t i = 0; n + 64 < sizeof big; i++)
+        n += (size_t)snprintf(big + n, sizeof big - n, "line %zu %.*s\n", i, (int)(i % 40),
+                              "aaaa bbbb cccc dddd eeee ffff gggg hhhh ");
+    cli_result ids = cli_run("encode -t " GPT2, big, n);
+    cli_result counts = cli_run("encode -t " GPT2 " --format count --threads 2", big, n);
+    assert_int_equal(ids.code, 0);
+    assert_int_equal(counts.code, 0);
+    const char *p = ids.out, *q = counts.out;
+    size_t lines = 0;
+    while (*p) {
+        size_t words = 1;
+        const char *e = strchr(p, '\n');
+        for (const char *k = p; k < e; k++)
+            words += *k == ' ';
+        if (e == p)
+            words = 0;
+        assert_int_equal(strtoul(q, NULL, 10), words);
+        q = strchr(q, '\n') + 1;
+        p = e + 1;
+        lines++;
+    }
+    assert_int_equal(*q, 0);
+    assert_true(lines > 10000);
+    cli_result_free(&ids);
+    cli_result_free(&counts);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -125,6 +165,7 @@ int main(void)
         cmocka_unit_test(test_record_reader_jsonl_keeps_the_other_members_as_written),
         cmocka_unit_test(test_record_reader_jsonl_errors_name_record_and_column),
         cmocka_unit_test(test_encode_input_kinds),
+        cmocka_unit_test(test_encode_count_and_total),
     };
     return cmocka_run_group_tests_name("encode_inputs", tests, NULL, NULL);
 }
