@@ -103,6 +103,7 @@ typedef enum {
     CLI_OPT_INPUT,
     CLI_OPT_TEXT_FIELD,
     CLI_OPT_TOTAL,
+    CLI_OPT_SPECIAL,
 } cli_option_id;
 
 typedef struct {

@@ -49,6 +49,12 @@ static void help(FILE *f)
             "                        of each token in the line, START-END separated by spaces\n"
             "  --total               at the end, print to stderr the records, tokens, bytes\n"
             "                        of text (without separators) and tokens per 1,000 bytes\n"
+            "  --special POLICY      special tokens written in the text (<|endoftext|>,\n"
+            "                        [CLS], ...): allow (default: their ids, as Hugging\n"
+            "                        Face does, so lipi's ids equal its ids), text (encode\n"
+            "                        them as ordinary text, as tiktoken's encode_ordinary)\n"
+            "                        or error (refuse the record, naming it and the token,\n"
+            "                        as tiktoken's encode does by default)\n"
             "  --add-special-tokens  add the post-processor's tokens ([CLS] ... [SEP], ...)\n"
             "  --max-length N        truncate to N ids, special tokens included (default:\n"
             "                        the tokenizer file's truncation setting, if any)\n"
@@ -459,7 +465,7 @@ static int flush_block(encode_ctx *c, block *b, const char *file)
     lipi_status st = lipi_parallel_for(n_tasks, c->n_sessions, encode_task, c, &err);
     if (st != LIPI_OK) {
         size_t idx = err.line ? err.line - 1 : 0;
-        snprintf(err.path, sizeof err.path, "%s", file);
+        snprintf(err.path, sizeof err.path, "%s", strcmp(file, "-") == 0 ? "<stdin>" : file);
         err.line = idx < b->n ? b->line_no[idx] : 0;
         if (c->ro.format != LIPI_RECORDS_LINES && err.line)
             lipi_error_prefix(&err, "record %zu", err.line);
@@ -538,6 +544,7 @@ static int encode_files(encode_ctx *c, char **files, int nfiles)
 typedef struct {
     const char *path;     /* -t */
     encode_ctx *c;
+    lipi_special_policy special;
     bool add, have_max;
     uint64_t max_length;
 } encode_args;
@@ -574,6 +581,16 @@ static int encode_option(int id, const char *arg, void *vea)
     case CLI_OPT_TEXT_FIELD: ea->c->ro.text_field = arg; break;
     case CLI_OPT_OFFSETS: ea->c->offsets = true; break;
     case CLI_OPT_TOTAL: ea->c->total = true; break;
+    case CLI_OPT_SPECIAL:
+        if (strcmp(arg, "allow") == 0)
+            ea->special = LIPI_SPECIAL_ALLOW;
+        else if (strcmp(arg, "text") == 0)
+            ea->special = LIPI_SPECIAL_TEXT;
+        else if (strcmp(arg, "error") == 0)
+            ea->special = LIPI_SPECIAL_ERROR;
+        else
+            return cli_bad_value("encode", "--special", "allow, text or error", arg);
+        break;
     case CLI_OPT_ADD_SPECIAL_TOKENS: ea->add = true; break;
     case CLI_OPT_MAX_LENGTH:
         if (!cli_parse_u64(arg, &ea->max_length) || ea->max_length == 0 ||
@@ -592,6 +609,7 @@ static int run(int argc, char **argv)
         {"format", required_argument, NULL, CLI_OPT_FORMAT},
         {"offsets", no_argument, NULL, CLI_OPT_OFFSETS},
         {"total", no_argument, NULL, CLI_OPT_TOTAL},
+        {"special", required_argument, NULL, CLI_OPT_SPECIAL},
         {"input", required_argument, NULL, CLI_OPT_INPUT},
         {"text-field", required_argument, NULL, CLI_OPT_TEXT_FIELD},
         {"add-special-tokens", no_argument, NULL, CLI_OPT_ADD_SPECIAL_TOKENS},
@@ -624,6 +642,7 @@ static int run(int argc, char **argv)
     c.n_sessions = t.n_sessions;
     lipi_encode_options_default(t.enc, &c.opt);
     c.opt.add_special_tokens = ea.add;
+    c.opt.special = ea.special;
     if (ea.have_max)
         c.opt.max_length = (size_t)ea.max_length;
     if (c.fmt == FMT_TOKENS || c.fmt == FMT_JSONL)

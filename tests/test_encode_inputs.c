@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "encoder/encoder.h"
 #include "tokenizer/tokenizer.h"
 #include "tests/cli_run.h"
 
@@ -158,6 +159,84 @@ static void test_encode_count_and_total(void **state)
     cli_result_free(&counts);
 }
 
+static void test_special_policy_in_encode_and_batch(void **state)
+{
+    lipi_tokenizer *tok = NULL;
+    lipi_encoder *enc = NULL;
+    lipi_session *s[2] = {NULL, NULL};
+    lipi_error err = {0};
+    assert_int_equal(lipi_tokenizer_open("cl100k_base", NULL, &tok, &err), LIPI_OK);
+    assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
+    assert_int_equal(lipi_session_new(enc, &s[0]), LIPI_OK);
+    assert_int_equal(lipi_session_new(enc, &s[1]), LIPI_OK);
+    static const char text[] = "a<|endoftext|>b";
+    static const uint32_t allow[] = {64, 100257, 65};
+    static const uint32_t plain[] = {64, 27, 91, 8862, 728, 428, 91, 29, 65};
+    lipi_encode_options opt;
+    lipi_encode_options_default(enc, &opt);
+    assert_int_equal(opt.special, LIPI_SPECIAL_ALLOW);
+    uint32_t ids[32];
+    lipi_encoding out = {.ids = ids, .cap = 32};
+    assert_int_equal(lipi_encode(s[0], text, sizeof text - 1, &opt, &out, &err), LIPI_OK);
+    assert_int_equal(out.len, 3);
+    assert_memory_equal(ids, allow, sizeof allow);
+    opt.special = LIPI_SPECIAL_TEXT;
+    assert_int_equal(lipi_encode(s[0], text, sizeof text - 1, &opt, &out, &err), LIPI_OK);
+    assert_int_equal(out.len, 9);
+    assert_memory_equal(ids, plain, sizeof plain);
+    opt.special = LIPI_SPECIAL_ERROR;
+    assert_int_equal(lipi_encode(s[0], text, sizeof text - 1, &opt, &out, &err), LIPI_EINVAL);
+    assert_int_equal(err.offset, 1);
+    assert_non_null(strstr(err.msg, "special token \"<|endoftext|>\" at byte 1"));
+    /* Batches honour it on every session; the error names the text. */
+    lipi_text texts[200];
+    for (size_t i = 0; i < 200; i++)
+        texts[i] = (lipi_text){text, i == 150 ? sizeof text - 1 : 1};
+    lipi_batch b = {0};
+    opt.special = LIPI_SPECIAL_TEXT;
+    assert_int_equal(lipi_encode_batch(s, 2, texts, 200, &opt, 0, &b, &err), LIPI_OK);
+    assert_int_equal(b.start[151] - b.start[150], 9);
+    assert_memory_equal(b.ids + b.start[150], plain, sizeof plain);
+    lipi_batch_free(&b);
+    opt.special = LIPI_SPECIAL_ERROR;
+    err = (lipi_error){0};
+    assert_int_equal(lipi_encode_batch(s, 2, texts, 200, &opt, 0, &b, &err), LIPI_EINVAL);
+    assert_int_equal(err.line, 151);
+    assert_non_null(strstr(err.msg, "<|endoftext|>"));
+    opt.special = LIPI_SPECIAL_ALLOW;
+    assert_int_equal(lipi_encode_batch(s, 2, texts, 200, &opt, 0, &b, &err), LIPI_OK);
+    assert_int_equal(b.start[151] - b.start[150], 3);
+    lipi_batch_free(&b);
+    lipi_session_free(s[0]);
+    lipi_session_free(s[1]);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(tok);
+}
+
+static void test_encode_special_policies(void **state)
+{
+    cli_result r = RUN("encode -t cl100k_base --special text", "a<|endoftext|>b\n");
+    assert_string_equal(r.out, "64 27 91 8862 728 428 91 29 65\n");
+    cli_result_free(&r);
+    r = RUN("encode -t cl100k_base --special error --input jsonl",
+            "{\"text\": \"ok\"}\n{\"text\": \"x <|fim_prefix|>\"}\n");
+    assert_int_equal(r.code, 1);
+    assert_string_equal(r.err, "lipi encode: <stdin>:2: byte 2: record 2: special token "
+                               "\"<|fim_prefix|>\" at byte 2 (expected text without special "
+                               "tokens: allow them, or encode them as text)\n");
+    cli_result_free(&r);
+    /* BERT: [CLS] in the text is [CLS]'s id, or text. */
+    r = RUN("encode -t tests/fixtures/shared/vocab/bert-base-uncased/vocab.txt --format tokens "
+            "--special text",
+            "hi [CLS]\n");
+    assert_string_equal(r.out, "hi [ cl ##s ]\n");
+    cli_result_free(&r);
+    r = RUN("encode -t cl100k_base --special everything", "");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--special takes allow, text or error, not 'everything'"));
+    cli_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -166,6 +245,8 @@ int main(void)
         cmocka_unit_test(test_record_reader_jsonl_errors_name_record_and_column),
         cmocka_unit_test(test_encode_input_kinds),
         cmocka_unit_test(test_encode_count_and_total),
+        cmocka_unit_test(test_special_policy_in_encode_and_batch),
+        cmocka_unit_test(test_encode_special_policies),
     };
     return cmocka_run_group_tests_name("encode_inputs", tests, NULL, NULL);
 }

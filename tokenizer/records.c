@@ -185,14 +185,16 @@ static lipi_status jsonl_record(lipi_record_reader *r, const char *line, size_t 
                               "record %zu: expected a JSON object, found an empty line", no);
     size_t first = skip_ws(line, 0, n);
     if (line[first] != '{') {
-        char c = line[first];
+        char c = line[first], shown[16];
+        snprintf(shown, sizeof shown, c > ' ' && c < 0x7f ? "'%c'" : "byte 0x%02x",
+                 c > ' ' && c < 0x7f ? c : (unsigned char)c);
         return lipi_error_set(err, LIPI_EFORMAT, r->path, no, (size_t)at + first,
                               "record %zu: expected a JSON object at column %zu, found %s", no,
                               first + 1,
                               c == '[' ? "an array" : c == '"' ? "a string"
                               : c == 't' || c == 'f' ? "a boolean" : c == 'n' ? "null"
                               : c == '-' || (c >= '0' && c <= '9') ? "a number"
-                              : "something else");
+                              : shown);
     }
     r->obj = lipi_json_loadb(line, n, JSON_ALLOW_NUL, &jerr);
     if (!r->obj) {
