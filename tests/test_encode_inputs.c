@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "encoder/encoder.h"
 #include "tokenizer/tokenizer.h"
@@ -237,6 +238,250 @@ static void test_encode_special_policies(void **state)
     cli_result_free(&r);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Reference ids from npm tiktoken / tokenizers                               */
+/* (tests/fixtures/encoder/make_record_fixtures.js)                           */
+/* ------------------------------------------------------------------------ */
+
+#define FIXTURES "tests/fixtures/encoder/"
+
+/* The rows of a fixture (its _meta line left out), as a JSON array. */
+static json_t *load_rows(const char *path)
+{
+    lipi_record_reader *r = NULL;
+    lipi_error err = {0};
+    if (lipi_record_reader_open(path, NULL, &r, &err) != LIPI_OK)
+        fail_msg("%s: %s", path, err.msg);
+    json_t *rows = json_array();
+    lipi_record rec;
+    while (lipi_record_reader_next(r, &rec, &err) == LIPI_OK && rec.text) {
+        json_error_t jerr;
+        json_t *row = json_loadb(rec.text, rec.len, 0, &jerr);
+        if (!row)
+            fail_msg("%s:%zu: %s", path, rec.number, jerr.text);
+        if (json_object_get(row, "_meta"))
+            json_decref(row);
+        else
+            json_array_append_new(rows, row);
+    }
+    assert_int_equal(err.code, LIPI_OK);
+    lipi_record_reader_close(r);
+    assert_true(json_array_size(rows) > 0);
+    return rows;
+}
+
+/* "1 2 3": ids as one string, so that a mismatch prints readably. */
+static char *ids_string(const json_t *ids)
+{
+    size_t n = json_array_size(ids), cap = 12 * n + 1, len = 0;
+    char *s = malloc(cap);
+    assert_non_null(s);
+    s[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(s + len, cap - len, "%s%lld", i ? " " : "",
+                                (long long)json_integer_value(json_array_get(ids, i)));
+    return s;
+}
+
+static void assert_same_ids(const json_t *want, const json_t *got, const char *what)
+{
+    char *a = ids_string(want), *b = ids_string(got);
+    if (strcmp(a, b) != 0)
+        fail_msg("%s: ids differ\n  reference: %.300s\n  lipi:      %.300s", what, a, b);
+    free(a);
+    free(b);
+}
+
+/* Writes rows[i] for the i with pick[i] as JSONL; returns the file. */
+static const char *write_jsonl(const json_t *rows, const bool *pick)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    for (size_t i = 0; i < json_array_size(rows); i++)
+        if (pick[i]) {
+            char *line = json_dumps(json_array_get(rows, i), JSON_COMPACT);
+            fprintf(f, "%s\n", line);
+            free(line);
+        }
+    fclose(f);
+    const char *path = cli_temp_file(buf, len);
+    free(buf);
+    return path;
+}
+
+/* Encodes the picked rows (which carry text and ids) with one run of
+ * `lipi encode ARGS --input jsonl --format jsonl` and one of --format
+ * count; the ids must be the rows' and the other members come back. */
+static void check_group(const json_t *rows, const bool *pick, const char *args, const char *what)
+{
+    const char *path = write_jsonl(rows, pick);
+    cli_result r = cli_runf("encode %s --input jsonl --format jsonl %s", args, path);
+    cli_result c = cli_runf("encode %s --input jsonl --format count --threads 2 %s", args, path);
+    if (r.code != 0 || c.code != 0)
+        fail_msg("%s: lipi encode %s failed: %s%s", what, args, r.err, c.err);
+    char *line = r.out, *count = c.out;
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        if (!pick[i])
+            continue;
+        const json_t *row = json_array_get(rows, i);
+        char *end = strchr(line, '\n');
+        assert_non_null(end);
+        *end = 0;
+        json_error_t jerr;
+        json_t *got = json_loads(line, 0, &jerr);
+        if (!got)
+            fail_msg("%s: lipi's line is not JSON: %s", what, jerr.text);
+        char label[160];
+        snprintf(label, sizeof label, "%s, %s %.40s", what,
+                 json_string_value(json_object_get(row, "case")) ?: "",
+                 json_string_value(json_object_get(row, "text")));
+        assert_same_ids(json_object_get(row, "ids"), json_object_get(got, "ids"), label);
+        /* The row's other members pass through; its "ids" gave way. */
+        assert_true(json_equal(json_object_get(got, "tokenizer") ?: json_object_get(got, "case"),
+                               json_object_get(row, "tokenizer") ?: json_object_get(row, "case")));
+        assert_int_equal(strtoul(count, &count, 10), json_array_size(json_object_get(row, "ids")));
+        assert_int_equal(*count++, '\n');
+        json_decref(got);
+        line = end + 1;
+    }
+    assert_int_equal(*line, 0);
+    assert_int_equal(*count, 0);
+    cli_result_free(&r);
+    cli_result_free(&c);
+}
+
+/* tiktoken's names; its "gpt2" encoding has r50k_base's ranks. */
+static const char *lipi_encoding_name(const char *tiktoken_name)
+{
+    return strcmp(tiktoken_name, "gpt2") == 0 ? "r50k_base" : tiktoken_name;
+}
+
+static void test_tiktoken_public_cases(void **state)
+{
+    json_t *rows = load_rows(FIXTURES "tiktoken_cases.jsonl.gz");
+    size_t n = json_array_size(rows), checked = 0, refused = 0;
+    bool *pick = calloc(n, sizeof *pick), *done = calloc(n, sizeof *done);
+    assert_true(pick && done);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *row = json_array_get(rows, i);
+        const char *enc = json_string_value(json_object_get(row, "encoding"));
+        const char *special = json_string_value(json_object_get(row, "special"));
+        const char *token = json_string_value(json_object_get(row, "error_token"));
+        if (token) {
+            /* tiktoken refuses: lipi names the same (first) token. */
+            bool one[1] = {true};
+            json_t *single = json_array();
+            json_array_append(single, (json_t *)row);
+            const char *path = write_jsonl(single, one);
+            json_decref(single);
+            cli_result r = cli_runf("encode -t %s --special error --input jsonl %s",
+                                    lipi_encoding_name(enc), path);
+            char want[128];
+            snprintf(want, sizeof want, "record 1: special token \"%s\" at byte", token);
+            assert_int_equal(r.code, 1);
+            if (!strstr(r.err, want))
+                fail_msg("expected '%s' in: %s", want, r.err);
+            cli_result_free(&r);
+            done[i] = true;
+            refused++;
+            continue;
+        }
+        if (done[i])
+            continue;
+        /* All rows of this encoding and policy in one run. */
+        for (size_t k = i; k < n; k++) {
+            const json_t *o = json_array_get(rows, k);
+            pick[k] = !done[k] && !json_object_get(o, "error_token") &&
+                      strcmp(json_string_value(json_object_get(o, "encoding")), enc) == 0 &&
+                      strcmp(json_string_value(json_object_get(o, "special")), special) == 0;
+        }
+        char args[128], what[128];
+        snprintf(args, sizeof args, "-t %s --special %s", lipi_encoding_name(enc), special);
+        snprintf(what, sizeof what, "%s --special %s", enc, special);
+        check_group(rows, pick, args, what);
+        for (size_t k = i; k < n; k++)
+            if (pick[k]) {
+                done[k] = true;
+                checked++;
+                pick[k] = false;
+            }
+    }
+    assert_int_equal(checked + refused, n);
+    assert_int_equal(refused, 4);
+    free(pick);
+    free(done);
+    json_decref(rows);
+}
+
+static void test_multiline_records_match_tiktoken_and_hugging_face(void **state)
+{
+    json_t *rows = load_rows(FIXTURES "multiline_records.jsonl.gz");
+    size_t n = json_array_size(rows);
+    bool *pick = calloc(n, sizeof *pick);
+    assert_non_null(pick);
+    static const char *const toks[] = {
+        "cl100k_base", "o200k_base", "tests/fixtures/shared/vocab/gpt2/tokenizer.json",
+        "tests/fixtures/shared/vocab/bert-base-uncased/vocab.txt"};
+    for (size_t t = 0; t < sizeof toks / sizeof *toks; t++) {
+        size_t picked = 0;
+        char *nul = NULL;
+        size_t nul_len = 0;
+        FILE *f = open_memstream(&nul, &nul_len);
+        for (size_t i = 0; i < n; i++) {
+            const json_t *row = json_array_get(rows, i);
+            pick[i] = strcmp(json_string_value(json_object_get(row, "tokenizer")), toks[t]) == 0;
+            if (!pick[i])
+                continue;
+            picked++;
+            const json_t *text = json_object_get(row, "text");
+            fwrite(json_string_value(text), 1, json_string_length(text), f);
+            fputc(0, f);
+            /* The first texts again as whole files. */
+            if (picked <= 5) {
+                const char *path =
+                    cli_temp_file(json_string_value(text), json_string_length(text));
+                cli_result r = cli_runf("encode -t %s --input whole --format jsonl %s", toks[t],
+                                        path);
+                assert_int_equal(r.code, 0);
+                json_t *got = json_loads(r.out, 0, NULL);
+                assert_non_null(got);
+                assert_same_ids(json_object_get(row, "ids"), json_object_get(got, "ids"),
+                                toks[t]);
+                json_decref(got);
+                cli_result_free(&r);
+            }
+        }
+        fclose(f);
+        assert_int_equal(picked, 13);
+        char args[160];
+        snprintf(args, sizeof args, "-t %s", toks[t]);
+        check_group(rows, pick, args, toks[t]);
+        /* The same texts as NUL-separated records. */
+        cli_result r = cli_runf("encode -t %s --input nul --format jsonl %s", toks[t],
+                                cli_temp_file(nul, nul_len));
+        assert_int_equal(r.code, 0);
+        char *line = r.out;
+        for (size_t i = 0; i < n; i++) {
+            if (!pick[i])
+                continue;
+            char *end = strchr(line, '\n');
+            assert_non_null(end);
+            *end = 0;
+            json_t *got = json_loads(line, 0, NULL);
+            assert_non_null(got);
+            assert_same_ids(json_object_get(json_array_get(rows, i), "ids"),
+                            json_object_get(got, "ids"), toks[t]);
+            json_decref(got);
+            line = end + 1;
+        }
+        cli_result_free(&r);
+        free(nul);
+    }
+    free(pick);
+    json_decref(rows);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -247,6 +492,8 @@ int main(void)
         cmocka_unit_test(test_encode_count_and_total),
         cmocka_unit_test(test_special_policy_in_encode_and_batch),
         cmocka_unit_test(test_encode_special_policies),
+        cmocka_unit_test(test_tiktoken_public_cases),
+        cmocka_unit_test(test_multiline_records_match_tiktoken_and_hugging_face),
     };
     return cmocka_run_group_tests_name("encode_inputs", tests, NULL, NULL);
 }
