@@ -676,4 +676,4 @@ static int run(int argc, char **argv)
     return rc;
 }
 
-const cli_command cmd_encode = {"encode", "text lines -> token ids (Hugging Face-exact)", run};
+const cli_command cmd_encode = {"encode", "texts (lines, JSONL, files) -> token ids (Hugging Face-exact)", run};

@@ -13,6 +13,7 @@
 
 #include "encoder/encoder.h"
 #include "tokenizer/tokenizer.h"
+#include "tests/alloc_fail.h"
 #include "tests/cli_run.h"
 
 #define RUN(args, input) cli_run(args, input, sizeof(input) - 1)
@@ -96,6 +97,37 @@ static void test_record_reader_jsonl_errors_name_record_and_column(void **state)
         assert_int_equal(err.offset, cases[i].offset);
         lipi_record_reader_close(r);
     }
+}
+
+/* Reads every record of the file ctx as JSONL, then as NUL records. */
+static lipi_status read_records(void *ctx, lipi_error *err)
+{
+    static const char *const drop[] = {"ids"};
+    lipi_status st = LIPI_OK;
+    for (int f = 0; f < 2 && st == LIPI_OK; f++) {
+        lipi_record_options ro = {.format = f ? LIPI_RECORDS_NUL : LIPI_RECORDS_JSONL,
+                                  .drop = drop, .n_drop = 1};
+        lipi_record_reader *r = NULL;
+        lipi_record rec;
+        size_t n = 0;
+        st = lipi_record_reader_open(ctx, &ro, &r, err);
+        while (st == LIPI_OK && (st = lipi_record_reader_next(r, &rec, err)) == LIPI_OK &&
+               rec.text)
+            n++;
+        lipi_record_reader_close(r);
+        if (st == LIPI_OK && n != (f ? 1u : 3u))
+            fail_msg("%zu records", n);
+    }
+    return st;
+}
+
+static void test_record_reader_survives_every_allocation_failure(void **state)
+{
+    static const char text[] = "{\"id\": 1, \"text\": \"a\\nb\", \"ids\": [1]}\n"
+                               "{\"t\\u0065xt\": \"\\u0000\", \"m\": {\"k\": [\"}\"]}}\n"
+                               "{\"text\": \"\", \"x\": null}\n";
+    const char *path = cli_temp_file(text, sizeof text - 1);
+    assert_true(alloc_fail_loop("record reader", read_records, (void *)path) > 5);
 }
 
 static void test_encode_input_kinds(void **state)
@@ -488,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_record_reader_splits_each_kind),
         cmocka_unit_test(test_record_reader_jsonl_keeps_the_other_members_as_written),
         cmocka_unit_test(test_record_reader_jsonl_errors_name_record_and_column),
+        cmocka_unit_test(test_record_reader_survives_every_allocation_failure),
         cmocka_unit_test(test_encode_input_kinds),
         cmocka_unit_test(test_encode_count_and_total),
         cmocka_unit_test(test_special_policy_in_encode_and_batch),
