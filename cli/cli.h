@@ -105,6 +105,10 @@ typedef enum {
     CLI_OPT_LABEL,
     CLI_OPT_TOP,
     CLI_OPT_FROM_SEARCH,
+    CLI_OPT_INPUT,
+    CLI_OPT_TEXT_FIELD,
+    CLI_OPT_TOTAL,
+    CLI_OPT_SPECIAL,
 } cli_option_id;
 
 typedef struct {

@@ -1,5 +1,6 @@
-/* `lipi encode`: text lines -> token ids, one output line per input line.
- * Lines are read in blocks; a block is cut into tasks of TASK_LINES lines
+/* `lipi encode`: texts -> token ids, one output line per input record
+ * (lines, JSONL objects, whole files or NUL-separated records, read by the
+ * library's record reader). Records are read in blocks; a block is cut into tasks of TASK_LINES lines
  * that lipi_parallel_for runs on --threads threads, each task encoding its
  * lines (lipi_encode_batch on the thread's session) and formatting them
  * into a buffer of its own; the buffers are then written in order. The
@@ -7,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "encoder/encoder.h"
@@ -16,8 +18,9 @@ static void help(FILE *f)
     fprintf(f,
             "Usage: lipi encode -t TOKENIZER [OPTIONS] [FILE...]\n"
             "\n"
-            "Encodes each input line into token ids, exactly as Hugging Face tokenizers\n"
-            "does with the same tokenizer (one output line per input line).\n"
+            "Encodes each input record (a line by default) into token ids, exactly as\n"
+            "Hugging Face tokenizers does with the same tokenizer (one output line per\n"
+            "record).\n"
             "\n"
             "Options:\n"
             "  -t, --tokenizer PATH  a tokenizer.json, a model folder, a SentencePiece .model,\n"
@@ -34,9 +37,24 @@ static void help(FILE *f)
             "                        backslash or control character inside a token is\n"
             "                        written \\x20, \\\\, \\t, \\n, \\r or \\xNN);\n"
             "                        jsonl: {\"ids\": [...], \"tokens\": [...],\n"
-            "                        \"offsets\": [[start, end], ...]} per line\n"
+            "                        \"offsets\": [[start, end], ...]} per line;\n"
+            "                        count: the number of ids (--offsets is ignored)\n"
+            "  --input KIND          what a record is: lines (default: each line, without\n"
+            "                        its \\n or \\r\\n); jsonl (a JSON object per line, the\n"
+            "                        text in --text-field; --format jsonl passes its other\n"
+            "                        members through); whole (each file is one text,\n"
+            "                        newlines and all); nul (records end at NUL bytes)\n"
+            "  --text-field NAME     jsonl: the member holding the text (default: text)\n"
             "  --offsets             ids / tokens formats: add a tab and the byte offsets\n"
             "                        of each token in the line, START-END separated by spaces\n"
+            "  --total               at the end, print to stderr the records, tokens, bytes\n"
+            "                        of text (without separators) and tokens per 1,000 bytes\n"
+            "  --special POLICY      special tokens written in the text (<|endoftext|>,\n"
+            "                        [CLS], ...): allow (default: their ids, as Hugging\n"
+            "                        Face does, so lipi's ids equal its ids), text (encode\n"
+            "                        them as ordinary text, as tiktoken's encode_ordinary)\n"
+            "                        or error (refuse the record, naming it and the token,\n"
+            "                        as tiktoken's encode does by default)\n"
             "  --add-special-tokens  add the post-processor's tokens ([CLS] ... [SEP], ...)\n"
             "  --max-length N        truncate to N ids, special tokens included (default:\n"
             "                        the tokenizer file's truncation setting, if any)\n"
@@ -49,17 +67,20 @@ static void help(FILE *f)
             "  echo 'नमस्ते दुनिया' | lipi encode -t tokenizer.json --format tokens\n");
 }
 
-/* A block of input lines (copied, since the reader reuses its buffer). */
+/* A block of input records (copied, since the reader reuses its buffer).
+ * A JSONL record's other members (lipi_record.extra) follow its text. */
 typedef struct {
     char *text;
     size_t len, cap;
     lipi_text *lines;   /* s points into text only after the block is full */
-    size_t *off;        /* start of each line in text */
-    size_t *line_no;
+    size_t *off;        /* start of each record in text */
+    size_t *line_no;    /* its record number */
+    size_t *xlen;       /* length of its extra members after the text */
     size_t n, lcap;
 } block;
 
-static lipi_status block_add(block *b, const char *s, size_t len, size_t line_no)
+static lipi_status block_add(block *b, const char *s, size_t len, const char *x, size_t xlen,
+                             size_t line_no)
 {
     if (b->n == b->lcap) {
         size_t cap = b->lcap ? b->lcap * 2 : 1024;
@@ -75,11 +96,17 @@ static lipi_status block_add(block *b, const char *s, size_t len, size_t line_no
         if (!ln)
             return LIPI_ENOMEM;
         b->line_no = ln;
+        size_t *xl = lipi_realloc(b->xlen, cap * sizeof *xl);
+        if (!xl)
+            return LIPI_ENOMEM;
+        b->xlen = xl;
         b->lcap = cap;
     }
-    if (len > b->cap - b->len) {
+    if (len + xlen < len)
+        return LIPI_ENOMEM;
+    if (len + xlen > b->cap - b->len) {
         size_t cap = b->cap ? b->cap : 1 << 16;
-        while (cap - b->len < len) {
+        while (cap - b->len < len + xlen) {
             if (cap > SIZE_MAX / 2)
                 return LIPI_ENOMEM;
             cap *= 2;
@@ -96,11 +123,16 @@ static lipi_status block_add(block *b, const char *s, size_t len, size_t line_no
     b->lines[b->n].len = len;
     b->line_no[b->n] = line_no;
     b->len += len;
+    b->xlen[b->n] = xlen;
+    if (xlen) {
+        memcpy(b->text + b->len, x, xlen);
+        b->len += xlen;
+    }
     b->n++;
     return LIPI_OK;
 }
 
-typedef enum { FMT_IDS, FMT_TOKENS, FMT_JSONL } out_format;
+typedef enum { FMT_IDS, FMT_TOKENS, FMT_JSONL, FMT_COUNT } out_format;
 
 /* ------------------------------------------------------------------------ */
 /* Output: each task's lines are formatted into a buffer of its own, written  */
@@ -154,6 +186,13 @@ static void out_lit(outbuf *o, const char *s, size_t len)
     o->n += len;
 }
 #define OUT_LIT(o, s) out_lit(o, s, sizeof s - 1)
+
+/* Bytes of any length, in pieces. */
+static void out_bytes(outbuf *o, const char *s, size_t len)
+{
+    for (size_t at = 0; at < len; at += OUT_PIECE)
+        out_lit(o, s + at, len - at < OUT_PIECE ? len - at : OUT_PIECE);
+}
 
 static const char digit_pairs[] = "00010203040506070809101112131415161718192021222324"
                                   "25262728293031323334353637383940414243444546474849"
@@ -245,6 +284,17 @@ static void out_json_string(outbuf *o, const char *s, size_t len)
     OUT_LIT(o, "\"");
 }
 
+/* The number of ids of each text. */
+static void print_counts(outbuf *o, const lipi_batch *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        char *p = out_room(o, OUT_SLACK);
+        p = fmt_num(p, r->start[i + 1] - r->start[i]);
+        *p++ = '\n';
+        o->n = (size_t)(p - o->p);
+    }
+}
+
 /* Ids only, the common case, in one tight loop. */
 static void print_ids(outbuf *o, const lipi_batch *r)
 {
@@ -270,11 +320,18 @@ static void out_num(outbuf *o, size_t v)
     o->n = (size_t)(fmt_num(p, v) - o->p);
 }
 
-static void print_result(outbuf *o, const lipi_batch *r, size_t i, out_format fmt, bool offsets)
+/* Record i of the batch; x[0..xlen): the input's other JSONL members. */
+static void print_result(outbuf *o, const lipi_batch *r, size_t i, out_format fmt, bool offsets,
+                         const char *x, size_t xlen)
 {
     size_t a = r->start[i], b = r->start[i + 1];
     if (fmt == FMT_JSONL) {
-        OUT_LIT(o, "{\"ids\": [");
+        OUT_LIT(o, "{");
+        if (xlen) {
+            out_bytes(o, x, xlen);
+            OUT_LIT(o, ", ");
+        }
+        OUT_LIT(o, "\"ids\": [");
         for (size_t k = a; k < b; k++) {
             char *p = out_room(o, OUT_SLACK), *p0 = p;
             if (k > a)
@@ -351,9 +408,13 @@ typedef struct {
     unsigned want;
     out_format fmt;
     bool offsets;
+    lipi_record_options ro; /* --input, --text-field */
     const block *b;  /* the block being encoded */
     outbuf *outs;    /* [n_outs]: task k's output */
+    size_t *tokens;  /* [n_outs]: task k's number of ids */
     size_t n_outs;
+    bool total;      /* --total: sum records, ids and bytes */
+    uint64_t n_records, n_tokens, n_bytes;
 } encode_ctx;
 
 /* Task k: lines [k * TASK_LINES, ...) of the block, encoded and formatted
@@ -373,11 +434,15 @@ static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
     }
     outbuf *o = &c->outs[k];
     o->n = 0;
-    if (c->fmt == FMT_IDS && !c->offsets)
+    c->tokens[k] = r.start[m];
+    if (c->fmt == FMT_COUNT)
+        print_counts(o, &r);
+    else if (c->fmt == FMT_IDS && !c->offsets)
         print_ids(o, &r);
     else
         for (size_t i = 0; i < m; i++)
-            print_result(o, &r, i, c->fmt, c->offsets);
+            print_result(o, &r, i, c->fmt, c->offsets,
+                         b->text + b->off[lo + i] + b->lines[lo + i].len, b->xlen[lo + i]);
     lipi_batch_free(&r);
     if (o->oom) {
         o->oom = false;
@@ -400,13 +465,22 @@ static int flush_block(encode_ctx *c, block *b, const char *file)
     lipi_status st = lipi_parallel_for(n_tasks, c->n_sessions, encode_task, c, &err);
     if (st != LIPI_OK) {
         size_t idx = err.line ? err.line - 1 : 0;
-        snprintf(err.path, sizeof err.path, "%s", file);
+        snprintf(err.path, sizeof err.path, "%s", strcmp(file, "-") == 0 ? "<stdin>" : file);
         err.line = idx < b->n ? b->line_no[idx] : 0;
+        if (c->ro.format != LIPI_RECORDS_LINES && err.line)
+            lipi_error_prefix(&err, "record %zu", err.line);
         cli_report("encode", &err);
         return EXIT_FAIL;
     }
-    for (size_t k = 0; k < n_tasks; k++)
+    for (size_t k = 0; k < n_tasks; k++) {
         fwrite(c->outs[k].p, 1, c->outs[k].n, stdout);
+        c->n_tokens += c->tokens[k];
+    }
+    if (c->total) {
+        c->n_records += b->n;
+        for (size_t i = 0; i < b->n; i++)
+            c->n_bytes += b->lines[i].len;
+    }
     b->n = 0;
     b->len = 0;
     return EXIT_OK;
@@ -420,7 +494,7 @@ static int flush_block(encode_ctx *c, block *b, const char *file)
 #define BLOCK_LINES 2048
 #define BLOCK_BYTES (1u << 20)
 
-static int encode_files(encode_ctx *c, char **files, int nfiles, lipi_invalid_mode mode)
+static int encode_files(encode_ctx *c, char **files, int nfiles)
 {
     static char *stdin_only[] = {"-"};
     block b = {0};
@@ -431,17 +505,16 @@ static int encode_files(encode_ctx *c, char **files, int nfiles, lipi_invalid_mo
     }
     for (int f = 0; f < nfiles && rc == EXIT_OK; f++) {
         lipi_error err = {0};
-        lipi_line_reader *r = NULL;
-        lipi_status st = lipi_line_reader_open(files[f], mode, &r, &err);
+        lipi_record_reader *r = NULL;
+        lipi_status st = lipi_record_reader_open(files[f], &c->ro, &r, &err);
         while (st == LIPI_OK) {
-            const char *line;
-            size_t len;
-            st = lipi_line_reader_next(r, &line, &len, &err);
-            if (st != LIPI_OK || !line)
+            lipi_record rec;
+            st = lipi_record_reader_next(r, &rec, &err);
+            if (st != LIPI_OK || !rec.text)
                 break;
-            st = block_add(&b, line, len, lipi_line_reader_line_no(r));
+            st = block_add(&b, rec.text, rec.len, rec.extra, rec.extra_len, rec.number);
             if (st != LIPI_OK) {
-                lipi_error_set(&err, st, files[f], lipi_line_reader_line_no(r), 0, "out of memory");
+                lipi_error_set(&err, st, files[f], rec.number, 0, "out of memory");
                 break;
             }
             if (b.n >= BLOCK_LINES * c->n_sessions || b.len >= BLOCK_BYTES * c->n_sessions) {
@@ -450,7 +523,7 @@ static int encode_files(encode_ctx *c, char **files, int nfiles, lipi_invalid_mo
                     break;
             }
         }
-        lipi_line_reader_close(r);
+        lipi_record_reader_close(r);
         if (rc != EXIT_OK)
             break;
         if (st != LIPI_OK) {
@@ -464,12 +537,14 @@ static int encode_files(encode_ctx *c, char **files, int nfiles, lipi_invalid_mo
     lipi_free(b.lines);
     lipi_free(b.off);
     lipi_free(b.line_no);
+    lipi_free(b.xlen);
     return rc;
 }
 
 typedef struct {
     const char *path;     /* -t */
     encode_ctx *c;
+    lipi_special_policy special;
     bool add, have_max;
     uint64_t max_length;
 } encode_args;
@@ -486,10 +561,36 @@ static int encode_option(int id, const char *arg, void *vea)
             ea->c->fmt = FMT_TOKENS;
         else if (strcmp(arg, "jsonl") == 0)
             ea->c->fmt = FMT_JSONL;
+        else if (strcmp(arg, "count") == 0)
+            ea->c->fmt = FMT_COUNT;
         else
-            return cli_bad_value("encode", "--format", "ids, tokens or jsonl", arg);
+            return cli_bad_value("encode", "--format", "ids, tokens, jsonl or count", arg);
         break;
+    case CLI_OPT_INPUT:
+        if (strcmp(arg, "lines") == 0)
+            ea->c->ro.format = LIPI_RECORDS_LINES;
+        else if (strcmp(arg, "jsonl") == 0)
+            ea->c->ro.format = LIPI_RECORDS_JSONL;
+        else if (strcmp(arg, "whole") == 0)
+            ea->c->ro.format = LIPI_RECORDS_WHOLE;
+        else if (strcmp(arg, "nul") == 0)
+            ea->c->ro.format = LIPI_RECORDS_NUL;
+        else
+            return cli_bad_value("encode", "--input", "lines, jsonl, whole or nul", arg);
+        break;
+    case CLI_OPT_TEXT_FIELD: ea->c->ro.text_field = arg; break;
     case CLI_OPT_OFFSETS: ea->c->offsets = true; break;
+    case CLI_OPT_TOTAL: ea->c->total = true; break;
+    case CLI_OPT_SPECIAL:
+        if (strcmp(arg, "allow") == 0)
+            ea->special = LIPI_SPECIAL_ALLOW;
+        else if (strcmp(arg, "text") == 0)
+            ea->special = LIPI_SPECIAL_TEXT;
+        else if (strcmp(arg, "error") == 0)
+            ea->special = LIPI_SPECIAL_ERROR;
+        else
+            return cli_bad_value("encode", "--special", "allow, text or error", arg);
+        break;
     case CLI_OPT_ADD_SPECIAL_TOKENS: ea->add = true; break;
     case CLI_OPT_MAX_LENGTH:
         if (!cli_parse_u64(arg, &ea->max_length) || ea->max_length == 0 ||
@@ -507,6 +608,10 @@ static int run(int argc, char **argv)
         {"tokenizer", required_argument, NULL, 't'},
         {"format", required_argument, NULL, CLI_OPT_FORMAT},
         {"offsets", no_argument, NULL, CLI_OPT_OFFSETS},
+        {"total", no_argument, NULL, CLI_OPT_TOTAL},
+        {"special", required_argument, NULL, CLI_OPT_SPECIAL},
+        {"input", required_argument, NULL, CLI_OPT_INPUT},
+        {"text-field", required_argument, NULL, CLI_OPT_TEXT_FIELD},
         {"add-special-tokens", no_argument, NULL, CLI_OPT_ADD_SPECIAL_TOKENS},
         {"max-length", required_argument, NULL, CLI_OPT_MAX_LENGTH},
         {NULL, 0, NULL, 0},
@@ -526,33 +631,49 @@ static int run(int argc, char **argv)
     cli_tokenizer t;
     if (cli_tokenizer_open("encode", ea.path, &a.oo, a.threads, &t) != EXIT_OK)
         return EXIT_FAIL;
+    /* lipi's own members replace the input's of the same name. */
+    static const char *const ours[] = {"ids", "tokens", "offsets"};
+    c.ro.invalid = a.mode;
+    if (c.fmt == FMT_JSONL) {
+        c.ro.drop = ours;
+        c.ro.n_drop = sizeof ours / sizeof *ours;
+    }
     c.sessions = t.sessions;
     c.n_sessions = t.n_sessions;
     lipi_encode_options_default(t.enc, &c.opt);
     c.opt.add_special_tokens = ea.add;
+    c.opt.special = ea.special;
     if (ea.have_max)
         c.opt.max_length = (size_t)ea.max_length;
-    if (c.fmt != FMT_IDS)
+    if (c.fmt == FMT_TOKENS || c.fmt == FMT_JSONL)
         c.want |= LIPI_WANT_TOKENS;
-    if (c.offsets || c.fmt == FMT_JSONL)
+    if ((c.offsets && c.fmt != FMT_COUNT) || c.fmt == FMT_JSONL)
         c.want |= LIPI_WANT_OFFSETS;
     c.n_outs = (BLOCK_LINES * c.n_sessions + TASK_LINES - 1) / TASK_LINES;
     c.outs = lipi_calloc(c.n_outs, sizeof *c.outs);
-    rc = c.outs ? EXIT_OK : EXIT_FAIL;
+    c.tokens = lipi_calloc(c.n_outs, sizeof *c.tokens);
+    rc = c.outs && c.tokens ? EXIT_OK : EXIT_FAIL;
     for (size_t k = 0; c.outs && k < c.n_outs && rc == EXIT_OK; k++)
         if (out_init(&c.outs[k]) != LIPI_OK)
             rc = EXIT_FAIL;
     if (rc != EXIT_OK)
         fprintf(stderr, "lipi encode: out of memory\n");
     else
-        rc = encode_files(&c, argv + optind, argc - optind, a.mode);
+        rc = encode_files(&c, argv + optind, argc - optind);
     if (rc == EXIT_OK)
         rc = cli_finish_output("encode");
+    if (rc == EXIT_OK && c.total)
+        fprintf(stderr,
+                "lipi encode: %" PRIu64 " records, %" PRIu64 " tokens, %" PRIu64
+                " bytes, %.1f tokens per 1,000 bytes\n",
+                c.n_records, c.n_tokens, c.n_bytes,
+                c.n_bytes ? 1000.0 * (double)c.n_tokens / (double)c.n_bytes : 0.0);
     for (size_t k = 0; c.outs && k < c.n_outs; k++)
         lipi_free(c.outs[k].p);
     lipi_free(c.outs);
+    lipi_free(c.tokens);
     cli_tokenizer_close(&t);
     return rc;
 }
 
-const cli_command cmd_encode = {"encode", "text lines -> token ids (Hugging Face-exact)", run};
+const cli_command cmd_encode = {"encode", "texts (lines, JSONL, files) -> token ids (Hugging Face-exact)", run};

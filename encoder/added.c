@@ -58,7 +58,7 @@ static lipi_status list_add(pat_list *l, const char *s, size_t len, const lipi_a
 {
     l->keys[l->n] = (lipi_strref){s, len};
     l->values[l->n] = (uint32_t)l->n;
-    l->pat[l->n] = (enc_added_pat){a->id, a->single_word, a->lstrip, a->rstrip};
+    l->pat[l->n] = (enc_added_pat){a->id, a->single_word, a->lstrip, a->rstrip, a->special};
     l->n++;
     return LIPI_OK;
 }
@@ -83,6 +83,38 @@ static lipi_status matcher_build(enc_added *m, pat_list *l)
     m->n = l->n;
     l->pat = NULL;
 done:
+    return st;
+}
+
+/* m: the patterns of l that are not special tokens, when l has special
+ * tokens (*has_special). l is left as it was. */
+static lipi_status plain_build(enc_added *m, const pat_list *l, bool *has_special)
+{
+    lipi_status st = LIPI_OK;
+    pat_list p = {0};
+    memset(m, 0, sizeof *m);
+    *has_special = false;
+    for (size_t i = 0; i < l->n; i++)
+        *has_special |= l->pat[i].special;
+    if (!*has_special)
+        return LIPI_OK;
+    size_t n = l->n;
+    p.keys = lipi_calloc(n, sizeof *p.keys);
+    p.values = lipi_calloc(n, sizeof *p.values);
+    p.pat = lipi_calloc(n, sizeof *p.pat);
+    if (!p.keys || !p.values || !p.pat)
+        TRY(LIPI_ENOMEM);
+    for (size_t i = 0; i < n; i++)
+        if (!l->pat[i].special) {
+            p.keys[p.n] = l->keys[i];
+            p.values[p.n] = (uint32_t)p.n;
+            p.pat[p.n++] = l->pat[i];
+        }
+    TRY(matcher_build(m, &p));
+done:
+    lipi_free(p.keys);
+    lipi_free(p.values);
+    lipi_free(p.pat);
     return st;
 }
 
@@ -140,7 +172,12 @@ lipi_status lipi_enc_added_build(lipi_encoder *e, lipi_error *err)
             TRY(list_add(&norm, c, nz.len, a));
         }
     }
-    st = matcher_build(&e->raw_added, &raw);
+    /* The special-free matchers first: matcher_build takes l->pat. */
+    st = plain_build(&e->raw_plain, &raw, &e->raw_has_special);
+    if (st == LIPI_OK)
+        st = plain_build(&e->norm_plain, &norm, &e->norm_has_special);
+    if (st == LIPI_OK)
+        st = matcher_build(&e->raw_added, &raw);
     if (st == LIPI_OK)
         st = matcher_build(&e->norm_added, &norm);
     if (st != LIPI_OK)

@@ -280,6 +280,8 @@ void lipi_encoder_free(lipi_encoder *e)
     lipi_enc_models_free(e);
     lipi_enc_added_free(&e->raw_added);
     lipi_enc_added_free(&e->norm_added);
+    lipi_enc_added_free(&e->raw_plain);
+    lipi_enc_added_free(&e->norm_plain);
     lipi_enc_added_strings_free(e);
     lipi_enc_decoders_free(e);
     lipi_pretokenizer_free(e->own_pretok);
@@ -809,6 +811,29 @@ done:
     return st;
 }
 
+/* The added-token matcher for the session's special-token policy: m, or
+ * its special-free twin under LIPI_SPECIAL_TEXT. */
+static const enc_added *policy_matcher(const lipi_session *s, const enc_added *m,
+                                       const enc_added *plain, bool has_special)
+{
+    return s->special == LIPI_SPECIAL_TEXT && has_special ? plain : m;
+}
+
+/* LIPI_SPECIAL_ERROR: fails when added token `id`, found at byte `at` of
+ * the text, is a special token. */
+static lipi_status refuse_special(const lipi_session *s, uint32_t id, size_t at, lipi_error *err)
+{
+    const lipi_encoder *e = s->enc;
+    if (s->special != LIPI_SPECIAL_ERROR || !lipi_enc_is_special(e->tok, id))
+        return LIPI_OK;
+    size_t len = 0;
+    const char *tok = lipi_enc_id_to_token(e, id, &len);
+    return lipi_error_set(err, LIPI_EINVAL, NULL, 0, at,
+                          "special token \"%.*s\" at byte %zu (expected text without special "
+                          "tokens: allow them, or encode them as text)",
+                          (int)(len > 64 ? 64 : len), tok ? tok : "", at);
+}
+
 /* Encodes one text segment without raw added tokens: normalizes it, splits
  * it at normalized added tokens, pre-tokenizes the rest. */
 static lipi_status encode_segment(lipi_session *s, enc_toks *d, const char *text, size_t len,
@@ -828,9 +853,9 @@ static lipi_status encode_segment(lipi_session *s, enc_toks *d, const char *text
         c.ntext = text;
         c.nlen = len;
     }
-    if (e->norm_added.n) {
-        TRY(lipi_enc_added_split(&e->norm_added, c.ntext, c.nlen, &s->segs2, &s->segs2_cap,
-                                 &nsegs));
+    const enc_added *na = policy_matcher(s, &e->norm_added, &e->norm_plain, e->norm_has_special);
+    if (na->n) {
+        TRY(lipi_enc_added_split(na, c.ntext, c.nlen, &s->segs2, &s->segs2_cap, &nsegs));
     } else {
         TRY(ENC_GROW(s->segs2, s->segs2_cap, 1));
         s->segs2[0] = (enc_seg){0, c.nlen, -1};
@@ -839,6 +864,9 @@ static lipi_status encode_segment(lipi_session *s, enc_toks *d, const char *text
     for (size_t k = 0; k < nsegs; k++) {
         enc_seg g = s->segs2[k];
         if (g.id >= 0) {
+            /* Offsets of the normalized text: the segment's start is the
+             * nearest byte of the caller's text that is known here. */
+            TRY(refuse_special(s, (uint32_t)g.id, e->norm ? base : base + g.start, err));
             enc_tok t = {.id = (uint32_t)g.id, .type_id = seq, .seq = seq};
             c.norm_off = g.start;
             c.sub_len = g.end - g.start;
@@ -880,8 +908,9 @@ static lipi_status encode_seq(lipi_session *s, enc_toks *d, const char *text, si
     if (bad < len)
         return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, bad,
                               "invalid UTF-8 at byte %zu, expected UTF-8 text", bad);
-    if (e->raw_added.n) {
-        TRY(lipi_enc_added_split(&e->raw_added, text, len, &s->segs, &s->segs_cap, &nsegs));
+    const enc_added *ra = policy_matcher(s, &e->raw_added, &e->raw_plain, e->raw_has_special);
+    if (ra->n) {
+        TRY(lipi_enc_added_split(ra, text, len, &s->segs, &s->segs_cap, &nsegs));
     } else {
         TRY(ENC_GROW(s->segs, s->segs_cap, 1));
         s->segs[0] = (enc_seg){0, len, -1};
@@ -890,6 +919,7 @@ static lipi_status encode_seq(lipi_session *s, enc_toks *d, const char *text, si
     for (size_t k = 0; k < nsegs; k++) {
         enc_seg g = s->segs[k];
         if (g.id >= 0) {
+            TRY(refuse_special(s, (uint32_t)g.id, g.start, err));
             enc_tok t = {.id = (uint32_t)g.id, .type_id = seq, .seq = seq};
             t.off = (lipi_span){g.start, g.end};
             TRY(pool_add(s, text + g.start, g.end - g.start, &t));
@@ -1259,6 +1289,7 @@ lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char
         lipi_encode_options_default(e, &defaults);
         opt = &defaults;
     }
+    s->special = opt->special;
     s->pool.len = 0;
     s->out.n = 0;
     s->res = &s->out;

@@ -55,6 +55,18 @@ typedef enum {
     LIPI_TRUNCATE_ONLY_SECOND,
 } lipi_truncate_strategy;
 
+/* What added tokens marked special (<|endoftext|>, [CLS], <s>, ...) written
+ * in the text become. Added tokens that are not special (extra vocabulary)
+ * are matched under every policy. */
+typedef enum {
+    LIPI_SPECIAL_ALLOW = 0, /* their ids, as Hugging Face does (the default) */
+    LIPI_SPECIAL_TEXT,      /* ordinary text, as tiktoken's encode_ordinary:
+                               "<|endoftext|>" -> "<", "|", "endo", ... */
+    LIPI_SPECIAL_ERROR,     /* refuse the text (LIPI_EINVAL naming the token
+                               and its byte), as tiktoken's encode with its
+                               default disallowed_special */
+} lipi_special_policy;
+
 typedef struct {
     bool add_special_tokens; /* run the post-processor's special tokens
                                 ([CLS] ... [SEP], <s> ... </s>) */
@@ -62,9 +74,11 @@ typedef struct {
                                 tokens included; 0: no truncation */
     bool truncate_left;      /* drop tokens from the start instead of the end */
     lipi_truncate_strategy strategy;
+    lipi_special_policy special; /* special tokens written in the text */
 } lipi_encode_options;
 
 /* Options as Hugging Face applies them by default: add_special_tokens true,
+ * special tokens in the text matched (LIPI_SPECIAL_ALLOW),
  * truncation as the tokenizer.json "truncation" section says (none when
  * null). Padding is never applied, and BPE dropout is ignored (Hugging Face
  * makes it random; lipi encodes as with dropout 0). */
@@ -93,7 +107,9 @@ typedef struct {
  * with a bigger buffer gives the same result.
  * Fails with LIPI_EFORMAT (offset of the first bad byte in err->offset) on
  * invalid UTF-8, LIPI_EINVAL when the model needs an unknown token it does
- * not have (Hugging Face fails the same way), when max_length is smaller
+ * not have (Hugging Face fails the same way), when the text holds a special
+ * token under LIPI_SPECIAL_ERROR ("special token \"<|endoftext|>\" at byte
+ * 6 ...", err->offset the byte), when max_length is smaller
  * than the special tokens or an ONLY_* strategy cannot shorten its text
  * enough, LIPI_ENOMEM, or a normalizer / pre-tokenizer error. */
 lipi_status lipi_encode(lipi_session *s, const char *text, size_t len,

@@ -170,6 +170,7 @@ static inline void enc_packed_put(uint64_t *slot, size_t mask, unsigned bits, ui
 typedef struct {
     uint32_t id;
     bool single_word, lstrip, rstrip;
+    bool special;
 } enc_added_pat;
 
 /* Leftmost-longest matcher over the contents of some added tokens (Hugging
@@ -266,6 +267,10 @@ struct lipi_encoder {
     /* Added tokens */
     enc_added raw_added;              /* normalized == false, on raw text */
     enc_added norm_added;             /* normalized == true, on normalized text */
+    /* The same without the special tokens (LIPI_SPECIAL_TEXT), built only
+     * when the set above has special tokens (has_special). */
+    enc_added raw_plain, norm_plain;
+    bool raw_has_special, norm_has_special;
     lipi_strref *added_str;           /* per tok->added[i]: its string as Hugging
                                          Face keeps it (normalized content for
                                          normalized tokens) */
@@ -347,6 +352,7 @@ typedef struct {
 
 struct lipi_session {
     const lipi_encoder *enc;
+    lipi_special_policy special; /* of the call being encoded */
     lipi_normalized norm;
     lipi_pieces pieces;
     lipi_buf segbuf;             /* a sub-segment with a space put before it */

@@ -421,6 +421,12 @@ done:
 lipi_status lipi_line_reader_next(lipi_line_reader *r, const char **line, size_t *len,
                                   lipi_error *err)
 {
+    return lipi_line_reader_next_sep(r, '\n', line, len, err);
+}
+
+lipi_status lipi_line_reader_next_sep(lipi_line_reader *r, int sep, const char **line,
+                                      size_t *len, lipi_error *err)
+{
     lipi_status st = LIPI_OK;
     *line = NULL;
     *len = 0;
@@ -437,8 +443,8 @@ lipi_status lipi_line_reader_next(lipi_line_reader *r, const char **line, size_t
                 r->start = r->scan = r->start + 3;
             r->bom_checked = true;
         }
-        if (r->end > r->scan)
-            nl = memchr(r->buf + r->scan, '\n', r->end - r->scan);
+        if (r->end > r->scan && sep >= 0)
+            nl = memchr(r->buf + r->scan, sep, r->end - r->scan);
         if (nl || r->eof)
             break;
         r->scan = r->end;
@@ -448,7 +454,7 @@ lipi_status lipi_line_reader_next(lipi_line_reader *r, const char **line, size_t
     if (nl) {
         stop = (size_t)(nl - r->buf);
         r->start = r->scan = stop + 1;
-        if (stop > start && r->buf[stop - 1] == '\r')
+        if (sep == '\n' && stop > start && r->buf[stop - 1] == '\r')
             stop--;
     } else {
         if (start == r->end)

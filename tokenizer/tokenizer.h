@@ -191,12 +191,82 @@ lipi_status lipi_line_reader_open(const char *path, lipi_invalid_mode mode,
 lipi_status lipi_line_reader_next(lipi_line_reader *r, const char **line,
                                   size_t *len, lipi_error *err);
 
+/* The same with another end of record: sep is '\n' (exactly
+ * lipi_line_reader_next), '\0' (records end at NUL bytes; a "\r" stays), or
+ * -1 (no separator: the rest of the input is one record). The count that
+ * lipi_line_reader_line_no returns is then a count of records. */
+lipi_status lipi_line_reader_next_sep(lipi_line_reader *r, int sep, const char **line,
+                                      size_t *len, lipi_error *err);
+
 size_t lipi_line_reader_line_no(const lipi_line_reader *r);     /* last line read */
 uint64_t lipi_line_reader_bytes_read(const lipi_line_reader *r); /* raw (compressed) bytes */
 /* Bytes of text (decompressed) taken by the lines returned so far, with
  * their line ends: what a rate of reading should count. */
 uint64_t lipi_line_reader_text_bytes(const lipi_line_reader *r);
 void lipi_line_reader_close(lipi_line_reader *r);
+
+/* ------------------------------------------------------------------------ */
+/* Record reader: the texts a command works on, read from a file by the     */
+/* line reader (so .gz/.xz/.zst, stdin, BOM and UTF-8 checks as above):     */
+/*                                                                           */
+/*   lipi_record_options ro = {.format = LIPI_RECORDS_JSONL};                 */
+/*   lipi_record_reader_open("docs.jsonl.gz", &ro, &r, &err);                */
+/*   while ((st = lipi_record_reader_next(r, &rec, &err)) == LIPI_OK && rec.text) */
+/*       use(rec.text, rec.len);            (borrowed until the next call)   */
+/*   lipi_record_reader_close(r);                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef enum {
+    LIPI_RECORDS_LINES = 0, /* a record per line (lipi_line_reader_next) */
+    LIPI_RECORDS_JSONL,     /* a JSON object per line; the text is one of its
+                               string members */
+    LIPI_RECORDS_WHOLE,     /* the whole file is one record, newlines and all
+                               (an empty file is one empty record) */
+    LIPI_RECORDS_NUL,       /* records end at NUL bytes (find -print0) */
+} lipi_record_format;
+
+typedef struct {
+    lipi_record_format format;
+    const char *text_field;    /* JSONL: the member holding the text; NULL: "text" */
+    lipi_invalid_mode invalid; /* invalid UTF-8 in the text */
+    const char *const *drop;   /* JSONL: members left out of lipi_record.extra */
+    size_t n_drop;
+} lipi_record_options;
+
+typedef struct {
+    const char *text;  /* the record's text, valid UTF-8; NULL at the end */
+    size_t len;
+    const char *extra; /* JSONL: the object's other members as they were
+                          written, joined by ", " without braces
+                          ("\"id\": 7, \"lang\": \"hi\""), "" when none; "" for
+                          the other formats. Borrowed like text. */
+    size_t extra_len;
+    size_t number;     /* 1-based record number in the file (for LINES and
+                          JSONL also the line number) */
+} lipi_record;
+
+typedef struct lipi_record_reader lipi_record_reader;
+
+/* Opens path as lipi_line_reader_open does (same errors); opt NULL means
+ * lines. opt is copied (text_field and drop are borrowed: they must outlive
+ * the reader). */
+lipi_status lipi_record_reader_open(const char *path, const lipi_record_options *opt,
+                                    lipi_record_reader **out, lipi_error *err);
+
+/* Next record into *rec; at the end of input LIPI_OK with rec->text NULL.
+ * Errors carry the path, err->line = the record number and err->offset =
+ * the byte in the file, and the message names the record:
+ *   invalid UTF-8 (as the line reader), and for JSONL, LIPI_EFORMAT for
+ *   "record 3: invalid JSON at column 17: ..." (jansson's words), a line
+ *   that is not an object, "record 3: no member \"text\" (expected a string
+ *   member \"text\", at column 25: the end of the object)" and
+ *   "record 3: member \"text\" at column 9 is a number, expected a string".
+ * A JSONL text keeps \u0000 escapes as NUL bytes. */
+lipi_status lipi_record_reader_next(lipi_record_reader *r, lipi_record *rec, lipi_error *err);
+
+/* Bytes of (decompressed) input taken by the records returned so far. */
+uint64_t lipi_record_reader_text_bytes(const lipi_record_reader *r);
+void lipi_record_reader_close(lipi_record_reader *r); /* NULL is a no-op */
 
 /* ======================================================================== */
 /* Parallel files                                                            */

@@ -1,0 +1,532 @@
+/* Records other than lines (the record reader, `lipi encode --input`),
+ * token counts and the special-token policy (issue #29). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "encoder/encoder.h"
+#include "tokenizer/tokenizer.h"
+#include "tests/alloc_fail.h"
+#include "tests/cli_run.h"
+
+#define RUN(args, input) cli_run(args, input, sizeof(input) - 1)
+#define GPT2 "tests/fixtures/shared/vocab/gpt2/tokenizer.json"
+
+/* All records of `data` read as `fmt`, as "text|extra" lines. */
+static char *read_all(const char *data, size_t len, const lipi_record_options *ro)
+{
+    const char *path = cli_temp_file(data, len);
+    lipi_record_reader *r = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_record_reader_open(path, ro, &r, &err), LIPI_OK);
+    static char out[4096];
+    size_t n = 0;
+    for (;;) {
+        lipi_record rec;
+        assert_int_equal(lipi_record_reader_next(r, &rec, &err), LIPI_OK);
+        if (!rec.text)
+            break;
+        n += (size_t)snprintf(out + n, sizeof out - n, "%zu:%.*s|%.*s\n", rec.number,
+                              (int)rec.len, rec.text, (int)rec.extra_len, rec.extra);
+    }
+    lipi_record_reader_close(r);
+    out[n] = 0;
+    return out;
+}
+
+static void test_record_reader_splits_each_kind(void **state)
+{
+    static const char text[] = "a\r\nb\0c\r\n\nd";
+    lipi_record_options ro = {.format = LIPI_RECORDS_LINES};
+    assert_string_equal(read_all(text, sizeof text - 1, &ro), "1:a|\n2:b|\n3:|\n4:d|\n");
+    ro.format = LIPI_RECORDS_NUL;
+    assert_string_equal(read_all(text, sizeof text - 1, &ro), "1:a\r\nb|\n2:c\r\n\nd|\n");
+    ro.format = LIPI_RECORDS_WHOLE;
+    assert_string_equal(read_all("x\r\ny\n", 5, &ro), "1:x\r\ny\n|\n");
+    /* An empty file is one empty text. */
+    assert_string_equal(read_all("", 0, &ro), "1:|\n");
+}
+
+static void test_record_reader_jsonl_keeps_the_other_members_as_written(void **state)
+{
+    static const char text[] = "{\"id\": 1.50, \"text\": \"a\\nb\", \"m\": {\"x\": \"}\"}}\n"
+                               "{ \"t\\u0065xt\" : \"c\" ,\"ids\":[1] }\n";
+    static const char *const drop[] = {"ids"};
+    lipi_record_options ro = {.format = LIPI_RECORDS_JSONL, .drop = drop, .n_drop = 1};
+    assert_string_equal(read_all(text, sizeof text - 1, &ro),
+                        "1:a\nb|\"id\": 1.50, \"m\": {\"x\": \"}\"}\n2:c|\n");
+}
+
+static void test_record_reader_jsonl_errors_name_record_and_column(void **state)
+{
+    static const struct {
+        const char *in, *msg;
+        size_t line, offset;
+    } cases[] = {
+        {"{\"text\": \"a\"}\n{\"text\": 1}\n",
+         "record 2: member \"text\" at column 10 is a number, expected a string", 2, 23},
+        {"{\"text\": \"a\"}\n{\"body\": \"b\"}\n",
+         "record 2: no member \"text\" (expected a string member \"text\", at column 13: the "
+         "end of the object)",
+         2, 26},
+        {"{\"text\": \"a\" \"b\"}\n", "record 1: invalid JSON at column 15: '}' expected", 1, 14},
+        {"[\"text\"]\n", "record 1: expected a JSON object at column 1, found an array", 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *path = cli_temp_file(cases[i].in, strlen(cases[i].in));
+        lipi_record_options ro = {.format = LIPI_RECORDS_JSONL};
+        lipi_record_reader *r = NULL;
+        lipi_error err = {0};
+        lipi_record rec;
+        assert_int_equal(lipi_record_reader_open(path, &ro, &r, &err), LIPI_OK);
+        lipi_status st;
+        while ((st = lipi_record_reader_next(r, &rec, &err)) == LIPI_OK && rec.text)
+            ;
+        assert_int_equal(st, LIPI_EFORMAT);
+        if (!strstr(err.msg, cases[i].msg))
+            fail_msg("case %zu: %s", i, err.msg);
+        assert_string_equal(err.path, path);
+        assert_int_equal(err.line, cases[i].line);
+        assert_int_equal(err.offset, cases[i].offset);
+        lipi_record_reader_close(r);
+    }
+}
+
+/* Reads every record of the file ctx as JSONL, then as NUL records. */
+static lipi_status read_records(void *ctx, lipi_error *err)
+{
+    static const char *const drop[] = {"ids"};
+    lipi_status st = LIPI_OK;
+    for (int f = 0; f < 2 && st == LIPI_OK; f++) {
+        lipi_record_options ro = {.format = f ? LIPI_RECORDS_NUL : LIPI_RECORDS_JSONL,
+                                  .drop = drop, .n_drop = 1};
+        lipi_record_reader *r = NULL;
+        lipi_record rec;
+        size_t n = 0;
+        st = lipi_record_reader_open(ctx, &ro, &r, err);
+        while (st == LIPI_OK && (st = lipi_record_reader_next(r, &rec, err)) == LIPI_OK &&
+               rec.text)
+            n++;
+        lipi_record_reader_close(r);
+        if (st == LIPI_OK && n != (f ? 1u : 3u))
+            fail_msg("%zu records", n);
+    }
+    return st;
+}
+
+static void test_record_reader_survives_every_allocation_failure(void **state)
+{
+    static const char text[] = "{\"id\": 1, \"text\": \"a\\nb\", \"ids\": [1]}\n"
+                               "{\"t\\u0065xt\": \"\\u0000\", \"m\": {\"k\": [\"}\"]}}\n"
+                               "{\"text\": \"\", \"x\": null}\n";
+    const char *path = cli_temp_file(text, sizeof text - 1);
+    assert_true(alloc_fail_loop("record reader", read_records, (void *)path) > 5);
+}
+
+static void test_encode_input_kinds(void **state)
+{
+    cli_result r = RUN("encode -t " GPT2 " --input nul", "hello world\nsecond\0x\r\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "31373 995 198 12227\n87 201 198\n");
+    cli_result_free(&r);
+    r = RUN("encode -t " GPT2 " --input whole", "hello world\nsecond\n");
+    assert_string_equal(r.out, "31373 995 198 12227 198\n");
+    cli_result_free(&r);
+    r = RUN("encode -t " GPT2 " --input jsonl --text-field body --format jsonl",
+            "{\"id\": 7, \"body\": \"hello\", \"ids\": [0]}\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "{\"id\": 7, \"ids\": [31373], \"tokens\": [\"hello\"], "
+                               "\"offsets\": [[0, 5]]}\n");
+    cli_result_free(&r);
+    r = RUN("encode -t " GPT2 " --input jsonl", "{\"text\": \"a\"}\n{\"text\": null}\n");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "<stdin>:2: byte 23: record 2: member \"text\" at column 10 "
+                                  "is null, expected a string"));
+    cli_result_free(&r);
+}
+
+static void test_encode_count_and_total(void **state)
+{
+    cli_result r = RUN("encode -t " GPT2 " --format count --total --threads 2",
+                       "hello world\n\nsecond\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "2\n0\n1\n");
+    assert_string_equal(r.err, "lipi encode: 3 records, 3 tokens, 17 bytes, "
+                               "176.5 tokens per 1,000 bytes\n");
+    cli_result_free(&r);
+    /* Counts of many records on 2 threads equal the ids' (several tasks
+     * and blocks). */
+    static char big[600000];
+    size_t n = 0;
+    for (size_t i = 0; n + 64 < sizeof big; i++)
+        n += (size_t)snprintf(big + n, sizeof big - n, "line %zu %.*s\n", i, (int)(i % 40),
+                              "aaaa bbbb cccc dddd eeee ffff gggg hhhh ");
+    cli_result ids = cli_run("encode -t " GPT2, big, n);
+    cli_result counts = cli_run("encode -t " GPT2 " --format count --threads 2", big, n);
+    assert_int_equal(ids.code, 0);
+    assert_int_equal(counts.code, 0);
+    const char *p = ids.out, *q = counts.out;
+    size_t lines = 0;
+    while (*p) {
+        size_t words = 1;
+        const char *e = strchr(p, '\n');
+        for (const char *k = p; k < e; k++)
+            words += *k == ' ';
+        if (e == p)
+            words = 0;
+        assert_int_equal(strtoul(q, NULL, 10), words);
+        q = strchr(q, '\n') + 1;
+        p = e + 1;
+        lines++;
+    }
+    assert_int_equal(*q, 0);
+    assert_true(lines > 10000);
+    cli_result_free(&ids);
+    cli_result_free(&counts);
+}
+
+static void test_special_policy_in_encode_and_batch(void **state)
+{
+    lipi_tokenizer *tok = NULL;
+    lipi_encoder *enc = NULL;
+    lipi_session *s[2] = {NULL, NULL};
+    lipi_error err = {0};
+    assert_int_equal(lipi_tokenizer_open("cl100k_base", NULL, &tok, &err), LIPI_OK);
+    assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
+    assert_int_equal(lipi_session_new(enc, &s[0]), LIPI_OK);
+    assert_int_equal(lipi_session_new(enc, &s[1]), LIPI_OK);
+    static const char text[] = "a<|endoftext|>b";
+    static const uint32_t allow[] = {64, 100257, 65};
+    static const uint32_t plain[] = {64, 27, 91, 8862, 728, 428, 91, 29, 65};
+    lipi_encode_options opt;
+    lipi_encode_options_default(enc, &opt);
+    assert_int_equal(opt.special, LIPI_SPECIAL_ALLOW);
+    uint32_t ids[32];
+    lipi_encoding out = {.ids = ids, .cap = 32};
+    assert_int_equal(lipi_encode(s[0], text, sizeof text - 1, &opt, &out, &err), LIPI_OK);
+    assert_int_equal(out.len, 3);
+    assert_memory_equal(ids, allow, sizeof allow);
+    opt.special = LIPI_SPECIAL_TEXT;
+    assert_int_equal(lipi_encode(s[0], text, sizeof text - 1, &opt, &out, &err), LIPI_OK);
+    assert_int_equal(out.len, 9);
+    assert_memory_equal(ids, plain, sizeof plain);
+    opt.special = LIPI_SPECIAL_ERROR;
+    assert_int_equal(lipi_encode(s[0], text, sizeof text - 1, &opt, &out, &err), LIPI_EINVAL);
+    assert_int_equal(err.offset, 1);
+    assert_non_null(strstr(err.msg, "special token \"<|endoftext|>\" at byte 1"));
+    /* Batches honour it on every session; the error names the text. */
+    lipi_text texts[200];
+    for (size_t i = 0; i < 200; i++)
+        texts[i] = (lipi_text){text, i == 150 ? sizeof text - 1 : 1};
+    lipi_batch b = {0};
+    opt.special = LIPI_SPECIAL_TEXT;
+    assert_int_equal(lipi_encode_batch(s, 2, texts, 200, &opt, 0, &b, &err), LIPI_OK);
+    assert_int_equal(b.start[151] - b.start[150], 9);
+    assert_memory_equal(b.ids + b.start[150], plain, sizeof plain);
+    lipi_batch_free(&b);
+    opt.special = LIPI_SPECIAL_ERROR;
+    err = (lipi_error){0};
+    assert_int_equal(lipi_encode_batch(s, 2, texts, 200, &opt, 0, &b, &err), LIPI_EINVAL);
+    assert_int_equal(err.line, 151);
+    assert_non_null(strstr(err.msg, "<|endoftext|>"));
+    opt.special = LIPI_SPECIAL_ALLOW;
+    assert_int_equal(lipi_encode_batch(s, 2, texts, 200, &opt, 0, &b, &err), LIPI_OK);
+    assert_int_equal(b.start[151] - b.start[150], 3);
+    lipi_batch_free(&b);
+    lipi_session_free(s[0]);
+    lipi_session_free(s[1]);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(tok);
+}
+
+static void test_encode_special_policies(void **state)
+{
+    cli_result r = RUN("encode -t cl100k_base --special text", "a<|endoftext|>b\n");
+    assert_string_equal(r.out, "64 27 91 8862 728 428 91 29 65\n");
+    cli_result_free(&r);
+    r = RUN("encode -t cl100k_base --special error --input jsonl",
+            "{\"text\": \"ok\"}\n{\"text\": \"x <|fim_prefix|>\"}\n");
+    assert_int_equal(r.code, 1);
+    assert_string_equal(r.err, "lipi encode: <stdin>:2: byte 2: record 2: special token "
+                               "\"<|fim_prefix|>\" at byte 2 (expected text without special "
+                               "tokens: allow them, or encode them as text)\n");
+    cli_result_free(&r);
+    /* BERT: [CLS] in the text is [CLS]'s id, or text. */
+    r = RUN("encode -t tests/fixtures/shared/vocab/bert-base-uncased/vocab.txt --format tokens "
+            "--special text",
+            "hi [CLS]\n");
+    assert_string_equal(r.out, "hi [ cl ##s ]\n");
+    cli_result_free(&r);
+    r = RUN("encode -t cl100k_base --special everything", "");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--special takes allow, text or error, not 'everything'"));
+    cli_result_free(&r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reference ids from npm tiktoken / tokenizers                               */
+/* (tests/fixtures/encoder/make_record_fixtures.js)                           */
+/* ------------------------------------------------------------------------ */
+
+#define FIXTURES "tests/fixtures/encoder/"
+
+/* The rows of a fixture (its _meta line left out), as a JSON array. */
+static json_t *load_rows(const char *path)
+{
+    lipi_record_reader *r = NULL;
+    lipi_error err = {0};
+    if (lipi_record_reader_open(path, NULL, &r, &err) != LIPI_OK)
+        fail_msg("%s: %s", path, err.msg);
+    json_t *rows = json_array();
+    lipi_record rec;
+    while (lipi_record_reader_next(r, &rec, &err) == LIPI_OK && rec.text) {
+        json_error_t jerr;
+        json_t *row = json_loadb(rec.text, rec.len, 0, &jerr);
+        if (!row)
+            fail_msg("%s:%zu: %s", path, rec.number, jerr.text);
+        if (json_object_get(row, "_meta"))
+            json_decref(row);
+        else
+            json_array_append_new(rows, row);
+    }
+    assert_int_equal(err.code, LIPI_OK);
+    lipi_record_reader_close(r);
+    assert_true(json_array_size(rows) > 0);
+    return rows;
+}
+
+/* "1 2 3": ids as one string, so that a mismatch prints readably. */
+static char *ids_string(const json_t *ids)
+{
+    size_t n = json_array_size(ids), cap = 12 * n + 1, len = 0;
+    char *s = malloc(cap);
+    assert_non_null(s);
+    s[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(s + len, cap - len, "%s%lld", i ? " " : "",
+                                (long long)json_integer_value(json_array_get(ids, i)));
+    return s;
+}
+
+static void assert_same_ids(const json_t *want, const json_t *got, const char *what)
+{
+    char *a = ids_string(want), *b = ids_string(got);
+    if (strcmp(a, b) != 0)
+        fail_msg("%s: ids differ\n  reference: %.300s\n  lipi:      %.300s", what, a, b);
+    free(a);
+    free(b);
+}
+
+/* Writes rows[i] for the i with pick[i] as JSONL; returns the file. */
+static const char *write_jsonl(const json_t *rows, const bool *pick)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    for (size_t i = 0; i < json_array_size(rows); i++)
+        if (pick[i]) {
+            char *line = json_dumps(json_array_get(rows, i), JSON_COMPACT);
+            fprintf(f, "%s\n", line);
+            free(line);
+        }
+    fclose(f);
+    const char *path = cli_temp_file(buf, len);
+    free(buf);
+    return path;
+}
+
+/* Encodes the picked rows (which carry text and ids) with one run of
+ * `lipi encode ARGS --input jsonl --format jsonl` and one of --format
+ * count; the ids must be the rows' and the other members come back. */
+static void check_group(const json_t *rows, const bool *pick, const char *args, const char *what)
+{
+    const char *path = write_jsonl(rows, pick);
+    cli_result r = cli_runf("encode %s --input jsonl --format jsonl %s", args, path);
+    cli_result c = cli_runf("encode %s --input jsonl --format count --threads 2 %s", args, path);
+    if (r.code != 0 || c.code != 0)
+        fail_msg("%s: lipi encode %s failed: %s%s", what, args, r.err, c.err);
+    char *line = r.out, *count = c.out;
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        if (!pick[i])
+            continue;
+        const json_t *row = json_array_get(rows, i);
+        char *end = strchr(line, '\n');
+        assert_non_null(end);
+        *end = 0;
+        json_error_t jerr;
+        json_t *got = json_loads(line, 0, &jerr);
+        if (!got)
+            fail_msg("%s: lipi's line is not JSON: %s", what, jerr.text);
+        char label[160];
+        snprintf(label, sizeof label, "%s, %s %.40s", what,
+                 json_string_value(json_object_get(row, "case")) ?: "",
+                 json_string_value(json_object_get(row, "text")));
+        assert_same_ids(json_object_get(row, "ids"), json_object_get(got, "ids"), label);
+        /* The row's other members pass through; its "ids" gave way. */
+        assert_true(json_equal(json_object_get(got, "tokenizer") ?: json_object_get(got, "case"),
+                               json_object_get(row, "tokenizer") ?: json_object_get(row, "case")));
+        assert_int_equal(strtoul(count, &count, 10), json_array_size(json_object_get(row, "ids")));
+        assert_int_equal(*count++, '\n');
+        json_decref(got);
+        line = end + 1;
+    }
+    assert_int_equal(*line, 0);
+    assert_int_equal(*count, 0);
+    cli_result_free(&r);
+    cli_result_free(&c);
+}
+
+/* tiktoken's names; its "gpt2" encoding has r50k_base's ranks. */
+static const char *lipi_encoding_name(const char *tiktoken_name)
+{
+    return strcmp(tiktoken_name, "gpt2") == 0 ? "r50k_base" : tiktoken_name;
+}
+
+static void test_tiktoken_public_cases(void **state)
+{
+    json_t *rows = load_rows(FIXTURES "tiktoken_cases.jsonl.gz");
+    size_t n = json_array_size(rows), checked = 0, refused = 0;
+    bool *pick = calloc(n, sizeof *pick), *done = calloc(n, sizeof *done);
+    assert_true(pick && done);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *row = json_array_get(rows, i);
+        const char *enc = json_string_value(json_object_get(row, "encoding"));
+        const char *special = json_string_value(json_object_get(row, "special"));
+        const char *token = json_string_value(json_object_get(row, "error_token"));
+        if (token) {
+            /* tiktoken refuses: lipi names the same (first) token. */
+            bool one[1] = {true};
+            json_t *single = json_array();
+            json_array_append(single, (json_t *)row);
+            const char *path = write_jsonl(single, one);
+            json_decref(single);
+            cli_result r = cli_runf("encode -t %s --special error --input jsonl %s",
+                                    lipi_encoding_name(enc), path);
+            char want[128];
+            snprintf(want, sizeof want, "record 1: special token \"%s\" at byte", token);
+            assert_int_equal(r.code, 1);
+            if (!strstr(r.err, want))
+                fail_msg("expected '%s' in: %s", want, r.err);
+            cli_result_free(&r);
+            done[i] = true;
+            refused++;
+            continue;
+        }
+        if (done[i])
+            continue;
+        /* All rows of this encoding and policy in one run. */
+        for (size_t k = i; k < n; k++) {
+            const json_t *o = json_array_get(rows, k);
+            pick[k] = !done[k] && !json_object_get(o, "error_token") &&
+                      strcmp(json_string_value(json_object_get(o, "encoding")), enc) == 0 &&
+                      strcmp(json_string_value(json_object_get(o, "special")), special) == 0;
+        }
+        char args[128], what[128];
+        snprintf(args, sizeof args, "-t %s --special %s", lipi_encoding_name(enc), special);
+        snprintf(what, sizeof what, "%s --special %s", enc, special);
+        check_group(rows, pick, args, what);
+        for (size_t k = i; k < n; k++)
+            if (pick[k]) {
+                done[k] = true;
+                checked++;
+                pick[k] = false;
+            }
+    }
+    assert_int_equal(checked + refused, n);
+    assert_int_equal(refused, 4);
+    free(pick);
+    free(done);
+    json_decref(rows);
+}
+
+static void test_multiline_records_match_tiktoken_and_hugging_face(void **state)
+{
+    json_t *rows = load_rows(FIXTURES "multiline_records.jsonl.gz");
+    size_t n = json_array_size(rows);
+    bool *pick = calloc(n, sizeof *pick);
+    assert_non_null(pick);
+    static const char *const toks[] = {
+        "cl100k_base", "o200k_base", "tests/fixtures/shared/vocab/gpt2/tokenizer.json",
+        "tests/fixtures/shared/vocab/bert-base-uncased/vocab.txt"};
+    for (size_t t = 0; t < sizeof toks / sizeof *toks; t++) {
+        size_t picked = 0;
+        char *nul = NULL;
+        size_t nul_len = 0;
+        FILE *f = open_memstream(&nul, &nul_len);
+        for (size_t i = 0; i < n; i++) {
+            const json_t *row = json_array_get(rows, i);
+            pick[i] = strcmp(json_string_value(json_object_get(row, "tokenizer")), toks[t]) == 0;
+            if (!pick[i])
+                continue;
+            picked++;
+            const json_t *text = json_object_get(row, "text");
+            fwrite(json_string_value(text), 1, json_string_length(text), f);
+            fputc(0, f);
+            /* The first texts again as whole files. */
+            if (picked <= 5) {
+                const char *path =
+                    cli_temp_file(json_string_value(text), json_string_length(text));
+                cli_result r = cli_runf("encode -t %s --input whole --format jsonl %s", toks[t],
+                                        path);
+                assert_int_equal(r.code, 0);
+                json_t *got = json_loads(r.out, 0, NULL);
+                assert_non_null(got);
+                assert_same_ids(json_object_get(row, "ids"), json_object_get(got, "ids"),
+                                toks[t]);
+                json_decref(got);
+                cli_result_free(&r);
+            }
+        }
+        fclose(f);
+        assert_int_equal(picked, 13);
+        char args[160];
+        snprintf(args, sizeof args, "-t %s", toks[t]);
+        check_group(rows, pick, args, toks[t]);
+        /* The same texts as NUL-separated records. */
+        cli_result r = cli_runf("encode -t %s --input nul --format jsonl %s", toks[t],
+                                cli_temp_file(nul, nul_len));
+        assert_int_equal(r.code, 0);
+        char *line = r.out;
+        for (size_t i = 0; i < n; i++) {
+            if (!pick[i])
+                continue;
+            char *end = strchr(line, '\n');
+            assert_non_null(end);
+            *end = 0;
+            json_t *got = json_loads(line, 0, NULL);
+            assert_non_null(got);
+            assert_same_ids(json_object_get(json_array_get(rows, i), "ids"),
+                            json_object_get(got, "ids"), toks[t]);
+            json_decref(got);
+            line = end + 1;
+        }
+        cli_result_free(&r);
+        free(nul);
+    }
+    free(pick);
+    json_decref(rows);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_record_reader_splits_each_kind),
+        cmocka_unit_test(test_record_reader_jsonl_keeps_the_other_members_as_written),
+        cmocka_unit_test(test_record_reader_jsonl_errors_name_record_and_column),
+        cmocka_unit_test(test_record_reader_survives_every_allocation_failure),
+        cmocka_unit_test(test_encode_input_kinds),
+        cmocka_unit_test(test_encode_count_and_total),
+        cmocka_unit_test(test_special_policy_in_encode_and_batch),
+        cmocka_unit_test(test_encode_special_policies),
+        cmocka_unit_test(test_tiktoken_public_cases),
+        cmocka_unit_test(test_multiline_records_match_tiktoken_and_hugging_face),
+    };
+    return cmocka_run_group_tests_name("encode_inputs", tests, NULL, NULL);
+}
