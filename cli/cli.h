@@ -100,6 +100,9 @@ typedef enum {
     CLI_OPT_COST_MODEL,
     CLI_OPT_CONTEXT,
     CLI_OPT_PRICE_PER_MILLION,
+    CLI_OPT_QUANTIZE,
+    CLI_OPT_RESCORE_MULTIPLIER,
+    CLI_OPT_NO_RESCORE,
 } cli_option_id;
 
 typedef struct {
