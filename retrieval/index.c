@@ -1515,6 +1515,11 @@ lipi_status lipi_index_open(const char *dir, const lipi_index_open_options *opt,
             goto done;
         }
         idx->codes = idx->qf.map + off;
+        /* Search reads the float rows of a few candidates only: without
+         * this, each read faults in (and the process maps) its neighbours
+         * too, and readahead reads far more than is used. */
+        if (idx->vec.map)
+            madvise(idx->vec.map, idx->vec.len, MADV_RANDOM);
         if (idx->quant == LIPI_QUANT_INT8) {
             TRY(join_path(path, dir, "int8_ranges.npy", err));
             TRY(map_file(path, &idx->rf, err));

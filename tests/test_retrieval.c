@@ -1808,6 +1808,29 @@ static void test_cli_quantized_index_and_search(void **state)
     assert_string_equal(r.out, "1\t1\t4\t1.000000\tdoc 4\n1\t2\t18\t1.000000\tdoc 18\n"
                                "1\t3\t151\t1.000000\tdoc 151\n");
     cli_result_free(&r);
+    /* Recall against exact search: the three ties are found either way;
+     * of all 25 queries' top 10, what the library measures. */
+    r = cli_runf("eval-retrieval --index %s --query-vectors %s -k 3 --format json",
+                 tmp_path("cq_idx"), tmp_path("cq_q.npy"));
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"search\":\"binary\",\"documents\":200,\"queries\":1,"
+                                  "\"no_rescore\":{\"3\":1.000000},\"rescored\":{\"multiplier\""
+                                  ":4,\"3\":1.000000}}\n"));
+    cli_result_free(&r);
+    assert_int_equal(lipi_npy_write(tmp_path("cq_q.npy"), q, QNQ, QD, &err), LIPI_OK);
+    lipi_index *idx = NULL;
+    double want;
+    lipi_search_options x2 = {.rescore_multiplier = 2};
+    assert_int_equal(lipi_index_open(tmp_path("cq_idx"), NULL, &idx, &err), LIPI_OK);
+    assert_int_equal(lipi_index_recall(idx, q, QNQ, QD, QK, &x2, &want, &err), LIPI_OK);
+    lipi_index_close(idx);
+    r = cli_runf("eval-retrieval --index %s --query-vectors %s -k 10 --rescore-multiplier 2",
+                 tmp_path("cq_idx"), tmp_path("cq_q.npy"));
+    assert_int_equal(r.code, 0);
+    char row[64];
+    snprintf(row, sizeof row, "rescore x2       %6.4f\n", want);
+    assert_non_null(strstr(r.out, row));
+    cli_result_free(&r);
 }
 
 static void test_allocation_failures_are_reported_and_leak_nothing(void **state)
