@@ -8,6 +8,11 @@
  *                                    index) and DIR/queries.npy
  *   search lipi DIR K THREADS RUNS   exact search; checks 5 queries against
  *                                    brute force, writes DIR/truth.bin
+ *   search quant DIR Q K THREADS RUNS [MULT...]
+ *                                    lipi's quantized search (Q: int8 or
+ *                                    binary; index cached in DIR/index-Q),
+ *                                    raw and rescored from MULT x K
+ *                                    candidates, recall@k against truth.bin
  *   search faiss DIR SPEC K THREADS RUNS [PARAMS...]
  *                                    FAISS index SPEC built from the index's
  *                                    vectors (approximate ones cached in
@@ -314,13 +319,197 @@ static lipi_faiss *build_faiss(const char *dir, const char *spec, size_t threads
     return fi;
 }
 
+/* One approximate search setting's timed runs over the queries of DIR,
+ * with recall@k against DIR/truth.bin (written by the lipi mode). */
+typedef struct {
+    lipi_npy_map *qm;
+    const float *q;
+    size_t nq, d, k, runs;
+    int64_t *docs, *truth;
+    float *scores;
+    double *t;
+    bool have_truth;
+} timed;
+
+static void timed_open(timed *b, const char *dir, size_t k, size_t runs)
+{
+    char path[4096];
+    b->qm = load_queries(dir);
+    b->nq = lipi_npy_map_rows(b->qm);
+    b->d = lipi_npy_map_cols(b->qm);
+    b->q = lipi_npy_map_data(b->qm);
+    b->k = k;
+    b->runs = runs;
+    b->docs = malloc(sizeof *b->docs * b->nq * k);
+    b->truth = malloc(sizeof *b->truth * b->nq * k);
+    b->scores = malloc(sizeof *b->scores * b->nq * k);
+    b->t = malloc(sizeof *b->t * runs);
+    if (!b->docs || !b->truth || !b->scores || !b->t)
+        exit(1);
+    snprintf(path, sizeof path, "%s/truth.bin", dir);
+    FILE *f = fopen(path, "rb");
+    b->have_truth = f && fread(b->truth, sizeof *b->truth, b->nq * k, f) == b->nq * k;
+    if (f)
+        fclose(f);
+    reset_peak();
+}
+
+/* Searches all queries into b->docs / b->scores; dies on failure. */
+typedef void (*timed_search)(void *ctx, timed *b);
+
+/* A warm-up search, then b->runs timed ones; prints the row. */
+static void timed_run(timed *b, timed_search fn, void *ctx, const char *name, const char *params)
+{
+    fn(ctx, b);
+    double c0 = cpu_seconds();
+    for (size_t r = 0; r < b->runs; r++) {
+        double t1 = now();
+        fn(ctx, b);
+        b->t[r] = now() - t1;
+    }
+    report(name, params, b->nq, b->t, b->runs, cpu_seconds() - c0,
+           b->have_truth ? recall_at_k(b->truth, b->docs, b->nq, b->k) : -1);
+}
+
+static void timed_close(timed *b)
+{
+    printf("  peak RSS while searching %.0f MiB\n", peak_mib());
+    lipi_npy_map_close(b->qm);
+    free(b->docs);
+    free(b->truth);
+    free(b->scores);
+    free(b->t);
+}
+
+/* Bytes of dir/name, or 0. */
+static double file_mib(const char *dir, const char *name)
+{
+    char path[4096];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &sb) == 0 ? (double)sb.st_size / (1 << 20) : 0;
+}
+
+/* Writes DIR/index-Q: the rows of DIR/index (read a chunk at a time) with
+ * quantization Q. */
+static void build_quantized(const char *dir, const char *out, lipi_quantization qz)
+{
+    char path[4096];
+    lipi_error err = {0};
+    lipi_index *src = NULL;
+    snprintf(path, sizeof path, "%s/index", dir);
+    lipi_index_open_options oo = {.skip_faiss = true};
+    if (lipi_index_open(path, &oo, &src, &err) != LIPI_OK)
+        die("open", &err);
+    size_t n = lipi_index_count(src), d = lipi_index_dim(src);
+    enum { CHUNK = 16384 };
+    float *buf = malloc(sizeof(float) * CHUNK * d);
+    const char **ptrs = malloc(sizeof *ptrs * CHUNK);
+    size_t *lens = malloc(sizeof *lens * CHUNK);
+    snprintf(path, sizeof path, "%s/index/vectors.npy", dir);
+    FILE *f = fopen(path, "rb");
+    lipi_index_model model = {.lipi_version = "bench"};
+    lipi_index_write_options wo = {.no_sync = true, .quantize = qz};
+    lipi_index_builder *b = NULL;
+    if (!buf || !ptrs || !lens || !f || fseek(f, 128, SEEK_SET) != 0)
+        exit(1);
+    if (lipi_index_builder_new(out, &model, d, &wo, &b, &err) != LIPI_OK)
+        die(out, &err);
+    for (size_t r = 0; r < n; r += CHUNK) {
+        size_t m = r + CHUNK < n ? CHUNK : n - r;
+        if (fread(buf, sizeof(float) * d, m, f) != m)
+            exit(1);
+        for (size_t i = 0; i < m; i++)
+            if (lipi_index_get_text(src, r + i, &ptrs[i], &lens[i], &err) != LIPI_OK)
+                die("text", &err);
+        if (lipi_index_builder_add(b, buf, m, ptrs, lens, &err) != LIPI_OK)
+            die(out, &err);
+    }
+    if (lipi_index_builder_commit(b, &err) != LIPI_OK)
+        die(out, &err);
+    fclose(f);
+    free(buf);
+    free(ptrs);
+    free(lens);
+    lipi_index_close(src);
+}
+
+typedef struct {
+    lipi_index *idx;
+    lipi_search_options so;
+} quant_job;
+
+static void quant_search(void *ctx, timed *b)
+{
+    quant_job *j = ctx;
+    lipi_error err = {0};
+    if (lipi_index_search(j->idx, b->q, b->nq, b->d, b->k, &j->so, b->docs, b->scores, &err) !=
+        LIPI_OK)
+        die("search", &err);
+}
+
+static int run_quant(const char *dir, const char *qname, size_t k, size_t threads, size_t runs,
+                     char **mults, int nmults)
+{
+    char path[4096], label[64];
+    lipi_error err = {0};
+    lipi_quantization qz;
+    if (!lipi_quantization_parse(qname, &qz) || qz == LIPI_QUANT_NONE) {
+        fprintf(stderr, "search: quant takes int8 or binary, not '%s'\n", qname);
+        return 2;
+    }
+    snprintf(path, sizeof path, "%s/index-%s", dir, qname);
+    struct stat sb;
+    char meta[4200];
+    snprintf(meta, sizeof meta, "%s/meta.json", path);
+    if (stat(meta, &sb) != 0) {
+        double t0 = now();
+        build_quantized(dir, path, qz);
+        printf("lipi %-9s built in %.1f s\n", qname, now() - t0);
+    }
+    printf("lipi %-9s quantized.npy %.1f MiB (vectors.npy %.1f MiB, read for candidates only)\n",
+           qname, file_mib(path, "quantized.npy"), file_mib(path, "vectors.npy"));
+    quant_job job = {.so = {.threads = threads}};
+    if (lipi_index_open(path, NULL, &job.idx, &err) != LIPI_OK)
+        die("open", &err);
+    timed b;
+    timed_open(&b, dir, k, runs);
+    snprintf(label, sizeof label, "lipi %s", qname);
+    /* first without rescoring, then from each MULT x k candidates */
+    for (int p = -1; p < nmults; p++) {
+        size_t mult = p < 0 ? 0 : strtoul(mults[p], NULL, 10);
+        job.so.no_rescore = mult == 0;
+        job.so.rescore_multiplier = mult;
+        char params[32];
+        snprintf(params, sizeof params, mult ? "rescore x%zu" : "no rescore", mult);
+        timed_run(&b, quant_search, &job, label, params);
+    }
+    timed_close(&b);
+    lipi_index_close(job.idx);
+    return 0;
+}
+
 /* OpenBLAS (FAISS's BLAS here) names the kernels it chose. */
 char *openblas_get_corename(void);
+
+typedef struct {
+    lipi_faiss *fi;
+    size_t threads;
+} faiss_job;
+
+static void faiss_search(void *ctx, timed *b)
+{
+    faiss_job *j = ctx;
+    lipi_error err = {0};
+    if (lipi_faiss_search(j->fi, b->q, b->nq, b->k, j->threads, b->docs, b->scores, &err) !=
+        LIPI_OK)
+        die("search", &err);
+}
 
 static int run_faiss(const char *dir, const char *spec, size_t k, size_t threads, size_t runs,
                      char **params, int nparams)
 {
-    char path[4096], cache[4096];
+    char cache[4096];
     lipi_error err = {0};
     lipi_faiss *fi = NULL;
     bool flat = strcmp(spec, "Flat") == 0;
@@ -349,49 +538,23 @@ static int run_faiss(const char *dir, const char *spec, size_t k, size_t threads
             die(cache, &err);
     }
     fflush(stdout);
-    lipi_npy_map *qm = load_queries(dir);
-    size_t nq = lipi_npy_map_rows(qm);
-    const float *q = lipi_npy_map_data(qm);
-    int64_t *docs = malloc(sizeof *docs * nq * k), *truth = malloc(sizeof *truth * nq * k);
-    float *scores = malloc(sizeof *scores * nq * k);
-    double *t = malloc(sizeof *t * runs);
-    if (!docs || !truth || !scores || !t)
-        return 1;
-    snprintf(path, sizeof path, "%s/truth.bin", dir);
-    FILE *f = fopen(path, "rb");
-    bool have_truth = f && fread(truth, sizeof *truth, nq * k, f) == nq * k;
-    if (f)
-        fclose(f);
-    reset_peak();
+    timed b;
+    timed_open(&b, dir, k, runs);
+    faiss_job job = {fi, threads};
     static char *none[] = {"-"};
     if (nparams == 0) {
         params = none;
         nparams = 1;
     }
+    char name[64];
+    snprintf(name, sizeof name, "faiss %s", spec);
     for (int p = 0; p < nparams; p++) {
         if (strcmp(params[p], "-") != 0 && lipi_faiss_set_params(fi, params[p], &err) != LIPI_OK)
             die(params[p], &err);
-        if (lipi_faiss_search(fi, q, nq, k, threads, docs, scores, &err) != LIPI_OK)
-            die("search", &err);
-        double c0 = cpu_seconds();
-        for (size_t r = 0; r < runs; r++) {
-            double t1 = now();
-            if (lipi_faiss_search(fi, q, nq, k, threads, docs, scores, &err) != LIPI_OK)
-                die("search", &err);
-            t[r] = now() - t1;
-        }
-        char name[64];
-        snprintf(name, sizeof name, "faiss %s", spec);
-        report(name, params[p], nq, t, runs, cpu_seconds() - c0,
-               have_truth ? recall_at_k(truth, docs, nq, k) : -1);
+        timed_run(&b, faiss_search, &job, name, params[p]);
     }
-    printf("  peak RSS while searching %.0f MiB\n", peak_mib());
+    timed_close(&b);
     lipi_faiss_free(fi);
-    lipi_npy_map_close(qm);
-    free(docs);
-    free(truth);
-    free(scores);
-    free(t);
     return 0;
 }
 
@@ -403,6 +566,9 @@ int main(int argc, char **argv)
     if (argc >= 6 && strcmp(argv[1], "lipi") == 0)
         return run_lipi(argv[2], strtoul(argv[3], NULL, 10), strtoul(argv[4], NULL, 10),
                         strtoul(argv[5], NULL, 10));
+    if (argc >= 7 && strcmp(argv[1], "quant") == 0)
+        return run_quant(argv[2], argv[3], strtoul(argv[4], NULL, 10), strtoul(argv[5], NULL, 10),
+                         strtoul(argv[6], NULL, 10), argv + 7, argc - 7);
     if (argc >= 7 && strcmp(argv[1], "faiss") == 0) {
         if (!lipi_faiss_available()) {
             printf("faiss          skipped: lipi was built without FAISS\n");
@@ -413,6 +579,6 @@ int main(int argc, char **argv)
                          argc - 7);
     }
     fprintf(stderr, "usage: search gen DIR N DIM NQ | lipi DIR K THREADS RUNS | "
-                    "faiss DIR SPEC K THREADS RUNS [PARAMS...]\n");
+                    "quant DIR Q K THREADS RUNS [MULT...] | faiss DIR SPEC K THREADS RUNS [PARAMS...]\n");
     return 2;
 }

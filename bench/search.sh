@@ -8,8 +8,14 @@
 # /usr/bin/time -v (FAISS's includes building or loading its index), and of
 # the search phase alone (VmHWM reset before searching). The vectors are generated once into $SEARCH_BENCH_DIR
 # (default /tmp/lipi-bench-search-N-D-NQ, about 1.6 GB for the default size)
-# and the approximate FAISS indexes are cached there too.
-#   N, D, NQ, K, THREADS, RUNS override the sizes; SKIP_HNSW=1 skips HNSW32
+# and the approximate FAISS indexes are cached there too, as are lipi's
+# quantized indexes (index-int8, index-binary: 1.6 GB each, their float32
+# vectors included). Quantized rows: size of the codes, QPS and recall@10
+# against lipi exact without rescoring and rescored from 4 x k and 10 x k,
+# next to FAISS SQ8 (FAISS's IndexBinaryFlat is not bound by lipi's FAISS
+# wrapper, retrieval/faiss_bind.h, so it has no row).
+#   N, D, NQ, K, THREADS, RUNS override the sizes; SKIP_QUANT=1 skips the
+#   quantized rows; SKIP_HNSW=1 skips HNSW32
 #   (building it over 1M vectors takes a long time on 2 cores).
 set -eu
 BUILD=${1:-build}
@@ -51,6 +57,12 @@ measure "faiss Flat, OPENBLAS_CORETYPE=SkylakeX" env $threads OPENBLAS_CORETYPE=
   "$BIN" faiss "$DIR" Flat "$K" "$THREADS" "$RUNS"
 measure "faiss IVF1024,Flat" env $threads OPENBLAS_CORETYPE=SkylakeX \
   "$BIN" faiss "$DIR" IVF1024,Flat "$K" "$THREADS" "$RUNS" nprobe=1 nprobe=16 nprobe=64
+if [ "${SKIP_QUANT:-0}" != 1 ]; then
+  measure "lipi int8" "$BIN" quant "$DIR" int8 "$K" "$THREADS" "$RUNS" 4 10
+  measure "lipi binary" "$BIN" quant "$DIR" binary "$K" "$THREADS" "$RUNS" 4 10
+  measure "faiss SQ8" env $threads OPENBLAS_CORETYPE=SkylakeX \
+    "$BIN" faiss "$DIR" SQ8 "$K" "$THREADS" "$RUNS"
+fi
 if [ "${SKIP_HNSW:-0}" != 1 ]; then
   measure "faiss HNSW32" env $threads OPENBLAS_CORETYPE=SkylakeX \
     "$BIN" faiss "$DIR" HNSW32 "$K" "$THREADS" "$RUNS" efSearch=16 efSearch=64 efSearch=256

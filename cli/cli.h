@@ -109,6 +109,9 @@ typedef enum {
     CLI_OPT_TEXT_FIELD,
     CLI_OPT_TOTAL,
     CLI_OPT_SPECIAL,
+    CLI_OPT_QUANTIZE,
+    CLI_OPT_RESCORE_MULTIPLIER,
+    CLI_OPT_NO_RESCORE,
 } cli_option_id;
 
 typedef struct {

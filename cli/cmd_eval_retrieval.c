@@ -1,5 +1,6 @@
 /* `lipi eval-retrieval`: bitext retrieval on line-aligned files, the way
- * LaBSE and MTEB evaluate bitext mining. */
+ * LaBSE and MTEB evaluate bitext mining; or, with --index, the recall@k of
+ * an index's quantized (or FAISS) search against exact float32 search. */
 #include "cli/cli.h"
 #include "cli/options.h"
 
@@ -14,12 +15,18 @@ static void help(FILE *f)
     fprintf(f,
             "Usage: lipi eval-retrieval -m MODEL --queries A.txt --docs B.txt [OPTIONS]\n"
             "       lipi eval-retrieval --query-vectors A.npy --doc-vectors B.npy [OPTIONS]\n"
+            "       lipi eval-retrieval --index DIR --query-vectors Q.npy [OPTIONS]\n"
             "\n"
             "Bitext retrieval: line i of A translates line i of B. Every line of A is a\n"
             "query against all lines of B (and the other way round), ranked by cosine\n"
             "similarity over exact scores; the match's rank gives P@1 (share ranked\n"
             "first), recall@k (share within the first k) and MRR (mean of 1/rank).\n"
             "Ties rank the lower line first.\n"
+            "\n"
+            "With --index: recall@k of the index's own search (quantized, without\n"
+            "rescoring and rescored; or FAISS) against exact float32 search of the same\n"
+            "index, for the queries Q.npy (cosine: they are L2-normalized): the share\n"
+            "of the exact top k that it returns.\n"
             "\n"
             "Options:\n"
             "  -m, --model MODEL      embeds both files\n"
@@ -28,6 +35,8 @@ static void help(FILE *f)
             "  --query-vectors A.npy  precomputed embeddings instead of text\n"
             "  --doc-vectors B.npy\n"
             "  -k LIST                recall cut-offs, comma-separated (default 1,5,10)\n"
+            "  --index DIR            an index (lipi index -o DIR) to measure\n"
+            "  --rescore-multiplier M with --index: rescore M x k candidates (default 4)\n"
             "  --format FMT           table (default) or json\n"
             "  --pooling MODE         cls, mean, max or mean_sqrt_len (default: the model's)\n"
             "  --batch N, --max-length N, --threads N   as for lipi index\n"
@@ -102,6 +111,8 @@ static void print_row(const char *dir, const lipi_retrieval_scores *s, size_t nk
 /* What eval-retrieval's own options give. */
 typedef struct {
     const char *qa, *db, *va, *vb;   /* --queries --docs --query-vectors --doc-vectors */
+    const char *index;               /* --index */
+    size_t mult;                     /* --rescore-multiplier */
     size_t ks[MAX_KS], nk;           /* -k */
     bool json;                       /* --format json */
 } eval_args;
@@ -114,6 +125,14 @@ static int eval_option(int id, const char *arg, void *vea)
     case CLI_OPT_DOCS: ea->db = arg; break;
     case CLI_OPT_QUERY_VECTORS: ea->va = arg; break;
     case CLI_OPT_DOC_VECTORS: ea->vb = arg; break;
+    case CLI_OPT_INDEX: ea->index = arg; break;
+    case CLI_OPT_RESCORE_MULTIPLIER: {
+        uint64_t v;
+        if (!cli_parse_u64(arg, &v) || v == 0 || v > 10000)
+            return cli_bad_value("eval-retrieval", "--rescore-multiplier", "1..10000", arg);
+        ea->mult = (size_t)v;
+        break;
+    }
     case 'k':
         if (!parse_ks(arg, ea->ks, &ea->nk))
             return cli_bad_value("eval-retrieval", "-k", "positive numbers separated by commas",
@@ -140,6 +159,8 @@ static int parse(int argc, char **argv, cli_args *a, eval_args *ea)
         {"query-vectors", required_argument, NULL, CLI_OPT_QUERY_VECTORS},
         {"doc-vectors", required_argument, NULL, CLI_OPT_DOC_VECTORS},
         {"format", required_argument, NULL, CLI_OPT_FORMAT},
+        {"index", required_argument, NULL, CLI_OPT_INDEX},
+        {"rescore-multiplier", required_argument, NULL, CLI_OPT_RESCORE_MULTIPLIER},
         {NULL, 0, NULL, 0},
     };
     const cli_spec spec = {"eval-retrieval", help, "k:", opts,
@@ -151,6 +172,12 @@ static int parse(int argc, char **argv, cli_args *a, eval_args *ea)
         return rc;
     if (optind < argc)
         return cli_usage_error("eval-retrieval", "unexpected argument '%s'", argv[optind]);
+    if (ea->index && (a->model || ea->qa || ea->db || ea->vb || !ea->va))
+        return cli_usage_error("eval-retrieval", "--index DIR takes --query-vectors Q.npy alone");
+    if (ea->mult && !ea->index)
+        return cli_usage_error("eval-retrieval", "--rescore-multiplier needs --index DIR");
+    if (ea->index)
+        return CLI_GO_ON;
     bool text = a->model || ea->qa || ea->db;
     if (text && (ea->va || ea->vb))
         return cli_usage_error("eval-retrieval",
@@ -257,6 +284,94 @@ static void print_scores(const eval_args *ea, const bitext *bt, const lipi_retri
     print_row("B -> A", ba, nk);
 }
 
+/* --index: recall@k of the index's search against exact float32 search,
+ * for each k: one row per setting (quantized: without rescoring and
+ * rescored; FAISS: as loaded). */
+static int eval_index(const cli_args *a, const eval_args *ea)
+{
+    int rc = EXIT_FAIL;
+    lipi_error err = {0};
+    lipi_index *idx = NULL;
+    lipi_npy_map *qm = NULL;
+    float *q = NULL;
+    if (lipi_index_open(ea->index, NULL, &idx, &err) != LIPI_OK ||
+        lipi_npy_map_open(ea->va, &qm, &err) != LIPI_OK)
+        goto fail;
+    size_t nq = lipi_npy_map_rows(qm), dim = lipi_npy_map_cols(qm);
+    if (dim != lipi_index_dim(idx)) {
+        lipi_error_set(&err, LIPI_EINVAL, ea->va, 0, 0,
+                       "expected query vectors of the index's dimension %zu, found %zu",
+                       lipi_index_dim(idx), dim);
+        goto fail;
+    }
+    if (!(q = lipi_reallocarray(NULL, nq && dim ? nq * dim : 1, sizeof *q))) {
+        lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto fail;
+    }
+    memcpy(q, lipi_npy_map_data(qm), nq * dim * sizeof *q);
+    lipi_vectors_normalize(q, nq, dim);
+    lipi_quantization qz = lipi_index_quantization(idx);
+    const char *spec = lipi_index_faiss_spec(idx);
+    char what[128], rescored[48];
+    if (lipi_index_has_faiss(idx))
+        snprintf(what, sizeof what, "FAISS %s", spec);
+    else
+        snprintf(what, sizeof what, "%s", qz ? lipi_quantization_name(qz) : "exact float32");
+    snprintf(rescored, sizeof rescored, "rescore x%zu", ea->mult ? ea->mult : 4);
+    /* Rows: quantized without and with rescoring, else the one search. */
+    const char *names[2] = {qz ? "no rescore" : what, rescored};
+    size_t rows = qz && !lipi_index_has_faiss(idx) ? 2 : 1;
+    double recall[2][MAX_KS];
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < ea->nk; j++) {
+            lipi_search_options so = {.threads = a->threads, .no_rescore = rows == 2 && r == 0,
+                                      .rescore_multiplier = r == 1 ? ea->mult : 0};
+            if (lipi_index_recall(idx, q, nq, dim, ea->ks[j], &so, &recall[r][j], &err) !=
+                LIPI_OK)
+                goto fail;
+        }
+    if (ea->json) {
+        printf("{\"index\":");
+        cli_write_json_string(stdout, ea->index, strlen(ea->index));
+        printf(",\"search\":\"%s\",\"documents\":%zu,\"queries\":%zu", what,
+               lipi_index_count(idx), nq);
+        for (size_t r = 0; r < rows; r++) {
+            printf(",\"%s\":{", rows == 1 ? "recall" : r ? "rescored" : "no_rescore");
+            if (r == 1)
+                printf("\"multiplier\":%zu,", ea->mult ? ea->mult : 4);
+            for (size_t j = 0; j < ea->nk; j++)
+                printf("%s\"%zu\":%.6f", j ? "," : "", ea->ks[j], recall[r][j]);
+            putchar('}');
+        }
+        printf("}\n");
+    } else {
+        printf("recall@k against exact float32: %s (%s, %zu documents), %zu queries\n",
+               ea->index, what, lipi_index_count(idx), nq);
+        printf("%-14s", "");
+        for (size_t j = 0; j < ea->nk; j++) {
+            char h[32];
+            snprintf(h, sizeof h, "R@%zu", ea->ks[j]);
+            printf(" %8s", h);
+        }
+        putchar('\n');
+        for (size_t r = 0; r < rows; r++) {
+            printf("%-14s", names[r]);
+            for (size_t j = 0; j < ea->nk; j++)
+                printf(" %8.4f", recall[r][j]);
+            putchar('\n');
+        }
+    }
+    rc = cli_finish_output("eval-retrieval");
+    goto done;
+fail:
+    cli_report("eval-retrieval", &err);
+done:
+    lipi_free(q);
+    lipi_npy_map_close(qm);
+    lipi_index_close(idx);
+    return rc;
+}
+
 static int run(int argc, char **argv)
 {
     cli_args a = {.mode = LIPI_INVALID_ERROR, .threads = 2, .max_threads = 256,
@@ -265,6 +380,8 @@ static int run(int argc, char **argv)
     int rc = parse(argc, argv, &a, &ea);
     if (rc != CLI_GO_ON)
         return rc;
+    if (ea.index)
+        return eval_index(&a, &ea);
 
     lipi_error err = {0};
     bitext bt = {0};

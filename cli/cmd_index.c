@@ -34,6 +34,11 @@ static void help(FILE *f)
             "  --faiss SPEC         also build a FAISS index (index_factory string: Flat,\n"
             "                       IVF1024,Flat, HNSW32, ...) that search then uses;\n"
             "                       --append extends the index's FAISS index\n"
+            "  --quantize Q         also store int8 codes (ranges calibrated per dimension\n"
+            "                       on the indexed vectors) or binary sign bits, which\n"
+            "                       search scans before rescoring with the float32\n"
+            "                       vectors (int8 or binary; not with --faiss);\n"
+            "                       --append keeps the index's and recalibrates\n"
             "  --pooling MODE       cls, mean, max or mean_sqrt_len (default: the model's)\n"
             "  --batch N            sentences per forward pass (default 32)\n"
             "  --max-length N       truncate longer inputs to N tokens\n"
@@ -113,6 +118,11 @@ static int index_option(int id, const char *arg, void *via)
     case CLI_OPT_VECTORS: ia->vectors = arg; break;
     case CLI_OPT_APPEND: ia->wo->append = true; break;
     case CLI_OPT_FAISS: ia->wo->faiss_spec = arg; break;
+    case CLI_OPT_QUANTIZE:
+        if (!lipi_quantization_parse(arg, &ia->wo->quantize) ||
+            ia->wo->quantize == LIPI_QUANT_NONE)
+            return cli_bad_value("index", "--quantize", "int8 or binary", arg);
+        break;
     /* checked after the others: with --vectors any --pooling is an error */
     case CLI_OPT_POOLING: ia->pooling = arg; break;
     }
@@ -125,6 +135,7 @@ static int run(int argc, char **argv)
         {"vectors", required_argument, NULL, CLI_OPT_VECTORS},
         {"append", no_argument, NULL, CLI_OPT_APPEND},
         {"faiss", required_argument, NULL, CLI_OPT_FAISS},
+        {"quantize", required_argument, NULL, CLI_OPT_QUANTIZE},
         {"pooling", required_argument, NULL, CLI_OPT_POOLING},
         {NULL, 0, NULL, 0},
     };
@@ -153,6 +164,8 @@ static int run(int argc, char **argv)
         return cli_usage_error("index", "--pooling needs -m MODEL");
     if (vectors && (eo.prompt || eo.prompt_name || eo.dimensions))
         return cli_usage_error("index", "--prompt, --prompt-name and --dimensions need -m MODEL");
+    if (wo.faiss_spec && wo.quantize != LIPI_QUANT_NONE)
+        return cli_usage_error("index", "give either --faiss or --quantize, not both");
     if (pooling && !lipi_pooling_parse(pooling, &eo.pooling))
         return cli_bad_value("index", "--pooling", "cls, mean, max or mean_sqrt_len", pooling);
 
@@ -206,8 +219,10 @@ static int run(int argc, char **argv)
     if (st != LIPI_OK)
         goto fail;
     if (!quiet)
-        fprintf(stderr, "lipi index: %s: %zu %s (%zu added), dimension %zu\n", out, total,
-                lipi_plural(total, "document", "documents"), ctx.row, ctx.dim);
+        fprintf(stderr, "lipi index: %s: %zu %s (%zu added), dimension %zu%s%s\n", out, total,
+                lipi_plural(total, "document", "documents"), ctx.row, ctx.dim,
+                wo.quantize ? ", quantized " : "",
+                wo.quantize ? lipi_quantization_name(wo.quantize) : "");
     rc = EXIT_OK;
     goto done;
 fail:

@@ -19,7 +19,10 @@ static void help(FILE *f)
             "with 1-based numbers: query_no is the query's line in FILE (1 for --query),\n"
             "doc_no the document's line in the indexed input, in indexing order. The\n"
             "search is exact (blocked GEMMs over the memory-mapped vectors) unless the\n"
-            "index has a FAISS index (lipi index --faiss), which is then used.\n"
+            "index has a FAISS index (lipi index --faiss), which is then used, or\n"
+            "quantized vectors (lipi index --quantize): then the documents with the\n"
+            "best int8 dot products or Hamming distances are rescored with their\n"
+            "float32 vectors, and the best k of those printed.\n"
             "\n"
             "Options:\n"
             "  --index DIR            the index (lipi index -o DIR)\n"
@@ -39,7 +42,13 @@ static void help(FILE *f)
             "                         is an error\n"
             "  -k N                   hits per query (default 10)\n"
             "  --format FMT           tsv (default) or jsonl (the same fields)\n"
-            "  --exact                exact search even when the index has FAISS\n"
+            "  --exact                exact search even when the index has FAISS or is\n"
+            "                         quantized\n"
+            "  --rescore-multiplier M quantized index: rescore the best M x k documents\n"
+            "                         (default 4)\n"
+            "  --no-rescore           quantized index: print the quantized ranking and\n"
+            "                         its scores (int8 dot products, or minus the\n"
+            "                         Hamming distance)\n"
             "  --faiss-params P       FAISS search parameters, e.g. nprobe=16 or\n"
             "                         efSearch=128 (comma-separated)\n"
             "  --threads N            threads (default 2)\n"
@@ -203,6 +212,12 @@ static int search_option(int id, const char *arg, void *vsa)
             return cli_bad_value("search", "--format", "tsv or jsonl", arg);
         break;
     case CLI_OPT_EXACT: sa->c->so.exact = true; break;
+    case CLI_OPT_RESCORE_MULTIPLIER:
+        if (!cli_parse_u64(arg, &v) || v == 0 || v > 10000)
+            return cli_bad_value("search", "--rescore-multiplier", "1..10000", arg);
+        sa->c->so.rescore_multiplier = (size_t)v;
+        break;
+    case CLI_OPT_NO_RESCORE: sa->c->so.no_rescore = true; break;
     case CLI_OPT_FAISS_PARAMS: sa->oo->faiss_params = arg; break;
     }
     return 0;
@@ -218,6 +233,8 @@ static int run(int argc, char **argv)
         {"format", required_argument, NULL, CLI_OPT_FORMAT},
         {"exact", no_argument, NULL, CLI_OPT_EXACT},
         {"faiss-params", required_argument, NULL, CLI_OPT_FAISS_PARAMS},
+        {"rescore-multiplier", required_argument, NULL, CLI_OPT_RESCORE_MULTIPLIER},
+        {"no-rescore", no_argument, NULL, CLI_OPT_NO_RESCORE},
         {NULL, 0, NULL, 0},
     };
     lipi_index_open_options oo = {0};
@@ -246,6 +263,11 @@ static int run(int argc, char **argv)
                                "give one of --query TEXT, --queries FILE, --query-vectors FILE");
     if (qvec && model)
         return cli_usage_error("search", "-m embeds text queries; --query-vectors needs none");
+    if (c.so.no_rescore && c.so.rescore_multiplier)
+        return cli_usage_error("search", "give either --no-rescore or --rescore-multiplier");
+    if (c.so.exact && (c.so.no_rescore || c.so.rescore_multiplier))
+        return cli_usage_error("search", "--exact searches the float32 vectors: it takes no "
+                                         "--no-rescore or --rescore-multiplier");
     if (qvec && (eo.prompt || eo.prompt_name || eo.dimensions))
         return cli_usage_error("search", "--prompt, --prompt-name and --dimensions embed text "
                                          "queries; --query-vectors needs none");
@@ -258,6 +280,15 @@ static int run(int argc, char **argv)
         goto fail;
     c.idx = idx;
     c.dim = lipi_index_dim(idx);
+    if ((c.so.no_rescore || c.so.rescore_multiplier) &&
+        lipi_index_quantization(idx) == LIPI_QUANT_NONE) {
+        lipi_error_set(&err, LIPI_EINVAL, index, 0, 0,
+                       "--no-rescore and --rescore-multiplier need a quantized index "
+                       "(lipi index --quantize)");
+        cli_report("search", &err);
+        rc = EXIT_USAGE;
+        goto done;
+    }
     if (lipi_index_faiss_spec(idx) && !lipi_index_has_faiss(idx) && !c.so.exact)
         fprintf(stderr, "lipi search: this lipi was built without FAISS; searching %s exactly\n",
                 index);

@@ -35,4 +35,11 @@ lipi_status lipi_npy_parse(const unsigned char *p, size_t len, const char *path,
                            const char *descr, size_t *ndim, size_t shape[2], size_t *data_off,
                            lipi_error *err);
 
+/* Quantized scores of the query codes q against S rows of codes x
+ * (lipi_quantization): int8 q (dim), x (S, dim), or binary q ((dim+7)/8),
+ * x (S, (dim+7)/8) -> out (S). ref: the plain loops the fast kernels are
+ * tested against. */
+void lipi_quant_scores(lipi_quantization qz, bool ref, const void *q, const void *x, size_t S,
+                       size_t dim, int32_t *out);
+
 #endif

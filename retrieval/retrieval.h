@@ -60,6 +60,12 @@ lipi_status lipi_npy_write(const char *path, const float *data, size_t rows, siz
 /*                dimension, count, FAISS spec, lipi version, the document   */
 /*                prompt and its name, truncate_dim                          */
 /*   faiss.index  optional, FAISS's own format                               */
+/*   quantized.npy optional (meta.json "quantization"): int8 codes '|i1'     */
+/*                (count, dimension), or sign bits '|u1' (count,             */
+/*                ceil(dimension / 8)) packed as numpy.packbits (first value */
+/*                in the high bit)                                           */
+/*   int8_ranges.npy with int8: float32 (2, dimension), the per-dimension    */
+/*                minimum (row 0) and maximum (row 1) of the indexed rows    */
 /* Writers build a new directory next to the old one and swap it in with one */
 /* rename, so readers and an interrupted writer see the old index or the new */
 /* one, never a mixture. Document numbers are 0-based in this API.           */
@@ -85,6 +91,27 @@ typedef struct {
                                 (Matryoshka); 0: the model's whole dimension */
 } lipi_index_model;
 
+/* How an index quantizes its vectors for search (lipi_index_write_options),
+ * as sentence-transformers' quantize_embeddings does:
+ *   INT8    code = (int8) trunc((x - min) / ((max - min) / 255) - 128), with
+ *           min/max per dimension over the indexed rows (a dimension with
+ *           max == min codes as -128); queries are coded with the same
+ *           ranges, clamped to [-128, 127]; score = the int32 dot product
+ *           of the codes. (sentence-transformers' precision="int8".)
+ *   BINARY  bit = value > 0, 8 per byte, first value in the high bit
+ *           (precision="ubinary"); score = minus the Hamming distance.
+ * The float32 vectors stay in vectors.npy for rescoring. */
+typedef enum {
+    LIPI_QUANT_NONE = 0,
+    LIPI_QUANT_INT8,
+    LIPI_QUANT_BINARY,
+} lipi_quantization;
+
+/* "int8" / "binary" / "none" (NULL for an unknown value), and back (false
+ * for an unknown name). */
+const char *lipi_quantization_name(lipi_quantization q);
+bool lipi_quantization_parse(const char *name, lipi_quantization *q);
+
 typedef struct {
     bool append;            /* add to the index at dir (a new one if missing) */
     const char *faiss_spec; /* index_factory string, or NULL: none, and on
@@ -93,6 +120,9 @@ typedef struct {
     bool no_sync;           /* skip fsync: for scratch indexes; the swap is
                                still atomic for other processes, but a power
                                loss may leave a damaged index */
+    lipi_quantization quantize; /* also write quantized.npy (int8: calibrated
+                               on all rows, old ones included, at commit);
+                               NONE on append keeps the old index's */
 } lipi_index_write_options;
 
 /* Starts writing the index `dir` for `dim`-dimensional vectors in a new
@@ -174,6 +204,9 @@ const lipi_index_model *lipi_index_get_model(const lipi_index *idx);
 const char *lipi_index_faiss_spec(const lipi_index *idx);
 /* Whether search can use faiss.index (present, loaded, and lipi has FAISS). */
 bool lipi_index_has_faiss(const lipi_index *idx);
+/* The index's quantization (LIPI_QUANT_NONE for indexes without one,
+ * those older than quantization included). */
+lipi_quantization lipi_index_quantization(const lipi_index *idx);
 
 /* LIPI_EINVAL naming both models when `model` is not what the index was
  * built with: another fingerprint (or, without fingerprints, another name),
@@ -201,18 +234,36 @@ typedef struct {
                                 cache keeps them): 0 (default) when the
                                 matrix is 256 MiB or more, 1 always, -1 never.
                                 lipi_knn_search never drops pages. */
+    /* Quantized indexes (lipi_index_write_options.quantize): the top
+     * rescore_multiplier * k documents by quantized score (0: 4) are
+     * rescored by the float32 inner product of the query with their rows
+     * of vectors.npy (only those rows are read), and the best k of them
+     * returned with their float32 scores. no_rescore returns the quantized
+     * ranking itself, with the quantized scores as floats. */
+    size_t rescore_multiplier;
+    bool no_rescore;
 } lipi_search_options;
 
 /* Top-k documents by inner product for nq queries q (nq, dim): docs and
- * scores are (nq, k), best first, ties in exact search broken by the lower
- * document number; slots past the last hit (k > count) hold doc -1 and
- * score -INFINITY. Uses faiss.index when loaded unless opt->exact. Queries
- * are used as given (normalize them for cosine scores). LIPI_EINVAL for a
+ * scores are (nq, k), best first, ties in exact and quantized search broken
+ * by the lower document number; slots past the last hit (k > count) hold
+ * doc -1 and score -INFINITY. Uses faiss.index when loaded, else the
+ * quantized vectors when the index has them (see rescore_multiplier), unless
+ * opt->exact. Queries are used as given (normalize them for cosine
+ * scores). Results never depend on opt->threads. LIPI_EINVAL for a
  * dimension other than the index's, k = 0 or a non-finite query value;
  * LIPI_ENOMEM. `opt` may be NULL. */
 lipi_status lipi_index_search(const lipi_index *idx, const float *q, size_t nq, size_t dim,
                               size_t k, const lipi_search_options *opt, int64_t *docs,
                               float *scores, lipi_error *err);
+
+/* Share of the exact float32 top-k (lipi_index_search with opt->exact)
+ * that lipi_index_search with `opt` also returns, over nq queries q (nq,
+ * dim): recall@k of the index's FAISS or quantized search. Same errors as
+ * lipi_index_search. Example: an exact index gives 1. */
+lipi_status lipi_index_recall(const lipi_index *idx, const float *q, size_t nq, size_t dim,
+                              size_t k, const lipi_search_options *opt, double *recall,
+                              lipi_error *err);
 
 /* Exact top-k by inner product over any matrix x (n, dim), which may be
  * memory-mapped: blocks of rows go to the threads, each block is scored as
@@ -222,6 +273,17 @@ lipi_status lipi_index_search(const lipi_index *idx, const float *q, size_t nq, 
 lipi_status lipi_knn_search(const float *x, size_t n, size_t dim, const float *q, size_t nq,
                             size_t k, const lipi_search_options *opt, int64_t *docs,
                             float *scores, lipi_error *err);
+
+/* Quantization kernels, as the index uses them (pure; no allocation).
+ *   lipi_int8_ranges:    x (n, dim) -> ranges (2, dim): row 0 the minimum,
+ *                        row 1 the maximum of each column (n >= 1)
+ *   lipi_quantize_int8:  x (n, dim), ranges (2, dim) -> codes (n, dim)
+ *   lipi_quantize_binary: x (n, dim) -> bits (n, (dim + 7) / 8), padding 0
+ * See lipi_quantization for the formulas. */
+void lipi_int8_ranges(const float *x, size_t n, size_t dim, float *ranges);
+void lipi_quantize_int8(const float *x, size_t n, size_t dim, const float *ranges,
+                        int8_t *codes);
+void lipi_quantize_binary(const float *x, size_t n, size_t dim, uint8_t *bits);
 
 /* A short hex fingerprint (16 digits) of the model folder `dir`: a hash of
  * the name, size and first MiB of each file with a fixed name in it
