@@ -1,5 +1,6 @@
-/* Records other than lines in `lipi count` (--input, --text-field; issue
- * #29): the same texts give the same counts whichever way they are written. */
+/* Records other than lines in `lipi count` and `lipi train` (--input,
+ * --text-field; issue #29): the same texts give the same counts and the same
+ * tokenizer whichever way they are written. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -63,12 +64,84 @@ static void test_count_bad_json_names_file_and_record(void **state)
     cli_result_free(&r);
 }
 
+/* 200 texts of words drawn by a fixed LCG, as lines and as JSONL. */
+static void make_corpus(char **txt, size_t *txt_len, char **json, size_t *json_len)
+{
+    static const char *const words[] = {"the", "cat", "sat", "नमस्ते", "दुनिया", "क्षि",
+                                        "ने", "say", "\"hi\"", "dog"};
+    size_t cap = 1 << 16;
+    char *t = malloc(cap), *j = malloc(2 * cap);
+    size_t tn = 0, jn = 0;
+    uint32_t x = 7;
+    for (int i = 0; i < 200; i++) {
+        jn += (size_t)snprintf(j + jn, 2 * cap - jn, "{\"n\": %d, \"body\": \"", i);
+        int n = 1 + i % 9;
+        for (int w = 0; w < n; w++) {
+            x = x * 1103515245u + 12345u;
+            const char *word = words[(x >> 16) % 10];
+            tn += (size_t)snprintf(t + tn, cap - tn, "%s%s", w ? " " : "", word);
+            jn += (size_t)snprintf(j + jn, 2 * cap - jn, "%s%s", w ? " " : "",
+                                   word[0] == '"' ? "\\\"hi\\\"" : word);
+        }
+        tn += (size_t)snprintf(t + tn, cap - tn, "\n");
+        jn += (size_t)snprintf(j + jn, 2 * cap - jn, "\"}\n");
+    }
+    *txt = t;
+    *txt_len = tn;
+    *json = j;
+    *json_len = jn;
+}
+
+static void test_train_jsonl_field_trains_the_same_tokenizer_as_lines(void **state)
+{
+    char *txt, *json;
+    size_t tn, jn;
+    make_corpus(&txt, &tn, &json, &jn);
+    char lines_path[64], json_path[64];
+    snprintf(lines_path, sizeof lines_path, "%s", cli_temp_file(txt, tn));
+    snprintf(json_path, sizeof json_path, "%s", cli_temp_file(json, jn));
+    static const char *const types[] = {"--type bpe", "--type unigram --sample 120"};
+    for (size_t i = 0; i < 2; i++) {
+        cli_result a = cli_runf("train --quiet %s --vocab-size 320 -o %s.a.json %s", types[i],
+                                lines_path, lines_path);
+        cli_result b = cli_runf("train --quiet %s --vocab-size 320 --input jsonl --text-field "
+                                "body -o %s.b.json %s",
+                                types[i], lines_path, json_path);
+        assert_int_equal(a.code, 0);
+        assert_int_equal(b.code, 0);
+        char pa[96], pb[96];
+        snprintf(pa, sizeof pa, "%s.a.json", lines_path);
+        snprintf(pb, sizeof pb, "%s.b.json", lines_path);
+        cli_assert_same_file(pa, pb);
+        remove(pa);
+        remove(pb);
+        cli_result_free(&a);
+        cli_result_free(&b);
+    }
+    free(txt);
+    free(json);
+}
+
+static void test_train_bad_json_names_file_and_record(void **state)
+{
+    const char *path = cli_temp_file("{\"body\": \"a\"}\n{\"body\": 1}\n", 26);
+    cli_result r = cli_runf("train --quiet --vocab-size 300 --input jsonl --text-field body "
+                            "-o %s.json %s",
+                            path, path);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, path));
+    assert_non_null(strstr(r.err, "record 2: member \"body\" at column 10 is a number"));
+    cli_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_count_jsonl_field_counts_as_the_same_lines),
         cmocka_unit_test(test_count_whole_files_count_across_newlines),
         cmocka_unit_test(test_count_bad_json_names_file_and_record),
+        cmocka_unit_test(test_train_jsonl_field_trains_the_same_tokenizer_as_lines),
+        cmocka_unit_test(test_train_bad_json_names_file_and_record),
     };
     return cmocka_run_group_tests_name("count_inputs", tests, NULL, NULL);
 }
