@@ -15,16 +15,18 @@ static void help(FILE *f)
             "Usage: lipi count [OPTIONS] -o COUNTS.tsv FILE...\n"
             "       lipi count --merge -o ALL.tsv COUNTS.tsv...\n"
             "\n"
-            "Counts the pre-tokenized words of the FILEs ('-' is standard input; .gz, .xz\n"
-            "and .zst are decompressed) and writes 'word<TAB>count' lines sorted by count\n"
-            "(the format SentencePiece reads with --input_format=tsv). With --merge, adds\n"
-            "up counts files instead. 'lipi train --from-counts ALL.tsv' then trains the\n"
-            "same tokenizer as training on all the files: use the same --normalizer and\n"
-            "--pattern options for counting and training.\n"
+            "Counts the pre-tokenized words of the FILEs' records (lines by default; '-'\n"
+            "is standard input; .gz, .xz and .zst are decompressed) and writes\n"
+            "'word<TAB>count' lines sorted by count (the format SentencePiece reads with\n"
+            "--input_format=tsv). With --merge, adds up counts files instead. 'lipi train\n"
+            "--from-counts ALL.tsv' then trains the same tokenizer as training on all the\n"
+            "files: use the same --input, --normalizer and --pattern options for counting\n"
+            "and training.\n"
             "\n"
             "Options:\n"
             "  -o, --output FILE     where to write the counts (required; '-' for stdout)\n"
             "  --merge               add up counts files\n"
+            CLI_INPUT_OPTIONS_HELP
             CLI_TEXT_OPTIONS_HELP
             "  --threads N           counting threads (default: all cores)\n"
             "  --invalid MODE        invalid UTF-8: error (default) or replace\n"
@@ -54,13 +56,14 @@ static int run(int argc, char **argv)
     bool merge = false;
     const cli_spec spec = {"count", help, NULL, opts,
                            CLI_ARG_OUTPUT | CLI_ARG_THREADS | CLI_ARG_INVALID | CLI_ARG_QUIET |
-                               CLI_ARGS_TEXT,
+                               CLI_ARGS_TEXT | CLI_ARG_INPUT,
                            count_option, &merge, 0};
     int c = cli_parse(&spec, argc, argv, &a);
     if (c != CLI_GO_ON)
         return c;
     copt.invalid = a.mode;
     copt.threads = a.threads;
+    copt.records = a.ro;
     const char *out = a.output;
     bool quiet = a.quiet;
     if (!out)

@@ -566,19 +566,6 @@ static int encode_option(int id, const char *arg, void *vea)
         else
             return cli_bad_value("encode", "--format", "ids, tokens, jsonl or count", arg);
         break;
-    case CLI_OPT_INPUT:
-        if (strcmp(arg, "lines") == 0)
-            ea->c->ro.format = LIPI_RECORDS_LINES;
-        else if (strcmp(arg, "jsonl") == 0)
-            ea->c->ro.format = LIPI_RECORDS_JSONL;
-        else if (strcmp(arg, "whole") == 0)
-            ea->c->ro.format = LIPI_RECORDS_WHOLE;
-        else if (strcmp(arg, "nul") == 0)
-            ea->c->ro.format = LIPI_RECORDS_NUL;
-        else
-            return cli_bad_value("encode", "--input", "lines, jsonl, whole or nul", arg);
-        break;
-    case CLI_OPT_TEXT_FIELD: ea->c->ro.text_field = arg; break;
     case CLI_OPT_OFFSETS: ea->c->offsets = true; break;
     case CLI_OPT_TOTAL: ea->c->total = true; break;
     case CLI_OPT_SPECIAL:
@@ -610,8 +597,6 @@ static int run(int argc, char **argv)
         {"offsets", no_argument, NULL, CLI_OPT_OFFSETS},
         {"total", no_argument, NULL, CLI_OPT_TOTAL},
         {"special", required_argument, NULL, CLI_OPT_SPECIAL},
-        {"input", required_argument, NULL, CLI_OPT_INPUT},
-        {"text-field", required_argument, NULL, CLI_OPT_TEXT_FIELD},
         {"add-special-tokens", no_argument, NULL, CLI_OPT_ADD_SPECIAL_TOKENS},
         {"max-length", required_argument, NULL, CLI_OPT_MAX_LENGTH},
         {NULL, 0, NULL, 0},
@@ -620,7 +605,8 @@ static int run(int argc, char **argv)
     encode_args ea = {.c = &c};
     cli_args a = {.mode = LIPI_INVALID_ERROR, .threads = 1, .max_threads = 1024};
     const cli_spec spec = {"encode", help, "t:", opts,
-                           CLI_ARG_TOKENIZER | CLI_ARG_THREADS | CLI_ARG_INVALID, encode_option,
+                           CLI_ARG_TOKENIZER | CLI_ARG_THREADS | CLI_ARG_INVALID | CLI_ARG_INPUT,
+                           encode_option,
                            &ea, 0};
     int rc = cli_parse(&spec, argc, argv, &a);
     if (rc != CLI_GO_ON)
@@ -633,6 +619,7 @@ static int run(int argc, char **argv)
         return EXIT_FAIL;
     /* lipi's own members replace the input's of the same name. */
     static const char *const ours[] = {"ids", "tokens", "offsets"};
+    c.ro = a.ro;
     c.ro.invalid = a.mode;
     if (c.fmt == FMT_JSONL) {
         c.ro.drop = ours;

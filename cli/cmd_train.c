@@ -30,6 +30,8 @@ static void help(FILE *f)
             "                        words get SentencePiece's '▁' prefix)\n"
             "  --vocab-size N        vocabulary size, special tokens included (default 32000)\n"
             "  -o, --output FILE     the tokenizer.json to write (required; written atomically)\n"
+            CLI_INPUT_OPTIONS_HELP
+            "                        (both apply to the FILEs, --lang-file and --dev files)\n"
             "  --units char|byte     char (default): code points, unseen bytes as <0xNN>\n"
             "                        tokens (like SentencePiece BPE); byte: GPT-2 byte-level\n"
             "  --byte-fallback       with char units: add the 256 <0xNN> tokens (default)\n"
@@ -48,7 +50,7 @@ static void help(FILE *f)
             "  --from-counts FILE    train on a counts file from 'lipi count' (repeatable)\n"
             "  --export-merges DIR   bpe: also write DIR/vocab.json and DIR/merges.txt\n"
             "  --export-spm FILE     unigram: also write a SentencePiece .model\n"
-            "  --sample N            unigram: train on a seeded random sample of N lines\n"
+            "  --sample N            unigram: train on a seeded random sample of N records\n"
             "  --seed N              the sample's seed (default 1)\n"
             "  --balance MODE        none (default), smoothed or parity: fair shares for\n"
             "                        every language (docs/FAIRNESS.md)\n"
@@ -431,13 +433,14 @@ static int run(int argc, char **argv)
     a.parity_others = 1.0;
     cli_spec spec = {"train", help, NULL, opts,
                      CLI_ARGS_TEXT | CLI_ARG_THREADS | CLI_ARG_INVALID | CLI_ARG_QUIET |
-                         CLI_ARG_OUTPUT,
+                         CLI_ARG_OUTPUT | CLI_ARG_INPUT,
                      own_option, &a, 0};
     int rc = cli_parse(&spec, argc, argv, &a.args);
     if (rc != CLI_GO_ON)
         return rc;
     a.job.count.threads = a.job.bpe.common.threads = a.args.threads;
     a.job.count.invalid = a.args.mode;
+    a.job.count.records = a.args.ro;
     bool unigram = strcmp(a.type, "unigram") == 0;
     size_t n_pos = (size_t)(argc - optind);
     if ((rc = check_args(&a, unigram, n_pos)) != EXIT_OK)

@@ -38,6 +38,8 @@ static const shared_entry shared[] = {
     {CLI_ARG_TOKENIZER, {"strip-accents", no_argument, NULL, CLI_OPT_STRIP_ACCENTS}},
     {CLI_ARG_TOKENIZER, {"no-strip-accents", no_argument, NULL, CLI_OPT_NO_STRIP_ACCENTS}},
     {CLI_ARG_TOKENIZER, {"pattern", required_argument, NULL, CLI_OPT_PATTERN}},
+    {CLI_ARG_INPUT, {"input", required_argument, NULL, CLI_OPT_INPUT}},
+    {CLI_ARG_INPUT, {"text-field", required_argument, NULL, CLI_OPT_TEXT_FIELD}},
 };
 #define N_SHARED (sizeof shared / sizeof shared[0])
 #define MAX_OPTS 64
@@ -117,6 +119,20 @@ static int shared_option(const char *sub, const shared_entry *e, const char *arg
         case CLI_OPT_NO_STRIP_ACCENTS: a->oo.strip_accents = LIPI_FLAG_OFF; break;
         case CLI_OPT_PATTERN: a->oo.pattern = arg; break;
         }
+        return 0;
+    case CLI_ARG_INPUT:
+        if (e->opt.val == CLI_OPT_TEXT_FIELD)
+            a->ro.text_field = arg;
+        else if (strcmp(arg, "lines") == 0)
+            a->ro.format = LIPI_RECORDS_LINES;
+        else if (strcmp(arg, "jsonl") == 0)
+            a->ro.format = LIPI_RECORDS_JSONL;
+        else if (strcmp(arg, "whole") == 0)
+            a->ro.format = LIPI_RECORDS_WHOLE;
+        else if (strcmp(arg, "nul") == 0)
+            a->ro.format = LIPI_RECORDS_NUL;
+        else
+            return cli_bad_value(sub, "--input", "lines, jsonl, whole or nul", arg);
         return 0;
     }
     return 0;

@@ -38,6 +38,8 @@ typedef struct {
     lipi_open_options oo;        /* tokenizer: --[no-]lowercase --[no-]strip-accents --pattern */
     cli_text_options text;       /* --normalizer --lowercase --strip-accents --fold-digits
                                   * --pattern --regex (cli/text_options.h) */
+    lipi_record_options ro;      /* --input lines|jsonl|whole|nul, --text-field NAME
+                                  * (ro.invalid is the command's to set from mode) */
 } cli_args;
 
 /* Which shared options a command takes (or together). */
@@ -63,7 +65,15 @@ enum {
     CLI_ARG_TOKENIZER = 1u << 18,   /* the tokenizer's open options, into cli_args.oo */
     CLI_ARG_PROMPT = 1u << 19,      /* --prompt, --prompt-name */
     CLI_ARG_DIMENSIONS = 1u << 20,  /* --dimensions K (truncate_dim) */
+    CLI_ARG_INPUT = 1u << 21,       /* --input KIND, --text-field NAME, into cli_args.ro */
 };
+/* The help lines of CLI_ARG_INPUT, for the commands whose records are texts. */
+#define CLI_INPUT_OPTIONS_HELP                                                        \
+    "  --input KIND          what a record is: lines (default: each line, without\n"  \
+    "                        its end); jsonl (a JSON object per line, the text in\n"  \
+    "                        --text-field); whole (each file is one text, newlines\n" \
+    "                        and all); nul (records end at NUL bytes)\n"              \
+    "  --text-field NAME     jsonl: the member holding the text (default: text)\n"
 /* The commands that embed for retrieval (embed, index, search): prompts and
  * Matryoshka truncation (cli_prompt_options_help, cli/embedder.h). */
 #define CLI_ARGS_RETRIEVAL (CLI_ARG_PROMPT | CLI_ARG_DIMENSIONS)

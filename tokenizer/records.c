@@ -69,6 +69,11 @@ uint64_t lipi_record_reader_text_bytes(const lipi_record_reader *r)
     return lipi_line_reader_text_bytes(r->lines);
 }
 
+uint64_t lipi_record_reader_bytes_read(const lipi_record_reader *r)
+{
+    return lipi_line_reader_bytes_read(r->lines);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Walking valid JSON                                                        */
 /* ------------------------------------------------------------------------ */

@@ -266,6 +266,8 @@ lipi_status lipi_record_reader_next(lipi_record_reader *r, lipi_record *rec, lip
 
 /* Bytes of (decompressed) input taken by the records returned so far. */
 uint64_t lipi_record_reader_text_bytes(const lipi_record_reader *r);
+/* Raw (compressed) bytes read so far, as lipi_line_reader_bytes_read. */
+uint64_t lipi_record_reader_bytes_read(const lipi_record_reader *r);
 void lipi_record_reader_close(lipi_record_reader *r); /* NULL is a no-op */
 
 /* ======================================================================== */

@@ -1,15 +1,17 @@
 /* Counting the pre-tokenized words of a corpus on several threads.
  *
- * The calling thread reads: it takes lines from the line reader (which
- * checks or repairs UTF-8 and decompresses) and packs them into chunks of
- * about a megabyte. Worker threads take whole chunks, normalize and split
- * each line, and count the pieces in a table of their own; the tables are
+ * The calling thread reads: it takes records (lines by default) from the
+ * record reader (whose line reader checks or repairs UTF-8 and
+ * decompresses) and packs them into chunks of about a megabyte. Worker
+ * threads take whole chunks, normalize and split each record, and count
+ * the pieces in a table of their own; the tables are
  * summed at the end. Sums do not depend on which thread counted what, so
  * the result is the same for every thread count. With one thread the
  * calling thread does everything and no thread is started.
  *
  * Memory: a few chunks per thread plus the tables, which hold the distinct
- * words only; the corpus is never held whole. */
+ * words only; the corpus is never held whole (a record is: with whole
+ * files as records, one file at a time). */
 #include "trainer/trainer.h"
 
 #include "tokenizer/base.h"
@@ -247,7 +249,7 @@ static double now_seconds(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void report(reader *rd, const lipi_line_reader *lr, bool done)
+static void report(reader *rd, const lipi_record_reader *lr, bool done)
 {
     if (!rd->opt->progress)
         return;
@@ -257,9 +259,9 @@ static void report(reader *rd, const lipi_line_reader *lr, bool done)
     rd->last_report = t;
     lipi_progress p = {0};
     p.phase = LIPI_PHASE_COUNT;
-    p.bytes_read = rd->bytes_done + (lr ? lipi_line_reader_bytes_read(lr) : 0);
+    p.bytes_read = rd->bytes_done + (lr ? lipi_record_reader_bytes_read(lr) : 0);
     p.bytes_total = rd->bytes_total;
-    p.text_bytes = rd->text_done + (lr ? lipi_line_reader_text_bytes(lr) : 0);
+    p.text_bytes = rd->text_done + (lr ? lipi_record_reader_text_bytes(lr) : 0);
     p.lines = rd->lines;
     p.done = done;
     rd->opt->progress(&p, rd->opt->progress_user);
@@ -282,28 +284,32 @@ static uint64_t total_size(const char *const *paths, size_t n)
  * workers failed (nothing more should be read). */
 typedef bool (*chunk_sink)(void *ctx, chunk **c);
 
-/* Reads every file into chunks passed to sink. */
+/* Reads every file's records into chunks passed to sink. */
 static lipi_status read_all(reader *rd, chunk **cur, chunk_sink sink, void *ctx, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    lipi_line_reader *lr = NULL;
+    lipi_record_reader *lr = NULL;
+    lipi_record_options ro = rd->opt->records;
+    ro.invalid = rd->opt->invalid;
+    ro.drop = NULL; /* no use for the other members */
+    ro.n_drop = 0;
     for (size_t f = 0; f < rd->n_paths; f++) {
         rd->file = f;
-        TRY(lipi_line_reader_open(rd->paths[f], rd->opt->invalid, &lr, err));
+        TRY(lipi_record_reader_open(rd->paths[f], &ro, &lr, err));
         for (;;) {
-            const char *line;
-            size_t len;
-            TRY(lipi_line_reader_next(lr, &line, &len, err));
-            if (!line)
+            lipi_record rec;
+            TRY(lipi_record_reader_next(lr, &rec, err));
+            if (!rec.text)
                 break;
             chunk *c = *cur;
+            /* Record numbers run on by one, so a chunk keeps its first. */
             if (c->n == 0) {
                 c->file = f;
-                c->first_line = lipi_line_reader_line_no(lr);
+                c->first_line = rec.number;
             }
-            if (chunk_add_line(c, line, len) != LIPI_OK) {
-                st = lipi_error_set(err, LIPI_ENOMEM, rd->paths[f], lipi_line_reader_line_no(lr),
-                                    0, "out of memory reading");
+            if (chunk_add_line(c, rec.text, rec.len) != LIPI_OK) {
+                st = lipi_error_set(err, LIPI_ENOMEM, rd->paths[f], rec.number, 0,
+                                    "out of memory reading");
                 goto done;
             }
             rd->lines++;
@@ -313,17 +319,17 @@ static lipi_status read_all(reader *rd, chunk **cur, chunk_sink sink, void *ctx,
                 report(rd, lr, false);
             }
         }
-        /* A chunk never spans two files: its lines are numbered in one. */
+        /* A chunk never spans two files: its records are numbered in one. */
         if ((*cur)->n && !sink(ctx, cur))
             goto done;
-        rd->bytes_done += lipi_line_reader_bytes_read(lr);
-        rd->text_done += lipi_line_reader_text_bytes(lr);
-        lipi_line_reader_close(lr);
+        rd->bytes_done += lipi_record_reader_bytes_read(lr);
+        rd->text_done += lipi_record_reader_text_bytes(lr);
+        lipi_record_reader_close(lr);
         lr = NULL;
         report(rd, NULL, false);
     }
 done:
-    lipi_line_reader_close(lr);
+    lipi_record_reader_close(lr);
     return st;
 }
 

@@ -153,17 +153,22 @@ typedef struct {
     lipi_invalid_mode invalid;  /* invalid UTF-8 in the input (default ERROR) */
     lipi_progress_fn progress;  /* NULL: no reports (default) */
     void *progress_user;
+    lipi_record_options records; /* what a record is (default: a line); its
+                                    `invalid` is ignored for the one above,
+                                    its text_field borrowed */
 } lipi_count_options;
 
 void lipi_count_options_default(lipi_count_options *opt);
 
-/* Reads every file (lipi_line_reader: "-" is stdin, .gz/.xz/.zst are
- * decompressed), normalizes each line with `norm` (NULL: none) and splits it
- * with `pre` (required), and counts the pieces' texts. The result is the
+/* Reads every file (lipi_record_reader with opt->records: "-" is stdin,
+ * .gz/.xz/.zst are decompressed; a record is a line by default, or a JSONL
+ * object's text, a whole file, a NUL-separated record), normalizes each
+ * record with `norm` (NULL: none) and splits it with `pre` (required), and
+ * counts the pieces' texts. The result is the
  * same for every thread count. *out is a new table owned by the caller.
- * Fails on the first bad line (invalid UTF-8 under LIPI_INVALID_ERROR,
- * normalizer or pattern errors) with the file and line; nothing is returned
- * then. norm and pre are borrowed and shared by the threads.
+ * Fails on the first bad record (invalid UTF-8 under LIPI_INVALID_ERROR,
+ * bad JSON, normalizer or pattern errors) with the file and record number
+ * (err->line); nothing is returned then. norm and pre are borrowed and shared by the threads.
  *
  * For byte-level BPE pass the plain split (e.g. the pattern), not a
  * pre-tokenizer that maps to the GPT-2 byte alphabet: counts hold raw text

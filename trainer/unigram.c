@@ -1938,14 +1938,17 @@ static uint64_t splitmix64(uint64_t *x)
     return z ^ (z >> 31);
 }
 
-/* Algorithm R over every line of every file: line i (from 0) replaces a
- * random slot with probability k / (i + 1). */
-static lipi_status reservoir(const char *const *paths, size_t n_paths, lipi_invalid_mode mode,
+/* Algorithm R over every record (line, by default) of every file: record i
+ * (from 0) replaces a random slot with probability k / (i + 1). */
+static lipi_status reservoir(const char *const *paths, size_t n_paths,
+                             const lipi_count_options *co,
                              uint64_t k, uint64_t seed, const lipi_unigram_options *opt,
                              sline **out, size_t *n_out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    lipi_line_reader *rd = NULL;
+    lipi_record_reader *rd = NULL;
+    lipi_record_options ro = co->records;
+    ro.invalid = co->invalid;
     sline *res = NULL;
     size_t n = 0, cap = 0;
     uint64_t i = 0, rng = seed, bytes_done = 0, text_done = 0;
@@ -1953,13 +1956,14 @@ static lipi_status reservoir(const char *const *paths, size_t n_paths, lipi_inva
     *out = NULL;
     *n_out = 0;
     for (size_t f = 0; f < n_paths; f++) {
-        TRY(lipi_line_reader_open(paths[f], mode, &rd, err));
+        TRY(lipi_record_reader_open(paths[f], &ro, &rd, err));
         for (;;) {
-            const char *line;
-            size_t len;
-            TRY(lipi_line_reader_next(rd, &line, &len, err));
-            if (!line)
+            lipi_record rec;
+            TRY(lipi_record_reader_next(rd, &rec, err));
+            if (!rec.text)
                 break;
+            const char *line = rec.text;
+            size_t len = rec.len;
             uint64_t slot = i;
             if (i >= k) {
                 uint64_t r = splitmix64(&rng);
@@ -1988,20 +1992,20 @@ static lipi_status reservoir(const char *const *paths, size_t n_paths, lipi_inva
             } else {
                 lipi_free(res[slot].s);
             }
-            res[slot] = (sline){copy, len, f, lipi_line_reader_line_no(rd)};
+            res[slot] = (sline){copy, len, f, rec.number};
             if (opt->common.progress && (i & 4095) == 0 && now_s() - last > 0.25) {
                 lipi_progress p = {0};
                 p.phase = LIPI_PHASE_COUNT;
-                p.bytes_read = bytes_done + lipi_line_reader_bytes_read(rd);
-                p.text_bytes = text_done + lipi_line_reader_text_bytes(rd);
+                p.bytes_read = bytes_done + lipi_record_reader_bytes_read(rd);
+                p.text_bytes = text_done + lipi_record_reader_text_bytes(rd);
                 p.lines = i;
                 opt->common.progress(&p, opt->common.progress_user);
                 last = now_s();
             }
         }
-        bytes_done += lipi_line_reader_bytes_read(rd);
-        text_done += lipi_line_reader_text_bytes(rd);
-        lipi_line_reader_close(rd);
+        bytes_done += lipi_record_reader_bytes_read(rd);
+        text_done += lipi_record_reader_text_bytes(rd);
+        lipi_record_reader_close(rd);
         rd = NULL;
     }
     *out = res;
@@ -2010,7 +2014,7 @@ static lipi_status reservoir(const char *const *paths, size_t n_paths, lipi_inva
 done:
     if (st == LIPI_ENOMEM)
         oom(err);
-    lipi_line_reader_close(rd);
+    lipi_record_reader_close(rd);
     for (size_t j = 0; res && j < n; j++)
         lipi_free(res[j].s);
     lipi_free(res);
@@ -2078,7 +2082,7 @@ static lipi_status count_sample(const char *const *paths, size_t n_paths,
     size_t threads = thread_count(co->threads ? co->threads : opt->common.threads);
     count_job cj = {0};
     *out = NULL;
-    TRY(reservoir(paths, n_paths, co->invalid, opt->sample, opt->sample_seed, opt, &lines, &n,
+    TRY(reservoir(paths, n_paths, co, opt->sample, opt->sample_seed, opt, &lines, &n,
                   err));
     cj = (count_job){.lines = lines, .n = n, .paths = paths, .norm = norm, .pre = pre};
     cj.tables = lipi_calloc(threads, sizeof *cj.tables);
