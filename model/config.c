@@ -239,14 +239,22 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
         TRY(get_act(root, "hidden_act", c->arch == LIPI_ARCH_ALBERT ? "gelu_new" : "gelu",
                     &c->act, path, err));
     }
+    /* "absolute": a learned table in the checkpoint; "sinusoidal": the
+     * fixed encoding of Vaswani et al., computed at load (BERT only). */
     json_t *pet = json_object_get(root, "position_embedding_type");
-    if (pet && !(json_is_string(pet) && !strcmp(json_string_value(pet), "absolute")))
+    const char *pos_kind = json_is_string(pet) ? json_string_value(pet) : NULL;
+    c->sinusoidal = pos_kind && !strcmp(pos_kind, "sinusoidal");
+    if (pet && !(pos_kind && (!strcmp(pos_kind, "absolute") || c->sinusoidal)))
         return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
-                              "field \"position_embedding_type\": only \"absolute\" is "
-                              "supported, found %s%.40s%s",
-                              json_is_string(pet) ? "\"" : "",
-                              json_is_string(pet) ? json_string_value(pet) : lipi_json_kind(pet),
-                              json_is_string(pet) ? "\"" : "");
+                              "field \"position_embedding_type\": expected \"absolute\" or "
+                              "\"sinusoidal\", found %s%.40s%s",
+                              pos_kind ? "\"" : "", pos_kind ? pos_kind : lipi_json_kind(pet),
+                              pos_kind ? "\"" : "");
+    if (c->sinusoidal && c->arch != LIPI_ARCH_BERT)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"position_embedding_type\": \"sinusoidal\" is "
+                              "supported for model_type bert only, found %s",
+                              ARCHS[found].type);
     c->embed = c->hidden;
     c->groups = c->layers;
     c->inner_groups = 1;

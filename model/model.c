@@ -208,6 +208,8 @@ done:
     return st;
 }
 
+#define POS_TABLE "embeddings.position_embeddings.weight"
+
 static lipi_status plan(loader *L, lipi_model *m)
 {
     lipi_status st = LIPI_OK;
@@ -216,7 +218,12 @@ static lipi_status plan(loader *L, lipi_model *m)
     char pre[96];
 
     TRY(embedding(L, "embeddings.word_embeddings.weight", &m->word_emb, c->vocab, E));
-    TRY(embedding(L, "embeddings.position_embeddings.weight", &m->pos_emb, c->max_pos, E));
+    if (c->sinusoidal) { /* a region with no tensor: filled after loading */
+        size_t r;
+        TRY(add_region(L, &m->pos_emb, c->max_pos * E, &r));
+    } else {
+        TRY(embedding(L, POS_TABLE, &m->pos_emb, c->max_pos, E));
+    }
     if (c->type_vocab) /* DistilBERT and MPNet have no token types */
         TRY(embedding(L, "embeddings.token_type_embeddings.weight", &m->type_emb,
                       c->type_vocab, E));
@@ -328,9 +335,14 @@ static lipi_status resolve(loader *L, const char *path)
     for (size_t i = 0; i < L->n_binds; i++) {
         binding *b = &L->binds[i];
         b->t = find_tensor(L->st, b->name);
+        size_t n = strlen(b->name), k = strlen(POS_TABLE);
+        bool pos = n >= k && !strcmp(b->name + n - k, POS_TABLE);
         if (!b->t)
             return lipi_error_set(L->err, LIPI_EFORMAT, path, 0, 0,
-                                  "missing tensor \"%s\" (the config asks for it)", b->name);
+                                  "missing tensor \"%s\" (the config asks for it%s)", b->name,
+                                  pos ? "; a model whose positions are computed says "
+                                        "position_embedding_type \"sinusoidal\""
+                                      : "");
         const lipi_st_tensor *t = b->t;
         if (t->dtype == LIPI_ST_OTHER)
             return lipi_error_set(L->err, LIPI_EFORMAT, path, 0, 0,
@@ -388,6 +400,17 @@ static void fill_pos_bias(lipi_model *m)
     }
 }
 
+void lipi_sinusoidal_positions(float *pe, size_t P, size_t E)
+{
+    /* Double, then one rounding to float, as the reference's numpy table:
+     * float32 angles would be off by up to pos * 2^-24 radians. */
+    for (size_t pos = 0; pos < P; pos++)
+        for (size_t j = 0; j < E; j++) {
+            double angle = (double)pos / pow(10000.0, (double)(2 * (j / 2)) / (double)E);
+            pe[pos * E + j] = (float)(j % 2 ? cos(angle) : sin(angle));
+        }
+}
+
 static void fill_info(lipi_model *m)
 {
     const lipi_config *c = &m->cfg;
@@ -443,6 +466,18 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
     }
 
     TRY(choose_prefix(&L, c, path));
+    if (c->sinusoidal) {
+        char name[160];
+        snprintf(name, sizeof name, "%s" POS_TABLE, L.prefix);
+        if (find_tensor(sf, name)) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                "unexpected tensor \"%s\": config.json says "
+                                "position_embedding_type \"sinusoidal\" (positions computed, "
+                                "no table); a learned table is \"absolute\"",
+                                name);
+            goto done;
+        }
+    }
     TRY(plan(&L, m));
     TRY(resolve(&L, path));
 
@@ -511,6 +546,8 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
     }
     if (m->pos_bias)
         fill_pos_bias(m);
+    if (c->sinusoidal)
+        lipi_sinusoidal_positions(m->pos_emb, c->max_pos, c->embed);
 done:
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, st, path, 0, 0, "out of memory");

@@ -96,6 +96,8 @@ typedef struct {
     size_t pos_offset;            /* RoBERTa, MPNet: padding_idx + 1, else 0 */
     uint32_t pos_pad;             /* RoBERTa, MPNet: padding_idx of the positions */
     size_t rel_buckets;           /* MPNet: rows of relative_attention_bias, else 0 */
+    bool sinusoidal;              /* position_embedding_type "sinusoidal": no table in
+                                     the checkpoint, lipi_sinusoidal_positions at load */
     bool classifier;              /* *ForSequenceClassification */
     bool multi_label;
     size_t num_labels;
@@ -142,6 +144,13 @@ lipi_status lipi_json_load(const char *text, size_t len, size_t flags, const cha
 /* model.c: weights                                                          */
 /* ======================================================================== */
 
+/* pe: (P, E) <- the sinusoidal encoding of Vaswani et al. (2017), as
+ * transformers' create_sinusoidal_embeddings (modeling_distilbert.py,
+ * modeling_xlm.py) computes it: angle = pos / 10000^(2 * (j / 2) / E) in
+ * double, pe[pos][j] = (float)sin(angle) for even j, (float)cos(angle) for
+ * odd j (an odd E ends on a sine column). */
+void lipi_sinusoidal_positions(float *pe, size_t P, size_t E);
+
 /* An int8 linear layer (dtype int8): w (N, K) quantized per output row,
  * w_f32[n][k] ~= scale[n] * w[n][k]. */
 typedef struct {
@@ -181,7 +190,7 @@ struct lipi_model {
     void *qblock_raw;
     bool int8;
     float *word_emb;      /* (V, E) */
-    float *pos_emb;       /* (P, E) */
+    float *pos_emb;       /* (P, E), computed at load when cfg.sinusoidal */
     float *type_emb;      /* (TV, E) or NULL */
     float *emb_ln_w, *emb_ln_b; /* (E) */
     float *proj_w;        /* (C, E) ALBERT only */
