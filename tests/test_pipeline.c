@@ -250,7 +250,8 @@ static void check_fixture(const char *name, size_t threads, lipi_gemm_kind gemm)
 static const char *ALL_FIXTURES[] = {
     "bert",   "bert_noprefix", "bert_legacy", "bert_f16",    "bert_bf16",      "roberta",
     "xlmr",   "albert",        "distilbert",  "st_mean",     "bert_cls",       "roberta_cls",
-    "distilbert_cls", "mpnet", "mpnet_cls", "st_mpnet", "bert_sinusoidal"};
+    "distilbert_cls", "mpnet", "mpnet_cls", "st_mpnet", "bert_sinusoidal",
+    "jina_v2"};
 #define N_FIXTURES (sizeof ALL_FIXTURES / sizeof ALL_FIXTURES[0])
 
 static void test_every_fixture_matches_pytorch_within_1e4(void **state)
@@ -390,6 +391,49 @@ static void test_sinusoidal_positions_match_the_formula_and_pytorch(void **state
     worst = hidden_worst(s, FIXTURES "/bert_sinusoidal", &in, m->cfg.hidden);
     printf("  bert_sinusoidal vs pytorch: max abs difference of the hidden states %.3g\n",
            worst);
+    assert_true(worst <= TOL);
+    free_inputs(&in);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+}
+
+/* ALiBi (Jina v2): the head slopes of jina-bert's _get_alibi_head_slopes
+ * (powers of two here, so exact), the bias table of the loaded model, and
+ * the whole model within TOL (the worst difference printed). */
+static void test_alibi_slopes_and_jina_v2_match_pytorch(void **state)
+{
+    float sl[12];
+    lipi_alibi_slopes(sl, 8); /* 2^-1 .. 2^-8 */
+    for (int h = 0; h < 8; h++)
+        assert_true(sl[h] == ldexpf(1.0f, -(h + 1)));
+    /* 6 heads: 4 of the power of two, then slopes 0 and 2 of 8 heads */
+    const float six[6] = {0.25f, 0.0625f, 0x1p-6f, 0x1p-8f, 0.5f, 0.125f};
+    lipi_alibi_slopes(sl, 6);
+    assert_memory_equal(sl, six, sizeof six);
+    /* 12 heads: 8, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5 of 16 */
+    lipi_alibi_slopes(sl, 12);
+    for (int h = 8; h < 12; h++)
+        assert_true(fabs(sl[h] - pow(2.0, -0.5 - (h - 8))) <= 1e-7);
+
+    lipi_model *m = load_fixture("jina_v2");
+    const lipi_config *c = &m->cfg;
+    assert_int_equal(c->pos_kind, LIPI_POS_ALIBI);
+    assert_true(c->glu);
+    assert_null(m->pos_emb);
+    size_t P = c->max_pos, W = 2 * P - 1;
+    assert_int_equal(lipi_model_get_info(m)->max_tokens, P);
+    lipi_alibi_slopes(sl, c->heads);
+    for (size_t h = 0; h < c->heads; h++)
+        for (size_t d = 0; d < P; d++) {
+            assert_true(m->pos_bias[h * W + P - 1 + d] == -sl[h] * (float)d);
+            assert_true(m->pos_bias[h * W + P - 1 - d] == -sl[h] * (float)d);
+        }
+    inputs in;
+    read_inputs(FIXTURES "/jina_v2", &in);
+    lipi_model_session *s = NULL;
+    assert_int_equal(lipi_model_session_new(m, 3, &s, NULL), LIPI_OK);
+    double worst = hidden_worst(s, FIXTURES "/jina_v2", &in, c->hidden);
+    printf("  jina_v2 vs pytorch: max abs difference of the hidden states %.3g\n", worst);
     assert_true(worst <= TOL);
     free_inputs(&in);
     lipi_model_session_free(s);
@@ -906,6 +950,13 @@ static void test_kernels_match_reference(void **state)
         lipi_bias_act_ref(r, T, N - 3, N, b, acts[a], a == 0 ? res : NULL, N);
         assert_int_equal(mismatches("bias_act", x, r, T * N, 3e-6), 0);
     }
+    /* GLU: x (T, 2I) -> (T, I), I = 101 */
+    for (size_t a = 1; a < 4; a += 2) {
+        fill(x, T * 202, 10, 3); /* products below 9: 3e-6 is a few ulp */
+        lipi_glu(x, T, 101, acts[a], r);
+        lipi_glu_ref(x, T, 101, acts[a], res);
+        assert_int_equal(mismatches("glu", r, res, T * 101, 3e-6), 0);
+    }
 }
 
 static void test_half_precision_conversions(void **state)
@@ -1144,6 +1195,13 @@ static void test_config_errors_name_the_field(void **state)
     expect_config_error("{\"model_type\":\"roberta\",\"hidden_size\":32,"
                         "\"position_embedding_type\":\"sinusoidal\"," BERT_CFG_TAIL "}",
                         "\"sinusoidal\" is supported for model_type bert only", "roberta");
+    expect_config_error("{\"model_type\":\"bert\",\"hidden_size\":32,"
+                        "\"feed_forward_type\":\"swiglu\"," BERT_CFG_TAIL "}",
+                        "\"feed_forward_type\"", "\"swiglu\"");
+    expect_config_error("{\"model_type\":\"distilbert\",\"dim\":32,\"n_layers\":2,"
+                        "\"n_heads\":4,\"hidden_dim\":64,\"feed_forward_type\":\"geglu\","
+                        BERT_CFG_TAIL "}",
+                        "\"geglu\" is supported for model_type bert only", NULL);
     expect_config_error("not json", "not valid JSON", NULL);
     expect_config_error("[]", "expected a JSON object", NULL);
 
@@ -1228,6 +1286,13 @@ static void test_weights_that_do_not_match_the_config_are_named(void **state)
     assert_non_null(strstr(err.msg, "missing tensor "
                                     "\"bert.embeddings.position_embeddings.weight\""));
     assert_non_null(strstr(err.msg, "position_embedding_type \"sinusoidal\""));
+    make_model_dir("alibi_table", "{\"model_type\":\"bert\",\"hidden_size\":32,"
+                                  "\"position_embedding_type\":\"alibi\"," BERT_CFG_TAIL "}",
+                   "bert", dir, sizeof dir);
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "unexpected tensor "
+                                    "\"bert.embeddings.position_embeddings.weight\""));
+    assert_non_null(strstr(err.msg, "\"alibi\""));
 
     /* a folder without weights */
     make_tmp_root();
@@ -1380,6 +1445,7 @@ int main(void)
         cmocka_unit_test(test_every_fixture_matches_pytorch_within_1e4),
         cmocka_unit_test(test_mpnet_relative_position_bias_matches_pytorch),
         cmocka_unit_test(test_sinusoidal_positions_match_the_formula_and_pytorch),
+        cmocka_unit_test(test_alibi_slopes_and_jina_v2_match_pytorch),
         cmocka_unit_test(test_portable_gemm_backend_matches_pytorch),
         cmocka_unit_test(test_sentence_transformers_folder_sets_pooling_and_normalize),
         cmocka_unit_test(test_sentence_transformers_dense_module_runs_after_pooling),
