@@ -239,14 +239,44 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
         TRY(get_act(root, "hidden_act", c->arch == LIPI_ARCH_ALBERT ? "gelu_new" : "gelu",
                     &c->act, path, err));
     }
+    /* "absolute": a learned table in the checkpoint; "sinusoidal": the
+     * fixed encoding of Vaswani et al., computed at load; "alibi": no
+     * positions, a linear bias in attention (Jina v2). BERT only. */
     json_t *pet = json_object_get(root, "position_embedding_type");
-    if (pet && !(json_is_string(pet) && !strcmp(json_string_value(pet), "absolute")))
+    const char *pos_kind = json_is_string(pet) ? json_string_value(pet) : NULL;
+    static const char *const POS_KINDS[] = {"absolute", "sinusoidal", "alibi"};
+    size_t pk = 0;
+    while (pos_kind && pk < 3 && strcmp(pos_kind, POS_KINDS[pk]))
+        pk++;
+    if (pet && (!pos_kind || pk == 3))
         return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
-                              "field \"position_embedding_type\": only \"absolute\" is "
-                              "supported, found %s%.40s%s",
-                              json_is_string(pet) ? "\"" : "",
-                              json_is_string(pet) ? json_string_value(pet) : lipi_json_kind(pet),
-                              json_is_string(pet) ? "\"" : "");
+                              "field \"position_embedding_type\": expected \"absolute\", "
+                              "\"sinusoidal\" or \"alibi\", found %s%.40s%s",
+                              pos_kind ? "\"" : "", pos_kind ? pos_kind : lipi_json_kind(pet),
+                              pos_kind ? "\"" : "");
+    c->pos_kind = (lipi_pos_kind)pk;
+    if (pk && c->arch != LIPI_ARCH_BERT)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"position_embedding_type\": \"%s\" is supported for "
+                              "model_type bert only, found %s",
+                              POS_KINDS[pk], ARCHS[found].type);
+    /* jina-bert's JinaBertGLUMLP: reglu -> ReLU, geglu -> GELU (exact). */
+    json_t *fft = json_object_get(root, "feed_forward_type");
+    const char *ff = json_is_string(fft) ? json_string_value(fft) : NULL;
+    if (fft && !(ff && (!strcmp(ff, "original") || !strcmp(ff, "geglu") ||
+                        !strcmp(ff, "reglu"))))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"feed_forward_type\": expected \"original\", \"geglu\" "
+                              "or \"reglu\", found %s%.40s%s",
+                              ff ? "\"" : "", ff ? ff : lipi_json_kind(fft), ff ? "\"" : "");
+    c->glu = ff && strcmp(ff, "original");
+    if (c->glu && c->arch != LIPI_ARCH_BERT)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"feed_forward_type\": \"%s\" is supported for "
+                              "model_type bert only, found %s",
+                              ff, ARCHS[found].type);
+    if (c->glu)
+        c->act = !strcmp(ff, "geglu") ? LIPI_ACT_GELU : LIPI_ACT_RELU;
     c->embed = c->hidden;
     c->groups = c->layers;
     c->inner_groups = 1;

@@ -311,6 +311,32 @@ void lipi_bias_act_ref(float *x, size_t T, size_t N, size_t ldx, const float *bi
         }
 }
 
+/* x: (T, 2I) -> out: (T, I) = act(x[:, :I]) * x[:, I:], act gelu or relu */
+LIPI_CLONES
+void lipi_glu(const float *x, size_t T, size_t I, int act, float *out)
+{
+    for (size_t t = 0; t < T; t++) {
+        const float *g = x + t * 2 * I, *u = g + I;
+        float *o = out + t * I;
+        if (act == LIPI_ACT_GELU)
+            for (size_t j = 0; j < I; j++)
+                o[j] = 0.5f * g[j] * (1.0f + verf(g[j] * 0.70710678118654752f)) * u[j];
+        else
+            for (size_t j = 0; j < I; j++)
+                o[j] = (g[j] > 0 ? g[j] : 0) * u[j];
+    }
+}
+
+void lipi_glu_ref(const float *x, size_t T, size_t I, int act, float *out)
+{
+    for (size_t t = 0; t < T; t++)
+        for (size_t j = 0; j < I; j++) {
+            double g = x[t * 2 * I + j], u = x[t * 2 * I + I + j];
+            g = act == LIPI_ACT_GELU ? 0.5 * g * (1.0 + erf(g / sqrt(2.0))) : g > 0 ? g : 0;
+            out[t * I + j] = (float)(g * u);
+        }
+}
+
 /* x: (K) -> q: (K) u8 = round(x / scale) + 128 with scale = max |x| / 127 */
 LIPI_CLONES
 void lipi_quantize_row(const float *x, size_t K, uint8_t *q, float *scale)
@@ -502,7 +528,8 @@ static lipi_status reserve(lipi_model_session *s, size_t T, size_t L, size_t n)
     const lipi_config *c = &s->m->cfg;
     size_t C = c->hidden, I = c->inter, E = c->embed;
     size_t rq = qkv_rows(T, L), rf = T < FFN_ROWS ? T : FFN_ROWS;
-    size_t big = rq * 3 * C > rf * I ? rq * 3 * C : rf * I;
+    size_t ffn = rf * I * (c->glu ? 3 : 1); /* GLU: (rows, 2I) and (rows, I) */
+    size_t big = rq * 3 * C > ffn ? rq * 3 * C : ffn;
     if (s->m->proj_w && E > C)
         big = big > T * E ? big : T * E;
     size_t tc = T * C;
@@ -660,6 +687,20 @@ static void ln_task(void *p, size_t t, size_t worker)
     lipi_layernorm(j->x + r0 * j->C, n, j->C, j->w, j->b, j->eps);
 }
 
+typedef struct {
+    const float *x; /* (T, 2I) */
+    size_t T, I;
+    int act;
+    float *out;     /* (T, I) */
+} glu_job;
+
+static void glu_task(void *p, size_t t, size_t worker)
+{
+    const glu_job *j = p;
+    size_t r0 = t * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK < j->T ? r0 + ROWS_PER_TASK : j->T;
+    lipi_glu(j->x + r0 * 2 * j->I, r1 - r0, j->I, j->act, j->out + r0 * j->I);
+}
+
 static void layernorm_rows(lipi_model_session *s, float *x, size_t T, size_t C, const float *w,
                            const float *b, float eps)
 {
@@ -689,6 +730,12 @@ static void embed_task(void *p, size_t t, size_t worker)
     for (size_t r = r0; r < r1; r++) {
         float *o = out + r * E;
         const float *we = m->word_emb + (size_t)s->tok_id[r] * E;
+        if (!m->pos_emb) { /* ALiBi: positions enter in attention only */
+            const float *te = m->type_emb + (size_t)s->tok_type[r] * E;
+            for (size_t i = 0; i < E; i++)
+                o[i] = we[i] + te[i];
+            continue;
+        }
         const float *pe = m->pos_emb + (size_t)s->tok_pos[r] * E;
         if (m->type_emb) {
             const float *te = m->type_emb + (size_t)s->tok_type[r] * E;
@@ -752,7 +799,8 @@ static lipi_status check_inputs(lipi_model_session *s, const lipi_sequence *seqs
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "expected at most %zu sequences per call, found %zu",
                               (size_t)1 << 24, n);
-    size_t widest = 3 * c->hidden > c->inter ? 3 * c->hidden : c->inter;
+    size_t inter = c->glu ? 3 * c->inter : c->inter;
+    size_t widest = 3 * c->hidden > inter ? 3 * c->hidden : inter;
     for (size_t i = 0; i < n; i++) {
         const lipi_sequence *q = &seqs[i];
         if (q->len == 0 || q->len > maxlen)
@@ -858,12 +906,22 @@ static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t 
         linear_q(s, T, C, C, s->att, w->ao_w, &w->ao_q, w->ao_b, LIPI_ACT_NONE, s->x, s->tmp);
         layernorm_rows(s, s->tmp, T, C, w->ln1_w, w->ln1_b, c->ln_eps);
         swap_x_tmp(s);
-        /* FFN, block by block of FFN_ROWS tokens: (rows, I) in big. */
+        /* FFN, block by block of FFN_ROWS tokens: (rows, I) in big; GLU:
+         * (rows, 2I) in big, then act(gate) * up as (rows, I) after it. */
         for (size_t r0 = 0; r0 < T; r0 += FFN_ROWS) {
             size_t rows = T - r0 < FFN_ROWS ? T - r0 : FFN_ROWS;
-            linear_q(s, rows, I, C, s->x + r0 * C, w->ff1_w, &w->ff1_q, w->ff1_b, (int)c->act,
-                     NULL, s->big);
-            linear_q(s, rows, C, I, s->big, w->ff2_w, &w->ff2_q, w->ff2_b, LIPI_ACT_NONE,
+            float *inner = s->big;
+            if (c->glu) {
+                linear_q(s, rows, 2 * I, C, s->x + r0 * C, w->ff1_w, &w->ff1_q, w->ff1_b,
+                         LIPI_ACT_NONE, NULL, s->big);
+                inner = s->big + rows * 2 * I;
+                glu_job gj = {s->big, rows, I, (int)c->act, inner};
+                parallel(s, glu_task, &gj, (rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+            } else {
+                linear_q(s, rows, I, C, s->x + r0 * C, w->ff1_w, &w->ff1_q, w->ff1_b,
+                         (int)c->act, NULL, s->big);
+            }
+            linear_q(s, rows, C, I, inner, w->ff2_w, &w->ff2_q, w->ff2_b, LIPI_ACT_NONE,
                      s->x + r0 * C, s->tmp + r0 * C);
         }
         layernorm_rows(s, s->tmp, T, C, w->ln2_w, w->ln2_b, c->ln_eps);

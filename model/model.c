@@ -186,6 +186,12 @@ static const layer_names MPNET_NAMES = {
     "attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o",
     "attention.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm"};
 
+/* jina-bert's JinaBertGLUMLP in place of BertIntermediate / BertOutput. */
+static const layer_names GLU_NAMES = {
+    "attention.self.query", "attention.self.key", "attention.self.value",
+    "attention.output.dense", "attention.output.LayerNorm", "mlp.gated_layers",
+    "mlp.wo", "mlp.layernorm"};
+
 static lipi_status layer(loader *L, const char *pre, const layer_names *nm, lipi_layer_w *w,
                          const lipi_config *c)
 {
@@ -198,8 +204,23 @@ static lipi_status layer(loader *L, const char *pre, const layer_names *nm, lipi
     TRY(linear(L, true, n, &w->ao_w, L->int8 ? &w->ao_q : NULL, &w->ao_b, C, C));
     snprintf(n, sizeof n, "%s%s", pre, nm->ln1);
     TRY(layernorm(L, n, &w->ln1_w, &w->ln1_b, C));
-    snprintf(n, sizeof n, "%s%s", pre, nm->ff1);
-    TRY(linear(L, true, n, &w->ff1_w, L->int8 ? &w->ff1_q : NULL, &w->ff1_b, I, C));
+    if (c->glu)
+        nm = &GLU_NAMES;
+    if (c->glu) {
+        /* gated_layers (2I, C) has no bias: a zero region (zeroed after
+         * loading) lets the GEMM take the same path as every other. */
+        size_t r;
+        if (L->int8)
+            TRY(add_qregion(L, &w->ff1_q, 2 * I, C, &r));
+        else
+            TRY(add_region(L, &w->ff1_w, 2 * I * C, &r));
+        snprintf(n, sizeof n, "%s%s.weight", pre, nm->ff1);
+        TRY(bind(L, true, n, r, 0, 2 * I, C));
+        TRY(add_region(L, &w->ff1_b, 2 * I, &r));
+    } else {
+        snprintf(n, sizeof n, "%s%s", pre, nm->ff1);
+        TRY(linear(L, true, n, &w->ff1_w, L->int8 ? &w->ff1_q : NULL, &w->ff1_b, I, C));
+    }
     snprintf(n, sizeof n, "%s%s", pre, nm->ff2);
     TRY(linear(L, true, n, &w->ff2_w, L->int8 ? &w->ff2_q : NULL, &w->ff2_b, C, I));
     snprintf(n, sizeof n, "%s%s", pre, nm->ln2);
@@ -207,6 +228,8 @@ static lipi_status layer(loader *L, const char *pre, const layer_names *nm, lipi
 done:
     return st;
 }
+
+#define POS_TABLE "embeddings.position_embeddings.weight"
 
 static lipi_status plan(loader *L, lipi_model *m)
 {
@@ -216,7 +239,12 @@ static lipi_status plan(loader *L, lipi_model *m)
     char pre[96];
 
     TRY(embedding(L, "embeddings.word_embeddings.weight", &m->word_emb, c->vocab, E));
-    TRY(embedding(L, "embeddings.position_embeddings.weight", &m->pos_emb, c->max_pos, E));
+    if (c->pos_kind == LIPI_POS_SINUSOIDAL) { /* a region with no tensor: filled after loading */
+        size_t r;
+        TRY(add_region(L, &m->pos_emb, c->max_pos * E, &r));
+    } else if (c->pos_kind == LIPI_POS_ABSOLUTE) {
+        TRY(embedding(L, POS_TABLE, &m->pos_emb, c->max_pos, E));
+    }
     if (c->type_vocab) /* DistilBERT and MPNet have no token types */
         TRY(embedding(L, "embeddings.token_type_embeddings.weight", &m->type_emb,
                       c->type_vocab, E));
@@ -224,6 +252,12 @@ static lipi_status plan(loader *L, lipi_model *m)
     if (c->arch == LIPI_ARCH_ALBERT)
         TRY(linear(L, true, "encoder.embedding_hidden_mapping_in", &m->proj_w, NULL,
                    &m->proj_b, C, E));
+    if (c->pos_kind == LIPI_POS_ALIBI) {
+        /* -slope[h] * |key - query| for every distance of P positions (H
+         * <= C, so no larger than the table it replaces). */
+        size_t r;
+        TRY(add_region(L, &m->pos_bias, c->heads * (2 * c->max_pos - 1), &r));
+    }
     if (c->arch == LIPI_ARCH_MPNET) {
         /* One table shared by every layer, and the per-head rows derived
          * from it after loading (a region with no tensor bound). H <= C
@@ -328,9 +362,14 @@ static lipi_status resolve(loader *L, const char *path)
     for (size_t i = 0; i < L->n_binds; i++) {
         binding *b = &L->binds[i];
         b->t = find_tensor(L->st, b->name);
+        size_t n = strlen(b->name), k = strlen(POS_TABLE);
+        bool pos = n >= k && !strcmp(b->name + n - k, POS_TABLE);
         if (!b->t)
             return lipi_error_set(L->err, LIPI_EFORMAT, path, 0, 0,
-                                  "missing tensor \"%s\" (the config asks for it)", b->name);
+                                  "missing tensor \"%s\" (the config asks for it%s)", b->name,
+                                  pos ? "; a model without one says "
+                                        "position_embedding_type \"sinusoidal\" or \"alibi\""
+                                      : "");
         const lipi_st_tensor *t = b->t;
         if (t->dtype == LIPI_ST_OTHER)
             return lipi_error_set(L->err, LIPI_EFORMAT, path, 0, 0,
@@ -385,6 +424,51 @@ static void fill_pos_bias(lipi_model *m)
         size_t b = lipi_mpnet_bucket((long)r - (long)(P - 1));
         for (size_t h = 0; h < H; h++)
             m->pos_bias[h * W + r] = m->rel_bias[b * H + h];
+    }
+}
+
+void lipi_sinusoidal_positions(float *pe, size_t P, size_t E)
+{
+    /* Double, then one rounding to float, as the reference's numpy table:
+     * float32 angles would be off by up to pos * 2^-24 radians. */
+    for (size_t pos = 0; pos < P; pos++)
+        for (size_t j = 0; j < E; j++) {
+            double angle = (double)pos / pow(10000.0, (double)(2 * (j / 2)) / (double)E);
+            pe[pos * E + j] = (float)(j % 2 ? cos(angle) : sin(angle));
+        }
+}
+
+/* Slope h of H heads: the 2^floor(log2 H) slopes of that power of two,
+ * then the even-indexed ones of twice that power; start * start**i in
+ * double, as Python computes it. */
+static double alibi_slope(size_t H, size_t h)
+{
+    size_t p = 1;
+    while (p * 2 <= H)
+        p *= 2;
+    size_t n = h < p ? p : 2 * p, i = h < p ? h : 2 * (h - p);
+    double start = pow(2.0, -pow(2.0, -(log2((double)n) - 3.0)));
+    return start * pow(start, (double)i);
+}
+
+void lipi_alibi_slopes(float *slopes, size_t H)
+{
+    for (size_t h = 0; h < H; h++)
+        slopes[h] = (float)alibi_slope(H, h);
+}
+
+/* pos_bias (H, 2P - 1) = -slope[h] * |r| at [h][r + P - 1]: float32 slope
+ * times the float distance, as jina-bert's rebuild_alibi_tensor in torch. */
+static void fill_alibi(lipi_model *m)
+{
+    const lipi_config *c = &m->cfg;
+    size_t H = c->heads, P = c->max_pos, W = 2 * P - 1;
+    for (size_t h = 0; h < H; h++) {
+        float s = (float)alibi_slope(H, h);
+        for (size_t r = 0; r < W; r++) {
+            size_t d = r < P - 1 ? P - 1 - r : r - (P - 1);
+            m->pos_bias[h * W + r] = -s * (float)d;
+        }
     }
 }
 
@@ -443,6 +527,18 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
     }
 
     TRY(choose_prefix(&L, c, path));
+    if (c->pos_kind != LIPI_POS_ABSOLUTE) {
+        char name[160];
+        snprintf(name, sizeof name, "%s" POS_TABLE, L.prefix);
+        if (find_tensor(sf, name)) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                "unexpected tensor \"%s\": config.json says "
+                                "position_embedding_type \"%s\" (no table); a learned table "
+                                "is \"absolute\"",
+                                name, c->pos_kind == LIPI_POS_ALIBI ? "alibi" : "sinusoidal");
+            goto done;
+        }
+    }
     TRY(plan(&L, m));
     TRY(resolve(&L, path));
 
@@ -509,8 +605,14 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
         }
         lipi_st_release(sf, b->t);
     }
-    if (m->pos_bias)
+    if (c->arch == LIPI_ARCH_MPNET)
         fill_pos_bias(m);
+    if (c->pos_kind == LIPI_POS_SINUSOIDAL)
+        lipi_sinusoidal_positions(m->pos_emb, c->max_pos, c->embed);
+    if (c->pos_kind == LIPI_POS_ALIBI)
+        fill_alibi(m);
+    for (size_t i = 0; c->glu && i < m->n_unique; i++)
+        memset(m->unique[i].ff1_b, 0, 2 * c->inter * sizeof(float));
 done:
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, st, path, 0, 0, "out of memory");

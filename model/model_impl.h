@@ -72,6 +72,12 @@ typedef enum {
 
 typedef enum { LIPI_ACT_GELU, LIPI_ACT_GELU_TANH, LIPI_ACT_RELU } lipi_act;
 
+typedef enum {
+    LIPI_POS_ABSOLUTE,   /* a learned (P, E) table in the checkpoint */
+    LIPI_POS_SINUSOIDAL, /* the fixed table of Vaswani et al., computed at load */
+    LIPI_POS_ALIBI,      /* no table: attention adds -slope[h] * |j - i| (Jina v2) */
+} lipi_pos_kind;
+
 /* Longest module folder name inside a sentence-transformers folder. */
 #define LIPI_SUBPATH_MAX 256
 
@@ -96,6 +102,9 @@ typedef struct {
     size_t pos_offset;            /* RoBERTa, MPNet: padding_idx + 1, else 0 */
     uint32_t pos_pad;             /* RoBERTa, MPNet: padding_idx of the positions */
     size_t rel_buckets;           /* MPNet: rows of relative_attention_bias, else 0 */
+    lipi_pos_kind pos_kind;       /* position_embedding_type (BERT) */
+    bool glu;                     /* feed_forward_type geglu / reglu (Jina v2): the FFN is
+                                     act(x W1[:I]) * (x W1[I:]) with act; act is gelu / relu */
     bool classifier;              /* *ForSequenceClassification */
     bool multi_label;
     size_t num_labels;
@@ -142,6 +151,19 @@ lipi_status lipi_json_load(const char *text, size_t len, size_t flags, const cha
 /* model.c: weights                                                          */
 /* ======================================================================== */
 
+/* pe: (P, E) <- the sinusoidal encoding of Vaswani et al. (2017), as
+ * transformers' create_sinusoidal_embeddings (modeling_distilbert.py,
+ * modeling_xlm.py) computes it: angle = pos / 10000^(2 * (j / 2) / E) in
+ * double, pe[pos][j] = (float)sin(angle) for even j, (float)cos(angle) for
+ * odd j (an odd E ends on a sine column). */
+void lipi_sinusoidal_positions(float *pe, size_t P, size_t E);
+/* slopes: (H) <- ALiBi's head slopes (Press et al.), as jina-bert's
+ * _get_alibi_head_slopes computes them in double (then float32, as
+ * torch.Tensor): for H a power of two, s_h = 2^(-8 (h + 1) / H); otherwise
+ * those of the power of two below H, then every other slope of twice that
+ * power. */
+void lipi_alibi_slopes(float *slopes, size_t H);
+
 /* An int8 linear layer (dtype int8): w (N, K) quantized per output row,
  * w_f32[n][k] ~= scale[n] * w[n][k]. */
 typedef struct {
@@ -181,14 +203,15 @@ struct lipi_model {
     void *qblock_raw;
     bool int8;
     float *word_emb;      /* (V, E) */
-    float *pos_emb;       /* (P, E) */
+    float *pos_emb;       /* (P, E), computed at load when sinusoidal; NULL for ALiBi */
     float *type_emb;      /* (TV, E) or NULL */
     float *emb_ln_w, *emb_ln_b; /* (E) */
     float *proj_w;        /* (C, E) ALBERT only */
     float *proj_b;
     float *rel_bias;      /* (NB, H) MPNet's relative_attention_bias, else NULL */
     float *pos_bias;      /* (H, 2P - 1) MPNet: rel_bias of head h for key - query
-                             position r at [h][r + P - 1], P = longest sequence */
+                             position r at [h][r + P - 1], P = longest sequence;
+                             ALiBi: -slope[h] * |r| there */
     lipi_layer_w *unique; /* stored layers */
     size_t n_unique;
     const lipi_layer_w **exec; /* layers in the order they run */
@@ -243,6 +266,9 @@ void lipi_attn_rel_bias(float *x, size_t L, float scale, const float *rb);
 /* The same, bucketing every (i, j) into table: (NB, H), column h */
 void lipi_attn_rel_bias_ref(float *x, size_t L, float scale, const float *table, size_t H,
                             size_t h);
+/* x: (T, 2I) -> out: (T, I) = act(x[:, :I]) * x[:, I:] (GEGLU, ReGLU) */
+void lipi_glu(const float *x, size_t T, size_t I, int act, float *out);
+void lipi_glu_ref(const float *x, size_t T, size_t I, int act, float *out);
 /* x: (T, N) in place: act(x + bias) (+ residual (T, N) when not NULL) */
 void lipi_bias_act(float *x, size_t T, size_t N, size_t ldx, const float *bias, int act,
                    const float *res, size_t ldr);

@@ -250,13 +250,35 @@ static void check_fixture(const char *name, size_t threads, lipi_gemm_kind gemm)
 static const char *ALL_FIXTURES[] = {
     "bert",   "bert_noprefix", "bert_legacy", "bert_f16",    "bert_bf16",      "roberta",
     "xlmr",   "albert",        "distilbert",  "st_mean",     "bert_cls",       "roberta_cls",
-    "distilbert_cls", "mpnet", "mpnet_cls", "st_mpnet"};
+    "distilbert_cls", "mpnet", "mpnet_cls", "st_mpnet", "bert_sinusoidal",
+    "jina_v2"};
 #define N_FIXTURES (sizeof ALL_FIXTURES / sizeof ALL_FIXTURES[0])
 
 static void test_every_fixture_matches_pytorch_within_1e4(void **state)
 {
     for (size_t i = 0; i < N_FIXTURES; i++)
         check_fixture(ALL_FIXTURES[i], 1, LIPI_GEMM_AUTO);
+}
+
+/* Runs the fixture in `dir` on session s; the largest |lipi - PyTorch|
+ * over the hidden states of real (unpadded) tokens. */
+static double hidden_worst(lipi_model_session *s, const char *dir, const inputs *in, size_t C)
+{
+    char path[600];
+    size_t shape[3], nd;
+    float *hidden = malloc(in->T * C * sizeof(float));
+    assert_int_equal(lipi_model_forward(s, in->seqs, in->B, hidden, NULL), LIPI_OK);
+    snprintf(path, sizeof path, "%s/expected_hidden.npy", dir);
+    float *want = read_npy(path, shape, &nd);
+    double worst = 0;
+    for (size_t b = 0, row = 0; b < in->B; b++)
+        for (size_t l = 0; l < in->lens[b]; l++, row++)
+            for (size_t c = 0; c < C; c++)
+                worst = fmax(worst, fabs((double)hidden[row * C + c] -
+                                         want[(b * shape[1] + l) * C + c]));
+    free(want);
+    free(hidden);
+    return worst;
 }
 
 /* MPNet: the bucket function against torch's for key - query in
@@ -294,7 +316,7 @@ static void test_mpnet_relative_position_bias_matches_pytorch(void **state)
     const char *names[] = {"mpnet", "st_mpnet"};
     double worst = 0;
     for (size_t f = 0; f < 2; f++) {
-        char dir[256], path[300];
+        char dir[256];
         snprintf(dir, sizeof dir, FIXTURES "/%s", names[f]);
         lipi_model *m = load_fixture(names[f]);
         const lipi_model_info *info = lipi_model_get_info(m);
@@ -306,18 +328,7 @@ static void test_mpnet_relative_position_bias_matches_pytorch(void **state)
         read_inputs(dir, &in);
         lipi_model_session *s = NULL;
         assert_int_equal(lipi_model_session_new(m, 3, &s, NULL), LIPI_OK);
-        float *hidden = malloc(in.T * C * sizeof(float));
-        assert_int_equal(lipi_model_forward(s, in.seqs, in.B, hidden, NULL), LIPI_OK);
-        snprintf(path, sizeof path, "%s/expected_hidden.npy", dir);
-        want = read_npy(path, shape, &nd);
-        for (size_t b = 0, row = 0; b < in.B; b++)
-            for (size_t l = 0; l < in.lens[b]; l++, row++)
-                for (size_t c = 0; c < C; c++) {
-                    double d = fabs((double)hidden[row * C + c] - want[(b * shape[1] + l) * C + c]);
-                    worst = d > worst ? d : worst;
-                }
-        free(want);
-        free(hidden);
+        worst = fmax(worst, hidden_worst(s, dir, &in, C));
         if (f == 1) {
             /* all-mpnet-base-v2's layout: mean pooling + Normalize */
             assert_int_equal(info->pooling, LIPI_POOL_MEAN);
@@ -335,6 +346,98 @@ static void test_mpnet_relative_position_bias_matches_pytorch(void **state)
     }
     printf("  mpnet vs pytorch: max abs difference of the hidden states %.3g\n", worst);
     assert_true(worst <= TOL);
+}
+
+/* The sinusoidal table: against the formula of Vaswani et al. written
+ * another way (10000^(-2i/d) as exp) for a few (pos, i), against the
+ * reference's float32 table (expected_positions.npy), and as loaded into
+ * bert_sinusoidal; the whole model is checked with the other fixtures. */
+static void test_sinusoidal_positions_match_the_formula_and_pytorch(void **state)
+{
+    enum { P = 600, E = 27 };
+    float *pe = malloc(P * E * sizeof(float));
+    lipi_sinusoidal_positions(pe, P, E);
+    static const size_t cases[][2] = {{0, 0}, {1, 0}, {1, 13}, {7, 3}, {32, 12},
+                                      {511, 0}, {511, 6}, {599, 13}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        size_t pos = cases[k][0], i = cases[k][1];
+        double angle = (double)pos * exp(-log(10000.0) * (double)(2 * i) / E);
+        assert_true(fabs(pe[pos * E + 2 * i] - sin(angle)) <= 1e-6);
+        if (2 * i + 1 < E)
+            assert_true(fabs(pe[pos * E + 2 * i + 1] - cos(angle)) <= 1e-6);
+    }
+    assert_true(pe[0] == 0.0f && pe[1] == 1.0f); /* sin 0, cos 0 */
+    free(pe);
+
+    size_t shape[3], nd;
+    float *want = read_npy(FIXTURES "/bert_sinusoidal/expected_positions.npy", shape, &nd);
+    assert_int_equal(nd, 2);
+    lipi_model *m = load_fixture("bert_sinusoidal");
+    assert_int_equal(shape[0], m->cfg.max_pos);
+    assert_int_equal(shape[1], m->cfg.embed);
+    size_t n = shape[0] * shape[1];
+    assert_int_equal(mismatches("positions", m->pos_emb, want, n, 1e-6), 0);
+    double worst = 0;
+    for (size_t i = 0; i < n; i++)
+        worst = fmax(worst, fabs((double)m->pos_emb[i] - want[i]));
+    printf("  sinusoidal table vs pytorch: max abs difference %.3g\n", worst);
+    assert_int_equal(lipi_model_get_info(m)->max_tokens, 33);
+    free(want);
+
+    inputs in;
+    read_inputs(FIXTURES "/bert_sinusoidal", &in);
+    lipi_model_session *s = NULL;
+    assert_int_equal(lipi_model_session_new(m, 3, &s, NULL), LIPI_OK);
+    worst = hidden_worst(s, FIXTURES "/bert_sinusoidal", &in, m->cfg.hidden);
+    printf("  bert_sinusoidal vs pytorch: max abs difference of the hidden states %.3g\n",
+           worst);
+    assert_true(worst <= TOL);
+    free_inputs(&in);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+}
+
+/* ALiBi (Jina v2): the head slopes of jina-bert's _get_alibi_head_slopes
+ * (powers of two here, so exact), the bias table of the loaded model, and
+ * the whole model within TOL (the worst difference printed). */
+static void test_alibi_slopes_and_jina_v2_match_pytorch(void **state)
+{
+    float sl[12];
+    lipi_alibi_slopes(sl, 8); /* 2^-1 .. 2^-8 */
+    for (int h = 0; h < 8; h++)
+        assert_true(sl[h] == ldexpf(1.0f, -(h + 1)));
+    /* 6 heads: 4 of the power of two, then slopes 0 and 2 of 8 heads */
+    const float six[6] = {0.25f, 0.0625f, 0x1p-6f, 0x1p-8f, 0.5f, 0.125f};
+    lipi_alibi_slopes(sl, 6);
+    assert_memory_equal(sl, six, sizeof six);
+    /* 12 heads: 8, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5 of 16 */
+    lipi_alibi_slopes(sl, 12);
+    for (int h = 8; h < 12; h++)
+        assert_true(fabs(sl[h] - pow(2.0, -0.5 - (h - 8))) <= 1e-7);
+
+    lipi_model *m = load_fixture("jina_v2");
+    const lipi_config *c = &m->cfg;
+    assert_int_equal(c->pos_kind, LIPI_POS_ALIBI);
+    assert_true(c->glu);
+    assert_null(m->pos_emb);
+    size_t P = c->max_pos, W = 2 * P - 1;
+    assert_int_equal(lipi_model_get_info(m)->max_tokens, P);
+    lipi_alibi_slopes(sl, c->heads);
+    for (size_t h = 0; h < c->heads; h++)
+        for (size_t d = 0; d < P; d++) {
+            assert_true(m->pos_bias[h * W + P - 1 + d] == -sl[h] * (float)d);
+            assert_true(m->pos_bias[h * W + P - 1 - d] == -sl[h] * (float)d);
+        }
+    inputs in;
+    read_inputs(FIXTURES "/jina_v2", &in);
+    lipi_model_session *s = NULL;
+    assert_int_equal(lipi_model_session_new(m, 3, &s, NULL), LIPI_OK);
+    double worst = hidden_worst(s, FIXTURES "/jina_v2", &in, c->hidden);
+    printf("  jina_v2 vs pytorch: max abs difference of the hidden states %.3g\n", worst);
+    assert_true(worst <= TOL);
+    free_inputs(&in);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
 }
 
 static void test_portable_gemm_backend_matches_pytorch(void **state)
@@ -847,6 +950,13 @@ static void test_kernels_match_reference(void **state)
         lipi_bias_act_ref(r, T, N - 3, N, b, acts[a], a == 0 ? res : NULL, N);
         assert_int_equal(mismatches("bias_act", x, r, T * N, 3e-6), 0);
     }
+    /* GLU: x (T, 2I) -> (T, I), I = 101 */
+    for (size_t a = 1; a < 4; a += 2) {
+        fill(x, T * 202, 10, 3); /* products below 9: 3e-6 is a few ulp */
+        lipi_glu(x, T, 101, acts[a], r);
+        lipi_glu_ref(x, T, 101, acts[a], res);
+        assert_int_equal(mismatches("glu", r, res, T * 101, 3e-6), 0);
+    }
 }
 
 static void test_half_precision_conversions(void **state)
@@ -1082,6 +1192,16 @@ static void test_config_errors_name_the_field(void **state)
     expect_config_error("{\"model_type\":\"bert\",\"hidden_size\":32,"
                         "\"position_embedding_type\":\"relative_key\"," BERT_CFG_TAIL "}",
                         "\"position_embedding_type\"", "\"relative_key\"");
+    expect_config_error("{\"model_type\":\"roberta\",\"hidden_size\":32,"
+                        "\"position_embedding_type\":\"sinusoidal\"," BERT_CFG_TAIL "}",
+                        "\"sinusoidal\" is supported for model_type bert only", "roberta");
+    expect_config_error("{\"model_type\":\"bert\",\"hidden_size\":32,"
+                        "\"feed_forward_type\":\"swiglu\"," BERT_CFG_TAIL "}",
+                        "\"feed_forward_type\"", "\"swiglu\"");
+    expect_config_error("{\"model_type\":\"distilbert\",\"dim\":32,\"n_layers\":2,"
+                        "\"n_heads\":4,\"hidden_dim\":64,\"feed_forward_type\":\"geglu\","
+                        BERT_CFG_TAIL "}",
+                        "\"geglu\" is supported for model_type bert only", NULL);
     expect_config_error("not json", "not valid JSON", NULL);
     expect_config_error("[]", "expected a JSON object", NULL);
 
@@ -1145,6 +1265,34 @@ static void test_weights_that_do_not_match_the_config_are_named(void **state)
                    "bert", dir, sizeof dir);
     assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
     assert_non_null(strstr(err.msg, "distilbert.embeddings.word_embeddings.weight"));
+
+    /* sinusoidal positions with a learned table, and no table without them */
+    make_model_dir("sinus_table", "{\"model_type\":\"bert\",\"hidden_size\":32,"
+                                  "\"position_embedding_type\":\"sinusoidal\","
+                                  BERT_CFG_TAIL "}",
+                   "bert", dir, sizeof dir);
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_null(m);
+    assert_non_null(strstr(err.msg, "unexpected tensor "
+                                    "\"bert.embeddings.position_embeddings.weight\""));
+    assert_non_null(strstr(err.msg, "\"sinusoidal\""));
+    make_model_dir("sinus_none", "{\"model_type\":\"bert\",\"hidden_size\":27,"
+                                 "\"vocab_size\":100,\"num_hidden_layers\":2,"
+                                 "\"num_attention_heads\":3,\"intermediate_size\":41,"
+                                 "\"max_position_embeddings\":33}",
+                   "bert_sinusoidal", dir, sizeof dir);
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_null(m);
+    assert_non_null(strstr(err.msg, "missing tensor "
+                                    "\"bert.embeddings.position_embeddings.weight\""));
+    assert_non_null(strstr(err.msg, "position_embedding_type \"sinusoidal\""));
+    make_model_dir("alibi_table", "{\"model_type\":\"bert\",\"hidden_size\":32,"
+                                  "\"position_embedding_type\":\"alibi\"," BERT_CFG_TAIL "}",
+                   "bert", dir, sizeof dir);
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.msg, "unexpected tensor "
+                                    "\"bert.embeddings.position_embeddings.weight\""));
+    assert_non_null(strstr(err.msg, "\"alibi\""));
 
     /* a folder without weights */
     make_tmp_root();
@@ -1296,6 +1444,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_fixture_matches_pytorch_within_1e4),
         cmocka_unit_test(test_mpnet_relative_position_bias_matches_pytorch),
+        cmocka_unit_test(test_sinusoidal_positions_match_the_formula_and_pytorch),
+        cmocka_unit_test(test_alibi_slopes_and_jina_v2_match_pytorch),
         cmocka_unit_test(test_portable_gemm_backend_matches_pytorch),
         cmocka_unit_test(test_sentence_transformers_folder_sets_pooling_and_normalize),
         cmocka_unit_test(test_sentence_transformers_dense_module_runs_after_pooling),
