@@ -36,6 +36,13 @@ static void help(FILE *f)
             "                        tokens: token strings separated by spaces (a space,\n"
             "                        backslash or control character inside a token is\n"
             "                        written \\x20, \\\\, \\t, \\n, \\r or \\xNN);\n"
+            "                        pieces: the text of each token, separated by spaces:\n"
+            "                        byte-level tokens as their bytes (\"Ġthe\" -> ␣the),\n"
+            "                        SentencePiece's ▁ as a space, WordPiece's ## kept;\n"
+            "                        inside a token a space is written ␣, a tab, newline\n"
+            "                        or CR \\t, \\n, \\r, a backslash \\\\, a ␣ \\␣, a <\n"
+            "                        before 0x \\<, and each byte that is not part of a\n"
+            "                        whole UTF-8 character (or is a control byte) <0xNN>;\n"
             "                        jsonl: {\"ids\": [...], \"tokens\": [...],\n"
             "                        \"offsets\": [[start, end], ...]} per line;\n"
             "                        count: the number of ids (--offsets is ignored)\n"
@@ -45,7 +52,7 @@ static void help(FILE *f)
             "                        members through); whole (each file is one text,\n"
             "                        newlines and all); nul (records end at NUL bytes)\n"
             "  --text-field NAME     jsonl: the member holding the text (default: text)\n"
-            "  --offsets             ids / tokens formats: add a tab and the byte offsets\n"
+            "  --offsets             ids / tokens / pieces: add a tab and the byte offsets\n"
             "                        of each token in the line, START-END separated by spaces\n"
             "  --total               at the end, print to stderr the records, tokens, bytes\n"
             "                        of text (without separators) and tokens per 1,000 bytes\n"
@@ -64,7 +71,8 @@ static void help(FILE *f)
             "  -h, --help            show this help\n"
             "\n"
             "Example:\n"
-            "  echo 'नमस्ते दुनिया' | lipi encode -t tokenizer.json --format tokens\n");
+            "  echo 'नमस्ते दुनिया' | lipi encode -t tokenizer.json --format tokens\n"
+            "  echo 'नमस्ते दुनिया' | lipi encode -t cl100k_base --format pieces\n");
 }
 
 /* A block of input records (copied, since the reader reuses its buffer).
@@ -132,7 +140,7 @@ static lipi_status block_add(block *b, const char *s, size_t len, const char *x,
     return LIPI_OK;
 }
 
-typedef enum { FMT_IDS, FMT_TOKENS, FMT_JSONL, FMT_COUNT } out_format;
+typedef enum { FMT_IDS, FMT_TOKENS, FMT_JSONL, FMT_COUNT, FMT_PIECES } out_format;
 
 /* ------------------------------------------------------------------------ */
 /* Output: each task's lines are formatted into a buffer of its own, written  */
@@ -274,6 +282,75 @@ static void out_token(outbuf *o, const char *s, size_t len)
     }
 }
 
+/* A token's bytes in --format pieces (see the help): readable text, with
+ * every byte that is not part of a whole character written <0xNN>, and the
+ * few escapes that keep the line unambiguous. Long tokens go in pieces. */
+static void out_piece(outbuf *o, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t i = 0;
+    while (i < len) {
+        size_t end = len - i < OUT_PIECE ? len : i + OUT_PIECE;
+        char *d = out_room(o, 6 * (end - i) + 8), *d0 = d;
+        while (i < end) {
+            unsigned char c = (unsigned char)s[i];
+            uint32_t cp;
+            size_t cl = lipi_utf8_decode(s + i, len - i, &cp);
+            if (cl == 0 || (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+                memcpy(d, "<0x", 3);
+                d[3] = hex[c >> 4];
+                d[4] = hex[c & 15];
+                d[5] = '>';
+                d += 6;
+                i++;
+                continue;
+            }
+            switch (c) {
+            case ' ': memcpy(d, "\xe2\x90\xa3", 3); d += 3; break; /* ␣ */
+            case '\\': *d++ = '\\', *d++ = '\\'; break;
+            case '\t': *d++ = '\\', *d++ = 't'; break;
+            case '\n': *d++ = '\\', *d++ = 'n'; break;
+            case '\r': *d++ = '\\', *d++ = 'r'; break;
+            case '<':
+                if (len - i >= 3 && s[i + 1] == '0' && s[i + 2] == 'x')
+                    *d++ = '\\';
+                *d++ = '<';
+                break;
+            default:
+                if (cp == 0x2423)
+                    *d++ = '\\';
+                memcpy(d, s + i, cl);
+                d += cl;
+            }
+            i += cl;
+        }
+        o->n += (size_t)(d - d0);
+    }
+}
+
+/* Token `id`'s bytes (lipi_token_bytes) written by out_piece. Its only
+ * failure for an id the encoder gave is running out of memory, which the
+ * buffer's oom flag reports. */
+static void out_piece_id(outbuf *o, lipi_session *s, uint32_t id)
+{
+    char small[256], *big = NULL;
+    size_t n = 0;
+    if (lipi_token_bytes(s, id, small, sizeof small, &n, NULL) != LIPI_OK) {
+        o->oom = true;
+        return;
+    }
+    if (n >= sizeof small) {
+        big = lipi_malloc(n + 1);
+        if (!big || lipi_token_bytes(s, id, big, n + 1, &n, NULL) != LIPI_OK) {
+            lipi_free(big);
+            o->oom = true;
+            return;
+        }
+    }
+    out_piece(o, big ? big : small, n);
+    lipi_free(big);
+}
+
 static void out_json_string(outbuf *o, const char *s, size_t len)
 {
     OUT_LIT(o, "\"");
@@ -320,9 +397,10 @@ static void out_num(outbuf *o, size_t v)
     o->n = (size_t)(fmt_num(p, v) - o->p);
 }
 
-/* Record i of the batch; x[0..xlen): the input's other JSONL members. */
-static void print_result(outbuf *o, const lipi_batch *r, size_t i, out_format fmt, bool offsets,
-                         const char *x, size_t xlen)
+/* Record i of the batch; x[0..xlen): the input's other JSONL members;
+ * s: the session that encoded it (--format pieces decodes with it). */
+static void print_result(outbuf *o, lipi_session *s, const lipi_batch *r, size_t i,
+                         out_format fmt, bool offsets, const char *x, size_t xlen)
 {
     size_t a = r->start[i], b = r->start[i + 1];
     if (fmt == FMT_JSONL) {
@@ -377,6 +455,8 @@ static void print_result(outbuf *o, const lipi_batch *r, size_t i, out_format fm
             OUT_LIT(o, " ");
         if (fmt == FMT_IDS)
             out_num(o, r->ids[k]);
+        else if (fmt == FMT_PIECES)
+            out_piece_id(o, s, r->ids[k]);
         else
             out_token(o, r->token_text + r->token_start[k],
                       r->token_start[k + 1] - r->token_start[k]);
@@ -441,7 +521,7 @@ static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
         print_ids(o, &r);
     else
         for (size_t i = 0; i < m; i++)
-            print_result(o, &r, i, c->fmt, c->offsets,
+            print_result(o, c->sessions[wi], &r, i, c->fmt, c->offsets,
                          b->text + b->off[lo + i] + b->lines[lo + i].len, b->xlen[lo + i]);
     lipi_batch_free(&r);
     if (o->oom) {
@@ -563,8 +643,11 @@ static int encode_option(int id, const char *arg, void *vea)
             ea->c->fmt = FMT_JSONL;
         else if (strcmp(arg, "count") == 0)
             ea->c->fmt = FMT_COUNT;
+        else if (strcmp(arg, "pieces") == 0)
+            ea->c->fmt = FMT_PIECES;
         else
-            return cli_bad_value("encode", "--format", "ids, tokens, jsonl or count", arg);
+            return cli_bad_value("encode", "--format", "ids, tokens, pieces, jsonl or count",
+                                 arg);
         break;
     case CLI_OPT_OFFSETS: ea->c->offsets = true; break;
     case CLI_OPT_TOTAL: ea->c->total = true; break;

@@ -508,3 +508,102 @@ done:
         lipi_error_set(err, st, NULL, 0, 0, "a decoder's Replace pattern failed to match");
     return st;
 }
+
+/* ------------------------------------------------------------------------ */
+/* One token's bytes                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* The per-token steps of the decoder chain, in chain order, on the token in
+ * s->dec_a (through s->dec_b): ByteLevel maps the GPT-2 alphabet back to
+ * bytes (the whole token, or none of it when a character is outside the
+ * alphabet, as Hugging Face's ByteLevel decoder does), ByteFallback turns
+ * "<0xNN>" into its byte, Metaspace and string Replace decoders replace as
+ * they would anywhere in a text. Steps that join or trim tokens (WordPiece,
+ * BPE suffixes, Fuse, Strip, CTC) and regex Replace leave the token as it
+ * is. */
+static lipi_status token_steps(lipi_session *s, const lipi_decoder *d, int depth)
+{
+    lipi_status st = LIPI_OK;
+    lipi_buf *a = &s->dec_a, *b = &s->dec_b;
+    const char *t = a->p ? a->p : "";
+    size_t n = a->len;
+    strlist out = {b, &s->dspan_b, &s->dspan_b_cap, 0};
+    if (depth > 64)
+        return LIPI_OK;
+    sl_clear(&out);
+    switch (d->type) {
+    case LIPI_DEC_SEQUENCE:
+        for (size_t i = 0; i < d->sequence.n_items; i++)
+            TRY(token_steps(s, &d->sequence.items[i], depth + 1));
+        return LIPI_OK;
+    case LIPI_DEC_BYTELEVEL:
+        TRY(sl_add(&out, "", 0));
+        for (size_t k = 0; k < n;) {
+            uint32_t cp;
+            size_t cl = lipi_utf8_decode(t + k, n - k, &cp);
+            int byte = cl ? lipi_bytelevel_byte(cp) : -1;
+            if (byte < 0)
+                return LIPI_OK; /* not all in the alphabet: as it is */
+            char c = (char)byte;
+            TRY(sl_extend(&out, &c, 1));
+            k += cl;
+        }
+        break;
+    case LIPI_DEC_BYTEFALLBACK: {
+        int byte = lipi_byte_token_parse(t, n, true);
+        if (byte < 0)
+            return LIPI_OK;
+        char c = (char)byte;
+        TRY(sl_add(&out, &c, 1));
+        break;
+    }
+    case LIPI_DEC_METASPACE:
+        TRY(sl_add(&out, "", 0));
+        TRY(extend_replaced(&out, t, n, d->metaspace.replacement.s,
+                            d->metaspace.replacement.len, " ", 1));
+        break;
+    case LIPI_DEC_REPLACE:
+        if (d->replace.regex)
+            return LIPI_OK;
+        TRY(sl_add(&out, "", 0));
+        TRY(extend_replaced(&out, t, n, d->replace.pattern.s, d->replace.pattern.len,
+                            d->replace.content.s, d->replace.content.len));
+        break;
+    default:
+        return LIPI_OK;
+    }
+    a->len = 0;
+    st = lipi_buf_append(a, b->p ? b->p : "", b->len);
+done:
+    return st;
+}
+
+lipi_status lipi_token_bytes(lipi_session *s, uint32_t id, char *out, size_t cap,
+                             size_t *out_len, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    if (!s || !out_len || (!out && cap))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "no session or output given");
+    *out_len = 0;
+    size_t tl;
+    const char *tok = lipi_enc_id_to_token(s->enc, id, &tl);
+    if (!tok)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "id %u is not a token id: the vocabulary has %zu ids", id,
+                              lipi_tokenizer_vocab_size(s->enc->tok));
+    s->dec_a.len = 0;
+    TRY(lipi_buf_append(&s->dec_a, tok, tl));
+    if (s->enc->tok->decoder)
+        TRY(token_steps(s, s->enc->tok->decoder, 0));
+    *out_len = s->dec_a.len;
+    if (cap) {
+        size_t m = s->dec_a.len < cap ? s->dec_a.len : cap;
+        memcpy(out, s->dec_a.p ? s->dec_a.p : "", m);
+        if (s->dec_a.len < cap)
+            out[s->dec_a.len] = '\0';
+    }
+done:
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, st, NULL, 0, 0, "out of memory");
+    return st;
+}

@@ -177,6 +177,26 @@ void lipi_batch_free(lipi_batch *b); /* frees members, not b */
 lipi_status lipi_decode(lipi_session *s, const uint32_t *ids, size_t n, bool skip_special,
                         char *out, size_t cap, size_t *out_len, lipi_error *err);
 
+/* The bytes of token `id` alone, for showing a person how a text was cut:
+ * the token's string with the per-token steps of the tokenizer's decoder
+ * applied, so the bytes are the token's share of the decoded text.
+ *   byte-level BPE (GPT-2, tiktoken's cl100k): "Ġthe" -> " the", and
+ *     cl100k's "à¤" -> the bytes E0 A4 (a cut character: not valid UTF-8);
+ *   SentencePiece (Metaspace or Replace decoder): "▁नम" -> " नम", and the
+ *     byte-fallback piece "<0xE0>" -> the byte E0;
+ *   WordPiece: "##ते" stays "##ते" (the prefix is the decoder's joining
+ *     rule, not text), as do BPE end-of-word suffixes.
+ * Steps that join or trim across tokens (Strip of the first space, Fuse,
+ * regex Replace) are not applied. Added tokens go through the same steps,
+ * as in lipi_decode ("<|endoftext|>" stays itself). The bytes are NOT
+ * repaired: callers decide how to show bytes that are not whole UTF-8.
+ * Writes at most cap bytes to out (NUL-terminated when *out_len < cap) and
+ * sets *out_len to the full length (cap = 0 asks for the size). Uses the
+ * session's decoding scratch. Fails with LIPI_EINVAL for an id that no
+ * token has, LIPI_ENOMEM. */
+lipi_status lipi_token_bytes(lipi_session *s, uint32_t id, char *out, size_t cap,
+                             size_t *out_len, lipi_error *err);
+
 /* ======================================================================== */
 /* Unigram lattice and Viterbi (lattice.c)                                   */
 /* ======================================================================== */

@@ -18,6 +18,7 @@
 
 #define RUN(args, input) cli_run(args, input, sizeof(input) - 1)
 #define GPT2 "tests/fixtures/shared/vocab/gpt2/tokenizer.json"
+#define FIXTURES_ENC "tests/fixtures/encoder/"
 
 /* All records of `data` read as `fmt`, as "text|extra" lines. */
 static char *read_all(const char *data, size_t len, const lipi_record_options *ro)
@@ -268,6 +269,115 @@ static void test_encode_special_policies(void **state)
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--special takes allow, text or error, not 'everything'"));
     cli_result_free(&r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* --format pieces (issue #19, item 5)                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Reads a --format pieces line back into bytes, the tokens joined: "␣" is a
+ * space, "<0xNN>" a byte, "\" escapes the next character (\t, \n, \r, \\,
+ * \␣, \<). Written from the help text, not from cmd_encode.c. */
+static size_t unpieces(const char *line, char *out)
+{
+    size_t n = 0;
+    for (const char *p = line; *p && *p != '\n' && *p != '\t';) {
+        if (*p == ' ') {
+            p++;
+        } else if (strncmp(p, "\xe2\x90\xa3", 3) == 0) {
+            out[n++] = ' ';
+            p += 3;
+        } else if (strncmp(p, "<0x", 3) == 0 && p[5] == '>') {
+            out[n++] = (char)strtoul((char[]){p[3], p[4], 0}, NULL, 16);
+            p += 6;
+        } else if (*p == '\\') {
+            char c = p[1];
+            out[n++] = c == 't' ? '\t' : c == 'n' ? '\n' : c == 'r' ? '\r' : c;
+            p += 2;
+        } else {
+            out[n++] = *p++;
+        }
+    }
+    out[n] = '\0';
+    return n;
+}
+
+/* Expected lines: the byte-level ones were made independently, by mapping
+ * the --format tokens output through Python's GPT-2 bytes_to_unicode table
+ * and writing each byte that is not part of a whole character as <0xNN>. */
+static void test_encode_pieces_show_each_tokens_text(void **state)
+{
+    char back[512];
+    /* cl100k cuts Devanagari characters: their bytes show as <0xNN>. */
+    cli_result r = RUN("encode -t cl100k_base --format pieces", "नमस्ते दुनिया\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "न म स ्<0xE0><0xA4> <0xA4> े ␣<0xE0><0xA4> <0xA6> ु न "
+                               "ि<0xE0><0xA4> <0xAF> ा\n");
+    unpieces(r.out, back);
+    assert_string_equal(back, "नमस्ते दुनिया");
+    cli_result_free(&r);
+    /* GPT-2: Ġ is a space; escapes keep the line readable back. */
+    r = RUN("encode -t " GPT2 " --format pieces", "Hello world \\ <0x41> a␣b\tc 😀\n");
+    assert_string_equal(r.out, "Hello ␣world ␣\\\\ ␣< 0 x 41 > ␣a <0xE2> <0x90> <0xA3> b \\t c "
+                               "␣<0xF0><0x9F><0x98> <0x80>\n");
+    unpieces(r.out, back);
+    assert_string_equal(back, "Hello world \\ <0x41> a␣b\tc 😀");
+    cli_result_free(&r);
+    /* A token holding "<0x" or "␣" as text is escaped. */
+    r = RUN("encode -t " GPT2 " --format pieces", "␣<0x\n");
+    unpieces(r.out, back);
+    assert_string_equal(back, "␣<0x");
+    cli_result_free(&r);
+    /* SentencePiece: ▁ is a space, so the pieces give the normalized text
+     * (with the space the model prepends). */
+    r = RUN("encode -t tests/fixtures/shared/vocab/laser100k-spm/laser_100k.model "
+            "--format pieces --offsets",
+            "Hello world नमस्ते\n");
+    assert_string_equal(r.out, "␣Hell o ␣world ␣नम स्त े\t0-4 4-5 5-11 11-18 18-27 27-30\n");
+    unpieces(r.out, back);
+    assert_string_equal(back, " Hello world नमस्ते");
+    cli_result_free(&r);
+    /* Byte fallback: each byte piece is its byte. */
+    r = RUN("encode -t " FIXTURES_ENC "unigram_bf.json --format pieces", "a 😀\n");
+    unpieces(r.out, back);
+    assert_string_equal(back, " a 😀");
+    assert_non_null(strstr(r.out, "<0xF0> <0x9F> <0x98> <0x80>"));
+    cli_result_free(&r);
+    /* WordPiece keeps ## (the decoder's joining rule, not text). */
+    r = RUN("encode -t tests/fixtures/shared/vocab/bert-base-uncased/vocab.txt --format pieces",
+            "Hello नमस्ते\n");
+    assert_string_equal(r.out, "hello न ##म ##स ##त\n");
+    cli_result_free(&r);
+    r = RUN("encode -t cl100k_base --format words", "");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "ids, tokens, pieces, jsonl or count"));
+    cli_result_free(&r);
+}
+
+static void test_token_bytes_maps_the_byte_alphabet_back(void **state)
+{
+    lipi_tokenizer *tok = NULL;
+    lipi_encoder *enc = NULL;
+    lipi_session *s = NULL;
+    lipi_error err = {0};
+    char buf[16];
+    size_t n = 0;
+    assert_int_equal(lipi_tokenizer_open(GPT2, NULL, &tok, &err), LIPI_OK);
+    assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
+    assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+    /* 995: "Ġworld"; size query first, then the bytes. */
+    assert_int_equal(lipi_token_bytes(s, 995, NULL, 0, &n, &err), LIPI_OK);
+    assert_int_equal(n, 6);
+    assert_int_equal(lipi_token_bytes(s, 995, buf, sizeof buf, &n, &err), LIPI_OK);
+    assert_string_equal(buf, " world");
+    /* 50256: the added token <|endoftext|> stays itself. */
+    assert_int_equal(lipi_token_bytes(s, 50256, buf, sizeof buf, &n, &err), LIPI_OK);
+    assert_string_equal(buf, "<|endoftext|>");
+    assert_int_equal(lipi_token_bytes(s, 1000000, buf, sizeof buf, &n, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "id 1000000 is not a token id"));
+    lipi_session_free(s);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(tok);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -525,6 +635,8 @@ int main(void)
         cmocka_unit_test(test_encode_count_and_total),
         cmocka_unit_test(test_special_policy_in_encode_and_batch),
         cmocka_unit_test(test_encode_special_policies),
+        cmocka_unit_test(test_encode_pieces_show_each_tokens_text),
+        cmocka_unit_test(test_token_bytes_maps_the_byte_alphabet_back),
         cmocka_unit_test(test_tiktoken_public_cases),
         cmocka_unit_test(test_multiline_records_match_tiktoken_and_hugging_face),
     };

@@ -350,6 +350,8 @@ HF_FIXTURE(tj_bpe_byte_fallback)
 HF_FIXTURE(tj_bpe_bytelevel)
 HF_FIXTURE(tj_unigram)
 HF_FIXTURE(tj_wordpiece)
+HF_FIXTURE(tj_wordlevel)
+HF_FIXTURE(tj_added_holes)
 /* XLM-R's pair template <s> A </s></s> B </s> (make_xlmr_pairs.js) */
 HF_FIXTURE(xlmr_pairs)
 
@@ -1472,6 +1474,88 @@ static void test_allocation_failures_are_reported(void **state)
 /* The CLI                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------------ */
+/* Added tokens numbered as Hugging Face (issue #19, item 4)                  */
+/* ------------------------------------------------------------------------ */
+
+/* token_to_id, id_to_token, ids, tokens and decoding of tokenizer.json files
+ * whose added tokens are not model tokens, against tokenizers 0.23.2
+ * (tests/fixtures/tokenizer_json/make_added_holes.js). */
+static void check_added_numbering(const char *name)
+{
+    char path[256];
+    json_error_t je;
+    snprintf(path, sizeof path, "tests/fixtures/tokenizer_json/%s.expected.json", name);
+    json_t *fx = json_load_file(path, JSON_ALLOW_NUL, &je);
+    if (!fx)
+        fail_msg("%s: %s", path, je.text);
+    lipi_tokenizer *tok = NULL;
+    lipi_encoder *enc = NULL;
+    lipi_session *s = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_tokenizer_open(json_string_value(json_object_get(fx, "tokenizer")),
+                                         NULL, &tok, &err), LIPI_OK);
+    assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
+    assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(fx, "token_to_id"), key, v) {
+        uint32_t id = UINT32_MAX;
+        assert_true(lipi_tokenizer_token_to_id(tok, key, strlen(key), &id));
+        if (id != (uint32_t)json_integer_value(v))
+            fail_msg("%s: token_to_id(\"%s\") = %u, Hugging Face %d", name, key, id,
+                     (int)json_integer_value(v));
+    }
+    size_t i;
+    json_array_foreach(json_object_get(fx, "id_to_token"), i, v) {
+        size_t len = 0;
+        const char *t = lipi_tokenizer_id_to_token(tok, (uint32_t)i, &len);
+        if (json_is_null(v))
+            assert_null(t);
+        else if (!t || len != json_string_length(v) || memcmp(t, json_string_value(v), len))
+            fail_msg("%s: id_to_token(%zu) = \"%.*s\", Hugging Face \"%s\"", name, i,
+                     t ? (int)len : 6, t ? t : "(none)", json_string_value(v));
+    }
+    json_array_foreach(json_object_get(fx, "encodings"), i, v) {
+        const char *text = json_string_value(json_object_get(v, "text"));
+        uint32_t ids[64];
+        const char *toks[64];
+        size_t lens[64];
+        lipi_encode_options opt;
+        lipi_encode_options_default(enc, &opt);
+        opt.add_special_tokens = false;
+        lipi_encoding out = {.ids = ids, .tokens = toks, .token_lens = lens, .cap = 64};
+        assert_int_equal(lipi_encode(s, text, strlen(text), &opt, &out, &err), LIPI_OK);
+        json_t *want = json_object_get(v, "ids"), *wt = json_object_get(v, "tokens");
+        assert_int_equal(out.len, json_array_size(want));
+        for (size_t k = 0; k < out.len; k++) {
+            assert_int_equal(ids[k], json_integer_value(json_array_get(want, k)));
+            const char *w = json_string_value(json_array_get(wt, k));
+            if (lens[k] != strlen(w) || memcmp(toks[k], w, lens[k]))
+                fail_msg("%s: \"%s\" token %zu is \"%.*s\", Hugging Face \"%s\"", name, text, k,
+                         (int)lens[k], toks[k], w);
+        }
+        char buf[256];
+        size_t n = 0;
+        for (int skip = 0; skip < 2; skip++) {
+            assert_int_equal(lipi_decode(s, ids, out.len, skip, buf, sizeof buf, &n, &err),
+                             LIPI_OK);
+            assert_string_equal(buf, json_string_value(json_object_get(
+                                         v, skip ? "decode_skip" : "decode")));
+        }
+    }
+    lipi_session_free(s);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(tok);
+    json_decref(fx);
+}
+
+static void test_added_tokens_outside_the_vocabulary_numbered_as_hugging_face(void **state)
+{
+    check_added_numbering("added_holes");
+    check_added_numbering("wordlevel");
+}
+
 #define RUN(args, input) cli_run(args, input, sizeof(input) - 1)
 
 static void test_cli_encode_formats(void **state)
@@ -1618,6 +1702,8 @@ int main(void)
         cmocka_unit_test(test_same_as_hugging_face_tj_bpe_bytelevel),
         cmocka_unit_test(test_same_as_hugging_face_tj_unigram),
         cmocka_unit_test(test_same_as_hugging_face_tj_wordpiece),
+        cmocka_unit_test(test_same_as_hugging_face_tj_wordlevel),
+        cmocka_unit_test(test_same_as_hugging_face_tj_added_holes),
         cmocka_unit_test(test_same_as_hugging_face_xlmr_pairs),
         cmocka_unit_test(test_llama_cpp_vectors_gpt2),
         cmocka_unit_test(test_llama_cpp_vectors_bert_bge),
@@ -1640,6 +1726,7 @@ int main(void)
         cmocka_unit_test(test_unigram_picks_the_best_segmentation),
         cmocka_unit_test(test_bpe_merges_lowest_rank_first),
         cmocka_unit_test(test_added_tokens_single_word_lstrip_rstrip),
+        cmocka_unit_test(test_added_tokens_outside_the_vocabulary_numbered_as_hugging_face),
         cmocka_unit_test(test_regex_replace_decoder_matches_hugging_face),
         cmocka_unit_test(test_invalid_utf8_is_an_error_with_its_offset),
         cmocka_unit_test(test_decode_rejects_an_unknown_id),

@@ -349,9 +349,11 @@ lipi_status lipi_tokenizer_take_pretokenizer(lipi_tokenizer *t, lipi_pretokenize
     return LIPI_OK;
 }
 
-/* Whether added token a disagrees with model m; fills err if so. */
+/* Whether added token a disagrees with model m; fills err if so. With
+ * may_shadow, an id the model gives another string is allowed: the added
+ * token shadows it when ids become strings (lipi_tokenizer_id_to_token). */
 static lipi_status added_check_model(const lipi_vocab_model *m, const lipi_added_token *a,
-                                     lipi_error *err)
+                                     bool may_shadow, lipi_error *err)
 {
     uint32_t mid;
     if (lipi_vocab_find(&m->vocab, a->content, a->len, &mid)) {
@@ -359,7 +361,7 @@ static lipi_status added_check_model(const lipi_vocab_model *m, const lipi_added
             return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                                   "added token \"%.*s\" has id %u but the model gives it id %u",
                                   (int)(a->len > 64 ? 64 : a->len), a->content, a->id, mid);
-    } else if (a->id < m->vocab.n && m->vocab.tok[a->id].s) {
+    } else if (!may_shadow && a->id < m->vocab.n && m->vocab.tok[a->id].s) {
         const lipi_strref *o = &m->vocab.tok[a->id];
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "added token \"%.*s\" has id %u, which is the model's token \"%.*s\"",
@@ -373,7 +375,7 @@ lipi_status lipi_tokenizer_install_model(lipi_tokenizer *t, lipi_vocab_model *m,
 {
     lipi_status st = LIPI_OK;
     for (size_t i = 0; i < t->n_added; i++)
-        TRY(added_check_model(m, &t->added[i], err));
+        TRY(added_check_model(m, &t->added[i], t->added_may_shadow, err));
     lipi_vocab_model_clear(&t->model);
     t->model = *m;
     memset(m, 0, sizeof *m);
@@ -413,7 +415,7 @@ lipi_status lipi_tokenizer_set_added(lipi_tokenizer *t, lipi_added_token *toks, 
                                 (int)(a->len > 64 ? 64 : a->len), a->content, a->id);
             goto done;
         }
-        TRY(added_check_model(&t->model, a, err));
+        TRY(added_check_model(&t->model, a, t->added_may_shadow, err));
     }
     keys = lipi_calloc(n ? n : 1, sizeof *keys);
     if (!keys) {
@@ -450,8 +452,9 @@ done:
 
 /* Adds (or, for the same content and id, updates the flags of) an added
  * token; the content is copied. The id must be free or be the model's id for
- * the same string: anything else is LIPI_EINVAL with both tokens named, and t
- * is unchanged. LIPI_ENOMEM on allocation failure. */
+ * the same string (a tokenizer read from a tokenizer.json also allows a
+ * model id of another string, which the token then shadows): anything else
+ * is LIPI_EINVAL with both tokens named, and t is unchanged. LIPI_ENOMEM on allocation failure. */
 lipi_status lipi_tokenizer_add_token(lipi_tokenizer *t, const lipi_added_token *tok,
                                      lipi_error *err)
 {
@@ -711,15 +714,16 @@ const char *lipi_tokenizer_id_to_token(const lipi_tokenizer *t, uint32_t id, siz
     size_t i;
     if (!t)
         return NULL;
-    if (id < t->model.vocab.n && t->model.vocab.tok[id].s) {
-        if (len)
-            *len = t->model.vocab.tok[id].len;
-        return t->model.vocab.tok[id].s;
-    }
+    /* Added tokens first: one may shadow a model id (added_may_shadow). */
     if (added_by_id(t, id, &i)) {
         if (len)
             *len = t->added[i].len;
         return t->added[i].content;
+    }
+    if (id < t->model.vocab.n && t->model.vocab.tok[id].s) {
+        if (len)
+            *len = t->model.vocab.tok[id].len;
+        return t->model.vocab.tok[id].s;
     }
     return NULL;
 }

@@ -655,7 +655,9 @@ lipi_status lipi_tokenizer_set_model(lipi_tokenizer *t, lipi_model_type type,
                                      lipi_error *err);
 
 /* Adds an added token (content copied); its id must be free or equal to the
- * model's id for the same string. */
+ * model's id for the same string (a tokenizer read from a tokenizer.json
+ * also takes another string's model id, which the token then shadows: see
+ * lipi_tokenizer_id_to_token). */
 lipi_status lipi_tokenizer_add_token(lipi_tokenizer *t, const lipi_added_token *tok,
                                      lipi_error *err);
 
@@ -670,7 +672,9 @@ const lipi_model_options *lipi_tokenizer_get_model_options(const lipi_tokenizer 
 size_t lipi_tokenizer_vocab_size(const lipi_tokenizer *t);
 
 /* Borrowed token string of `id` (model or added), *len its length; NULL if
- * no token has that id. */
+ * no token has that id. An added token comes first: Hugging Face's numbering
+ * of a tokenizer.json's added tokens can give one a model token's id, and
+ * then the id decodes as the added token (tokenizer_json.c). */
 const char *lipi_tokenizer_id_to_token(const lipi_tokenizer *t, uint32_t id, size_t *len);
 
 /* Looks a token string up in the model vocabulary and the added tokens. */

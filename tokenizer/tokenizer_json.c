@@ -1107,12 +1107,35 @@ done:
 /* Added tokens                                                              */
 /* ======================================================================== */
 
+/* The ids of added tokens are Hugging Face's, not the file's: tokenizers
+ * 0.23.2 reads "added_tokens" by adding each token in file order
+ * (AddedVocabulary::add_tokens; the "id" only feeds a warning). A token the
+ * model has gets the model's id. Any other gets the model's entry count for
+ * the first such token added, then (once an added id reaches the count)
+ * the largest added id + 1, so ids the model leaves unused stay unused, and
+ * a new id may be a model token's: then the id decodes as the added token
+ * while the model's string still encodes to it, as in Hugging Face.
+ *   vocab {"[UNK]": 0, "a": 1, "b": 2, "c": 4, "d": 5, "e": 8} (6 entries),
+ *   added "[UNK]" (file id 0), "<x>" (3), "<y>" (6), "b" (1), "<z>" (9)
+ *   -> 0, 6, 7, 2, 8 (tests/fixtures/tokenizer_json/added_holes.json, ids
+ *   from make_added_holes.js). */
+static uint32_t hf_added_id(const lipi_vocab *v, const lipi_added_token *a, bool any,
+                            uint32_t max)
+{
+    uint32_t mid;
+    if (lipi_vocab_find(v, a->content, a->len, &mid))
+        return mid;
+    if (!any)
+        return (uint32_t)v->count;
+    return max >= v->count || v->count == 0 ? max + 1 : (uint32_t)v->count;
+}
+
 static lipi_status parse_added(jctx *c, const json_t *arr, lipi_tokenizer *t)
 {
     lipi_status st = LIPI_OK;
     lipi_added_token *toks = NULL;
     size_t n = json_array_size(arr), filled = 0;
-    size_t limit = 2 * (t->model.vocab.count + n) + ID_SLACK;
+    uint32_t max_id = 0;
     size_t mark = jp_key(c, "added_tokens");
 
     toks = lipi_calloc(n ? n : 1, sizeof *toks);
@@ -1134,13 +1157,8 @@ static lipi_status parse_added(jctx *c, const json_t *arr, lipi_tokenizer *t)
         }
         const json_t *idv = json_object_get(e, "id");
         size_t mk2 = jp_key(c, "id");
-        TRY(want_uint(c, idv, UINT32_MAX - 1, &id));
-        if (id >= limit) {
-            st = jfail(c, "%" PRIu64 " is far beyond the vocabulary size", id);
-            goto done;
-        }
+        TRY(want_uint(c, idv, UINT32_MAX, &id)); /* a u32, then unused */
         jp_set(c, mk2);
-        a->id = (uint32_t)id;
         TRY(m_str(c, e, "content", NULL, &content));
         a->content = content.s;
         a->len = content.len;
@@ -1150,6 +1168,19 @@ static lipi_status parse_added(jctx *c, const json_t *arr, lipi_tokenizer *t)
             st = jfail(c, "empty, expected a non-empty string");
             goto done;
         }
+        for (size_t k = 0; k < i; k++)
+            if (toks[k].len == a->len && memcmp(toks[k].content, a->content, a->len) == 0) {
+                jp_key(c, "content");
+                st = jfail(c, "\"%.*s\" appears twice (also added_tokens[%zu])",
+                           (int)(a->len > 64 ? 64 : a->len), a->content, k);
+                goto done;
+            }
+        a->id = hf_added_id(&t->model.vocab, a, i > 0, max_id);
+        if (a->id == UINT32_MAX) {
+            st = jfail(c, "too many added tokens: ids must fit in 32 bits");
+            goto done;
+        }
+        max_id = i == 0 || a->id > max_id ? a->id : max_id;
         TRY(m_bool(c, e, "single_word", false, &b));
         a->single_word = b;
         TRY(m_bool(c, e, "lstrip", false, &b));
@@ -1164,6 +1195,7 @@ static lipi_status parse_added(jctx *c, const json_t *arr, lipi_tokenizer *t)
         jp_set(c, mk);
     }
     /* set_added takes the array whatever happens. */
+    t->added_may_shadow = true;
     st = lipi_tokenizer_set_added(t, toks, n, c->err);
     toks = NULL;
     filled = 0;

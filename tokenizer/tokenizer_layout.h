@@ -308,6 +308,9 @@ struct lipi_tokenizer {
     size_t n_added;
     lipi_strref *added_keys;  /* added_keys[i] = added[i].content */
     lipi_strmap added_map;    /* content -> index into added */
+    bool added_may_shadow;    /* an added id may be a model token's (read
+                                 from a tokenizer.json: Hugging Face's
+                                 numbering, tokenizer_json.c hf_added_id) */
 
     json_t *truncation;       /* owned references, NULL for JSON null */
     json_t *padding;
