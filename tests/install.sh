@@ -157,10 +157,8 @@ done
 so=$(readlink -f "$D/usr/lib/liblipi.so")
 if readelf -d "$so" | grep -q 'SONAME.*\[liblipi\.so\.0\]'; then ok "SONAME liblipi.so.0"; else bad "no SONAME liblipi.so.0"; fi
 nm -D --defined-only "$so" | awk '$2 ~ /^[A-Za-z]$/ && $3 !~ /^LIPI_/ { print $3 }' | sed 's/@.*//' | sort -u >"$WORK/exported"
-for h in "$D"/usr/include/lipi/*.h; do
-    cc -E -P -I"$D/usr/include" "$h"
-done | grep -o 'lipi_[a-z0-9_]*[[:space:]]*([*]\{0,1\}' | grep -v '[*]$' |
-    sed 's/[[:space:]]*($//' | sort -u >"$WORK/declared"
+CPPFLAGS="-I$D/usr/include" sh "$ROOT/packaging/exports.sh" --names cc "$D"/usr/include/lipi/*.h \
+    >"$WORK/declared"
 if grep -v '^lipi_' "$WORK/exported" >"$WORK/foreign"; then
     bad "liblipi.so exports symbols without the lipi_ prefix: $(head -5 "$WORK/foreign" | tr '\n' ' ')"
 else
