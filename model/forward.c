@@ -17,14 +17,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define LIPI_CLONES                                                                        \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),           \
-                   optimize("O3", "fp-contract=fast")))
-#else
-#define LIPI_CLONES
-#endif
-
 /* GEMM tiles: at most rows x columns of the output per task; the actual
  * tile shape depends on the problem shape only (see choose_tiles). Each
  * tile is one oneDNN call, which packs its panels again: big tiles waste

@@ -14,14 +14,6 @@
 #include <pthread.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define LIPI_CLONES                                                                        \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),           \
-                   optimize("O3", "fp-contract=fast")))
-#else
-#define LIPI_CLONES
-#endif
-
 typedef int (*dnnl_sgemm_fn)(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
                              const float *A, int64_t lda, const float *B, int64_t ldb,
                              float beta, float *C, int64_t ldc);

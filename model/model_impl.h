@@ -8,6 +8,16 @@
 #include "model/model.h"
 #include "tokenizer/base.h"
 
+/* The hot kernels of gemm.c and forward.c: one copy per x86-64 level,
+ * picked at load time, at -O3 with contracted multiply-adds. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define LIPI_CLONES                                                                        \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),           \
+                   optimize("O3", "fp-contract=fast")))
+#else
+#define LIPI_CLONES
+#endif
+
 /* ======================================================================== */
 /* safetensors.c                                                             */
 /* ======================================================================== */
