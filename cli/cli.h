@@ -212,7 +212,4 @@ extern const cli_command cmd_download;
  * {"label":BEST,"score":P,"probs":{"LABEL":P,...}}. */
 void cli_write_label_probs(FILE *f, const char *const *labels, size_t k, const float *probs);
 
-/* "0.1.0": the version `lipi --version` prints (recorded in index meta). */
-extern const char cli_version[];
-
 #endif

@@ -172,7 +172,7 @@ static int run(int argc, char **argv)
     int rc = EXIT_FAIL, slot = -1;
     lipi_error err = {0};
     index_ctx ctx = {.vectors_path = vectors, .batch = eo.batch};
-    lipi_index_model id = {.lipi_version = cli_version};
+    lipi_index_model id = {.lipi_version = lipi_version()};
     char fingerprint[17];
     if (vectors) {
         if (lipi_npy_map_open(vectors, &ctx.vectors, &err) != LIPI_OK)

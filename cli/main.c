@@ -4,12 +4,6 @@
 
 #include <string.h>
 
-#ifndef LIPI_VERSION
-#define LIPI_VERSION "unknown"
-#endif
-
-const char cli_version[] = LIPI_VERSION;
-
 /* Only subcommands that work are registered here. */
 static const cli_command *const commands[] = {
     &cmd_normalize,
@@ -33,11 +27,12 @@ static const cli_command *const commands[] = {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "lipi " LIPI_VERSION " — subword tokenization for multilingual text, Indic scripts first\n"
+            "lipi %s — subword tokenization for multilingual text, Indic scripts first\n"
             "\n"
             "Usage: lipi COMMAND [OPTIONS] [FILE...]\n"
             "\n"
-            "Commands:\n");
+            "Commands:\n",
+            lipi_version());
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-15s %s\n", commands[i]->name, commands[i]->summary);
     fprintf(f,
@@ -59,7 +54,7 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     if (strcmp(name, "--version") == 0) {
-        puts("lipi " LIPI_VERSION);
+        printf("lipi %s\n", lipi_version());
         return EXIT_OK;
     }
     for (size_t i = 0; i < N_COMMANDS; i++)

@@ -21,15 +21,6 @@
 #define LIPI_DATADIR "/usr/local/share/lipi"
 #endif
 
-const char *lipi_version(void)
-{
-#ifdef LIPI_VERSION
-    return LIPI_VERSION;
-#else
-    return "unknown";
-#endif
-}
-
 /* Appends `dir` + `rel` + a NUL to the list unless it is there already. */
 static lipi_status add(lipi_buf *list, const char *dir, size_t dir_len, const char *rel)
 {

@@ -57,3 +57,12 @@ void lipi_error_prefix(lipi_error *err, const char *fmt, ...)
     }
     err->msg[n] = '\0';
 }
+
+const char *lipi_version(void)
+{
+#ifdef LIPI_VERSION
+    return LIPI_VERSION;
+#else
+    return "unknown";
+#endif
+}
