@@ -124,7 +124,7 @@ static int run(int argc, char **argv)
                        "labelled lines");
         goto report;
     }
-    if (lipi_embedder_session_new(e, lipi_thread_count(a.threads, 256), &ctx.s, &err) != LIPI_OK)
+    if (lipi_embedder_session_new(e, a.threads, &ctx.s, &err) != LIPI_OK)
         goto report;
     if (!(ctx.probs = lipi_calloc(a.eo.batch, ctx.k * sizeof *ctx.probs)) ||
         !(ctx.cut = lipi_calloc(a.eo.batch, sizeof *ctx.cut)) ||

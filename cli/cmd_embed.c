@@ -104,7 +104,7 @@ static int run(int argc, char **argv)
     lipi_error err = {0};
     int rc = EXIT_FAIL, slot = -1;
     if (lipi_embedder_open(a.model, &a.eo, &e, &err) != LIPI_OK ||
-        lipi_embedder_session_new(e, lipi_thread_count(a.threads, 256), &ctx.s, &err) != LIPI_OK)
+        lipi_embedder_session_new(e, a.threads, &ctx.s, &err) != LIPI_OK)
         goto report;
     ctx.dim = lipi_embedder_dim(e);
     if (!(ctx.out = lipi_calloc(a.eo.batch, ctx.dim * sizeof *ctx.out)) ||

@@ -174,7 +174,7 @@ static int train(probe_args *pa)
     lipi_index_model id;
     char fingerprint[17];
     if ((st = lipi_embedder_open(pa->a.model, &pa->a.eo, &e, &err)) != LIPI_OK ||
-        (st = lipi_embedder_session_new(e, lipi_thread_count(pa->a.threads, 256), &s, &err)) != LIPI_OK ||
+        (st = lipi_embedder_session_new(e, pa->a.threads, &s, &err)) != LIPI_OK ||
         (st = lipi_embedder_identity(e, &id, fingerprint, &err)) != LIPI_OK)
         goto report;
     size_t dim = lipi_embedder_dim(e);
@@ -286,7 +286,7 @@ static int predict(probe_args *pa, char **files, int nfiles)
     }
     pa->a.eo.normalize = pm->normalize ? 1 : -2;
     if (lipi_embedder_open(model, &pa->a.eo, &ctx.e, &err) != LIPI_OK ||
-        lipi_embedder_session_new(ctx.e, lipi_thread_count(pa->a.threads, 256), &ctx.s, &err) != LIPI_OK)
+        lipi_embedder_session_new(ctx.e, pa->a.threads, &ctx.s, &err) != LIPI_OK)
         goto report;
     lipi_index_model id;
     char fingerprint[17];

@@ -409,7 +409,7 @@ static int run(int argc, char **argv)
     if (pick_label(e, c.label, &label, &err) != LIPI_OK ||
         (!c.pairs && read_queries(&c, c.queries_path, a.mode, &err) != LIPI_OK) ||
         read_pairs(&c, files, nfiles, a.mode, &err) != LIPI_OK ||
-        lipi_embedder_session_new(e, lipi_thread_count(a.threads, 256), &s, &err) != LIPI_OK ||
+        lipi_embedder_session_new(e, a.threads, &s, &err) != LIPI_OK ||
         cli_output_open(a.output, &o, &f, &slot, &err) != LIPI_OK)
         goto report;
     if (score_and_print(&c, s, label, nfiles ? files : stdin_only, f, &truncated, &err) !=

@@ -186,5 +186,9 @@ int cli_parse(const cli_spec *spec, int argc, char **argv, cli_args *a)
         if (rc != 0)
             return rc;
     }
+    /* 0 (no --threads, and the command's default is "all") means one per
+     * online CPU, resolved here once for every command. */
+    if (spec->args & CLI_ARG_THREADS)
+        a->threads = lipi_thread_count(a->threads, a->max_threads);
     return CLI_GO_ON;
 }

@@ -28,7 +28,8 @@
  * cli_parse; an option not given leaves its field as it was. */
 typedef struct {
     lipi_invalid_mode mode;      /* --invalid error|replace */
-    size_t threads;              /* --threads N, 1..max_threads */
+    size_t threads;              /* --threads N, 1..max_threads; a command's default
+                                  * of 0 becomes one per online CPU */
     size_t max_threads;          /* the command's limit for --threads */
     bool quiet;                  /* --quiet */
     const char *output;          /* -o, --output FILE */
