@@ -2,8 +2,9 @@
  * checks the published encodings against OpenAI's checksums with it, and
  * hub downloads check LFS files against their ETag. OpenSSL's libcrypto
  * does the hashing: it uses the CPU's SHA instructions, so o200k_base's
- * 3.6 MB hash in about 3 ms, where the portable C version lipi had before
- * took 20-25 ms (228 million instructions) of every `-t o200k_base` load.
+ * 3.6 MB hash in 2.2-2.5 ms, where the portable C version lipi had before
+ * took 11.5-15 ms on a quiet machine (228 million instructions) of every
+ * `-t o200k_base` load (bench/RESULTS.md, session 6).
  * Its allocations do not go through lipi_malloc (OpenSSL's allocator hooks
  * are process-wide, not a library's to set); a failed one is LIPI_ENOMEM. */
 #include "tokenizer/tokenizer.h"

@@ -3,8 +3,9 @@
  * and not installed. Owned by tokenizer/ (tokenizer_json.c and the readers
  * build the object); the one other module that includes it is encoder/,
  * which reads the model, the post-processor, the decoder and the added
- * tokens directly on its hot paths (an accessor call per token would cost
- * throughput). Everything else builds and inspects a tokenizer through
+ * tokens directly on its hot paths (the encoder was built on this layout;
+ * accessors in their place would need a paired speed check first, not done
+ * yet). Everything else builds and inspects a tokenizer through
  * tokenizer/tokenizer.h. See docs/ARCHITECTURE.md, "Include rules".
  *
  * Everything here is immutable once the tokenizer is built, so any number of
