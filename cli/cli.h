@@ -170,6 +170,12 @@ typedef lipi_status (*cli_line_fn)(const char *line, size_t len, void *ctx, lipi
 int cli_for_each_line(const char *sub, char **files, int nfiles, lipi_invalid_mode mode,
                       cli_line_fn fn, void *ctx);
 
+/* The same over records of any kind (ro: lines, JSONL, whole files, NUL
+ * records); errors from fn get the file and the record's number. */
+typedef lipi_status (*cli_record_fn)(const lipi_record *rec, void *ctx, lipi_error *err);
+int cli_for_each_record(const char *sub, char **files, int nfiles,
+                        const lipi_record_options *ro, cli_record_fn fn, void *ctx);
+
 /* A tokenizer opened for a command (-t TOKENIZER): the tokenizer, its
  * encoder and one session per thread. */
 typedef struct {

@@ -42,6 +42,11 @@ static void help(FILE *f)
             "  --reference NAME     reference language (default: eng_Latn, eng or en)\n"
             "  --text FILE          one mixed-script text instead: figures per script, no\n"
             "                       parity\n"
+            "  --input KIND         what an aligned record is: lines (default); jsonl (a\n"
+            "                       JSON object per line, the text in --text-field); whole\n"
+            "                       (each file is one text, newlines and all); nul (records\n"
+            "                       end at NUL bytes). Record i of every file is aligned\n"
+            "  --text-field NAME    jsonl: the member holding the text (default: text)\n"
             "  --format FMT         table (default), csv, json or html; taken from the -o\n"
             "                       file's extension when not given\n"
             "  -o, --output FILE    write there (atomically) instead of standard output\n"
@@ -108,7 +113,7 @@ typedef struct {
     const char *reference, *text, *output;
     lipi_inflation_format fmt;
     size_t threads;
-    lipi_invalid_mode mode;
+    lipi_record_options ro; /* --input, --text-field, --invalid */
     bool cost;
     const char *cost_model; /* NULL: bert-base */
     uint64_t context;
@@ -133,12 +138,12 @@ static int inflation(const options *o)
      * skipped and reading is batched the same way. */
     if (o->text) {
         const char *one[] = {o->text};
-        if (lipi_parallel_files_open(one, 1, NULL, o->mode, &files, &err) != LIPI_OK ||
+        if (lipi_parallel_files_open_records(one, 1, NULL, &o->ro, &files, &err) != LIPI_OK ||
             lipi_inflation_new_text(labels, o->n_tok, &rep, &err) != LIPI_OK)
             goto report;
     } else {
-        if (lipi_parallel_files_open(o->parallel, o->n_parallel, o->reference, o->mode, &files,
-                                         &err) != LIPI_OK)
+        if (lipi_parallel_files_open_records(o->parallel, o->n_parallel, o->reference, &o->ro,
+                                             &files, &err) != LIPI_OK)
             goto report;
         size_t n_lang = lipi_parallel_files_count(files);
         const char **langs = calloc(n_lang, sizeof *langs);
@@ -235,11 +240,12 @@ static int run(int argc, char **argv)
         {"price-per-million", required_argument, NULL, CLI_OPT_PRICE_PER_MILLION},
         {NULL, 0, NULL, 0},
     };
-    options o = {.mode = LIPI_INVALID_ERROR, .context = 8192, .price_per_million = NAN};
+    options o = {.context = 8192, .price_per_million = NAN};
     inflation_args ia = {&o, NULL};
     cli_args a = {.mode = LIPI_INVALID_ERROR, .max_threads = 256};
     const cli_spec spec = {SUB, help, "t:", opts,
-                           CLI_ARG_OUTPUT | CLI_ARG_THREADS | CLI_ARG_INVALID, inflation_option,
+                           CLI_ARG_OUTPUT | CLI_ARG_THREADS | CLI_ARG_INVALID | CLI_ARG_INPUT,
+                           inflation_option,
                            &ia, 0};
     int rc = EXIT_USAGE;
     /* argv outlives the run, so the lists hold pointers into it */
@@ -255,7 +261,8 @@ static int run(int argc, char **argv)
     rc = EXIT_USAGE;
     const char *format = ia.format;
     o.output = a.output;
-    o.mode = a.mode;
+    o.ro = a.ro;
+    o.ro.invalid = a.mode;
     for (int i = optind; i < argc; i++)
         o.parallel[o.n_parallel++] = argv[i];
     if (o.n_tok == 0) {

@@ -103,8 +103,8 @@ void cli_write_json_string(FILE *f, const char *s, size_t len)
     putc('"', f);
 }
 
-int cli_for_each_line(const char *sub, char **files, int nfiles, lipi_invalid_mode mode,
-                      cli_line_fn fn, void *ctx)
+int cli_for_each_record(const char *sub, char **files, int nfiles,
+                        const lipi_record_options *ro, cli_record_fn fn, void *ctx)
 {
     static char *stdin_only[] = {"-"};
     if (nfiles == 0) {
@@ -113,28 +113,47 @@ int cli_for_each_line(const char *sub, char **files, int nfiles, lipi_invalid_mo
     }
     for (int f = 0; f < nfiles; f++) {
         lipi_error err = {0};
-        lipi_line_reader *r = NULL;
-        lipi_status st = lipi_line_reader_open(files[f], mode, &r, &err);
+        lipi_record_reader *r = NULL;
+        lipi_status st = lipi_record_reader_open(files[f], ro, &r, &err);
         while (st == LIPI_OK) {
-            const char *line;
-            size_t len;
-            st = lipi_line_reader_next(r, &line, &len, &err);
-            if (st != LIPI_OK || !line)
+            lipi_record rec;
+            st = lipi_record_reader_next(r, &rec, &err);
+            if (st != LIPI_OK || !rec.text)
                 break;
-            st = fn(line, len, ctx, &err);
+            st = fn(&rec, ctx, &err);
             if (st != LIPI_OK && !err.path[0]) {
-                /* Errors about the line's content get the line's position. */
-                snprintf(err.path, sizeof err.path, "%s", files[f]);
-                err.line = lipi_line_reader_line_no(r);
+                /* Errors about the record's content get the record's position. */
+                snprintf(err.path, sizeof err.path, "%s",
+                         strcmp(files[f], "-") == 0 ? "<stdin>" : files[f]);
+                err.line = rec.number;
             }
         }
-        lipi_line_reader_close(r);
+        lipi_record_reader_close(r);
         if (st != LIPI_OK) {
             cli_report(sub, &err);
             return EXIT_FAIL;
         }
     }
     return EXIT_OK;
+}
+
+typedef struct {
+    cli_line_fn fn;
+    void *ctx;
+} line_adapter;
+
+static lipi_status one_line(const lipi_record *rec, void *vctx, lipi_error *err)
+{
+    const line_adapter *a = vctx;
+    return a->fn(rec->text, rec->len, a->ctx, err);
+}
+
+int cli_for_each_line(const char *sub, char **files, int nfiles, lipi_invalid_mode mode,
+                      cli_line_fn fn, void *ctx)
+{
+    const lipi_record_options lines = {.format = LIPI_RECORDS_LINES, .invalid = mode};
+    line_adapter a = {fn, ctx};
+    return cli_for_each_record(sub, files, nfiles, &lines, one_line, &a);
 }
 
 int cli_tokenizer_open(const char *sub, const char *path, const lipi_open_options *oo,

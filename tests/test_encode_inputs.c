@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -499,6 +501,135 @@ static const char *lipi_encoding_name(const char *tiktoken_name)
     return strcmp(tiktoken_name, "gpt2") == 0 ? "r50k_base" : tiktoken_name;
 }
 
+/* decode reads the same kinds of records encode does, and ends each text as
+ * its input record ended: whole and NUL records come back byte for byte. */
+static void test_decode_input_kinds(void **state)
+{
+    (void)state;
+    static const char doc[] = "hello world\r\n  two  \n\n\xe0\xa4\x9c\xe0\xa4\xbc end";
+    const char *path = cli_temp_file(doc, sizeof doc - 1);
+    cli_result ids = cli_runf("encode -t " GPT2 " --input whole %s", path);
+    assert_int_equal(ids.code, 0);
+    cli_result r = cli_run("decode -t " GPT2 " --input whole", ids.out, ids.out_len);
+    cli_result_free(&ids);
+    assert_int_equal(r.code, 0);
+    assert_int_equal(r.out_len, sizeof doc - 1);
+    assert_memory_equal(r.out, doc, sizeof doc - 1);
+    cli_result_free(&r);
+
+    /* NUL records: each text is followed by a NUL. */
+    r = RUN("decode -t " GPT2 " --input nul", "31373 995 198 12227\0" "87\n201\0");
+    assert_int_equal(r.code, 0);
+    assert_int_equal(r.out_len, sizeof "hello world\nsecond\0x\r\0" - 1);
+    assert_memory_equal(r.out, "hello world\nsecond\0x\r\0", r.out_len);
+    cli_result_free(&r);
+
+    /* JSONL: the ids array in "ids" (or --text-field), the other members
+     * passed on before "text"; --format text writes a line per text. */
+    r = RUN("decode -t " GPT2 " --input jsonl --format jsonl",
+            "{\"id\": 7, \"ids\": [31373, 198, 995], \"lang\": \"en\"}\n{\"ids\": []}\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "{\"id\": 7, \"lang\": \"en\", \"text\": \"hello\\n world\"}\n"
+                               "{\"text\": \"\"}\n");
+    cli_result_free(&r);
+    r = RUN("decode -t " GPT2 " --input jsonl --text-field t", "{\"t\": [31373]}\n");
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "hello\n");
+    cli_result_free(&r);
+
+    /* What is not an array of ids is named with its record and element. */
+    r = RUN("decode -t " GPT2 " --input jsonl", "{\"ids\": [1]}\n{\"ids\": [1, \"a\"]}\n");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "<stdin>:2: byte 21: record 2: element 2 of member \"ids\" is "
+                                  "a string, expected a token id"));
+    cli_result_free(&r);
+    r = RUN("decode -t " GPT2 " --input jsonl", "{\"ids\": \"1 2\"}\n");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "member \"ids\" is a string, expected an array of token ids"));
+    cli_result_free(&r);
+    r = RUN("decode -t " GPT2 " --input jsonl", "{\"ids\": [4294967296]}\n");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "element 1 of member \"ids\" is out of range"));
+    cli_result_free(&r);
+    r = RUN("decode -t " GPT2 " --input jsonl", "{\"ids\": [50257]}\n");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "<stdin>:1: byte 0: id 50257 is not a token id"));
+    cli_result_free(&r);
+    r = RUN("decode -t " GPT2 " --format xml", "");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--format takes text or jsonl, not 'xml'"));
+    cli_result_free(&r);
+}
+
+/* inflation reads aligned records of any kind: the same texts as JSONL or
+ * as lines give the same report, whole files are one record each, and a
+ * count mismatch names records. */
+static void test_inflation_input_kinds(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/lipi-infl-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    static const struct {
+        const char *name, *data;
+    } files[] = {
+        {"lines/eng.txt", "Hello world.\nSecond line here.\n"},
+        {"lines/hin.txt", "\xe0\xa4\xa8\xe0\xa4\xae\xe0\xa4\xb8\xe0\xa5\x8d\xe0\xa4\xa4\xe0\xa5\x87 "
+                          "\xe0\xa4\xa6\xe0\xa5\x81\xe0\xa4\xa8\xe0\xa4\xbf\xe0\xa4\xaf\xe0\xa4\xbe\n"
+                          "\xe0\xa4\xa6\xe0\xa5\x82\xe0\xa4\xb8\xe0\xa4\xb0\xe0\xa5\x80\n"},
+        {"jsonl/eng.jsonl", "{\"id\": 1, \"text\": \"Hello world.\"}\n"
+                            "{\"text\": \"Second line here.\"}\n"},
+        {"jsonl/hin.jsonl", "{\"text\": \"\xe0\xa4\xa8\xe0\xa4\xae\xe0\xa4\xb8\xe0\xa5\x8d\xe0"
+                            "\xa4\xa4\xe0\xa5\x87 \xe0\xa4\xa6\xe0\xa5\x81\xe0\xa4\xa8\xe0\xa4"
+                            "\xbf\xe0\xa4\xaf\xe0\xa4\xbe\"}\n"
+                            "{\"text\": \"\xe0\xa4\xa6\xe0\xa5\x82\xe0\xa4\xb8\xe0\xa4\xb0\xe0"
+                            "\xa5\x80\"}\n"},
+        {"short/eng.jsonl", "{\"text\": \"Hello world.\"}\n"},
+    };
+    char path[256];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
+        char *slash = strrchr(path, '/');
+        *slash = 0;
+        mkdir(path, 0700);
+        *slash = '/';
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(files[i].data, f);
+        fclose(f);
+    }
+    cli_result lines = cli_runf("inflation -t " GPT2 " --format csv --parallel %s/lines", dir);
+    assert_int_equal(lines.code, 0);
+    cli_result jsonl =
+        cli_runf("inflation -t " GPT2 " --format csv --input jsonl --parallel %s/jsonl", dir);
+    assert_int_equal(jsonl.code, 0);
+    assert_string_equal(jsonl.out, lines.out);
+    assert_non_null(strstr(lines.out, "gpt2,hin,2,"));
+    cli_result_free(&jsonl);
+    cli_result_free(&lines);
+
+    /* Whole files: each file is one record, its newlines inside the text. */
+    cli_result whole =
+        cli_runf("inflation -t " GPT2 " --format csv --input whole --parallel %s/lines", dir);
+    assert_int_equal(whole.code, 0);
+    assert_non_null(strstr(whole.out, "gpt2,eng,1,"));
+    cli_result_free(&whole);
+
+    cli_result bad = cli_runf("inflation -t " GPT2 " --input jsonl --reference eng --parallel "
+                   "%s/short/eng.jsonl %s/jsonl/hin.jsonl",
+                   dir, dir);
+    assert_int_equal(bad.code, 1);
+    assert_non_null(strstr(bad.err, "has 2 records but"));
+    assert_non_null(strstr(bad.err, "has 1: expected record-aligned files"));
+    cli_result_free(&bad);
+    cli_result text = cli_runf("inflation -t " GPT2 " --input jsonl --text %s/jsonl/eng.jsonl "
+                               "--format csv", dir);
+    assert_int_equal(text.code, 0);
+    assert_non_null(strstr(text.out, "gpt2,Latin,2,"));
+    cli_result_free(&text);
+    cli_result rm = cli_runf("inflation --help >/dev/null; rm -r %s", dir);
+    cli_result_free(&rm);
+}
+
 static void test_tiktoken_public_cases(void **state)
 {
     json_t *rows = load_rows(FIXTURES "tiktoken_cases.jsonl.gz");
@@ -556,71 +687,87 @@ static void test_tiktoken_public_cases(void **state)
     json_decref(rows);
 }
 
-static void test_multiline_records_match_tiktoken_and_hugging_face(void **state)
+/* The rows of `rows` made for tokenizer `tok` (13 of them), encoded by lipi
+ * as JSONL records, as whole files (the first five) and as NUL-separated
+ * records: the same ids every way. */
+static void check_multiline(json_t *rows, const char *tok)
 {
-    json_t *rows = load_rows(FIXTURES "multiline_records.jsonl.gz");
     size_t n = json_array_size(rows);
     bool *pick = calloc(n, sizeof *pick);
     assert_non_null(pick);
+    size_t picked = 0;
+    char *nul = NULL;
+    size_t nul_len = 0;
+    FILE *f = open_memstream(&nul, &nul_len);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *row = json_array_get(rows, i);
+        pick[i] = strcmp(json_string_value(json_object_get(row, "tokenizer")), tok) == 0;
+        if (!pick[i])
+            continue;
+        picked++;
+        const json_t *text = json_object_get(row, "text");
+        fwrite(json_string_value(text), 1, json_string_length(text), f);
+        fputc(0, f);
+        /* The first texts again as whole files. */
+        if (picked <= 5) {
+            const char *path = cli_temp_file(json_string_value(text), json_string_length(text));
+            cli_result r = cli_runf("encode -t %s --input whole --format jsonl %s", tok, path);
+            assert_int_equal(r.code, 0);
+            json_t *got = json_loads(r.out, 0, NULL);
+            assert_non_null(got);
+            assert_same_ids(json_object_get(row, "ids"), json_object_get(got, "ids"), tok);
+            json_decref(got);
+            cli_result_free(&r);
+        }
+    }
+    fclose(f);
+    assert_int_equal(picked, 13);
+    char args[160];
+    snprintf(args, sizeof args, "-t %s", tok);
+    check_group(rows, pick, args, tok);
+    /* The same texts as NUL-separated records. */
+    cli_result r =
+        cli_runf("encode -t %s --input nul --format jsonl %s", tok, cli_temp_file(nul, nul_len));
+    assert_int_equal(r.code, 0);
+    char *line = r.out;
+    for (size_t i = 0; i < n; i++) {
+        if (!pick[i])
+            continue;
+        char *end = strchr(line, '\n');
+        assert_non_null(end);
+        *end = 0;
+        json_t *got = json_loads(line, 0, NULL);
+        assert_non_null(got);
+        assert_same_ids(json_object_get(json_array_get(rows, i), "ids"),
+                        json_object_get(got, "ids"), tok);
+        json_decref(got);
+        line = end + 1;
+    }
+    cli_result_free(&r);
+    free(nul);
+    free(pick);
+}
+
+static void test_multiline_records_match_tiktoken_and_hugging_face(void **state)
+{
+    (void)state;
+    json_t *rows = load_rows(FIXTURES "multiline_records.jsonl.gz");
     static const char *const toks[] = {
         "cl100k_base", "o200k_base", "tests/fixtures/shared/vocab/gpt2/tokenizer.json",
         "tests/fixtures/shared/vocab/bert-base-uncased/vocab.txt"};
-    for (size_t t = 0; t < sizeof toks / sizeof *toks; t++) {
-        size_t picked = 0;
-        char *nul = NULL;
-        size_t nul_len = 0;
-        FILE *f = open_memstream(&nul, &nul_len);
-        for (size_t i = 0; i < n; i++) {
-            const json_t *row = json_array_get(rows, i);
-            pick[i] = strcmp(json_string_value(json_object_get(row, "tokenizer")), toks[t]) == 0;
-            if (!pick[i])
-                continue;
-            picked++;
-            const json_t *text = json_object_get(row, "text");
-            fwrite(json_string_value(text), 1, json_string_length(text), f);
-            fputc(0, f);
-            /* The first texts again as whole files. */
-            if (picked <= 5) {
-                const char *path =
-                    cli_temp_file(json_string_value(text), json_string_length(text));
-                cli_result r = cli_runf("encode -t %s --input whole --format jsonl %s", toks[t],
-                                        path);
-                assert_int_equal(r.code, 0);
-                json_t *got = json_loads(r.out, 0, NULL);
-                assert_non_null(got);
-                assert_same_ids(json_object_get(row, "ids"), json_object_get(got, "ids"),
-                                toks[t]);
-                json_decref(got);
-                cli_result_free(&r);
-            }
-        }
-        fclose(f);
-        assert_int_equal(picked, 13);
-        char args[160];
-        snprintf(args, sizeof args, "-t %s", toks[t]);
-        check_group(rows, pick, args, toks[t]);
-        /* The same texts as NUL-separated records. */
-        cli_result r = cli_runf("encode -t %s --input nul --format jsonl %s", toks[t],
-                                cli_temp_file(nul, nul_len));
-        assert_int_equal(r.code, 0);
-        char *line = r.out;
-        for (size_t i = 0; i < n; i++) {
-            if (!pick[i])
-                continue;
-            char *end = strchr(line, '\n');
-            assert_non_null(end);
-            *end = 0;
-            json_t *got = json_loads(line, 0, NULL);
-            assert_non_null(got);
-            assert_same_ids(json_object_get(json_array_get(rows, i), "ids"),
-                            json_object_get(got, "ids"), toks[t]);
-            json_decref(got);
-            line = end + 1;
-        }
-        cli_result_free(&r);
-        free(nul);
-    }
-    free(pick);
+    for (size_t t = 0; t < sizeof toks / sizeof *toks; t++)
+        check_multiline(rows, toks[t]);
+    json_decref(rows);
+}
+
+/* The same texts through SentencePiece .model files (Unigram, nmt_nfkc):
+ * the ids SentencePiece itself gives (make_spm_records.py). */
+static void test_multiline_records_match_sentencepiece(void **state)
+{
+    (void)state;
+    json_t *rows = load_rows(FIXTURES "multiline_spm.jsonl.gz");
+    check_multiline(rows, "tests/fixtures/shared/vectors/sentencepiece/test_model.model");
+    check_multiline(rows, "tests/fixtures/shared/vocab/laser100k-spm/laser_100k.model");
     json_decref(rows);
 }
 
@@ -637,8 +784,11 @@ int main(void)
         cmocka_unit_test(test_encode_special_policies),
         cmocka_unit_test(test_encode_pieces_show_each_tokens_text),
         cmocka_unit_test(test_token_bytes_maps_the_byte_alphabet_back),
+        cmocka_unit_test(test_decode_input_kinds),
+        cmocka_unit_test(test_inflation_input_kinds),
         cmocka_unit_test(test_tiktoken_public_cases),
         cmocka_unit_test(test_multiline_records_match_tiktoken_and_hugging_face),
+        cmocka_unit_test(test_multiline_records_match_sentencepiece),
     };
     return cmocka_run_group_tests_name("encode_inputs", tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
 /* Line-aligned parallel files (contract in tokenizer.h): listing, labels,
- * the reference, line-count checks and reading aligned lines in batches.
- * A corpus reader beside the line reader it is made of, so the inflation
- * report and the trainer's parity dev set share it. */
+ * the reference, record-count checks and reading aligned records in
+ * batches. A corpus reader beside the record reader it is made of, so the
+ * inflation report and the trainer's parity dev set share it. Records are
+ * lines unless the caller asks for JSONL, whole files or NUL-separated
+ * texts; "line" below means one aligned record. */
 #include "tokenizer/base.h"
 
 #include <dirent.h>
@@ -13,9 +15,9 @@
 struct lipi_parallel_files {
     size_t n;
     char **paths, **labels; /* sorted by label */
-    lipi_line_reader **readers;
+    lipi_record_reader **readers;
     size_t reference;
-    lipi_invalid_mode mode;
+    lipi_record_options ro; /* text_field borrowed from the caller */
     uint64_t lines;   /* lines per file */
     uint64_t line_no; /* lines read so far from each file */
     uint64_t skipped;
@@ -36,6 +38,13 @@ typedef struct {
 static lipi_status oom(lipi_error *err)
 {
     return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+}
+
+/* What the files hold, for messages: lines, or records of another kind. */
+static const char *unit(const lipi_parallel_files *p, uint64_t n)
+{
+    return p->ro.format == LIPI_RECORDS_LINES ? lipi_plural(n, "line", "lines")
+                                              : lipi_plural(n, "record", "records");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -74,16 +83,17 @@ static char *label_of(const char *path)
     return lipi_strndup(base, len);
 }
 
-/* Files a folder contributes: *.txt, *.dev, *.devtest, *.test, *.valid,
- * optionally compressed. */
-static bool wanted_in_folder(const char *name)
+/* Files a folder contributes: *.txt, *.dev, *.devtest, *.test, *.valid
+ * (and *.jsonl when reading JSONL), optionally compressed. */
+static bool wanted_in_folder(const char *name, lipi_record_format format)
 {
-    static const char *const ext[] = {".txt", ".dev", ".devtest", ".test", ".valid"};
+    static const char *const ext[] = {".txt", ".dev", ".devtest", ".test", ".valid", ".jsonl"};
+    size_t n_ext = sizeof ext / sizeof ext[0] - (format != LIPI_RECORDS_JSONL);
     if (name[0] == '.')
         return false;
     size_t len = strlen(name);
     len -= compression_suffix(name, len);
-    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
+    for (size_t i = 0; i < n_ext; i++)
         if (has_suffix(name, len, ext[i]) && len > strlen(ext[i]))
             return true;
     return false;
@@ -138,7 +148,7 @@ static lipi_status list_folder(lipi_parallel_files *p, size_t *cap, const char *
         return lipi_error_set(err, LIPI_EIO, dir, 0, 0, "cannot open the folder: %s",
                               strerror(errno));
     for (struct dirent *e = readdir(d); e; e = readdir(d)) {
-        if (!wanted_in_folder(e->d_name))
+        if (!wanted_in_folder(e->d_name, p->ro.format))
             continue;
         void *v = names;
         if (lipi_grow(&v, &ncap, n + 1, sizeof *names) != LIPI_OK) {
@@ -185,21 +195,20 @@ done:
 /* Opening                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static lipi_status count_lines(const char *path, lipi_invalid_mode mode, uint64_t *lines,
-                               lipi_error *err)
+static lipi_status count_lines(const char *path, const lipi_record_options *ro,
+                               uint64_t *lines, lipi_error *err)
 {
-    lipi_line_reader *r = NULL;
-    lipi_status st = lipi_line_reader_open(path, mode, &r, err);
+    lipi_record_reader *r = NULL;
+    lipi_status st = lipi_record_reader_open(path, ro, &r, err);
     uint64_t n = 0;
     while (st == LIPI_OK) {
-        const char *line;
-        size_t len;
-        st = lipi_line_reader_next(r, &line, &len, err);
-        if (st != LIPI_OK || !line)
+        lipi_record rec;
+        st = lipi_record_reader_next(r, &rec, err);
+        if (st != LIPI_OK || !rec.text)
             break;
         n++;
     }
-    lipi_line_reader_close(r);
+    lipi_record_reader_close(r);
     *lines = n;
     return st;
 }
@@ -261,6 +270,15 @@ lipi_status lipi_parallel_files_open(const char *const *paths, size_t n_paths,
                                          const char *reference, lipi_invalid_mode mode,
                                          lipi_parallel_files **out, lipi_error *err)
 {
+    const lipi_record_options lines = {.format = LIPI_RECORDS_LINES, .invalid = mode};
+    return lipi_parallel_files_open_records(paths, n_paths, reference, &lines, out, err);
+}
+
+lipi_status lipi_parallel_files_open_records(const char *const *paths, size_t n_paths,
+                                             const char *reference,
+                                             const lipi_record_options *ro,
+                                             lipi_parallel_files **out, lipi_error *err)
+{
     lipi_status st = LIPI_OK;
     uint64_t *counts = NULL;
     if (!out || (n_paths && !paths))
@@ -271,7 +289,8 @@ lipi_status lipi_parallel_files_open(const char *const *paths, size_t n_paths,
     lipi_parallel_files *p = lipi_calloc(1, sizeof *p);
     if (!p)
         return oom(err);
-    p->mode = mode;
+    if (ro)
+        p->ro = *ro;
     size_t cap = 0;
     for (size_t i = 0; i < n_paths; i++) {
         struct stat sb;
@@ -308,19 +327,21 @@ lipi_status lipi_parallel_files_open(const char *const *paths, size_t n_paths,
         goto done;
     }
     for (size_t i = 0; i < p->n; i++)
-        TRY(count_lines(p->paths[i], mode, &counts[i], err));
+        TRY(count_lines(p->paths[i], &p->ro, &counts[i], err));
     p->lines = counts[p->reference];
     for (size_t i = 0; i < p->n; i++)
         if (counts[i] != p->lines) {
             st = lipi_error_set(err, LIPI_EFORMAT, p->paths[i], 0, 0,
                                 "%s has %" PRIu64 " %s but %s has %" PRIu64
-                                ": expected line-aligned files",
-                                p->paths[i], counts[i], lipi_plural(counts[i], "line", "lines"),
-                                p->paths[p->reference], p->lines);
+                                ": expected %s files",
+                                p->paths[i], counts[i], unit(p, counts[i]),
+                                p->paths[p->reference], p->lines,
+                                p->ro.format == LIPI_RECORDS_LINES ? "line-aligned"
+                                                                   : "record-aligned");
             goto done;
         }
     for (size_t i = 0; i < p->n; i++)
-        TRY(lipi_line_reader_open(p->paths[i], mode, &p->readers[i], err));
+        TRY(lipi_record_reader_open(p->paths[i], &p->ro, &p->readers[i], err));
     *out = p;
     p = NULL;
 done:
@@ -337,7 +358,7 @@ void lipi_parallel_files_close(lipi_parallel_files *p)
         lipi_free(p->paths[i]);
         lipi_free(p->labels[i]);
         if (p->readers)
-            lipi_line_reader_close(p->readers[i]);
+            lipi_record_reader_close(p->readers[i]);
     }
     lipi_free(p->paths);
     lipi_free(p->labels);
@@ -447,9 +468,10 @@ lipi_status lipi_parallel_files_read(lipi_parallel_files *p, size_t max_lines,
         size_t ended = 0;
         bool skip = false;
         for (size_t l = 0; l < p->n; l++) {
-            const char *line;
-            size_t len;
-            TRY(lipi_line_reader_next(p->readers[l], &line, &len, err));
+            lipi_record rec;
+            TRY(lipi_record_reader_next(p->readers[l], &rec, err));
+            const char *line = rec.text;
+            size_t len = rec.len;
             if (!line) {
                 ended++;
                 continue;
@@ -466,9 +488,9 @@ lipi_status lipi_parallel_files_read(lipi_parallel_files *p, size_t max_lines,
         if (ended) {
             /* The files were counted equal when opened. */
             st = lipi_error_set(err, LIPI_EFORMAT, NULL, 0, 0,
-                                "expected %" PRIu64 " lines in every file, found one changed "
+                                "expected %" PRIu64 " %s in every file, found one changed "
                                 "while being read",
-                                p->lines);
+                                p->lines, unit(p, p->lines));
             goto done;
         }
         p->line_no++;

@@ -23,6 +23,7 @@ struct lipi_record_reader {
     json_t *obj;    /* the last JSONL object (its text is borrowed from it) */
     lipi_buf extra; /* the last JSONL record's other members */
     lipi_buf key;   /* scratch: a decoded member name */
+    lipi_buf ids;   /* field_ids: the last record's ids as text */
 };
 
 lipi_status lipi_record_reader_open(const char *path, const lipi_record_options *opt,
@@ -61,6 +62,7 @@ void lipi_record_reader_close(lipi_record_reader *r)
     json_decref(r->obj);
     lipi_buf_free(&r->extra);
     lipi_buf_free(&r->key);
+    lipi_buf_free(&r->ids);
     lipi_free(r);
 }
 
@@ -174,6 +176,33 @@ static const char *json_kind(const json_t *v)
 /* Records                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* field_ids: the array v of token ids into r->ids as "1 2 3". `at` is the
+ * file offset of the member's value, for errors. */
+static lipi_status ids_as_text(lipi_record_reader *r, const json_t *v, const char *field,
+                               size_t no, uint64_t at, lipi_error *err)
+{
+    if (!json_is_array(v))
+        return lipi_error_set(err, LIPI_EFORMAT, r->path, no, (size_t)at,
+                              "record %zu: member \"%s\" is %s, expected an array of token ids",
+                              no, field, json_kind(v));
+    r->ids.len = 0;
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        const json_t *e = json_array_get(v, i);
+        json_int_t id = json_is_integer(e) ? json_integer_value(e) : -1;
+        if (id < 0 || id > (json_int_t)UINT32_MAX)
+            return lipi_error_set(err, LIPI_EFORMAT, r->path, no, (size_t)at,
+                                  "record %zu: element %zu of member \"%s\" is %s, expected a "
+                                  "token id (an integer from 0 to 4294967295)",
+                                  no, i + 1, field,
+                                  json_is_integer(e) ? "out of range" : json_kind(e));
+        char num[16];
+        int len = snprintf(num, sizeof num, i ? " %u" : "%u", (unsigned)id);
+        if (lipi_buf_append(&r->ids, num, (size_t)len) != LIPI_OK)
+            return lipi_error_set(err, LIPI_ENOMEM, r->path, no, 0, "out of memory");
+    }
+    return LIPI_OK;
+}
+
 /* The JSONL record in line[0..n): its text member into rec, the other
  * members into r->extra. `at` is the file offset of line[0]. */
 static lipi_status jsonl_record(lipi_record_reader *r, const char *line, size_t n, uint64_t at,
@@ -248,15 +277,23 @@ static lipi_status jsonl_record(lipi_record_reader *r, const char *line, size_t 
     json_t *v = json_object_get(r->obj, field);
     if (!seen || !v)
         return lipi_error_set(err, LIPI_EFORMAT, r->path, no, (size_t)at + close,
-                              "record %zu: no member \"%s\" (expected a string member \"%s\", "
+                              "record %zu: no member \"%s\" (expected %s member \"%s\", "
                               "at column %zu: the end of the object)",
-                              no, field, field, close + 1);
-    if (!json_is_string(v))
-        return lipi_error_set(err, LIPI_EFORMAT, r->path, no, (size_t)at + text_at,
-                              "record %zu: member \"%s\" at column %zu is %s, expected a string",
-                              no, field, text_at + 1, json_kind(v));
-    rec->text = json_string_value(v);
-    rec->len = json_string_length(v);
+                              no, field, r->opt.field_ids ? "an array" : "a string", field,
+                              close + 1);
+    if (r->opt.field_ids) {
+        TRY(ids_as_text(r, v, field, no, at + text_at, err));
+        rec->text = r->ids.len ? r->ids.p : "";
+        rec->len = r->ids.len;
+    } else {
+        if (!json_is_string(v))
+            return lipi_error_set(err, LIPI_EFORMAT, r->path, no, (size_t)at + text_at,
+                                  "record %zu: member \"%s\" at column %zu is %s, expected a "
+                                  "string",
+                                  no, field, text_at + 1, json_kind(v));
+        rec->text = json_string_value(v);
+        rec->len = json_string_length(v);
+    }
     rec->extra = r->extra.len ? r->extra.p : "";
     rec->extra_len = r->extra.len;
 done:

@@ -231,6 +231,9 @@ typedef struct {
     lipi_invalid_mode invalid; /* invalid UTF-8 in the text */
     const char *const *drop;   /* JSONL: members left out of lipi_record.extra */
     size_t n_drop;
+    bool field_ids;            /* JSONL: the member is an array of token ids (as
+                                  `lipi encode --format jsonl` writes "ids"), and
+                                  rec.text is them in decimal, separated by spaces */
 } lipi_record_options;
 
 typedef struct {
@@ -305,6 +308,15 @@ typedef struct lipi_parallel_files lipi_parallel_files;
 lipi_status lipi_parallel_files_open(const char *const *paths, size_t n_paths,
                                          const char *reference, lipi_invalid_mode mode,
                                          lipi_parallel_files **out, lipi_error *err);
+/* The same with records other than lines (ro: JSONL objects, whole files,
+ * NUL-separated texts; NULL is lines): record i of every file is aligned,
+ * counts are of records, errors as lipi_record_reader_next's; a folder
+ * also gives its *.jsonl files when ro asks for JSONL. ro is copied;
+ * ro->text_field is borrowed for the life of *out. */
+lipi_status lipi_parallel_files_open_records(const char *const *paths, size_t n_paths,
+                                             const char *reference,
+                                             const lipi_record_options *ro,
+                                             lipi_parallel_files **out, lipi_error *err);
 void lipi_parallel_files_close(lipi_parallel_files *p); /* NULL ok */
 
 size_t lipi_parallel_files_count(const lipi_parallel_files *p);
