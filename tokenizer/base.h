@@ -288,4 +288,12 @@ static inline size_t pt_utf8_valid_prefix(const char *s, size_t len)
     return len;
 }
 
+/* Where a token spelled s[0..len) (valid UTF-8) meets grapheme clusters:
+ * *starts_inside when its first code point never starts a cluster (a mark,
+ * ZWJ or other extender: the token can only follow a cut), *ends_open when
+ * the cluster may go on after it (ZWJ or Prepend last, or a consonant and
+ * virama that joins the next consonant, GB9c). The Unigram trainer keeps
+ * such tokens from cutting clusters it has seen. */
+void lipi_cluster_edges(const char *s, size_t len, bool *starts_inside, bool *ends_open);
+
 #endif

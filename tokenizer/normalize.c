@@ -958,6 +958,37 @@ static int incb_of(uint32_t c, int gcb)
     return incb_extend(c, gcb);
 }
 
+/* GB9c's conjunct state after a code point of Indic_Conjunct_Break incb:
+ * 0 outside a conjunct, 1 after a consonant (and extends), 2 once a linker
+ * followed it. */
+static int conj_next(int conj, int incb)
+{
+    if (incb == 1)
+        return 1;
+    if (incb == 2 && conj)
+        return 2;
+    return incb == 3 ? conj : 0;
+}
+
+void lipi_cluster_edges(const char *s, size_t len, bool *starts_inside, bool *ends_open)
+{
+    *starts_inside = *ends_open = false;
+    if (len == 0)
+        return;
+    size_t l;
+    uint32_t c = u8get(s, &l);
+    int g = gcb_of(c);
+    *starts_inside = g == U_GCB_EXTEND || g == U_GCB_SPACING_MARK || g == U_GCB_ZWJ;
+    /* The conjunct state of GB9c over the token, as grapheme_end keeps it. */
+    int conj = 0, last = U_GCB_OTHER;
+    for (size_t i = 0; i < len; i += l) {
+        c = u8get(s + i, &l);
+        last = gcb_of(c);
+        conj = conj_next(conj, incb_of(c, last));
+    }
+    *ends_open = last == U_GCB_ZWJ || last == U_GCB_PREPEND || conj == 2;
+}
+
 /* End of the cluster that starts at s[a] (a is a boundary). */
 static size_t grapheme_end(const char *s, size_t len, size_t a)
 {
@@ -1008,13 +1039,7 @@ static size_t grapheme_end(const char *s, size_t len, size_t a)
         else if (cur != U_GCB_EXTEND)
             pict = false;
         ri = cur == U_GCB_REGIONAL_INDICATOR ? ri + 1 : 0;
-        int incb = incb_of(d, cur);
-        if (incb == 1)
-            conj = 1;
-        else if (incb == 2 && conj)
-            conj = 2;
-        else if (incb != 3)
-            conj = 0;
+        conj = conj_next(conj, incb_of(d, cur));
         prev = cur;
         i += l;
     }

@@ -1409,8 +1409,109 @@ static int final_cmp(const void *a, const void *b)
 
 /* SentencePiece's FinalizeSentencePieces, then the model: specials, byte
  * pieces, and the required characters plus the best pieces by score. */
-static lipi_status finalize(const piece_set *ps, const char_freq *cf, size_t n_req,
-                            const specials *sp, const lipi_unigram_options *opt,
+/* ------------------------------------------------------------------------ */
+/* Keeping seen grapheme clusters whole                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Under the grapheme guard no piece holds part of a cluster together with
+ * anything outside it, but Viterbi can still cut a cluster by putting a
+ * piece that ends inside it ("▁च") before a piece that can only follow a
+ * cut ("ू"). Two things, both carried by the saved files (scores and
+ * pieces), so Hugging Face tokenizers and SentencePiece cut the same way:
+ *   - every multi-code-point cluster seen SEEN_CLUSTER times or more in the
+ *     training words is a piece (added, most frequent first, in place of
+ *     the lowest-scored pieces if EM dropped it; at most a tenth of the
+ *     vocabulary), so a path that keeps it whole exists;
+ *   - a piece that can only stand after a cut (it starts with a mark or
+ *     ZWJ), or that leaves its last cluster open (ZWJ, or consonant +
+ *     virama before a GB9c conjunct), scores CUT_PENALTY lower, more than
+ *     a few of the lowest-scored pieces together: a path that cuts a
+ *     cluster loses to one that keeps it whole wherever one exists. Where
+ *     none exists (a word ending in a virama, a cluster never seen) every
+ *     path pays alike and the scores decide as before. */
+enum {
+    SEEN_CLUSTER = 5,
+    MAX_CLUSTER_SHARE = 10, /* added clusters take at most 1/10 of the vocabulary
+                               (a small one would otherwise be mostly clusters) */
+};
+#define CUT_PENALTY_FLOOR 10.0
+
+/* Counts of the multi-code-point clusters of the training words. */
+static lipi_status cluster_counts(const word_set *ws, lipi_counts **out, lipi_error *err)
+{
+    lipi_status st = lipi_counts_new(out);
+    for (size_t i = 0; st == LIPI_OK && i < ws->n; i++) {
+        const word *w = &ws->w[i];
+        const uint8_t *f = word_flags(ws, w);
+        if (!f)
+            continue;
+        for (size_t a = 0; st == LIPI_OK && a < w->len;) {
+            size_t b = a + u8len((unsigned char)w->s[a]);
+            bool multi = false;
+            for (; !f[b]; b += u8len((unsigned char)w->s[b]))
+                multi = true;
+            if (multi)
+                st = lipi_counts_add(*out, w->s + a, b - a, w->count, err);
+            a = b;
+        }
+    }
+    if (st == LIPI_ENOMEM)
+        oom(err);
+    return st;
+}
+
+/* The seen clusters (count >= SEEN_CLUSTER) that are not among fp[0..n),
+ * most frequent first, into *out (strings borrowed from cc). */
+static lipi_status clusters_missing(const lipi_counts *cc, const final_piece *fp, size_t n,
+                                    final_piece **out, size_t *n_out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    lipi_counts *have = NULL;
+    lipi_count_entry *e = NULL;
+    size_t n_e = 0;
+    *out = NULL;
+    *n_out = 0;
+    if (lipi_counts_new(&have) != LIPI_OK)
+        return oom(err);
+    for (size_t i = 0; i < n; i++)
+        TRY(lipi_counts_add(have, fp[i].s, fp[i].len, 1, err));
+    if (lipi_counts_sorted(cc, &e, &n_e) != LIPI_OK) {
+        st = oom(err);
+        goto done;
+    }
+    *out = lipi_calloc(n_e ? n_e : 1, sizeof **out);
+    if (!*out) {
+        st = oom(err);
+        goto done;
+    }
+    for (size_t i = 0; i < n_e && e[i].count >= SEEN_CLUSTER; i++)
+        if (!lipi_counts_get(have, e[i].word, e[i].len))
+            (*out)[(*n_out)++] = (final_piece){e[i].word, e[i].len, 0.0};
+done:
+    lipi_counts_free(have);
+    lipi_free(e);
+    return st;
+}
+
+/* Lowers the score of every piece of fp[0..n) that cuts a cluster (see
+ * above); the penalty exceeds the spread of the scores several times. */
+static void penalize_cuts(final_piece *fp, size_t n)
+{
+    double lo = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (fp[i].score < lo)
+            lo = fp[i].score;
+    double penalty = 4.0 * -lo + CUT_PENALTY_FLOOR;
+    for (size_t i = 0; i < n; i++) {
+        bool inside, open;
+        lipi_cluster_edges(fp[i].s, fp[i].len, &inside, &open);
+        if (inside || open)
+            fp[i].score -= penalty;
+    }
+}
+
+static lipi_status finalize(const piece_set *ps, const word_set *ws, const char_freq *cf,
+                            size_t n_req, const specials *sp, const lipi_unigram_options *opt,
                             lipi_unigram_model **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
@@ -1421,9 +1522,15 @@ static lipi_status finalize(const piece_set *ps, const char_freq *cf, size_t n_r
     lipi_unigram_model *m = NULL;
     char *chars = NULL;
     size_t n_fp = 0;
+    lipi_counts *clusters = NULL;
+    final_piece *missing = NULL;
+    size_t n_missing = 0;
+    if (opt->common.grapheme_guard)
+        TRY(cluster_counts(ws, &clusters, err));
 
     /* At most every piece makes it: a huge vocab_size must not size this. */
-    size_t cap = room < n_req + ps->n ? room : n_req + ps->n;
+    size_t all = n_req + ps->n + (clusters ? lipi_counts_size(clusters) : 0);
+    size_t cap = room < all ? room : all;
     fp = lipi_calloc(cap ? cap : 1, sizeof *fp);
     sorted = lipi_calloc(ps->n ? ps->n : 1, sizeof *sorted);
     taken = lipi_calloc(ps->n ? ps->n : 1, 1);
@@ -1464,6 +1571,26 @@ static lipi_status finalize(const piece_set *ps, const char_freq *cf, size_t n_r
             clash = true;
         if (!clash)
             fp[n_fp++] = sorted[i];
+    }
+    if (clusters) {
+        /* fp[n_req..n_fp) are by falling score: the seen clusters EM left
+         * out take the places of the last pieces that are not seen
+         * clusters themselves. */
+        TRY(clusters_missing(clusters, fp, n_fp, &missing, &n_missing, err));
+        size_t add = n_missing < (room - n_req) / MAX_CLUSTER_SHARE
+                         ? n_missing
+                         : (room - n_req) / MAX_CLUSTER_SHARE;
+        size_t end = n_fp;
+        while (n_fp + add > room && end > n_req) {
+            end--;
+            if (lipi_counts_get(clusters, fp[end].s, fp[end].len) >= SEEN_CLUSTER)
+                continue;
+            memmove(fp + end, fp + end + 1, (n_fp - end - 1) * sizeof *fp);
+            n_fp--;
+        }
+        for (size_t i = 0; i < add && n_fp < room; i++)
+            fp[n_fp++] = (final_piece){missing[i].s, missing[i].len, ps->min_score};
+        penalize_cuts(fp, n_fp);
     }
     qsort(fp, n_fp, sizeof *fp, final_cmp);
 
@@ -1520,6 +1647,8 @@ done:
     lipi_free(sorted);
     lipi_free(taken);
     lipi_free(chars);
+    lipi_free(missing);
+    lipi_counts_free(clusters);
     lipi_unigram_model_free(m);
     return st;
 }
@@ -1676,7 +1805,7 @@ lipi_status lipi_unigram_train(const lipi_counts *counts, const lipi_unigram_opt
         report(opt, LIPI_PHASE_EM, step, step + steps_left(pieces_alive(&ps), desired, opt),
                false);
     }
-    TRY(finalize(&ps, cf, n_req, &sp, opt, out, err));
+    TRY(finalize(&ps, &ws, cf, n_req, &sp, opt, out, err));
     report(opt, LIPI_PHASE_EM, step, step, true);
 done:
     if (st == LIPI_ENOMEM)
