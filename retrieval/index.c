@@ -534,7 +534,8 @@ static void knn_select_row(const float *row, size_t S, int64_t doc0, knn_hit *h,
 /* One thread's part of a pass over the matrix. */
 typedef struct {
     void *scratch;  /* scores: float (gemm_queries, gemm_rows) in exact
-                       search, int32 (gemm_rows) in quantized search */
+                       search, int32 (LIPI_QUANT_QB, gemm_rows) in
+                       quantized search */
     knn_hit *heaps; /* (chunk, k) */
     size_t *fill;   /* (chunk) */
 } knn_thread;
@@ -899,6 +900,105 @@ static void binary_scores_ref(const uint8_t *q, const uint8_t *x, size_t S, size
     }
 }
 
+/* int8 scores of QUANT_QB queries at a time with AVX-512 VNNI (vpdpbusd:
+ * unsigned x signed bytes, four products summed into int32 per lane). The
+ * queries come as codes + 128 (unsigned), so each dot product is
+ * dot(q + 128, x) - 128 * sum(x), with sum(x) from the same instruction
+ * against ones: exact integers, equal to int8_scores. A document row is
+ * read once for the block of queries; the four accumulators are reduced
+ * together. Dimensions up to VNNI_MAX_DIM keep every sum within int32
+ * (255 * 128 per dimension). */
+#define QUANT_QB LIPI_QUANT_QB
+#define VNNI_MAX_DIM 65535
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_VNNI 1
+
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void
+int8_scores_vnni(const uint8_t *const qu[QUANT_QB], const int8_t *x, size_t S, size_t dim,
+                 int32_t *const out[QUANT_QB])
+{
+    const __m512i ones = _mm512_set1_epi8(1);
+    int32_t *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3];
+    const uint8_t *q0 = qu[0], *q1 = qu[1], *q2 = qu[2], *q3 = qu[3];
+    __mmask64 tail = dim % 64 ? ((__mmask64)1 << (dim % 64)) - 1 : ~(__mmask64)0;
+    for (size_t r = 0; r < S; r++) {
+        const int8_t *xr = x + r * dim;
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, sx = a0;
+        size_t j = 0;
+        for (; j + 64 <= dim; j += 64) {
+            __m512i xv = _mm512_loadu_si512(xr + j);
+            sx = _mm512_dpbusd_epi32(sx, ones, xv);
+            a0 = _mm512_dpbusd_epi32(a0, _mm512_loadu_si512(q0 + j), xv);
+            a1 = _mm512_dpbusd_epi32(a1, _mm512_loadu_si512(q1 + j), xv);
+            a2 = _mm512_dpbusd_epi32(a2, _mm512_loadu_si512(q2 + j), xv);
+            a3 = _mm512_dpbusd_epi32(a3, _mm512_loadu_si512(q3 + j), xv);
+        }
+        if (j < dim) {
+            __m512i xv = _mm512_maskz_loadu_epi8(tail, xr + j);
+            sx = _mm512_dpbusd_epi32(sx, ones, xv);
+            a0 = _mm512_dpbusd_epi32(a0, _mm512_maskz_loadu_epi8(tail, q0 + j), xv);
+            a1 = _mm512_dpbusd_epi32(a1, _mm512_maskz_loadu_epi8(tail, q1 + j), xv);
+            a2 = _mm512_dpbusd_epi32(a2, _mm512_maskz_loadu_epi8(tail, q2 + j), xv);
+            a3 = _mm512_dpbusd_epi32(a3, _mm512_maskz_loadu_epi8(tail, q3 + j), xv);
+        }
+        /* dot(q + 128, x) - 128 * sum(x), lane by lane (the lanes' sums add
+         * up to the dot products), then the four reduced together: 32-bit
+         * pairs interleaved and added, then 64-bit halves, giving a0 a1 a2
+         * a3 partial sums in each 128-bit lane; then the four lanes added. */
+        __m512i bias = _mm512_slli_epi32(sx, 7);
+        a0 = _mm512_sub_epi32(a0, bias);
+        a1 = _mm512_sub_epi32(a1, bias);
+        a2 = _mm512_sub_epi32(a2, bias);
+        a3 = _mm512_sub_epi32(a3, bias);
+        __m512i s01 =
+            _mm512_add_epi32(_mm512_unpacklo_epi32(a0, a1), _mm512_unpackhi_epi32(a0, a1));
+        __m512i s23 =
+            _mm512_add_epi32(_mm512_unpacklo_epi32(a2, a3), _mm512_unpackhi_epi32(a2, a3));
+        __m512i s4 =
+            _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+        __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(s4), _mm512_extracti64x4_epi64(s4, 1));
+        __m128i t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        o0[r] = _mm_extract_epi32(t, 0);
+        o1[r] = _mm_extract_epi32(t, 1);
+        o2[r] = _mm_extract_epi32(t, 2);
+        o3[r] = _mm_extract_epi32(t, 3);
+    }
+}
+
+static bool have_vnni(void)
+{
+    static int known = -1; /* a benign race: every thread stores the same */
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+    }
+    return known;
+}
+#endif
+
+void lipi_quant_scores_block(lipi_quantization qz, const void *const q[],
+                             const uint8_t *const qu[], size_t qn, const void *x, size_t S,
+                             size_t dim, int32_t *out)
+{
+#ifdef HAVE_VNNI
+    if (qz == LIPI_QUANT_INT8 && qu && qn && dim <= VNNI_MAX_DIM && have_vnni()) {
+        const uint8_t *u[QUANT_QB];
+        int32_t *rows[QUANT_QB];
+        for (size_t i = 0; i < QUANT_QB; i++) {
+            /* A short block repeats its last query into the spare rows. */
+            size_t at = i < qn ? i : qn - 1;
+            u[i] = qu[at];
+            rows[i] = out + at * S;
+        }
+        int8_scores_vnni(u, x, S, dim, rows);
+        return;
+    }
+#endif
+    for (size_t i = 0; i < qn; i++)
+        lipi_quant_scores(qz, false, q[i], x, S, dim, out + i * S);
+}
+
 void lipi_quant_scores(lipi_quantization qz, bool ref, const void *q, const void *x, size_t S,
                        size_t dim, int32_t *out)
 {
@@ -910,17 +1010,33 @@ void lipi_quant_scores(lipi_quantization qz, bool ref, const void *q, const void
 
 /* Feeds one row of quantized scores row[0..S) for documents doc0.. into
  * the heap h (*n of k hits). */
+KNN_CLONES
 static void quant_select_row(const int32_t *row, size_t S, int64_t doc0, knn_hit *h, size_t *n,
                              size_t k)
 {
     size_t j = 0;
     for (; j < S && *n < k; j++)
         heap_push(h, n, row[j], doc0 + (int64_t)j);
-    for (; j < S; j++)
+    for (; j < S; j++) {
+        /* Mostly nothing in the next 16 beats the heap's last hit: say so
+         * 16 at a time (documents come in order, so a tie never wins). */
+        if ((j & 15) == 0 && j + 16 <= S) {
+            v16i v, t = {0};
+            memcpy(&v, row + j, sizeof v);
+            t += (int32_t)h[0].s; /* exact: the heap holds int32 scores */
+            v16i m = v > t;
+            uint64_t u[8];
+            memcpy(u, &m, sizeof u);
+            if (!(u[0] | u[1] | u[2] | u[3] | u[4] | u[5] | u[6] | u[7])) {
+                j += 15;
+                continue;
+            }
+        }
         if (row[j] >= h[0].s && hit_before(row[j], doc0 + (int64_t)j, &h[0])) {
             h[0] = (knn_hit){row[j], doc0 + (int64_t)j};
             heap_sift_down(h, k, 0);
         }
+    }
 }
 
 /* a: (dim), b: (dim) -> the float32 inner product, summed in double in
@@ -939,6 +1055,7 @@ typedef struct {
     const unsigned char *codes; /* (n, rb) */
     size_t n, dim, rb;
     const unsigned char *qc;    /* this pass's query codes: (nqc, rb) */
+    const uint8_t *qu;          /* int8 on VNNI: the codes + 128, else NULL */
     size_t nqc, m, block, panel;
     knn_thread *t;
 } quant_ctx;
@@ -952,10 +1069,20 @@ static lipi_status quant_block_task(void *vctx, size_t b, size_t tid, lipi_error
     size_t r0 = b * c->block, r1 = r0 + c->block < c->n ? r0 + c->block : c->n;
     for (size_t p0 = r0; p0 < r1; p0 += c->panel) {
         size_t S = p0 + c->panel < r1 ? c->panel : r1 - p0;
-        for (size_t i = 0; i < c->nqc; i++) {
-            lipi_quant_scores(c->qz, false, c->qc + i * c->rb, c->codes + p0 * c->rb, S, c->dim,
-                              t->scratch);
-            quant_select_row(t->scratch, S, (int64_t)p0, t->heaps + i * c->m, &t->fill[i], c->m);
+        for (size_t i0 = 0; i0 < c->nqc; i0 += QUANT_QB) {
+            size_t qn = c->nqc - i0 < QUANT_QB ? c->nqc - i0 : QUANT_QB;
+            const void *q[QUANT_QB];
+            const uint8_t *qu[QUANT_QB];
+            for (size_t i = 0; i < qn; i++) {
+                q[i] = c->qc + (i0 + i) * c->rb;
+                qu[i] = c->qu ? c->qu + (i0 + i) * c->rb : NULL;
+            }
+            int32_t *sc = t->scratch;
+            lipi_quant_scores_block(c->qz, q, c->qu ? qu : NULL, qn, c->codes + p0 * c->rb, S,
+                                    c->dim, sc);
+            for (size_t i = i0; i < i0 + qn; i++)
+                quant_select_row(sc + (i - i0) * S, S, (int64_t)p0, t->heaps + i * c->m,
+                                 &t->fill[i], c->m);
         }
     }
     return LIPI_OK;
@@ -974,6 +1101,7 @@ static lipi_status quant_search(lipi_quantization qz, const unsigned char *codes
     knn_thread *th = NULL;
     knn_hit *merged = NULL;
     unsigned char *qcodes = NULL;
+    uint8_t *qunsigned = NULL;
     size_t threads = o.threads ? o.threads : 1, keff;
     TRY(search_begin(q, nq, dim, k, n, docs, scores, &keff, err));
     if (!keff || !nq)
@@ -993,10 +1121,12 @@ static lipi_status quant_search(lipi_quantization qz, const unsigned char *codes
     size_t nblocks = n / block + (n % block != 0);
     if (threads > nblocks)
         threads = nblocks;
-    th = knn_threads_new(threads, panel * sizeof(int32_t), chunk, m);
+    th = knn_threads_new(threads, QUANT_QB * panel * sizeof(int32_t), chunk, m);
     merged = lipi_reallocarray(NULL, threads * m, sizeof *merged);
     qcodes = lipi_reallocarray(NULL, chunk, rb);
-    if (!th || !merged || !qcodes) {
+    if (qz == LIPI_QUANT_INT8)
+        qunsigned = lipi_reallocarray(NULL, chunk, rb);
+    if (!th || !merged || !qcodes || (qz == LIPI_QUANT_INT8 && !qunsigned)) {
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto done;
     }
@@ -1006,8 +1136,11 @@ static lipi_status quant_search(lipi_quantization qz, const unsigned char *codes
             lipi_quantize_int8(q + q0 * dim, qn, dim, ranges, (int8_t *)qcodes);
         else
             lipi_quantize_binary(q + q0 * dim, qn, dim, qcodes);
+        for (size_t j = 0; qunsigned && j < qn * rb; j++)
+            qunsigned[j] = (uint8_t)(qcodes[j] ^ 0x80); /* two's complement + 128 */
         quant_ctx c = {.qz = qz, .codes = codes, .n = n, .dim = dim, .rb = rb, .qc = qcodes,
-                       .nqc = qn, .m = m, .block = block, .panel = panel, .t = th};
+                       .qu = qunsigned, .nqc = qn, .m = m, .block = block, .panel = panel,
+                       .t = th};
         for (size_t t = 0; t < threads; t++)
             memset(th[t].fill, 0, qn * sizeof(size_t));
         (void)lipi_parallel_for(nblocks, threads, quant_block_task, &c, NULL); /* cannot fail */
@@ -1026,6 +1159,7 @@ done:
     knn_threads_free(th, threads);
     lipi_free(merged);
     lipi_free(qcodes);
+    lipi_free(qunsigned);
     return st;
 }
 

@@ -42,4 +42,13 @@ lipi_status lipi_npy_parse(const unsigned char *p, size_t len, const char *path,
 void lipi_quant_scores(lipi_quantization qz, bool ref, const void *q, const void *x, size_t S,
                        size_t dim, int32_t *out);
 
+/* The same for qn <= LIPI_QUANT_QB queries at once (each document row read
+ * once for all of them): q[i] query i's codes and, for int8, qu[i] the same
+ * codes + 128 as unsigned bytes (qu NULL: the one-query kernel); query i's
+ * scores go to out + i * S. Equal to lipi_quant_scores per query. */
+enum { LIPI_QUANT_QB = 4 };
+void lipi_quant_scores_block(lipi_quantization qz, const void *const q[],
+                             const uint8_t *const qu[], size_t qn, const void *x, size_t S,
+                             size_t dim, int32_t *out);
+
 #endif

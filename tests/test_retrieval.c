@@ -1631,6 +1631,45 @@ static void test_quantized_kernels_equal_their_reference(void **state)
     assert_int_equal(s, 128 * 128 * 2 - 127 * 128);
 }
 
+/* Blocks of 1..4 different queries (the VNNI kernel on CPUs that have it,
+ * with the codes + 128 it takes) equal the reference, query by query,
+ * every dimension from 1 to 200 (whole and partial 64-byte chunks). */
+static void test_quantized_block_kernel_equals_the_reference(void **state)
+{
+    rng_state = 11;
+    enum { S = 21, MAXD = 200, QB = LIPI_QUANT_QB };
+    static unsigned char qb[QB][MAXD], qu[QB][MAXD], xb[S * MAXD];
+    for (size_t dim = 1; dim <= MAXD; dim += dim < 70 ? 1 : 13) {
+        for (size_t i = 0; i < sizeof xb; i++)
+            xb[i] = (unsigned char)rng_next();
+        for (size_t i = 0; i < QB; i++)
+            for (size_t j = 0; j < MAXD; j++) {
+                qb[i][j] = (unsigned char)rng_next();
+                qu[i][j] = qb[i][j] ^ 0x80;
+            }
+        /* The extremes too: -128 against -128 everywhere in one row. */
+        memset(xb, 0x80, dim);
+        memset(qb[0], 0x80, dim);
+        memset(qu[0], 0x00, dim);
+        for (size_t qn = 1; qn <= QB; qn++) {
+            const void *q[QB];
+            const uint8_t *u[QB];
+            for (size_t i = 0; i < QB; i++) {
+                q[i] = qb[i];
+                u[i] = qu[i];
+            }
+            int32_t got[QB * S], want[S];
+            lipi_quant_scores_block(LIPI_QUANT_INT8, q, u, qn, xb, S, dim, got);
+            for (size_t i = 0; i < qn; i++) {
+                lipi_quant_scores(LIPI_QUANT_INT8, true, qb[i], xb, S, dim, want);
+                if (memcmp(got + i * S, want, sizeof want) != 0)
+                    fail_msg("dim %zu, %zu queries: query %zu differs (first row %d vs %d)", dim,
+                             qn, i, got[i * S], want[0]);
+            }
+        }
+    }
+}
+
 static void test_rescoring_orders_the_candidates_by_float_scores(void **state)
 {
     static float x[QN * QD], q[QNQ * QD];
@@ -1875,6 +1914,7 @@ int main(void)
         cmocka_unit_test(test_probe_fit_refuses_unknown_dev_labels_and_a_single_label),
         cmocka_unit_test(test_quantized_search_equals_brute_force_with_ties),
         cmocka_unit_test(test_quantized_kernels_equal_their_reference),
+        cmocka_unit_test(test_quantized_block_kernel_equals_the_reference),
         cmocka_unit_test(test_rescoring_orders_the_candidates_by_float_scores),
         cmocka_unit_test(test_quantized_index_size_append_and_old_meta),
         cmocka_unit_test(test_cli_quantized_index_and_search),
