@@ -7,15 +7,20 @@
 #   bench/fair_frontier.sh prep            # the training text (once)
 #   bench/fair_frontier.sh train NAME...   # NAME = bpe-none-64k, uni-recipe-48k, ...
 #   bench/fair_frontier.sh measure NAME... # inflation CSV + markdown table
-#   bench/fair_frontier.sh all             # every point, BPE first
+#   bench/fair_frontier.sh all             # every point, BPE first (make bench)
 #
-# Outputs in $FAIR_TMP (default /tmp/lipi-fair): NAME.json, NAME.time,
-# inflation.csv, frontier.md. Nothing of mono-indic is written into the
-# repository; only tokenizers trained on it are.
+# Outputs in $FAIR_TMP (default /tmp/lipi-fair): NAME.json, NAME.cmd,
+# NAME.time, inflation.csv (the last measure), frontier.md (all). Nothing
+# of mono-indic is written into the repository; only tokenizers trained on
+# it are.
+# `make bench` runs every bench/*.sh with sh and the build folder.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -euo pipefail -f  # -f: no globbing of "*=1.5"
 cd "$(dirname "$0")/.."
+if [ $# -ge 1 ] && [ -d "$1" ]; then LIPI=${LIPI:-$PWD/$1/lipi}; shift; fi
 LIPI=${LIPI:-$PWD/build/lipi}
 D=${SHARED:-$PWD/../shared/data}
+[ -d "$D/mono-indic" ] || { echo "fair_frontier: skipped, $D/mono-indic is missing"; exit 0; }
 W=${FAIR_TMP:-/tmp/lipi-fair}
 THREADS=${THREADS:-2}
 mkdir -p "$W"
@@ -138,6 +143,10 @@ case $cmd in
     pts=()
     for ty in bpe uni; do for sz in 32k 48k 64k; do for r in none smoothed $RECIPES; do
       pts+=("$ty-$r-$sz"); done; done; done
-    train "${pts[@]}"; measure "${pts[@]}";;
+    train "${pts[@]}"
+    : > "$W/frontier.md"
+    for ty in bpe uni; do
+      measure $(printf '%s\n' "${pts[@]}" | grep "^$ty-") | tee -a "$W/frontier.md"; echo | tee -a "$W/frontier.md"
+    done;;
   *) echo "usage: $0 prep|train NAME...|measure NAME...|all" >&2; exit 2;;
 esac
