@@ -450,6 +450,14 @@ static uint64_t dev_chars(const lipi_counts *c)
     return n;
 }
 
+/* Language l's estimated dev cost over its target: its training words'
+ * tokens per character times its dev characters per dev file. */
+static double est_cost(const lipi_balance *b, size_t l, uint64_t tok, uint64_t chars)
+{
+    return (double)tok / (double)chars * (double)dev_chars(b->l[l].dev) /
+           (double)b->l[l].dev_files * TARGET_ONE / (double)target_of(b, l);
+}
+
 void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
                                 const uint64_t *chars, const lipi_prune_params *p,
                                 uint64_t *wt)
@@ -460,8 +468,7 @@ void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
         wt[l] = l == LIPI_LANG_NONE || b->l[l].dev ? 1u << 16 : others ? others : 1;
         if (l == LIPI_LANG_NONE || !b->l[l].dev || !chars[l] || !tok[l])
             continue;
-        double cost = (double)tok[l] / (double)chars[l] * (double)dev_chars(b->l[l].dev) /
-                      (double)b->l[l].dev_files * TARGET_ONE / (double)target_of(b, l);
+        double cost = est_cost(b, l, tok[l], chars[l]);
         if (best == 0.0 || cost < best)
             best = cost;
     }
@@ -472,8 +479,7 @@ void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
     for (size_t l = 0; l < b->n; l++) {
         if (l == LIPI_LANG_NONE || !b->l[l].dev || !chars[l] || !tok[l])
             continue;
-        double cost = (double)tok[l] / (double)chars[l] * (double)dev_chars(b->l[l].dev) /
-                      (double)b->l[l].dev_files * TARGET_ONE / (double)target_of(b, l);
+        double cost = est_cost(b, l, tok[l], chars[l]);
         /* Every dev language weighs as much as the biggest one (mass 1),
          * then the costlier ones more. */
         double v = pow(cost / best, p->exponent) * pow((double)most / (double)tok[l], p->mass) *
@@ -499,7 +505,8 @@ lipi_status lipi_balance_set_target(lipi_balance *b, const char *name, double ra
     if (!i)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "a parity target for '%s', which is no language of the "
-                              "training data (a --lang-file name or a script such as Telu)",
+                              "training data (a language file's name or a script of mixed "
+                              "text such as Telu)",
                               name);
     b->l[i].target = t;
     return LIPI_OK;
