@@ -205,7 +205,8 @@ $(BUILD)/lipi.pc: packaging/lipi.pc.in FORCE
 	    -e 's|@LIBS_PRIVATE@|$(PC_LIBS_PRIVATE)|' $< > $@
 
 # Bundled data: the tokenizer files `-t NAME` finds and the demo sample.
-DATA_FILES := $(wildcard data/README.md data/vocab/tiktoken/*.tiktoken data/vocab/*/vocab.txt data/flores200/*.txt)
+DATA_FILES := $(wildcard data/README.md data/vocab/tiktoken/*.tiktoken data/vocab/*/vocab.txt \
+  data/vocab/*/tokenizer.json data/vocab/*/README.md data/flores200/*.txt)
 
 install: all man $(BUILD)/lipi.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/lipi \

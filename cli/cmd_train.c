@@ -70,7 +70,11 @@ static void help(FILE *f)
             "  --parity-mass M       parity, unigram: and (most tokens of a dev language /\n"
             "                        its tokens)^M more (default 1: all weigh the same)\n"
             "  --parity-others W     parity, unigram: the pruning loss of languages without\n"
-            "                        a dev file weighs W (default 1)\n"
+            "                        a dev file weighs W (default 1); bpe (with K): their\n"
+            "                        best pair scores count x W (default: never chosen)\n"
+            "  --parity-target LANG=R  parity: LANG counts as on par at R times the\n"
+            "                        cheapest dev cost (LANG: a --lang-file name or a\n"
+            "                        script such as Telu; '*': every other; default 1)\n"
             "  --threads N           threads (default: all cores); the result never depends\n"
             "                        on it\n"
             "  --invalid MODE        invalid UTF-8: error (default) or replace\n"
@@ -83,17 +87,20 @@ static void help(FILE *f)
 
 #define MAX_LANG_FILES 256
 #define MAX_COUNTS_FILES 256
+#define MAX_TARGETS 256
 
 /* Everything the options say; big arrays, so one static instance. */
 typedef struct {
     lipi_train_job job; /* job.bpe.common holds the common options until train_job */
     cli_args args;      /* -o, --threads, --invalid, --quiet and the text options */
     const char *export_dir, *export_spm, *type;
-    bool set_coverage, set_maxlen, set_units, set_alpha, set_pexp, set_uweights;
+    bool set_coverage, set_maxlen, set_units, set_alpha, set_pexp, set_pmass, set_pothers;
     double parity_exponent, parity_mass, parity_others;
     char *specials[MAX_SPECIAL];
     const char *lang[MAX_LANG_FILES], *file[MAX_LANG_FILES];
     const char *counts_files[MAX_COUNTS_FILES];
+    const char *target_lang[MAX_TARGETS];
+    double target[MAX_TARGETS];
 } train_args;
 
 /* The options of balanced training; -1 when c is another option, else an
@@ -123,6 +130,16 @@ static int parse_balance_option(int c, char *arg, train_args *a)
         a->file[job->n_lang_files++] = eq + 1;
         return EXIT_OK;
     }
+    case CLI_OPT_PARITY_TARGET: {
+        char *eq = strchr(arg, '=');
+        if (job->n_targets == MAX_TARGETS)
+            return cli_usage_error("train", "too many --parity-target options (%d at most)", MAX_TARGETS);
+        if (!eq || eq == arg || !cli_parse_double(eq + 1, 0.01, 100.0, &a->target[job->n_targets]))
+            return cli_usage_error("train", "--parity-target takes LANG=R with R in [0.01, 100] (e.g. Telu=1.5), not '%s'", arg);
+        *eq = '\0';
+        a->target_lang[job->n_targets++] = arg;
+        return EXIT_OK;
+    }
     case CLI_OPT_ALPHA:
         if (!cli_parse_double(arg, 0.0, 1.0, &job->alpha))
             return cli_usage_error("train", "--alpha takes a number in [0, 1], not '%s'", arg);
@@ -141,12 +158,12 @@ static int parse_balance_option(int c, char *arg, train_args *a)
     case CLI_OPT_PARITY_MASS:
         if (!cli_parse_double(arg, 0.0, 1.0, &a->parity_mass))
             return cli_usage_error("train", "--parity-mass takes a number in [0, 1], not '%s'", arg);
-        a->set_uweights = true;
+        a->set_pmass = true;
         return EXIT_OK;
     case CLI_OPT_PARITY_OTHERS:
         if (!cli_parse_double(arg, 1.0 / 65536.0, 1.0, &a->parity_others))
             return cli_usage_error("train", "--parity-others takes a number in [1/65536, 1], not '%s'", arg);
-        a->set_uweights = true;
+        a->set_pothers = true;
         return EXIT_OK;
     default: return -1;
     }
@@ -251,12 +268,14 @@ static int check_args(const train_args *a, bool unigram, size_t n_pos)
         return cli_usage_error("train", "--balance parity needs --dev DIR (line-aligned dev files, one per language)");
     if (job->dev && !parity)
         return cli_usage_error("train", "--dev is for --balance parity");
-    if ((job->bpe.parity_threshold || a->set_pexp || a->set_uweights) && !parity)
-        return cli_usage_error("train", "--parity-threshold, --parity-exponent, --parity-mass and --parity-others are for --balance parity");
+    if ((job->bpe.parity_threshold || a->set_pexp || a->set_pmass || a->set_pothers || job->n_targets) && !parity)
+        return cli_usage_error("train", "--parity-threshold, --parity-exponent, --parity-mass, --parity-others and --parity-target are for --balance parity");
     if (job->bpe.parity_threshold && unigram)
         return cli_usage_error("train", "--parity-threshold is for --type bpe");
-    if (a->set_uweights && !unigram)
-        return cli_usage_error("train", "--parity-mass and --parity-others are for --type unigram");
+    if (a->set_pmass && !unigram)
+        return cli_usage_error("train", "--parity-mass is for --type unigram");
+    if (a->set_pothers && !unigram && !a->set_pexp)
+        return cli_usage_error("train", "--parity-others needs --parity-exponent for --type bpe");
     if (a->set_pexp && !unigram && a->parity_exponent == 0.0)
         return cli_usage_error("train", "--parity-exponent takes a number in (0, 1000] for --type bpe, not 0");
     if (job->n_lang_files && job->n_counts_files)
@@ -284,6 +303,8 @@ static void train_job(train_args *a, bool unigram, char **files, size_t n_files)
     job->counts_files = a->counts_files;
     job->lang_names = a->lang;
     job->lang_files = a->file;
+    job->target_langs = a->target_lang;
+    job->targets = a->target;
     lipi_train_common given = bopt->common;
     if (!a->set_coverage)
         given.character_coverage = uopt->common.character_coverage;
@@ -301,6 +322,8 @@ static void train_job(train_args *a, bool unigram, char **files, size_t n_files)
         uopt->parity_exponent = a->parity_exponent;
     uopt->parity_mass = a->parity_mass;
     uopt->parity_others = a->parity_others;
+    if (a->set_pothers)
+        job->bpe.parity_others = a->parity_others;
 }
 
 /* Prints what lipi_train tells (a lipi_train_note_fn; not called with --quiet). */
@@ -419,6 +442,7 @@ static int run(int argc, char **argv)
         {"parity-exponent", required_argument, NULL, CLI_OPT_PARITY_EXPONENT},
         {"parity-mass", required_argument, NULL, CLI_OPT_PARITY_MASS},
         {"parity-others", required_argument, NULL, CLI_OPT_PARITY_OTHERS},
+        {"parity-target", required_argument, NULL, CLI_OPT_PARITY_TARGET},
         {NULL, 0, NULL, 0},
     };
     static train_args a;

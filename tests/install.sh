@@ -43,7 +43,8 @@ fi
 for f in bin/lipi lib/liblipi.a lib/liblipi.so lib/pkgconfig/lipi.pc include/lipi/encoder.h \
          share/man/man1/lipi.1 share/man/man1/lipi-train.1 share/lipi/vocab/tiktoken/cl100k_base.tiktoken \
          share/lipi/vocab/tiktoken/o200k_base.tiktoken \
-         share/lipi/vocab/bert-base-multilingual-cased/vocab.txt share/lipi/flores200/hin_Deva.txt; do
+         share/lipi/vocab/bert-base-multilingual-cased/vocab.txt share/lipi/flores200/hin_Deva.txt \
+         share/lipi/vocab/lipi-indic-64k/tokenizer.json share/lipi/vocab/lipi-indic-64k/README.md; do
     [ -e "$D/usr/$f" ] || bad "not installed: /usr/$f"
 done
 if ls "$D/usr/include/lipi" | grep -q impl; then bad "an *_impl.h was installed"; fi
@@ -52,15 +53,16 @@ if ls "$D/usr/include/lipi" | grep -q impl; then bad "an *_impl.h was installed"
 mkdir -p "$WORK/elsewhere"
 cd "$WORK/elsewhere" || exit 1
 if LIPI_DATA="$D/usr/share/lipi" "$D/usr/bin/lipi" inflation -t cl100k_base -t bert-base-multilingual-cased \
-       --parallel "$D/usr/share/lipi/flores200" >"$WORK/inflation.txt" 2>"$WORK/err" &&
-   grep -q "hin_Deva" "$WORK/inflation.txt" && grep -q "cl100k_base" "$WORK/inflation.txt"; then
-    ok "installed lipi inflation -t cl100k_base with LIPI_DATA, from another folder"
+       -t lipi-indic-64k --parallel "$D/usr/share/lipi/flores200" >"$WORK/inflation.txt" 2>"$WORK/err" &&
+   grep -q "hin_Deva" "$WORK/inflation.txt" && grep -q "cl100k_base" "$WORK/inflation.txt" &&
+   grep -q "lipi-indic-64k" "$WORK/inflation.txt"; then
+    ok "installed lipi inflation -t cl100k_base -t lipi-indic-64k with LIPI_DATA, from another folder"
 else
     bad "installed lipi inflation with LIPI_DATA:"; cat "$WORK/err" >&2
 fi
 # Without LIPI_DATA the program looks beside itself (PREFIX/share/lipi).
 if env -u LIPI_DATA "$D/usr/bin/lipi" inflation -t cl100k_base -t bert-base-multilingual-cased \
-       --parallel "$D/usr/share/lipi/flores200" >"$WORK/inflation2.txt" 2>"$WORK/err" &&
+       -t lipi-indic-64k --parallel "$D/usr/share/lipi/flores200" >"$WORK/inflation2.txt" 2>"$WORK/err" &&
    cmp -s "$WORK/inflation.txt" "$WORK/inflation2.txt"; then
     ok "installed lipi finds share/lipi beside itself"
 else

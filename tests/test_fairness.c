@@ -209,6 +209,27 @@ static void test_stray_script_keeps_weight_one(void **state)
 /* Parity-aware BPE                                                          */
 /* ======================================================================== */
 
+/* The case of the parity tests: language A has "ab" x10 and "cd" x8, B
+ * "xyz" x3, C (when `with_c`) "pq" x20 and no dev file; dev A "ab cd"
+ * (4 tokens), dev B "xyz xyz xyz" (9 tokens). Returns the counts to train
+ * on; *out is the balance. */
+static lipi_counts *abc_case(lipi_balance **out, bool with_c)
+{
+    lipi_balance *b;
+    assert_int_equal(lipi_balance_new(&b), LIPI_OK);
+    add_lang(b, "A", "ab:10 cd:8");
+    add_lang(b, "B", "xyz:3");
+    if (with_c)
+        add_lang(b, "C", "pq:20");
+    add_dev(b, "A", "ab:1 cd:1");
+    add_dev(b, "B", "xyz:3");
+    lipi_counts *train;
+    assert_int_equal(lipi_balance_train_counts(b, LIPI_BALANCE_PARITY, 0, &train, NULL), LIPI_OK);
+    *out = b;
+    return train;
+}
+
+
 /* Language A: "ab" 10 times, "cd" 8 times; B: "xyz" 3 times. Plain BPE
  * takes a b, c d, x y, xy z by frequency. Dev: A "ab cd" (4 tokens), B
  * "xyz xyz xyz" (9 tokens). B is worst: x y (ties with y z at 3, x sorts
@@ -219,13 +240,7 @@ static void test_parity_picks_the_merges_of_the_worse_language(void **state)
 {
     (void)state;
     lipi_balance *b;
-    assert_int_equal(lipi_balance_new(&b), LIPI_OK);
-    add_lang(b, "A", "ab:10 cd:8");
-    add_lang(b, "B", "xyz:3");
-    add_dev(b, "A", "ab:1 cd:1");
-    add_dev(b, "B", "xyz:3");
-    lipi_counts *train;
-    assert_int_equal(lipi_balance_train_counts(b, LIPI_BALANCE_PARITY, 0, &train, NULL), LIPI_OK);
+    lipi_counts *train = abc_case(&b, false);
     lipi_bpe_options o;
     tiny_options(&o);
     char got[512];
@@ -258,6 +273,70 @@ static void test_parity_picks_the_merges_of_the_worse_language(void **state)
     o.common.balance = b;
     train_merges(train, &o, got, sizeof got);
     assert_string_equal(got, "x y, xy z, a b, c d");
+    lipi_counts_free(train);
+    lipi_balance_free(b);
+}
+
+/* Targets (the paper's rule). B at 3 (the default "*"): its 9 dev tokens
+ * count 3 against A's 4, so A is worst: a b (A 3), a 3-3 tie goes to A:
+ * c d (A 2), then B: x y, xy z (the plain order; without targets B goes
+ * first). A at 0.5: A's 4 count 8 against B's 9: x y (B 6), then A 8:
+ * a b (A 6), a 6-6 tie to A: c d, then B: xy z. A target for a name that
+ * is no language, or out of range, is an error. */
+static void test_parity_targets_scale_the_cost_of_their_language(void **state)
+{
+    (void)state;
+    lipi_balance *b;
+    lipi_counts *train = abc_case(&b, false);
+    lipi_error err;
+    assert_int_equal(lipi_balance_set_target(b, "C", 1.5, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "'C', which is no language"));
+    assert_int_equal(lipi_balance_set_target(b, "A", 0.001, &err), LIPI_EINVAL);
+    assert_int_equal(lipi_balance_set_target(b, "*", 3.0, NULL), LIPI_OK);
+    assert_int_equal(lipi_balance_set_target(b, "A", 1.0, NULL), LIPI_OK);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.common.balance = b;
+    char got[512];
+    train_merges(train, &o, got, sizeof got);
+    assert_string_equal(got, "a b, c d, x y, xy z");
+    assert_int_equal(lipi_balance_set_target(b, "*", 1.0, NULL), LIPI_OK);
+    assert_int_equal(lipi_balance_set_target(b, "A", 0.5, NULL), LIPI_OK);
+    train_merges(train, &o, got, sizeof got);
+    assert_string_equal(got, "x y, a b, c d, xy z");
+    lipi_counts_free(train);
+    lipi_balance_free(b);
+}
+
+/* BPE parity_others, exponent 1. A language without a dev file (C) is
+ * never chosen by default, so its pair p q comes last (the plain choice
+ * once no dev language has a pair). With W = 1 its best pair scores
+ * 20 * 1 and comes first (A 10 * 4/4, B 3 * 9/4). With W = 0.5 it scores
+ * 10: a tie with A goes to the dev language (a b), then 10 beats B's
+ * 3 * 9/3 and A's 8. */
+static void test_bpe_parity_others_lets_languages_without_dev_compete(void **state)
+{
+    (void)state;
+    lipi_balance *b;
+    lipi_counts *train = abc_case(&b, true);
+    lipi_bpe_options o;
+    tiny_options(&o);
+    o.common.balance = b;
+    o.parity_exponent = 1.0;
+    char got[512];
+    train_merges(train, &o, got, sizeof got);
+    assert_string_equal(got, "a b, x y, c d, xy z, p q");
+    o.parity_others = 1.0;
+    train_merges(train, &o, got, sizeof got);
+    assert_string_equal(got, "p q, a b, x y, c d, xy z");
+    o.parity_others = 0.5;
+    train_merges(train, &o, got, sizeof got);
+    assert_string_equal(got, "a b, p q, x y, c d, xy z");
+    o.parity_others = 2.0;
+    lipi_bpe_model *m = NULL;
+    lipi_error err;
+    assert_int_equal(lipi_bpe_train(train, &o, &m, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "parity others weight in [0, 1]"));
     lipi_counts_free(train);
     lipi_balance_free(b);
 }
@@ -618,7 +697,19 @@ static void test_bad_balance_options_are_clear_errors(void **state)
     cli_result_free(&r);
     r = cli_runf("train --balance parity --dev . --parity-mass 0.5 -o ./x.json %s", in);
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "--parity-mass and --parity-others are for --type unigram"));
+    assert_non_null(strstr(r.err, "--parity-mass is for --type unigram"));
+    cli_result_free(&r);
+    r = cli_runf("train --balance parity --dev . --parity-others 0.5 -o ./x.json %s", in);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--parity-others needs --parity-exponent for --type bpe"));
+    cli_result_free(&r);
+    r = cli_runf("train --balance parity --dev . --parity-target Latn -o ./x.json %s", in);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--parity-target takes LANG=R with R in [0.01, 100]"));
+    cli_result_free(&r);
+    r = cli_runf("train --parity-target Latn=2 -o ./x.json %s", in);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--parity-target are for --balance parity"));
     cli_result_free(&r);
     r = cli_runf("train --type unigram --parity-others 0.5 -o ./x.json %s", in);
     assert_int_equal(r.code, 2);
@@ -643,6 +734,15 @@ static void test_bad_balance_options_are_clear_errors(void **state)
     assert_non_null(strstr(r.err, "eng_Latn.txt"));
     cli_result_free(&r);
     assert_int_equal(access("./x.json", F_OK), -1);
+    /* A target for a language the training data does not have. */
+    write_file("./lipi-fair-bad/hin_Deva.txt", "एक\nदो\nतीन\n");
+    r = cli_runf("train --balance parity --dev ./lipi-fair-bad --parity-target Telu=1.5 "
+                 "-o ./x.json %s", in);
+    assert_int_equal(r.code, 1);
+    if (!strstr(r.err, "a parity target for 'Telu', which is no language"))
+        fail_msg("%s", r.err);
+    cli_result_free(&r);
+    assert_int_equal(access("./x.json", F_OK), -1);
     unlink(in);
     unlink("./lipi-fair-bad/eng_Latn.txt");
     unlink("./lipi-fair-bad/hin_Deva.txt");
@@ -657,6 +757,8 @@ int main(void)
         cmocka_unit_test(test_smoothed_weights_and_counts_match_the_hand_computed_case),
         cmocka_unit_test(test_stray_script_keeps_weight_one),
         cmocka_unit_test(test_parity_picks_the_merges_of_the_worse_language),
+        cmocka_unit_test(test_parity_targets_scale_the_cost_of_their_language),
+        cmocka_unit_test(test_bpe_parity_others_lets_languages_without_dev_compete),
         cmocka_unit_test(test_dev_file_joins_the_language_of_its_script),
         cmocka_unit_test(test_parity_is_the_same_for_one_two_and_three_threads),
         cmocka_unit_test(test_unigram_parity_weights_follow_exponent_mass_and_others),

@@ -1426,6 +1426,47 @@ static void test_tiktoken_ids_equal_tiktoken(void **state)
                               &opt));
 }
 
+/* The bundled fair tokenizer (data/vocab/lipi-indic-64k, docs/FAIRNESS.md):
+ * found by name, 64,000 tokens, decode(encode(x)) gives x back in every
+ * script it was measured on, and the ids are Hugging Face tokenizers' on
+ * 20 FLORES-200 devtest lines of English and of each Indic language. */
+static void test_bundled_lipi_indic_64k_round_trips_and_matches_hugging_face(void **state)
+{
+    (void)state;
+    static const char *const texts[] = {
+        "Fair tokenizers cost every language about the same.",
+        "भारत की राजधानी नई दिल्ली है।",
+        "আমি বাংলায় গান গাই।",
+        "தமிழ் ஒரு செம்மொழி.",
+        "తెలుగు, ગુજરાતી, ಕನ್ನಡ, മലയാളം, ਪੰਜਾਬੀ, ଓଡ଼ିଆ, اردو, ᱥᱟᱱᱛᱟᱲᱤ, සිංහල 2026",
+    };
+    lipi_open_options opt = {.data_dir = "data"};
+    lipi_tokenizer *t = NULL;
+    lipi_encoder *enc = NULL;
+    lipi_session *s = NULL;
+    lipi_error err;
+    if (lipi_tokenizer_open("lipi-indic-64k", &opt, &t, &err) != LIPI_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(lipi_tokenizer_vocab_size(t), 64000);
+    assert_int_equal(lipi_encoder_new(t, &enc, &err), LIPI_OK);
+    assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        uint32_t ids[512];
+        char back[1024];
+        size_t len = 0;
+        lipi_encode_options eo = {.add_special_tokens = false};
+        lipi_encoding out = {.ids = ids, .cap = 512};
+        assert_int_equal(lipi_encode(s, texts[i], strlen(texts[i]), &eo, &out, &err), LIPI_OK);
+        assert_true(out.len > 0 && out.len < strlen(texts[i]));
+        assert_int_equal(lipi_decode(s, ids, out.len, false, back, sizeof back, &len, &err), LIPI_OK);
+        assert_string_equal(back, texts[i]);
+    }
+    lipi_session_free(s);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(t);
+    assert_true(check_fixture("tests/fixtures/lipi-indic-64k/hf_ids.tsv.xz", "lipi-indic-64k", &opt));
+}
+
 /* p50k_base and r50k_base, bundled in the repository; the texts are the
  * FLORES lines and llama.cpp vectors the cl100k fixture reads (committed). */
 static void test_p50k_and_r50k_ids_equal_tiktoken(void **state)
@@ -1662,6 +1703,7 @@ int main(void)
         cmocka_unit_test(test_spm_ids_equal_sentencepiece),
         cmocka_unit_test(test_tiktoken_ids_equal_tiktoken),
         cmocka_unit_test(test_p50k_and_r50k_ids_equal_tiktoken),
+        cmocka_unit_test(test_bundled_lipi_indic_64k_round_trips_and_matches_hugging_face),
         cmocka_unit_test(test_gguf_ids_equal_llama_cpp_vectors),
         cmocka_unit_test(test_vocab_files_ids_equal_hugging_face),
 #endif

@@ -16,6 +16,11 @@
 /* ICU has about 200 script codes; a larger code is treated as no script. */
 enum { MAX_LANGS = 65535, N_SCRIPTS = 512 };
 #define MINOR_SHARE 0.001
+/* Parity targets in fixed point; the range keeps cost * files * target
+ * within 128 bits (lipi_balance_rank). */
+#define TARGET_ONE 65536u
+#define TARGET_MIN 0.01
+#define TARGET_MAX 100.0
 
 typedef struct {
     char *name;
@@ -23,6 +28,7 @@ typedef struct {
     uint64_t mass;      /* sum of counts, saturating */
     lipi_counts *dev;   /* dev words, NULL without a dev file */
     size_t dev_files;
+    uint32_t target;    /* parity target ratio, 2^16 = 1; 0: the default */
     bool by_script;     /* made by lipi_balance_add_mixed */
 } lang;
 
@@ -31,6 +37,7 @@ struct lipi_balance {
     size_t n, cap;     /* n includes index 0 */
     lipi_counts *owner; /* word -> count << 16 | (0xFFFF - language) of its
                            main language; built by lipi_balance_train_counts */
+    uint32_t target;    /* the target of languages without their own */
 };
 
 static lipi_status oom(lipi_error *err)
@@ -51,6 +58,7 @@ lipi_status lipi_balance_new(lipi_balance **out)
     }
     b->cap = 4;
     b->n = 1;
+    b->target = TARGET_ONE;
     *out = b;
     return LIPI_OK;
 }
@@ -95,6 +103,12 @@ static size_t find_lang(const lipi_balance *b, const char *name, size_t len)
         if (strlen(b->l[i].name) == len && memcmp(b->l[i].name, name, len) == 0)
             return i;
     return 0;
+}
+
+/* Language i's parity target, 2^16 = 1. */
+static uint64_t target_of(const lipi_balance *b, size_t i)
+{
+    return b->l[i].target ? b->l[i].target : b->target;
 }
 
 /* Index of language `name`, created (empty) if new. */
@@ -401,13 +415,16 @@ void lipi_balance_rank(const lipi_balance *b, const uint64_t *cost, uint32_t *or
     for (uint32_t i = 1; i < b->n; i++) {
         if (!b->l[i].dev_files)
             continue;
-        /* Insertion sort: a few dozen languages. cost/files compared as
-         * cost_a * files_b against cost_b * files_a, exactly. */
+        /* Insertion sort: a few dozen languages. cost/(files*target)
+         * compared as cost_a * files_b * target_b against cost_b *
+         * files_a * target_a, exactly. */
         size_t j = k++;
         while (j > 0) {
             uint32_t o = order[j - 1];
-            unsigned __int128 mine = (unsigned __int128)cost[i] * b->l[o].dev_files;
-            unsigned __int128 theirs = (unsigned __int128)cost[o] * b->l[i].dev_files;
+            unsigned __int128 mine =
+                (unsigned __int128)cost[i] * b->l[o].dev_files * target_of(b, o);
+            unsigned __int128 theirs =
+                (unsigned __int128)cost[o] * b->l[i].dev_files * target_of(b, i);
             if (mine <= theirs)
                 break;
             order[j] = o;
@@ -433,6 +450,14 @@ static uint64_t dev_chars(const lipi_counts *c)
     return n;
 }
 
+/* Language l's estimated dev cost over its target: its training words'
+ * tokens per character times its dev characters per dev file. */
+static double est_cost(const lipi_balance *b, size_t l, uint64_t tok, uint64_t chars)
+{
+    return (double)tok / (double)chars * (double)dev_chars(b->l[l].dev) /
+           (double)b->l[l].dev_files * TARGET_ONE / (double)target_of(b, l);
+}
+
 void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
                                 const uint64_t *chars, const lipi_prune_params *p,
                                 uint64_t *wt)
@@ -443,8 +468,7 @@ void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
         wt[l] = l == LIPI_LANG_NONE || b->l[l].dev ? 1u << 16 : others ? others : 1;
         if (l == LIPI_LANG_NONE || !b->l[l].dev || !chars[l] || !tok[l])
             continue;
-        double cost = (double)tok[l] / (double)chars[l] * (double)dev_chars(b->l[l].dev) /
-                      (double)b->l[l].dev_files;
+        double cost = est_cost(b, l, tok[l], chars[l]);
         if (best == 0.0 || cost < best)
             best = cost;
     }
@@ -455,8 +479,7 @@ void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
     for (size_t l = 0; l < b->n; l++) {
         if (l == LIPI_LANG_NONE || !b->l[l].dev || !chars[l] || !tok[l])
             continue;
-        double cost = (double)tok[l] / (double)chars[l] * (double)dev_chars(b->l[l].dev) /
-                      (double)b->l[l].dev_files;
+        double cost = est_cost(b, l, tok[l], chars[l]);
         /* Every dev language weighs as much as the biggest one (mass 1),
          * then the costlier ones more. */
         double v = pow(cost / best, p->exponent) * pow((double)most / (double)tok[l], p->mass) *
@@ -464,6 +487,36 @@ void lipi_balance_prune_weights(const lipi_balance *b, const uint64_t *tok,
         /* At most 2^16 times weight 1: count * weight stays far from 2^64. */
         wt[l] = v > 4294967296.0 ? (uint64_t)1 << 32 : v < 1.0 ? 1 : (uint64_t)(v + 0.5);
     }
+}
+
+lipi_status lipi_balance_set_target(lipi_balance *b, const char *name, double ratio,
+                                    lipi_error *err)
+{
+    if (!(ratio >= TARGET_MIN && ratio <= TARGET_MAX))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "expected a parity target in [%g, %g], found %g", TARGET_MIN,
+                              TARGET_MAX, ratio);
+    uint32_t t = (uint32_t)(ratio * TARGET_ONE + 0.5);
+    if (!name || strcmp(name, "*") == 0) {
+        b->target = t;
+        return LIPI_OK;
+    }
+    size_t i = find_lang(b, name, strlen(name));
+    if (!i)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "a parity target for '%s', which is no language of the "
+                              "training data (a language file's name or a script of mixed "
+                              "text such as Telu)",
+                              name);
+    b->l[i].target = t;
+    return LIPI_OK;
+}
+
+double lipi_balance_dev_cost(const lipi_balance *b, uint32_t li, uint64_t tokens)
+{
+    if (li >= b->n || !b->l[li].dev_files)
+        return 0.0;
+    return (double)tokens / (double)b->l[li].dev_files * TARGET_ONE / (double)target_of(b, li);
 }
 
 /* ======================================================================== */

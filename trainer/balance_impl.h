@@ -25,9 +25,14 @@ uint32_t lipi_balance_lang_of(const lipi_balance *b, const char *word, size_t le
  * number of dev files that were attributed to it. Borrowed. */
 const lipi_counts *lipi_balance_dev(const lipi_balance *b, uint32_t lang, size_t *n_files);
 
+/* The cost parity compares for language lang with `tokens` dev tokens:
+ * tokens per dev file over the language's target ratio
+ * (lipi_balance_set_target); 0 for a language without a dev file. */
+double lipi_balance_dev_cost(const lipi_balance *b, uint32_t lang, uint64_t tokens);
+
 /* Sorts the languages that have dev files by cost, the worst first, into
- * order[0..*n): cost[l] / n_files(l) compared exactly (cost[] is indexed by
- * language; ties go to the lower index). */
+ * order[0..*n): cost[l] / (n_files(l) * target(l)) compared exactly (cost[]
+ * is indexed by language; ties go to the lower index). */
 void lipi_balance_rank(const lipi_balance *b, const uint64_t *cost, uint32_t *order, size_t *n);
 
 /* Parameters of parity-aware Unigram pruning (lipi_unigram_options). */
@@ -41,8 +46,8 @@ typedef struct {
  * into wt[0..n_langs). tok[l] and chars[l] are the tokens (current Viterbi
  * segmentation) and code points of language l's training words, both
  * weighted by the word counts. A language's estimated dev cost is
- * tok/chars times its dev code points per dev file. A dev language gets
- * weight (T / tok)^mass * c^exponent, T the most tokens of any dev language
+ * tok/chars times its dev code points per dev file, over its target
+ * (lipi_balance_set_target). A dev language gets weight (T / tok)^mass * c^exponent, T the most tokens of any dev language
  * and c its cost over the cheapest one's: with mass 1 every dev language
  * weighs as much as the biggest, the costlier ones more; at most 2^32
  * (65536 times weight 1). A language without a dev file gets p->others

@@ -1357,6 +1357,10 @@ static lipi_status check_options(const lipi_bpe_options *opt, lipi_error *err)
                               opt->common.character_coverage);
     if (opt->common.n_special && !opt->common.special_tokens)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "special_tokens is NULL");
+    if (!(opt->parity_others >= 0.0 && opt->parity_others <= 1.0))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "expected a parity others weight in [0, 1], found %g",
+                              opt->parity_others);
     /* Byte units have no byte-fallback tokens to clash with. */
     lipi_status st = lipi_train_check_specials(
         opt->common.special_tokens, opt->common.n_special,
@@ -2141,21 +2145,14 @@ static lipi_status parity_next_pair(bpe *b, uint32_t *out)
     lipi_balance_rank(pa->bal, tokens, pa->order, &n);
     if (n == 0)
         return next_pair(b, out);
-    if (b->opt->parity_threshold > 1.0) {
-        size_t fw, fb;
-        lipi_balance_dev(pa->bal, pa->order[0], &fw);
-        lipi_balance_dev(pa->bal, pa->order[n - 1], &fb);
-        double worst = (double)tokens[pa->order[0]] / (double)fw;
-        double best = (double)tokens[pa->order[n - 1]] / (double)fb;
-        if (worst <= best * b->opt->parity_threshold)
-            return next_pair(b, out);
-    }
+    uint32_t wl = pa->order[0], bl = pa->order[n - 1];
+    double cbest = lipi_balance_dev_cost(pa->bal, bl, tokens[bl]);
+    if (b->opt->parity_threshold > 1.0 &&
+        lipi_balance_dev_cost(pa->bal, wl, tokens[wl]) <= cbest * b->opt->parity_threshold)
+        return next_pair(b, out);
     /* Each language's best pair, scored count * (cost / best cost)^K;
      * without K only the worst language with a pair counts. */
     double k_exp = b->opt->parity_exponent, best_score = -1.0;
-    size_t fbest;
-    lipi_balance_dev(pa->bal, pa->order[n - 1], &fbest);
-    double cbest = (double)tokens[pa->order[n - 1]] / (double)fbest;
     uint32_t pick = NONE;
     for (size_t k = 0; k < n; k++) {
         uint32_t lang = pa->order[k], p;
@@ -2167,10 +2164,27 @@ static lipi_status parity_next_pair(bpe *b, uint32_t *out)
             pick = lang;
             break;
         }
-        size_t files;
-        lipi_balance_dev(pa->bal, lang, &files);
-        double ratio = (double)tokens[lang] / (double)files / cbest;
+        double ratio = lipi_balance_dev_cost(pa->bal, lang, tokens[lang]) / cbest;
         double score = (double)pa->heap[lang].e[0].count * pow(ratio, k_exp);
+        if (score > best_score) {
+            best_score = score;
+            pick = lang;
+        }
+    }
+    /* Languages without a dev file (a script with no dev text) compete
+     * at the cheapest cost, times W, instead of starving. */
+    double w_others = b->opt->parity_others;
+    for (uint32_t lang = 1; k_exp > 0.0 && w_others > 0.0 && lang < pa->n_langs; lang++) {
+        size_t files;
+        uint32_t p;
+        lipi_balance_dev(pa->bal, lang, &files);
+        if (files)
+            continue;
+        if (lp_top(b, lang, &p) != LIPI_OK)
+            return LIPI_ENOMEM;
+        if (p == NONE)
+            continue;
+        double score = (double)pa->heap[lang].e[0].count * w_others;
         if (score > best_score) {
             best_score = score;
             pick = lang;

@@ -117,6 +117,8 @@ static lipi_status balance_build(const lipi_train_job *job, const lipi_count_opt
     }
     if (job->balance == LIPI_BALANCE_PARITY)
         TRY(add_dev_set(job, *bal, norm, pre, err));
+    for (size_t i = 0; i < job->n_targets; i++)
+        TRY(lipi_balance_set_target(*bal, job->target_langs[i], job->targets[i], err));
     TRY(lipi_balance_train_counts(*bal, job->balance, job->alpha, train, err));
     TRY(note_languages(job, *bal, err));
 done:

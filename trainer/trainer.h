@@ -240,6 +240,17 @@ lipi_status lipi_balance_add_mixed(lipi_balance *b, const lipi_counts *c, lipi_e
 lipi_status lipi_balance_add_dev(lipi_balance *b, const char *label, const lipi_counts *c,
                                  bool *used, lipi_error *err);
 
+/* Parity target of language `lang` (a lipi_balance_add_lang name or a
+ * script of mixed text such as "Telu"; NULL or "*": every language without
+ * a target of its own; default 1): parity compares each dev language's
+ * tokens per dev file divided by its target, so a language with target
+ * 1.5 is served as if on par once it costs 1.5 times the others (per-
+ * language targets as Hugging Face's ParityBpeTrainer `ratio`). Call after
+ * the languages are added. LIPI_EINVAL for a ratio outside [0.01, 100] or
+ * a name that is no language. */
+lipi_status lipi_balance_set_target(lipi_balance *b, const char *lang, double ratio,
+                                    lipi_error *err);
+
 /* Number of languages (the no-language class not counted), their names and
  * word masses (sum of the counts of their words); i from 0. Borrowed. */
 size_t lipi_balance_lang_count(const lipi_balance *b);
@@ -339,6 +350,11 @@ typedef struct {
                                   tokens per dev file: a path from plain BPE
                                   (K near 0) to the paper's rule (K large).
                                   0, the default: the paper's rule */
+    double parity_others;      /* with K > 0: the best pair of each language
+                                  without a dev file scores count * W, as
+                                  if it cost what the cheapest dev language
+                                  costs, times W in (0, 1]; 0, the default:
+                                  such languages are never chosen */
 } lipi_bpe_options;
 
 void lipi_bpe_options_default(lipi_bpe_options *opt);
@@ -633,6 +649,9 @@ typedef struct {
     void *progress_user;
     lipi_train_note_fn note;        /* NULL: no notes (default) */
     void *note_user;
+    const char *const *target_langs; /* PARITY: lipi_balance_set_target of */
+    const double *targets;          /* target_langs[i] ("*": the default) */
+    size_t n_targets;               /* to targets[i], in this order */
 } lipi_train_job;
 
 /* Defaults: BPE, no balance, alpha 0.3, and the defaults of each options
