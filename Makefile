@@ -79,7 +79,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
-.PHONY: print-libs all build deps test check bench demo fuzz fuzz-bins clean install uninstall man FORCE
+.PHONY: print-libs all build deps test check bench demo fuzz fuzz-bins clean install uninstall man python FORCE
 # `make deps` first, then the build in a new make: what the Makefile found
 # when it was read (FAISS's headers, pkg-config's flags) may have changed
 # when deps installed packages.
@@ -155,6 +155,35 @@ fuzz-bins: $(FUZZ_HARNESSES:%=$(BUILD)/fuzz_%)
 
 deps:
 	@sh tests/deps.sh $(DEPS)
+
+# The Python package (python/): `make python` builds the extension in place
+# in $(BUILD)/python/lipi, linked with liblipi.a, beside copies of the .py
+# and .pyi files and a link to data/ (the bundled tokenizers), so
+# PYTHONPATH=$(BUILD)/python imports it without installing anything;
+# `pip install ./python` builds the same with setuptools. Debian's
+# /usr/bin/python3, never the first python3 on PATH.
+PYTHON     ?= /usr/bin/python3
+PY_INCLUDE  = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+PY_SUFFIX   = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+PY_FILES   := $(wildcard python/lipi/*.py python/lipi/*.pyi python/lipi/py.typed)
+PY_EXT      = $(BUILD)/python/lipi/_lipi$(PY_SUFFIX)
+python: deps
+	@$(MAKE) --no-print-directory $(BUILD)/python/lipi/.stamp
+
+$(BUILD)/python/lipi/.stamp: $(BUILD)/python/lipi/_lipi.so.built $(PY_FILES)
+	@mkdir -p $(dir $@)
+	cp $(PY_FILES) $(BUILD)/python/lipi/
+	ln -sfn $(abspath data) $(BUILD)/python/lipi/data
+	touch $@
+
+$(BUILD)/python/lipi/_lipi.so.built: $(BUILD)/python/_lipi.o $(BUILD)/liblipi.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -o $(PY_EXT) $< $(BUILD)/liblipi.a $(LDLIBS)
+	touch $@
+
+$(BUILD)/python/_lipi.o: python/lipi/_lipi.c $(FLAGS_STAMP) | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(PY_INCLUDE) -fvisibility=hidden -Wno-cast-function-type $(DEPFLAGS) -c $< -o $@
 
 # What a program linking liblipi.a needs after it (the bench/ scripts use it).
 print-libs:
