@@ -32,7 +32,10 @@ DEPS     := bin/pkg-config:pkg-config bin/cc:build-essential \
             cmocka:libcmocka-dev jansson:libjansson-dev openblas:libopenblas-dev \
             zlib:zlib1g-dev liblzma:liblzma-dev libzstd:libzstd-dev \
             header/oneapi/dnnl/dnnl.h:libdnnl-dev header/faiss/Index.h:libfaiss-dev \
-            libcurl:libcurl4-openssl-dev libcrypto:libssl-dev bin/help2man:help2man bin/man:man-db
+            libcurl:libcurl4-openssl-dev libcrypto:libssl-dev bin/help2man:help2man bin/man:man-db \
+            file/usr/include/python3*/Python.h:python3-dev \
+            file/usr/lib/python3/dist-packages/numpy/__init__.py:python3-numpy \
+            file/usr/lib/python3/dist-packages/pytest/__init__.py:python3-pytest
 # What `make fuzz` needs on top: clang and its libFuzzer + sanitizer runtimes.
 FUZZ_DEPS := bin/clang:clang \
             file/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev
@@ -195,9 +198,12 @@ print-libs:
 # cleanup test and `make install` (LIPI_SAN_FLAGS: a sanitizer build's flags,
 # for its C program).
 TEST_SCRIPTS := tests/bad_inputs/run.sh tests/crash_safety.sh tests/signal_cleanup.sh \
-                tests/install.sh
+                tests/install.sh tests/python.sh
+# The Python extension is built for the tests except in sanitizer builds
+# (tests/python.sh skips there: python3 cannot load ASan code).
+TEST_PYTHON = $(if $(findstring sanitize,$(LDFLAGS)),,$(BUILD)/python/lipi/.stamp)
 test: deps
-	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY) $(TEST_PYTHON)
 	@LIPI_BIN=$(BUILD)/lipi LIPI_SAN_FLAGS="$(LDFLAGS)" REPLAY_BUILD=$(BUILD) \
 	  REPLAY_HARNESSES="$(FUZZ_HARNESSES)" \
 	  sh tests/run_tests.sh $(TEST_BIN) $(TEST_SCRIPTS) tests/fuzz/replay.sh
