@@ -37,14 +37,12 @@ __version__ = _lipi.version
 
 # The bundled tokenizers (cl100k_base, ...): data/ inside the package (a
 # copy made by `pip install`, a link made by `make python`), unless
-# $LIPI_DATA names another folder.
+# $LIPI_DATA names another folder. The library functions that open
+# tokenizers by name without a data_dir argument (the inflation report's)
+# look in $LIPI_DATA first, so it is set to the package's folder when unset.
 _DATA = _os.path.join(_os.path.dirname(__file__), "data")
-
-
-def _data_dir():
-    if _os.environ.get("LIPI_DATA"):
-        return None
-    return _DATA if _os.path.isdir(_DATA) else None
+if _os.path.isdir(_DATA) and not _os.environ.get("LIPI_DATA"):
+    _os.environ["LIPI_DATA"] = _DATA
 
 
 def _flag(value, name):
@@ -74,7 +72,7 @@ class Tokenizer(_lipi.Tokenizer):
         lowercase / strip_accents: vocab.txt settings (None: as the folder's
         tokenizer_config.json, or the name, says).
         Raises LipiError naming the file and byte of what is wrong."""
-        return cls._open(path, _data_dir(), pattern, _flag(lowercase, "lowercase"),
+        return cls._open(path, None, pattern, _flag(lowercase, "lowercase"),
                          _flag(strip_accents, "strip_accents"))
 
     def __repr__(self):
