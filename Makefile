@@ -173,14 +173,15 @@ PY_EXT      = $(BUILD)/python/lipi/_lipi$(PY_SUFFIX)
 python: deps
 	@$(MAKE) --no-print-directory $(BUILD)/python/lipi/.stamp
 
-$(BUILD)/python/lipi/.stamp: $(BUILD)/python/lipi/_lipi.so.built $(PY_FILES)
+$(BUILD)/python/lipi/.stamp: $(BUILD)/python/_lipi.built $(PY_FILES)
 	@mkdir -p $(dir $@)
 	cp $(PY_FILES) $(BUILD)/python/lipi/
 	ln -sfn $(abspath data) $(BUILD)/python/lipi/data
 	touch $@
 
-$(BUILD)/python/lipi/_lipi.so.built: $(BUILD)/python/_lipi.o $(BUILD)/liblipi.a
+$(BUILD)/python/_lipi.built: $(BUILD)/python/_lipi.o $(BUILD)/liblipi.a
 	@mkdir -p $(dir $@)
+	@mkdir -p $(BUILD)/python/lipi
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -o $(PY_EXT) $< $(BUILD)/liblipi.a $(LDLIBS)
 	touch $@
 
@@ -271,4 +272,5 @@ clean:
 	rm -rf build build-san build-*
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d) $(TEST_HELPER_OBJ:.o=.d) \
-         $(FUZZ_HARNESSES:%=$(BUILD)/tests/fuzz/fuzz_%.d) $(BUILD)/tests/fuzz/replay.d
+         $(FUZZ_HARNESSES:%=$(BUILD)/tests/fuzz/fuzz_%.d) $(BUILD)/tests/fuzz/replay.d \
+         $(BUILD)/python/_lipi.d

@@ -273,3 +273,16 @@ def test_keyboard_interrupt_stops_a_long_batch():
         tok.encode_batch(lines, threads=1)
     timer.join()
     assert tok.encode("hello").ids == [15339]  # still usable
+
+
+def test_the_stubs_name_the_whole_api():
+    import ast
+    with open(os.path.join(os.path.dirname(lipi.__file__), "__init__.pyi")) as f:
+        stub = ast.parse(f.read())
+    names = {n.name for n in stub.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    assert set(lipi.__all__) - {"__version__"} <= names
+    methods = {n.name for c in stub.body if isinstance(c, ast.ClassDef) and c.name == "Tokenizer"
+               for n in c.body if isinstance(n, ast.FunctionDef)}
+    public = {m for m in dir(lipi.Tokenizer) if not m.startswith("_")}
+    assert public <= methods, public - methods
+    assert lipi.Tokenizer.encode.__doc__ and lipi.Embedder.encode.__doc__
