@@ -1190,8 +1190,13 @@ static PyObject *Tokenizer_decode_batch(TokenizerObject *t, PyObject *args, PyOb
     PyObject *out = PyList_New(n);
     lipi_session *s;
     lipi_error err = {0};
-    lipi_status st = out ? pool_take(t, 1, &s) : LIPI_ENOMEM;
-    for (Py_ssize_t i = 0; out && st == LIPI_OK && i < n; i++) {
+    lipi_status st = LIPI_OK;
+    if (!out || (st = pool_take(t, 1, &s)) != LIPI_OK) {
+        Py_DECREF(fast);
+        Py_XDECREF(out);
+        return out ? raise_lipi(st, &err) : NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
         size_t k;
         uint32_t *ids = ids_arg(PySequence_Fast_GET_ITEM(fast, i), &k);
         PyObject *r = ids ? decode_with(t, s, ids, k, skip, &err, &st) : NULL;
@@ -1202,16 +1207,10 @@ static PyObject *Tokenizer_decode_batch(TokenizerObject *t, PyObject *args, PyOb
         }
         PyList_SET_ITEM(out, i, r);
     }
-    if (out || st != LIPI_OK || PyErr_Occurred())
-        if (st != LIPI_ENOMEM || out)
-            pool_give(t, &s, 1);
+    pool_give(t, &s, 1);
     Py_DECREF(fast);
-    if (st != LIPI_OK) {
-        Py_XDECREF(out);
-        if (PyErr_Occurred())
-            return NULL;
+    if (!out && st != LIPI_OK && !PyErr_Occurred())
         return raise_lipi(st, &err);
-    }
     return out;
 }
 
