@@ -286,3 +286,47 @@ def test_the_stubs_name_the_whole_api():
     public = {m for m in dir(lipi.Tokenizer) if not m.startswith("_")}
     assert public <= methods, public - methods
     assert lipi.Tokenizer.encode.__doc__ and lipi.Embedder.encode.__doc__
+
+
+def _llama_vectors(name):
+    """llama.cpp's test-tokenizer-0 cases of vectors/llama.cpp/NAME.gguf:
+    [(text, ids)] (Hugging Face's ids, no special tokens)."""
+    inp, out = ref_path(f"vectors/llama.cpp/{name}.gguf.inp"), ref_path(f"vectors/llama.cpp/{name}.gguf.out")
+    with open(inp, encoding="utf-8", newline="") as f:
+        texts = f.read().split("\n__ggml_vocab_test__\n")[:-1]
+    with open(out, encoding="utf-8") as f:
+        ids = [[int(x) for x in line.split()] for line in f.read().split("\n")]
+    assert len(texts) > 10
+    return list(zip(texts, ids))
+
+
+def _gpt2_files(tmp_path):
+    """GPT-2's OpenAI files under the names Hugging Face's hub uses."""
+    d = tmp_path / "gpt2"
+    d.mkdir()
+    src = ref_path("vocab/gpt2/encoder.json")
+    (d / "vocab.json").write_bytes(open(src, "rb").read())
+    (d / "merges.txt").write_bytes(open(ref_path("vocab/gpt2/vocab.bpe"), "rb").read())
+    return d / "vocab.json"
+
+
+@pytest.mark.parametrize("source", ["tokenizer.json", "vocab.json+merges.txt", "gguf"])
+def test_every_gpt2_format_gives_hugging_face_s_ids(tmp_path, source):
+    if source == "tokenizer.json":
+        path = ref_path("vocab/gpt2/tokenizer.json")
+    elif source == "gguf":
+        path = ref_path("vectors/llama.cpp/ggml-vocab-gpt-2.gguf")
+        if path is None:
+            pytest.skip("../shared/data not found (ggml-vocab-gpt-2.gguf)")
+    else:
+        path = _gpt2_files(tmp_path)
+    tok = lipi.Tokenizer.from_file(path)
+    for text, ids in _llama_vectors("ggml-vocab-gpt-2"):
+        assert tok.encode(text).ids == ids, repr(text)
+
+
+def test_vocab_txt_gives_hugging_face_s_ids():
+    # bge-small-en's tokenizer is bert-base-uncased's (llama.cpp's bert-bge vectors)
+    tok = lipi.Tokenizer.from_file(ref_path("vocab/bert-base-uncased/vocab.txt"))
+    for text, ids in _llama_vectors("ggml-vocab-bert-bge"):
+        assert tok.encode(text).ids == ids, repr(text)
