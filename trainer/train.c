@@ -190,3 +190,29 @@ done:
     lipi_normalizer_free(norm);
     return st;
 }
+
+lipi_status lipi_train_text_new(const char *normalizer, const lipi_normalizer_options *opt,
+                                const char *pattern, const char *regex,
+                                lipi_normalizer **norm, lipi_pretokenizer **pre, lipi_error *err)
+{
+    *norm = NULL;
+    *pre = NULL;
+    if (!regex && strcmp(pattern, "bytelevel") == 0)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "pattern 'bytelevel' is for encoding; to train a byte-level "
+                              "vocabulary use byte units with a split pattern");
+    lipi_status st = lipi_normalizer_new(normalizer, opt, norm, err);
+    if (st != LIPI_OK)
+        return st;
+    if (regex)
+        st = lipi_pretokenizer_new_pattern(regex, pre, err);
+    else if (strcmp(pattern, "unigram") == 0)
+        st = lipi_unigram_pretokenizer_new(pre, err);
+    else
+        st = lipi_pretokenizer_new(pattern, pre, err);
+    if (st != LIPI_OK) {
+        lipi_normalizer_free(*norm);
+        *norm = NULL;
+    }
+    return st;
+}

@@ -1506,7 +1506,7 @@ static int invalid_mode(PyObject *d, lipi_invalid_mode *mode)
 /* The normalizer and pre-tokenizer of a training run, from the options
  * `lipi train` has: normalizer (default "indic"), lowercase,
  * strip_accents, fold_digits, pattern (default "indic", "unigram" for
- * Unigram) or regex. */
+ * Unigram) or regex. LIPI_EINVAL with a Python error set for a bad type. */
 static lipi_status train_text(PyObject *d, bool unigram, lipi_normalizer **norm,
                               lipi_pretokenizer **pre, lipi_error *err)
 {
@@ -1517,26 +1517,7 @@ static lipi_status train_text(PyObject *d, bool unigram, lipi_normalizer **norm,
         opt_bool(d, "strip_accents", &no.strip_accents) < 0 ||
         opt_bool(d, "fold_digits", &no.fold_digits) < 0)
         return LIPI_EINVAL;
-    *norm = NULL;
-    *pre = NULL;
-    if (!regex && strcmp(pattern, "bytelevel") == 0)
-        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                              "pattern 'bytelevel' is for encoding; to train a byte-level "
-                              "vocabulary use units='byte' with a split pattern");
-    lipi_status st = lipi_normalizer_new(nname, &no, norm, err);
-    if (st != LIPI_OK)
-        return st;
-    if (regex)
-        st = lipi_pretokenizer_new_pattern(regex, pre, err);
-    else if (strcmp(pattern, "unigram") == 0)
-        st = lipi_unigram_pretokenizer_new(pre, err);
-    else
-        st = lipi_pretokenizer_new(pattern, pre, err);
-    if (st != LIPI_OK) {
-        lipi_normalizer_free(*norm);
-        *norm = NULL;
-    }
-    return st;
+    return lipi_train_text_new(nname, &no, pattern, regex, norm, pre, err);
 }
 
 /* _train(type, files, counts_files, options: dict) -> Tokenizer, with
