@@ -18,6 +18,26 @@ void lipi_train_job_default(lipi_train_job *job)
     lipi_unigram_options_default(&job->unigram);
 }
 
+void lipi_train_job_share_options(lipi_train_job *job, unsigned set)
+{
+    const lipi_bpe_options *b = &job->bpe;
+    lipi_unigram_options *u = &job->unigram;
+    lipi_train_common given = b->common;
+    if (!(set & LIPI_TRAIN_SET_COVERAGE))
+        given.character_coverage = u->common.character_coverage;
+    if (!b->common.n_special) {
+        given.special_tokens = u->common.special_tokens;
+        given.n_special = u->common.n_special;
+    }
+    if (!b->common.unk_token)
+        given.unk_token = u->common.unk_token;
+    u->common = given;
+    if (set & LIPI_TRAIN_SET_MAX_LENGTH)
+        u->max_piece_length = b->max_token_length;
+    if (set & LIPI_TRAIN_SET_PARITY_EXPONENT)
+        u->parity_exponent = b->parity_exponent;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Balanced corpora                                                          */
 /* ------------------------------------------------------------------------ */

@@ -639,6 +639,22 @@ typedef struct {
  * struct. */
 void lipi_train_job_default(lipi_train_job *job);
 
+/* What lipi_train_job_share_options is told a front end set. */
+enum {
+    LIPI_TRAIN_SET_COVERAGE = 1u << 0,        /* bpe.common.character_coverage */
+    LIPI_TRAIN_SET_MAX_LENGTH = 1u << 1,      /* bpe.max_token_length */
+    LIPI_TRAIN_SET_PARITY_EXPONENT = 1u << 2, /* bpe.parity_exponent */
+};
+
+/* For front ends with one set of options for both trainers (`lipi train`,
+ * lipi.train in Python), read into job->bpe: gives job->unigram the common
+ * options (job->bpe.common), but keeps Unigram's own defaults for the
+ * character coverage (unless `set` has LIPI_TRAIN_SET_COVERAGE), the special
+ * tokens (when none were given) and the unknown token (when NULL); and
+ * max_token_length and parity_exponent become Unigram's max_piece_length and
+ * parity_exponent when `set` says they were given. */
+void lipi_train_job_share_options(lipi_train_job *job, unsigned set);
+
 /* The normalizer and pre-tokenizer that counting and training use, by the
  * names `lipi count` and `lipi train` (and lipi.train in Python) take:
  * normalizer `normalizer` with `opt` (NULL: defaults), and the pre-tokenizer

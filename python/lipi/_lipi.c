@@ -1521,9 +1521,10 @@ static lipi_status train_text(PyObject *d, bool unigram, lipi_normalizer **norm,
 }
 
 /* _train(type, files, counts_files, options: dict) -> Tokenizer, with
- * `lipi train`'s options under their Python names (the CLI's without the
- * dashes). The job is filled as cli/cmd_train.c fills it, so the same
- * options give the same tokenizer.json. */
+ * `lipi train`'s options under their Python names (the CLI's with
+ * underscores). The job is filled as cli/cmd_train.c fills it (one set of
+ * options, shared by lipi_train_job_share_options), so the same options
+ * give the same tokenizer.json. */
 static PyObject *mod_train(PyObject *self, PyObject *args)
 {
     const char *type;
@@ -1555,7 +1556,7 @@ static PyObject *mod_train(PyObject *self, PyObject *args)
     }
     /* The common options go into the BPE options and are then given to
      * Unigram, which keeps its own defaults where none was given. */
-    bool set_cov = false, set_maxlen = false, set_units = false, set_unk = false, set_pexp = false;
+    bool set_cov = false, set_maxlen = false, set_units = false, set_pexp = false;
     size_t threads = 0, v;
     double pexp = 0;
     const char *units = NULL, *balance = NULL;
@@ -1570,7 +1571,6 @@ static PyObject *mod_train(PyObject *self, PyObject *args)
         opt_double(d, "parity_threshold", &b->parity_threshold) < 0 ||
         invalid_mode(d, &job.count.invalid) < 0)
         goto done;
-    set_unk = b->common.unk_token != NULL;
     if ((r = opt_size(d, "min_frequency", &v)) < 0)
         goto done;
     if (r && v == 0) {
@@ -1682,26 +1682,13 @@ static PyObject *mod_train(PyObject *self, PyObject *args)
     job.counts_files = counts.p;
     job.n_counts_files = counts.n;
     job.count.threads = b->common.threads = threads;
-    {
-        lipi_train_common given = b->common;
-        if (!set_cov)
-            given.character_coverage = u->common.character_coverage;
-        if (!b->common.n_special) {
-            given.special_tokens = u->common.special_tokens;
-            given.n_special = u->common.n_special;
-        }
-        if (!set_unk)
-            given.unk_token = u->common.unk_token;
-        u->common = given;
-        if (set_maxlen)
-            u->max_piece_length = b->max_token_length;
-        b->parity_exponent = pexp;
-        if (set_pexp)
-            u->parity_exponent = pexp;
-        if (opt_double(d, "parity_mass", &u->parity_mass) < 0 ||
-            opt_double(d, "parity_others", &u->parity_others) < 0)
-            goto done;
-    }
+    b->parity_exponent = pexp;
+    lipi_train_job_share_options(&job, (set_cov ? LIPI_TRAIN_SET_COVERAGE : 0) |
+                                           (set_maxlen ? LIPI_TRAIN_SET_MAX_LENGTH : 0) |
+                                           (set_pexp ? LIPI_TRAIN_SET_PARITY_EXPONENT : 0));
+    if (opt_double(d, "parity_mass", &u->parity_mass) < 0 ||
+        opt_double(d, "parity_others", &u->parity_others) < 0)
+        goto done;
     lipi_normalizer *norm;
     lipi_pretokenizer *pre;
     lipi_tokenizer *tok = NULL;
