@@ -37,3 +37,11 @@ def test_inflation_errors(tmp_path):
     assert ex.value.code == "EIO"
     with pytest.raises(lipi.LipiError):
         lipi.inflation(TOKS, parallel=tmp_path / "missing")
+
+
+def test_text_mode_is_the_command_line_s(tmp_path):
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("".join(open(os.path.join(FLORES, f), encoding="utf-8").read()
+                             for f in ("eng_Latn.txt", "hin_Deva.txt")), encoding="utf-8")
+    want = json.loads(run_lipi("inflation", "-t", TOKS[0], "--text", str(mixed), "--format", "json"))
+    assert lipi.inflation([TOKS[0]], text=mixed) == want["rows"]

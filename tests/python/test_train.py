@@ -71,3 +71,12 @@ def test_train_errors(tmp_path):
     with pytest.raises(lipi.LipiError) as ex:
         lipi.train([bad], vocab_size=300)
     assert ex.value.path == str(bad) and ex.value.line == 2 and ex.value.offset == 14
+
+
+def test_balanced_training_is_the_command_line_s(tmp_path):
+    hi, ta = CORPUS
+    want = _cli_train(tmp_path, "--vocab-size", "700", "--balance", "smoothed", "--alpha", "0.5",
+                      "--lang-file", f"hin_Deva={hi}", "--lang-file", f"tam_Taml={ta}")
+    tok = lipi.train(vocab_size=700, balance="smoothed", alpha=0.5,
+                     lang_files={"hin_Deva": hi, "tam_Taml": ta})
+    assert tok.to_str().encode() == want
