@@ -191,13 +191,13 @@ def train(files_or_iterator=None, type="bpe", vocab_size=32000, *, from_counts=N
     counts = [] if from_counts is None else (
         [from_counts] if isinstance(from_counts, (str, bytes, _os.PathLike)) else list(from_counts))
     if files_or_iterator is None:
-        return _lipi._train(type, [], counts, options)
+        return _lipi._train(Tokenizer, type, [], counts, options)
     if isinstance(files_or_iterator, (str, bytes, _os.PathLike)):
-        return _lipi._train(type, [files_or_iterator], counts, options)
+        return _lipi._train(Tokenizer, type, [files_or_iterator], counts, options)
     if isinstance(files_or_iterator, (list, tuple)) and all(
             isinstance(f, (str, bytes, _os.PathLike)) for f in files_or_iterator) and \
             all(_os.path.exists(f) or f == "-" for f in files_or_iterator):
-        return _lipi._train(type, list(files_or_iterator), counts, options)
+        return _lipi._train(Tokenizer, type, list(files_or_iterator), counts, options)
     with _tempfile.TemporaryDirectory(prefix="lipi-train-") as tmp:
         path = _os.path.join(tmp, "corpus.txt")
         with open(path, "w", encoding="utf-8", newline="\n") as f:
@@ -206,7 +206,7 @@ def train(files_or_iterator=None, type="bpe", vocab_size=32000, *, from_counts=N
                     raise TypeError(f"item {i} of the iterator is {type_name(text)}, expected str")
                 f.write(text)
                 f.write("\n")
-        return _lipi._train(type, [path], counts, options)
+        return _lipi._train(Tokenizer, type, [path], counts, options)
 
 
 def type_name(o):

@@ -1520,7 +1520,8 @@ static lipi_status train_text(PyObject *d, bool unigram, lipi_normalizer **norm,
     return lipi_train_text_new(nname, &no, pattern, regex, norm, pre, err);
 }
 
-/* _train(type, files, counts_files, options: dict) -> Tokenizer, with
+/* _train(cls, type, files, counts_files, options: dict) -> cls (a Tokenizer
+ * subclass: lipi.Tokenizer), with
  * `lipi train`'s options under their Python names (the CLI's with
  * underscores). The job is filled as cli/cmd_train.c fills it (one set of
  * options, shared by lipi_train_job_share_options), so the same options
@@ -1528,9 +1529,15 @@ static lipi_status train_text(PyObject *d, bool unigram, lipi_normalizer **norm,
 static PyObject *mod_train(PyObject *self, PyObject *args)
 {
     const char *type;
+    PyTypeObject *cls;
     PyObject *files_o, *counts_o, *d;
-    if (!PyArg_ParseTuple(args, "sOOO!:_train", &type, &files_o, &counts_o, &PyDict_Type, &d))
+    if (!PyArg_ParseTuple(args, "O!sOOO!:_train", &PyType_Type, &cls, &type, &files_o, &counts_o,
+                          &PyDict_Type, &d))
         return NULL;
+    if (!PyType_IsSubtype(cls, &TokenizerType)) {
+        PyErr_SetString(PyExc_TypeError, "_train makes Tokenizers");
+        return NULL;
+    }
     bool unigram = strcmp(type, "unigram") == 0;
     if (!unigram && strcmp(type, "bpe") != 0) {
         PyErr_Format(PyExc_ValueError, "type must be 'bpe' or 'unigram', not '%s'", type);
@@ -1706,7 +1713,7 @@ static PyObject *mod_train(PyObject *self, PyObject *args)
         raise_lipi(st, &err);
         goto done;
     }
-    result = tokenizer_wrap(&TokenizerType, tok);
+    result = tokenizer_wrap(cls, tok);
 done:
     path_list_free(&files);
     path_list_free(&counts);

@@ -26,6 +26,10 @@ def _cli_train(tmp_path, *args):
 def test_train_from_files_is_byte_identical_to_the_command_line(tmp_path, type, options, flags):
     want = _cli_train(tmp_path, "--type", type, *flags, *CORPUS)
     tok = lipi.train(CORPUS, type=type, **options)
+    assert isinstance(tok, lipi.Tokenizer)
+    tok.enable_truncation(4)  # the whole Python class, not only the C base
+    assert len(tok.encode("नमस्ते दुनिया, नमस्ते").ids) == 4
+    tok.no_truncation()
     tok.save(tmp_path / "py.json")
     assert (tmp_path / "py.json").read_bytes() == want
     assert tok.to_str().encode() == want
