@@ -24,6 +24,7 @@ does; bad arguments raise TypeError or ValueError.
 """
 import json as _json
 import os as _os
+import sys as _sys
 import tempfile as _tempfile
 
 import numpy as _np
@@ -314,16 +315,29 @@ class Embedder:
         dim), or (dim,) for one str. normalize_embeddings=True L2-normalizes;
         False keeps what the model's own modules do (a Normalize module
         included), as sentence-transformers. Texts longer than the model's
-        max length are truncated (the end goes)."""
+        max length are truncated (the end goes). show_progress_bar prints
+        the sentences done on stderr."""
         if not convert_to_numpy:
             raise ValueError("lipi returns NumPy arrays (convert_to_numpy=True)")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError("batch_size must be a positive int")
         one = isinstance(sentences, str)
-        texts = [sentences] if one else sentences
+        texts = [sentences] if one else list(sentences)
         c = self._get(batch_size, 1 if normalize_embeddings else -1)
-        buf, dim = c.embed(texts)
-        out = _np.frombuffer(buf, dtype=_np.float32).reshape(-1, dim)
+        if not show_progress_bar:
+            buf, dim = c.embed(texts)
+            out = _np.frombuffer(buf, dtype=_np.float32).reshape(-1, dim)
+            return out[0] if one else out
+        # Whole batches per call, so the vectors are those of one call.
+        step = batch_size * 8
+        parts = []
+        for i in range(0, len(texts), step):
+            buf, dim = c.embed(texts[i:i + step])
+            parts.append(_np.frombuffer(buf, dtype=_np.float32).reshape(-1, dim))
+            _sys.stderr.write(f"\rlipi: {min(i + step, len(texts))}/{len(texts)} sentences")
+            _sys.stderr.flush()
+        _sys.stderr.write("\n")
+        out = _np.concatenate(parts) if parts else _np.zeros((0, self.dim), dtype=_np.float32)
         return out[0] if one else out
 
     def classify(self, texts, batch_size=32):

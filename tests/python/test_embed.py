@@ -117,3 +117,25 @@ def test_index_search_equals_lipi_search(tmp_path, model_dir):
         idx.search(np.zeros((1, 3), dtype=np.float32))
     with pytest.raises(lipi.LipiError):
         lipi.Index.load(tmp_path / "no-index")
+
+
+def test_progress_bar_keeps_the_vectors(model_dir, capsys):
+    model = lipi.Embedder(model_dir("st_mean"))
+    want = model.encode(TEXTS, batch_size=4)
+    got = model.encode(TEXTS, batch_size=4, show_progress_bar=True)
+    assert got.tobytes() == want.tobytes()
+    assert f"{len(TEXTS)}/{len(TEXTS)} sentences" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not lipi._lipi.has_faiss, reason="lipi built without FAISS")
+def test_faiss_flat_index_finds_what_exact_search_finds(tmp_path, model_dir):
+    model = lipi.Embedder(model_dir("st_mean"))
+    docs = [f"t{i} t{(i * 7) % 100} t{(i * 13) % 100}" for i in range(2, 60)]
+    idx = lipi.Index.build(tmp_path / "idx", model.encode(docs), texts=docs, faiss="Flat")
+    assert idx.has_faiss
+    q = model.encode(docs[:5])
+    ids, scores = idx.search(q, k=3)
+    exact_ids, exact_scores = idx.search(q, k=3, exact=True)
+    assert ids.tolist() == exact_ids.tolist()
+    assert np.allclose(scores, exact_scores, atol=1e-5)
+    assert ids[:, 0].tolist() == list(range(5))
