@@ -2,8 +2,8 @@
 
     pip install ./python --no-build-isolation     (Debian: python3-setuptools)
 
-The C library is built by the project's Makefile (`make build` in the
-folder above: build/liblipi.a, position-independent) and linked into the
+The C library is built by the project's Makefile (`make all` in the
+folder above, or in $LIPI_BUILD: build/liblipi.a, position-independent) and linked into the
 extension statically, so the installed package needs no liblipi.so; the
 bundled tokenizers (data/vocab) are copied into the package's data/."""
 import os
@@ -18,6 +18,7 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BUILD = os.environ.get("LIPI_BUILD", os.path.join(ROOT, "build"))
+os.makedirs(os.path.join(BUILD, "python-setuptools"), exist_ok=True)
 
 
 def make(*args):
@@ -57,6 +58,9 @@ setup(
                                [("LIPI_HAVE_FAISS", None)] if os.path.exists("/usr/include/faiss/Index.h") else []),
                            extra_compile_args=["-std=c11", "-fvisibility=hidden"])],
     cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
+    # setuptools' scratch goes beside the C build, not into the checkout
+    options={"build": {"build_base": os.path.join(BUILD, "python-setuptools")},
+             "egg_info": {"egg_base": os.path.join(BUILD, "python-setuptools")}},
     install_requires=["numpy"],
     python_requires=">=3.9",
 )
