@@ -204,14 +204,10 @@ def train(files_or_iterator=None, type="bpe", vocab_size=32000, *, from_counts=N
         with open(path, "w", encoding="utf-8", newline="\n") as f:
             for i, text in enumerate(files_or_iterator):
                 if not isinstance(text, str):
-                    raise TypeError(f"item {i} of the iterator is {type_name(text)}, expected str")
+                    raise TypeError(f"item {i} of the iterator is {text.__class__.__name__}, expected str")
                 f.write(text)
                 f.write("\n")
         return _lipi._train(Tokenizer, type, [path], counts, options)
-
-
-def type_name(o):
-    return o.__class__.__name__
 
 
 # ---------------------------------------------------------------------------
