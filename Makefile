@@ -32,7 +32,10 @@ DEPS     := bin/pkg-config:pkg-config bin/cc:build-essential \
             cmocka:libcmocka-dev jansson:libjansson-dev openblas:libopenblas-dev \
             zlib:zlib1g-dev liblzma:liblzma-dev libzstd:libzstd-dev \
             header/oneapi/dnnl/dnnl.h:libdnnl-dev header/faiss/Index.h:libfaiss-dev \
-            libcurl:libcurl4-openssl-dev libcrypto:libssl-dev bin/help2man:help2man bin/man:man-db
+            libcurl:libcurl4-openssl-dev libcrypto:libssl-dev bin/help2man:help2man bin/man:man-db \
+            file/usr/include/python3*/Python.h:python3-dev \
+            file/usr/lib/python3/dist-packages/numpy/__init__.py:python3-numpy \
+            file/usr/lib/python3/dist-packages/pytest/__init__.py:python3-pytest
 # What `make fuzz` needs on top: clang and its libFuzzer + sanitizer runtimes.
 FUZZ_DEPS := bin/clang:clang \
             file/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev
@@ -79,7 +82,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
-.PHONY: print-libs all build deps test check bench demo fuzz fuzz-bins clean install uninstall man FORCE
+.PHONY: print-libs all build deps test check bench demo fuzz fuzz-bins clean install uninstall man python FORCE
 # `make deps` first, then the build in a new make: what the Makefile found
 # when it was read (FAISS's headers, pkg-config's flags) may have changed
 # when deps installed packages.
@@ -156,6 +159,36 @@ fuzz-bins: $(FUZZ_HARNESSES:%=$(BUILD)/fuzz_%)
 deps:
 	@sh tests/deps.sh $(DEPS)
 
+# The Python package (python/): `make python` builds the extension in place
+# in $(BUILD)/python/lipi, linked with liblipi.a, beside copies of the .py
+# and .pyi files and a link to data/ (the bundled tokenizers), so
+# PYTHONPATH=$(BUILD)/python imports it without installing anything;
+# `pip install ./python` builds the same with setuptools. Debian's
+# /usr/bin/python3, never the first python3 on PATH.
+PYTHON     ?= /usr/bin/python3
+PY_INCLUDE  = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+PY_SUFFIX   = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+PY_FILES   := $(wildcard python/lipi/*.py python/lipi/*.pyi python/lipi/py.typed)
+PY_EXT      = $(BUILD)/python/lipi/_lipi$(PY_SUFFIX)
+python: deps
+	@$(MAKE) --no-print-directory $(BUILD)/python/lipi/.stamp
+
+$(BUILD)/python/lipi/.stamp: $(BUILD)/python/_lipi.built $(PY_FILES)
+	@mkdir -p $(dir $@)
+	cp $(PY_FILES) $(BUILD)/python/lipi/
+	ln -sfn $(abspath data) $(BUILD)/python/lipi/data
+	touch $@
+
+$(BUILD)/python/_lipi.built: $(BUILD)/python/_lipi.o $(BUILD)/liblipi.a
+	@mkdir -p $(dir $@)
+	@mkdir -p $(BUILD)/python/lipi
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -o $(PY_EXT) $< $(BUILD)/liblipi.a $(LDLIBS)
+	touch $@
+
+$(BUILD)/python/_lipi.o: python/lipi/_lipi.c $(FLAGS_STAMP) | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(PY_INCLUDE) -fvisibility=hidden -Wno-cast-function-type $(DEPFLAGS) -c $< -o $@
+
 # What a program linking liblipi.a needs after it (the bench/ scripts use it).
 print-libs:
 	@echo $(LDLIBS)
@@ -166,9 +199,12 @@ print-libs:
 # cleanup test and `make install` (LIPI_SAN_FLAGS: a sanitizer build's flags,
 # for its C program).
 TEST_SCRIPTS := tests/bad_inputs/run.sh tests/crash_safety.sh tests/signal_cleanup.sh \
-                tests/install.sh
+                tests/install.sh tests/python.sh
+# The Python extension is built for the tests except in sanitizer builds
+# (tests/python.sh skips there: python3 cannot load ASan code).
+TEST_PYTHON = $(if $(findstring sanitize,$(LDFLAGS)),,$(BUILD)/python/lipi/.stamp)
 test: deps
-	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY) $(TEST_PYTHON)
 	@LIPI_BIN=$(BUILD)/lipi LIPI_SAN_FLAGS="$(LDFLAGS)" REPLAY_BUILD=$(BUILD) \
 	  REPLAY_HARNESSES="$(FUZZ_HARNESSES)" \
 	  sh tests/run_tests.sh $(TEST_BIN) $(TEST_SCRIPTS) tests/fuzz/replay.sh
@@ -237,4 +273,5 @@ clean:
 	rm -rf build build-san build-*
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d) $(TEST_HELPER_OBJ:.o=.d) \
-         $(FUZZ_HARNESSES:%=$(BUILD)/tests/fuzz/fuzz_%.d) $(BUILD)/tests/fuzz/replay.d
+         $(FUZZ_HARNESSES:%=$(BUILD)/tests/fuzz/fuzz_%.d) $(BUILD)/tests/fuzz/replay.d \
+         $(BUILD)/python/_lipi.d

@@ -1,5 +1,6 @@
 # Shared pieces of the benchmark scripts (sourced, not run).
 #   bench_corpus        -> path of the ~30 MB mixed corpus (decompressed once)
+#   bench_encode_text   -> path of the 20 MB text of the encoding benchmarks
 #   bench_anchors       -> installs the anchor tools if missing (npm into $ANCHORS)
 #   bench_time NAME CMD -> runs CMD once, appends "NAME wall user sys rss_kb" to $TIMES
 #   bench_libs          -> the libraries to link after liblipi.a (the Makefile's own list)
@@ -19,6 +20,18 @@ bench_corpus() {
     xz -dc "$SHARED"/mono/*.txt.xz > "$c.tmp" && mv "$c.tmp" "$c"
   fi
   echo "$c"
+}
+
+# The 20 MB mixed-script text of the encoding benchmarks (see encode.sh):
+# made once, its path printed.
+bench_encode_text() {
+  t=$BENCH_TMP/encode20.txt
+  if [ ! -s "$t" ]; then
+    cat $(ls "$SHARED"/parallel/flores200/devtest/*.txt | LC_ALL=C sort) \
+        $(ls "$SHARED"/parallel/ntrex128/*.txt | LC_ALL=C sort) |
+      head -c 20000000 | sed '$d' > "$t.$$" && mv "$t.$$" "$t"
+  fi
+  echo "$t"
 }
 
 bench_anchors() {

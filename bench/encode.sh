@@ -55,12 +55,7 @@ CC=${CC:-cc}
 FLAGS="-O2 -g -std=c11 -D_GNU_SOURCE"
 $CC $FLAGS -I. -o "$BUILD/bench_encode" bench/encode.c "$BUILD/liblipi.a" $(bench_libs)
 
-TEXT=$BENCH_TMP/encode20.txt
-if [ ! -s "$TEXT" ]; then
-  cat $(ls "$SHARED"/parallel/flores200/devtest/*.txt | LC_ALL=C sort) \
-      $(ls "$SHARED"/parallel/ntrex128/*.txt | LC_ALL=C sort) |
-    head -c 20000000 | sed '$d' > "$TEXT.$$" && mv "$TEXT.$$" "$TEXT"
-fi
+TEXT=$(bench_encode_text)
 MBERT=$BENCH_TMP/bert-base-multilingual-cased.json
 if [ ! -s "$MBERT" ]; then
   "$BUILD/bench_encode" --make-bert "$SHARED/vocab/bert-base-multilingual-cased/vocab.txt" \

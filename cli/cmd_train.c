@@ -295,7 +295,6 @@ static int check_args(const train_args *a, bool unigram, size_t n_pos)
 static void train_job(train_args *a, bool unigram, char **files, size_t n_files)
 {
     lipi_train_job *job = &a->job;
-    const lipi_bpe_options *bopt = &job->bpe;
     lipi_unigram_options *uopt = &job->unigram;
     job->type = unigram ? LIPI_TRAIN_UNIGRAM : LIPI_TRAIN_BPE;
     job->files = (const char *const *)files;
@@ -305,21 +304,10 @@ static void train_job(train_args *a, bool unigram, char **files, size_t n_files)
     job->lang_files = a->file;
     job->target_langs = a->target_lang;
     job->targets = a->target;
-    lipi_train_common given = bopt->common;
-    if (!a->set_coverage)
-        given.character_coverage = uopt->common.character_coverage;
-    if (!bopt->common.n_special) {
-        given.special_tokens = uopt->common.special_tokens;
-        given.n_special = uopt->common.n_special;
-    }
-    if (!bopt->common.unk_token)
-        given.unk_token = uopt->common.unk_token;
-    uopt->common = given;
-    if (a->set_maxlen)
-        uopt->max_piece_length = bopt->max_token_length;
     job->bpe.parity_exponent = a->parity_exponent;
-    if (a->set_pexp)
-        uopt->parity_exponent = a->parity_exponent;
+    lipi_train_job_share_options(job, (a->set_coverage ? LIPI_TRAIN_SET_COVERAGE : 0) |
+                                          (a->set_maxlen ? LIPI_TRAIN_SET_MAX_LENGTH : 0) |
+                                          (a->set_pexp ? LIPI_TRAIN_SET_PARITY_EXPONENT : 0));
     uopt->parity_mass = a->parity_mass;
     uopt->parity_others = a->parity_others;
     if (a->set_pothers)

@@ -14,27 +14,12 @@ void cli_text_options_default(cli_text_options *o)
 lipi_status cli_text_build(const cli_text_options *o, lipi_normalizer **norm,
                            lipi_pretokenizer **pre, lipi_error *err)
 {
-    *norm = NULL;
-    *pre = NULL;
-    if (!o->regex && strcmp(o->pattern, "bytelevel") == 0)
-        /* The trainer maps bytes itself (--units byte); mapping twice would
-         * train on the GPT-2 alphabet's UTF-8 encoding. */
-        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                              "--pattern bytelevel is for encoding; to train a byte-level "
-                              "vocabulary use --units byte with a split pattern");
-    lipi_status st = lipi_normalizer_new(o->normalizer, &o->norm_opt, norm, err);
-    if (st != LIPI_OK)
-        return st;
-    if (o->regex)
-        st = lipi_pretokenizer_new_pattern(o->regex, pre, err);
-    else if (strcmp(o->pattern, "unigram") == 0)
-        st = lipi_unigram_pretokenizer_new(pre, err);
-    else
-        st = lipi_pretokenizer_new(o->pattern, pre, err);
-    if (st != LIPI_OK) {
-        lipi_normalizer_free(*norm);
-        *norm = NULL;
-    }
+    lipi_status st = lipi_train_text_new(o->normalizer, &o->norm_opt, o->pattern, o->regex, norm,
+                                         pre, err);
+    if (st == LIPI_EINVAL && !o->regex && strcmp(o->pattern, "bytelevel") == 0)
+        lipi_error_set(err, st, NULL, 0, 0,
+                       "--pattern bytelevel is for encoding; to train a byte-level vocabulary "
+                       "use --units byte with a split pattern");
     return st;
 }
 

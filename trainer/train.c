@@ -18,6 +18,26 @@ void lipi_train_job_default(lipi_train_job *job)
     lipi_unigram_options_default(&job->unigram);
 }
 
+void lipi_train_job_share_options(lipi_train_job *job, unsigned set)
+{
+    const lipi_bpe_options *b = &job->bpe;
+    lipi_unigram_options *u = &job->unigram;
+    lipi_train_common given = b->common;
+    if (!(set & LIPI_TRAIN_SET_COVERAGE))
+        given.character_coverage = u->common.character_coverage;
+    if (!b->common.n_special) {
+        given.special_tokens = u->common.special_tokens;
+        given.n_special = u->common.n_special;
+    }
+    if (!b->common.unk_token)
+        given.unk_token = u->common.unk_token;
+    u->common = given;
+    if (set & LIPI_TRAIN_SET_MAX_LENGTH)
+        u->max_piece_length = b->max_token_length;
+    if (set & LIPI_TRAIN_SET_PARITY_EXPONENT)
+        u->parity_exponent = b->parity_exponent;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Balanced corpora                                                          */
 /* ------------------------------------------------------------------------ */
@@ -190,5 +210,31 @@ done:
     lipi_counts_free(counts);
     lipi_pretokenizer_free(pre);
     lipi_normalizer_free(norm);
+    return st;
+}
+
+lipi_status lipi_train_text_new(const char *normalizer, const lipi_normalizer_options *opt,
+                                const char *pattern, const char *regex,
+                                lipi_normalizer **norm, lipi_pretokenizer **pre, lipi_error *err)
+{
+    *norm = NULL;
+    *pre = NULL;
+    if (!regex && strcmp(pattern, "bytelevel") == 0)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "pattern 'bytelevel' is for encoding; to train a byte-level "
+                              "vocabulary use byte units with a split pattern");
+    lipi_status st = lipi_normalizer_new(normalizer, opt, norm, err);
+    if (st != LIPI_OK)
+        return st;
+    if (regex)
+        st = lipi_pretokenizer_new_pattern(regex, pre, err);
+    else if (strcmp(pattern, "unigram") == 0)
+        st = lipi_unigram_pretokenizer_new(pre, err);
+    else
+        st = lipi_pretokenizer_new(pattern, pre, err);
+    if (st != LIPI_OK) {
+        lipi_normalizer_free(*norm);
+        *norm = NULL;
+    }
     return st;
 }

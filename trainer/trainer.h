@@ -658,6 +658,35 @@ typedef struct {
  * struct. */
 void lipi_train_job_default(lipi_train_job *job);
 
+/* What lipi_train_job_share_options is told a front end set. */
+enum {
+    LIPI_TRAIN_SET_COVERAGE = 1u << 0,        /* bpe.common.character_coverage */
+    LIPI_TRAIN_SET_MAX_LENGTH = 1u << 1,      /* bpe.max_token_length */
+    LIPI_TRAIN_SET_PARITY_EXPONENT = 1u << 2, /* bpe.parity_exponent */
+};
+
+/* For front ends with one set of options for both trainers (`lipi train`,
+ * lipi.train in Python), read into job->bpe: gives job->unigram the common
+ * options (job->bpe.common), but keeps Unigram's own defaults for the
+ * character coverage (unless `set` has LIPI_TRAIN_SET_COVERAGE), the special
+ * tokens (when none were given) and the unknown token (when NULL); and
+ * max_token_length and parity_exponent become Unigram's max_piece_length and
+ * parity_exponent when `set` says they were given. */
+void lipi_train_job_share_options(lipi_train_job *job, unsigned set);
+
+/* The normalizer and pre-tokenizer that counting and training use, by the
+ * names `lipi count` and `lipi train` (and lipi.train in Python) take:
+ * normalizer `normalizer` with `opt` (NULL: defaults), and the pre-tokenizer
+ * named `pattern` ("unigram": lipi_unigram_pretokenizer_new, any other name:
+ * lipi_pretokenizer_new), or the PCRE2 `regex` when it is not NULL.
+ * "bytelevel" is LIPI_EINVAL: the trainer maps bytes itself (byte units),
+ * and mapping twice would train on the GPT-2 alphabet's UTF-8. On failure
+ * nothing is left to free; else the caller owns *norm and *pre (lipi_train
+ * takes them). */
+lipi_status lipi_train_text_new(const char *normalizer, const lipi_normalizer_options *opt,
+                                const char *pattern, const char *regex,
+                                lipi_normalizer **norm, lipi_pretokenizer **pre, lipi_error *err);
+
 /* Runs the job and builds the tokenizer, with norm and pre (stolen, freed
  * even on error) installed in it:
  *   - no balance: counts the files and the language files (or loads the
