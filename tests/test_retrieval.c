@@ -1631,9 +1631,10 @@ static void test_quantized_kernels_equal_their_reference(void **state)
     assert_int_equal(s, 128 * 128 * 2 - 127 * 128);
 }
 
-/* Blocks of 1..4 different queries (the VNNI kernel on CPUs that have it,
- * with the codes + 128 it takes) equal the reference, query by query,
- * every dimension from 1 to 200 (whole and partial 64-byte chunks). */
+/* Blocks of 1..4 different queries (the VNNI and VPOPCNTDQ kernels on CPUs
+ * that have them; int8 with the codes + 128 it takes) equal the reference,
+ * query by query, every dimension from 1 to 200 (whole and partial 64-byte
+ * chunks). */
 static void test_quantized_block_kernel_equals_the_reference(void **state)
 {
     rng_state = 11;
@@ -1659,12 +1660,30 @@ static void test_quantized_block_kernel_equals_the_reference(void **state)
                 u[i] = qu[i];
             }
             int32_t got[QB * S], want[S];
+            for (size_t i = 0; i < QB; i++) /* qb may have been masked below */
+                for (size_t j = 0; j < MAXD; j++)
+                    qu[i][j] = qb[i][j] ^ 0x80;
             lipi_quant_scores_block(LIPI_QUANT_INT8, q, u, qn, xb, S, dim, got);
             for (size_t i = 0; i < qn; i++) {
                 lipi_quant_scores(LIPI_QUANT_INT8, true, qb[i], xb, S, dim, want);
                 if (memcmp(got + i * S, want, sizeof want) != 0)
-                    fail_msg("dim %zu, %zu queries: query %zu differs (first row %d vs %d)", dim,
-                             qn, i, got[i * S], want[0]);
+                    fail_msg("int8, dim %zu, %zu queries: query %zu differs (first row %d vs "
+                             "%d)", dim, qn, i, got[i * S], want[0]);
+            }
+            /* Binary codes of dim bits (the padding bits of the last byte
+             * 0, as the quantizer leaves them): the VPOPCNTDQ kernel. */
+            size_t nb = (dim + 7) / 8;
+            for (size_t i = 0; i < QB; i++)
+                if (dim % 8)
+                    qb[i][nb - 1] &= (unsigned char)(0xFF << (8 - dim % 8));
+            for (size_t r = 0; dim % 8 && r < S; r++)
+                xb[r * nb + nb - 1] &= (unsigned char)(0xFF << (8 - dim % 8));
+            lipi_quant_scores_block(LIPI_QUANT_BINARY, q, NULL, qn, xb, S, dim, got);
+            for (size_t i = 0; i < qn; i++) {
+                lipi_quant_scores(LIPI_QUANT_BINARY, true, qb[i], xb, S, dim, want);
+                if (memcmp(got + i * S, want, sizeof want) != 0)
+                    fail_msg("binary, dim %zu, %zu queries: query %zu differs (first row %d vs "
+                             "%d)", dim, qn, i, got[i * S], want[0]);
             }
         }
     }
