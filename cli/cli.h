@@ -213,6 +213,7 @@ extern const cli_command cmd_classify;
 extern const cli_command cmd_rerank;
 extern const cli_command cmd_probe;
 extern const cli_command cmd_download;
+extern const cli_command cmd_convert;
 
 /* Writes one JSONL record for class probabilities probs[0..k):
  * {"label":BEST,"score":P,"probs":{"LABEL":P,...}}. */

@@ -126,9 +126,10 @@ static int run(int argc, char **argv)
     }
     if (!has_safetensors(dir))
         fprintf(stderr,
-                "lipi download: note: %s has no safetensors weights (lipi does not read "
-                "pytorch_model.bin); its tokenizer works with 'lipi encode -t %s'\n",
-                argv[optind], dir);
+                "lipi download: note: %s has no safetensors weights; fetch its "
+                "pytorch_model.bin with --all (lipi reads it without running its pickle, "
+                "and 'lipi convert' makes model.safetensors from it)\n",
+                argv[optind]);
     printf("%s\n", dir);
     return cli_finish_output("download");
 }

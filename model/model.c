@@ -500,11 +500,7 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
     const lipi_config *c = &m->cfg;
     float *tmp = NULL; /* int8 mode: one tensor in float32 before quantizing */
     size_t tmp_cap = 0;
-    if ((size_t)snprintf(path, sizeof path, "%s/model.safetensors", dir) >= sizeof path) {
-        st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
-        goto done;
-    }
-    TRY(lipi_st_open(path, &sf, err));
+    TRY(lipi_weights_open(dir, &sf, path, sizeof path, err));
     L.st = sf;
     L.err = err;
     L.int8 = m->int8;
@@ -624,7 +620,8 @@ done:
 }
 
 /* Weights of the sentence-transformers Dense modules: <path>/model.safetensors
- * with linear.weight (out, in) and linear.bias (out). */
+ * (or pytorch_model.bin, as older releases ship them) with linear.weight
+ * (out, in) and linear.bias (out). */
 static lipi_status load_dense(lipi_model *m, const char *dir, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
@@ -645,12 +642,12 @@ static lipi_status load_dense(lipi_model *m, const char *dir, lipi_error *err)
             goto done;
         }
         want = d->out;
-        if ((size_t)snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, d->path) >=
-            sizeof path) {
+        char sub[4096];
+        if ((size_t)snprintf(sub, sizeof sub, "%s/%s", dir, d->path) >= sizeof sub) {
             st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
             goto done;
         }
-        TRY(lipi_st_open(path, &sf, err));
+        TRY(lipi_weights_open(sub, &sf, path, sizeof path, err));
         const char *names[2] = {"linear.weight", "linear.bias"};
         float **dst[2] = {&d->w, &d->b};
         size_t rows[2] = {d->out, d->out}, cols[2] = {d->in, 0};

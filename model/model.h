@@ -82,9 +82,12 @@ typedef struct {
 } lipi_embed_options;
 
 /* Loads a Hugging Face model folder: config.json + model.safetensors (F32,
- * F16 or BF16; converted to float32 at load). In a sentence-transformers
- * folder, modules.json, 1_Pooling/config.json, Dense modules (Tanh or
- * Identity, weights in their model.safetensors), a Normalize module and
+ * F16 or BF16; converted to float32 at load), or else its shards
+ * (model.safetensors.index.json), or a PyTorch checkpoint (pytorch_model.bin
+ * or its shards, read without running its pickle: lipi_model_convert).
+ * In a sentence-transformers folder, modules.json, 1_Pooling/config.json,
+ * Dense modules (Tanh or Identity, weights in their model.safetensors or
+ * pytorch_model.bin), a Normalize module and
  * sentence_bert_config.json set what lipi_model_embed computes by default.
  * `opt` may be NULL. *out is owned by the caller (lipi_model_free).
  * Fails with LIPI_EIO (files missing or unreadable), LIPI_EFORMAT (a bad
@@ -95,6 +98,20 @@ typedef struct {
 lipi_status lipi_model_load(const char *dir, const lipi_model_load_options *opt,
                             lipi_model **out, lipi_error *err);
 void lipi_model_free(lipi_model *m);
+
+/* Writes model.safetensors next to the PyTorch checkpoint of folder dir
+ * (pytorch_model.bin, or its shards and pytorch_model.bin.index.json) and of
+ * each of its subfolders (sentence-transformers modules such as 2_Dense/)
+ * that has one and no model.safetensors yet, as Hugging Face's conversion
+ * bot does: every tensor under its name in its own dtype (tied weights get
+ * one copy each), {"format": "pt"} metadata. The checkpoint is read without
+ * running its pickle (only tensor rebuilds and state dicts are accepted).
+ * Each file is written atomically. *converted counts the files written.
+ * Fails with LIPI_EIO (dir unreadable, a file not writable), LIPI_EFORMAT
+ * (a checkpoint refused: the message names the file and the opcode, global
+ * or tensor), LIPI_EINVAL (nothing to convert) or LIPI_ENOMEM; folders
+ * converted before a failure keep their new file. */
+lipi_status lipi_model_convert(const char *dir, size_t *converted, lipi_error *err);
 
 /* Borrowed description, valid until lipi_model_free. */
 const lipi_model_info *lipi_model_get_info(const lipi_model *m);
