@@ -112,6 +112,7 @@ typedef enum {
     CLI_OPT_QUANTIZE,
     CLI_OPT_RESCORE_MULTIPLIER,
     CLI_OPT_NO_RESCORE,
+    CLI_OPT_EMIT,
 } cli_option_id;
 
 typedef struct {

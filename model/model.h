@@ -66,6 +66,8 @@ typedef struct {
     bool normalize;           /* default L2 normalization of embeddings */
     size_t num_labels;        /* 0 unless the checkpoint has a classifier head */
     const char *const *labels; /* num_labels names from id2label ("LABEL_i" if absent) */
+    bool sparse;              /* bge-m3's sparse_linear.pt is there (lipi_model_token_weights) */
+    size_t colbert_dim;       /* bge-m3's colbert_linear.pt's output size, else 0 */
 } lipi_model_info;
 
 /* One input sequence: token ids exactly as the model's tokenizer gives them
@@ -150,6 +152,22 @@ lipi_status lipi_model_embed(lipi_model_session *s, const lipi_sequence *seqs, s
  * model has no classifier head. */
 lipi_status lipi_model_classify(lipi_model_session *s, const lipi_sequence *seqs,
                                 size_t n, float *logits, float *probs, lipi_error *err);
+
+/* bge-m3's lexical and multi-vector outputs, as FlagEmbedding's BGEM3Model
+ * computes them from the last hidden states h (sparse_linear.pt and
+ * colbert_linear.pt in the folder, read as torch state dicts):
+ *   weights: (sum of seqs[i].len) = relu(sparse_linear(h_t)) for every token
+ *            (the caller max-pools them per token id and drops special ids:
+ *            lipi_embedder_lexical);
+ *   vecs:    (sum of (seqs[i].len - 1), info.colbert_dim) =
+ *            colbert_linear(h_t) for every token but the first ([CLS]),
+ *            L2-normalized, sequence after sequence.
+ * Fail like lipi_model_forward, and with LIPI_EINVAL when the folder has no
+ * such head. */
+lipi_status lipi_model_token_weights(lipi_model_session *s, const lipi_sequence *seqs,
+                                     size_t n, float *weights, lipi_error *err);
+lipi_status lipi_model_colbert(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
+                               float *vecs, lipi_error *err);
 
 /* x: (n, dim) rows scaled in place to unit L2 norm (the norm clamped below
  * at 1e-12, as torch.nn.functional.normalize), as sentence-transformers'

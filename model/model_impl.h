@@ -276,6 +276,11 @@ struct lipi_model {
     lipi_head_kind head;
     float *head1_w, *head1_b; /* (C, C) pooler / dense / pre_classifier */
     float *head2_w, *head2_b; /* (labels, C) classifier / out_proj */
+    /* bge-m3 (FlagEmbedding) heads from sparse_linear.pt / colbert_linear.pt
+     * beside the weights; NULL when absent. Owned. */
+    float *sparse_w, *sparse_b;   /* (C), (1) */
+    float *colbert_w, *colbert_b; /* (D, C), (D) */
+    size_t colbert_dim;           /* D, 0 without */
 };
 
 /* ======================================================================== */
@@ -360,6 +365,12 @@ void lipi_pool(const float *hidden, const size_t *off, size_t n, size_t C, unsig
                float *out);
 /* x: (n, in) -> y: (n, out) = act(x W^T + b) for one Dense module */
 void lipi_dense_apply(const lipi_dense *d, const float *x, size_t n, float *y);
+/* hidden: (T, C) -> w: (T) = relu(hidden . sw + sb), bge-m3's token weights */
+void lipi_token_weights(const float *hidden, size_t T, size_t C, const float *sw, float sb,
+                        float *w);
+/* Loads bge-m3's sparse_linear.pt / colbert_linear.pt from dir when present
+ * (torch state dicts: weight (1, C) / (D, C), bias (1) / (D)). */
+lipi_status lipi_m3_heads_load(lipi_model *m, const char *dir, lipi_error *err);
 /* Classifier head on the first token of each sequence: logits (n, labels);
  * z: (C) scratch */
 void lipi_head_logits(const lipi_model *m, const float *hidden, const size_t *off, size_t n,

@@ -3,20 +3,26 @@
  * make_torchbin.py from the safetensors fixtures) give the same tensors bit
  * for bit and the same model outputs; hostile pickles are refused with the
  * opcode or global named and nothing run; lipi convert writes the
- * safetensors form atomically. */
+ * safetensors form atomically. bge-m3's sparse_linear.pt / colbert_linear.pt
+ * heads (read the same way) give FlagEmbedding's lexical weights and
+ * multi-vectors (tests/fixtures/bge_m3, made by make_bge_m3.py). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "model/model_impl.h"
+#include "pipeline/pipeline.h"
 #include "tests/alloc_fail.h"
 #include "tests/cli_run.h"
 #include "tests/model_dir.h"
@@ -442,6 +448,177 @@ static void test_lipi_convert_refuses_a_hostile_checkpoint_and_writes_nothing(vo
     assert_same_outputs(MODELS "/bert", good, false);
 }
 
+
+/* ======================================================================== */
+/* bge-m3 heads                                                              */
+/* ======================================================================== */
+
+#define M3 "tests/fixtures/bge_m3"
+#define M3_TOL 1e-5
+
+/* The xlmr fixture with bge-m3's heads and tokenizer, made once. */
+static const char *m3_dir(void)
+{
+    const char *dir = md_path("bge_m3");
+    if (access(dir, F_OK) != 0) {
+        assert_true(md_model_dir("xlmr", dir));
+        copy_into(M3 "/tokenizer.json", dir, "tokenizer.json");
+        copy_into(M3 "/sparse_linear.pt", dir, "sparse_linear.pt");
+        copy_into(M3 "/colbert_linear.pt", dir, "colbert_linear.pt");
+    }
+    return dir;
+}
+
+typedef struct {
+    char *buf;
+    const char *texts[8];
+    size_t lens[8], n;
+} m3_texts;
+
+static void read_texts(m3_texts *t)
+{
+    size_t len = 0;
+    t->buf = md_slurp(M3 "/texts.txt", &len);
+    assert_non_null(t->buf);
+    t->n = 0;
+    for (char *p = t->buf, *nl; (nl = strchr(p, '\n')) && t->n < 8; p = nl + 1) {
+        t->texts[t->n] = p;
+        t->lens[t->n++] = (size_t)(nl - p);
+    }
+    assert_int_equal(t->n, 4);
+}
+
+static void check_m3(size_t batch, size_t threads)
+{
+    lipi_embedder_options o = {.batch = batch, .normalize = -1};
+    lipi_embedder *e = NULL;
+    lipi_embedder_session *s = NULL;
+    lipi_error err = {0};
+    lipi_status st = lipi_embedder_open(m3_dir(), &o, &e, &err);
+    if (st != LIPI_OK)
+        fprintf(stderr, "  %s: %s\n", err.path, err.msg);
+    assert_int_equal(st, LIPI_OK);
+    bool sparse = false;
+    size_t cdim = 0;
+    lipi_embedder_outputs(e, &sparse, &cdim);
+    assert_true(sparse);
+    assert_int_equal(cdim, 32);
+    assert_int_equal(lipi_embedder_session_new(e, threads, &s, &err), LIPI_OK);
+    m3_texts t;
+    read_texts(&t);
+    lipi_lexical lex;
+    lipi_multivectors mv;
+    assert_int_equal(lipi_embedder_lexical(s, t.texts, t.lens, t.n, &lex, NULL, &err), LIPI_OK);
+    assert_int_equal(lipi_embedder_colbert(s, t.texts, t.lens, t.n, &mv, NULL, &err), LIPI_OK);
+
+    json_error_t jerr;
+    json_t *want = json_load_file(M3 "/expected.json", 0, &jerr);
+    assert_non_null(want);
+    size_t rows = 0, cols = 0;
+    float *vecs = md_read_npy(M3 "/expected_colbert.npy", &rows, &cols);
+    assert_non_null(vecs);
+    assert_int_equal(cols, 32);
+    assert_int_equal(mv.off[t.n], rows);
+    double worst = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        json_t *w = json_array_get(want, i);
+        json_t *lw = json_object_get(w, "lexical_weights");
+        /* The same ids in the same order (first occurrence), weights close. */
+        assert_int_equal(lex.off[i + 1] - lex.off[i], json_array_size(lw));
+        for (size_t k = 0; k < json_array_size(lw); k++) {
+            json_t *pair = json_array_get(lw, k);
+            assert_int_equal(lex.ids[lex.off[i] + k], json_integer_value(json_array_get(pair, 0)));
+            double d = fabs(lex.weights[lex.off[i] + k] - json_real_value(json_array_get(pair, 1)));
+            worst = d > worst ? d : worst;
+        }
+        json_t *r = json_object_get(w, "colbert_rows");
+        assert_int_equal(mv.off[i], json_integer_value(json_array_get(r, 0)));
+        assert_int_equal(mv.off[i + 1], json_integer_value(json_array_get(r, 1)));
+    }
+    for (size_t k = 0; k < rows * cols; k++) {
+        double d = fabs(mv.vecs[k] - vecs[k]);
+        worst = d > worst ? d : worst;
+    }
+    if (worst > M3_TOL)
+        fprintf(stderr, "  batch %zu, %zu threads: worst difference %g\n", batch, threads, worst);
+    assert_true(worst <= M3_TOL);
+    free(vecs);
+    json_decref(want);
+    lipi_lexical_free(&lex);
+    lipi_multivectors_free(&mv);
+    free(t.buf);
+    lipi_embedder_session_free(s);
+    lipi_embedder_free(e);
+}
+
+static void test_bge_m3_lexical_weights_and_colbert_vectors_match_flagembedding(void **state)
+{
+    (void)state;
+    check_m3(32, 1);
+    check_m3(3, 2); /* two chunks, two threads */
+}
+
+static void test_a_model_without_m3_heads_says_which_file_is_missing(void **state)
+{
+    (void)state;
+    lipi_embedder *e = NULL;
+    lipi_embedder_session *s = NULL;
+    lipi_error err = {0};
+    lipi_embedder_options o = {.normalize = -1};
+    assert_int_equal(lipi_embedder_open(md_model("xlmr"), &o, &e, &err), LIPI_OK);
+    assert_int_equal(lipi_embedder_session_new(e, 1, &s, &err), LIPI_OK);
+    const char *text = "t5 t6";
+    size_t len = strlen(text);
+    lipi_lexical lex;
+    lipi_multivectors mv;
+    assert_int_equal(lipi_embedder_lexical(s, &text, &len, 1, &lex, NULL, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "sparse_linear.pt"));
+    assert_null(lex.ids);
+    assert_int_equal(lipi_embedder_colbert(s, &text, &len, 1, &mv, NULL, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "colbert_linear.pt"));
+    lipi_embedder_session_free(s);
+    lipi_embedder_free(e);
+
+    /* A head of the wrong shape is refused at load, naming the file. */
+    const char *dir = md_path("bad_m3");
+    assert_true(md_model_dir("xlmr", dir));
+    copy_into(M3 "/colbert_linear.pt", dir, "sparse_linear.pt");
+    lipi_model *m = NULL;
+    assert_int_equal(lipi_model_load(dir, NULL, &m, &err), LIPI_EFORMAT);
+    assert_non_null(strstr(err.path, "sparse_linear.pt"));
+    assert_non_null(strstr(err.msg, "\"weight\" (1, 32)"));
+}
+
+static void test_lipi_embed_emit_sparse_and_colbert_write_jsonl(void **state)
+{
+    (void)state;
+    const char *dir = m3_dir();
+    cli_result r = cli_runf("embed -m '%s' --emit sparse --format jsonl " M3 "/texts.txt", dir);
+    assert_int_equal(r.code, 0);
+    /* Text 3 is "t65": one weight, as expected.json has it. */
+    const char *line3 = r.out;
+    for (int k = 0; k < 2; k++)
+        line3 = strchr(line3, '\n') + 1;
+    const char *want3 = "{\"lexical_weights\":{\"65\":0.3706";
+    assert_memory_equal(line3, want3, strlen(want3));
+    cli_result_free(&r);
+    r = cli_runf("embed -m '%s' --emit colbert --format jsonl " M3 "/texts.txt", dir);
+    assert_int_equal(r.code, 0);
+    json_error_t jerr;
+    json_t *j = json_loadb(r.out, strcspn(r.out, "\n"), 0, &jerr);
+    assert_non_null(j);
+    /* "t40 t83 t40 t92 t5" is 7 tokens: 6 vectors of 32. */
+    json_t *v = json_object_get(j, "colbert_vecs");
+    assert_int_equal(json_array_size(v), 6);
+    assert_int_equal(json_array_size(json_array_get(v, 0)), 32);
+    json_decref(j);
+    cli_result_free(&r);
+    r = cli_runf("embed -m '%s' --emit sparse -o x.npy " M3 "/texts.txt", dir);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "JSONL only"));
+    cli_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -457,6 +634,9 @@ int main(void)
         cmocka_unit_test(test_a_folder_without_weights_names_the_files_looked_for),
         cmocka_unit_test(test_convert_writes_the_same_tensors_as_safetensors),
         cmocka_unit_test(test_lipi_convert_refuses_a_hostile_checkpoint_and_writes_nothing),
+        cmocka_unit_test(test_bge_m3_lexical_weights_and_colbert_vectors_match_flagembedding),
+        cmocka_unit_test(test_a_model_without_m3_heads_says_which_file_is_missing),
+        cmocka_unit_test(test_lipi_embed_emit_sparse_and_colbert_write_jsonl),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
