@@ -290,7 +290,10 @@ typedef struct {
 } lipi_hub_download_options;
 
 /* Whether lipi needs repository file `path` to run the model: whether it
- * belongs to a model folder (lipi_model_file_role_of). */
+ * belongs to a model folder (lipi_model_file_role_of). lipi_hub_download
+ * fetches these, and also bge-m3's sparse_linear.pt / colbert_linear.pt
+ * and, for a folder without *.safetensors, its pytorch_model.bin (or
+ * shards and their index), which depends on the repository's other files. */
 bool lipi_hub_wanted_file(const char *path);
 
 /* Downloads model `name` into the cache the way huggingface_hub does:
