@@ -98,6 +98,7 @@ static void test_torch_save_checkpoints_give_the_safetensors_tensors_bit_for_bit
     } cases[] = {
         {"bert", "bert", 2},         {"bert_f16", "bert_f16", 0}, {"bert_bf16", "bert_bf16", 0},
         {"bert_deflate", "bert", 2}, {"xlmr_sharded", "xlmr", 0},
+        {"xlmr_st_sharded", "xlmr", 0}, /* model.safetensors.index.json */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char a[256], b[256];
@@ -189,6 +190,7 @@ static void test_models_from_pytorch_model_bin_equal_their_safetensors_twins(voi
     assert_same_outputs(MODELS "/bert_bf16", TB "/bert_bf16", false);
     assert_same_outputs(MODELS "/bert", TB "/bert_deflate", false);
     assert_same_outputs(MODELS "/xlmr", TB "/xlmr_sharded", false);
+    assert_same_outputs(MODELS "/xlmr", TB "/xlmr_st_sharded", false);
 }
 
 /* Copies file `from` to dir/name. */
