@@ -113,6 +113,7 @@ typedef enum {
     CLI_OPT_RESCORE_MULTIPLIER,
     CLI_OPT_NO_RESCORE,
     CLI_OPT_PARITY_TARGET,
+    CLI_OPT_EMIT,
 } cli_option_id;
 
 typedef struct {
@@ -214,6 +215,7 @@ extern const cli_command cmd_classify;
 extern const cli_command cmd_rerank;
 extern const cli_command cmd_probe;
 extern const cli_command cmd_download;
+extern const cli_command cmd_convert;
 
 /* Writes one JSONL record for class probabilities probs[0..k):
  * {"label":BEST,"score":P,"probs":{"LABEL":P,...}}. */

@@ -22,7 +22,9 @@ static void help(FILE *f)
             "~/.cache/huggingface/hub) in the layout huggingface_hub uses, so Python\n"
             "and lipi share the files; then 'lipi embed -m NAME' finds it there.\n"
             "Only the files lipi needs are fetched (config.json, safetensors weights,\n"
-            "tokenizer and sentence-transformers files) unless --all is given. An\n"
+            "or pytorch_model.bin where a folder has no safetensors, bge-m3's\n"
+            "sparse_linear.pt / colbert_linear.pt, tokenizer and sentence-transformers\n"
+            "files) unless --all is given. An\n"
             "interrupted download resumes where it stopped when run again; files\n"
             "stored with Git LFS are checked against their SHA-256. Prints the\n"
             "snapshot folder on standard output.\n"
@@ -126,9 +128,9 @@ static int run(int argc, char **argv)
     }
     if (!has_safetensors(dir))
         fprintf(stderr,
-                "lipi download: note: %s has no safetensors weights (lipi does not read "
-                "pytorch_model.bin); its tokenizer works with 'lipi encode -t %s'\n",
-                argv[optind], dir);
+                "lipi download: note: %s has no safetensors weights: lipi reads its "
+                "pytorch_model.bin without running its pickle\n",
+                argv[optind]);
     printf("%s\n", dir);
     return cli_finish_output("download");
 }

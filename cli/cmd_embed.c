@@ -23,6 +23,14 @@ static void help(FILE *f)
             "Options:\n"
             "%s%s"
             "  --format npy|jsonl   output format (default npy, which needs -o)\n"
+            "  --emit dense|sparse|colbert\n"
+            "                       what to write (default dense: the embedding). For a\n"
+            "                       bge-m3 folder with sparse_linear.pt / colbert_linear.pt,\n"
+            "                       as FlagEmbedding's BGEM3FlagModel gives them: sparse,\n"
+            "                       {\"lexical_weights\": {\"ID\": weight, ...}} (each token\n"
+            "                       id's largest ReLU weight, special tokens left out);\n"
+            "                       colbert, {\"colbert_vecs\": [[...], ...]} (every token\n"
+            "                       but the first, L2-normalized). Both need --format jsonl\n"
             "  -o, --output FILE    where to write\n"
             "  -h, --help           show this help\n"
             "\n"
@@ -34,8 +42,16 @@ static void help(FILE *f)
             cli_model_options_help, cli_prompt_options_help);
 }
 
+typedef enum { EMIT_DENSE, EMIT_SPARSE, EMIT_COLBERT } emit_kind;
+
+typedef struct {
+    bool jsonl;
+    emit_kind emit;
+} embed_opts;
+
 typedef struct {
     lipi_embedder_session *s;
+    emit_kind emit;
     size_t dim;
     float *out;                /* (batch, dim) */
     uint8_t *cut;              /* (batch) truncation flags */
@@ -44,10 +60,57 @@ typedef struct {
     FILE *jsonl;
 } embed_ctx;
 
+/* %.9g gives back the same float32 when read again. */
+static void write_floats(FILE *f, const float *x, size_t n)
+{
+    fputc('[', f);
+    for (size_t j = 0; j < n; j++)
+        fprintf(f, j ? ",%.9g" : "%.9g", (double)x[j]);
+    fputc(']', f);
+}
+
+/* bge-m3's sparse or colbert output of a batch, as JSONL. */
+static lipi_status emit_m3(embed_ctx *c, const char *const *texts, const size_t *lens,
+                           size_t n, lipi_error *err)
+{
+    lipi_lexical lex;
+    lipi_multivectors mv;
+    lipi_status st = c->emit == EMIT_SPARSE
+                         ? lipi_embedder_lexical(c->s, texts, lens, n, &lex, c->cut, err)
+                         : lipi_embedder_colbert(c->s, texts, lens, n, &mv, c->cut, err);
+    if (st != LIPI_OK)
+        return st;
+    cli_count_truncated(c->cut, n, &c->truncated);
+    for (size_t i = 0; i < n; i++) {
+        if (c->emit == EMIT_SPARSE) {
+            fputs("{\"lexical_weights\":{", c->jsonl);
+            for (size_t k = lex.off[i]; k < lex.off[i + 1]; k++)
+                fprintf(c->jsonl, "%s\"%u\":%.9g", k > lex.off[i] ? "," : "",
+                        (unsigned)lex.ids[k], (double)lex.weights[k]);
+            fputs("}}\n", c->jsonl);
+            continue;
+        }
+        fputs("{\"colbert_vecs\":[", c->jsonl);
+        for (size_t r = mv.off[i]; r < mv.off[i + 1]; r++) {
+            if (r > mv.off[i])
+                fputc(',', c->jsonl);
+            write_floats(c->jsonl, mv.vecs + r * mv.dim, mv.dim);
+        }
+        fputs("]}\n", c->jsonl);
+    }
+    if (c->emit == EMIT_SPARSE)
+        lipi_lexical_free(&lex);
+    else
+        lipi_multivectors_free(&mv);
+    return LIPI_OK;
+}
+
 static lipi_status embed_batch(const char *const *texts, const size_t *lens, size_t n,
                                void *vctx, lipi_error *err)
 {
     embed_ctx *c = vctx;
+    if (c->emit != EMIT_DENSE)
+        return emit_m3(c, texts, lens, n, err);
     lipi_status st = lipi_embedder_embed(c->s, texts, lens, n, c->out, c->cut, err);
     if (st != LIPI_OK)
         return st;
@@ -55,24 +118,30 @@ static lipi_status embed_batch(const char *const *texts, const size_t *lens, siz
     if (c->npy)
         return lipi_npy_writer_append(c->npy, c->out, n, err);
     for (size_t i = 0; i < n; i++) {
-        fputs("{\"embedding\":[", c->jsonl);
-        for (size_t j = 0; j < c->dim; j++)
-            /* %.9g gives back the same float32 when read again. */
-            fprintf(c->jsonl, j ? ",%.9g" : "%.9g", (double)c->out[i * c->dim + j]);
-        fputs("]}\n", c->jsonl);
+        fputs("{\"embedding\":", c->jsonl);
+        write_floats(c->jsonl, c->out + i * c->dim, c->dim);
+        fputs("}\n", c->jsonl);
     }
     return LIPI_OK;
 }
 
-/* --format, the one option of embed's own. */
-static int embed_option(int id, const char *arg, void *vjsonl)
+/* --format and --emit, embed's own options. */
+static int embed_option(int id, const char *arg, void *vo)
 {
-    bool *jsonl = vjsonl;
-    (void)id;
+    embed_opts *o = vo;
+    if (id == CLI_OPT_EMIT) {
+        static const char *const names[] = {"dense", "sparse", "colbert"};
+        for (int k = 0; k < 3; k++)
+            if (strcmp(arg, names[k]) == 0) {
+                o->emit = (emit_kind)k;
+                return 0;
+            }
+        return cli_bad_value("embed", "--emit", "dense, sparse or colbert", arg);
+    }
     if (strcmp(arg, "npy") == 0)
-        *jsonl = false;
+        o->jsonl = false;
     else if (strcmp(arg, "jsonl") == 0)
-        *jsonl = true;
+        o->jsonl = true;
     else
         return cli_bad_value("embed", "--format", "npy or jsonl", arg);
     return 0;
@@ -82,18 +151,23 @@ static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"format", required_argument, NULL, CLI_OPT_FORMAT},
+        {"emit", required_argument, NULL, CLI_OPT_EMIT},
         {NULL, 0, NULL, 0},
     };
     cli_args a = {.eo = {.batch = 32, .normalize = -1}, .max_threads = 256};
-    bool jsonl = false;
+    embed_opts eo = {0};
     const cli_spec spec = {"embed", help, NULL, opts, CLI_ARGS_MODEL | CLI_ARGS_RETRIEVAL | CLI_ARG_OUTPUT,
-                           embed_option, &jsonl, 0};
+                           embed_option, &eo, 0};
     int c = cli_parse(&spec, argc, argv, &a);
     if (c != CLI_GO_ON)
         return c;
     const char *out = a.output;
+    bool jsonl = eo.jsonl;
     if (!a.model)
         return cli_usage_error("embed", "-m MODEL is required");
+    if (eo.emit != EMIT_DENSE && !jsonl)
+        return cli_usage_error("embed", "--emit sparse and --emit colbert are written as JSONL "
+                                        "only: add --format jsonl");
     if (!jsonl && (!out || strcmp(out, "-") == 0))
         return cli_usage_error("embed", "the .npy output needs -o FILE (or use --format jsonl "
                                         "for standard output)");
@@ -107,6 +181,7 @@ static int run(int argc, char **argv)
         lipi_embedder_session_new(e, a.threads, &ctx.s, &err) != LIPI_OK)
         goto report;
     ctx.dim = lipi_embedder_dim(e);
+    ctx.emit = eo.emit;
     if (!(ctx.out = lipi_calloc(a.eo.batch, ctx.dim * sizeof *ctx.out)) ||
         !(ctx.cut = lipi_calloc(a.eo.batch, sizeof *ctx.cut))) {
         lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");

@@ -1024,3 +1024,55 @@ lipi_status lipi_model_classify(lipi_model_session *s, const lipi_sequence *seqs
     lipi_free(scratch);
     return LIPI_OK;
 }
+
+static lipi_status need_m3(const float *w, const char *file, lipi_error *err)
+{
+    if (w)
+        return LIPI_OK;
+    return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                          "the model has no %s (bge-m3's head, beside its weights)", file);
+}
+
+lipi_status lipi_model_token_weights(lipi_model_session *s, const lipi_sequence *seqs,
+                                     size_t n, float *weights, lipi_error *err)
+{
+    const lipi_model *m = s->m;
+    size_t T = 0;
+    lipi_status st = need_m3(m->sparse_w, "sparse_linear.pt", err);
+    if (st == LIPI_OK)
+        st = run(s, seqs, n, &T, err);
+    if (st == LIPI_OK && n)
+        lipi_token_weights(s->x, T, m->cfg.hidden, m->sparse_w, m->sparse_b[0], weights);
+    return st;
+}
+
+lipi_status lipi_model_colbert(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
+                               float *vecs, lipi_error *err)
+{
+    const lipi_model *m = s->m;
+    size_t T = 0, C = m->cfg.hidden, D = m->colbert_dim;
+    lipi_status st = need_m3(m->colbert_w, "colbert_linear.pt", err);
+    if (st == LIPI_OK)
+        st = run(s, seqs, n, &T, err);
+    if (st != LIPI_OK || !n)
+        return st;
+    /* Every sequence's tokens but the first: rows off[i] + 1 .. off[i + 1].
+     * oneDNN runs single-threaded here, so the result is the same on any
+     * number of threads. */
+    int prev = lipi_gemm_thread_enter();
+    float *out = vecs;
+    for (size_t i = 0; i < n; i++) {
+        size_t rows = s->off[i + 1] - s->off[i] - 1;
+        if (!rows)
+            continue;
+        lipi_sgemm_nt(s->gemm, rows, D, C, s->x + (s->off[i] + 1) * C, C, m->colbert_w, C, out,
+                      D);
+        for (size_t r = 0; r < rows; r++)
+            for (size_t d = 0; d < D; d++)
+                out[r * D + d] += m->colbert_b[d];
+        lipi_vectors_normalize(out, rows, D);
+        out += rows * D;
+    }
+    lipi_gemm_thread_restore(prev);
+    return LIPI_OK;
+}

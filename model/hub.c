@@ -167,6 +167,44 @@ bool lipi_hub_wanted_file(const char *path)
     return lipi_model_file_role_of(path) != LIPI_MODEL_FILE_NONE;
 }
 
+/* Whether `path`, one of the repository's files, is fetched: a file of a
+ * model folder (lipi_hub_wanted_file); bge-m3's sparse_linear.pt and
+ * colbert_linear.pt; and the PyTorch weights (pytorch_model*.bin,
+ * pytorch_model.bin.index.json) of a folder - the repository's own or a
+ * module folder such as 2_Dense/ - that has no *.safetensors, as MuRIL and
+ * other older checkpoints ship only those. */
+static bool want_in_repo(const json_t *siblings, const char *path)
+{
+    if (lipi_hub_wanted_file(path) || !strcmp(path, "sparse_linear.pt") ||
+        !strcmp(path, "colbert_linear.pt"))
+        return true;
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    size_t dir_len = (size_t)(base - path), bl = strlen(base);
+    bool torch = !strncmp(base, "pytorch_model", 13) &&
+                 ((bl > 4 && !strcmp(base + bl - 4, ".bin")) ||
+                  !strcmp(base, "pytorch_model.bin.index.json"));
+    if (!torch)
+        return false;
+    if (dir_len) {
+        /* Only in a module folder: one whose config.json lipi wants. */
+        char cfg[300];
+        if (dir_len > 200)
+            return false;
+        snprintf(cfg, sizeof cfg, "%.*sconfig.json", (int)dir_len, path);
+        if (lipi_model_file_role_of(cfg) != LIPI_MODEL_FILE_MODULE)
+            return false;
+    }
+    for (size_t i = 0; i < json_array_size(siblings); i++) {
+        const char *f =
+            json_string_value(json_object_get(json_array_get(siblings, i), "rfilename"));
+        size_t fl = f ? strlen(f) : 0;
+        if (fl > dir_len + 12 && !strncmp(f, path, dir_len) && !strchr(f + dir_len, '/') &&
+            !strcmp(f + fl - 12, ".safetensors"))
+            return false;
+    }
+    return true;
+}
+
 /* ======================================================================== */
 /* Checksums                                                                 */
 /* ======================================================================== */
@@ -725,7 +763,7 @@ lipi_status lipi_hub_download(const char *name, const lipi_hub_download_options 
                                 i, json_is_string(f) ? json_string_value(f) : "no string");
             goto done;
         }
-        nfiles += opt->all || lipi_hub_wanted_file(json_string_value(f));
+        nfiles += opt->all || want_in_repo(siblings, json_string_value(f));
     }
     snprintf(path, sizeof path, "%s/blobs", repo);
     if ((st = make_dirs(path, true, err)) != LIPI_OK)
@@ -737,7 +775,7 @@ lipi_status lipi_hub_download(const char *name, const lipi_hub_download_options 
     for (size_t i = 0; i < json_array_size(siblings); i++) {
         const char *f =
             json_string_value(json_object_get(json_array_get(siblings, i), "rfilename"));
-        if (!opt->all && !lipi_hub_wanted_file(f))
+        if (!opt->all && !want_in_repo(siblings, f))
             continue;
         h.prog.file = f;
         h.prog.file_no++;

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A region of the weight block: one or more tensors copied side by side.
  * A quantized region (dtype int8) holds a (rows, cols) matrix as int8 in
@@ -489,6 +490,8 @@ static void fill_info(lipi_model *m)
     in->normalize = c->normalize;
     in->num_labels = c->classifier ? c->num_labels : 0;
     in->labels = (const char *const *)c->labels;
+    in->sparse = m->sparse_w != NULL;
+    in->colbert_dim = m->colbert_dim;
 }
 
 static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
@@ -500,11 +503,7 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
     const lipi_config *c = &m->cfg;
     float *tmp = NULL; /* int8 mode: one tensor in float32 before quantizing */
     size_t tmp_cap = 0;
-    if ((size_t)snprintf(path, sizeof path, "%s/model.safetensors", dir) >= sizeof path) {
-        st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
-        goto done;
-    }
-    TRY(lipi_st_open(path, &sf, err));
+    TRY(lipi_weights_open(dir, &sf, path, sizeof path, err));
     L.st = sf;
     L.err = err;
     L.int8 = m->int8;
@@ -624,7 +623,8 @@ done:
 }
 
 /* Weights of the sentence-transformers Dense modules: <path>/model.safetensors
- * with linear.weight (out, in) and linear.bias (out). */
+ * (or pytorch_model.bin, as older releases ship them) with linear.weight
+ * (out, in) and linear.bias (out). */
 static lipi_status load_dense(lipi_model *m, const char *dir, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
@@ -645,12 +645,12 @@ static lipi_status load_dense(lipi_model *m, const char *dir, lipi_error *err)
             goto done;
         }
         want = d->out;
-        if ((size_t)snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, d->path) >=
-            sizeof path) {
+        char sub[4096];
+        if ((size_t)snprintf(sub, sizeof sub, "%s/%s", dir, d->path) >= sizeof sub) {
             st = lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
             goto done;
         }
-        TRY(lipi_st_open(path, &sf, err));
+        TRY(lipi_weights_open(sub, &sf, path, sizeof path, err));
         const char *names[2] = {"linear.weight", "linear.bias"};
         float **dst[2] = {&d->w, &d->b};
         size_t rows[2] = {d->out, d->out}, cols[2] = {d->in, 0};
@@ -679,6 +679,54 @@ static lipi_status load_dense(lipi_model *m, const char *dir, lipi_error *err)
     }
 done:
     lipi_st_close(sf);
+    return st;
+}
+
+/* One bge-m3 head: dir/file, a torch state dict of weight (rows, C) and
+ * bias (rows); rows == 0 takes any number (colbert_linear). */
+static lipi_status load_m3_head(const char *dir, const char *file, size_t C, size_t rows,
+                                float **w, float **b, size_t *out_rows, lipi_error *err)
+{
+    char path[4096];
+    lipi_safetensors *sf = NULL;
+    lipi_status st = LIPI_OK;
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, file) >= sizeof path)
+        return lipi_error_set(err, LIPI_EINVAL, dir, 0, 0, "path too long");
+    if (access(path, F_OK) != 0)
+        return LIPI_OK;
+    TRY(lipi_torch_open(path, &sf, err));
+    const lipi_st_tensor *tw = lipi_st_find(sf, "weight"), *tb = lipi_st_find(sf, "bias");
+    size_t r = tw && tw->ndim == 2 ? tw->shape[0] : 0;
+    if (!tw || !tb || tw->dtype == LIPI_ST_OTHER || tb->dtype == LIPI_ST_OTHER ||
+        tw->ndim != 2 || tw->shape[1] != C || !r || (rows && r != rows) || tb->ndim != 1 ||
+        tb->shape[0] != r) {
+        st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                            "expected a linear layer's state dict: \"weight\" (%s, %zu) and "
+                            "\"bias\" (%s), F32, F16 or BF16",
+                            rows ? "1" : "D", C, rows ? "1" : "D");
+        goto done;
+    }
+    if (!(*w = lipi_malloc(tw->nelem * sizeof(float))) ||
+        !(*b = lipi_malloc(tb->nelem * sizeof(float)))) {
+        st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+        goto done;
+    }
+    lipi_st_to_f32(tw, *w);
+    lipi_st_to_f32(tb, *b);
+    *out_rows = r;
+done:
+    lipi_st_close(sf);
+    return st;
+}
+
+lipi_status lipi_m3_heads_load(lipi_model *m, const char *dir, lipi_error *err)
+{
+    size_t one = 0;
+    lipi_status st = load_m3_head(dir, "sparse_linear.pt", m->cfg.hidden, 1, &m->sparse_w,
+                                  &m->sparse_b, &one, err);
+    if (st == LIPI_OK)
+        st = load_m3_head(dir, "colbert_linear.pt", m->cfg.hidden, 0, &m->colbert_w,
+                          &m->colbert_b, &m->colbert_dim, err);
     return st;
 }
 
@@ -717,6 +765,7 @@ lipi_status lipi_model_load(const char *dir, const lipi_model_load_options *opt,
     TRY(lipi_config_read_st(dir, modules, sub, &m->cfg, err));
     TRY(load_weights(m, tdir, err));
     TRY(load_dense(m, dir, err));
+    TRY(lipi_m3_heads_load(m, dir, err));
     fill_info(m);
 done:
     lipi_config_modules_free(modules);
@@ -738,6 +787,10 @@ void lipi_model_free(lipi_model *m)
     lipi_free(m->qblock_raw);
     lipi_free(m->unique);
     lipi_free(m->exec);
+    lipi_free(m->sparse_w);
+    lipi_free(m->sparse_b);
+    lipi_free(m->colbert_w);
+    lipi_free(m->colbert_b);
     lipi_free(m);
 }
 

@@ -66,6 +66,8 @@ typedef struct {
     bool normalize;           /* default L2 normalization of embeddings */
     size_t num_labels;        /* 0 unless the checkpoint has a classifier head */
     const char *const *labels; /* num_labels names from id2label ("LABEL_i" if absent) */
+    bool sparse;              /* bge-m3's sparse_linear.pt is there (lipi_model_token_weights) */
+    size_t colbert_dim;       /* bge-m3's colbert_linear.pt's output size, else 0 */
 } lipi_model_info;
 
 /* One input sequence: token ids exactly as the model's tokenizer gives them
@@ -82,9 +84,12 @@ typedef struct {
 } lipi_embed_options;
 
 /* Loads a Hugging Face model folder: config.json + model.safetensors (F32,
- * F16 or BF16; converted to float32 at load). In a sentence-transformers
- * folder, modules.json, 1_Pooling/config.json, Dense modules (Tanh or
- * Identity, weights in their model.safetensors), a Normalize module and
+ * F16 or BF16; converted to float32 at load), or else its shards
+ * (model.safetensors.index.json), or a PyTorch checkpoint (pytorch_model.bin
+ * or its shards, read without running its pickle: lipi_model_convert).
+ * In a sentence-transformers folder, modules.json, 1_Pooling/config.json,
+ * Dense modules (Tanh or Identity, weights in their model.safetensors or
+ * pytorch_model.bin), a Normalize module and
  * sentence_bert_config.json set what lipi_model_embed computes by default.
  * `opt` may be NULL. *out is owned by the caller (lipi_model_free).
  * Fails with LIPI_EIO (files missing or unreadable), LIPI_EFORMAT (a bad
@@ -95,6 +100,20 @@ typedef struct {
 lipi_status lipi_model_load(const char *dir, const lipi_model_load_options *opt,
                             lipi_model **out, lipi_error *err);
 void lipi_model_free(lipi_model *m);
+
+/* Writes model.safetensors next to the PyTorch checkpoint of folder dir
+ * (pytorch_model.bin, or its shards and pytorch_model.bin.index.json) and of
+ * each of its subfolders (sentence-transformers modules such as 2_Dense/)
+ * that has one and no model.safetensors yet, as Hugging Face's conversion
+ * bot does: every tensor under its name in its own dtype (tied weights get
+ * one copy each), {"format": "pt"} metadata. The checkpoint is read without
+ * running its pickle (only tensor rebuilds and state dicts are accepted).
+ * Each file is written atomically. *converted counts the files written.
+ * Fails with LIPI_EIO (dir unreadable, a file not writable), LIPI_EFORMAT
+ * (a checkpoint refused: the message names the file and the opcode, global
+ * or tensor), LIPI_EINVAL (nothing to convert) or LIPI_ENOMEM; folders
+ * converted before a failure keep their new file. */
+lipi_status lipi_model_convert(const char *dir, size_t *converted, lipi_error *err);
 
 /* Borrowed description, valid until lipi_model_free. */
 const lipi_model_info *lipi_model_get_info(const lipi_model *m);
@@ -133,6 +152,22 @@ lipi_status lipi_model_embed(lipi_model_session *s, const lipi_sequence *seqs, s
  * model has no classifier head. */
 lipi_status lipi_model_classify(lipi_model_session *s, const lipi_sequence *seqs,
                                 size_t n, float *logits, float *probs, lipi_error *err);
+
+/* bge-m3's lexical and multi-vector outputs, as FlagEmbedding's BGEM3Model
+ * computes them from the last hidden states h (sparse_linear.pt and
+ * colbert_linear.pt in the folder, read as torch state dicts):
+ *   weights: (sum of seqs[i].len) = relu(sparse_linear(h_t)) for every token
+ *            (the caller max-pools them per token id and drops special ids:
+ *            lipi_embedder_lexical);
+ *   vecs:    (sum of (seqs[i].len - 1), info.colbert_dim) =
+ *            colbert_linear(h_t) for every token but the first ([CLS]),
+ *            L2-normalized, sequence after sequence.
+ * Fail like lipi_model_forward, and with LIPI_EINVAL when the folder has no
+ * such head. */
+lipi_status lipi_model_token_weights(lipi_model_session *s, const lipi_sequence *seqs,
+                                     size_t n, float *weights, lipi_error *err);
+lipi_status lipi_model_colbert(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
+                               float *vecs, lipi_error *err);
 
 /* x: (n, dim) rows scaled in place to unit L2 norm (the norm clamped below
  * at 1e-12, as torch.nn.functional.normalize), as sentence-transformers'
@@ -255,7 +290,10 @@ typedef struct {
 } lipi_hub_download_options;
 
 /* Whether lipi needs repository file `path` to run the model: whether it
- * belongs to a model folder (lipi_model_file_role_of). */
+ * belongs to a model folder (lipi_model_file_role_of). lipi_hub_download
+ * fetches these, and also bge-m3's sparse_linear.pt / colbert_linear.pt
+ * and, for a folder without *.safetensors, its pytorch_model.bin (or
+ * shards and their index), which depends on the repository's other files. */
 bool lipi_hub_wanted_file(const char *path);
 
 /* Downloads model `name` into the cache the way huggingface_hub does:

@@ -35,22 +35,35 @@ typedef struct {
     size_t shape[LIPI_ST_MAX_DIMS];
     size_t nelem;
     size_t begin, end;         /* byte range inside the data area */
-    const unsigned char *data; /* borrowed from the mapping */
+    const unsigned char *data; /* borrowed from the mapping (or a heap buffer) */
+    bool heap;                 /* data is not in a file mapping of the set's own
+                                  (an inflated torch storage, a caller's
+                                  buffer): its pages must not be dropped */
     UT_hash_handle hh;
 } lipi_st_tensor;
 
-typedef struct {
+/* A set of named tensors: one safetensors file, one pytorch_model.bin
+ * (torchbin.c), or the shards of a sharded checkpoint (parts). */
+typedef struct lipi_safetensors {
     char *path;
     unsigned char *map;
     size_t map_len;
     lipi_st_tensor *tensors; /* n entries */
     size_t n;
     lipi_st_tensor *index;   /* by name */
+    void **heap;             /* n_heap owned buffers (inflated zip entries) */
+    size_t n_heap;
+    struct lipi_safetensors **parts; /* sharded: n_parts shards, searched in order */
+    size_t n_parts;
 } lipi_safetensors;
 
+/* Maps regular file `path` read-only and privately: *map (NULL for an
+ * empty file) and *len; the caller munmaps it. LIPI_EIO naming the file. */
+lipi_status lipi_map_file(const char *path, unsigned char **map, size_t *len, lipi_error *err);
 /* Maps `path` and validates the whole header (see safetensors.c) before
  * returning. *out is owned (lipi_st_close). */
 lipi_status lipi_st_open(const char *path, lipi_safetensors **out, lipi_error *err);
+/* The tensor called `name`, in the set or any of its parts; NULL if absent. */
 const lipi_st_tensor *lipi_st_find(const lipi_safetensors *st, const char *name);
 /* Converts the tensor's elements (F32, F16 or BF16) to float32: dst has
  * t->nelem entries. */
@@ -61,6 +74,40 @@ void lipi_st_close(lipi_safetensors *st);
 
 float lipi_f16_to_f32(uint16_t h);
 float lipi_bf16_to_f32(uint16_t h);
+
+/* ======================================================================== */
+/* torchbin.c: PyTorch checkpoints without executing them                    */
+/* ======================================================================== */
+
+/* Largest data.pkl read (the pickle of a state dict is ~100 bytes a tensor). */
+#define LIPI_TORCH_MAX_PICKLE ((size_t)64 << 20)
+
+/* Reads a torch.save zip checkpoint (pytorch_model.bin, *.pt) as a tensor
+ * set, without running its pickle: see torchbin.c for the opcodes and
+ * globals accepted. Every tensor must be a contiguous view inside its
+ * storage. *out is owned (lipi_st_close). LIPI_EIO (cannot open / map),
+ * LIPI_EFORMAT naming the file, the zip entry or the pickle byte offset and
+ * the opcode or global refused (the legacy pre-1.6 format too), LIPI_ENOMEM. */
+lipi_status lipi_torch_open(const char *path, lipi_safetensors **out, lipi_error *err);
+/* The same on a checkpoint already in memory (len bytes at p, borrowed: it
+ * must outlive *out); `path` only names it in errors. */
+lipi_status lipi_torch_open_mem(const unsigned char *p, size_t len, const char *path,
+                                lipi_safetensors **out, lipi_error *err);
+
+/* The weights of model folder dir, the first of these that exists:
+ * model.safetensors, model.safetensors.index.json (shards),
+ * pytorch_model.bin, pytorch_model.bin.index.json (shards). *out is owned
+ * (lipi_st_close); `used` (cap bytes) gets the path of the file opened, for
+ * error messages. LIPI_EIO when none exists (the message lists them), else
+ * the errors of the readers; a shard index naming a file outside the folder
+ * or a tensor its shard lacks is LIPI_EFORMAT. */
+lipi_status lipi_weights_open(const char *dir, lipi_safetensors **out, char *used, size_t cap,
+                              lipi_error *err);
+
+/* Writes the tensors of st to `path` as a safetensors file ({"format":"pt"}
+ * metadata, tensors sorted by name, each in its own dtype), atomically
+ * (lipi_atomic_open / commit). LIPI_EIO when it cannot be written. */
+lipi_status lipi_st_write(const lipi_safetensors *st, const char *path, lipi_error *err);
 
 /* ======================================================================== */
 /* config.c                                                                  */
@@ -229,6 +276,11 @@ struct lipi_model {
     lipi_head_kind head;
     float *head1_w, *head1_b; /* (C, C) pooler / dense / pre_classifier */
     float *head2_w, *head2_b; /* (labels, C) classifier / out_proj */
+    /* bge-m3 (FlagEmbedding) heads from sparse_linear.pt / colbert_linear.pt
+     * beside the weights; NULL when absent. Owned. */
+    float *sparse_w, *sparse_b;   /* (C), (1) */
+    float *colbert_w, *colbert_b; /* (D, C), (D) */
+    size_t colbert_dim;           /* D, 0 without */
 };
 
 /* ======================================================================== */
@@ -313,6 +365,12 @@ void lipi_pool(const float *hidden, const size_t *off, size_t n, size_t C, unsig
                float *out);
 /* x: (n, in) -> y: (n, out) = act(x W^T + b) for one Dense module */
 void lipi_dense_apply(const lipi_dense *d, const float *x, size_t n, float *y);
+/* hidden: (T, C) -> w: (T) = relu(hidden . sw + sb), bge-m3's token weights */
+void lipi_token_weights(const float *hidden, size_t T, size_t C, const float *sw, float sb,
+                        float *w);
+/* Loads bge-m3's sparse_linear.pt / colbert_linear.pt from dir when present
+ * (torch state dicts: weight (1, C) / (D, C), bias (1) / (D)). */
+lipi_status lipi_m3_heads_load(lipi_model *m, const char *dir, lipi_error *err);
 /* Classifier head on the first token of each sequence: logits (n, labels);
  * z: (C) scratch */
 void lipi_head_logits(const lipi_model *m, const float *hidden, const size_t *off, size_t n,

@@ -101,3 +101,16 @@ void lipi_head_logits(const lipi_model *m, const float *hidden, const size_t *of
         matvec(m->head2_w, m->head2_b, z, NL, C, logits + i * NL);
     }
 }
+
+void lipi_token_weights(const float *hidden, size_t T, size_t C, const float *sw, float sb,
+                        float *w)
+{
+    for (size_t t = 0; t < T; t++) {
+        const float *h = hidden + t * C;
+        float z = 0;
+        for (size_t c = 0; c < C; c++)
+            z += h[c] * sw[c];
+        z += sb;
+        w[t] = z > 0 ? z : 0;
+    }
+}

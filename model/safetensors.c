@@ -113,15 +113,19 @@ void lipi_st_to_f32(const lipi_st_tensor *t, float *dst)
     for (size_t i = 0; i < t->nelem; i += chunk) {
         size_t n = t->nelem - i < chunk ? t->nelem - i : chunk;
         convert(t, p + i * esize, n, dst + i);
-        drop_pages(start, (uintptr_t)(p + (i + n) * esize));
+        /* Heap pages (inflated storages) would read back as zeros. */
+        if (!t->heap)
+            drop_pages(start, (uintptr_t)(p + (i + n) * esize));
     }
 }
 
 void lipi_st_release(const lipi_safetensors *st, const lipi_st_tensor *t)
 {
     /* Converted weights live in the model's block; dropping the source pages
-     * keeps peak memory near one copy of the weights. */
-    if (t->end > t->begin)
+     * keeps peak memory near one copy of the weights. A file mapping reads
+     * dropped pages back from the file, so tensors sharing a torch storage
+     * stay readable. */
+    if (t->end > t->begin && !t->heap)
         drop_pages((uintptr_t)t->data, (uintptr_t)t->data + (t->end - t->begin));
     (void)st;
 }
@@ -130,6 +134,8 @@ const lipi_st_tensor *lipi_st_find(const lipi_safetensors *st, const char *name)
 {
     lipi_st_tensor *t = NULL;
     HASH_FIND_STR(st->index, name, t);
+    for (size_t i = 0; !t && i < st->n_parts; i++)
+        HASH_FIND_STR(st->parts[i]->index, name, t);
     return t;
 }
 
@@ -141,6 +147,12 @@ void lipi_st_close(lipi_safetensors *st)
     for (size_t i = 0; i < st->n; i++)
         lipi_free(st->tensors[i].name);
     lipi_free(st->tensors);
+    for (size_t i = 0; i < st->n_heap; i++)
+        lipi_free(st->heap[i]);
+    lipi_free(st->heap);
+    for (size_t i = 0; i < st->n_parts; i++)
+        lipi_st_close(st->parts[i]);
+    lipi_free(st->parts);
     if (st->map)
         munmap(st->map, st->map_len);
     lipi_free(st->path);
@@ -328,10 +340,40 @@ done:
     return status;
 }
 
+lipi_status lipi_map_file(const char *path, unsigned char **map, size_t *len, lipi_error *err)
+{
+    lipi_status status = LIPI_OK;
+    *map = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        status = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
+        goto done;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        status = lipi_error_set(err, LIPI_EIO, path, 0, 0, "expected a regular file");
+        goto done;
+    }
+    if (sb.st_size > 0) {
+        void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            status = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot map: %s",
+                                    strerror(errno));
+            goto done;
+        }
+        *map = p;
+        *len = (size_t)sb.st_size;
+    }
+done:
+    if (fd >= 0)
+        close(fd);
+    return status;
+}
+
 lipi_status lipi_st_open(const char *path, lipi_safetensors **out, lipi_error *err)
 {
     lipi_status status = LIPI_OK;
-    int fd = -1;
     lipi_safetensors *st = lipi_calloc(1, sizeof *st);
     if (!st) {
         status = LIPI_ENOMEM;
@@ -342,30 +384,10 @@ lipi_status lipi_st_open(const char *path, lipi_safetensors **out, lipi_error *e
         status = LIPI_ENOMEM;
         goto done;
     }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-        status = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        status = lipi_error_set(err, LIPI_EIO, path, 0, 0, "expected a regular file");
-        goto done;
-    }
-    st->map_len = (size_t)sb.st_size;
-    if (st->map_len > 0) {
-        void *p = mmap(NULL, st->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            status = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot map: %s",
-                                    strerror(errno));
-            goto done;
-        }
-        st->map = p;
-    }
-    status = parse_header(st, path, err);
+    status = lipi_map_file(path, &st->map, &st->map_len, err);
+    if (status == LIPI_OK)
+        status = parse_header(st, path, err);
 done:
-    if (fd >= 0)
-        close(fd);
     if (status != LIPI_OK) {
         if (status == LIPI_ENOMEM)
             lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");

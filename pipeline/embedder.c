@@ -626,6 +626,213 @@ typedef struct {
     size_t i;
 } scored;
 
+/* ------------------------------------------------------------------------ */
+/* bge-m3: lexical weights and multi-vectors                                 */
+/* ------------------------------------------------------------------------ */
+
+void lipi_embedder_outputs(const lipi_embedder *e, bool *sparse, size_t *colbert_dim)
+{
+    const lipi_model_info *in = lipi_model_get_info(e->model);
+    *sparse = in->sparse;
+    *colbert_dim = in->colbert_dim;
+}
+
+void lipi_lexical_free(lipi_lexical *x)
+{
+    lipi_free(x->ids);
+    lipi_free(x->weights);
+    lipi_free(x->off);
+    memset(x, 0, sizeof *x);
+}
+
+void lipi_multivectors_free(lipi_multivectors *x)
+{
+    lipi_free(x->vecs);
+    lipi_free(x->off);
+    memset(x, 0, sizeof *x);
+}
+
+/* FlagEmbedding's unused_tokens, {cls, eos, pad, unk}: the ids the
+ * tokenizer's template adds to an empty text, its unknown token and the
+ * model's padding id. At most 8. */
+static lipi_status dropped_ids(lipi_embedder_session *s, uint32_t *ids, size_t *n,
+                               lipi_error *err)
+{
+    const lipi_embedder *e = s->e;
+    lipi_batch b = {0};
+    lipi_text empty = {"", 0};
+    *n = 0;
+    lipi_status st = lipi_encode_batch(s->sessions, 1, &empty, 1, &e->eopt,
+                                       LIPI_WANT_SPECIAL_MASK, &b, err);
+    if (st != LIPI_OK)
+        return st;
+    for (size_t i = 0; i < b.start[1] && *n < 6; i++)
+        if (b.special_mask[i])
+            ids[(*n)++] = b.ids[i];
+    lipi_batch_free(&b);
+    int64_t unk = lipi_tokenizer_get_model_options(e->tok)->unk_id;
+    if (unk >= 0)
+        ids[(*n)++] = (uint32_t)unk;
+    ids[(*n)++] = lipi_model_get_info(e->model)->pad_token_id;
+    return LIPI_OK;
+}
+
+/* The chunks of texts through encode, each handed to `each`. */
+typedef lipi_status (*chunk_fn)(lipi_embedder_session *s, size_t i0, size_t m, void *ctx,
+                                lipi_error *err);
+
+static lipi_status run_chunks(lipi_embedder_session *s, const char *const *texts,
+                              const size_t *lens, size_t n, uint8_t *truncated, chunk_fn each,
+                              void *ctx, lipi_error *err)
+{
+    const lipi_embedder *e = s->e;
+    lipi_status st = LIPI_OK;
+    for (size_t i0 = 0; i0 < n && st == LIPI_OK; i0 += e->batch) {
+        size_t m = i0 + e->batch < n ? e->batch : n - i0;
+        st = encode(s, texts + i0, lens + i0, m, truncated ? truncated + i0 : NULL, err);
+        if (st == LIPI_OK)
+            st = each(s, i0, m, ctx, err);
+        if (st != LIPI_OK && err && err->line)
+            err->line += i0;
+    }
+    lipi_batch_free(&s->b);
+    return st;
+}
+
+typedef struct {
+    lipi_lexical *out;
+    size_t cap_ids, cap_w; /* of out->ids, out->weights */
+    float *w;             /* token weights of a chunk */
+    size_t wcap;
+    uint32_t drop[8];
+    size_t ndrop;
+} lexical_ctx;
+
+static lipi_status lexical_chunk(lipi_embedder_session *s, size_t i0, size_t m, void *vctx,
+                                 lipi_error *err)
+{
+    lexical_ctx *c = vctx;
+    lipi_lexical *x = c->out;
+    size_t T = 0;
+    for (size_t i = 0; i < m; i++)
+        T += s->seqs[i].len;
+    if (T > c->wcap) {
+        float *p = lipi_reallocarray(c->w, T, sizeof *p);
+        if (!p)
+            return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        c->w = p;
+        c->wcap = T;
+    }
+    lipi_status st = lipi_model_token_weights(s->ms, s->seqs, m, c->w, err);
+    const float *w = c->w;
+    for (size_t i = 0; st == LIPI_OK && i < m; i++) {
+        const lipi_sequence *q = &s->seqs[i];
+        size_t start = x->off[i0 + i];
+        void *pi = x->ids, *pw = x->weights;
+        lipi_status g = lipi_grow(&pi, &c->cap_ids, start + q->len, sizeof *x->ids);
+        x->ids = pi;
+        if (g == LIPI_OK)
+            g = lipi_grow(&pw, &c->cap_w, start + q->len, sizeof *x->weights);
+        x->weights = pw;
+        if (g != LIPI_OK)
+            return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        size_t k = start;
+        for (size_t t = 0; t < q->len; t++) {
+            uint32_t id = q->ids[t];
+            bool skip = !(w[t] > 0);
+            for (size_t d = 0; !skip && d < c->ndrop; d++)
+                skip = id == c->drop[d];
+            if (skip)
+                continue;
+            /* Linear: a text's distinct ids are few next to its length. */
+            size_t j = start;
+            while (j < k && x->ids[j] != id)
+                j++;
+            if (j == k) {
+                x->ids[k] = id;
+                x->weights[k++] = w[t];
+            } else if (w[t] > x->weights[j]) {
+                x->weights[j] = w[t];
+            }
+        }
+        x->off[i0 + i + 1] = k;
+        w += q->len;
+    }
+    return st;
+}
+
+lipi_status lipi_embedder_lexical(lipi_embedder_session *s, const char *const *texts,
+                                  const size_t *lens, size_t n, lipi_lexical *out,
+                                  uint8_t *truncated, lipi_error *err)
+{
+    lexical_ctx c = {.out = out};
+    memset(out, 0, sizeof *out);
+    lipi_status st = LIPI_OK;
+    if (!lipi_model_get_info(s->e->model)->sparse)
+        return lipi_error_set(err, LIPI_EINVAL, s->e->path, 0, 0,
+                              "the model has no sparse_linear.pt (bge-m3's lexical head)");
+    if (!(out->off = lipi_calloc(n + 1, sizeof *out->off)))
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    if (st == LIPI_OK)
+        st = dropped_ids(s, c.drop, &c.ndrop, err);
+    if (st == LIPI_OK)
+        st = run_chunks(s, texts, lens, n, truncated, lexical_chunk, &c, err);
+    lipi_free(c.w);
+    out->n = n;
+    if (st != LIPI_OK)
+        lipi_lexical_free(out);
+    return st;
+}
+
+typedef struct {
+    lipi_multivectors *out;
+    size_t rows_cap;
+} colbert_ctx;
+
+static lipi_status colbert_chunk(lipi_embedder_session *s, size_t i0, size_t m, void *vctx,
+                                 lipi_error *err)
+{
+    colbert_ctx *c = vctx;
+    lipi_multivectors *x = c->out;
+    size_t start = x->off[i0], rows = 0;
+    for (size_t i = 0; i < m; i++) {
+        rows += s->seqs[i].len - 1;
+        x->off[i0 + i + 1] = start + rows;
+    }
+    size_t need;
+    if (__builtin_mul_overflow(start + rows, x->dim, &need))
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    void *p = x->vecs;
+    size_t cap = c->rows_cap * x->dim;
+    if (lipi_grow(&p, &cap, need, sizeof *x->vecs) != LIPI_OK)
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    x->vecs = p;
+    c->rows_cap = cap / x->dim;
+    return lipi_model_colbert(s->ms, s->seqs, m, x->vecs + start * x->dim, err);
+}
+
+lipi_status lipi_embedder_colbert(lipi_embedder_session *s, const char *const *texts,
+                                  const size_t *lens, size_t n, lipi_multivectors *out,
+                                  uint8_t *truncated, lipi_error *err)
+{
+    colbert_ctx c = {.out = out};
+    memset(out, 0, sizeof *out);
+    out->dim = lipi_model_get_info(s->e->model)->colbert_dim;
+    if (!out->dim)
+        return lipi_error_set(err, LIPI_EINVAL, s->e->path, 0, 0,
+                              "the model has no colbert_linear.pt (bge-m3's multi-vector "
+                              "head)");
+    lipi_status st = LIPI_OK;
+    if (!(out->off = lipi_calloc(n + 1, sizeof *out->off)))
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    if (st == LIPI_OK)
+        st = run_chunks(s, texts, lens, n, truncated, colbert_chunk, &c, err);
+    out->n = n;
+    if (st != LIPI_OK)
+        lipi_multivectors_free(out);
+    return st;
+}
+
 static int by_score_then_index(const void *pa, const void *pb)
 {
     const scored *x = pa, *y = pb;

@@ -135,6 +135,49 @@ lipi_status lipi_embedder_score_pairs(lipi_embedder_session *s, const char *cons
                                       const size_t *blens, size_t n, size_t label, bool raw,
                                       float *scores, uint8_t *truncated, lipi_error *err);
 
+/* bge-m3's lexical weights (the "sparse" output) of n texts, as
+ * FlagEmbedding's BGEM3FlagModel.encode(return_sparse=True) gives them:
+ * per text, each token id's largest weight relu(sparse_linear(h)) over its
+ * occurrences, ids in order of first occurrence, leaving out weights of 0
+ * and the ids of the special tokens the tokenizer adds ([CLS] / <s>,
+ * [SEP] / </s>), the unknown token and the padding token. Text i's pairs are
+ * ids[off[i] .. off[i + 1]) and weights[...]. */
+typedef struct {
+    uint32_t *ids;    /* (off[n]) */
+    float *weights;   /* (off[n]) */
+    size_t *off;      /* (n + 1) */
+    size_t n;
+} lipi_lexical;
+void lipi_lexical_free(lipi_lexical *x); /* frees the members, not x */
+
+/* bge-m3's multi-vector (ColBERT) output of n texts: rows off[i] ..
+ * off[i + 1] of vecs are text i's tokens but the first, each
+ * colbert_linear(h) L2-normalized, as BGEM3FlagModel.encode(
+ * return_colbert_vecs=True). */
+typedef struct {
+    float *vecs;      /* (off[n], dim) */
+    size_t dim;
+    size_t *off;      /* (n + 1) */
+    size_t n;
+} lipi_multivectors;
+void lipi_multivectors_free(lipi_multivectors *x); /* frees the members, not x */
+
+/* Fill *out (owned by the caller afterwards: lipi_lexical_free /
+ * lipi_multivectors_free; left empty on failure) for n texts encoded and
+ * truncated as lipi_embedder_embed. LIPI_EINVAL when the model folder has
+ * no sparse_linear.pt / colbert_linear.pt (lipi_embedder_outputs); the
+ * errors of lipi_embedder_embed; LIPI_ENOMEM. */
+lipi_status lipi_embedder_lexical(lipi_embedder_session *s, const char *const *texts,
+                                  const size_t *lens, size_t n, lipi_lexical *out,
+                                  uint8_t *truncated, lipi_error *err);
+lipi_status lipi_embedder_colbert(lipi_embedder_session *s, const char *const *texts,
+                                  const size_t *lens, size_t n, lipi_multivectors *out,
+                                  uint8_t *truncated, lipi_error *err);
+
+/* Which outputs the model has beside the pooled embedding: *sparse for
+ * lipi_embedder_lexical, *colbert_dim (0: none) for lipi_embedder_colbert. */
+void lipi_embedder_outputs(const lipi_embedder *e, bool *sparse, size_t *colbert_dim);
+
 /* order[0..n): the indices of scores[0..n) by score descending, equal
  * scores in index order, NaN last: the ranking a reranker prints, the same
  * on every machine. LIPI_ENOMEM. */

@@ -62,7 +62,7 @@ typedef struct {
 } served_file;
 
 static struct {
-    served_file files[10];
+    served_file files[16];
     size_t nfiles;
     const char *extra_sibling; /* a hostile name added to the list */
     bool truncate_first;       /* the first whole GET of an LFS file stops halfway */
@@ -525,6 +525,62 @@ static void test_download_fills_the_cache_like_huggingface_hub(void **state)
     stop_server();
 }
 
+/* A file served under `path` with small content. */
+static void serve_extra(const char *path)
+{
+    served_file *f = &srv.files[srv.nfiles++];
+    snprintf(f->path, sizeof f->path, "%s", path);
+    f->data = strdup("extra\n");
+    f->len = strlen(f->data);
+    snprintf(f->etag, sizeof f->etag, "%040zx", 0xfe00 + srv.nfiles);
+}
+
+static bool in_snapshot(const char *cache, const char *file)
+{
+    char p[4200];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/models--org--tiny/snapshots/" SHA "/%s", cache, file);
+    return lstat(p, &sb) == 0;
+}
+
+static void test_download_fetches_pytorch_model_bin_only_without_safetensors(void **state)
+{
+    (void)state;
+    char dir[4096];
+    lipi_error err = {0};
+    /* Only PyTorch weights (as MuRIL ships), plus bge-m3's heads. */
+    serve_fixture("log_torch_only");
+    snprintf(served("model.safetensors")->path, sizeof srv.files[0].path, "pytorch_model.bin");
+    serve_extra("sparse_linear.pt");
+    serve_extra("2_Dense/config.json");
+    serve_extra("2_Dense/pytorch_model.bin");
+    serve_extra("onnx/pytorch_model.bin"); /* not a module folder */
+    start_server();
+    const char *cache = md_path("dl_torch_only");
+    lipi_hub_download_options o = {.cache_dir = cache};
+    lipi_status st = lipi_hub_download("org/tiny", &o, dir, sizeof dir, &err);
+    if (st != LIPI_OK)
+        print_error("%s: %s\n", err.path, err.msg);
+    assert_int_equal(st, LIPI_OK);
+    assert_true(in_snapshot(cache, "pytorch_model.bin"));
+    assert_true(in_snapshot(cache, "sparse_linear.pt"));
+    assert_true(in_snapshot(cache, "2_Dense/pytorch_model.bin"));
+    assert_false(in_snapshot(cache, "onnx/pytorch_model.bin"));
+    assert_false(in_snapshot(cache, "README.md"));
+    stop_server();
+
+    /* Both forms: the safetensors only. */
+    serve_fixture("log_torch_both");
+    serve_extra("pytorch_model.bin");
+    start_server();
+    cache = md_path("dl_torch_both");
+    o.cache_dir = cache;
+    assert_int_equal(lipi_hub_download("org/tiny", &o, dir, sizeof dir, &err), LIPI_OK);
+    assert_true(in_snapshot(cache, "model.safetensors"));
+    assert_false(in_snapshot(cache, "pytorch_model.bin"));
+    stop_server();
+}
+
 static void test_download_resumes_a_truncated_transfer(void **state)
 {
     serve_fixture("log_resume");
@@ -657,6 +713,7 @@ int main(void)
         cmocka_unit_test(test_hub_names_and_the_cache_folder),
         cmocka_unit_test(test_resolve_follows_refs_to_the_snapshot),
         cmocka_unit_test(test_download_fills_the_cache_like_huggingface_hub),
+        cmocka_unit_test(test_download_fetches_pytorch_model_bin_only_without_safetensors),
         cmocka_unit_test(test_download_resumes_a_truncated_transfer),
         cmocka_unit_test(test_download_rejects_a_checksum_mismatch),
         cmocka_unit_test(test_download_errors_are_clear),

@@ -204,3 +204,12 @@ for name, model in (("precomputed", None), ("model", {"name": "tiny", "path": "/
             "pooling": "mean", "normalize": True, "lipi_version": "0.1", "faiss": None}
     put("index", name, json.dumps(meta).encode() + SEP + npy("<f4", [3, D], vec) + SEP +
         npy("<u8", [4], struct.pack("<4Q", *offs)) + SEP + tb)
+
+# PyTorch checkpoints: the small torch.save files of tests/fixtures/torchbin
+# (make_torchbin.py), valid and hostile.
+TB = "tests/fixtures/torchbin"
+for f in ("tiny.bin", "tiny_deflate.bin"):
+    put("torchbin", f, read(os.path.join(TB, f)))
+for f in sorted(os.listdir(os.path.join(TB, "hostile"))):
+    if os.path.getsize(os.path.join(TB, "hostile", f)) < 4096:
+        put("torchbin", "hostile_" + f, read(os.path.join(TB, "hostile", f)))
