@@ -114,6 +114,8 @@ typedef enum {
     CLI_OPT_NO_RESCORE,
     CLI_OPT_PARITY_TARGET,
     CLI_OPT_EMIT,
+    CLI_OPT_RERANK,
+    CLI_OPT_RERANK_TOP,
 } cli_option_id;
 
 typedef struct {

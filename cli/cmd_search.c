@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/embedder.h"
 #include "cli/retrieval.h"
 
 static void help(FILE *f)
@@ -51,12 +52,22 @@ static void help(FILE *f)
             "                         Hamming distance)\n"
             "  --faiss-params P       FAISS search parameters, e.g. nprobe=16 or\n"
             "                         efSearch=128 (comma-separated)\n"
+            "  --rerank MODEL         two stages: the best --rerank-top documents of each\n"
+            "                         text query are scored with the cross-encoder MODEL\n"
+            "                         (a *ForSequenceClassification checkpoint, as lipi\n"
+            "                         rerank: sigmoid of one logit, or the last label's\n"
+            "                         probability) and the best k of them printed with\n"
+            "                         that score, ties in search order\n"
+            "  --rerank-top N         candidates per query for --rerank (default 100, at\n"
+            "                         least k)\n"
             "  --threads N            threads (default 2)\n"
             "  --invalid MODE         invalid UTF-8 in queries: error (default) or replace\n"
             "  -h, --help             show this help\n"
             "\n"
-            "Example:\n"
-            "  lipi search --index wiki.idx --query 'भारत की राजधानी' -k 5\n");
+            "Examples:\n"
+            "  lipi search --index wiki.idx --query 'भारत की राजधानी' -k 5\n"
+            "  lipi search --index wiki.idx --queries q.txt -k 10 \\\n"
+            "      --rerank BAAI/bge-reranker-v2-m3 --rerank-top 50\n");
 }
 
 enum { FMT_TSV, FMT_JSONL };
@@ -72,38 +83,101 @@ typedef struct {
     int format;
     int64_t *docs;
     float *scores;
+    /* --rerank: the cross-encoder, its label, the candidates searched per
+     * query (kk >= k) and this chunk's query texts. */
+    lipi_embedder_session *rerank;
+    size_t label, kk, truncated;
+    const char *const *qtexts;
+    const size_t *qlens;
 } search_ctx;
+
+static void print_hit(const search_ctx *c, size_t query, size_t rank, int64_t d, double score,
+                      const char *text, size_t len)
+{
+    if (c->format == FMT_TSV) {
+        printf("%zu\t%zu\t%lld\t%.6f\t", query + 1, rank + 1, (long long)d + 1, score);
+        fwrite(text, 1, len, stdout);
+        putchar('\n');
+    } else {
+        printf("{\"query_no\":%zu,\"rank\":%zu,\"doc_no\":%lld,\"score\":%.6f,\"text\":",
+               query + 1, rank + 1, (long long)d + 1, score);
+        cli_write_json_string(stdout, text, len);
+        fputs("}\n", stdout);
+    }
+}
+
+/* The second stage for query i of the chunk (number `query`): its found
+ * candidates docs[0..) scored against the query text by the cross-encoder,
+ * the best k printed with those scores. */
+static lipi_status rerank_print(search_ctx *c, size_t i, size_t query, const int64_t *docs,
+                                lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    size_t n = 0;
+    while (n < c->kk && docs[n] >= 0)
+        n++;
+    size_t alloc = n ? n : 1;
+    const char **a = lipi_reallocarray(NULL, alloc, sizeof *a);
+    const char **b = lipi_reallocarray(NULL, alloc, sizeof *b);
+    size_t *alens = lipi_reallocarray(NULL, alloc, sizeof *alens);
+    size_t *blens = lipi_reallocarray(NULL, alloc, sizeof *blens);
+    size_t *order = lipi_reallocarray(NULL, alloc, sizeof *order);
+    float *scores = lipi_reallocarray(NULL, alloc, sizeof *scores);
+    uint8_t *cut = lipi_reallocarray(NULL, alloc, sizeof *cut);
+    if (!a || !b || !alens || !blens || !order || !scores || !cut) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
+    for (size_t j = 0; j < n && st == LIPI_OK; j++) {
+        a[j] = c->qtexts[i];
+        alens[j] = c->qlens[i];
+        st = lipi_index_get_text(c->idx, (size_t)docs[j], &b[j], &blens[j], err);
+    }
+    if (st != LIPI_OK || !n ||
+        (st = lipi_embedder_score_pairs(c->rerank, a, alens, b, blens, n, c->label, false,
+                                        scores, cut, err)) != LIPI_OK ||
+        (st = lipi_scores_order(scores, n, order, err)) != LIPI_OK)
+        goto done;
+    cli_count_truncated(cut, n, &c->truncated);
+    for (size_t r = 0; r < n && r < c->k; r++)
+        print_hit(c, query, r, docs[order[r]], scores[order[r]], b[order[r]], blens[order[r]]);
+done:
+    lipi_free(a);
+    lipi_free(b);
+    lipi_free(alens);
+    lipi_free(blens);
+    lipi_free(order);
+    lipi_free(scores);
+    lipi_free(cut);
+    return st;
+}
 
 /* Searches q (n, dim) for queries numbered first.. and prints the hits. */
 static lipi_status search_print(search_ctx *c, float *q, size_t n, size_t first,
                                 lipi_error *err)
 {
     lipi_vectors_normalize(q, n, c->dim);
-    lipi_status st = lipi_index_search(c->idx, q, n, c->dim, c->k, &c->so, c->docs, c->scores,
+    lipi_status st = lipi_index_search(c->idx, q, n, c->dim, c->kk, &c->so, c->docs, c->scores,
                                        err);
     if (st != LIPI_OK)
         return st;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        if (c->rerank) {
+            if ((st = rerank_print(c, i, first + i, c->docs + i * c->kk, err)) != LIPI_OK)
+                return st;
+            continue;
+        }
         for (size_t r = 0; r < c->k; r++) {
-            int64_t d = c->docs[i * c->k + r];
+            int64_t d = c->docs[i * c->kk + r];
             if (d < 0)
                 break;
             const char *text;
             size_t len;
             if ((st = lipi_index_get_text(c->idx, (size_t)d, &text, &len, err)) != LIPI_OK)
                 return st;
-            double score = c->scores[i * c->k + r];
-            if (c->format == FMT_TSV) {
-                printf("%zu\t%zu\t%lld\t%.6f\t", first + i + 1, r + 1, (long long)d + 1, score);
-                fwrite(text, 1, len, stdout);
-                putchar('\n');
-            } else {
-                printf("{\"query_no\":%zu,\"rank\":%zu,\"doc_no\":%lld,\"score\":%.6f,\"text\":",
-                       first + i + 1, r + 1, (long long)d + 1, score);
-                cli_write_json_string(stdout, text, len);
-                fputs("}\n", stdout);
-            }
+            print_hit(c, first + i, r, d, c->scores[i * c->kk + r], text, len);
         }
+    }
     return LIPI_OK;
 }
 
@@ -128,7 +202,8 @@ static lipi_status search_vectors(search_ctx *c, const char *qvec, float *q, lip
 }
 
 typedef struct {
-    const char *index, *query, *queries, *qvec;
+    const char *index, *query, *queries, *qvec, *rerank;
+    size_t rerank_top;
     lipi_index_open_options *oo;
     search_ctx *c;
 } search_args;
@@ -179,6 +254,8 @@ static lipi_status search_texts(search_ctx *c, const search_args *sa, const char
     for (size_t q0 = 0; q0 < texts.n && st == LIPI_OK; q0 += QUERY_CHUNK) {
         size_t m = q0 + QUERY_CHUNK < texts.n ? QUERY_CHUNK : texts.n - q0;
         st = lipi_embedder_embed(es, texts.ptrs + q0, texts.lens + q0, m, q, NULL, err);
+        c->qtexts = (const char *const *)texts.ptrs + q0;
+        c->qlens = texts.lens + q0;
         if (st == LIPI_OK)
             st = search_print(c, q, m, q0, err);
     }
@@ -219,6 +296,12 @@ static int search_option(int id, const char *arg, void *vsa)
         break;
     case CLI_OPT_NO_RESCORE: sa->c->so.no_rescore = true; break;
     case CLI_OPT_FAISS_PARAMS: sa->oo->faiss_params = arg; break;
+    case CLI_OPT_RERANK: sa->rerank = arg; break;
+    case CLI_OPT_RERANK_TOP:
+        if (!cli_parse_u64(arg, &v) || v == 0 || v > 100000)
+            return cli_bad_value("search", "--rerank-top", "1..100000", arg);
+        sa->rerank_top = (size_t)v;
+        break;
     }
     return 0;
 }
@@ -235,6 +318,8 @@ static int run(int argc, char **argv)
         {"faiss-params", required_argument, NULL, CLI_OPT_FAISS_PARAMS},
         {"rescore-multiplier", required_argument, NULL, CLI_OPT_RESCORE_MULTIPLIER},
         {"no-rescore", no_argument, NULL, CLI_OPT_NO_RESCORE},
+        {"rerank", required_argument, NULL, CLI_OPT_RERANK},
+        {"rerank-top", required_argument, NULL, CLI_OPT_RERANK_TOP},
         {NULL, 0, NULL, 0},
     };
     lipi_index_open_options oo = {0};
@@ -268,6 +353,11 @@ static int run(int argc, char **argv)
     if (c.so.exact && (c.so.no_rescore || c.so.rescore_multiplier))
         return cli_usage_error("search", "--exact searches the float32 vectors: it takes no "
                                          "--no-rescore or --rescore-multiplier");
+    if (qvec && sa.rerank)
+        return cli_usage_error("search", "--rerank reads the query texts: give --query or "
+                                         "--queries, not --query-vectors");
+    if (sa.rerank_top && !sa.rerank)
+        return cli_usage_error("search", "--rerank-top goes with --rerank MODEL");
     if (qvec && (eo.prompt || eo.prompt_name || eo.dimensions))
         return cli_usage_error("search", "--prompt, --prompt-name and --dimensions embed text "
                                          "queries; --query-vectors needs none");
@@ -275,7 +365,25 @@ static int run(int argc, char **argv)
     int rc = EXIT_FAIL;
     lipi_error err = {0};
     lipi_index *idx = NULL;
+    lipi_embedder *cross = NULL;
     float *q = NULL;
+    c.kk = c.k;
+    if (sa.rerank) {
+        size_t top = sa.rerank_top ? sa.rerank_top : 100;
+        c.kk = top > c.k ? top : c.k;
+        lipi_embedder_options reo = {.batch = 32, .normalize = -1};
+        if (lipi_embedder_open(sa.rerank, &reo, &cross, &err) != LIPI_OK)
+            goto fail;
+        if (!lipi_embedder_label_count(cross)) {
+            lipi_error_set(&err, LIPI_EINVAL, sa.rerank, 0, 0,
+                           "--rerank: expected a cross-encoder (a *ForSequenceClassification "
+                           "checkpoint, with a classifier head), found a model without one");
+            goto fail;
+        }
+        c.label = lipi_embedder_label_count(cross) - 1;
+        if (lipi_embedder_session_new(cross, c.so.threads, &c.rerank, &err) != LIPI_OK)
+            goto fail;
+    }
     if (lipi_index_open(index, &oo, &idx, &err) != LIPI_OK)
         goto fail;
     c.idx = idx;
@@ -292,8 +400,8 @@ static int run(int argc, char **argv)
     if (lipi_index_faiss_spec(idx) && !lipi_index_has_faiss(idx) && !c.so.exact)
         fprintf(stderr, "lipi search: this lipi was built without FAISS; searching %s exactly\n",
                 index);
-    if (!(c.docs = lipi_reallocarray(NULL, (size_t)QUERY_CHUNK * c.k, sizeof *c.docs)) ||
-        !(c.scores = lipi_reallocarray(NULL, (size_t)QUERY_CHUNK * c.k, sizeof *c.scores)) ||
+    if (!(c.docs = lipi_reallocarray(NULL, (size_t)QUERY_CHUNK * c.kk, sizeof *c.docs)) ||
+        !(c.scores = lipi_reallocarray(NULL, (size_t)QUERY_CHUNK * c.kk, sizeof *c.scores)) ||
         !(q = lipi_reallocarray(NULL, (size_t)QUERY_CHUNK * c.dim, sizeof *q))) {
         lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto fail;
@@ -302,6 +410,8 @@ static int run(int argc, char **argv)
     if ((qvec ? search_vectors(&c, qvec, q, &err)
               : search_texts(&c, &sa, model, &eo, mode, q, &err)) != LIPI_OK)
         goto fail;
+    if (cross)
+        cli_report_truncated("search", c.truncated, lipi_embedder_max_length(cross));
     rc = cli_finish_output("search");
     goto done;
 fail:
@@ -311,6 +421,8 @@ done:
     lipi_free(c.docs);
     lipi_free(c.scores);
     lipi_index_close(idx);
+    lipi_embedder_session_free(c.rerank);
+    lipi_embedder_free(cross);
     return rc;
 }
 

@@ -621,6 +621,50 @@ static void test_rerank_from_search_takes_queries_by_number(void **state)
     free(probs);
 }
 
+/* `lipi search --rerank`: the two stages in one command print what
+ * `lipi search -k N | lipi rerank --from-search --top k` prints, row for
+ * row (passage_no = doc_no), and refuse what they cannot do. */
+static void test_search_rerank_equals_search_then_rerank(void **state)
+{
+    const char *cross = md_model("bert_rerank"), *bi = md_model("bert");
+    const char *docs = md_path("sr_docs.txt"), *idx = md_path("sr_idx"),
+               *q = md_path("sr_queries.txt"), *rows = md_path("sr_rows.tsv");
+    const char *text = RR_P0 "\n" RR_P1 "\n" RR_P3 "\nt5 t6\nt9 t20\nt50 t7 t4\nt88 t27\n";
+    const char *queries = RR_Q0 "\n" RR_Q1 "\n";
+    md_write(docs, text, strlen(text));
+    md_write(q, queries, strlen(queries));
+    cli_result r = cli_runf("index --quiet -m %s -o %s %s", bi, idx, docs);
+    if (r.code != 0)
+        fail_msg("lipi index exited %d: %s", r.code, r.err);
+    cli_result_free(&r);
+    r = cli_runf("search --index %s --queries %s -k 5", idx, q);
+    assert_int_equal(r.code, 0);
+    md_write(rows, r.out, r.out_len);
+    cli_result_free(&r);
+    cli_result two = cli_runf("rerank -m %s --from-search --queries %s --top 2 %s", cross, q,
+                              rows);
+    if (two.code != 0)
+        fail_msg("lipi rerank exited %d: %s", two.code, two.err);
+    cli_result one =
+        cli_runf("search --index %s --queries %s -k 2 --rerank %s --rerank-top 5", idx, q, cross);
+    if (one.code != 0)
+        fail_msg("lipi search --rerank exited %d: %s", one.code, one.err);
+    assert_string_equal(one.out, two.out);
+    rerank_row got[8];
+    assert_int_equal(parse_rerank(one.out, got, 8), 4);
+    cli_result_free(&one);
+    cli_result_free(&two);
+
+    r = cli_runf("search --index %s --query x --rerank %s", idx, bi);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "--rerank: expected a cross-encoder"));
+    cli_result_free(&r);
+    r = cli_runf("search --index %s --query x --rerank-top 5", idx);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--rerank-top goes with --rerank MODEL"));
+    cli_result_free(&r);
+}
+
 static void test_classify_needs_a_classifier_head(void **state)
 {
     const char *dir = md_model("bert");
@@ -850,6 +894,7 @@ int main(void)
         cmocka_unit_test(test_rerank_pairs_scores_are_pytorch_sigmoids_grouped_by_query),
         cmocka_unit_test(test_rerank_query_sorts_passages_and_top_keeps_the_best),
         cmocka_unit_test(test_rerank_from_search_takes_queries_by_number),
+        cmocka_unit_test(test_search_rerank_equals_search_then_rerank),
         cmocka_unit_test(test_probe_separates_topics_and_is_deterministic),
         cmocka_unit_test(test_probe_predict_with_another_model_is_an_error),
         cmocka_unit_test(test_probe_library_learns_separable_points_and_round_trips),
