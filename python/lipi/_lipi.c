@@ -2260,11 +2260,17 @@ static PyObject *mod_rss(PyObject *self, PyObject *unused)
     return PyLong_FromLongLong((long long)rss * sysconf(_SC_PAGESIZE));
 }
 
+/* lipi.dask's pieces (defined at the end of this file). */
+static PyObject *mod_count_to_file(PyObject *self, PyObject *args);
+static PyObject *mod_counts_merge_files(PyObject *self, PyObject *args);
+
 static PyMethodDef module_methods[] = {
     {"_train", mod_train, METH_VARARGS, NULL},
     {"_inflation", mod_inflation, METH_VARARGS, NULL},
     {"_index_build", mod_index_build, METH_VARARGS, NULL},
     {"_rss", mod_rss, METH_NOARGS, NULL},
+    {"_count_to_file", mod_count_to_file, METH_VARARGS, NULL},
+    {"_counts_merge_files", mod_counts_merge_files, METH_VARARGS, NULL},
     {NULL},
 };
 
@@ -2308,4 +2314,75 @@ PyMODINIT_FUNC PyInit__lipi(void)
         return NULL;
     }
     return m;
+}
+
+/* ======================================================================== */
+/* Counting for lipi.dask: one shard's counts file, and a merge of them      */
+/* ======================================================================== */
+
+/* _count_to_file(files, out_path, type, options: dict) -> None: the counts
+ * file `lipi count` writes for the files, with the text options lipi.train
+ * takes (normalizer, pattern, regex, lowercase, strip_accents, fold_digits;
+ * the pattern's default follows `type` as training's does), invalid and
+ * threads. The file appears whole or not at all (lipi_counts_save). */
+static PyObject *mod_count_to_file(PyObject *self, PyObject *args)
+{
+    PyObject *files_o, *out_o, *d, *result = NULL, *ob = NULL;
+    const char *type;
+    if (!PyArg_ParseTuple(args, "OOsO!:_count_to_file", &files_o, &out_o, &type, &PyDict_Type, &d))
+        return NULL;
+    path_list files = {0};
+    lipi_count_options co;
+    lipi_count_options_default(&co);
+    long threads = threads_arg(opt_get(d, "threads"), 1024);
+    if (threads < 0 || invalid_mode(d, &co.invalid) < 0 || !(ob = path_bytes(out_o)) ||
+        path_list_get(files_o, "files", &files) < 0)
+        goto done;
+    co.threads = (size_t)threads;
+    lipi_normalizer *norm = NULL;
+    lipi_pretokenizer *pre = NULL;
+    lipi_error err = {0};
+    lipi_status st = train_text(d, strcmp(type, "unigram") == 0, &norm, &pre, &err);
+    if (st == LIPI_OK) {
+        Py_BEGIN_ALLOW_THREADS
+        st = lipi_count_to_file(files.p, files.n, norm, pre, &co, PyBytes_AS_STRING(ob), &err);
+        Py_END_ALLOW_THREADS
+        lipi_pretokenizer_free(pre);
+        lipi_normalizer_free(norm);
+    }
+    if (st != LIPI_OK) {
+        if (!PyErr_Occurred())
+            raise_lipi(st, &err);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    path_list_free(&files);
+    Py_XDECREF(ob);
+    return result;
+}
+
+/* _counts_merge_files(paths, out_path) -> None: `lipi count --merge`. */
+static PyObject *mod_counts_merge_files(PyObject *self, PyObject *args)
+{
+    PyObject *paths_o, *out_o, *ob = NULL, *result = NULL;
+    if (!PyArg_ParseTuple(args, "OO:_counts_merge_files", &paths_o, &out_o))
+        return NULL;
+    path_list paths = {0};
+    if (!(ob = path_bytes(out_o)) || path_list_get(paths_o, "paths", &paths) < 0)
+        goto done;
+    lipi_error err = {0};
+    lipi_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = lipi_counts_merge_files(paths.p, paths.n, PyBytes_AS_STRING(ob), &err);
+    Py_END_ALLOW_THREADS
+    if (st != LIPI_OK) {
+        raise_lipi(st, &err);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    path_list_free(&paths);
+    Py_XDECREF(ob);
+    return result;
 }

@@ -1,0 +1,295 @@
+"""lipi's corpus work on a Dask cluster: word counts (and training from
+them), embeddings and their index, spread over the workers of an existing
+distributed.Client.
+
+    >>> from distributed import Client, LocalCluster
+    >>> import lipi.dask
+    >>> client = Client(LocalCluster(n_workers=2, threads_per_worker=1))
+    >>> counts = lipi.dask.count(["big.txt"], client, "shared/out", partitions=30)
+    >>> tok = lipi.train(from_counts=counts, vocab_size=32000)
+    >>> tok = lipi.dask.train(["big.txt"], client, "shared/out", vocab_size=32000)  # the same
+
+    >>> shards = lipi.dask.embed(["docs.txt"], "model/", client, "shared/emb")
+    >>> idx = lipi.dask.index(shards, "shared/idx", model="model/")
+
+The inputs are cut into shards: whole files, or byte ranges of big ones
+cut at line starts. One task per shard writes its output into out_dir (a
+folder every worker and the driver can reach: a shared file system),
+atomically under a name derived from the shard, so a task Dask runs again
+after a worker died overwrites its first try, never adds to it. Counts
+files are then added up by a tree of merge tasks (`lipi count --merge`),
+fan_in files per task, so no task holds every shard's table; the result is
+the bytes `lipi count` writes on one machine, for any number of shards or
+workers. Compressed files (.gz, .xz, .zst) are whole-file shards.
+
+Progress shows on Dask's dashboard; progress=True also draws Dask's
+progress bar (distributed.progress) while waiting.
+"""
+import hashlib as _hashlib
+import json as _json
+import os as _os
+import tempfile as _tempfile
+import uuid as _uuid
+
+import lipi as _lipi_pkg
+from . import _lipi
+from ._lipi import LipiError
+
+__all__ = ["shards", "count", "train", "embed", "index"]
+
+# The options that decide what a word is: counting and training must get
+# the same ones (lipi count's --normalizer, --pattern, ...).
+TEXT_OPTIONS = ("normalizer", "pattern", "regex", "lowercase", "strip_accents", "fold_digits",
+                "invalid")
+_COMPRESSED = (".gz", ".xz", ".zst")
+_BOM = b"\xef\xbb\xbf"
+
+
+# ---------------------------------------------------------------------------
+# Shards
+# ---------------------------------------------------------------------------
+
+def _line_start_at_or_after(path, pos, size):
+    """The first line start >= pos in path (size if none)."""
+    if pos <= 0:
+        return 0
+    with open(path, "rb") as f:
+        f.seek(pos - 1)
+        while True:
+            block = f.read(1 << 16)
+            if not block:
+                return size
+            i = block.find(b"\n")
+            if i >= 0:
+                return f.tell() - len(block) + i + 1
+
+
+def shards(paths, partitions=None, shard_bytes=None):
+    """Cuts the files into at most `partitions` shards of about equal size
+    (or shards of about shard_bytes each; default: one shard per file).
+    A shard is a list of pieces (path, start, end): byte ranges starting at
+    line starts; a compressed file is never cut. Empty shards are dropped,
+    so fewer than `partitions` may come back for small inputs."""
+    paths = [_os.fspath(p) for p in ([paths] if isinstance(paths, (str, bytes, _os.PathLike))
+                                      else paths)]
+    for p in paths:
+        if p == "-":
+            raise ValueError("lipi.dask reads files, not standard input")
+    sizes = [_os.path.getsize(p) for p in paths]
+    total = sum(sizes)
+    if partitions is None and shard_bytes is None:
+        return [[(p, 0, s)] for p, s in zip(paths, sizes)]
+    if partitions is not None:
+        if partitions < 1:
+            raise ValueError("partitions must be at least 1")
+        cuts = [total * k // partitions for k in range(1, partitions)]
+    else:
+        if shard_bytes < 1:
+            raise ValueError("shard_bytes must be at least 1")
+        cuts = list(range(shard_bytes, total, shard_bytes))
+    # Each cut (a position in the files laid end to end) moves to the next
+    # line start of its file; a cut in a compressed file moves to its end.
+    out, cur, base, ci = [], [], 0, 0
+    for p, size in zip(paths, sizes):
+        start = 0
+        while ci < len(cuts) and cuts[ci] < base + size:
+            local = cuts[ci] - base
+            ci += 1
+            if p.endswith(_COMPRESSED):
+                continue
+            at = _line_start_at_or_after(p, local, size)
+            if at > start and at < size:
+                cur.append((p, start, at))
+                out.append(cur)
+                cur, start = [], at
+        if size > start or size == 0:
+            cur.append((p, start, size))
+        if ci < len(cuts) and cuts[ci] == base + size and cur:
+            out.append(cur)
+            cur = []
+            while ci < len(cuts) and cuts[ci] <= base + size:
+                ci += 1
+        base += size
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _shard_name(prefix, shard, extra=""):
+    """A file name derived from the shard (its pieces) and the options."""
+    h = _hashlib.sha256()
+    for p, a, b in shard:
+        h.update(f"{_os.path.abspath(p)}\0{a}\0{b}\0".encode("utf-8", "surrogateescape"))
+    h.update(extra.encode())
+    return f"{prefix}-{h.hexdigest()[:20]}"
+
+
+class _Pieces:
+    """The shard's pieces as files lipi's reader can open: whole files as
+    they are, byte ranges copied to a local temporary file. A range that
+    does not start the file gets a BOM in front, which the reader skips
+    (so a U+FEFF that starts the range stays text, as in the whole file)."""
+
+    def __init__(self, shard):
+        self.shard = shard
+        self.files, self._tmp = [], []
+
+    def __enter__(self):
+        for p, a, b in self.shard:
+            if a == 0 and b == _os.path.getsize(p):
+                self.files.append(p)
+                continue
+            fd, tmp = _tempfile.mkstemp(prefix="lipi-dask-", suffix=".txt")
+            self._tmp.append(tmp)
+            with open(p, "rb") as src, _os.fdopen(fd, "wb") as dst:
+                if a > 0:
+                    dst.write(_BOM)
+                src.seek(a)
+                left = b - a
+                while left:
+                    block = src.read(min(left, 1 << 20))
+                    if not block:
+                        break
+                    dst.write(block)
+                    left -= len(block)
+            self.files.append(tmp)
+        return self
+
+    def __exit__(self, *exc):
+        for t in self._tmp:
+            try:
+                _os.unlink(t)
+            except OSError:
+                pass
+
+    def where(self, path, line, offset):
+        """(file, line, byte offset) in the original file of an error the
+        reader reported at (path, line, offset) of a piece."""
+        for (p, a, b), f in zip(self.shard, self.files):
+            if f != path:
+                continue
+            if a == 0:
+                return p, line, offset
+            with open(p, "rb") as src:  # lines before the range, on the error path only
+                before, left = 0, a
+                while left:
+                    block = src.read(min(left, 1 << 20))
+                    before += block.count(b"\n")
+                    left -= len(block)
+            return p, before + line, a + offset - len(_BOM) if offset >= len(_BOM) else a
+        return path, line, offset
+
+
+def _relocated(e, pieces):
+    """LipiError e, reported on a piece's file, as an error of the shard's
+    original file (its path, line and byte)."""
+    if not getattr(e, "path", ""):
+        return e
+    path, line, offset = pieces.where(e.path, e.line, e.offset)
+    if path == e.path:
+        return e
+    what = f"{path}:{line}: byte {offset}: {e.msg}" if line else f"{path}: {e.msg}"
+    err = LipiError(what)
+    err.code, err.path, err.line, err.offset, err.msg = e.code, path, line, offset, e.msg
+    return err
+
+
+# ---------------------------------------------------------------------------
+# Counting and training
+# ---------------------------------------------------------------------------
+
+def _count_task(shard, out_path, type, options):
+    with _Pieces(shard) as pieces:
+        try:
+            _lipi._count_to_file(pieces.files, out_path, type, options)
+        except LipiError as e:
+            raise _relocated(e, pieces) from None
+    return out_path
+
+
+def _merge_task(paths, out_path):
+    _lipi._counts_merge_files(paths, out_path)
+    return out_path
+
+
+def _client(client):
+    if client is None:
+        from distributed import get_client
+        return get_client()
+    return client
+
+
+def _wait(client, futures, progress):
+    if progress:
+        from distributed import progress as _progress
+        _progress(futures)
+    return client.gather(futures)
+
+
+def count(paths, client=None, out_dir=".", *, partitions=None, shard_bytes=None, fan_in=8,
+          type="bpe", normalizer=None, pattern=None, regex=None, lowercase=None,
+          strip_accents=None, fold_digits=None, invalid="error", threads=1, keep=False,
+          progress=False, name="counts.tsv"):
+    """Counts the words of the files on the cluster and returns the path of
+    the merged counts file (out_dir/name), the bytes `lipi count` with the
+    same options writes. One task per shard (see shards(); partitions or
+    shard_bytes choose the cut, default one shard per file), then merges of
+    fan_in files at a time. The text options are lipi.train's; type
+    'unigram' makes the default pattern Unigram's, as training does.
+    threads: counting threads per task (1 suits one task per worker core).
+    keep=True keeps the per-shard and intermediate counts files.
+    A bad line raises LipiError naming the original file, line and byte."""
+    if fan_in < 2:
+        raise ValueError("fan_in must be at least 2")
+    client = _client(client)
+    out_dir = _os.path.abspath(_os.fspath(out_dir))
+    _os.makedirs(out_dir, exist_ok=True)
+    options = {k: v for k, v in dict(normalizer=normalizer, pattern=pattern, regex=regex,
+                                     lowercase=lowercase, strip_accents=strip_accents,
+                                     fold_digits=fold_digits, invalid=invalid,
+                                     threads=threads).items() if v is not None}
+    tag = _json.dumps([type, sorted(options.items())])
+    run = _uuid.uuid4().hex[:8]  # task keys of this call (file names follow the shards)
+    cut = shards(paths, partitions, shard_bytes)
+    if not cut:
+        raise ValueError("no input files")
+    level = []  # (future, the path it writes)
+    for s in cut:
+        out = _os.path.join(out_dir, _shard_name("count", s, tag) + ".tsv")
+        level.append((client.submit(_count_task, s, out, type, options, pure=False,
+                                    key=f"lipi-{_os.path.basename(out)[:-4]}-{run}"), out))
+    futures, depth = [f for f, _ in level], 0
+    final = _os.path.join(out_dir, name)
+    while True:
+        depth += 1
+        groups = [level[i:i + fan_in] for i in range(0, len(level), fan_in)]
+        nxt = []
+        for g in groups:
+            ins = [p for _, p in g]
+            h = _hashlib.sha256("\0".join(ins).encode("utf-8", "surrogateescape")).hexdigest()[:20]
+            out = final if len(groups) == 1 else _os.path.join(out_dir, f"merge-{depth}-{h}.tsv")
+            nxt.append((client.submit(_merge_task, [f for f, _ in g], out, pure=False,
+                                      key=f"lipi-merge-{depth}-{h}-{run}"), out))
+        futures += [f for f, _ in nxt]
+        level = nxt
+        if len(level) == 1:
+            break
+    made = _wait(client, futures, progress)
+    if not keep:
+        for p in made[:-1]:
+            try:
+                _os.unlink(p)
+            except OSError:
+                pass
+    return final
+
+
+def train(paths, client=None, out_dir=".", type="bpe", vocab_size=32000, *, partitions=None,
+          shard_bytes=None, fan_in=8, keep=False, progress=False, **options):
+    """count() on the cluster, then lipi.train(from_counts=...) on this
+    machine with the same text options: the tokenizer `lipi train` trains
+    on the files, byte for byte. options are lipi.train's."""
+    text = {k: options[k] for k in TEXT_OPTIONS if options.get(k) is not None}
+    counts = count(paths, client, out_dir, partitions=partitions, shard_bytes=shard_bytes,
+                   fan_in=fan_in, type=type, keep=keep, progress=progress, **text)
+    return _lipi_pkg.train(from_counts=counts, type=type, vocab_size=vocab_size, **options)
