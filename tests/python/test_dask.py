@@ -1,0 +1,157 @@
+"""lipi.dask on a LocalCluster of two worker processes (loopback only)
+against the single-machine command line: `lipi count`, `lipi train`,
+`lipi embed`, `lipi index` and `lipi search`."""
+import os
+import signal
+import sys
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed", reason="python3-distributed is not installed")
+
+import cloudpickle  # noqa: E402  (Dask's; the kill plugin travels by value)
+
+import lipi  # noqa: E402
+import lipi.dask  # noqa: E402
+from conftest import ROOT, lipi as run_lipi  # noqa: E402
+
+CORPUS = [os.path.join(ROOT, "data/flores200", f) for f in ("hin_Deva.txt", "tam_Taml.txt")]
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       host="127.0.0.1", dashboard_address=None)
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def _cli_counts_and_tokenizer(tmp_path, files, *flags):
+    counts = tmp_path / "cli-counts.tsv"
+    run_lipi("count", "--quiet", "-o", str(counts), *flags, *files)
+    tok = tmp_path / "cli-tok.json"
+    run_lipi("train", "--quiet", "--vocab-size", "500", "-o", str(tok), *flags, *files)
+    return counts.read_bytes(), tok.read_bytes()
+
+
+@pytest.mark.parametrize("partitions", [1, 3, 7])
+def test_counts_and_tokenizer_are_the_command_line_s(tmp_path, client, partitions):
+    want_counts, want_tok = _cli_counts_and_tokenizer(tmp_path, CORPUS)
+    cut = lipi.dask.shards(CORPUS, partitions)
+    assert len(cut) == partitions
+    out = tmp_path / "out"
+    path = lipi.dask.count(CORPUS, client, out, partitions=partitions, fan_in=2)
+    assert open(path, "rb").read() == want_counts
+    assert os.listdir(out) == ["counts.tsv"]  # shard and merge files removed
+    tok = lipi.dask.train(CORPUS, client, tmp_path / "out2", vocab_size=500,
+                          partitions=partitions)
+    assert tok.to_str().encode() == want_tok
+
+
+def test_unigram_with_text_options(tmp_path, client):
+    flags = ["--type", "unigram", "--lowercase", "--fold-digits"]
+    tok_cli = tmp_path / "cli.json"
+    run_lipi("train", "--quiet", "--vocab-size", "600", "-o", str(tok_cli), *flags, *CORPUS)
+    tok = lipi.dask.train(CORPUS, client, tmp_path / "out", type="unigram", vocab_size=600,
+                          partitions=5, lowercase=True, fold_digits=True)
+    assert tok.to_str().encode() == tok_cli.read_bytes()
+
+
+def test_shards_cut_at_line_starts(tmp_path):
+    a = tmp_path / "a.txt"
+    a.write_bytes(b"one\r\ntwo three\n\nfour\nfive")  # no newline at the end
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    data = a.read_bytes()
+    for n in range(1, 12):
+        cut = lipi.dask.shards([str(a), str(empty)], n)
+        assert 1 <= len(cut) <= n
+        pieces = [p for s in cut for p in s]
+        # the pieces tile the files in order, each starting a line
+        assert [p for p in pieces if p[0] == str(a)][0][1] == 0
+        ends = {str(a): 0, str(empty): 0}
+        for path, start, end in pieces:
+            assert start == ends[path] and end >= start
+            assert start == 0 or data[start - 1:start] == b"\n"
+            ends[path] = end
+        assert ends == {str(a): len(data), str(empty): 0}
+    assert lipi.dask.shards([str(a)]) == [[(str(a), 0, len(data))]]
+
+
+def test_byte_ranges_keep_a_bom_inside_the_file_as_text(tmp_path, client):
+    # A U+FEFF starting a later line is text for `lipi count`; a shard
+    # starting at that line must not drop it as a file's BOM.
+    f = tmp_path / "bom.txt"
+    f.write_bytes(b"\xef\xbb\xbfhead line\n" + b"plain words here\n" * 50 +
+                  b"\xef\xbb\xbfinner bom\n" + b"more words\n" * 50)
+    want = tmp_path / "cli.tsv"
+    run_lipi("count", "--quiet", "-o", str(want), str(f))
+    inner = f.read_bytes().index(b"\xef\xbb\xbfinner")
+    for n in (2, 3, 4):
+        got = lipi.dask.count([str(f)], client, tmp_path / f"o{n}", partitions=n)
+        assert open(got, "rb").read() == want.read_bytes(), n
+    got = lipi.dask.count([str(f)], client, tmp_path / "at", shard_bytes=inner)
+    assert open(got, "rb").read() == want.read_bytes()
+    assert inner in {start for s in lipi.dask.shards([str(f)], shard_bytes=inner) for _, start, _ in s}
+
+
+def test_corrupt_shard_names_the_file_line_and_byte(tmp_path, client):
+    bad = tmp_path / "bad.txt"
+    lines = [f"line {i} नमस्ते".encode() for i in range(300)]
+    lines[211] = b"bad \xff byte"
+    bad.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(lipi.LipiError) as single:
+        lipi.train([str(bad)], vocab_size=300)
+    for files, n in (([bad], 1), ([bad], 4), ([CORPUS[0], bad], 2)):
+        if n == 4:  # the bad line is in a byte range that does not start the file
+            at = bad.read_bytes().index(b"\xff")
+            assert any(0 < a <= at < b for s in lipi.dask.shards([str(bad)], 4) for _, a, b in s)
+        with pytest.raises(lipi.LipiError) as ex:
+            lipi.dask.count([str(f) for f in files], client, tmp_path / f"o{n}", partitions=n)
+        e = ex.value
+        assert (e.path, e.line, e.offset) == (str(bad), 212, single.value.offset)
+        assert e.code == "EFORMAT" and "invalid UTF-8" in e.msg
+        assert str(e).startswith(f"{bad}:212: byte {e.offset}: ")
+        # no merged counts file for a failed run
+        assert not os.path.exists(tmp_path / f"o{n}" / "counts.tsv")
+
+
+class KillOnce(distributed.WorkerPlugin):
+    """SIGKILLs the worker process when it starts the second counting task
+    of the run; once, as the marker file says (a retry must not die too)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+        self.started = 0
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish != "executing" or not str(key).startswith("lipi-count-"):
+            return
+        self.started += 1
+        if self.started < 2:
+            return
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_worker_killed_during_count_gives_the_same_result(tmp_path, client):
+    want_counts, want_tok = _cli_counts_and_tokenizer(tmp_path, CORPUS)
+    marker = tmp_path / "killed"
+    client.register_worker_plugin(KillOnce(str(marker)), name="kill-once")
+    try:
+        tok = lipi.dask.train(CORPUS, client, tmp_path / "out", vocab_size=500, partitions=8,
+                              keep=True)
+    finally:
+        client.unregister_worker_plugin("kill-once")
+    assert marker.exists()  # a worker did die
+    assert (tmp_path / "out" / "counts.tsv").read_bytes() == want_counts
+    assert tok.to_str().encode() == want_tok
+    client.wait_for_workers(2, timeout=60)  # the nanny restarted it
