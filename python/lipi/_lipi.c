@@ -2263,6 +2263,8 @@ static PyObject *mod_rss(PyObject *self, PyObject *unused)
 /* lipi.dask's pieces (defined at the end of this file). */
 static PyObject *mod_count_to_file(PyObject *self, PyObject *args);
 static PyObject *mod_counts_merge_files(PyObject *self, PyObject *args);
+static PyObject *mod_read_lines(PyObject *self, PyObject *args);
+static PyObject *mod_index_build_from(PyObject *self, PyObject *args);
 
 static PyMethodDef module_methods[] = {
     {"_train", mod_train, METH_VARARGS, NULL},
@@ -2271,6 +2273,8 @@ static PyMethodDef module_methods[] = {
     {"_rss", mod_rss, METH_NOARGS, NULL},
     {"_count_to_file", mod_count_to_file, METH_VARARGS, NULL},
     {"_counts_merge_files", mod_counts_merge_files, METH_VARARGS, NULL},
+    {"_read_lines", mod_read_lines, METH_VARARGS, NULL},
+    {"_index_build_from", mod_index_build_from, METH_VARARGS, NULL},
     {NULL},
 };
 
@@ -2385,4 +2389,162 @@ done:
     path_list_free(&paths);
     Py_XDECREF(ob);
     return result;
+}
+
+/* _read_lines(path, invalid) -> list of str: the file's lines as `lipi
+ * embed` reads them (lipi_line_reader: BOM skipped, CRLF ends, UTF-8
+ * checked or repaired; .gz/.xz/.zst decompressed). */
+static PyObject *mod_read_lines(PyObject *self, PyObject *args)
+{
+    PyObject *path_o, *pb = NULL, *list = NULL;
+    const char *invalid;
+    if (!PyArg_ParseTuple(args, "Os:_read_lines", &path_o, &invalid))
+        return NULL;
+    lipi_invalid_mode mode = LIPI_INVALID_ERROR;
+    if (strcmp(invalid, "replace") == 0)
+        mode = LIPI_INVALID_REPLACE;
+    else if (strcmp(invalid, "error") != 0) {
+        PyErr_Format(PyExc_ValueError, "invalid must be 'error' or 'replace', not '%s'", invalid);
+        return NULL;
+    }
+    if (!(pb = path_bytes(path_o)) || !(list = PyList_New(0)))
+        goto fail;
+    lipi_line_reader *r = NULL;
+    lipi_error err = {0};
+    lipi_status st = lipi_line_reader_open(PyBytes_AS_STRING(pb), mode, &r, &err);
+    while (st == LIPI_OK) {
+        const char *line;
+        size_t len;
+        Py_BEGIN_ALLOW_THREADS
+        st = lipi_line_reader_next(r, &line, &len, &err);
+        Py_END_ALLOW_THREADS
+        if (st != LIPI_OK || !line)
+            break;
+        PyObject *u = PyUnicode_DecodeUTF8(line, (Py_ssize_t)len, "strict");
+        if (!u || PyList_Append(list, u) < 0) {
+            Py_XDECREF(u);
+            lipi_line_reader_close(r);
+            goto fail;
+        }
+        Py_DECREF(u);
+    }
+    lipi_line_reader_close(r);
+    if (st != LIPI_OK) {
+        raise_lipi(st, &err);
+        goto fail;
+    }
+    Py_DECREF(pb);
+    return list;
+fail:
+    Py_XDECREF(pb);
+    Py_XDECREF(list);
+    return NULL;
+}
+
+/* _index_build_from(dir, dim, chunks, embedder, faiss, quantize, threads)
+ * -> int (documents): an index written as `lipi index` writes it, from an
+ * iterable of (vectors: float32 buffer (n, dim), texts: list of n str)
+ * taken one at a time (a builder appending each), so only one chunk is in
+ * memory. Nothing at dir changes unless every chunk was added (commit);
+ * an error, of lipi's or raised by the iterable, aborts. */
+static PyObject *mod_index_build_from(PyObject *self, PyObject *args)
+{
+    PyObject *dir_o, *chunks_o, *emb_o, *threads_o, *db = NULL, *it = NULL, *item = NULL;
+    Py_ssize_t dim;
+    const char *faiss = NULL, *quant = NULL;
+    if (!PyArg_ParseTuple(args, "OnOOzzO:_index_build_from", &dir_o, &dim, &chunks_o, &emb_o,
+                          &faiss, &quant, &threads_o))
+        return NULL;
+    long threads = threads_arg(threads_o, 256);
+    if (threads < 0 || !(db = path_bytes(dir_o)))
+        goto fail;
+    if (dim < 1) {
+        PyErr_SetString(PyExc_ValueError, "dim must be positive");
+        goto fail;
+    }
+    lipi_index_write_options wo = {.faiss_spec = faiss, .threads = (size_t)threads};
+    if (quant && !lipi_quantization_parse(quant, &wo.quantize)) {
+        PyErr_Format(PyExc_ValueError, "quantize must be 'int8' or 'binary', not '%s'", quant);
+        goto fail;
+    }
+    lipi_index_model id = {.lipi_version = lipi_version()};
+    char fingerprint[17];
+    lipi_error err = {0};
+    lipi_status st = LIPI_OK;
+    if (emb_o != Py_None) {
+        if (!PyObject_TypeCheck(emb_o, &EmbedderType)) {
+            PyErr_SetString(PyExc_TypeError, "embedder must be a lipi.Embedder or None");
+            goto fail;
+        }
+        st = lipi_embedder_identity(((EmbedderObject *)emb_o)->e, &id, fingerprint, &err);
+    }
+    if (!(it = PyObject_GetIter(chunks_o)))
+        goto fail;
+    lipi_index_builder *b = NULL;
+    if (st == LIPI_OK)
+        st = lipi_index_builder_new(PyBytes_AS_STRING(db), &id, (size_t)dim, &wo, &b, &err);
+    if (st != LIPI_OK) {
+        raise_lipi(st, &err);
+        goto fail;
+    }
+    while ((item = PyIter_Next(it))) {
+        Py_buffer v;
+        PyObject *texts_o;
+        if (!PyArg_ParseTuple(item, "y*O:chunk", &v, &texts_o))
+            goto abort;
+        text_list tl = {0};
+        size_t n = (size_t)v.len / ((size_t)dim * sizeof(float));
+        const char **texts = NULL;
+        size_t *lens = NULL;
+        int ok = 0;
+        if (v.len % (Py_ssize_t)((size_t)dim * sizeof(float)))
+            PyErr_SetString(PyExc_ValueError, "vectors must be float32 rows of `dim` values");
+        else if (text_list_get(texts_o, &tl) == 0) {
+            if (tl.n != n)
+                PyErr_Format(PyExc_ValueError, "%zu texts for %zu vectors", tl.n, n);
+            else if (!(texts = PyMem_Malloc((n + 1) * sizeof *texts)) ||
+                     !(lens = PyMem_Malloc((n + 1) * sizeof *lens)))
+                PyErr_NoMemory();
+            else {
+                for (size_t i = 0; i < n; i++) {
+                    texts[i] = tl.t[i].s;
+                    lens[i] = tl.t[i].len;
+                }
+                Py_BEGIN_ALLOW_THREADS
+                st = lipi_index_builder_add(b, v.buf, n, texts, lens, &err);
+                Py_END_ALLOW_THREADS
+                if (st != LIPI_OK)
+                    raise_lipi(st, &err);
+                else
+                    ok = 1;
+            }
+        }
+        PyMem_Free(texts);
+        PyMem_Free(lens);
+        text_list_free(&tl);
+        PyBuffer_Release(&v);
+        Py_CLEAR(item);
+        if (!ok)
+            goto abort;
+    }
+    if (PyErr_Occurred())
+        goto abort;
+    size_t count = lipi_index_builder_count(b);
+    Py_BEGIN_ALLOW_THREADS
+    st = lipi_index_builder_commit(b, &err);
+    Py_END_ALLOW_THREADS
+    if (st != LIPI_OK) {
+        raise_lipi(st, &err);
+        goto fail;
+    }
+    Py_DECREF(it);
+    Py_DECREF(db);
+    return PyLong_FromSize_t(count);
+abort:
+    lipi_index_builder_abort(b);
+fail:
+    Py_XDECREF(item);
+    Py_XDECREF(it);
+    Py_XDECREF(db);
+    return NULL;
 }

@@ -293,3 +293,141 @@ def train(paths, client=None, out_dir=".", type="bpe", vocab_size=32000, *, part
     counts = count(paths, client, out_dir, partitions=partitions, shard_bytes=shard_bytes,
                    fan_in=fan_in, type=type, keep=keep, progress=progress, **text)
     return _lipi_pkg.train(from_counts=counts, type=type, vocab_size=vocab_size, **options)
+
+
+# ---------------------------------------------------------------------------
+# Embeddings and their index
+# ---------------------------------------------------------------------------
+
+# The models a worker process has opened, by their arguments: a model is
+# loaded once per worker, not per task.
+_MODELS = {}
+
+
+def _embedder(model, kw):
+    key = (model, tuple(sorted(kw.items())))
+    m = _MODELS.get(key)
+    if m is None:
+        m = _MODELS[key] = _lipi_pkg.Embedder(model, **kw)
+    return m
+
+
+def _shard_lines(shard, invalid):
+    """The lines of a shard, as `lipi embed` reads them."""
+    texts = []
+    with _Pieces(shard) as pieces:
+        for f in pieces.files:
+            try:
+                texts += _lipi._read_lines(f, invalid)
+            except LipiError as e:
+                raise _relocated(e, pieces) from None
+    return texts
+
+
+def _save_npy(path, array):
+    """np.save, atomically: a temporary file beside path, renamed over it."""
+    import numpy as np
+    d = _os.path.dirname(path)
+    fd, tmp = _tempfile.mkstemp(dir=d, prefix=_os.path.basename(path) + ".tmp-")
+    try:
+        with _os.fdopen(fd, "wb") as f:
+            np.save(f, array)
+        _os.replace(tmp, path)
+    except BaseException:
+        _os.unlink(tmp)
+        raise
+
+
+def _embed_task(shard, out_path, model, kw, batch_size, normalize, invalid):
+    texts = _shard_lines(shard, invalid)
+    m = _embedder(model, kw)
+    if texts:
+        vecs = m.encode(texts, batch_size=batch_size, normalize_embeddings=normalize)
+    else:
+        import numpy as np
+        vecs = np.zeros((0, m.dim), dtype=np.float32)
+    _save_npy(out_path, vecs)
+    return len(texts)
+
+
+def embed(paths, model, client=None, out_dir=".", dtype="f32", batch_size=32, *,
+          partitions=None, shard_bytes=None, normalize=False, threads=1, invalid="error",
+          progress=False, **model_options):
+    """Embeds every line of the files on the cluster, as `lipi embed -m
+    MODEL` does: one task per shard writes out_dir/embed-*.npy (float32,
+    the shard's lines in order); each worker opens the model once.
+    model: a model folder every worker can read (or a hub name in each
+    worker's cache); model_options are lipi.Embedder's (max_length,
+    prompt, prompt_name, dimensions, pooling, revision).
+    Returns the shards in input order, as dicts {"npy", "pieces",
+    "first", "rows"}: rows first .. first + rows - 1 (0-based lines of the
+    files laid end to end); the same list goes to out_dir/embeddings.json."""
+    client = _client(client)
+    out_dir = _os.path.abspath(_os.fspath(out_dir))
+    _os.makedirs(out_dir, exist_ok=True)
+    model = _os.fspath(model)
+    kw = dict(model_options, dtype=dtype, threads=threads)
+    tag = _json.dumps([model, sorted(kw.items()), batch_size, normalize, invalid])
+    run = _uuid.uuid4().hex[:8]
+    cut = shards(paths, partitions, shard_bytes)
+    if not cut:
+        raise ValueError("no input files")
+    futures, outs = [], []
+    for s in cut:
+        out = _os.path.join(out_dir, _shard_name("embed", s, tag) + ".npy")
+        futures.append(client.submit(_embed_task, s, out, model, kw, batch_size, normalize,
+                                     invalid, pure=False,
+                                     key=f"lipi-{_os.path.basename(out)[:-4]}-{run}"))
+        outs.append(out)
+    rows = _wait(client, futures, progress)
+    result, first = [], 0
+    for s, out, n in zip(cut, outs, rows):
+        result.append({"npy": out, "pieces": [list(p) for p in s], "first": first, "rows": n})
+        first += n
+    manifest = _os.path.join(out_dir, "embeddings.json")
+    fd, tmp = _tempfile.mkstemp(dir=out_dir, prefix="embeddings.json.tmp-")
+    with _os.fdopen(fd, "w") as f:
+        _json.dump({"model": model, "options": kw, "shards": result}, f, indent=1)
+    _os.replace(tmp, manifest)
+    return result
+
+
+def index(embedded, out_path, model=None, *, faiss=None, quantize=None, threads=None,
+          invalid="error", **model_options):
+    """Writes one lipi index (the folder `lipi index` writes) from embed()'s
+    shards (its list, or the path of its embeddings.json), appending them
+    in order, one shard in memory at a time: the documents are the lines
+    of the files, numbered as `lipi index` numbers them, and search gives
+    what `lipi search` gives on an index of the same lines. model (with
+    lipi.Embedder's model_options) records the model, as `lipi index -m`:
+    pass the one embed() used. faiss: an index_factory string (FAISS is
+    built over all rows at the end, as `lipi index --faiss`); quantize:
+    'int8' or 'binary'. Runs on this machine (the index is one folder);
+    returns the loaded lipi.Index."""
+    import numpy as np
+    if isinstance(embedded, (str, bytes, _os.PathLike)):
+        with open(embedded, encoding="utf-8") as f:
+            embedded = _json.load(f)["shards"]
+    if not embedded:
+        raise ValueError("no shards to index")
+    emb = None
+    if model is not None:
+        emb = _lipi_pkg.Embedder(_os.fspath(model), **model_options)._get(32, -1)
+    first = np.load(embedded[0]["npy"], mmap_mode="r")
+    dim = first.shape[1]
+
+    def chunks():
+        expect = 0
+        for s in embedded:
+            if s["first"] != expect:
+                raise ValueError(f"shard {s['npy']} starts at line {s['first']}, not {expect}")
+            vecs = np.load(s["npy"], mmap_mode="r")
+            texts = _shard_lines([tuple(p) for p in s["pieces"]], invalid)
+            if vecs.shape != (len(texts), dim):
+                raise ValueError(f"{s['npy']}: {vecs.shape[0]} rows for {len(texts)} lines "
+                                 "(the input changed since embed?)")
+            expect += len(texts)
+            yield np.ascontiguousarray(vecs, dtype=np.float32), texts
+
+    _lipi._index_build_from(_os.fspath(out_path), dim, chunks(), emb, faiss, quantize, threads)
+    return _lipi_pkg.Index(out_path)

@@ -100,7 +100,7 @@ def test_byte_ranges_keep_a_bom_inside_the_file_as_text(tmp_path, client):
     assert inner in {start for s in lipi.dask.shards([str(f)], shard_bytes=inner) for _, start, _ in s}
 
 
-def test_corrupt_shard_names_the_file_line_and_byte(tmp_path, client):
+def test_corrupt_shard_names_the_file_line_and_byte(tmp_path, client, model_dir):
     bad = tmp_path / "bad.txt"
     lines = [f"line {i} नमस्ते".encode() for i in range(300)]
     lines[211] = b"bad \xff byte"
@@ -119,6 +119,9 @@ def test_corrupt_shard_names_the_file_line_and_byte(tmp_path, client):
         assert str(e).startswith(f"{bad}:212: byte {e.offset}: ")
         # no merged counts file for a failed run
         assert not os.path.exists(tmp_path / f"o{n}" / "counts.tsv")
+    with pytest.raises(lipi.LipiError) as ex:  # embedding reads lines the same way
+        lipi.dask.embed([str(bad)], model_dir("st_mean"), client, tmp_path / "emb", partitions=4)
+    assert (ex.value.path, ex.value.line, ex.value.offset) == (str(bad), 212, single.value.offset)
 
 
 class KillOnce(distributed.WorkerPlugin):
@@ -155,3 +158,80 @@ def test_a_worker_killed_during_count_gives_the_same_result(tmp_path, client):
     assert (tmp_path / "out" / "counts.tsv").read_bytes() == want_counts
     assert tok.to_str().encode() == want_tok
     client.wait_for_workers(2, timeout=60)  # the nanny restarted it
+
+
+def _token_lines(n, seed=7):
+    rng = np.random.default_rng(seed)
+    return [" ".join(f"t{t}" for t in rng.integers(2, 100, size=rng.integers(1, 20)))
+            for _ in range(n)]
+
+
+@pytest.mark.parametrize("partitions", [1, 3, 7])
+def test_embeddings_index_and_search_are_the_command_line_s(tmp_path, client, model_dir,
+                                                            partitions):
+    d = model_dir("st_mean")
+    docs = tmp_path / "docs.txt"
+    docs.write_text("\n".join(_token_lines(150)) + "\n")
+    more = tmp_path / "more.txt"
+    more.write_text("\r\n".join(_token_lines(40, seed=8)))  # CRLF, no final newline
+    files = [str(docs), str(more)]
+    run_lipi("embed", "--quiet", "-m", d, "-o", str(tmp_path / "cli.npy"), *files)
+    run_lipi("index", "--quiet", "-m", d, "-o", str(tmp_path / "cli.idx"), *files)
+    queries = tmp_path / "q.txt"
+    queries.write_text("\n".join(_token_lines(6, seed=9)) + "\n")
+    hits = run_lipi("search", "--index", str(tmp_path / "cli.idx"), "--queries", str(queries),
+                    "-k", "5").decode().splitlines()
+
+    shards = lipi.dask.embed(files, d, client, tmp_path / "emb", partitions=partitions)
+    assert len(shards) == partitions
+    got = np.concatenate([np.load(s["npy"]) for s in shards])
+    assert got.tobytes() == np.load(tmp_path / "cli.npy").tobytes()
+    assert [s["first"] for s in shards] == list(np.cumsum([0] + [s["rows"] for s in shards])[:-1])
+
+    idx = lipi.dask.index(str(tmp_path / "emb" / "embeddings.json"), tmp_path / "dask.idx",
+                          model=d)
+    for f in ("vectors.npy", "texts", "offsets.npy"):
+        assert (tmp_path / "dask.idx" / f).read_bytes() == (tmp_path / "cli.idx" / f).read_bytes()
+    model = lipi.Embedder(d)
+    q = model.encode(queries.read_text().splitlines())
+    ids, scores = idx.search(q, k=5)
+    want = [h.split("\t") for h in hits]
+    assert [(int(w[0]), int(w[1]), int(w[2])) for w in want] == \
+        [(i + 1, r + 1, int(ids[i, r]) + 1) for i in range(len(q)) for r in range(5)]
+    assert [float(w[3]) for w in want] == pytest.approx(scores.ravel().tolist(), abs=1e-4)
+    assert [w[4] for w in want] == [idx.text(int(i)) for i in ids.ravel()]
+
+
+def test_embed_loads_the_model_once_per_worker(tmp_path, client, model_dir):
+    d = model_dir("st_mean")
+    docs = tmp_path / "docs.txt"
+    docs.write_text("\n".join(_token_lines(60)) + "\n")
+
+    def opened():
+        return client.run(lambda: {k[0]: id(m) for k, m in lipi.dask._MODELS.items()})
+
+    lipi.dask.embed([str(docs)], d, client, tmp_path / "emb", partitions=6)
+    first = opened()
+    assert any(d in models for models in first.values())
+    lipi.dask.embed([str(docs)], d, client, tmp_path / "emb2", partitions=6)
+    again = opened()
+    for worker, models in first.items():  # the same objects: not opened again
+        assert all(again[worker].get(name) == ident for name, ident in models.items())
+
+
+@pytest.mark.skipif(not lipi._lipi.has_faiss, reason="lipi built without FAISS")
+def test_faiss_index_searches_as_the_command_line_s(tmp_path, client, model_dir):
+    d = model_dir("st_mean")
+    docs = tmp_path / "docs.txt"
+    docs.write_text("\n".join(_token_lines(120)) + "\n")
+    run_lipi("index", "--quiet", "-m", d, "--faiss", "Flat", "-o", str(tmp_path / "cli.idx"),
+             str(docs))
+    queries = tmp_path / "q.txt"
+    queries.write_text("\n".join(_token_lines(4, seed=3)) + "\n")
+    hits = run_lipi("search", "--index", str(tmp_path / "cli.idx"), "--queries", str(queries),
+                    "-k", "3").decode().splitlines()
+    shards = lipi.dask.embed([str(docs)], d, client, tmp_path / "emb", partitions=3)
+    idx = lipi.dask.index(shards, tmp_path / "dask.idx", model=d, faiss="Flat")
+    assert idx.has_faiss
+    ids, _ = idx.search(lipi.Embedder(d).encode(queries.read_text().splitlines()), k=3)
+    assert [int(h.split("\t")[2]) - 1 for h in hits] == ids.ravel().tolist()
