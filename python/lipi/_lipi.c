@@ -2265,6 +2265,8 @@ static PyObject *mod_count_to_file(PyObject *self, PyObject *args);
 static PyObject *mod_counts_merge_files(PyObject *self, PyObject *args);
 static PyObject *mod_read_lines(PyObject *self, PyObject *args);
 static PyObject *mod_index_build_from(PyObject *self, PyObject *args);
+static PyObject *mod_parallel_files(PyObject *self, PyObject *args);
+static PyObject *mod_inflation_counts(PyObject *self, PyObject *args);
 
 static PyMethodDef module_methods[] = {
     {"_train", mod_train, METH_VARARGS, NULL},
@@ -2275,6 +2277,8 @@ static PyMethodDef module_methods[] = {
     {"_counts_merge_files", mod_counts_merge_files, METH_VARARGS, NULL},
     {"_read_lines", mod_read_lines, METH_VARARGS, NULL},
     {"_index_build_from", mod_index_build_from, METH_VARARGS, NULL},
+    {"_parallel_files", mod_parallel_files, METH_VARARGS, NULL},
+    {"_inflation_counts", mod_inflation_counts, METH_VARARGS, NULL},
     {NULL},
 };
 
@@ -2547,4 +2551,145 @@ fail:
     Py_XDECREF(it);
     Py_XDECREF(db);
     return NULL;
+}
+
+/* _parallel_files(paths, reference, invalid) -> (files, reference, lines):
+ * the parallel set as lipi_parallel_files_open takes it (folders listed,
+ * line counts checked): files a list of (label, path) in label order,
+ * reference the index of the reference file, lines the lines per file. */
+static PyObject *mod_parallel_files(PyObject *self, PyObject *args)
+{
+    PyObject *paths_o, *result = NULL, *list = NULL;
+    const char *reference, *inval;
+    if (!PyArg_ParseTuple(args, "Ozs:_parallel_files", &paths_o, &reference, &inval))
+        return NULL;
+    lipi_invalid_mode mode = strcmp(inval, "replace") == 0 ? LIPI_INVALID_REPLACE : LIPI_INVALID_ERROR;
+    path_list par = {0};
+    lipi_parallel_files *files = NULL;
+    lipi_error err = {0};
+    lipi_status st;
+    if (path_list_get(paths_o, "parallel", &par) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    st = lipi_parallel_files_open(par.p, par.n, reference, mode, &files, &err);
+    Py_END_ALLOW_THREADS
+    if (st != LIPI_OK) {
+        raise_lipi(st, &err);
+        goto done;
+    }
+    size_t n = lipi_parallel_files_count(files);
+    if (!(list = PyList_New((Py_ssize_t)n)))
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *item = Py_BuildValue("(sN)", lipi_parallel_files_label(files, i),
+                                       PyUnicode_DecodeFSDefault(lipi_parallel_files_path(files, i)));
+        if (!item)
+            goto done;
+        PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+    }
+    result = Py_BuildValue("(OnK)", list, (Py_ssize_t)lipi_parallel_files_reference(files),
+                           (unsigned long long)lipi_parallel_files_lines(files));
+done:
+    Py_XDECREF(list);
+    lipi_parallel_files_close(files);
+    path_list_free(&par);
+    return result;
+}
+
+/* _inflation_counts(tokenizers, parallel, reference, threads, invalid) ->
+ * dict: the inflation report's counts before any ratio, which add up
+ * across shards of the lines: {"tokenizers": [labels], "languages":
+ * [labels], "reference": index, "skipped": n, "cells": [[(lines, tokens,
+ * words, chars, bytes, continued_words, unknown_tokens,
+ * byte_fallback_tokens, unknown_chars, boundaries, split_boundaries) per
+ * language] per tokenizer]}. */
+static PyObject *mod_inflation_counts(PyObject *self, PyObject *args)
+{
+    PyObject *toks_o, *par_o, *threads_o, *result = NULL;
+    const char *reference, *inval;
+    if (!PyArg_ParseTuple(args, "OOzOs:_inflation_counts", &toks_o, &par_o, &reference,
+                          &threads_o, &inval))
+        return NULL;
+    long threads = threads_arg(threads_o, 64);
+    if (threads < 0)
+        return NULL;
+    lipi_invalid_mode mode = strcmp(inval, "replace") == 0 ? LIPI_INVALID_REPLACE : LIPI_INVALID_ERROR;
+    path_list toks = {0}, par = {0};
+    lipi_error err = {0};
+    lipi_status st = LIPI_OK;
+    lipi_inflation_tokenizers *ts = NULL;
+    lipi_parallel_files *files = NULL;
+    lipi_inflation_report *rep = NULL;
+    const char **langs = NULL;
+    size_t n_lang = 0;
+    if (path_list_get(toks_o, "tokenizers", &toks) < 0 || path_list_get(par_o, "parallel", &par) < 0)
+        goto done;
+    if (!toks.n) {
+        PyErr_SetString(PyExc_ValueError, "give at least one tokenizer");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    st = lipi_inflation_tokenizers_open(toks.p, toks.n, (size_t)threads, &ts, &err);
+    if (st == LIPI_OK)
+        st = lipi_parallel_files_open(par.p, par.n, reference, mode, &files, &err);
+    if (st == LIPI_OK) {
+        n_lang = lipi_parallel_files_count(files);
+        if (!(langs = lipi_calloc(n_lang, sizeof *langs)))
+            st = lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        for (size_t l = 0; st == LIPI_OK && l < n_lang; l++)
+            langs[l] = lipi_parallel_files_label(files, l);
+        if (st == LIPI_OK)
+            st = lipi_inflation_new(lipi_inflation_tokenizers_labels(ts), toks.n, langs, n_lang,
+                                    lipi_parallel_files_reference(files), &rep, &err);
+    }
+    if (st == LIPI_OK)
+        st = lipi_inflation_measure(rep, ts, files, (size_t)threads, &err);
+    Py_END_ALLOW_THREADS
+    if (st != LIPI_OK) {
+        raise_lipi(st, &err);
+        goto done;
+    }
+    PyObject *tl = PyList_New(0), *ll = PyList_New(0), *cells = PyList_New(0);
+    int ok = tl && ll && cells;
+    for (size_t t = 0; ok && t < toks.n; t++) {
+        PyObject *row = PyList_New(0), *name = PyUnicode_FromString(lipi_inflation_tokenizer_name(rep, t));
+        ok = row && name && PyList_Append(tl, name) == 0 && PyList_Append(cells, row) == 0;
+        for (size_t l = 0; ok && l < n_lang; l++) {
+            lipi_inflation_row r;
+            lipi_inflation_get_row(rep, t, l, &r);
+            PyObject *c = Py_BuildValue("(KKKKKKKKKKK)", (unsigned long long)r.lines,
+                                        (unsigned long long)r.tokens, (unsigned long long)r.words,
+                                        (unsigned long long)r.chars, (unsigned long long)r.bytes,
+                                        (unsigned long long)r.continued_words,
+                                        (unsigned long long)r.unknown_tokens,
+                                        (unsigned long long)r.byte_fallback_tokens,
+                                        (unsigned long long)r.unknown_chars,
+                                        (unsigned long long)r.boundaries,
+                                        (unsigned long long)r.split_boundaries);
+            ok = c && PyList_Append(row, c) == 0;
+            Py_XDECREF(c);
+        }
+        Py_XDECREF(row);
+        Py_XDECREF(name);
+    }
+    for (size_t l = 0; ok && l < n_lang; l++) {
+        PyObject *name = PyUnicode_FromString(langs[l]);
+        ok = name && PyList_Append(ll, name) == 0;
+        Py_XDECREF(name);
+    }
+    if (ok)
+        result = Py_BuildValue("{sOsOsnsKsO}", "tokenizers", tl, "languages", ll, "reference",
+                               (Py_ssize_t)lipi_parallel_files_reference(files), "skipped",
+                               (unsigned long long)lipi_parallel_files_skipped(files), "cells", cells);
+    Py_XDECREF(tl);
+    Py_XDECREF(ll);
+    Py_XDECREF(cells);
+done:
+    lipi_free(langs);
+    lipi_inflation_free(rep);
+    lipi_parallel_files_close(files);
+    lipi_inflation_tokenizers_free(ts);
+    path_list_free(&toks);
+    path_list_free(&par);
+    return result;
 }

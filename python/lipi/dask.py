@@ -35,7 +35,7 @@ import lipi as _lipi_pkg
 from . import _lipi
 from ._lipi import LipiError
 
-__all__ = ["shards", "count", "train", "embed", "index"]
+__all__ = ["shards", "count", "train", "embed", "index", "inflation"]
 
 # The options that decide what a word is: counting and training must get
 # the same ones (lipi count's --normalizer, --pattern, ...).
@@ -130,8 +130,8 @@ class _Pieces:
     does not start the file gets a BOM in front, which the reader skips
     (so a U+FEFF that starts the range stays text, as in the whole file)."""
 
-    def __init__(self, shard):
-        self.shard = shard
+    def __init__(self, shard, folder=None):
+        self.shard, self.folder = shard, folder  # folder: copies keep their names there
         self.files, self._tmp = [], []
 
     def __enter__(self):
@@ -139,7 +139,11 @@ class _Pieces:
             if a == 0 and b == _os.path.getsize(p):
                 self.files.append(p)
                 continue
-            fd, tmp = _tempfile.mkstemp(prefix="lipi-dask-", suffix=".txt")
+            if self.folder:
+                tmp = _os.path.join(self.folder, _os.path.basename(p))
+                fd = _os.open(tmp, _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL, 0o600)
+            else:
+                fd, tmp = _tempfile.mkstemp(prefix="lipi-dask-", suffix=".txt")
             self._tmp.append(tmp)
             with open(p, "rb") as src, _os.fdopen(fd, "wb") as dst:
                 if a > 0:
@@ -431,3 +435,123 @@ def index(embedded, out_path, model=None, *, faiss=None, quantize=None, threads=
 
     _lipi._index_build_from(_os.fspath(out_path), dim, chunks(), emb, faiss, quantize, threads)
     return _lipi_pkg.Index(out_path)
+
+
+# ---------------------------------------------------------------------------
+# Inflation report
+# ---------------------------------------------------------------------------
+
+# The row fields of lipi.inflation, the counts first (in _inflation_counts'
+# order), as the JSON report writes them.
+_COUNTS = ("lines", "tokens", "words", "chars", "bytes", "continued_words", "unknown_tokens",
+           "byte_fallback_tokens", "unknown_chars", "boundaries", "split_boundaries")
+
+
+def _line_offsets(path, cuts):
+    """Byte offsets of the starts of lines cuts[i] (0-based; the file's
+    size for a line past the end)."""
+    want, at, line, pos = set(cuts), {}, 0, 0
+    with open(path, "rb") as f:
+        for text in f:
+            if line in want:
+                at[line] = pos
+            pos += len(text)
+            line += 1
+    return [at.get(c, pos) for c in cuts]
+
+
+def _inflation_task(tokenizers, pieces, labels, reference, threads, invalid):
+    with _tempfile.TemporaryDirectory(prefix="lipi-dask-") as tmp, _Pieces(pieces, tmp) as p:
+        try:
+            return _lipi._inflation_counts(tokenizers, p.files, reference, threads, invalid)
+        except LipiError as e:
+            raise _relocated(e, p) from None
+
+
+def _ratio(a, b):
+    return a / b if b else float("nan")
+
+
+def _rows(counts):
+    """lipi.inflation's rows from the summed counts: the figures of
+    lipi_inflation_get_row, in the JSON report's order (by tokenizer, then
+    languages by the first tokenizer's parity, lowest first)."""
+    toks, langs, ref, cells = (counts["tokenizers"], counts["languages"], counts["reference"],
+                               counts["cells"])
+
+    def row(t, l):
+        c = dict(zip(_COUNTS, cells[t][l]))
+        r = cells[t][ref]
+        parity = _ratio(c["tokens"], r[1]) if r[0] == c["lines"] else float("nan")
+        return {
+            "tokenizer": toks[t], "language": langs[l], "lines": c["lines"],
+            "tokens": c["tokens"], "words": c["words"], "chars": c["chars"], "bytes": c["bytes"],
+            "tokens_per_line": _ratio(c["tokens"], c["lines"]), "parity": parity,
+            "fertility": _ratio(c["tokens"], c["words"]),
+            "chars_per_token": _ratio(c["chars"], c["tokens"]),
+            "bytes_per_token": _ratio(c["bytes"], c["tokens"]),
+            "continued_words": _ratio(c["continued_words"], c["words"]),
+            "unknown_share": _ratio(c["unknown_tokens"], c["tokens"]),
+            "byte_fallback_share": _ratio(c["byte_fallback_tokens"], c["tokens"]),
+            "unknown_char_share": _ratio(c["unknown_chars"], c["chars"]),
+            "grapheme_split_share": _ratio(c["split_boundaries"], c["boundaries"]),
+            "comparable": c["unknown_chars"] <= c["chars"] // 10,
+        }
+
+    def key(l):  # goes_before: rows with a parity first, by parity, then by name
+        p = row(0, l)["parity"]
+        return (p != p, 0.0 if p != p else p, langs[l].encode())
+
+    order = sorted(range(len(langs)), key=key)
+    out = []
+    for t in range(len(toks)):
+        for l in order:
+            r = row(t, l)
+            # as the JSON report prints them: six decimals, NaN as null
+            out.append({k: (None if v != v else float(f"{v:.6f}")) if isinstance(v, float) else v
+                        for k, v in r.items()})
+    return out
+
+
+def inflation(tokenizers, parallel, client=None, reference="eng_Latn", *, partitions=None,
+              lines_per_shard=None, threads=1, invalid="error", progress=False):
+    """lipi.inflation's rows for line-aligned parallel files (or their
+    folder), measured on the cluster: the files are cut at the same line
+    numbers (partitions shards, or lines_per_shard lines each; default
+    one), each task measures its lines and returns the report's counts,
+    and the counts are summed exactly here before the ratios are taken.
+    Compressed files are measured as one shard. Returns the rows
+    lipi.inflation returns for the same files. Each task opens the
+    tokenizers (bundled names or paths every worker can read)."""
+    client = _client(client)
+    toks = [_os.fspath(t) for t in ([tokenizers] if isinstance(tokenizers, (str, _os.PathLike))
+                                    else tokenizers)]
+    par = [_os.fspath(p) for p in ([parallel] if isinstance(parallel, (str, _os.PathLike))
+                                   else parallel)]
+    files, _ref, lines = _lipi._parallel_files(par, reference, invalid)
+    n = 1
+    if partitions:
+        n = max(1, min(partitions, lines))
+    elif lines_per_shard:
+        n = max(1, -(-lines // lines_per_shard))
+    if any(p.endswith(_COMPRESSED) for _, p in files):
+        n = 1
+    cuts = [lines * k // n for k in range(n + 1)]
+    offsets = {p: _line_offsets(p, cuts) for _, p in files}
+    labels = [label for label, _ in files]
+    run = _uuid.uuid4().hex[:8]
+    futures = []
+    for k in range(n):
+        if cuts[k] == cuts[k + 1]:
+            continue
+        pieces = [(p, offsets[p][k], offsets[p][k + 1]) for _, p in files]
+        futures.append(client.submit(_inflation_task, toks, pieces, labels, reference, threads,
+                                     invalid, pure=False, key=f"lipi-inflation-{k}-{run}"))
+    parts = _wait(client, futures, progress)
+    total = parts[0]
+    for part in parts[1:]:
+        total["skipped"] += part["skipped"]
+        for t, row in enumerate(part["cells"]):
+            for l, c in enumerate(row):
+                total["cells"][t][l] = tuple(a + b for a, b in zip(total["cells"][t][l], c))
+    return _rows(total)

@@ -24,7 +24,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 @pytest.fixture(scope="module")
 def client():
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None)
+                                       host="127.0.0.1", dashboard_address="127.0.0.1:0")
     c = distributed.Client(cluster)
     yield c
     c.close()
@@ -235,3 +235,39 @@ def test_faiss_index_searches_as_the_command_line_s(tmp_path, client, model_dir)
     assert idx.has_faiss
     ids, _ = idx.search(lipi.Embedder(d).encode(queries.read_text().splitlines()), k=3)
     assert [int(h.split("\t")[2]) - 1 for h in hits] == ids.ravel().tolist()
+
+
+@pytest.mark.parametrize("partitions,toks", [
+    (1, ["cl100k_base"]), (3, ["cl100k_base", "bert-base-multilingual-cased"]),
+    (7, ["o200k_base"])])
+def test_inflation_rows_are_lipi_inflation_s(client, partitions, toks):
+    folder = os.path.join(ROOT, "data/flores200")
+    got = lipi.dask.inflation(toks, folder, client, partitions=partitions)
+    assert got == lipi.inflation(toks, parallel=folder)
+
+
+def test_inflation_skipped_lines_and_a_bad_line(tmp_path, client):
+    files = []
+    for name in ("eng_Latn.txt", "hin_Deva.txt", "tam_Taml.txt"):
+        lines = open(os.path.join(ROOT, "data/flores200", name), "rb").read().split(b"\n")
+        if name == "hin_Deva.txt":
+            lines[5] = lines[150] = b""  # skipped in every language
+        (tmp_path / name).write_bytes(b"\n".join(lines))
+        files.append(str(tmp_path / name))
+    want = lipi.inflation(["cl100k_base"], parallel=files)
+    assert lipi.dask.inflation("cl100k_base", files, client, partitions=4) == want
+    assert want[0]["lines"] == 198
+    bad = tmp_path / "tam_Taml.txt"
+    data = bad.read_bytes().split(b"\n")
+    data[120] = b"\xc3(" + data[120]
+    bad.write_bytes(b"\n".join(data))
+    with pytest.raises(lipi.LipiError) as single:
+        lipi.inflation(["cl100k_base"], parallel=files)
+    # the driver reads every file once to check the line counts (as lipi
+    # does), so a bad line fails before any task; the shards' reading would
+    # name it the same way
+    with pytest.raises(lipi.LipiError) as ex:
+        lipi.dask.inflation("cl100k_base", files, client, partitions=4)
+    assert (ex.value.path, ex.value.line, ex.value.offset) == \
+        (single.value.path, single.value.line, single.value.offset) == \
+        (str(bad), 121, single.value.offset)
