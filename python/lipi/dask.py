@@ -1,6 +1,6 @@
 """lipi's corpus work on a Dask cluster: word counts (and training from
-them), embeddings and their index, spread over the workers of an existing
-distributed.Client.
+them), embeddings and their index, and the token-inflation report, spread
+over the workers of an existing distributed.Client.
 
     >>> from distributed import Client, LocalCluster
     >>> import lipi.dask
@@ -11,6 +11,7 @@ distributed.Client.
 
     >>> shards = lipi.dask.embed(["docs.txt"], "model/", client, "shared/emb")
     >>> idx = lipi.dask.index(shards, "shared/idx", model="model/")
+    >>> rows = lipi.dask.inflation(["cl100k_base"], "flores/", client, partitions=8)
 
 The inputs are cut into shards: whole files, or byte ranges of big ones
 cut at line starts. One task per shard writes its output into out_dir (a
@@ -135,6 +136,14 @@ class _Pieces:
         self.files, self._tmp = [], []
 
     def __enter__(self):
+        try:
+            self._copy()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _copy(self):
         for p, a, b in self.shard:
             if a == 0 and b == _os.path.getsize(p):
                 self.files.append(p)
@@ -144,7 +153,7 @@ class _Pieces:
                 fd = _os.open(tmp, _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL, 0o600)
             else:
                 fd, tmp = _tempfile.mkstemp(prefix="lipi-dask-", suffix=".txt")
-            self._tmp.append(tmp)
+            self._tmp.append(tmp)  # removed by __exit__, even after a failed copy
             with open(p, "rb") as src, _os.fdopen(fd, "wb") as dst:
                 if a > 0:
                     dst.write(_BOM)
@@ -153,11 +162,11 @@ class _Pieces:
                 while left:
                     block = src.read(min(left, 1 << 20))
                     if not block:
-                        break
+                        raise ValueError(f"{p}: shorter than when it was cut into shards "
+                                         f"(expected {b} bytes)")
                     dst.write(block)
                     left -= len(block)
             self.files.append(tmp)
-        return self
 
     def __exit__(self, *exc):
         for t in self._tmp:
