@@ -35,7 +35,9 @@ DEPS     := bin/pkg-config:pkg-config bin/cc:build-essential \
             libcurl:libcurl4-openssl-dev libcrypto:libssl-dev bin/help2man:help2man bin/man:man-db \
             file/usr/include/python3*/Python.h:python3-dev \
             file/usr/lib/python3/dist-packages/numpy/__init__.py:python3-numpy \
-            file/usr/lib/python3/dist-packages/pytest/__init__.py:python3-pytest
+            file/usr/lib/python3/dist-packages/pytest/__init__.py:python3-pytest \
+            file/usr/lib/python3/dist-packages/dask/__init__.py:python3-dask \
+            file/usr/lib/python3/dist-packages/distributed/__init__.py:python3-distributed
 # What `make fuzz` needs on top: clang and its libFuzzer + sanitizer runtimes.
 FUZZ_DEPS := bin/clang:clang \
             file/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev

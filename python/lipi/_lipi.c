@@ -2260,11 +2260,25 @@ static PyObject *mod_rss(PyObject *self, PyObject *unused)
     return PyLong_FromLongLong((long long)rss * sysconf(_SC_PAGESIZE));
 }
 
+/* lipi.dask's pieces (defined at the end of this file). */
+static PyObject *mod_count_to_file(PyObject *self, PyObject *args);
+static PyObject *mod_counts_merge_files(PyObject *self, PyObject *args);
+static PyObject *mod_read_lines(PyObject *self, PyObject *args);
+static PyObject *mod_index_build_from(PyObject *self, PyObject *args);
+static PyObject *mod_parallel_files(PyObject *self, PyObject *args);
+static PyObject *mod_inflation_counts(PyObject *self, PyObject *args);
+
 static PyMethodDef module_methods[] = {
     {"_train", mod_train, METH_VARARGS, NULL},
     {"_inflation", mod_inflation, METH_VARARGS, NULL},
     {"_index_build", mod_index_build, METH_VARARGS, NULL},
     {"_rss", mod_rss, METH_NOARGS, NULL},
+    {"_count_to_file", mod_count_to_file, METH_VARARGS, NULL},
+    {"_counts_merge_files", mod_counts_merge_files, METH_VARARGS, NULL},
+    {"_read_lines", mod_read_lines, METH_VARARGS, NULL},
+    {"_index_build_from", mod_index_build_from, METH_VARARGS, NULL},
+    {"_parallel_files", mod_parallel_files, METH_VARARGS, NULL},
+    {"_inflation_counts", mod_inflation_counts, METH_VARARGS, NULL},
     {NULL},
 };
 
@@ -2308,4 +2322,374 @@ PyMODINIT_FUNC PyInit__lipi(void)
         return NULL;
     }
     return m;
+}
+
+/* ======================================================================== */
+/* Counting for lipi.dask: one shard's counts file, and a merge of them      */
+/* ======================================================================== */
+
+/* _count_to_file(files, out_path, type, options: dict) -> None: the counts
+ * file `lipi count` writes for the files, with the text options lipi.train
+ * takes (normalizer, pattern, regex, lowercase, strip_accents, fold_digits;
+ * the pattern's default follows `type` as training's does), invalid and
+ * threads. The file appears whole or not at all (lipi_counts_save). */
+static PyObject *mod_count_to_file(PyObject *self, PyObject *args)
+{
+    PyObject *files_o, *out_o, *d, *result = NULL, *ob = NULL;
+    const char *type;
+    if (!PyArg_ParseTuple(args, "OOsO!:_count_to_file", &files_o, &out_o, &type, &PyDict_Type, &d))
+        return NULL;
+    path_list files = {0};
+    lipi_count_options co;
+    lipi_count_options_default(&co);
+    long threads = threads_arg(opt_get(d, "threads"), 1024);
+    if (threads < 0 || invalid_mode(d, &co.invalid) < 0 || !(ob = path_bytes(out_o)) ||
+        path_list_get(files_o, "files", &files) < 0)
+        goto done;
+    co.threads = (size_t)threads;
+    lipi_normalizer *norm = NULL;
+    lipi_pretokenizer *pre = NULL;
+    lipi_error err = {0};
+    lipi_status st = train_text(d, strcmp(type, "unigram") == 0, &norm, &pre, &err);
+    if (st == LIPI_OK) {
+        Py_BEGIN_ALLOW_THREADS
+        st = lipi_count_to_file(files.p, files.n, norm, pre, &co, PyBytes_AS_STRING(ob), &err);
+        Py_END_ALLOW_THREADS
+        lipi_pretokenizer_free(pre);
+        lipi_normalizer_free(norm);
+    }
+    if (st != LIPI_OK) {
+        if (!PyErr_Occurred())
+            raise_lipi(st, &err);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    path_list_free(&files);
+    Py_XDECREF(ob);
+    return result;
+}
+
+/* _counts_merge_files(paths, out_path) -> None: `lipi count --merge`. */
+static PyObject *mod_counts_merge_files(PyObject *self, PyObject *args)
+{
+    PyObject *paths_o, *out_o, *ob = NULL, *result = NULL;
+    if (!PyArg_ParseTuple(args, "OO:_counts_merge_files", &paths_o, &out_o))
+        return NULL;
+    path_list paths = {0};
+    if (!(ob = path_bytes(out_o)) || path_list_get(paths_o, "paths", &paths) < 0)
+        goto done;
+    lipi_error err = {0};
+    lipi_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = lipi_counts_merge_files(paths.p, paths.n, PyBytes_AS_STRING(ob), &err);
+    Py_END_ALLOW_THREADS
+    if (st != LIPI_OK) {
+        raise_lipi(st, &err);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    path_list_free(&paths);
+    Py_XDECREF(ob);
+    return result;
+}
+
+/* _read_lines(path, invalid) -> list of str: the file's lines as `lipi
+ * embed` reads them (lipi_line_reader: BOM skipped, CRLF ends, UTF-8
+ * checked or repaired; .gz/.xz/.zst decompressed). */
+static PyObject *mod_read_lines(PyObject *self, PyObject *args)
+{
+    PyObject *path_o, *pb = NULL, *list = NULL;
+    const char *invalid;
+    if (!PyArg_ParseTuple(args, "Os:_read_lines", &path_o, &invalid))
+        return NULL;
+    lipi_invalid_mode mode = LIPI_INVALID_ERROR;
+    if (strcmp(invalid, "replace") == 0)
+        mode = LIPI_INVALID_REPLACE;
+    else if (strcmp(invalid, "error") != 0) {
+        PyErr_Format(PyExc_ValueError, "invalid must be 'error' or 'replace', not '%s'", invalid);
+        return NULL;
+    }
+    if (!(pb = path_bytes(path_o)) || !(list = PyList_New(0)))
+        goto fail;
+    lipi_line_reader *r = NULL;
+    lipi_error err = {0};
+    lipi_status st = lipi_line_reader_open(PyBytes_AS_STRING(pb), mode, &r, &err);
+    while (st == LIPI_OK) {
+        const char *line;
+        size_t len;
+        Py_BEGIN_ALLOW_THREADS
+        st = lipi_line_reader_next(r, &line, &len, &err);
+        Py_END_ALLOW_THREADS
+        if (st != LIPI_OK || !line)
+            break;
+        PyObject *u = PyUnicode_DecodeUTF8(line, (Py_ssize_t)len, "strict");
+        if (!u || PyList_Append(list, u) < 0) {
+            Py_XDECREF(u);
+            lipi_line_reader_close(r);
+            goto fail;
+        }
+        Py_DECREF(u);
+    }
+    lipi_line_reader_close(r);
+    if (st != LIPI_OK) {
+        raise_lipi(st, &err);
+        goto fail;
+    }
+    Py_DECREF(pb);
+    return list;
+fail:
+    Py_XDECREF(pb);
+    Py_XDECREF(list);
+    return NULL;
+}
+
+/* _index_build_from(dir, dim, chunks, embedder, faiss, quantize, threads)
+ * -> int (documents): an index written as `lipi index` writes it, from an
+ * iterable of (vectors: float32 buffer (n, dim), texts: list of n str)
+ * taken one at a time (a builder appending each), so only one chunk is in
+ * memory. Nothing at dir changes unless every chunk was added (commit);
+ * an error, of lipi's or raised by the iterable, aborts. */
+static PyObject *mod_index_build_from(PyObject *self, PyObject *args)
+{
+    PyObject *dir_o, *chunks_o, *emb_o, *threads_o, *db = NULL, *it = NULL, *item = NULL;
+    Py_ssize_t dim;
+    const char *faiss = NULL, *quant = NULL;
+    if (!PyArg_ParseTuple(args, "OnOOzzO:_index_build_from", &dir_o, &dim, &chunks_o, &emb_o,
+                          &faiss, &quant, &threads_o))
+        return NULL;
+    long threads = threads_arg(threads_o, 256);
+    if (threads < 0 || !(db = path_bytes(dir_o)))
+        goto fail;
+    if (dim < 1) {
+        PyErr_SetString(PyExc_ValueError, "dim must be positive");
+        goto fail;
+    }
+    lipi_index_write_options wo = {.faiss_spec = faiss, .threads = (size_t)threads};
+    if (quant && !lipi_quantization_parse(quant, &wo.quantize)) {
+        PyErr_Format(PyExc_ValueError, "quantize must be 'int8' or 'binary', not '%s'", quant);
+        goto fail;
+    }
+    lipi_index_model id = {.lipi_version = lipi_version()};
+    char fingerprint[17];
+    lipi_error err = {0};
+    lipi_status st = LIPI_OK;
+    if (emb_o != Py_None) {
+        if (!PyObject_TypeCheck(emb_o, &EmbedderType)) {
+            PyErr_SetString(PyExc_TypeError, "embedder must be a lipi.Embedder or None");
+            goto fail;
+        }
+        st = lipi_embedder_identity(((EmbedderObject *)emb_o)->e, &id, fingerprint, &err);
+    }
+    if (!(it = PyObject_GetIter(chunks_o)))
+        goto fail;
+    lipi_index_builder *b = NULL;
+    if (st == LIPI_OK)
+        st = lipi_index_builder_new(PyBytes_AS_STRING(db), &id, (size_t)dim, &wo, &b, &err);
+    if (st != LIPI_OK) {
+        raise_lipi(st, &err);
+        goto fail;
+    }
+    while ((item = PyIter_Next(it))) {
+        Py_buffer v;
+        PyObject *texts_o;
+        if (!PyArg_ParseTuple(item, "y*O:chunk", &v, &texts_o))
+            goto abort;
+        text_list tl = {0};
+        size_t n = (size_t)v.len / ((size_t)dim * sizeof(float));
+        const char **texts = NULL;
+        size_t *lens = NULL;
+        int ok = 0;
+        if (v.len % (Py_ssize_t)((size_t)dim * sizeof(float)))
+            PyErr_SetString(PyExc_ValueError, "vectors must be float32 rows of `dim` values");
+        else if (text_list_get(texts_o, &tl) == 0) {
+            if (tl.n != n)
+                PyErr_Format(PyExc_ValueError, "%zu texts for %zu vectors", tl.n, n);
+            else if (!(texts = PyMem_Malloc((n + 1) * sizeof *texts)) ||
+                     !(lens = PyMem_Malloc((n + 1) * sizeof *lens)))
+                PyErr_NoMemory();
+            else {
+                for (size_t i = 0; i < n; i++) {
+                    texts[i] = tl.t[i].s;
+                    lens[i] = tl.t[i].len;
+                }
+                Py_BEGIN_ALLOW_THREADS
+                st = lipi_index_builder_add(b, v.buf, n, texts, lens, &err);
+                Py_END_ALLOW_THREADS
+                if (st != LIPI_OK)
+                    raise_lipi(st, &err);
+                else
+                    ok = 1;
+            }
+        }
+        PyMem_Free(texts);
+        PyMem_Free(lens);
+        text_list_free(&tl);
+        PyBuffer_Release(&v);
+        Py_CLEAR(item);
+        if (!ok)
+            goto abort;
+    }
+    if (PyErr_Occurred())
+        goto abort;
+    size_t count = lipi_index_builder_count(b);
+    Py_BEGIN_ALLOW_THREADS
+    st = lipi_index_builder_commit(b, &err);
+    Py_END_ALLOW_THREADS
+    if (st != LIPI_OK) {
+        raise_lipi(st, &err);
+        goto fail;
+    }
+    Py_DECREF(it);
+    Py_DECREF(db);
+    return PyLong_FromSize_t(count);
+abort:
+    lipi_index_builder_abort(b);
+fail:
+    Py_XDECREF(item);
+    Py_XDECREF(it);
+    Py_XDECREF(db);
+    return NULL;
+}
+
+/* _parallel_files(paths, reference, invalid) -> (files, reference, lines):
+ * the parallel set as lipi_parallel_files_open takes it (folders listed,
+ * line counts checked): files a list of (label, path) in label order,
+ * reference the index of the reference file, lines the lines per file. */
+static PyObject *mod_parallel_files(PyObject *self, PyObject *args)
+{
+    PyObject *paths_o, *result = NULL, *list = NULL;
+    const char *reference, *inval;
+    if (!PyArg_ParseTuple(args, "Ozs:_parallel_files", &paths_o, &reference, &inval))
+        return NULL;
+    lipi_invalid_mode mode = strcmp(inval, "replace") == 0 ? LIPI_INVALID_REPLACE : LIPI_INVALID_ERROR;
+    path_list par = {0};
+    lipi_parallel_files *files = NULL;
+    lipi_error err = {0};
+    lipi_status st;
+    if (path_list_get(paths_o, "parallel", &par) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    st = lipi_parallel_files_open(par.p, par.n, reference, mode, &files, &err);
+    Py_END_ALLOW_THREADS
+    if (st != LIPI_OK) {
+        raise_lipi(st, &err);
+        goto done;
+    }
+    size_t n = lipi_parallel_files_count(files);
+    if (!(list = PyList_New((Py_ssize_t)n)))
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *item = Py_BuildValue("(sN)", lipi_parallel_files_label(files, i),
+                                       PyUnicode_DecodeFSDefault(lipi_parallel_files_path(files, i)));
+        if (!item)
+            goto done;
+        PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+    }
+    result = Py_BuildValue("(OnK)", list, (Py_ssize_t)lipi_parallel_files_reference(files),
+                           (unsigned long long)lipi_parallel_files_lines(files));
+done:
+    Py_XDECREF(list);
+    lipi_parallel_files_close(files);
+    path_list_free(&par);
+    return result;
+}
+
+/* _inflation_counts(tokenizers, parallel, reference, threads, invalid) ->
+ * dict: the inflation report's counts before any ratio, which add up
+ * across shards of the lines: {"tokenizers": [labels], "languages":
+ * [labels], "reference": index, "skipped": n, "cells": [[(lines, tokens,
+ * words, chars, bytes, continued_words, unknown_tokens,
+ * byte_fallback_tokens, unknown_chars, boundaries, split_boundaries) per
+ * language] per tokenizer]}. */
+static PyObject *mod_inflation_counts(PyObject *self, PyObject *args)
+{
+    PyObject *toks_o, *par_o, *threads_o, *result = NULL;
+    const char *reference, *inval;
+    if (!PyArg_ParseTuple(args, "OOzOs:_inflation_counts", &toks_o, &par_o, &reference,
+                          &threads_o, &inval))
+        return NULL;
+    long threads = threads_arg(threads_o, 64);
+    if (threads < 0)
+        return NULL;
+    lipi_invalid_mode mode = strcmp(inval, "replace") == 0 ? LIPI_INVALID_REPLACE : LIPI_INVALID_ERROR;
+    path_list toks = {0}, par = {0};
+    lipi_error err = {0};
+    lipi_status st = LIPI_OK;
+    lipi_inflation_tokenizers *ts = NULL;
+    lipi_parallel_files *files = NULL;
+    lipi_inflation_report *rep = NULL;
+    const char **langs = NULL;
+    size_t n_lang = 0;
+    if (path_list_get(toks_o, "tokenizers", &toks) < 0 || path_list_get(par_o, "parallel", &par) < 0)
+        goto done;
+    if (!toks.n) {
+        PyErr_SetString(PyExc_ValueError, "give at least one tokenizer");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    st = lipi_inflation_tokenizers_open(toks.p, toks.n, (size_t)threads, &ts, &err);
+    if (st == LIPI_OK)
+        st = lipi_parallel_files_open(par.p, par.n, reference, mode, &files, &err);
+    if (st == LIPI_OK) {
+        n_lang = lipi_parallel_files_count(files);
+        if (!(langs = lipi_calloc(n_lang, sizeof *langs)))
+            st = lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        for (size_t l = 0; st == LIPI_OK && l < n_lang; l++)
+            langs[l] = lipi_parallel_files_label(files, l);
+        if (st == LIPI_OK)
+            st = lipi_inflation_new(lipi_inflation_tokenizers_labels(ts), toks.n, langs, n_lang,
+                                    lipi_parallel_files_reference(files), &rep, &err);
+    }
+    if (st == LIPI_OK)
+        st = lipi_inflation_measure(rep, ts, files, (size_t)threads, &err);
+    Py_END_ALLOW_THREADS
+    if (st != LIPI_OK) {
+        raise_lipi(st, &err);
+        goto done;
+    }
+    PyObject *tl = PyList_New(0), *ll = PyList_New(0), *cells = PyList_New(0);
+    int ok = tl && ll && cells;
+    for (size_t t = 0; ok && t < toks.n; t++) {
+        PyObject *row = PyList_New(0), *name = PyUnicode_FromString(lipi_inflation_tokenizer_name(rep, t));
+        ok = row && name && PyList_Append(tl, name) == 0 && PyList_Append(cells, row) == 0;
+        for (size_t l = 0; ok && l < n_lang; l++) {
+            lipi_inflation_row r;
+            lipi_inflation_get_row(rep, t, l, &r);
+            PyObject *c = Py_BuildValue("(KKKKKKKKKKK)", (unsigned long long)r.lines,
+                                        (unsigned long long)r.tokens, (unsigned long long)r.words,
+                                        (unsigned long long)r.chars, (unsigned long long)r.bytes,
+                                        (unsigned long long)r.continued_words,
+                                        (unsigned long long)r.unknown_tokens,
+                                        (unsigned long long)r.byte_fallback_tokens,
+                                        (unsigned long long)r.unknown_chars,
+                                        (unsigned long long)r.boundaries,
+                                        (unsigned long long)r.split_boundaries);
+            ok = c && PyList_Append(row, c) == 0;
+            Py_XDECREF(c);
+        }
+        Py_XDECREF(row);
+        Py_XDECREF(name);
+    }
+    for (size_t l = 0; ok && l < n_lang; l++) {
+        PyObject *name = PyUnicode_FromString(langs[l]);
+        ok = name && PyList_Append(ll, name) == 0;
+        Py_XDECREF(name);
+    }
+    if (ok)
+        result = Py_BuildValue("{sOsOsnsKsO}", "tokenizers", tl, "languages", ll, "reference",
+                               (Py_ssize_t)lipi_parallel_files_reference(files), "skipped",
+                               (unsigned long long)lipi_parallel_files_skipped(files), "cells", cells);
+    Py_XDECREF(tl);
+    Py_XDECREF(ll);
+    Py_XDECREF(cells);
+done:
+    lipi_free(langs);
+    lipi_inflation_free(rep);
+    lipi_parallel_files_close(files);
+    lipi_inflation_tokenizers_free(ts);
+    path_list_free(&toks);
+    path_list_free(&par);
+    return result;
 }
