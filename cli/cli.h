@@ -112,6 +112,14 @@ typedef enum {
     CLI_OPT_QUANTIZE,
     CLI_OPT_RESCORE_MULTIPLIER,
     CLI_OPT_NO_RESCORE,
+    CLI_OPT_HOST,
+    CLI_OPT_PORT,
+    CLI_OPT_MAX_BATCH_TOKENS,
+    CLI_OPT_MAX_CONCURRENT,
+    CLI_OPT_MAX_REQUEST_BYTES,
+    CLI_OPT_MAX_INPUTS,
+    CLI_OPT_TIMEOUT,
+    CLI_OPT_API_KEY_FILE,
 } cli_option_id;
 
 typedef struct {
@@ -207,6 +215,7 @@ extern const cli_command cmd_classify;
 extern const cli_command cmd_rerank;
 extern const cli_command cmd_probe;
 extern const cli_command cmd_download;
+extern const cli_command cmd_serve;
 
 /* Writes one JSONL record for class probabilities probs[0..k):
  * {"label":BEST,"score":P,"probs":{"LABEL":P,...}}. */

@@ -21,6 +21,7 @@ static const cli_command *const commands[] = {
     &cmd_rerank,
     &cmd_probe,
     &cmd_download,
+    &cmd_serve,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
