@@ -152,6 +152,7 @@ typedef struct {
     char *resp;                   /* malloc'd body of the answer */
     const char *ctype;
     bool retry_after;
+    bool counted;                 /* in the metrics */
     size_t inputs, ntok;
 } req_ctx;
 
@@ -268,8 +269,10 @@ static void job_done(lipi_serve_job *job, void *vc)
         fail(c, 503, NULL, "the request waited longer than --timeout (%llu s)",
              (unsigned long long)S.o.timeout);
         break;
-    case LIPI_JOB_DROPPED:
-    case LIPI_JOB_STOPPED: fail(c, 503, NULL, "the request was dropped"); break;
+    case LIPI_JOB_DROPPED: /* nginx's "client closed request": nobody reads it */
+        fail(c, 499, NULL, "the client closed the connection");
+        break;
+    case LIPI_JOB_STOPPED: fail(c, 503, NULL, "the server is stopping"); break;
     }
     c->state = ANSWERED;
     MHD_resume_connection(c->conn);
@@ -503,8 +506,19 @@ static void process(req_ctx *c)
         submit(c);
 }
 
+/* Counts the request in the metrics, once: when its answer is queued (so
+ * a client that asks /metrics next sees it), or when it ends unanswered. */
+static void count_request(req_ctx *c, int status)
+{
+    if (c->counted)
+        return;
+    c->counted = true;
+    lipi_serve_metrics_add(S.m, c->route, status, since(&c->start), c->inputs, c->ntok);
+}
+
 static enum MHD_Result queue_answer(req_ctx *c)
 {
+    count_request(c, c->status);
     const char *body = c->resp ? c->resp : "";
     struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), (void *)body,
                                                                 MHD_RESPMEM_MUST_COPY);
@@ -598,7 +612,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     int status = c->status ? c->status : 499; /* nginx's "client closed request" */
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200)
         status = 499;
-    lipi_serve_metrics_add(S.m, c->route, status, s, c->inputs, c->ntok);
+    count_request(c, status);
     char line[256];
     snprintf(line, sizeof line,
              "{\"method\":\"%s\",\"path\":\"%s\",\"status\":%d,\"inputs\":%zu,\"tokens\":%zu,"
@@ -771,6 +785,10 @@ static int run(int argc, char **argv)
                                        .max_batch_tokens = S.o.max_batch_tokens,
                                        .max_batch = a.eo.batch,
                                        .max_jobs = S.o.max_concurrent};
+        /* Tests only (tests/test_serve.c): hold jobs in the queue. */
+        const char *delay = getenv("LIPI_SERVE_TEST_DELAY_MS");
+        if (delay)
+            qo.delay_ms = (unsigned)strtoul(delay, NULL, 10);
         if (lipi_serve_queue_new(S.e, &qo, &S.q, &err) != LIPI_OK)
             goto report;
         S.enc = lipi_embedder_encoder(S.e);

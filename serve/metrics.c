@@ -11,7 +11,7 @@ static const double bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                 0.1,   0.25,   0.5,   1,    2.5,   10};
 #define NB (sizeof bounds / sizeof bounds[0])
 /* Statuses counted one by one; others go to "other". */
-static const int statuses[] = {200, 400, 401, 404, 405, 408, 413, 422, 429, 500, 503};
+static const int statuses[] = {200, 400, 401, 404, 405, 408, 413, 422, 429, 499, 500, 503};
 #define NS (sizeof statuses / sizeof statuses[0])
 
 struct lipi_serve_metrics {

@@ -231,6 +231,12 @@ static void *run(void *arg)
             pthread_mutex_unlock(&q->mu);
             break;
         }
+        if (q->opt.delay_ms) {
+            pthread_mutex_unlock(&q->mu);
+            struct timespec d = {q->opt.delay_ms / 1000, (long)(q->opt.delay_ms % 1000) * 1000000};
+            nanosleep(&d, NULL);
+            pthread_mutex_lock(&q->mu);
+        }
         size_t tokens = 0;
         lipi_serve_job *gone = NULL;
         size_t n = take(q, &tokens, &gone);

@@ -196,6 +196,9 @@ typedef struct {
     size_t max_batch_tokens; /* tokens per forward pass (one input may exceed it) */
     size_t max_batch;        /* inputs per forward pass */
     size_t max_jobs;         /* jobs waiting or running; more: refused */
+    unsigned delay_ms;       /* a pause before taking each batch: tests use it
+                                to hold jobs in the queue (429, timeouts,
+                                disconnects, SIGTERM in flight); 0 in use */
 } lipi_serve_queue_options;
 
 /* A queue running e on its own thread with a lipi_embedder_session of
