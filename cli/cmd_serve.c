@@ -470,10 +470,6 @@ static void process(req_ctx *c)
              get_route ? "GET" : "POST");
         return;
     }
-    if (c->route != LIPI_ROUTE_HEALTH && !authorized(c->conn)) {
-        fail(c, 401, NULL, "missing or wrong API key (Authorization: Bearer KEY)");
-        return;
-    }
     if (c->route == LIPI_ROUTE_HEALTH) {
         answer_json(c, strdup("{\"status\":\"ok\"}"));
         return;
@@ -553,7 +549,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         S.active++;
         pthread_mutex_unlock(&S.mu);
         *con_cls = c;
-        /* A Content-Length over the limit is refused before its body comes. */
+        /* A client without the key, or with a Content-Length over the
+         * limit, is refused before its body comes. */
+        if (c->route != LIPI_ROUTE_HEALTH && !authorized(conn)) {
+            fail(c, 401, NULL, "missing or wrong API key (Authorization: Bearer KEY)");
+            c->state = ANSWERED;
+            return queue_answer(c);
+        }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > S.o.max_request_bytes) {
             c->too_big = true;

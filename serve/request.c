@@ -133,11 +133,19 @@ static int get_ids(lipi_serve_request *r, json_t *v, const char *key, const lipi
         for (size_t j = 0; j < r->id_lens[i]; j++) {
             json_t *x = json_array_get(a, j);
             json_int_t id = json_is_integer(x) ? json_integer_value(x) : -1;
-            if (id < 0 || id > (json_int_t)UINT32_MAX)
+            if (id < 0 || id > (json_int_t)UINT32_MAX) {
+                char where[48];
+                if (nested)
+                    snprintf(where, sizeof where, "[%zu][%zu]", i, j);
+                else
+                    snprintf(where, sizeof where, "[%zu]", j);
                 return lipi_serve_fail(e, 400, key,
-                                       "'%s': expected token ids (integers from 0 to %u), found "
-                                       "%s at [%zu]%s",
-                                       key, UINT32_MAX, type_name(x), j, nested ? "" : "");
+                                       "'%s'%s: expected a token id (an integer from 0 to %u), "
+                                       "found %s",
+                                       key, where, UINT32_MAX,
+                                       json_is_integer(x) ? "a negative or larger one"
+                                                          : type_name(x));
+            }
             *at++ = (uint32_t)id;
         }
     }
