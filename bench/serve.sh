@@ -58,7 +58,7 @@ while [ $i -lt "$RUNS" ]; do
 done
 OFFLINE=$(echo $rates | tr ' ' '\n' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
 
-"$BUILD/lipi" serve -m "$M" --threads 2 --port 0 --max-concurrent 4096 2>"$D/serve.log" &
+"$BUILD/lipi" serve -m "$M" --threads 2 --port 0 --max-concurrent 4096 --quiet 2>"$D/serve.log" &
 SPID=$!
 trap 'kill $SPID 2>/dev/null || true' EXIT
 i=0

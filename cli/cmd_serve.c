@@ -51,7 +51,6 @@ static void help(FILE *f)
             "requests in flight, exit 0.\n"
             "\n"
             "Options:\n"
-            "  -m, --model MODEL      model folder or hub name\n"
             "  -t TOKENIZER           tokenizer for /tokenize and /decode (default: the model's)\n"
             "  --host ADDR            IPv4 address to bind (default 127.0.0.1)\n"
             "  --port N               port (default 8080; 0: any free one)\n"
@@ -63,6 +62,9 @@ static void help(FILE *f)
             "                         (default 30): 408 / 503\n"
             "  --api-key-file F       require 'Authorization: Bearer KEY' (KEY: F's first\n"
             "                         line) on every route but /health; else 401\n"
+            "  --prompt TEXT, --prompt-name NAME\n"
+            "                         put before every text, as lipi embed does\n"
+            "  (--quiet: no log line per request)\n"
             "%s"
             "  -h, --help             show this help\n"
             "\n"
@@ -100,6 +102,7 @@ static struct {
     size_t key_len;
     size_t dim, max_len, labels;
     bool normalizes;              /* the model's default */
+    bool quiet;                   /* no request log lines */
     const char *dtype;
     lipi_dtype dt;
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -620,7 +623,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
              "{\"method\":\"%s\",\"path\":\"%s\",\"status\":%d,\"inputs\":%zu,\"tokens\":%zu,"
              "\"ms\":%.3f}\n",
              c->method, lipi_serve_route_path(c->route), status, c->inputs, c->ntok, s * 1e3);
-    fputs(line, stderr);
+    if (!S.quiet)
+        fputs(line, stderr);
     lipi_serve_request_free(&c->req);
     free(c->body);
     free(c->tokens);
@@ -754,6 +758,7 @@ static int run(int argc, char **argv)
         return rc;
     if (optind < argc)
         return cli_usage_error("serve", "unexpected argument '%s'", argv[optind]);
+    S.quiet = a.quiet;
     if (!a.model && !S.o.tokenizer_path)
         return cli_usage_error("serve", "-m MODEL or -t TOKENIZER is required");
     struct in_addr addr;
