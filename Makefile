@@ -37,7 +37,8 @@ DEPS     := bin/pkg-config:pkg-config bin/cc:build-essential \
             file/usr/lib/python3/dist-packages/numpy/__init__.py:python3-numpy \
             file/usr/lib/python3/dist-packages/pytest/__init__.py:python3-pytest \
             file/usr/lib/python3/dist-packages/dask/__init__.py:python3-dask \
-            file/usr/lib/python3/dist-packages/distributed/__init__.py:python3-distributed
+            file/usr/lib/python3/dist-packages/distributed/__init__.py:python3-distributed \
+            libmicrohttpd:libmicrohttpd-dev
 # What `make fuzz` needs on top: clang and its libFuzzer + sanitizer runtimes.
 FUZZ_DEPS := bin/clang:clang \
             file/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev
@@ -64,7 +65,7 @@ LDLIBS   += $(FAISS_LIBS) $(shell pkg-config --libs $(filter-out cmocka,$(PKGS))
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
 DEPFLAGS  = -MMD -MP
 
-MODULES  := tokenizer trainer encoder model retrieval report pipeline
+MODULES  := tokenizer trainer encoder model retrieval report pipeline serve
 LIB_SRC  := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 CLI_SRC  := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -143,8 +144,12 @@ MANDIR     ?= $(PREFIX)/share/man
 DATADIR    ?= $(PREFIX)/share/lipi
 $(BUILD)/tokenizer/datadir.o: CFLAGS += -DLIPI_DATADIR='"$(DATADIR)"'
 
+# `lipi serve` is the one user of GNU libmicrohttpd: the command links it,
+# the library does not (serve/ holds the HTTP-free half).
+HTTPD_LIBS = $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
+$(BUILD)/cli/cmd_serve.o: CFLAGS += $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
 $(BUILD)/lipi: $(CLI_OBJ) $(BUILD)/liblipi.a
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(HTTPD_LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER_OBJ) $(BUILD)/liblipi.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(TEST_LIBS) $(LDLIBS)

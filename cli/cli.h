@@ -116,6 +116,14 @@ typedef enum {
     CLI_OPT_EMIT,
     CLI_OPT_RERANK,
     CLI_OPT_RERANK_TOP,
+    CLI_OPT_HOST,
+    CLI_OPT_PORT,
+    CLI_OPT_MAX_BATCH_TOKENS,
+    CLI_OPT_MAX_CONCURRENT,
+    CLI_OPT_MAX_REQUEST_BYTES,
+    CLI_OPT_MAX_INPUTS,
+    CLI_OPT_TIMEOUT,
+    CLI_OPT_API_KEY_FILE,
 } cli_option_id;
 
 typedef struct {
@@ -218,6 +226,7 @@ extern const cli_command cmd_rerank;
 extern const cli_command cmd_probe;
 extern const cli_command cmd_download;
 extern const cli_command cmd_convert;
+extern const cli_command cmd_serve;
 
 /* Writes one JSONL record for class probabilities probs[0..k):
  * {"label":BEST,"score":P,"probs":{"LABEL":P,...}}. */

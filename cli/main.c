@@ -22,6 +22,7 @@ static const cli_command *const commands[] = {
     &cmd_probe,
     &cmd_download,
     &cmd_convert,
+    &cmd_serve,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

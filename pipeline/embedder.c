@@ -559,6 +559,65 @@ lipi_status lipi_embedder_embed(lipi_embedder_session *s, const char *const *tex
     return run(s, RUN_EMBED, texts, lens, NULL, NULL, n, out, s->e->dim, truncated, err);
 }
 
+lipi_status lipi_embedder_embed_ids(lipi_embedder_session *s, const uint32_t *const *ids,
+                                    const size_t *lens, size_t n, float *out, uint8_t *truncated,
+                                    lipi_error *err)
+{
+    const lipi_embedder *e = s->e;
+    bool cut_dim = e->dim < e->full_dim;
+    for (size_t i0 = 0; i0 < n; i0 += e->batch) {
+        size_t m = i0 + e->batch < n ? e->batch : n - i0;
+        for (size_t i = 0; i < m; i++) {
+            size_t len = lens[i0 + i];
+            bool cut = len > e->max_len;
+            if (!len || (cut && e->strict))
+                return lipi_error_set(err, LIPI_EINVAL, NULL, i0 + i + 1, 0,
+                                      len ? "the sequence has %zu ids, more than the %zu the "
+                                            "model takes"
+                                          : "expected at least one id, found %zu of %zu",
+                                      len, e->max_len);
+            if (truncated)
+                truncated[i0 + i] = cut;
+            s->seqs[i] = (lipi_sequence){ids[i0 + i], NULL, cut ? e->max_len : len};
+        }
+        float *o = out + i0 * e->dim;
+        lipi_status st = lipi_model_embed(s->ms, s->seqs, m, &e->mopt, cut_dim ? s->full : o, err);
+        if (st != LIPI_OK)
+            return st;
+        if (cut_dim)
+            truncate_dim(e, s->full, m, o);
+    }
+    return LIPI_OK;
+}
+
+const lipi_encoder *lipi_embedder_encoder(const lipi_embedder *e)
+{
+    return e->enc;
+}
+
+/* The prompt is tokenized with the text, as encode() does; only the count
+ * is wanted, so the encoding has no arrays (cap 0 is lipi_encode's size
+ * query) and the text is joined with the prompt only when there is one. */
+lipi_status lipi_embedder_count_tokens(const lipi_embedder *e, lipi_session *s, const char *text,
+                                       size_t len, size_t *n, lipi_error *err)
+{
+    size_t plen = strlen(e->prompt);
+    lipi_encoding enc = {0};
+    char *joined = NULL;
+    if (plen) {
+        if (len > SIZE_MAX - plen || !(joined = lipi_malloc(plen + len)))
+            return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        memcpy(joined, e->prompt, plen);
+        memcpy(joined + plen, text, len);
+        text = joined;
+        len += plen;
+    }
+    lipi_status st = lipi_encode(s, text, len, &e->eopt, &enc, err);
+    lipi_free(joined);
+    *n = enc.len;
+    return st;
+}
+
 static lipi_status need_head(const lipi_embedder *e, lipi_error *err)
 {
     if (lipi_embedder_label_count(e))

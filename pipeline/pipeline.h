@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "encoder/encoder.h"
 #include "model/model.h"
 #include "retrieval/retrieval.h"
 #include "tokenizer/tokenizer.h"
@@ -99,6 +100,30 @@ void lipi_embedder_session_free(lipi_embedder_session *s); /* NULL: no-op */
 lipi_status lipi_embedder_embed(lipi_embedder_session *s, const char *const *texts,
                                 const size_t *lens, size_t n, float *out, uint8_t *truncated,
                                 lipi_error *err);
+
+/* Embeds n texts given as token ids (ids[i], lens[i] of them: special
+ * tokens as the caller wants them; OpenAI's embeddings API takes input this
+ * way) with e's pooling, normalization and dimensions, into out (n,
+ * lipi_embedder_dim). A sequence longer than lipi_embedder_max_length is
+ * cut to its first max_length ids and truncated[i] set (truncated may be
+ * NULL); with `strict` it fails with LIPI_EINVAL, err->line = i + 1, as does
+ * an empty sequence. Errors of the forward pass (an id the model does not
+ * have: LIPI_EINVAL naming it). */
+lipi_status lipi_embedder_embed_ids(lipi_embedder_session *s, const uint32_t *const *ids,
+                                    const size_t *lens, size_t n, float *out, uint8_t *truncated,
+                                    lipi_error *err);
+
+/* The encoder of e's tokenizer, borrowed from e: callers that show tokens
+ * (a server's /tokenize) make their own lipi_session from it. */
+const lipi_encoder *lipi_embedder_encoder(const lipi_embedder *e);
+
+/* The tokens lipi_embedder_embed gives text[0..len) (the prompt and the
+ * special tokens included), counted with session s of lipi_embedder_encoder
+ * (e), into *n; a text longer than lipi_embedder_max_length gives max_length
+ * + 1 (the count stops there). Errors of lipi_encode (invalid UTF-8). A
+ * server packs batches and answers usage counts with it before embedding. */
+lipi_status lipi_embedder_count_tokens(const lipi_embedder *e, lipi_session *s, const char *text,
+                                       size_t len, size_t *n, lipi_error *err);
 
 /* Runs the classifier head of a *ForSequenceClassification checkpoint on n
  * texts: probs (n, lipi_embedder_label_count), softmax (or sigmoid for

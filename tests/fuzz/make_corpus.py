@@ -213,3 +213,21 @@ for f in ("tiny.bin", "tiny_deflate.bin"):
 for f in sorted(os.listdir(os.path.join(TB, "hostile"))):
     if os.path.getsize(os.path.join(TB, "hostile", f)) < 4096:
         put("torchbin", "hostile_" + f, read(os.path.join(TB, "hostile", f)))
+# lipi serve's request bodies: byte 0 picks the route (0 /v1/embeddings,
+# 1 /embed, 2 /tokenize, 3 /decode, 4 /classify, 5 /rerank).
+SERVE = {
+    "openai_texts": (0, {"input": ["नमस्ते दुनिया", "hello"], "model": "m",
+                         "encoding_format": "base64", "dimensions": 4}),
+    "openai_ids": (0, {"input": [[101, 2054, 102], [7]], "encoding_format": "float"}),
+    "openai_bad_dim": (0, {"input": "x", "dimensions": 9}),
+    "embed": (1, {"inputs": ["a", "b"], "normalize": False, "truncate": True}),
+    "tokenize": (2, {"inputs": "Café ΣΑΣ", "add_special_tokens": False}),
+    "decode": (3, {"ids": [[1, 2], [3]], "skip_special_tokens": True}),
+    "classify": (4, {"inputs": ["good", "bad"], "raw_scores": True}),
+    "rerank": (5, {"query": "q", "texts": ["p1", "p2"], "return_text": True}),
+}
+for name, (route, body) in SERVE.items():
+    put("serve", name, bytes([route]) + json.dumps(body, ensure_ascii=False,
+                                                   separators=(",", ":")).encode())
+put("serve", "bad_utf8", b'\x01{"inputs":"bad \xff"}')
+put("serve", "truncated", b'\x00{"input":')
