@@ -313,6 +313,14 @@ void lipi_glu(const float *x, size_t T, size_t I, int act, float *out)
         if (act == LIPI_ACT_GELU)
             for (size_t j = 0; j < I; j++)
                 o[j] = 0.5f * g[j] * (1.0f + verf(g[j] * 0.70710678118654752f)) * u[j];
+        else if (act == LIPI_ACT_GELU_TANH)
+            for (size_t j = 0; j < I; j++) {
+                float v = g[j], y = 0.79788456080286536f * (v + 0.044715f * v * v * v);
+                o[j] = 0.5f * v * (1.0f + vtanh(y)) * u[j];
+            }
+        else if (act == LIPI_ACT_SILU)
+            for (size_t j = 0; j < I; j++)
+                o[j] = g[j] / (1.0f + vexp(-g[j])) * u[j];
         else
             for (size_t j = 0; j < I; j++)
                 o[j] = (g[j] > 0 ? g[j] : 0) * u[j];
@@ -324,9 +332,33 @@ void lipi_glu_ref(const float *x, size_t T, size_t I, int act, float *out)
     for (size_t t = 0; t < T; t++)
         for (size_t j = 0; j < I; j++) {
             double g = x[t * 2 * I + j], u = x[t * 2 * I + I + j];
-            g = act == LIPI_ACT_GELU ? 0.5 * g * (1.0 + erf(g / sqrt(2.0))) : g > 0 ? g : 0;
+            if (act == LIPI_ACT_GELU)
+                g = 0.5 * g * (1.0 + erf(g / sqrt(2.0)));
+            else if (act == LIPI_ACT_GELU_TANH)
+                g = 0.5 * g * (1.0 + tanh(sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+            else if (act == LIPI_ACT_SILU)
+                g = g / (1.0 + exp(-g));
+            else
+                g = g > 0 ? g : 0;
             out[t * I + j] = (float)(g * u);
         }
+}
+
+/* x: (H, D) in place, per head: the rotate_half form of RoPE with
+ * cos, sin: (D/2) (the second halves of torch's cat((freqs, freqs)) are the
+ * same values) */
+LIPI_CLONES
+void lipi_rope(float *x, size_t H, size_t D, const float *cos, const float *sin)
+{
+    size_t half = D / 2;
+    for (size_t h = 0; h < H; h++) {
+        float *a = x + h * D, *b = a + half;
+        for (size_t i = 0; i < half; i++) {
+            float x1 = a[i], x2 = b[i];
+            a[i] = x1 * cos[i] - x2 * sin[i];
+            b[i] = x2 * cos[i] + x1 * sin[i];
+        }
+    }
 }
 
 /* x: (K) -> q: (K) u8 = round(x / scale) + 128 with scale = max |x| / 127 */
@@ -669,6 +701,7 @@ typedef struct {
     size_t C;
     const float *w, *b;
     float eps;
+    const float *src; /* (T, C) copied into x first, or NULL: x in place */
 } ln_job;
 
 static void ln_task(void *p, size_t t, size_t worker)
@@ -676,6 +709,8 @@ static void ln_task(void *p, size_t t, size_t worker)
     const ln_job *j = p;
     size_t r0 = t * ROWS_PER_TASK;
     size_t n = j->T - r0 < ROWS_PER_TASK ? j->T - r0 : ROWS_PER_TASK;
+    if (j->src)
+        memcpy(j->x + r0 * j->C, j->src + r0 * j->C, n * j->C * sizeof(float));
     lipi_layernorm(j->x + r0 * j->C, n, j->C, j->w, j->b, j->eps);
 }
 
@@ -696,8 +731,39 @@ static void glu_task(void *p, size_t t, size_t worker)
 static void layernorm_rows(lipi_model_session *s, float *x, size_t T, size_t C, const float *w,
                            const float *b, float eps)
 {
-    ln_job j = {s, T, x, C, w, b, eps};
+    ln_job j = {s, T, x, C, w, b, eps, NULL};
     parallel(s, ln_task, &j, (T + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+}
+
+/* dst: (T, C) = LayerNorm(src) (pre-norm: the residual src stays). */
+static void layernorm_copy(lipi_model_session *s, float *dst, const float *src, size_t T,
+                           size_t C, const float *w, const float *b, float eps)
+{
+    ln_job j = {s, T, dst, C, w, b, eps, src};
+    parallel(s, ln_task, &j, (T + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+}
+
+typedef struct {
+    lipi_model_session *s;
+    float *qkv;        /* (rows, 3C) of tokens t0, t0 + 1, ... */
+    size_t t0, rows, H, D;
+    const float *rope; /* (P, D): cos (P, D/2), sin (P, D/2) */
+} rope_job;
+
+/* RoPE on the q and k of a block of rows, each at its position in its
+ * sequence. */
+static void rope_task(void *p, size_t t, size_t worker)
+{
+    const rope_job *j = p;
+    lipi_model_session *s = j->s;
+    size_t r0 = t * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK < j->rows ? r0 + ROWS_PER_TASK : j->rows;
+    size_t C = j->H * j->D, half = j->D / 2;
+    for (size_t r = r0; r < r1; r++) {
+        const float *cs = j->rope + (size_t)s->tok_pos[j->t0 + r] * j->D;
+        float *q = j->qkv + r * 3 * C;
+        lipi_rope(q, j->H, j->D, cs, cs + half);     /* query heads */
+        lipi_rope(q + C, j->H, j->D, cs, cs + half); /* key heads */
+    }
 }
 
 /* Where the (T, E) embeddings go: x, or for ALBERT (projected to C after)
@@ -722,10 +788,10 @@ static void embed_task(void *p, size_t t, size_t worker)
     for (size_t r = r0; r < r1; r++) {
         float *o = out + r * E;
         const float *we = m->word_emb + (size_t)s->tok_id[r] * E;
-        if (!m->pos_emb) { /* ALiBi: positions enter in attention only */
-            const float *te = m->type_emb + (size_t)s->tok_type[r] * E;
+        if (!m->pos_emb) { /* ALiBi, RoPE: positions enter in attention only */
+            const float *te = m->type_emb ? m->type_emb + (size_t)s->tok_type[r] * E : NULL;
             for (size_t i = 0; i < E; i++)
-                o[i] = we[i] + te[i];
+                o[i] = te ? we[i] + te[i] : we[i];
             continue;
         }
         const float *pe = m->pos_emb + (size_t)s->tok_pos[r] * E;
@@ -748,6 +814,7 @@ typedef struct {
     const float *qkv;      /* (group tokens, 3C) */
     float *out;            /* (T, C) */
     float scale;
+    size_t window;         /* keys |j - i| <= window only; SIZE_MAX: all */
 } attn_job;
 
 /* One (sequence, head): softmax(q k^T / sqrt(D)) v over the sequence's own
@@ -770,6 +837,17 @@ static void attn_task(void *p, size_t t, size_t worker)
         lipi_attn_rel_bias(S, L, j->scale, m->pos_bias + h * (2 * P - 1) + (P - 1));
         for (size_t i = 0; i < L; i++)
             lipi_softmax(S + i * L, L, 1.0f);
+    } else if (j->window < L - 1) {
+        /* A local layer: the keys outside the window get probability 0, as
+         * ModernBERT's finfo.min mask gives them. */
+        size_t w = j->window;
+        for (size_t i = 0; i < L; i++) {
+            size_t lo = i > w ? i - w : 0, hi = i + w + 1 < L ? i + w + 1 : L;
+            float *r = S + i * L;
+            memset(r, 0, lo * sizeof(float));
+            lipi_softmax(r + lo, hi - lo, j->scale);
+            memset(r + hi, 0, (L - hi) * sizeof(float));
+        }
     } else {
         for (size_t i = 0; i < L; i++)
             lipi_softmax(S + i * L, L, j->scale);
@@ -882,6 +960,14 @@ static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t 
 
     for (size_t l = 0; l < m->n_exec; l++) {
         const lipi_layer_w *w = m->exec[l];
+        uint8_t kind = c->layer_kind ? c->layer_kind[l] : 0;
+        /* Pre-norm (ModernBERT): attention reads LayerNorm(x) from tmp
+         * (layer 0 has no norm there), the residual x stays. */
+        const float *ain = s->x;
+        if (c->pre_norm && w->ln1_w) {
+            layernorm_copy(s, s->tmp, s->x, T, C, w->ln1_w, w->ln1_b, c->ln_eps);
+            ain = s->tmp;
+        }
         /* Attention, group by group of whole sequences: qkv (rows, 3C) in
          * big, the heads' outputs into att (T, C). */
         for (size_t i = 0; i < n;) {
@@ -889,36 +975,52 @@ static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t 
             while (j < n && s->off[j + 1] - t0 <= QKV_ROWS)
                 j++;
             size_t rows = s->off[j] - t0;
-            linear_q(s, rows, 3 * C, C, s->x + t0 * C, w->qkv_w, &w->qkv_q, w->qkv_b,
+            linear_q(s, rows, 3 * C, C, ain + t0 * C, w->qkv_w, &w->qkv_q, w->qkv_b,
                      LIPI_ACT_NONE, NULL, s->big);
-            attn_job aj = {s, i, H, D, C, t0, s->big, s->att, 1.0f / sqrtf((float)D)};
+            if (m->rope) {
+                const float *rope = m->rope + (kind & LIPI_LAYER_LOCAL_ROPE ? c->max_pos * D : 0);
+                rope_job rj = {s, s->big, t0, rows, H, D, rope};
+                parallel(s, rope_task, &rj, (rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+            }
+            attn_job aj = {s, i, H, D, C, t0, s->big, s->att, 1.0f / sqrtf((float)D),
+                           kind & LIPI_LAYER_LOCAL_WINDOW ? c->window : SIZE_MAX};
             parallel(s, attn_task, &aj, (j - i) * H);
             i = j;
         }
         linear_q(s, T, C, C, s->att, w->ao_w, &w->ao_q, w->ao_b, LIPI_ACT_NONE, s->x, s->tmp);
-        layernorm_rows(s, s->tmp, T, C, w->ln1_w, w->ln1_b, c->ln_eps);
+        if (!c->pre_norm)
+            layernorm_rows(s, s->tmp, T, C, w->ln1_w, w->ln1_b, c->ln_eps);
         swap_x_tmp(s);
+        /* Pre-norm: the FFN reads LayerNorm(x) from att (free again). */
+        const float *fin = s->x;
+        if (c->pre_norm) {
+            layernorm_copy(s, s->att, s->x, T, C, w->ln2_w, w->ln2_b, c->ln_eps);
+            fin = s->att;
+        }
         /* FFN, block by block of FFN_ROWS tokens: (rows, I) in big; GLU:
          * (rows, 2I) in big, then act(gate) * up as (rows, I) after it. */
         for (size_t r0 = 0; r0 < T; r0 += FFN_ROWS) {
             size_t rows = T - r0 < FFN_ROWS ? T - r0 : FFN_ROWS;
             float *inner = s->big;
             if (c->glu) {
-                linear_q(s, rows, 2 * I, C, s->x + r0 * C, w->ff1_w, &w->ff1_q, w->ff1_b,
+                linear_q(s, rows, 2 * I, C, fin + r0 * C, w->ff1_w, &w->ff1_q, w->ff1_b,
                          LIPI_ACT_NONE, NULL, s->big);
                 inner = s->big + rows * 2 * I;
                 glu_job gj = {s->big, rows, I, (int)c->act, inner};
                 parallel(s, glu_task, &gj, (rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
             } else {
-                linear_q(s, rows, I, C, s->x + r0 * C, w->ff1_w, &w->ff1_q, w->ff1_b,
+                linear_q(s, rows, I, C, fin + r0 * C, w->ff1_w, &w->ff1_q, w->ff1_b,
                          (int)c->act, NULL, s->big);
             }
             linear_q(s, rows, C, I, inner, w->ff2_w, &w->ff2_q, w->ff2_b, LIPI_ACT_NONE,
                      s->x + r0 * C, s->tmp + r0 * C);
         }
-        layernorm_rows(s, s->tmp, T, C, w->ln2_w, w->ln2_b, c->ln_eps);
+        if (!c->pre_norm)
+            layernorm_rows(s, s->tmp, T, C, w->ln2_w, w->ln2_b, c->ln_eps);
         swap_x_tmp(s);
     }
+    if (m->final_ln_w)
+        layernorm_rows(s, s->x, T, C, m->final_ln_w, m->final_ln_b, c->ln_eps);
 done:
     lipi_gemm_thread_restore(omp_prev);
     *T_out = T;
