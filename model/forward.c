@@ -361,6 +361,113 @@ void lipi_rope(float *x, size_t H, size_t D, const float *cos, const float *sin)
     }
 }
 
+void lipi_attention_plain(lipi_gemm_kind g, size_t L, size_t D, const float *q, const float *k,
+                          const float *v, size_t ld, float scale, const float *rb,
+                          size_t window, float *S, float *out, size_t ldo)
+{
+    lipi_sgemm_nt(g, L, L, D, q, ld, k, ld, S, L);
+    if (rb) {
+        /* MPNet, ALiBi: scores / sqrt(D) + the head's bias by relative position */
+        lipi_attn_rel_bias(S, L, scale, rb);
+        for (size_t i = 0; i < L; i++)
+            lipi_softmax(S + i * L, L, 1.0f);
+    } else if (window < L - 1) {
+        /* A local layer: the keys outside the window get probability 0, as
+         * ModernBERT's finfo.min mask gives them. */
+        for (size_t i = 0; i < L; i++) {
+            size_t lo = i > window ? i - window : 0;
+            size_t hi = i + window + 1 < L ? i + window + 1 : L;
+            float *r = S + i * L;
+            memset(r, 0, lo * sizeof(float));
+            lipi_softmax(r + lo, hi - lo, scale);
+            memset(r + hi, 0, (L - hi) * sizeof(float));
+        }
+    } else {
+        for (size_t i = 0; i < L; i++)
+            lipi_softmax(S + i * L, L, scale);
+    }
+    lipi_sgemm_nn(g, L, D, L, S, L, v, ld, out, ldo);
+}
+
+/* row: (n) scores of one query against keys k0 .. k0 + n - 1, in place:
+ * the window's keys a .. b - 1 become exp(x * scale + rb - m) with m the
+ * new running max (returned), the others 0; *sum gets their sum. */
+LIPI_CLONES
+static float online_row(float *row, size_t n, size_t a, size_t b, float scale, const float *rb,
+                        float m, float *sum)
+{
+    for (size_t c = a; c < b; c++) {
+        float x = row[c] * scale + (rb ? rb[c] : 0.0f);
+        row[c] = x;
+        m = x > m ? x : m;
+    }
+    float sm = 0;
+    memset(row, 0, a * sizeof(float));
+    for (size_t c = a; c < b; c++) {
+        float e = vexp(row[c] - m);
+        row[c] = e;
+        sm += e;
+    }
+    memset(row + b, 0, (n - b) * sizeof(float));
+    *sum = sm;
+    return m;
+}
+
+void lipi_attention_tiled(lipi_gemm_kind g, size_t L, size_t D, size_t i0, size_t nq,
+                          const float *q, const float *k, const float *v, size_t ld,
+                          float scale, const float *rb, size_t window, float *work, float *out,
+                          size_t ldo)
+{
+    const size_t TK = LIPI_ATT_TK;
+    float *S = work;                         /* (nq, nk) of one key tile */
+    float *acc = S + LIPI_ATT_TQ * TK;       /* (nq, D) unnormalized output */
+    float *pv = acc + LIPI_ATT_TQ * D;       /* (nq, D) one tile's P V */
+    float *mx = pv + LIPI_ATT_TQ * D, *sum = mx + LIPI_ATT_TQ, *corr = sum + LIPI_ATT_TQ;
+    bool local = window < L;
+    for (size_t r = 0; r < nq; r++) {
+        mx[r] = -INFINITY;
+        sum[r] = 0;
+    }
+    memset(acc, 0, nq * D * sizeof(float));
+    /* Keys any of the block's queries sees. */
+    size_t k_lo = local && i0 > window ? i0 - window : 0;
+    size_t k_hi = local && i0 + nq + window < L ? i0 + nq + window : L;
+    for (size_t k0 = k_lo; k0 < k_hi; k0 += TK) {
+        size_t nk = k_hi - k0 < TK ? k_hi - k0 : TK;
+        lipi_sgemm_nt(g, nq, nk, D, q + i0 * ld, ld, k + k0 * ld, ld, S, nk);
+        for (size_t r = 0; r < nq; r++) {
+            size_t i = i0 + r, a = 0, b = nk;
+            if (local) { /* this row's window inside the tile: keys k0 + a .. k0 + b - 1 */
+                size_t lo = i > window ? i - window : 0;
+                size_t hi = i + window + 1 < L ? i + window + 1 : L;
+                a = lo > k0 ? (lo - k0 < nk ? lo - k0 : nk) : 0;
+                b = hi > k0 ? (hi - k0 < nk ? hi - k0 : nk) : 0;
+                b = b < a ? a : b;
+            }
+            float s_tile = 0;
+            const float *rbi = rb ? rb + (ptrdiff_t)k0 - (ptrdiff_t)i : NULL;
+            float m = online_row(S + r * nk, nk, a, b, scale, rbi, mx[r], &s_tile);
+            /* rescale what earlier tiles summed to the new max */
+            float cr = mx[r] == -INFINITY ? 0.0f : vexp(mx[r] - m);
+            corr[r] = a < b ? cr : 1.0f;
+            if (a < b) {
+                sum[r] = sum[r] * cr + s_tile;
+                mx[r] = m;
+            }
+        }
+        lipi_sgemm_nn(g, nq, D, nk, S, nk, v + k0 * ld, ld, pv, D);
+        for (size_t r = 0; r < nq; r++)
+            for (size_t d = 0; d < D; d++)
+                acc[r * D + d] = acc[r * D + d] * corr[r] + pv[r * D + d];
+    }
+    for (size_t r = 0; r < nq; r++) {
+        float inv = 1.0f / sum[r];
+        float *o = out + (i0 + r) * ldo;
+        for (size_t d = 0; d < D; d++)
+            o[d] = acc[r * D + d] * inv;
+    }
+}
+
 /* x: (K) -> q: (K) u8 = round(x / scale) + 128 with scale = max |x| / 127 */
 LIPI_CLONES
 void lipi_quantize_row(const float *x, size_t K, uint8_t *q, float *scale)
@@ -423,7 +530,13 @@ struct lipi_model_session {
     float *big;     /* the qkv of one group of sequences, then the FFN's inner
                        activations of one block of rows; ALBERT's (T, E)
                        embeddings when E > C */
-    float *scores;                         /* nthreads x (L, L) */
+    float *scores;                         /* nthreads x (Lp, Lp): plain attention of
+                                              sequences up to Lp tokens */
+    size_t score_stride;                   /* Lp * Lp */
+    float *tiles;                          /* nthreads x LIPI_ATT_WORK(D): tiled attention */
+    size_t *units;                         /* n + 1: attention tasks before each sequence
+                                              of a group */
+    lipi_attn_kind attn;
     uint32_t *tok_id, *tok_type, *tok_pos; /* (T) */
     size_t *off;                           /* n + 1 */
     size_t rows;                           /* T of the running batch */
@@ -431,7 +544,7 @@ struct lipi_model_session {
     float *as;                             /* int8: (T) activation scales */
     int32_t *acc;                          /* int8: nthreads x (TILE_M, TILE_N) */
     size_t cap_x, cap_tmp, cap_att, cap_big, cap_scores, cap_id, cap_type, cap_pos, cap_off;
-    size_t cap_aq, cap_as, cap_acc;
+    size_t cap_aq, cap_as, cap_acc, cap_tiles, cap_units;
     size_t lmax;                           /* longest sequence of the running batch */
 };
 
@@ -472,8 +585,8 @@ static void parallel(lipi_model_session *s, task_fn fn, void *ctx, size_t ntasks
 
 static void free_scratch(lipi_model_session *s)
 {
-    void *p[] = {s->x,      s->tmp,    s->att, s->big, s->scores, s->tok_id,
-                 s->tok_type, s->tok_pos, s->off, s->aq,  s->as,     s->acc};
+    void *p[] = {s->x,       s->tmp,     s->att,     s->big, s->scores, s->tok_id, s->tok_type,
+                 s->tok_pos, s->off,     s->aq,      s->as,  s->acc,    s->tiles,  s->units};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         lipi_free(p[i]);
 }
@@ -520,6 +633,20 @@ void lipi_model_session_set_gemm(lipi_model_session *s, lipi_gemm_kind k)
     s->gemm = k;
 }
 
+void lipi_model_session_set_attention(lipi_model_session *s, lipi_attn_kind k)
+{
+    s->attn = k;
+}
+
+/* Whether a sequence of L tokens attends tile by tile (in layers with
+ * keys |j - i| <= window). Depends on the shape only, never on threads. */
+static bool attn_tiled(const lipi_model_session *s, size_t L, size_t window)
+{
+    if (s->attn != LIPI_ATTN_AUTO)
+        return s->attn == LIPI_ATTN_TILED;
+    return L > LIPI_ATT_PLAIN_MAX || (window < L && 2 * window + 1 + LIPI_ATT_TK <= L);
+}
+
 /* Makes *p hold at least n elements of `size` bytes (contents not kept). */
 static lipi_status ensure(void **p, size_t *cap, size_t n, size_t size)
 {
@@ -561,7 +688,15 @@ static lipi_status reserve(lipi_model_session *s, size_t T, size_t L, size_t n)
     ENSURE(s->tmp, s->cap_tmp, tc);
     ENSURE(s->att, s->cap_att, tc);
     ENSURE(s->big, s->cap_big, big);
-    ENSURE(s->scores, s->cap_scores, s->nthreads * L * L);
+    /* Plain attention's scores only up to the length it runs at. */
+    size_t lp = s->attn == LIPI_ATTN_TILED                          ? 0
+                : s->attn == LIPI_ATTN_AUTO && L > LIPI_ATT_PLAIN_MAX ? LIPI_ATT_PLAIN_MAX
+                                                                      : L;
+    s->score_stride = lp * lp;
+    if (lp)
+        ENSURE(s->scores, s->cap_scores, s->nthreads * lp * lp);
+    ENSURE(s->tiles, s->cap_tiles, s->nthreads * LIPI_ATT_WORK(C / c->heads));
+    ENSURE(s->units, s->cap_units, n + 1);
     ENSURE(s->tok_id, s->cap_id, T);
     ENSURE(s->tok_type, s->cap_type, T);
     ENSURE(s->tok_pos, s->cap_pos, T);
@@ -815,44 +950,59 @@ typedef struct {
     float *out;            /* (T, C) */
     float scale;
     size_t window;         /* keys |j - i| <= window only; SIZE_MAX: all */
+    size_t count;          /* sequences in the group */
 } attn_job;
 
-/* One (sequence, head): softmax(q k^T / sqrt(D)) v over the sequence's own
+/* Tasks of a group: s->units[i - first] tasks come before sequence i's,
+ * which are its heads (plain) or its heads x query blocks (tiled). */
+static size_t attn_units(lipi_model_session *s, size_t first, size_t last, size_t H,
+                         size_t window)
+{
+    size_t u = 0;
+    for (size_t i = first; i < last; i++) {
+        size_t L = s->off[i + 1] - s->off[i];
+        s->units[i - first] = u;
+        u += attn_tiled(s, L, window) ? H * ((L + LIPI_ATT_TQ - 1) / LIPI_ATT_TQ) : H;
+    }
+    s->units[last - first] = u;
+    return u;
+}
+
+/* Task t: one head of one sequence (plain) or one block of its queries
+ * (tiled): softmax(q k^T / sqrt(D) + bias) v over the sequence's own
  * tokens. q, k, v: (L, D) slices of qkv with row stride 3C -> out (L, D)
  * slice with row stride C */
 static void attn_task(void *p, size_t t, size_t worker)
 {
     const attn_job *j = p;
     lipi_model_session *s = j->s;
-    size_t seq = j->first + t / j->H, h = t % j->H;
+    size_t lo = 0, hi = j->count; /* the last sequence whose tasks start at or before t */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->units[mid] <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    size_t seq = j->first + lo, r = t - s->units[lo], h = r % j->H;
     size_t o = s->off[seq], L = s->off[seq + 1] - o, C3 = 3 * j->C;
     const float *q = j->qkv + (o - j->t0) * C3 + h * j->D;
     const float *k = q + j->C, *v = q + 2 * j->C;
-    float *S = s->scores + worker * s->lmax * s->lmax; /* (L, L) */
-    lipi_sgemm_nt(s->gemm, L, L, j->D, q, C3, k, C3, S, L);
+    float *out = j->out + o * j->C + h * j->D;
     const lipi_model *m = s->m;
-    if (m->pos_bias) {
-        /* MPNet: scores / sqrt(D) + the head's bias by relative position */
+    const float *rb = NULL;
+    if (m->pos_bias) { /* MPNet, ALiBi: the head's bias by relative position */
         size_t P = m->cfg.max_pos - m->cfg.pos_offset;
-        lipi_attn_rel_bias(S, L, j->scale, m->pos_bias + h * (2 * P - 1) + (P - 1));
-        for (size_t i = 0; i < L; i++)
-            lipi_softmax(S + i * L, L, 1.0f);
-    } else if (j->window < L - 1) {
-        /* A local layer: the keys outside the window get probability 0, as
-         * ModernBERT's finfo.min mask gives them. */
-        size_t w = j->window;
-        for (size_t i = 0; i < L; i++) {
-            size_t lo = i > w ? i - w : 0, hi = i + w + 1 < L ? i + w + 1 : L;
-            float *r = S + i * L;
-            memset(r, 0, lo * sizeof(float));
-            lipi_softmax(r + lo, hi - lo, j->scale);
-            memset(r + hi, 0, (L - hi) * sizeof(float));
-        }
-    } else {
-        for (size_t i = 0; i < L; i++)
-            lipi_softmax(S + i * L, L, j->scale);
+        rb = m->pos_bias + h * (2 * P - 1) + (P - 1);
     }
-    lipi_sgemm_nn(s->gemm, L, j->D, L, S, L, v, C3, j->out + o * j->C + h * j->D, j->C);
+    if (attn_tiled(s, L, j->window)) {
+        size_t i0 = (r / j->H) * LIPI_ATT_TQ, nq = L - i0 < LIPI_ATT_TQ ? L - i0 : LIPI_ATT_TQ;
+        lipi_attention_tiled(s->gemm, L, j->D, i0, nq, q, k, v, C3, j->scale, rb, j->window,
+                             s->tiles + worker * LIPI_ATT_WORK(j->D), out, j->C);
+    } else {
+        lipi_attention_plain(s->gemm, L, j->D, q, k, v, C3, j->scale, rb, j->window,
+                             s->scores + worker * s->score_stride, out, j->C);
+    }
 }
 
 /* ======================================================================== */
@@ -982,9 +1132,10 @@ static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t 
                 rope_job rj = {s, s->big, t0, rows, H, D, rope};
                 parallel(s, rope_task, &rj, (rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
             }
-            attn_job aj = {s, i, H, D, C, t0, s->big, s->att, 1.0f / sqrtf((float)D),
-                           kind & LIPI_LAYER_LOCAL_WINDOW ? c->window : SIZE_MAX};
-            parallel(s, attn_task, &aj, (j - i) * H);
+            size_t win = kind & LIPI_LAYER_LOCAL_WINDOW ? c->window : SIZE_MAX;
+            attn_job aj = {s, i, H, D, C, t0, s->big, s->att, 1.0f / sqrtf((float)D), win,
+                           j - i};
+            parallel(s, attn_task, &aj, attn_units(s, i, j, H, win));
             i = j;
         }
         linear_q(s, T, C, C, s->att, w->ao_w, &w->ao_q, w->ao_b, LIPI_ACT_NONE, s->x, s->tmp);

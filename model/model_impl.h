@@ -302,6 +302,36 @@ void lipi_attn_rel_bias_ref(float *x, size_t L, float scale, const float *table,
  * in place: rotate_half RoPE with cos, sin: (D/2) of its position:
  * x[i] = x[i] c[i] - x[i + D/2] s[i], x[i + D/2] = x[i + D/2] c[i] + x[i] s[i] */
 void lipi_rope(float *x, size_t H, size_t D, const float *cos, const float *sin);
+/* Attention of one head over one sequence of L tokens: out = softmax(q k^T
+ * * scale + rb) v. q, k, v: (L, D) with row stride ld; rb: NULL or a
+ * relative bias read at rb[j - i] for j - i in -(L-1) .. L-1 (MPNet, ALiBi);
+ * window: key j is seen by query i only when |j - i| <= window (SIZE_MAX:
+ * all keys). out: (L, D) with row stride ldo.
+ *
+ * _plain materializes the scores: S is (L, L) scratch. _tiled computes
+ * query rows i0 .. i0 + nq - 1 (nq <= LIPI_ATT_TQ) over key tiles of
+ * LIPI_ATT_TK with a running max and sum per row (the online softmax of
+ * FlashAttention), skipping tiles outside the window: its scratch `work` is
+ * LIPI_ATT_WORK(D) floats whatever L is. The two agree to float rounding
+ * (the order of the sums differs). */
+#define LIPI_ATT_TQ 64
+#define LIPI_ATT_TK 256
+#define LIPI_ATT_WORK(D) ((size_t)LIPI_ATT_TQ * LIPI_ATT_TK + 2 * (size_t)LIPI_ATT_TQ * (D) + \
+                          3 * (size_t)LIPI_ATT_TQ)
+void lipi_attention_plain(lipi_gemm_kind g, size_t L, size_t D, const float *q, const float *k,
+                          const float *v, size_t ld, float scale, const float *rb,
+                          size_t window, float *S, float *out, size_t ldo);
+void lipi_attention_tiled(lipi_gemm_kind g, size_t L, size_t D, size_t i0, size_t nq,
+                          const float *q, const float *k, const float *v, size_t ld,
+                          float scale, const float *rb, size_t window, float *work, float *out,
+                          size_t ldo);
+/* Which attention a session runs: AUTO picks per sequence (tiled beyond
+ * LIPI_ATT_PLAIN_MAX tokens, or when a local window skips tiles); the
+ * others force one (tests compare them). */
+typedef enum { LIPI_ATTN_AUTO, LIPI_ATTN_PLAIN, LIPI_ATTN_TILED } lipi_attn_kind;
+#define LIPI_ATT_PLAIN_MAX 1024
+void lipi_model_session_set_attention(lipi_model_session *s, lipi_attn_kind k);
+
 /* x: (T, 2I) -> out: (T, I) = act(x[:, :I]) * x[:, I:] (GEGLU, ReGLU,
  * SwiGLU: act gelu, gelu_tanh, relu or silu) */
 void lipi_glu(const float *x, size_t T, size_t I, int act, float *out);

@@ -533,6 +533,86 @@ static void test_nomic_bert_matches_pytorch(void **state)
     lipi_model_free(m);
 }
 
+/* Tiled attention (online softmax over key tiles) against the plain one
+ * that holds the whole score matrix: every query block of sequences of 1,
+ * 7, 64, 513 and 4096 tokens, all keys, local windows (narrower and wider
+ * than a tile) and a relative bias, within 1e-5. */
+static void test_tiled_attention_equals_the_plain_one(void **state)
+{
+    static const size_t lens[] = {1, 7, 64, 513, 4096};
+    static const size_t windows[] = {SIZE_MAX, 4, 300};
+    enum { D = 24, LD = 3 * D };
+    const size_t Lmax = 4096;
+    float *qkv = malloc(Lmax * LD * sizeof(float));
+    float *S = malloc(Lmax * Lmax * sizeof(float));
+    float *want = malloc(Lmax * D * sizeof(float)), *got = malloc(Lmax * D * sizeof(float));
+    float *work = malloc(LIPI_ATT_WORK(D) * sizeof(float));
+    float *bias = malloc((2 * Lmax - 1) * sizeof(float));
+    fill(qkv, Lmax * LD, 21, 1.5f);
+    fill(bias, 2 * Lmax - 1, 22, 2.0f);
+    double worst = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (size_t wi = 0; wi < 3; wi++)
+            for (int withb = 0; withb < 2; withb++) {
+                size_t L = lens[li], w = windows[wi];
+                if (withb && w != SIZE_MAX)
+                    continue; /* no model has both */
+                const float *rb = withb ? bias + Lmax - 1 : NULL;
+                lipi_attention_plain(LIPI_GEMM_AUTO, L, D, qkv, qkv + D, qkv + 2 * D, LD,
+                                     0.2f, rb, w, S, want, D);
+                for (size_t i0 = 0; i0 < L; i0 += LIPI_ATT_TQ) {
+                    size_t nq = L - i0 < LIPI_ATT_TQ ? L - i0 : LIPI_ATT_TQ;
+                    lipi_attention_tiled(LIPI_GEMM_AUTO, L, D, i0, nq, qkv, qkv + D,
+                                         qkv + 2 * D, LD, 0.2f, rb, w, work, got, D);
+                }
+                char what[64];
+                snprintf(what, sizeof what, "tiled L=%zu window=%zu bias=%d", L, w, withb);
+                assert_int_equal(mismatches(what, got, want, L * D, 1e-5), 0);
+                for (size_t i = 0; i < L * D; i++)
+                    worst = fmax(worst, fabs((double)got[i] - want[i]));
+            }
+    printf("  tiled vs plain attention: max abs difference %.3g\n", worst);
+    free(qkv);
+    free(S);
+    free(want);
+    free(got);
+    free(work);
+    free(bias);
+}
+
+/* Whole models with every sequence forced through the tiled attention:
+ * within 1e-5 of the plain path, and 1 and 3 threads bit-identical. */
+static void test_models_give_the_same_states_with_tiled_attention(void **state)
+{
+    const char *names[] = {"modernbert", "st_modernbert", "nomic_bert", "jina_v2", "mpnet",
+                           "bert"};
+    for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, FIXTURES "/%s", names[f]);
+        lipi_model *m = load_fixture(names[f]);
+        inputs in;
+        read_inputs(dir, &in);
+        size_t C = lipi_model_get_info(m)->hidden_size;
+        float *h[3];
+        size_t threads[3] = {1, 1, 3};
+        lipi_attn_kind kinds[3] = {LIPI_ATTN_PLAIN, LIPI_ATTN_TILED, LIPI_ATTN_TILED};
+        for (size_t k = 0; k < 3; k++) {
+            lipi_model_session *s = NULL;
+            assert_int_equal(lipi_model_session_new(m, threads[k], &s, NULL), LIPI_OK);
+            lipi_model_session_set_attention(s, kinds[k]);
+            h[k] = malloc(in.T * C * sizeof(float));
+            assert_int_equal(lipi_model_forward(s, in.seqs, in.B, h[k], NULL), LIPI_OK);
+            lipi_model_session_free(s);
+        }
+        assert_int_equal(mismatches(names[f], h[1], h[0], in.T * C, 1e-5), 0);
+        assert_memory_equal(h[1], h[2], in.T * C * sizeof(float));
+        for (size_t k = 0; k < 3; k++)
+            free(h[k]);
+        free_inputs(&in);
+        lipi_model_free(m);
+    }
+}
+
 static void test_portable_gemm_backend_matches_pytorch(void **state)
 {
     for (size_t i = 0; i < N_FIXTURES; i++)
@@ -1575,6 +1655,8 @@ int main(void)
         cmocka_unit_test(test_alibi_slopes_and_jina_v2_match_pytorch),
         cmocka_unit_test(test_modernbert_rope_window_and_embeddings_match_pytorch),
         cmocka_unit_test(test_nomic_bert_matches_pytorch),
+        cmocka_unit_test(test_tiled_attention_equals_the_plain_one),
+        cmocka_unit_test(test_models_give_the_same_states_with_tiled_attention),
         cmocka_unit_test(test_portable_gemm_backend_matches_pytorch),
         cmocka_unit_test(test_sentence_transformers_folder_sets_pooling_and_normalize),
         cmocka_unit_test(test_sentence_transformers_dense_module_runs_after_pooling),
