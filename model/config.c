@@ -108,6 +108,172 @@ static lipi_status get_act(json_t *o, const char *key, const char *dflt, lipi_ac
     return LIPI_OK;
 }
 
+static lipi_status get_bool(json_t *o, const char *key, bool dflt, bool *out,
+                            const char *path, lipi_error *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (v && !json_is_boolean(v))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"%s\": expected true or false, found %s", key,
+                              lipi_json_kind(v));
+    *out = v ? json_is_true(v) : dflt;
+    return LIPI_OK;
+}
+
+/* A RoPE base: a positive number. */
+static lipi_status get_theta(json_t *o, const char *key, double dflt, double *out,
+                             const char *path, lipi_error *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (v && !(json_is_number(v) && json_number_value(v) > 1 &&
+               json_number_value(v) < 1e30))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"%s\": expected a number above 1, found %s", key,
+                              json_is_number(v) ? "a value outside" : lipi_json_kind(v));
+    *out = v ? json_number_value(v) : dflt;
+    return LIPI_OK;
+}
+
+/* ModernBertConfig: rope_parameters {full_attention, sliding_attention}
+ * with rope_theta (newer configs) wins over global_rope_theta /
+ * local_rope_theta (defaults 160000 and 10000); only rope_type "default".
+ * ModernBertAttention makes layer i local when i % global_attn_every_n_layers
+ * != 0, the rotary table follows layer_types (the same pattern when absent). */
+static lipi_status parse_modernbert(json_t *root, lipi_config *c, const char *path,
+                                    lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    static const char *const KINDS[2] = {"full_attention", "sliding_attention"};
+    static const char *const LEGACY[2] = {"global_rope_theta", "local_rope_theta"};
+    static const double DFLT[2] = {160000.0, 10000.0};
+    json_t *rp = json_object_get(root, "rope_parameters");
+    if (rp && !json_is_null(rp) && !json_is_object(rp))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"rope_parameters\": expected an object, found %s",
+                              lipi_json_kind(rp));
+    for (size_t k = 0; k < 2; k++) {
+        TRY(get_theta(root, LEGACY[k], DFLT[k], &c->rope_theta[k], path, err));
+        json_t *one = json_is_object(rp) ? json_object_get(rp, KINDS[k]) : NULL;
+        if (!one || json_is_null(one))
+            continue;
+        json_t *type = json_object_get(one, "rope_type");
+        if (!json_is_object(one) ||
+            (type && !(json_is_string(type) && !strcmp(json_string_value(type), "default"))))
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "field \"rope_parameters\".\"%s\": expected an object with "
+                                  "rope_type \"default\" (scaled RoPE is not supported)",
+                                  KINDS[k]);
+        TRY(get_theta(one, "rope_theta", c->rope_theta[k], &c->rope_theta[k], path, err));
+    }
+    size_t every = 0, local = 0;
+    TRY(get_size(root, "global_attn_every_n_layers", false, 3, &every, path, err));
+    TRY(get_size(root, "local_attention", false, 128, &local, path, err));
+    c->window = local / 2;
+    json_t *types = json_object_get(root, "layer_types");
+    if (types && !json_is_null(types) &&
+        !(json_is_array(types) && json_array_size(types) == c->layers))
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"layer_types\": expected an array of %zu strings "
+                              "(num_hidden_layers)",
+                              c->layers);
+    c->layer_kind = lipi_calloc(c->layers, 1);
+    if (!c->layer_kind)
+        return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+    for (size_t i = 0; i < c->layers; i++) {
+        bool local_rope = i % every != 0;
+        if (json_is_array(types)) {
+            json_t *v = json_array_get(types, i);
+            const char *s = json_is_string(v) ? json_string_value(v) : "";
+            if (strcmp(s, KINDS[0]) && strcmp(s, KINDS[1]))
+                return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                      "field \"layer_types\"[%zu]: expected "
+                                      "\"full_attention\" or \"sliding_attention\"",
+                                      i);
+            local_rope = !strcmp(s, KINDS[1]);
+        }
+        c->layer_kind[i] = (uint8_t)((i % every ? LIPI_LAYER_LOCAL_WINDOW : 0) |
+                                     (local_rope ? LIPI_LAYER_LOCAL_ROPE : 0));
+    }
+    TRY(get_bool(root, "norm_bias", false, &c->norm_bias, path, err));
+    TRY(get_bool(root, "attention_bias", false, &c->attn_bias, path, err));
+    TRY(get_bool(root, "mlp_bias", false, &c->mlp_bias, path, err));
+    c->mlp_out_bias = c->mlp_bias;
+done:
+    return st;
+}
+
+/* Whether `key` is absent, null or false (an option lipi does not run). */
+static bool unset(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return !v || json_is_null(v) || json_is_false(v);
+}
+
+/* NomicBertConfig (GPT-2 key names) as modeling_hf_nomic_bert.py reads it:
+ * rotary positions over whole heads (rotary_emb_fraction 1, not
+ * interleaved), post-norm blocks, a gated MLP (swiglu: fc11(x) *
+ * silu(fc12(x)); geglu with gelu) whose width is n_inner rounded up to a
+ * multiple of 256, vocab_size rounded up to pad_vocab_size_multiple. */
+static lipi_status parse_nomic(json_t *root, lipi_config *c, const char *path, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    size_t mult = 1, inner = 0;
+    if (c->classifier)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "nomic_bert classifier heads are not supported (expected "
+                              "NomicBertModel)");
+    TRY(get_size(root, "vocab_size", true, 0, &c->vocab, path, err));
+    TRY(get_size(root, "pad_vocab_size_multiple", false, 1, &mult, path, err));
+    c->vocab = (c->vocab + mult - 1) / mult * mult;
+    TRY(get_size(root, "n_embd", true, 0, &c->hidden, path, err));
+    TRY(get_size(root, "n_layer", true, 0, &c->layers, path, err));
+    TRY(get_size(root, "n_head", true, 0, &c->heads, path, err));
+    TRY(get_size(root, "n_inner", false, c->hidden * 8 / 3, &inner, path, err));
+    c->inter = (inner + 255) / 256 * 256;
+    TRY(get_size(root, "n_positions", false, 1024, &c->max_pos, path, err));
+    TRY(get_size(root, "type_vocab_size", false, 2, &c->type_vocab, path, err));
+    TRY(get_float(root, "layer_norm_epsilon", 1e-5, &c->ln_eps, path, err));
+    TRY(get_theta(root, "rotary_emb_base", 10000.0, &c->rope_theta[0], path, err));
+    c->rope_theta[1] = c->rope_theta[0];
+    TRY(get_bool(root, "qkv_proj_bias", true, &c->attn_bias, path, err));
+    TRY(get_bool(root, "mlp_fc1_bias", true, &c->mlp_bias, path, err));
+    TRY(get_bool(root, "mlp_fc2_bias", true, &c->mlp_out_bias, path, err));
+    json_t *af = json_object_get(root, "activation_function");
+    const char *a = json_is_string(af) ? json_string_value(af) : "";
+    if (!strcmp(a, "swiglu"))
+        c->act = LIPI_ACT_SILU;
+    else if (!strcmp(a, "geglu"))
+        c->act = LIPI_ACT_GELU;
+    else
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"activation_function\": expected \"swiglu\" or "
+                              "\"geglu\" (nomic_bert's gated MLP)");
+    json_t *frac = json_object_get(root, "rotary_emb_fraction");
+    static const char *const UNSUPPORTED[] = {"rotary_emb_interleaved", "rotary_emb_scale_base",
+                                              "prenorm", "causal"};
+    if (!json_is_number(frac) || json_number_value(frac) != 1.0)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"rotary_emb_fraction\": expected 1 (rotary positions "
+                              "over whole heads)");
+    for (size_t i = 0; i < sizeof UNSUPPORTED / sizeof UNSUPPORTED[0]; i++)
+        if (!unset(root, UNSUPPORTED[i]))
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "field \"%s\": expected false or null (not supported)",
+                                  UNSUPPORTED[i]);
+    /* NomicBertDynamicNTKRotaryEmbedding changes the base only past
+     * max_trained_positions, by the padded batch's length: lipi stops
+     * there, where it is the plain table. */
+    if (!unset(root, "rotary_scaling_factor")) {
+        size_t trained = 0;
+        TRY(get_size(root, "max_trained_positions", false, 2048, &trained, path, err));
+        c->max_pos = trained < c->max_pos ? trained : c->max_pos;
+    }
+    c->pos_kind = LIPI_POS_ROPE;
+    c->glu = true;
+done:
+    return st;
+}
+
 static const struct {
     const char *type;  /* model_type */
     const char *arch;  /* architectures[] prefix */
@@ -120,8 +286,11 @@ static const struct {
     {"albert", "Albert", LIPI_ARCH_ALBERT},
     {"distilbert", "DistilBert", LIPI_ARCH_DISTILBERT},
     {"mpnet", "MPNet", LIPI_ARCH_MPNET},
+    {"modernbert", "ModernBert", LIPI_ARCH_MODERNBERT},
+    {"nomic_bert", "NomicBert", LIPI_ARCH_NOMIC},
 };
-#define SUPPORTED "bert, roberta, xlm-roberta, camembert, albert, distilbert, mpnet"
+#define SUPPORTED                                                                          \
+    "bert, roberta, xlm-roberta, camembert, albert, distilbert, mpnet, modernbert, nomic_bert"
 
 static lipi_status parse_labels(json_t *root, lipi_config *c, const char *path,
                                 lipi_error *err)
@@ -222,6 +391,29 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
         TRY(get_act(root, "activation", "gelu", &c->act, path, err));
         c->type_vocab = 0;
         c->ln_eps = 1e-12f; /* hard-coded in modeling_distilbert */
+    } else if (c->arch == LIPI_ARCH_NOMIC) {
+        TRY(parse_nomic(root, c, path, err));
+    } else if (c->arch == LIPI_ARCH_MODERNBERT) {
+        /* ModernBertModel: no position or token type table (RoPE), GeGLU,
+         * pre-norm; ModernBertConfig's defaults. */
+        if (c->classifier)
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "architecture \"%.60s\": modernbert classifier heads are not "
+                                  "supported (expected ModernBertModel or "
+                                  "ModernBertForMaskedLM)",
+                                  arch0);
+        TRY(get_size(root, "vocab_size", true, 0, &c->vocab, path, err));
+        TRY(get_size(root, "hidden_size", true, 0, &c->hidden, path, err));
+        TRY(get_size(root, "num_hidden_layers", true, 0, &c->layers, path, err));
+        TRY(get_size(root, "num_attention_heads", true, 0, &c->heads, path, err));
+        TRY(get_size(root, "intermediate_size", true, 0, &c->inter, path, err));
+        TRY(get_size(root, "max_position_embeddings", false, 8192, &c->max_pos, path, err));
+        TRY(get_float(root, "norm_eps", 1e-5, &c->ln_eps, path, err));
+        TRY(get_act(root, "hidden_activation", "gelu", &c->act, path, err));
+        c->type_vocab = 0;
+        c->pos_kind = LIPI_POS_ROPE;
+        c->glu = true;
+        c->pre_norm = true;
     } else {
         TRY(get_size(root, "vocab_size", true, 0, &c->vocab, path, err));
         TRY(get_size(root, "hidden_size", true, 0, &c->hidden, path, err));
@@ -254,7 +446,8 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
                               "\"sinusoidal\" or \"alibi\", found %s%.40s%s",
                               pos_kind ? "\"" : "", pos_kind ? pos_kind : lipi_json_kind(pet),
                               pos_kind ? "\"" : "");
-    c->pos_kind = (lipi_pos_kind)pk;
+    if (c->pos_kind != LIPI_POS_ROPE)
+        c->pos_kind = (lipi_pos_kind)pk;
     if (pk && c->arch != LIPI_ARCH_BERT)
         return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
                               "field \"position_embedding_type\": \"%s\" is supported for "
@@ -269,13 +462,13 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
                               "field \"feed_forward_type\": expected \"original\", \"geglu\" "
                               "or \"reglu\", found %s%.40s%s",
                               ff ? "\"" : "", ff ? ff : lipi_json_kind(fft), ff ? "\"" : "");
-    c->glu = ff && strcmp(ff, "original");
-    if (c->glu && c->arch != LIPI_ARCH_BERT)
+    c->glu = c->glu || (ff && strcmp(ff, "original"));
+    if (ff && strcmp(ff, "original") && c->arch != LIPI_ARCH_BERT)
         return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
                               "field \"feed_forward_type\": \"%s\" is supported for "
                               "model_type bert only, found %s",
                               ff, ARCHS[found].type);
-    if (c->glu)
+    if (c->glu && c->arch == LIPI_ARCH_BERT)
         c->act = !strcmp(ff, "geglu") ? LIPI_ACT_GELU : LIPI_ACT_RELU;
     c->embed = c->hidden;
     c->groups = c->layers;
@@ -292,6 +485,8 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
     }
     json_t *pad = json_object_get(root, "pad_token_id");
     size_t pad_default = c->arch == LIPI_ARCH_ROBERTA || c->arch == LIPI_ARCH_MPNET ? 1 : 0;
+    if (c->arch == LIPI_ARCH_MODERNBERT) /* ModernBertConfig's default, if the vocabulary has it */
+        pad_default = c->vocab > 50283 ? 50283 : 0;
     if (pad && !json_is_null(pad)) {
         if (!json_is_integer(pad) || json_integer_value(pad) < 0 ||
             (unsigned long long)json_integer_value(pad) >= c->vocab)
@@ -305,7 +500,9 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
     if (c->hidden % c->heads)
         return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
                               "field \"%s\": %zu is not a multiple of the %zu heads",
-                              c->arch == LIPI_ARCH_DISTILBERT ? "dim" : "hidden_size",
+                              c->arch == LIPI_ARCH_DISTILBERT ? "dim"
+                              : c->arch == LIPI_ARCH_NOMIC    ? "n_embd"
+                                                              : "hidden_size",
                               c->hidden, c->heads);
     if (c->arch == LIPI_ARCH_ROBERTA || c->arch == LIPI_ARCH_MPNET) {
         /* create_position_ids_from_input_ids: positions start after
@@ -331,6 +528,14 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
                                   "found %zu",
                                   LIPI_MPNET_BUCKETS, LIPI_MPNET_BUCKETS, c->rel_buckets);
     }
+    if (c->arch == LIPI_ARCH_MODERNBERT)
+        TRY(parse_modernbert(root, c, path, err));
+    if (c->pos_kind == LIPI_POS_ROPE && (c->hidden / c->heads) % 2)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"%s\": heads of %zu values, expected an even head size "
+                              "for rotary positions",
+                              c->arch == LIPI_ARCH_NOMIC ? "n_head" : "num_attention_heads",
+                              c->hidden / c->heads);
     if (c->classifier)
         TRY(parse_labels(root, c, path, err));
     c->pooling = LIPI_POOL_CLS;
@@ -356,6 +561,8 @@ done:
 
 void lipi_config_free(lipi_config *cfg)
 {
+    lipi_free(cfg->layer_kind);
+    cfg->layer_kind = NULL;
     for (size_t i = 0; i < cfg->n_dense; i++) {
         lipi_free(cfg->dense[i].w);
         lipi_free(cfg->dense[i].b);

@@ -313,6 +313,14 @@ void lipi_glu(const float *x, size_t T, size_t I, int act, float *out)
         if (act == LIPI_ACT_GELU)
             for (size_t j = 0; j < I; j++)
                 o[j] = 0.5f * g[j] * (1.0f + verf(g[j] * 0.70710678118654752f)) * u[j];
+        else if (act == LIPI_ACT_GELU_TANH)
+            for (size_t j = 0; j < I; j++) {
+                float v = g[j], y = 0.79788456080286536f * (v + 0.044715f * v * v * v);
+                o[j] = 0.5f * v * (1.0f + vtanh(y)) * u[j];
+            }
+        else if (act == LIPI_ACT_SILU)
+            for (size_t j = 0; j < I; j++)
+                o[j] = g[j] / (1.0f + vexp(-g[j])) * u[j];
         else
             for (size_t j = 0; j < I; j++)
                 o[j] = (g[j] > 0 ? g[j] : 0) * u[j];
@@ -324,9 +332,140 @@ void lipi_glu_ref(const float *x, size_t T, size_t I, int act, float *out)
     for (size_t t = 0; t < T; t++)
         for (size_t j = 0; j < I; j++) {
             double g = x[t * 2 * I + j], u = x[t * 2 * I + I + j];
-            g = act == LIPI_ACT_GELU ? 0.5 * g * (1.0 + erf(g / sqrt(2.0))) : g > 0 ? g : 0;
+            if (act == LIPI_ACT_GELU)
+                g = 0.5 * g * (1.0 + erf(g / sqrt(2.0)));
+            else if (act == LIPI_ACT_GELU_TANH)
+                g = 0.5 * g * (1.0 + tanh(sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+            else if (act == LIPI_ACT_SILU)
+                g = g / (1.0 + exp(-g));
+            else
+                g = g > 0 ? g : 0;
             out[t * I + j] = (float)(g * u);
         }
+}
+
+/* x: (H, D) in place, per head: the rotate_half form of RoPE with
+ * cos, sin: (D/2) (the second halves of torch's cat((freqs, freqs)) are the
+ * same values) */
+LIPI_CLONES
+void lipi_rope(float *x, size_t H, size_t D, const float *cos, const float *sin)
+{
+    size_t half = D / 2;
+    for (size_t h = 0; h < H; h++) {
+        float *a = x + h * D, *b = a + half;
+        for (size_t i = 0; i < half; i++) {
+            float x1 = a[i], x2 = b[i];
+            a[i] = x1 * cos[i] - x2 * sin[i];
+            b[i] = x2 * cos[i] + x1 * sin[i];
+        }
+    }
+}
+
+void lipi_attention_plain(lipi_gemm_kind g, size_t L, size_t D, const float *q, const float *k,
+                          const float *v, size_t ld, float scale, const float *rb,
+                          size_t window, float *S, float *out, size_t ldo)
+{
+    lipi_sgemm_nt(g, L, L, D, q, ld, k, ld, S, L);
+    if (rb) {
+        /* MPNet, ALiBi: scores / sqrt(D) + the head's bias by relative position */
+        lipi_attn_rel_bias(S, L, scale, rb);
+        for (size_t i = 0; i < L; i++)
+            lipi_softmax(S + i * L, L, 1.0f);
+    } else if (window < L - 1) {
+        /* A local layer: the keys outside the window get probability 0, as
+         * ModernBERT's finfo.min mask gives them. */
+        for (size_t i = 0; i < L; i++) {
+            size_t lo = i > window ? i - window : 0;
+            size_t hi = i + window + 1 < L ? i + window + 1 : L;
+            float *r = S + i * L;
+            memset(r, 0, lo * sizeof(float));
+            lipi_softmax(r + lo, hi - lo, scale);
+            memset(r + hi, 0, (L - hi) * sizeof(float));
+        }
+    } else {
+        for (size_t i = 0; i < L; i++)
+            lipi_softmax(S + i * L, L, scale);
+    }
+    lipi_sgemm_nn(g, L, D, L, S, L, v, ld, out, ldo);
+}
+
+/* row: (n) scores of one query against keys k0 .. k0 + n - 1, in place:
+ * the window's keys a .. b - 1 become exp(x * scale + rb - m) with m the
+ * new running max (returned), the others 0; *sum gets their sum. */
+LIPI_CLONES
+static float online_row(float *row, size_t n, size_t a, size_t b, float scale, const float *rb,
+                        float m, float *sum)
+{
+    for (size_t c = a; c < b; c++) {
+        float x = row[c] * scale + (rb ? rb[c] : 0.0f);
+        row[c] = x;
+        m = x > m ? x : m;
+    }
+    float sm = 0;
+    memset(row, 0, a * sizeof(float));
+    for (size_t c = a; c < b; c++) {
+        float e = vexp(row[c] - m);
+        row[c] = e;
+        sm += e;
+    }
+    memset(row + b, 0, (n - b) * sizeof(float));
+    *sum = sm;
+    return m;
+}
+
+void lipi_attention_tiled(lipi_gemm_kind g, size_t L, size_t D, size_t i0, size_t nq,
+                          const float *q, const float *k, const float *v, size_t ld,
+                          float scale, const float *rb, size_t window, float *work, float *out,
+                          size_t ldo)
+{
+    const size_t TK = LIPI_ATT_TK;
+    float *S = work;                         /* (nq, nk) of one key tile */
+    float *acc = S + LIPI_ATT_TQ * TK;       /* (nq, D) unnormalized output */
+    float *pv = acc + LIPI_ATT_TQ * D;       /* (nq, D) one tile's P V */
+    float *mx = pv + LIPI_ATT_TQ * D, *sum = mx + LIPI_ATT_TQ, *corr = sum + LIPI_ATT_TQ;
+    bool local = window < L;
+    for (size_t r = 0; r < nq; r++) {
+        mx[r] = -INFINITY;
+        sum[r] = 0;
+    }
+    memset(acc, 0, nq * D * sizeof(float));
+    /* Keys any of the block's queries sees. */
+    size_t k_lo = local && i0 > window ? i0 - window : 0;
+    size_t k_hi = local && i0 + nq + window < L ? i0 + nq + window : L;
+    for (size_t k0 = k_lo; k0 < k_hi; k0 += TK) {
+        size_t nk = k_hi - k0 < TK ? k_hi - k0 : TK;
+        lipi_sgemm_nt(g, nq, nk, D, q + i0 * ld, ld, k + k0 * ld, ld, S, nk);
+        for (size_t r = 0; r < nq; r++) {
+            size_t i = i0 + r, a = 0, b = nk;
+            if (local) { /* this row's window inside the tile: keys k0 + a .. k0 + b - 1 */
+                size_t lo = i > window ? i - window : 0;
+                size_t hi = i + window + 1 < L ? i + window + 1 : L;
+                a = lo > k0 ? (lo - k0 < nk ? lo - k0 : nk) : 0;
+                b = hi > k0 ? (hi - k0 < nk ? hi - k0 : nk) : 0;
+                b = b < a ? a : b;
+            }
+            float s_tile = 0;
+            const float *rbi = rb ? rb + (ptrdiff_t)k0 - (ptrdiff_t)i : NULL;
+            float m = online_row(S + r * nk, nk, a, b, scale, rbi, mx[r], &s_tile);
+            /* rescale what earlier tiles summed to the new max */
+            float cr = mx[r] == -INFINITY ? 0.0f : vexp(mx[r] - m);
+            corr[r] = a < b ? cr : 1.0f;
+            if (a < b) {
+                sum[r] = sum[r] * cr + s_tile;
+                mx[r] = m;
+            }
+        }
+        lipi_sgemm_nn(g, nq, D, nk, S, nk, v + k0 * ld, ld, pv, D);
+        for (size_t r = 0; r < nq; r++)
+            for (size_t d = 0; d < D; d++)
+                acc[r * D + d] = acc[r * D + d] * corr[r] + pv[r * D + d];
+    }
+    for (size_t r = 0; r < nq; r++) {
+        float inv = 1.0f / sum[r];
+        float *o = out + (i0 + r) * ldo;
+        for (size_t d = 0; d < D; d++)
+            o[d] = acc[r * D + d] * inv;
+    }
 }
 
 /* x: (K) -> q: (K) u8 = round(x / scale) + 128 with scale = max |x| / 127 */
@@ -391,7 +530,13 @@ struct lipi_model_session {
     float *big;     /* the qkv of one group of sequences, then the FFN's inner
                        activations of one block of rows; ALBERT's (T, E)
                        embeddings when E > C */
-    float *scores;                         /* nthreads x (L, L) */
+    float *scores;                         /* nthreads x (Lp, Lp): plain attention of
+                                              sequences up to Lp tokens */
+    size_t score_stride;                   /* Lp * Lp */
+    float *tiles;                          /* nthreads x LIPI_ATT_WORK(D): tiled attention */
+    size_t *units;                         /* n + 1: attention tasks before each sequence
+                                              of a group */
+    lipi_attn_kind attn;
     uint32_t *tok_id, *tok_type, *tok_pos; /* (T) */
     size_t *off;                           /* n + 1 */
     size_t rows;                           /* T of the running batch */
@@ -399,7 +544,7 @@ struct lipi_model_session {
     float *as;                             /* int8: (T) activation scales */
     int32_t *acc;                          /* int8: nthreads x (TILE_M, TILE_N) */
     size_t cap_x, cap_tmp, cap_att, cap_big, cap_scores, cap_id, cap_type, cap_pos, cap_off;
-    size_t cap_aq, cap_as, cap_acc;
+    size_t cap_aq, cap_as, cap_acc, cap_tiles, cap_units;
     size_t lmax;                           /* longest sequence of the running batch */
 };
 
@@ -440,8 +585,8 @@ static void parallel(lipi_model_session *s, task_fn fn, void *ctx, size_t ntasks
 
 static void free_scratch(lipi_model_session *s)
 {
-    void *p[] = {s->x,      s->tmp,    s->att, s->big, s->scores, s->tok_id,
-                 s->tok_type, s->tok_pos, s->off, s->aq,  s->as,     s->acc};
+    void *p[] = {s->x,       s->tmp,     s->att,     s->big, s->scores, s->tok_id, s->tok_type,
+                 s->tok_pos, s->off,     s->aq,      s->as,  s->acc,    s->tiles,  s->units};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         lipi_free(p[i]);
 }
@@ -488,6 +633,20 @@ void lipi_model_session_set_gemm(lipi_model_session *s, lipi_gemm_kind k)
     s->gemm = k;
 }
 
+void lipi_model_session_set_attention(lipi_model_session *s, lipi_attn_kind k)
+{
+    s->attn = k;
+}
+
+/* Whether a sequence of L tokens attends tile by tile (in layers with
+ * keys |j - i| <= window). Depends on the shape only, never on threads. */
+static bool attn_tiled(const lipi_model_session *s, size_t L, size_t window)
+{
+    if (s->attn != LIPI_ATTN_AUTO)
+        return s->attn == LIPI_ATTN_TILED;
+    return L > LIPI_ATT_PLAIN_MAX || (window < L && 2 * window + 1 + LIPI_ATT_TK <= L);
+}
+
 /* Makes *p hold at least n elements of `size` bytes (contents not kept). */
 static lipi_status ensure(void **p, size_t *cap, size_t n, size_t size)
 {
@@ -529,7 +688,15 @@ static lipi_status reserve(lipi_model_session *s, size_t T, size_t L, size_t n)
     ENSURE(s->tmp, s->cap_tmp, tc);
     ENSURE(s->att, s->cap_att, tc);
     ENSURE(s->big, s->cap_big, big);
-    ENSURE(s->scores, s->cap_scores, s->nthreads * L * L);
+    /* Plain attention's scores only up to the length it runs at. */
+    size_t lp = s->attn == LIPI_ATTN_TILED                          ? 0
+                : s->attn == LIPI_ATTN_AUTO && L > LIPI_ATT_PLAIN_MAX ? LIPI_ATT_PLAIN_MAX
+                                                                      : L;
+    s->score_stride = lp * lp;
+    if (lp)
+        ENSURE(s->scores, s->cap_scores, s->nthreads * lp * lp);
+    ENSURE(s->tiles, s->cap_tiles, s->nthreads * LIPI_ATT_WORK(C / c->heads));
+    ENSURE(s->units, s->cap_units, n + 1);
     ENSURE(s->tok_id, s->cap_id, T);
     ENSURE(s->tok_type, s->cap_type, T);
     ENSURE(s->tok_pos, s->cap_pos, T);
@@ -669,6 +836,7 @@ typedef struct {
     size_t C;
     const float *w, *b;
     float eps;
+    const float *src; /* (T, C) copied into x first, or NULL: x in place */
 } ln_job;
 
 static void ln_task(void *p, size_t t, size_t worker)
@@ -676,6 +844,8 @@ static void ln_task(void *p, size_t t, size_t worker)
     const ln_job *j = p;
     size_t r0 = t * ROWS_PER_TASK;
     size_t n = j->T - r0 < ROWS_PER_TASK ? j->T - r0 : ROWS_PER_TASK;
+    if (j->src)
+        memcpy(j->x + r0 * j->C, j->src + r0 * j->C, n * j->C * sizeof(float));
     lipi_layernorm(j->x + r0 * j->C, n, j->C, j->w, j->b, j->eps);
 }
 
@@ -696,8 +866,39 @@ static void glu_task(void *p, size_t t, size_t worker)
 static void layernorm_rows(lipi_model_session *s, float *x, size_t T, size_t C, const float *w,
                            const float *b, float eps)
 {
-    ln_job j = {s, T, x, C, w, b, eps};
+    ln_job j = {s, T, x, C, w, b, eps, NULL};
     parallel(s, ln_task, &j, (T + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+}
+
+/* dst: (T, C) = LayerNorm(src) (pre-norm: the residual src stays). */
+static void layernorm_copy(lipi_model_session *s, float *dst, const float *src, size_t T,
+                           size_t C, const float *w, const float *b, float eps)
+{
+    ln_job j = {s, T, dst, C, w, b, eps, src};
+    parallel(s, ln_task, &j, (T + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+}
+
+typedef struct {
+    lipi_model_session *s;
+    float *qkv;        /* (rows, 3C) of tokens t0, t0 + 1, ... */
+    size_t t0, rows, H, D;
+    const float *rope; /* (P, D): cos (P, D/2), sin (P, D/2) */
+} rope_job;
+
+/* RoPE on the q and k of a block of rows, each at its position in its
+ * sequence. */
+static void rope_task(void *p, size_t t, size_t worker)
+{
+    const rope_job *j = p;
+    lipi_model_session *s = j->s;
+    size_t r0 = t * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK < j->rows ? r0 + ROWS_PER_TASK : j->rows;
+    size_t C = j->H * j->D, half = j->D / 2;
+    for (size_t r = r0; r < r1; r++) {
+        const float *cs = j->rope + (size_t)s->tok_pos[j->t0 + r] * j->D;
+        float *q = j->qkv + r * 3 * C;
+        lipi_rope(q, j->H, j->D, cs, cs + half);     /* query heads */
+        lipi_rope(q + C, j->H, j->D, cs, cs + half); /* key heads */
+    }
 }
 
 /* Where the (T, E) embeddings go: x, or for ALBERT (projected to C after)
@@ -722,10 +923,10 @@ static void embed_task(void *p, size_t t, size_t worker)
     for (size_t r = r0; r < r1; r++) {
         float *o = out + r * E;
         const float *we = m->word_emb + (size_t)s->tok_id[r] * E;
-        if (!m->pos_emb) { /* ALiBi: positions enter in attention only */
-            const float *te = m->type_emb + (size_t)s->tok_type[r] * E;
+        if (!m->pos_emb) { /* ALiBi, RoPE: positions enter in attention only */
+            const float *te = m->type_emb ? m->type_emb + (size_t)s->tok_type[r] * E : NULL;
             for (size_t i = 0; i < E; i++)
-                o[i] = we[i] + te[i];
+                o[i] = te ? we[i] + te[i] : we[i];
             continue;
         }
         const float *pe = m->pos_emb + (size_t)s->tok_pos[r] * E;
@@ -748,33 +949,60 @@ typedef struct {
     const float *qkv;      /* (group tokens, 3C) */
     float *out;            /* (T, C) */
     float scale;
+    size_t window;         /* keys |j - i| <= window only; SIZE_MAX: all */
+    size_t count;          /* sequences in the group */
 } attn_job;
 
-/* One (sequence, head): softmax(q k^T / sqrt(D)) v over the sequence's own
+/* Tasks of a group: s->units[i - first] tasks come before sequence i's,
+ * which are its heads (plain) or its heads x query blocks (tiled). */
+static size_t attn_units(lipi_model_session *s, size_t first, size_t last, size_t H,
+                         size_t window)
+{
+    size_t u = 0;
+    for (size_t i = first; i < last; i++) {
+        size_t L = s->off[i + 1] - s->off[i];
+        s->units[i - first] = u;
+        u += attn_tiled(s, L, window) ? H * ((L + LIPI_ATT_TQ - 1) / LIPI_ATT_TQ) : H;
+    }
+    s->units[last - first] = u;
+    return u;
+}
+
+/* Task t: one head of one sequence (plain) or one block of its queries
+ * (tiled): softmax(q k^T / sqrt(D) + bias) v over the sequence's own
  * tokens. q, k, v: (L, D) slices of qkv with row stride 3C -> out (L, D)
  * slice with row stride C */
 static void attn_task(void *p, size_t t, size_t worker)
 {
     const attn_job *j = p;
     lipi_model_session *s = j->s;
-    size_t seq = j->first + t / j->H, h = t % j->H;
+    size_t lo = 0, hi = j->count; /* the last sequence whose tasks start at or before t */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->units[mid] <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    size_t seq = j->first + lo, r = t - s->units[lo], h = r % j->H;
     size_t o = s->off[seq], L = s->off[seq + 1] - o, C3 = 3 * j->C;
     const float *q = j->qkv + (o - j->t0) * C3 + h * j->D;
     const float *k = q + j->C, *v = q + 2 * j->C;
-    float *S = s->scores + worker * s->lmax * s->lmax; /* (L, L) */
-    lipi_sgemm_nt(s->gemm, L, L, j->D, q, C3, k, C3, S, L);
+    float *out = j->out + o * j->C + h * j->D;
     const lipi_model *m = s->m;
-    if (m->pos_bias) {
-        /* MPNet: scores / sqrt(D) + the head's bias by relative position */
+    const float *rb = NULL;
+    if (m->pos_bias) { /* MPNet, ALiBi: the head's bias by relative position */
         size_t P = m->cfg.max_pos - m->cfg.pos_offset;
-        lipi_attn_rel_bias(S, L, j->scale, m->pos_bias + h * (2 * P - 1) + (P - 1));
-        for (size_t i = 0; i < L; i++)
-            lipi_softmax(S + i * L, L, 1.0f);
-    } else {
-        for (size_t i = 0; i < L; i++)
-            lipi_softmax(S + i * L, L, j->scale);
+        rb = m->pos_bias + h * (2 * P - 1) + (P - 1);
     }
-    lipi_sgemm_nn(s->gemm, L, j->D, L, S, L, v, C3, j->out + o * j->C + h * j->D, j->C);
+    if (attn_tiled(s, L, j->window)) {
+        size_t i0 = (r / j->H) * LIPI_ATT_TQ, nq = L - i0 < LIPI_ATT_TQ ? L - i0 : LIPI_ATT_TQ;
+        lipi_attention_tiled(s->gemm, L, j->D, i0, nq, q, k, v, C3, j->scale, rb, j->window,
+                             s->tiles + worker * LIPI_ATT_WORK(j->D), out, j->C);
+    } else {
+        lipi_attention_plain(s->gemm, L, j->D, q, k, v, C3, j->scale, rb, j->window,
+                             s->scores + worker * s->score_stride, out, j->C);
+    }
 }
 
 /* ======================================================================== */
@@ -882,6 +1110,14 @@ static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t 
 
     for (size_t l = 0; l < m->n_exec; l++) {
         const lipi_layer_w *w = m->exec[l];
+        uint8_t kind = c->layer_kind ? c->layer_kind[l] : 0;
+        /* Pre-norm (ModernBERT): attention reads LayerNorm(x) from tmp
+         * (layer 0 has no norm there), the residual x stays. */
+        const float *ain = s->x;
+        if (c->pre_norm && w->ln1_w) {
+            layernorm_copy(s, s->tmp, s->x, T, C, w->ln1_w, w->ln1_b, c->ln_eps);
+            ain = s->tmp;
+        }
         /* Attention, group by group of whole sequences: qkv (rows, 3C) in
          * big, the heads' outputs into att (T, C). */
         for (size_t i = 0; i < n;) {
@@ -889,36 +1125,53 @@ static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t 
             while (j < n && s->off[j + 1] - t0 <= QKV_ROWS)
                 j++;
             size_t rows = s->off[j] - t0;
-            linear_q(s, rows, 3 * C, C, s->x + t0 * C, w->qkv_w, &w->qkv_q, w->qkv_b,
+            linear_q(s, rows, 3 * C, C, ain + t0 * C, w->qkv_w, &w->qkv_q, w->qkv_b,
                      LIPI_ACT_NONE, NULL, s->big);
-            attn_job aj = {s, i, H, D, C, t0, s->big, s->att, 1.0f / sqrtf((float)D)};
-            parallel(s, attn_task, &aj, (j - i) * H);
+            if (m->rope) {
+                const float *rope = m->rope + (kind & LIPI_LAYER_LOCAL_ROPE ? c->max_pos * D : 0);
+                rope_job rj = {s, s->big, t0, rows, H, D, rope};
+                parallel(s, rope_task, &rj, (rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+            }
+            size_t win = kind & LIPI_LAYER_LOCAL_WINDOW ? c->window : SIZE_MAX;
+            attn_job aj = {s, i, H, D, C, t0, s->big, s->att, 1.0f / sqrtf((float)D), win,
+                           j - i};
+            parallel(s, attn_task, &aj, attn_units(s, i, j, H, win));
             i = j;
         }
         linear_q(s, T, C, C, s->att, w->ao_w, &w->ao_q, w->ao_b, LIPI_ACT_NONE, s->x, s->tmp);
-        layernorm_rows(s, s->tmp, T, C, w->ln1_w, w->ln1_b, c->ln_eps);
+        if (!c->pre_norm)
+            layernorm_rows(s, s->tmp, T, C, w->ln1_w, w->ln1_b, c->ln_eps);
         swap_x_tmp(s);
+        /* Pre-norm: the FFN reads LayerNorm(x) from att (free again). */
+        const float *fin = s->x;
+        if (c->pre_norm) {
+            layernorm_copy(s, s->att, s->x, T, C, w->ln2_w, w->ln2_b, c->ln_eps);
+            fin = s->att;
+        }
         /* FFN, block by block of FFN_ROWS tokens: (rows, I) in big; GLU:
          * (rows, 2I) in big, then act(gate) * up as (rows, I) after it. */
         for (size_t r0 = 0; r0 < T; r0 += FFN_ROWS) {
             size_t rows = T - r0 < FFN_ROWS ? T - r0 : FFN_ROWS;
             float *inner = s->big;
             if (c->glu) {
-                linear_q(s, rows, 2 * I, C, s->x + r0 * C, w->ff1_w, &w->ff1_q, w->ff1_b,
+                linear_q(s, rows, 2 * I, C, fin + r0 * C, w->ff1_w, &w->ff1_q, w->ff1_b,
                          LIPI_ACT_NONE, NULL, s->big);
                 inner = s->big + rows * 2 * I;
                 glu_job gj = {s->big, rows, I, (int)c->act, inner};
                 parallel(s, glu_task, &gj, (rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
             } else {
-                linear_q(s, rows, I, C, s->x + r0 * C, w->ff1_w, &w->ff1_q, w->ff1_b,
+                linear_q(s, rows, I, C, fin + r0 * C, w->ff1_w, &w->ff1_q, w->ff1_b,
                          (int)c->act, NULL, s->big);
             }
             linear_q(s, rows, C, I, inner, w->ff2_w, &w->ff2_q, w->ff2_b, LIPI_ACT_NONE,
                      s->x + r0 * C, s->tmp + r0 * C);
         }
-        layernorm_rows(s, s->tmp, T, C, w->ln2_w, w->ln2_b, c->ln_eps);
+        if (!c->pre_norm)
+            layernorm_rows(s, s->tmp, T, C, w->ln2_w, w->ln2_b, c->ln_eps);
         swap_x_tmp(s);
     }
+    if (m->final_ln_w)
+        layernorm_rows(s, s->x, T, C, m->final_ln_w, m->final_ln_b, c->ln_eps);
 done:
     lipi_gemm_thread_restore(omp_prev);
     *T_out = T;

@@ -18,6 +18,7 @@ typedef struct {
     size_t offset; /* in the block, set when the layout is fixed */
     lipi_qlinear *q;
     size_t rows, cols, qoffset;
+    bool bound; /* a tensor is copied in; the others are zeroed, then filled at load */
 } region;
 
 /* One tensor to copy into a region at a float offset. */
@@ -65,7 +66,7 @@ static lipi_status add_region(loader *L, float **dst, size_t floats, size_t *idx
     if (lipi_grow(&p, &L->cap_regions, L->n_regions + 1, sizeof *L->regions) != LIPI_OK)
         return LIPI_ENOMEM;
     L->regions = p;
-    L->regions[L->n_regions] = (region){dst, floats, 0, NULL, 0, 0, 0};
+    L->regions[L->n_regions] = (region){dst, floats, 0, NULL, 0, 0, 0, false};
     *idx = L->n_regions++;
     return LIPI_OK;
 }
@@ -93,6 +94,7 @@ static lipi_status bind(loader *L, bool base, const char *name, size_t reg, size
     L->binds = p;
     binding *b = &L->binds[L->n_binds++];
     memset(b, 0, sizeof *b);
+    L->regions[reg].bound = true;
     snprintf(b->name, sizeof b->name, "%s%s", base ? L->prefix : "", name);
     b->region = reg;
     b->off = off;
@@ -103,9 +105,11 @@ static lipi_status bind(loader *L, bool base, const char *name, size_t reg, size
 }
 
 /* A Linear layer (out, in) with its bias into fresh regions; the matrix
- * quantized into *q instead of *w when q is not NULL. */
-static lipi_status linear(loader *L, bool base, const char *name, float **w, lipi_qlinear *q,
-                          float **b, size_t out, size_t in)
+ * quantized into *q instead of *w when q is not NULL. has_bias false: the
+ * checkpoint has none, and *b is a zero vector (so every GEMM takes the
+ * same path). */
+static lipi_status linear_b(loader *L, bool base, const char *name, float **w, lipi_qlinear *q,
+                            float **b, size_t out, size_t in, bool has_bias)
 {
     lipi_status st = LIPI_OK;
     char n[160];
@@ -118,12 +122,21 @@ static lipi_status linear(loader *L, bool base, const char *name, float **w, lip
     TRY(bind(L, base, n, r, 0, out, in));
     TRY(add_region(L, b, out, &r));
     snprintf(n, sizeof n, "%s.bias", name);
-    TRY(bind(L, base, n, r, 0, out, 0));
+    if (has_bias)
+        TRY(bind(L, base, n, r, 0, out, 0));
 done:
     return st;
 }
 
-static lipi_status layernorm(loader *L, const char *name, float **w, float **b, size_t C)
+static lipi_status linear(loader *L, bool base, const char *name, float **w, lipi_qlinear *q,
+                          float **b, size_t out, size_t in)
+{
+    return linear_b(L, base, name, w, q, b, out, in, true);
+}
+
+/* LayerNorm weight and bias (C); has_bias false: a zero bias. */
+static lipi_status layernorm_b(loader *L, const char *name, float **w, float **b, size_t C,
+                               bool has_bias)
 {
     lipi_status st = LIPI_OK;
     char n[160];
@@ -133,9 +146,15 @@ static lipi_status layernorm(loader *L, const char *name, float **w, float **b, 
     TRY(bind(L, true, n, r, 0, C, 0));
     TRY(add_region(L, b, C, &r));
     snprintf(n, sizeof n, "%s.bias", name);
-    TRY(bind(L, true, n, r, 0, C, 0));
+    if (has_bias)
+        TRY(bind(L, true, n, r, 0, C, 0));
 done:
     return st;
+}
+
+static lipi_status layernorm(loader *L, const char *name, float **w, float **b, size_t C)
+{
+    return layernorm_b(L, name, w, b, C, true);
 }
 
 static lipi_status embedding(loader *L, const char *name, float **w, size_t rows, size_t E)
@@ -230,6 +249,105 @@ done:
     return st;
 }
 
+/* One ModernBertEncoderLayer (modeling_modernbert.py): attn_norm (an
+ * Identity in layer 0), attn.Wqkv (3C, C) with q, k, v rows stacked as
+ * lipi stacks them, attn.Wo, mlp_norm, mlp.Wi (2I, C: input half, then
+ * gate half), mlp.Wo; biases as the config says. */
+static lipi_status modernbert_layer(loader *L, size_t i, lipi_layer_w *w, const lipi_config *c)
+{
+    lipi_status st = LIPI_OK;
+    char n[160];
+    size_t C = c->hidden, I = c->inter;
+    bool q8 = L->int8;
+    if (i > 0) {
+        snprintf(n, sizeof n, "layers.%zu.attn_norm", i);
+        TRY(layernorm_b(L, n, &w->ln1_w, &w->ln1_b, C, c->norm_bias));
+    }
+    snprintf(n, sizeof n, "layers.%zu.attn.Wqkv", i);
+    TRY(linear_b(L, true, n, &w->qkv_w, q8 ? &w->qkv_q : NULL, &w->qkv_b, 3 * C, C,
+                 c->attn_bias));
+    snprintf(n, sizeof n, "layers.%zu.attn.Wo", i);
+    TRY(linear_b(L, true, n, &w->ao_w, q8 ? &w->ao_q : NULL, &w->ao_b, C, C, c->attn_bias));
+    snprintf(n, sizeof n, "layers.%zu.mlp_norm", i);
+    TRY(layernorm_b(L, n, &w->ln2_w, &w->ln2_b, C, c->norm_bias));
+    snprintf(n, sizeof n, "layers.%zu.mlp.Wi", i);
+    TRY(linear_b(L, true, n, &w->ff1_w, q8 ? &w->ff1_q : NULL, &w->ff1_b, 2 * I, C,
+                 c->mlp_bias));
+    snprintf(n, sizeof n, "layers.%zu.mlp.Wo", i);
+    TRY(linear_b(L, true, n, &w->ff2_w, q8 ? &w->ff2_q : NULL, &w->ff2_b, C, I, c->mlp_bias));
+done:
+    return st;
+}
+
+/* ModernBertModel: tok_embeddings, embeddings.norm, the layers, final_norm,
+ * and the rotary tables (regions with no tensor, computed after loading). */
+static lipi_status plan_modernbert(loader *L, lipi_model *m)
+{
+    lipi_status st = LIPI_OK;
+    const lipi_config *c = &m->cfg;
+    size_t C = c->hidden, r;
+    TRY(embedding(L, "embeddings.tok_embeddings.weight", &m->word_emb, c->vocab, C));
+    TRY(layernorm_b(L, "embeddings.norm", &m->emb_ln_w, &m->emb_ln_b, C, c->norm_bias));
+    /* 2 tables of (P, D): D <= C, so no larger than one (P, C) table. */
+    TRY(add_region(L, &m->rope, 2 * c->max_pos * (C / c->heads), &r));
+    for (size_t i = 0; i < m->n_unique; i++)
+        TRY(modernbert_layer(L, i, &m->unique[i], c));
+    TRY(layernorm_b(L, "final_norm", &m->final_ln_w, &m->final_ln_b, C, c->norm_bias));
+done:
+    return st;
+}
+
+/* NomicBertModel (modeling_hf_nomic_bert.py): word and token type
+ * embeddings, emb_ln, then post-norm blocks encoder.layers.i with
+ * attn.Wqkv (3C, C), attn.out_proj, norm1, mlp.fc11 / fc12 / fc2, norm2.
+ * The gated MLP computes fc11(x) * act(fc12(x)): fc12 goes in ff1's first
+ * half (the activated one), fc11 in its second. */
+static lipi_status plan_nomic(loader *L, lipi_model *m)
+{
+    lipi_status st = LIPI_OK;
+    const lipi_config *c = &m->cfg;
+    size_t C = c->hidden, I = c->inter, r;
+    char n[160];
+    bool q8 = L->int8;
+    TRY(embedding(L, "embeddings.word_embeddings.weight", &m->word_emb, c->vocab, C));
+    if (c->type_vocab)
+        TRY(embedding(L, "embeddings.token_type_embeddings.weight", &m->type_emb, c->type_vocab,
+                      C));
+    TRY(layernorm(L, "emb_ln", &m->emb_ln_w, &m->emb_ln_b, C));
+    TRY(add_region(L, &m->rope, 2 * c->max_pos * (C / c->heads), &r));
+    for (size_t i = 0; i < m->n_unique; i++) {
+        lipi_layer_w *w = &m->unique[i];
+        snprintf(n, sizeof n, "encoder.layers.%zu.attn.Wqkv", i);
+        TRY(linear_b(L, true, n, &w->qkv_w, q8 ? &w->qkv_q : NULL, &w->qkv_b, 3 * C, C,
+                     c->attn_bias));
+        snprintf(n, sizeof n, "encoder.layers.%zu.attn.out_proj", i);
+        TRY(linear_b(L, true, n, &w->ao_w, q8 ? &w->ao_q : NULL, &w->ao_b, C, C, c->attn_bias));
+        snprintf(n, sizeof n, "encoder.layers.%zu.norm1", i);
+        TRY(layernorm(L, n, &w->ln1_w, &w->ln1_b, C));
+        size_t rw, rb;
+        if (q8)
+            TRY(add_qregion(L, &w->ff1_q, 2 * I, C, &rw));
+        else
+            TRY(add_region(L, &w->ff1_w, 2 * I * C, &rw));
+        TRY(add_region(L, &w->ff1_b, 2 * I, &rb));
+        static const char *const halves[2] = {"fc12", "fc11"};
+        for (size_t h = 0; h < 2; h++) {
+            snprintf(n, sizeof n, "encoder.layers.%zu.mlp.%s.weight", i, halves[h]);
+            TRY(bind(L, true, n, rw, h * I * C, I, C));
+            snprintf(n, sizeof n, "encoder.layers.%zu.mlp.%s.bias", i, halves[h]);
+            if (c->mlp_bias)
+                TRY(bind(L, true, n, rb, h * I, I, 0));
+        }
+        snprintf(n, sizeof n, "encoder.layers.%zu.mlp.fc2", i);
+        TRY(linear_b(L, true, n, &w->ff2_w, q8 ? &w->ff2_q : NULL, &w->ff2_b, C, I,
+                     c->mlp_out_bias));
+        snprintf(n, sizeof n, "encoder.layers.%zu.norm2", i);
+        TRY(layernorm(L, n, &w->ln2_w, &w->ln2_b, C));
+    }
+done:
+    return st;
+}
+
 #define POS_TABLE "embeddings.position_embeddings.weight"
 
 static lipi_status plan(loader *L, lipi_model *m)
@@ -239,6 +357,10 @@ static lipi_status plan(loader *L, lipi_model *m)
     size_t C = c->hidden, E = c->embed;
     char pre[96];
 
+    if (c->arch == LIPI_ARCH_MODERNBERT)
+        return plan_modernbert(L, m);
+    if (c->arch == LIPI_ARCH_NOMIC)
+        return plan_nomic(L, m);
     TRY(embedding(L, "embeddings.word_embeddings.weight", &m->word_emb, c->vocab, E));
     if (c->pos_kind == LIPI_POS_SINUSOIDAL) { /* a region with no tensor: filled after loading */
         size_t r;
@@ -290,6 +412,9 @@ static lipi_status plan(loader *L, lipi_model *m)
             snprintf(pre, sizeof pre, "transformer.layer.%zu.", i);
             TRY(layer(L, pre, &DISTIL_NAMES, &m->unique[i], c));
             break;
+        case LIPI_ARCH_MODERNBERT: /* plan_modernbert */
+        case LIPI_ARCH_NOMIC:      /* plan_nomic */
+            break;
         }
     }
 
@@ -317,6 +442,9 @@ static lipi_status plan(loader *L, lipi_model *m)
         m->head = LIPI_HEAD_DISTILBERT;
         TRY(linear(L, false, "pre_classifier", &m->head1_w, NULL, &m->head1_b, C, C));
         TRY(linear(L, false, "classifier", &m->head2_w, NULL, &m->head2_b, NL, C));
+        break;
+    case LIPI_ARCH_MODERNBERT: /* refused by the config */
+    case LIPI_ARCH_NOMIC:
         break;
     }
 done:
@@ -397,15 +525,17 @@ static lipi_status resolve(loader *L, const char *path)
 static lipi_status choose_prefix(loader *L, const lipi_config *c, const char *path)
 {
     static const char *const prefixes[] = {"bert.", "roberta.", "albert.", "distilbert.",
-                                           "mpnet."};
+                                           "mpnet.", "model.", "bert."};
     const char *p = prefixes[c->arch];
+    const char *word = c->arch == LIPI_ARCH_MODERNBERT ? "embeddings.tok_embeddings.weight"
+                                                       : "embeddings.word_embeddings.weight";
     char name[160];
-    snprintf(name, sizeof name, "%sembeddings.word_embeddings.weight", p);
+    snprintf(name, sizeof name, "%s%s", p, word);
     if (lipi_st_find(L->st, name)) {
         L->prefix = p;
         return LIPI_OK;
     }
-    if (lipi_st_find(L->st, "embeddings.word_embeddings.weight")) {
+    if (lipi_st_find(L->st, word)) {
         L->prefix = "";
         return LIPI_OK;
     }
@@ -456,6 +586,22 @@ void lipi_alibi_slopes(float *slopes, size_t H)
 {
     for (size_t h = 0; h < H; h++)
         slopes[h] = (float)alibi_slope(H, h);
+}
+
+void lipi_rope_table(float *rope, size_t P, size_t D, double theta)
+{
+    /* ModernBertRotaryEmbedding: inv_freq = 1.0 / (base ** (arange(0, D, 2)
+     * .float() / D)) in float32 (torch's pow of a float base), then
+     * freqs = inv_freq * pos rounded to float, and cos / sin of that. */
+    size_t half = D / 2;
+    for (size_t i = 0; i < half; i++) {
+        float inv = 1.0f / powf((float)theta, (float)(2 * i) / (float)D);
+        for (size_t p = 0; p < P; p++) {
+            float a = inv * (float)p;
+            rope[p * D + i] = (float)cos((double)a);
+            rope[p * D + half + i] = (float)sin((double)a);
+        }
+    }
 }
 
 /* pos_bias (H, 2P - 1) = -slope[h] * |r| at [h][r + P - 1]: float32 slope
@@ -526,7 +672,7 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
     }
 
     TRY(choose_prefix(&L, c, path));
-    if (c->pos_kind != LIPI_POS_ABSOLUTE) {
+    if (c->pos_kind == LIPI_POS_SINUSOIDAL || c->pos_kind == LIPI_POS_ALIBI) {
         char name[160];
         snprintf(name, sizeof name, "%s" POS_TABLE, L.prefix);
         if (find_tensor(sf, name)) {
@@ -579,6 +725,8 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
             r->q->wsum = (int32_t *)(m->block + r->offset + r->rows);
         } else {
             *r->dst = m->block + r->offset;
+            if (!r->bound) /* absent biases; tables filled below */
+                memset(*r->dst, 0, r->floats * sizeof(float));
         }
     }
     for (size_t i = 0; i < L.n_binds; i++) {
@@ -610,8 +758,11 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
         lipi_sinusoidal_positions(m->pos_emb, c->max_pos, c->embed);
     if (c->pos_kind == LIPI_POS_ALIBI)
         fill_alibi(m);
-    for (size_t i = 0; c->glu && i < m->n_unique; i++)
-        memset(m->unique[i].ff1_b, 0, 2 * c->inter * sizeof(float));
+    if (c->pos_kind == LIPI_POS_ROPE) {
+        size_t D = c->hidden / c->heads;
+        for (size_t k = 0; k < 2; k++)
+            lipi_rope_table(m->rope + k * c->max_pos * D, c->max_pos, D, c->rope_theta[k]);
+    }
 done:
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, st, path, 0, 0, "out of memory");

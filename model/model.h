@@ -54,7 +54,8 @@ typedef struct {
 /* What a loaded model is. Strings and arrays are borrowed from the model. */
 typedef struct {
     const char *model_type;   /* "bert", "roberta", "xlm-roberta", "camembert",
-                                 "albert", "distilbert", "mpnet" */
+                                 "albert", "distilbert", "mpnet", "modernbert",
+                                 "nomic_bert" */
     size_t vocab_size;
     size_t hidden_size;
     size_t num_layers;        /* layers run (ALBERT: shared weights counted per use) */

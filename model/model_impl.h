@@ -119,6 +119,8 @@ typedef enum {
     LIPI_ARCH_ALBERT,
     LIPI_ARCH_DISTILBERT,
     LIPI_ARCH_MPNET,
+    LIPI_ARCH_MODERNBERT,
+    LIPI_ARCH_NOMIC,
 } lipi_arch;
 
 /* MPNet's relative position buckets: MPNetEncoder.compute_position_bias
@@ -127,13 +129,18 @@ typedef enum {
 #define LIPI_MPNET_BUCKETS 32
 #define LIPI_MPNET_MAX_DISTANCE 128
 
-typedef enum { LIPI_ACT_GELU, LIPI_ACT_GELU_TANH, LIPI_ACT_RELU } lipi_act;
+typedef enum { LIPI_ACT_GELU, LIPI_ACT_GELU_TANH, LIPI_ACT_RELU, LIPI_ACT_SILU } lipi_act;
 
 typedef enum {
     LIPI_POS_ABSOLUTE,   /* a learned (P, E) table in the checkpoint */
     LIPI_POS_SINUSOIDAL, /* the fixed table of Vaswani et al., computed at load */
     LIPI_POS_ALIBI,      /* no table: attention adds -slope[h] * |j - i| (Jina v2) */
+    LIPI_POS_ROPE,       /* rotary: q and k of each head turned by position (ModernBERT) */
 } lipi_pos_kind;
+
+/* ModernBERT's per-layer kinds (lipi_config.layer_kind): a local layer sees
+ * only keys within the window; the rotary table is the local theta's. */
+enum { LIPI_LAYER_LOCAL_WINDOW = 1, LIPI_LAYER_LOCAL_ROPE = 2 };
 
 /* Longest module folder name inside a sentence-transformers folder. */
 #define LIPI_SUBPATH_MAX 256
@@ -162,6 +169,14 @@ typedef struct {
     lipi_pos_kind pos_kind;       /* position_embedding_type (BERT) */
     bool glu;                     /* feed_forward_type geglu / reglu (Jina v2): the FFN is
                                      act(x W1[:I]) * (x W1[I:]) with act; act is gelu / relu */
+    /* ModernBERT: LayerNorm before each sublayer (none before layer 0's
+     * attention) and a final one; biases only where the config says. */
+    bool pre_norm;
+    bool norm_bias, attn_bias, mlp_bias, mlp_out_bias; /* mlp_bias: the FFN's first
+                                                           matrix, mlp_out_bias: its second */
+    double rope_theta[2];         /* RoPE bases: [0] global layers, [1] local */
+    size_t window;                /* local layers see keys |j - i| <= window */
+    uint8_t *layer_kind;          /* (layers) LIPI_LAYER_* flags, owned; NULL: all global */
     bool classifier;              /* *ForSequenceClassification */
     bool multi_label;
     size_t num_labels;
@@ -220,6 +235,10 @@ void lipi_sinusoidal_positions(float *pe, size_t P, size_t E);
  * those of the power of two below H, then every other slope of twice that
  * power. */
 void lipi_alibi_slopes(float *slopes, size_t H);
+/* rope: (P, D) <- cos (P, D/2) then sin (P, D/2) of pos * inv_freq[i],
+ * inv_freq[i] = 1 / theta^(2i / D), in float32 as ModernBertRotaryEmbedding
+ * computes them (the angle rounded to float, then cos and sin of it). */
+void lipi_rope_table(float *rope, size_t P, size_t D, double theta);
 
 /* An int8 linear layer (dtype int8): w (N, K) quantized per output row,
  * w_f32[n][k] ~= scale[n] * w[n][k]. */
@@ -235,12 +254,12 @@ typedef struct {
     float *qkv_b;  /* (3C) */
     float *ao_w;   /* (C, C) attention output */
     float *ao_b;
-    float *ln1_w, *ln1_b; /* (C) */
+    float *ln1_w, *ln1_b; /* (C); pre-norm: before attention, NULL in layer 0 */
     float *ff1_w;  /* (I, C) */
     float *ff1_b;
     float *ff2_w;  /* (C, I) */
     float *ff2_b;
-    float *ln2_w, *ln2_b;
+    float *ln2_w, *ln2_b; /* pre-norm: before the FFN */
 } lipi_layer_w;
 
 typedef enum {
@@ -266,6 +285,9 @@ struct lipi_model {
     float *proj_w;        /* (C, E) ALBERT only */
     float *proj_b;
     float *rel_bias;      /* (NB, H) MPNet's relative_attention_bias, else NULL */
+    float *rope;          /* RoPE: 2 tables (global, local) of (P, D): cos (P, D/2)
+                             then sin (P, D/2) of position p, frequency i */
+    float *final_ln_w, *final_ln_b; /* (C) ModernBERT's final_norm */
     float *pos_bias;      /* (H, 2P - 1) MPNet: rel_bias of head h for key - query
                              position r at [h][r + P - 1], P = longest sequence;
                              ALiBi: -slope[h] * |r| there */
@@ -328,7 +350,42 @@ void lipi_attn_rel_bias(float *x, size_t L, float scale, const float *rb);
 /* The same, bucketing every (i, j) into table: (NB, H), column h */
 void lipi_attn_rel_bias_ref(float *x, size_t L, float scale, const float *table, size_t H,
                             size_t h);
-/* x: (T, 2I) -> out: (T, I) = act(x[:, :I]) * x[:, I:] (GEGLU, ReGLU) */
+/* x: (H, D) one token's q or k heads (row stride ld between heads = D),
+ * in place: rotate_half RoPE with cos, sin: (D/2) of its position:
+ * x[i] = x[i] c[i] - x[i + D/2] s[i], x[i + D/2] = x[i + D/2] c[i] + x[i] s[i] */
+void lipi_rope(float *x, size_t H, size_t D, const float *cos, const float *sin);
+/* Attention of one head over one sequence of L tokens: out = softmax(q k^T
+ * * scale + rb) v. q, k, v: (L, D) with row stride ld; rb: NULL or a
+ * relative bias read at rb[j - i] for j - i in -(L-1) .. L-1 (MPNet, ALiBi);
+ * window: key j is seen by query i only when |j - i| <= window (SIZE_MAX:
+ * all keys). out: (L, D) with row stride ldo.
+ *
+ * _plain materializes the scores: S is (L, L) scratch. _tiled computes
+ * query rows i0 .. i0 + nq - 1 (nq <= LIPI_ATT_TQ) over key tiles of
+ * LIPI_ATT_TK with a running max and sum per row (the online softmax of
+ * FlashAttention), skipping tiles outside the window: its scratch `work` is
+ * LIPI_ATT_WORK(D) floats whatever L is. The two agree to float rounding
+ * (the order of the sums differs). */
+#define LIPI_ATT_TQ 64
+#define LIPI_ATT_TK 256
+#define LIPI_ATT_WORK(D) ((size_t)LIPI_ATT_TQ * LIPI_ATT_TK + 2 * (size_t)LIPI_ATT_TQ * (D) + \
+                          3 * (size_t)LIPI_ATT_TQ)
+void lipi_attention_plain(lipi_gemm_kind g, size_t L, size_t D, const float *q, const float *k,
+                          const float *v, size_t ld, float scale, const float *rb,
+                          size_t window, float *S, float *out, size_t ldo);
+void lipi_attention_tiled(lipi_gemm_kind g, size_t L, size_t D, size_t i0, size_t nq,
+                          const float *q, const float *k, const float *v, size_t ld,
+                          float scale, const float *rb, size_t window, float *work, float *out,
+                          size_t ldo);
+/* Which attention a session runs: AUTO picks per sequence (tiled beyond
+ * LIPI_ATT_PLAIN_MAX tokens, or when a local window skips tiles); the
+ * others force one (tests compare them). */
+typedef enum { LIPI_ATTN_AUTO, LIPI_ATTN_PLAIN, LIPI_ATTN_TILED } lipi_attn_kind;
+#define LIPI_ATT_PLAIN_MAX 1024
+void lipi_model_session_set_attention(lipi_model_session *s, lipi_attn_kind k);
+
+/* x: (T, 2I) -> out: (T, I) = act(x[:, :I]) * x[:, I:] (GEGLU, ReGLU,
+ * SwiGLU: act gelu, gelu_tanh, relu or silu) */
 void lipi_glu(const float *x, size_t T, size_t I, int act, float *out);
 void lipi_glu_ref(const float *x, size_t T, size_t I, int act, float *out);
 /* x: (T, N) in place: act(x + bias) (+ residual (T, N) when not NULL) */

@@ -251,7 +251,7 @@ static const char *ALL_FIXTURES[] = {
     "bert",   "bert_noprefix", "bert_legacy", "bert_f16",    "bert_bf16",      "roberta",
     "xlmr",   "albert",        "distilbert",  "st_mean",     "bert_cls",       "roberta_cls",
     "distilbert_cls", "mpnet", "mpnet_cls", "st_mpnet", "bert_sinusoidal",
-    "jina_v2"};
+    "jina_v2", "modernbert", "st_modernbert", "nomic_bert"};
 #define N_FIXTURES (sizeof ALL_FIXTURES / sizeof ALL_FIXTURES[0])
 
 static void test_every_fixture_matches_pytorch_within_1e4(void **state)
@@ -279,6 +279,25 @@ static double hidden_worst(lipi_model_session *s, const char *dir, const inputs 
     free(want);
     free(hidden);
     return worst;
+}
+
+/* The default output of the sentence-transformers fixture in `dir` (mean
+ * pooling + Normalize, as its folder says) against expected_default.npy. */
+static void check_st_default(const lipi_model *m, lipi_model_session *s, const char *dir,
+                             const inputs *in, size_t C)
+{
+    const lipi_model_info *info = lipi_model_get_info(m);
+    assert_int_equal(info->pooling, LIPI_POOL_MEAN);
+    assert_true(info->normalize);
+    char path[600];
+    size_t shape[3], nd;
+    float *out = malloc(in->B * C * sizeof(float));
+    assert_int_equal(lipi_model_embed(s, in->seqs, in->B, NULL, out, NULL), LIPI_OK);
+    snprintf(path, sizeof path, "%s/expected_default.npy", dir);
+    float *want = read_npy(path, shape, &nd);
+    assert_int_equal(mismatches(path, out, want, in->B * C, TOL), 0);
+    free(want);
+    free(out);
 }
 
 /* MPNet: the bucket function against torch's for key - query in
@@ -329,17 +348,8 @@ static void test_mpnet_relative_position_bias_matches_pytorch(void **state)
         lipi_model_session *s = NULL;
         assert_int_equal(lipi_model_session_new(m, 3, &s, NULL), LIPI_OK);
         worst = fmax(worst, hidden_worst(s, dir, &in, C));
-        if (f == 1) {
-            /* all-mpnet-base-v2's layout: mean pooling + Normalize */
-            assert_int_equal(info->pooling, LIPI_POOL_MEAN);
-            assert_true(info->normalize);
-            float *out = malloc(in.B * C * sizeof(float));
-            assert_int_equal(lipi_model_embed(s, in.seqs, in.B, NULL, out, NULL), LIPI_OK);
-            want = read_npy(FIXTURES "/st_mpnet/expected_default.npy", shape, &nd);
-            assert_int_equal(mismatches("st_mpnet default", out, want, in.B * C, TOL), 0);
-            free(want);
-            free(out);
-        }
+        if (f == 1) /* all-mpnet-base-v2's layout: mean pooling + Normalize */
+            check_st_default(m, s, dir, &in, C);
         free_inputs(&in);
         lipi_model_session_free(s);
         lipi_model_free(m);
@@ -438,6 +448,169 @@ static void test_alibi_slopes_and_jina_v2_match_pytorch(void **state)
     free_inputs(&in);
     lipi_model_session_free(s);
     lipi_model_free(m);
+}
+
+/* ModernBERT: the layer kinds read from both config styles, the rotary
+ * table against the formula in double, the whole model within TOL on 3
+ * threads (worst difference printed), and modernbert-embed's
+ * sentence-transformers output (mean pooling + Normalize). */
+static void test_modernbert_rope_window_and_embeddings_match_pytorch(void **state)
+{
+    enum { P = 50, D = 10 };
+    float rope[P * D];
+    lipi_rope_table(rope, P, D, 160000.0);
+    for (size_t p = 0; p < P; p++)
+        for (size_t i = 0; i < D / 2; i++) {
+            double a = (double)p * pow(160000.0, -(double)(2 * i) / D);
+            assert_true(fabs(rope[p * D + i] - cos(a)) <= 2e-5);
+            assert_true(fabs(rope[p * D + D / 2 + i] - sin(a)) <= 2e-5);
+        }
+    float x[2 * D], cs[D / 2] = {0.6f, 1, 0, -1, 0.8f}, sn[D / 2] = {0.8f, 0, 1, 0, -0.6f};
+    for (size_t i = 0; i < 2 * D; i++)
+        x[i] = (float)i + 1;
+    lipi_rope(x, 2, D, cs, sn);
+    /* head 1, pair (11, 16) turned by (0.6, 0.8); pair (13, 18) by 90 degrees */
+    assert_true(fabsf(x[D] - (11 * 0.6f - 16 * 0.8f)) < 1e-5f);
+    assert_true(fabsf(x[D + 5] - (16 * 0.6f + 11 * 0.8f)) < 1e-5f);
+    assert_true(x[D + 2] == -18 && x[D + 7] == 13);
+
+    static const uint8_t kinds[2][5] = {{0, 3, 3, 0, 3}, {0, 3, 0, 3, 0}};
+    const char *names[] = {"modernbert", "st_modernbert"};
+    double worst = 0;
+    for (size_t f = 0; f < 2; f++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, FIXTURES "/%s", names[f]);
+        lipi_model *m = load_fixture(names[f]);
+        const lipi_config *c = &m->cfg;
+        assert_string_equal(lipi_model_get_info(m)->model_type, "modernbert");
+        assert_int_equal(c->window, 4);
+        assert_memory_equal(c->layer_kind, kinds[f], 5);
+        /* rope_parameters wins over global_rope_theta in st_modernbert */
+        assert_true(c->rope_theta[0] == (f ? 50.0 : 160000.0));
+        assert_true(c->rope_theta[1] == (f ? 10000.0 : 10.0));
+        assert_null(m->unique[0].ln1_w);
+        assert_non_null(m->unique[1].ln1_w);
+        size_t C = c->hidden;
+        inputs in;
+        read_inputs(dir, &in);
+        lipi_model_session *s = NULL;
+        assert_int_equal(lipi_model_session_new(m, 3, &s, NULL), LIPI_OK);
+        worst = fmax(worst, hidden_worst(s, dir, &in, C));
+        if (f == 1)
+            check_st_default(m, s, dir, &in, C);
+        free_inputs(&in);
+        lipi_model_session_free(s);
+        lipi_model_free(m);
+    }
+    printf("  modernbert vs pytorch: max abs difference of the hidden states %.3g\n", worst);
+    assert_true(worst <= TOL);
+}
+
+/* NomicBERT (nomic-embed-text-v1.5's layout): vocab_size padded to
+ * pad_vocab_size_multiple, the gated width rounded up to 256, the whole
+ * model within TOL on 3 threads, and the sentence-transformers output
+ * (mean pooling + Normalize). */
+static void test_nomic_bert_matches_pytorch(void **state)
+{
+    lipi_model *m = load_fixture("nomic_bert");
+    const lipi_config *c = &m->cfg;
+    assert_string_equal(lipi_model_get_info(m)->model_type, "nomic_bert");
+    assert_int_equal(c->vocab, 128);
+    assert_int_equal(c->inter, 256);
+    assert_int_equal(c->act, LIPI_ACT_SILU);
+    assert_true(c->attn_bias && c->mlp_bias && !c->mlp_out_bias);
+    assert_int_equal(lipi_model_get_info(m)->max_tokens, 48);
+    inputs in;
+    read_inputs(FIXTURES "/nomic_bert", &in);
+    lipi_model_session *s = NULL;
+    assert_int_equal(lipi_model_session_new(m, 3, &s, NULL), LIPI_OK);
+    double worst = hidden_worst(s, FIXTURES "/nomic_bert", &in, c->hidden);
+    printf("  nomic_bert vs pytorch: max abs difference of the hidden states %.3g\n", worst);
+    assert_true(worst <= TOL);
+    check_st_default(m, s, FIXTURES "/nomic_bert", &in, c->hidden);
+    free_inputs(&in);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+}
+
+/* Tiled attention (online softmax over key tiles) against the plain one
+ * that holds the whole score matrix: every query block of sequences of 1,
+ * 7, 64, 513 and 4096 tokens, all keys, local windows (narrower and wider
+ * than a tile) and a relative bias, within 1e-5. */
+static void test_tiled_attention_equals_the_plain_one(void **state)
+{
+    static const size_t lens[] = {1, 7, 64, 513, 4096};
+    static const size_t windows[] = {SIZE_MAX, 4, 300};
+    enum { D = 24, LD = 3 * D };
+    const size_t Lmax = 4096;
+    float *qkv = malloc(Lmax * LD * sizeof(float));
+    float *S = malloc(Lmax * Lmax * sizeof(float));
+    float *want = malloc(Lmax * D * sizeof(float)), *got = malloc(Lmax * D * sizeof(float));
+    float *work = malloc(LIPI_ATT_WORK(D) * sizeof(float));
+    float *bias = malloc((2 * Lmax - 1) * sizeof(float));
+    fill(qkv, Lmax * LD, 21, 1.5f);
+    fill(bias, 2 * Lmax - 1, 22, 2.0f);
+    double worst = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (size_t wi = 0; wi < 3; wi++)
+            for (int withb = 0; withb < 2; withb++) {
+                size_t L = lens[li], w = windows[wi];
+                if (withb && w != SIZE_MAX)
+                    continue; /* no model has both */
+                const float *rb = withb ? bias + Lmax - 1 : NULL;
+                lipi_attention_plain(LIPI_GEMM_AUTO, L, D, qkv, qkv + D, qkv + 2 * D, LD,
+                                     0.2f, rb, w, S, want, D);
+                for (size_t i0 = 0; i0 < L; i0 += LIPI_ATT_TQ) {
+                    size_t nq = L - i0 < LIPI_ATT_TQ ? L - i0 : LIPI_ATT_TQ;
+                    lipi_attention_tiled(LIPI_GEMM_AUTO, L, D, i0, nq, qkv, qkv + D,
+                                         qkv + 2 * D, LD, 0.2f, rb, w, work, got, D);
+                }
+                char what[64];
+                snprintf(what, sizeof what, "tiled L=%zu window=%zu bias=%d", L, w, withb);
+                assert_int_equal(mismatches(what, got, want, L * D, 1e-5), 0);
+                for (size_t i = 0; i < L * D; i++)
+                    worst = fmax(worst, fabs((double)got[i] - want[i]));
+            }
+    printf("  tiled vs plain attention: max abs difference %.3g\n", worst);
+    free(qkv);
+    free(S);
+    free(want);
+    free(got);
+    free(work);
+    free(bias);
+}
+
+/* Whole models with every sequence forced through the tiled attention:
+ * within 1e-5 of the plain path, and 1 and 3 threads bit-identical. */
+static void test_models_give_the_same_states_with_tiled_attention(void **state)
+{
+    const char *names[] = {"modernbert", "st_modernbert", "nomic_bert", "jina_v2", "mpnet",
+                           "bert"};
+    for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, FIXTURES "/%s", names[f]);
+        lipi_model *m = load_fixture(names[f]);
+        inputs in;
+        read_inputs(dir, &in);
+        size_t C = lipi_model_get_info(m)->hidden_size;
+        float *h[3];
+        size_t threads[3] = {1, 1, 3};
+        lipi_attn_kind kinds[3] = {LIPI_ATTN_PLAIN, LIPI_ATTN_TILED, LIPI_ATTN_TILED};
+        for (size_t k = 0; k < 3; k++) {
+            lipi_model_session *s = NULL;
+            assert_int_equal(lipi_model_session_new(m, threads[k], &s, NULL), LIPI_OK);
+            lipi_model_session_set_attention(s, kinds[k]);
+            h[k] = malloc(in.T * C * sizeof(float));
+            assert_int_equal(lipi_model_forward(s, in.seqs, in.B, h[k], NULL), LIPI_OK);
+            lipi_model_session_free(s);
+        }
+        assert_int_equal(mismatches(names[f], h[1], h[0], in.T * C, 1e-5), 0);
+        assert_memory_equal(h[1], h[2], in.T * C * sizeof(float));
+        for (size_t k = 0; k < 3; k++)
+            free(h[k]);
+        free_inputs(&in);
+        lipi_model_free(m);
+    }
 }
 
 static void test_portable_gemm_backend_matches_pytorch(void **state)
@@ -1171,6 +1344,40 @@ static void test_config_errors_name_the_field(void **state)
                         "\"relative_attention_num_buckets\":16," BERT_CFG_TAIL "}",
                         "\"relative_attention_num_buckets\"", "at least 32");
     expect_config_error("{\"vocab_size\":3}", "missing field \"model_type\"", "bert");
+    expect_config_error("{\"model_type\":\"modernbert\",\"hidden_size\":36,"
+                        "\"num_attention_heads\":4," BERT_CFG_TAIL "}",
+                        "\"num_attention_heads\"", "even head size");
+    expect_config_error("{\"model_type\":\"modernbert\",\"hidden_size\":32,"
+                        "\"rope_parameters\":{\"full_attention\":{\"rope_type\":\"yarn\"}},"
+                        BERT_CFG_TAIL "}",
+                        "\"full_attention\"", "rope_type \"default\"");
+    expect_config_error("{\"model_type\":\"modernbert\",\"hidden_size\":32,"
+                        "\"layer_types\":[\"full_attention\"]," BERT_CFG_TAIL "}",
+                        "\"layer_types\"", "array of 2 strings");
+    expect_config_error("{\"model_type\":\"modernbert\",\"hidden_size\":32,"
+                        "\"layer_types\":[\"full_attention\",\"chunked\"]," BERT_CFG_TAIL "}",
+                        "\"layer_types\"[1]", "sliding_attention");
+    expect_config_error("{\"model_type\":\"modernbert\",\"hidden_size\":32,"
+                        "\"local_rope_theta\":-1," BERT_CFG_TAIL "}",
+                        "\"local_rope_theta\"", "above 1");
+    expect_config_error("{\"model_type\":\"modernbert\",\"hidden_size\":32,"
+                        "\"norm_bias\":1," BERT_CFG_TAIL "}",
+                        "\"norm_bias\"", "true or false");
+    expect_config_error("{\"model_type\":\"nomic_bert\",\"vocab_size\":10,\"n_embd\":8,"
+                        "\"n_layer\":1,\"n_head\":2,\"activation_function\":\"swiglu\","
+                        "\"rotary_emb_fraction\":0.5}",
+                        "\"rotary_emb_fraction\"", "expected 1");
+    expect_config_error("{\"model_type\":\"nomic_bert\",\"vocab_size\":10,\"n_embd\":8,"
+                        "\"n_layer\":1,\"n_head\":2,\"activation_function\":\"swiglu\","
+                        "\"rotary_emb_fraction\":1,\"prenorm\":true}",
+                        "\"prenorm\"", "not supported");
+    expect_config_error("{\"model_type\":\"nomic_bert\",\"vocab_size\":10,\"n_embd\":8,"
+                        "\"n_layer\":1,\"n_head\":2,\"activation_function\":\"glu\"}",
+                        "\"activation_function\"", "swiglu");
+    expect_config_error("{\"model_type\":\"modernbert\",\"hidden_size\":32,"
+                        "\"architectures\":[\"ModernBertForSequenceClassification\"],"
+                        BERT_CFG_TAIL "}",
+                        "classifier heads", "ModernBertModel");
     expect_config_error("{\"model_type\":\"bert\",\"hidden_size\":32,\"hidden_act\":\"swish\","
                         BERT_CFG_TAIL "}",
                         "\"hidden_act\"", "unsupported activation \"swish\"");
@@ -1446,6 +1653,10 @@ int main(void)
         cmocka_unit_test(test_mpnet_relative_position_bias_matches_pytorch),
         cmocka_unit_test(test_sinusoidal_positions_match_the_formula_and_pytorch),
         cmocka_unit_test(test_alibi_slopes_and_jina_v2_match_pytorch),
+        cmocka_unit_test(test_modernbert_rope_window_and_embeddings_match_pytorch),
+        cmocka_unit_test(test_nomic_bert_matches_pytorch),
+        cmocka_unit_test(test_tiled_attention_equals_the_plain_one),
+        cmocka_unit_test(test_models_give_the_same_states_with_tiled_attention),
         cmocka_unit_test(test_portable_gemm_backend_matches_pytorch),
         cmocka_unit_test(test_sentence_transformers_folder_sets_pooling_and_normalize),
         cmocka_unit_test(test_sentence_transformers_dense_module_runs_after_pooling),

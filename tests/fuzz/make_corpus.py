@@ -181,6 +181,12 @@ c, t = tiny_bert(labels=3)
 put("model", "tiny_bert_cls", c + SEP + safetensors(t))
 c, t = tiny_bert(prefix="")
 put("model", "tiny_bert_f16", c + SEP + safetensors(t, "F16"))
+# The rotary architectures as their fixtures are (ModernBERT's local
+# windows and global layers, NomicBERT's padded vocabulary and gated width).
+for f in ("modernbert", "nomic_bert"):
+    d = os.path.join("tests/fixtures/models", f)
+    put("model", f, read(os.path.join(d, "config.json")) + SEP +
+        read(os.path.join(d, "model.safetensors")))
 
 
 # An index folder: meta.json, vectors.npy, offsets.npy, texts.
