@@ -210,8 +210,11 @@ TEST_SCRIPTS := tests/bad_inputs/run.sh tests/crash_safety.sh tests/signal_clean
 # The Python extension is built for the tests except in sanitizer builds
 # (tests/python.sh skips there: python3 cannot load ASan code).
 TEST_PYTHON = $(if $(findstring sanitize,$(LDFLAGS)),,$(BUILD)/python/lipi/.stamp)
+# The sub-make reads the Makefile after deps has run, as `all` does; it
+# names `build`, not `all`, so one make builds liblipi.a (`all` would start
+# a second make that writes it at the same time as the test binaries' rules).
 test: deps
-	@$(MAKE) --no-print-directory all $(TEST_BIN) $(FUZZ_REPLAY) $(TEST_PYTHON)
+	@$(MAKE) --no-print-directory build $(TEST_BIN) $(FUZZ_REPLAY) $(TEST_PYTHON)
 	@LIPI_BIN=$(BUILD)/lipi LIPI_SAN_FLAGS="$(LDFLAGS)" REPLAY_BUILD=$(BUILD) \
 	  REPLAY_HARNESSES="$(FUZZ_HARNESSES)" \
 	  sh tests/run_tests.sh $(TEST_BIN) $(TEST_SCRIPTS) tests/fuzz/replay.sh
