@@ -290,9 +290,27 @@ static int value_cmp(const void *x, const void *y)
 
 typedef struct {
     uint32_t *unit;
+    uint32_t *next;           /* union-find: next[i] leads to the first free unit >= i */
     uint8_t *used, *base_used;
     size_t cap, size, first_free;
 } darray;
+
+/* The first free unit at or after i (path halving keeps the search for a
+ * base linear overall instead of rescanning the filled front). */
+static size_t da_free_from(darray *d, size_t i)
+{
+    while (d->next[i] != i) {
+        d->next[i] = d->next[d->next[i]];
+        i = d->next[i];
+    }
+    return i;
+}
+
+static void da_use(darray *d, size_t i)
+{
+    d->used[i] = 1;
+    d->next[i] = (uint32_t)(i + 1);
+}
 
 static lipi_status da_reserve(darray *d, size_t need)
 {
@@ -315,6 +333,12 @@ static lipi_status da_reserve(darray *d, size_t need)
     if (!b)
         return LIPI_ENOMEM;
     d->base_used = b;
+    uint32_t *nx = lipi_realloc(d->next, (cap + 1) * sizeof *nx);
+    if (!nx)
+        return LIPI_ENOMEM;
+    d->next = nx;
+    for (size_t i = d->cap ? d->cap + 1 : 0; i <= cap; i++)
+        nx[i] = (uint32_t)i;
     memset(d->unit + d->cap, 0, (cap - d->cap) * sizeof *u);
     memset(d->used + d->cap, 0, cap - d->cap);
     memset(d->base_used + d->cap, 0, cap - d->cap);
@@ -340,10 +364,8 @@ static lipi_status da_place(darray *d, const rule *r, const uint32_t *val_off, s
     }
     /* The lowest base whose units for every label are free. */
     size_t base;
-    for (size_t q = d->first_free;; q++) {
+    for (size_t q = da_free_from(d, d->first_free);; q = da_free_from(d, q + 1)) {
         TRY(da_reserve(d, q + 256));
-        if (d->used[q])
-            continue;
         base = q ^ labels[0];
         if (d->base_used[base])
             continue;
@@ -355,9 +377,8 @@ static lipi_status da_place(darray *d, const rule *r, const uint32_t *val_off, s
     }
     d->base_used[base] = 1;
     for (size_t k = 0; k < nl; k++)
-        d->used[base ^ labels[k]] = 1;
-    while (d->first_free < d->cap && d->used[d->first_free])
-        d->first_free++;
+        da_use(d, base ^ labels[k]);
+    d->first_free = da_free_from(d, d->first_free);
     if (((base | 0xFF) + 1) > d->size)
         d->size = (base | 0xFF) + 1;
     d->unit[pos] |= (uint32_t)(pos ^ base) << 10 | (leaf ? 1u << 8 : 0);
@@ -425,7 +446,7 @@ lipi_status lipi_charsmap_build(const char *form, char **out, size_t *out_len, l
         TRY(lipi_buf_append(&pool, "", 1));
     }
     TRY(da_reserve(&d, 256));
-    d.used[0] = 1;
+    da_use(&d, 0);
     d.first_free = 1;
     d.size = 256;
     if (l.n)
@@ -453,6 +474,7 @@ done:
     lipi_free(l.v);
     lipi_free(d.unit);
     lipi_free(d.used);
+    lipi_free(d.next);
     lipi_free(d.base_used);
     lipi_free(val_off);
     lipi_free(order);
