@@ -217,6 +217,36 @@ static void test_spm_export_refuses_what_a_model_cannot_carry(void **state)
     assert_int_not_equal(access(path, F_OK), 0); /* nothing half-written */
 }
 
+/* A Unigram tokenizer.json whose pre-tokenizer splits by pattern (as lipi's
+ * trainer saved them before) cannot become a .model: refused, saying why. */
+static void test_spm_export_refuses_a_split_pattern(void **state)
+{
+    (void)state;
+    static const char json[] =
+        "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":["
+        "{\"id\":0,\"content\":\"<unk>\",\"single_word\":false,\"lstrip\":false,"
+        "\"rstrip\":false,\"normalized\":false,\"special\":true}],"
+        "\"normalizer\":{\"type\":\"NFC\"},"
+        "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":["
+        "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\p{N}{1,3}\"},"
+        "\"behavior\":\"Isolated\",\"invert\":false},"
+        "{\"type\":\"Metaspace\",\"replacement\":\"\u2581\",\"prepend_scheme\":\"first\","
+        "\"split\":false}]},"
+        "\"post_processor\":null,\"decoder\":null,"
+        "\"model\":{\"type\":\"Unigram\",\"unk_id\":0,\"vocab\":[[\"<unk>\",0.0],"
+        "[\"\u2581\",-1.0],[\"1\",-2.0],[\"a\",-2.0]],\"byte_fallback\":false}}";
+    lipi_tokenizer *t;
+    lipi_error err;
+    char *model = NULL;
+    size_t len;
+    if (lipi_tokenizer_load_json(json, sizeof json - 1, "split.json", &t, &err) != LIPI_OK)
+        fail_msg("load: %s", err.msg);
+    assert_int_equal(lipi_tokenizer_to_spm(t, &model, &len, &err), LIPI_EINVAL);
+    assert_null(model);
+    assert_non_null(strstr(err.msg, "split pattern"));
+    lipi_tokenizer_free(t);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -241,6 +271,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spm_export_gives_lipis_ids_on_flores_and_ntrex),
         cmocka_unit_test(test_spm_export_refuses_what_a_model_cannot_carry),
+        cmocka_unit_test(test_spm_export_refuses_a_split_pattern),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
