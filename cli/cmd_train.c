@@ -355,6 +355,16 @@ static int train_and_write(train_args *a, bool unigram)
     cli_signals_release();
     if (st != LIPI_OK)
         goto fail;
+    /* A .model carries the named normal forms only: refuse before training. */
+    const lipi_normalizer_options *no = &a->args.text.norm_opt;
+    if (a->export_spm && (no->lowercase || no->strip_accents || no->fold_digits)) {
+        lipi_error_set(&err, LIPI_EINVAL, NULL, 0, 0,
+                       "--export-spm: a SentencePiece .model cannot carry %s (its normalizer "
+                       "is a character map of NFC/NFKC); train without it",
+                       no->lowercase ? "--lowercase" : no->strip_accents ? "--strip-accents"
+                                                                         : "--fold-digits");
+        goto fail;
+    }
     if (!a->args.text.pattern) /* unigram words carry SentencePiece's "▁" prefix */
         a->args.text.pattern = unigram ? "unigram" : "indic";
     if (cli_text_build(&a->args.text, &norm, &pre, &err) != LIPI_OK) {

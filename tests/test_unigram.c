@@ -707,18 +707,21 @@ static void test_flores_tokenizer_matches_fixture_and_reference_tools(void **sta
     char *buf, *buf_norm;
     char **lines = fixture_lines(FIX "lines.txt", &n, &buf);
     if (getenv("LIPI_UNIGRAM_REGEN")) {
-        /* What sentencepiece (identity normalizer) is given: the lines as
-         * the tokenizer's normalizer leaves them. */
+        /* What decoding gives back: the lines as the "indic" normalizer
+         * leaves them (the tokenizer's normalizer also prepends the "▁"
+         * that decoding removes). */
         FILE *f = fopen(FIX "lines_normalized.txt", "wb");
         lipi_normalized nz = {0};
+        lipi_normalizer *indic;
+        assert_int_equal(lipi_normalizer_new("indic", NULL, &indic, &err), LIPI_OK);
         assert_non_null(f);
         for (size_t i = 0; i < n; i++) {
-            assert_int_equal(lipi_normalize(lipi_tokenizer_get_normalizer(t), lines[i],
-                                            strlen(lines[i]), &nz, false, &err),
+            assert_int_equal(lipi_normalize(indic, lines[i], strlen(lines[i]), &nz, false, &err),
                              LIPI_OK);
             fprintf(f, "%s\n", nz.text);
         }
         lipi_normalized_free(&nz);
+        lipi_normalizer_free(indic);
         assert_int_equal(fclose(f), 0);
     }
     char **norm_lines = fixture_lines(FIX "lines_normalized.txt", &n_norm, &buf_norm);
@@ -750,9 +753,10 @@ static void test_flores_tokenizer_matches_fixture_and_reference_tools(void **sta
     lipi_session *s2;
     assert_int_equal(lipi_encoder_new(spm, &enc2, &err), LIPI_OK);
     assert_int_equal(lipi_session_new(enc2, &s2), LIPI_OK);
-    check_ids(s2, FIX "spm_ids.json", norm_lines, n);
+    check_ids(s2, FIX "spm_ids.json", lines, n);
 
-    /* decode(encode(x)) == normalize(x). */
+    /* decode(encode(x)) == normalize(x): a leading space survives (the
+     * dummy prefix before it is what decoding drops). */
     uint32_t ids[4096];
     char text[8192];
     for (size_t i = 0; i < n; i++) {

@@ -74,6 +74,13 @@ lipi_status lipi_base64_encode(const uint8_t *s, size_t n, lipi_buf *out);
 bool lipi_base64_decode(const char *s, size_t n, bool lenient, uint8_t *out, size_t *out_len,
                         size_t *bad);
 
+/* SentencePiece's precompiled_charsmap (trie size, darts-clone double array,
+ * NUL-terminated replacements) for lipi's normalizer form "nfc", "nfkc" or
+ * "indic", built from ICU's data: what a .model needs to normalize as the
+ * tokenizer does (charsmap.c says how far a prefix map can). *out is owned
+ * by the caller (lipi_free); LIPI_ENOMEM or LIPI_EICU on failure. */
+lipi_status lipi_charsmap_build(const char *form, char **out, size_t *out_len, lipi_error *err);
+
 /* Grows an array *p of *cap elements of `size` bytes to hold `need`. */
 lipi_status lipi_grow(void **p, size_t *cap, size_t need, size_t size);
 

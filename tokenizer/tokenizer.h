@@ -561,21 +561,22 @@ lipi_status lipi_tokenizer_export_merges(const lipi_tokenizer *t, const char *di
  * added tokens CONTROL, other added tokens USER_DEFINED, "<0xNN>" pieces
  * BYTE when byte_fallback is on, the rest NORMAL); trainer_spec with
  * model_type UNIGRAM, byte_fallback and the unk / bos ("<s>") / eos
- * ("</s>") / pad ("<pad>") ids (-1 when absent); normalizer_spec "identity"
- * with the tokenizer's Metaspace settings (spaces escaped to "▁", a dummy
- * prefix unless prepend_scheme is "never", extra whitespace kept).
- * SentencePiece then gives lipi's ids on text that the tokenizer's
- * normalizer leaves unchanged (NFC text without stray ZWJ/ZWNJ for
- * "indic"), except where lipi's pre-tokenizer cuts a run that a piece spans:
- * numbers of more than three digits (cut in threes), a contraction after a
- * non-letter ("7's"), and a text that starts with a space (SentencePiece's
- * dummy prefix is added anyway); special-token strings in the text are
- * matched by lipi and Hugging Face only (SentencePiece never matches
- * control pieces). On FLORES-200 devtest, about 98.5% of the lines of a
- * 32000-piece model give identical ids.
+ * ("</s>") / pad ("<pad>") ids (-1 when absent); normalizer_spec carrying
+ * the tokenizer's normalizer as a precompiled charsmap ("indic", "nfc" or
+ * "nfkc" as lipi_normalizer_new builds them without options; "identity"
+ * for none), spaces escaped to "▁" and a dummy prefix when the normalizer
+ * ends in Prepend("▁") (as lipi's Unigram trainer saves it) or Metaspace's
+ * prepend_scheme is not "never", extra whitespace kept. For a tokenizer
+ * lipi trained, SentencePiece then gives lipi's ids on raw text: on FLORES-200
+ * devtest and NTREX-128 all lines but those that open with a ZWJ/ZWNJ
+ * (tests/test_spm_export.c). Special-token strings in the text are matched
+ * by lipi and Hugging Face only (SentencePiece never matches control
+ * pieces).
  * LIPI_EINVAL for a model that is not Unigram, without an unknown token, with
- * an id no token has, or a Metaspace replacement other than "▁"; LIPI_EIO
- * naming the path. */
+ * an id no token has, a normalizer a charsmap cannot carry (lowercasing,
+ * accent stripping, digit folding, any other sequence), a pre-tokenizer
+ * other than a lone Metaspace (a split pattern), or a Metaspace replacement
+ * other than "▁"; LIPI_EIO naming the path. */
 lipi_status lipi_tokenizer_save_spm(const lipi_tokenizer *t, const char *path, lipi_error *err);
 
 /* The bytes lipi_tokenizer_save_spm writes: *out is owned by the caller

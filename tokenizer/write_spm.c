@@ -11,12 +11,14 @@
  *                    35 byte_fallback, 40 unk_id, 41 bos_id, 42 eos_id,
  *                    43 pad_id, 45 unk_piece, 46 bos_piece, 47 eos_piece,
  *                    48 pad_piece
- *   NormalizerSpec   1 name, 3 add_dummy_prefix, 4 remove_extra_whitespaces,
- *                    5 escape_whitespaces
+ *   NormalizerSpec   1 name, 2 precompiled_charsmap, 3 add_dummy_prefix,
+ *                    4 remove_extra_whitespaces, 5 escape_whitespaces
  *
- * The normalizer written is "identity" (no precompiled charsmap): the text
- * SentencePiece sees must already be what the tokenizer's normalizer makes
- * of it (NFC text, for lipi's "indic" normalizer). Whitespace follows the
+ * The normalizer is carried as a charsmap (charsmap.c) when it is one of
+ * lipi's named normalizers "nfc", "nfkc" or "indic" without options, as
+ * "identity" when there is none; any other normalizer (lowercasing, accent
+ * stripping, digit folding, a Hugging Face sequence) refuses the export
+ * rather than write a model that normalizes differently. Whitespace follows the
  * tokenizer's Metaspace pre-tokenizer: spaces escaped to "▁", a dummy
  * prefix unless its prepend scheme is "never", and extra whitespace kept,
  * since Metaspace keeps it. */
@@ -86,23 +88,56 @@ static lipi_status put_float(lipi_buf *b, uint32_t field, float f)
     return st != LIPI_OK ? st : lipi_buf_append(b, le, 4);
 }
 
-/* The first Metaspace step of a pre-tokenizer, as JSON (borrowed from j). */
-static const json_t *metaspace_of(const json_t *j)
+/* The named normalizer t carries ("identity" for none), or NULL when it is
+ * none of those a charsmap can carry; *prepend when it ends in
+ * Prepend("▁"), SentencePiece's dummy prefix as the Unigram trainer writes
+ * it (spm_text_handling in trainer/unigram.c). */
+static lipi_status normalizer_form(const lipi_tokenizer *t, const char **form, bool *prepend,
+                                   lipi_error *err)
 {
-    if (!json_is_object(j))
-        return NULL;
-    const char *type = json_string_value(json_object_get(j, "type"));
-    if (type && strcmp(type, "Metaspace") == 0)
-        return j;
-    size_t i;
-    const json_t *v;
-    json_array_foreach(json_object_get(j, "pretokenizers"), i, v)
-    {
-        const json_t *m = metaspace_of(v);
-        if (m)
-            return m;
+    static const char *const names[] = {"nfc", "nfkc", "indic", "none"};
+    lipi_status st = LIPI_OK;
+    json_t *have = NULL;
+    const json_t *inner;
+    *form = NULL;
+    *prepend = false;
+    if (!t->normalizer) {
+        *form = "identity";
+        return LIPI_OK;
     }
-    return NULL;
+    if (!(have = lipi_normalizer_to_json(t->normalizer)))
+        TRY(LIPI_ENOMEM);
+    inner = have;
+    const char *type = json_string_value(json_object_get(have, "type"));
+    const json_t *steps = json_object_get(have, "normalizers");
+    size_t k = json_array_size(steps);
+    if (type && strcmp(type, "Sequence") == 0 && (k == 1 || k == 2)) {
+        const json_t *last = json_array_get(steps, k - 1);
+        const char *lt = json_string_value(json_object_get(last, "type"));
+        const char *pp = json_string_value(json_object_get(last, "prepend"));
+        if (lt && strcmp(lt, "Prepend") == 0 && pp && strcmp(pp, "\xe2\x96\x81") == 0) {
+            *prepend = true;
+            inner = k == 2 ? json_array_get(steps, 0) : NULL;
+        }
+    }
+    if (!inner) {
+        *form = "identity";
+        goto done;
+    }
+    for (size_t i = 0; i < sizeof names / sizeof *names && !*form; i++) {
+        lipi_normalizer *n = NULL;
+        TRY(lipi_normalizer_new(names[i], NULL, &n, err));
+        json_t *want = lipi_normalizer_to_json(n);
+        lipi_normalizer_free(n);
+        if (!want)
+            TRY(LIPI_ENOMEM);
+        if (json_equal(inner, want))
+            *form = i == 3 ? "identity" : names[i];
+        json_decref(want);
+    }
+done:
+    json_decref(have);
+    return st;
 }
 
 /* Token of id i and whether it is an added token (and special). */
@@ -145,6 +180,9 @@ lipi_status lipi_tokenizer_to_spm(const lipi_tokenizer *t, char **out, size_t *o
     lipi_status st = LIPI_OK;
     lipi_buf b = {0}, sub = {0};
     json_t *pj = NULL;
+    char *charsmap = NULL;
+    size_t charsmap_len = 0;
+    const char *form;
     *out = NULL;
     if (out_len)
         *out_len = 0;
@@ -156,6 +194,17 @@ lipi_status lipi_tokenizer_to_spm(const lipi_tokenizer *t, char **out, size_t *o
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
                               "SentencePiece export: expected an unknown token (unk_id), "
                               "SentencePiece needs one");
+    bool prefix = false, escape = false;
+    TRY(normalizer_form(t, &form, &prefix, err));
+    if (!form) {
+        st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                            "SentencePiece export: the tokenizer's normalizer cannot be written "
+                            "into a .model; expected --normalizer indic, nfc, nfkc or none "
+                            "without --lowercase, --strip-accents or --fold-digits");
+        goto done;
+    }
+    if (strcmp(form, "identity") != 0)
+        TRY(lipi_charsmap_build(form, &charsmap, &charsmap_len, err));
     size_t n = lipi_tokenizer_vocab_size(t);
     if (n > INT32_MAX)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
@@ -198,30 +247,40 @@ lipi_status lipi_tokenizer_to_spm(const lipi_tokenizer *t, char **out, size_t *o
     TRY(put_str(&sub, 48, "<pad>"));
     TRY(put_bytes(&b, 2, sub.p, sub.len));
 
-    bool escape = false, prefix = false;
     if (t->pretokenizer) {
         pj = lipi_pretokenizer_to_json(t->pretokenizer);
         if (!pj) {
             st = LIPI_ENOMEM;
             goto done;
         }
-        const json_t *ms = metaspace_of(pj);
-        if (ms) {
-            const char *rep = json_string_value(json_object_get(ms, "replacement"));
-            const char *scheme = json_string_value(json_object_get(ms, "prepend_scheme"));
-            if (!rep || strcmp(rep, "\xe2\x96\x81") != 0) {
-                st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                                    "SentencePiece export: expected the Metaspace replacement "
-                                    "\"\xe2\x96\x81\" (SentencePiece's), found \"%s\"",
-                                    rep ? rep : "");
-                goto done;
-            }
-            escape = true;
-            prefix = !scheme || strcmp(scheme, "never") != 0;
+        const char *type = json_string_value(json_object_get(pj, "type"));
+        if (!type || strcmp(type, "Metaspace") != 0) {
+            st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                                "SentencePiece export: expected a pre-tokenizer that only "
+                                "cuts at spaces (Metaspace), found %s; a .model cannot carry a "
+                                "split pattern (older lipi Unigram tokenizers carry one; lipi's "
+                                "trainer now saves Metaspace alone: train again)",
+                                type ? type : "an unknown step");
+            goto done;
         }
+        const char *rep = json_string_value(json_object_get(pj, "replacement"));
+        const char *scheme = json_string_value(json_object_get(pj, "prepend_scheme"));
+        if (!rep || strcmp(rep, "\xe2\x96\x81") != 0) {
+            st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                                "SentencePiece export: expected the Metaspace replacement "
+                                "\"\xe2\x96\x81\" (SentencePiece's), found \"%s\"",
+                                rep ? rep : "");
+            goto done;
+        }
+        escape = true;
+        /* Metaspace's own prefix is skipped before a leading space, where
+         * SentencePiece's is not: exact for text without one. */
+        prefix = prefix || !scheme || strcmp(scheme, "never") != 0;
     }
     sub.len = 0;
-    TRY(put_str(&sub, 1, "identity"));
+    TRY(put_str(&sub, 1, form));
+    if (charsmap)
+        TRY(put_bytes(&sub, 2, charsmap, charsmap_len));
     TRY(put_int(&sub, 3, prefix));
     TRY(put_int(&sub, 4, 0));
     TRY(put_int(&sub, 5, escape));
@@ -236,6 +295,7 @@ done:
         lipi_error_set(err, st, NULL, 0, 0, "out of memory writing a SentencePiece model");
     lipi_buf_free(&b);
     lipi_buf_free(&sub);
+    lipi_free(charsmap);
     json_decref(pj);
     return st;
 }

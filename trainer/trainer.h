@@ -550,7 +550,13 @@ const char *lipi_unigram_model_piece(const lipi_unigram_model *m, uint32_t id, s
  * `norm` and `pre` installed (both stolen, freed even on error; either may
  * be NULL), and a decoder: ByteFallback (with byte_fallback), then
  * Metaspace when `pre` holds a Metaspace step (with its replacement and
- * prepend scheme), else Fuse. *out is owned by the caller. */
+ * prepend scheme), else Fuse. When `pre` holds a Metaspace step, the
+ * tokenizer encodes as SentencePiece does: its pre-tokenizer is that
+ * Metaspace alone (splitting, no prefix of its own), so the split pattern
+ * only bounded pieces in training, and unless the scheme was "never" its
+ * normalizer is Sequence[norm, Prepend("▁")] (the dummy prefix, also before
+ * a leading space). Scores are rounded to multiples of 1/256 (exact sums in
+ * float and double). *out is owned by the caller. */
 lipi_status lipi_unigram_model_to_tokenizer(const lipi_unigram_model *m, lipi_normalizer *norm,
                                             lipi_pretokenizer *pre, lipi_tokenizer **out,
                                             lipi_error *err);

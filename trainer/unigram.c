@@ -1949,6 +1949,65 @@ done:
     return st;
 }
 
+/* The text handling a trained Unigram tokenizer is saved with, as
+ * SentencePiece encodes: the split pattern only bounds pieces during
+ * training (as its split_by_unicode_script / number / whitespace do); text
+ * is cut only at spaces and each word is one Viterbi, so "1500" is
+ * "▁15 00" however the pattern groups digits. *norm and *pre are replaced
+ * when *pre has a Metaspace step: the pre-tokenizer becomes that Metaspace
+ * alone, splitting, without a prefix of its own, and the normalizer gains
+ * Prepend("▁"), because SentencePiece's dummy prefix is added even before a
+ * leading space (" x" is "▁▁x") where Metaspace's is not. LIPI_ENOMEM, or
+ * the readers' errors. */
+enum { SCORE_GRID = 256 };
+
+static lipi_status spm_text_handling(lipi_normalizer **norm, lipi_pretokenizer **pre,
+                                     lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    json_t *pj = lipi_pretokenizer_to_json(*pre), *nj = NULL, *mj = NULL, *seq = NULL;
+    lipi_normalizer *n = NULL;
+    lipi_pretokenizer *p = NULL;
+    const json_t *ms = find_metaspace(pj);
+    if (!pj)
+        TRY(LIPI_ENOMEM);
+    if (!ms)
+        goto done;
+    const char *rep = json_string_value(json_object_get(ms, "replacement"));
+    const char *scheme = json_string_value(json_object_get(ms, "prepend_scheme"));
+    if (!rep)
+        rep = "\xe2\x96\x81";
+    if (!(mj = json_pack("{ss ss ss sb}", "type", "Metaspace", "replacement", rep,
+                         "prepend_scheme", "never", "split", 1)))
+        TRY(LIPI_ENOMEM);
+    TRY(lipi_pretokenizer_from_json(mj, "pre_tokenizer", &p, err));
+    if (!scheme || strcmp(scheme, "never") != 0) {
+        seq = json_pack("{ss s[]}", "type", "Sequence", "normalizers");
+        json_t *steps = json_object_get(seq, "normalizers");
+        nj = *norm ? lipi_normalizer_to_json(*norm) : NULL;
+        if (!seq || (*norm && !nj) || (nj && json_array_append(steps, nj)) ||
+            json_array_append_new(steps, json_pack("{ss ss}", "type", "Prepend", "prepend", rep)))
+            TRY(LIPI_ENOMEM);
+        TRY(lipi_normalizer_from_json(seq, "normalizer", &n, err));
+        lipi_normalizer_free(*norm);
+        *norm = n;
+        n = NULL;
+    }
+    lipi_pretokenizer_free(*pre);
+    *pre = p;
+    p = NULL;
+done:
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, st, NULL, 0, 0, "out of memory");
+    lipi_normalizer_free(n);
+    lipi_pretokenizer_free(p);
+    json_decref(pj);
+    json_decref(nj);
+    json_decref(mj);
+    json_decref(seq);
+    return st;
+}
+
 lipi_status lipi_unigram_model_to_tokenizer(const lipi_unigram_model *m, lipi_normalizer *norm,
                                             lipi_pretokenizer *pre, lipi_tokenizer **out,
                                             lipi_error *err)
@@ -1956,11 +2015,14 @@ lipi_status lipi_unigram_model_to_tokenizer(const lipi_unigram_model *m, lipi_no
     lipi_status st = LIPI_OK;
     const char **toks = NULL;
     char *dec = NULL;
+    double *scores = NULL;
     *out = NULL;
     if (make_decoder(pre, m->byte_fallback, &dec) != LIPI_OK) {
         st = oom(err);
         goto done;
     }
+    if (pre)
+        TRY(spm_text_handling(&norm, &pre, err));
     toks = lipi_calloc(m->n ? m->n : 1, sizeof *toks);
     if (!toks) {
         st = oom(err);
@@ -1968,6 +2030,18 @@ lipi_status lipi_unigram_model_to_tokenizer(const lipi_unigram_model *m, lipi_no
     }
     for (size_t i = 0; i < m->n; i++)
         toks[i] = m->arena + m->off[i];
+    /* Scores on a grid of 1/256: every path score below 2^16 in magnitude
+     * is then exact in SentencePiece's float sums and in the double sums
+     * of Hugging Face and lipi, so two segmentations that tie in one tie in
+     * all, and all three pick the same one (the lowest start for the last
+     * piece) instead of whichever rounding favoured ("০|০০" vs "০০|০"). */
+    scores = lipi_calloc(m->n ? m->n : 1, sizeof *scores);
+    if (!scores) {
+        st = oom(err);
+        goto done;
+    }
+    for (size_t i = 0; i < m->n; i++)
+        scores[i] = nearbyint(m->score[i] * SCORE_GRID) / SCORE_GRID;
     /* The special tokens come first (finalize). */
     size_t n_special = 0;
     while (n_special < m->n && (m->type[n_special] == LIPI_PIECE_CONTROL ||
@@ -1978,7 +2052,7 @@ lipi_status lipi_unigram_model_to_tokenizer(const lipi_unigram_model *m, lipi_no
     mo.unk_id = m->unk_id;
     mo.byte_fallback = m->byte_fallback;
     lipi_trained_vocab v = {.type = LIPI_MODEL_UNIGRAM, .opt = &mo, .tokens = toks,
-                            .lens = m->len, .scores = m->score, .n = m->n,
+                            .lens = m->len, .scores = scores, .n = m->n,
                             .n_special = n_special, .decoder_json = dec};
     st = lipi_train_assemble(&v, norm, pre, out, err);
     norm = NULL; /* stolen */
@@ -1987,6 +2061,7 @@ done:
     lipi_normalizer_free(norm);
     lipi_pretokenizer_free(pre);
     lipi_free(toks);
+    lipi_free(scores);
     lipi_free(dec); /* json_dumps allocates through the lipi hook */
     return st;
 }
