@@ -335,10 +335,16 @@ static void test_indic_keeps_joiners_inside_words_and_drops_stray_ones(void **st
     expect_norm(n, "ශ්‍රී", "ශ්‍රී");                /* Sinhala virama + ZWJ + ra */
     expect_norm(n, "क्‍ष", "क्‍ष");                /* explicit half form */
     expect_norm(n, "می‌خواهم", "می‌خواهم");        /* ZWNJ between letters */
-    expect_norm(n, "\xE2\x80\x8D" "क", "क");      /* leading ZWJ */
+    expect_norm(n, " \xE2\x80\x8D" "क", " क");    /* ZWJ at a word start */
     expect_norm(n, "क\xE2\x80\x8D क", "क क");     /* ZWJ at a word end after a letter */
     expect_norm(n, "a \xE2\x80\x8C b", "a  b");   /* ZWNJ between spaces */
+    expect_norm(n, "!\xE2\x80\x8D!", "!!");
     expect_norm(n, "!\xE2\x80\x8D", "!");
+    /* At the very start of the text, or at its end after a letter, a
+     * joiner stays: a SentencePiece charsmap cannot see text edges, and
+     * --export-spm stays exact. */
+    expect_norm(n, "\xE2\x80\x8D" "क", "\xE2\x80\x8D" "क");
+    expect_norm(n, "क\xE2\x80\x8C", "क\xE2\x80\x8C");
     expect_norm(n, "\xE0\xA5\x98", "\xE0\xA4\x95\xE0\xA4\xBC"); /* NFC first */
     lipi_normalizer_free(n);
 }

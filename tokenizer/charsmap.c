@@ -21,7 +21,8 @@
  *   - for "indic", its ZWJ/ZWNJ rule: a joiner after a mark stays, one
  *     next to a space, punctuation, symbol or digit goes, and so do the
  *     others of a run (up to four). A lone joiner at the very start or end
- *     of the text is beyond a prefix map and stays.
+ *     of the text is beyond a prefix map and stays (the indic regex keeps
+ *     it too, normalize.c's indic_joiners).
  * The trie is built by giving each node the lowest free base such that its
  * children's units (base ^ label) are free, as darts-clone does. It is not
  * encoder/trie.c's double array: that one indexes base + label with separate

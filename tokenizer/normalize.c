@@ -1905,11 +1905,14 @@ void lipi_normalizer_free(lipi_normalizer *n)
 /* Named normalizers                                                         */
 /* ======================================================================== */
 
-/* Drops ZWNJ/ZWJ except after a mark (virama + ZWJ/ZWNJ: half forms, chillu,
- * explicit virama) or between two letters/marks; both lookbehinds are one
- * char wide so Oniguruma accepts the pattern as PCRE2 does. */
+/* Drops ZWNJ/ZWJ between a letter or mark and something else: kept after a
+ * mark (virama + ZWJ/ZWNJ: half forms, chillu, explicit virama), between
+ * two letters/marks, and at the very start or end of the text (where a
+ * SentencePiece charsmap, which sees no text edges, cannot drop it: lipi's
+ * --export-spm then stays exact); both lookbehinds are one char wide so
+ * Oniguruma accepts the pattern as PCRE2 does. */
 static const char indic_joiners[] =
-    "(?<![\\p{L}\\p{M}])[\\x{200C}\\x{200D}]|(?<=\\p{L})[\\x{200C}\\x{200D}](?![\\p{L}\\p{M}])";
+    "(?<=[^\\p{L}\\p{M}])[\\x{200C}\\x{200D}]|(?<=\\p{L})[\\x{200C}\\x{200D}](?=[^\\p{L}\\p{M}])";
 
 /* Marks on Latin, Greek and Cyrillic letters only (after NFD). */
 static const char latin_marks[] = "(?<=[\\p{Latin}\\p{Greek}\\p{Cyrillic}])\\p{Mn}+";
