@@ -143,20 +143,8 @@ static int inflation(const options *o)
             goto report;
     } else {
         if (lipi_parallel_files_open_records(o->parallel, o->n_parallel, o->reference, &o->ro,
-                                             &files, &err) != LIPI_OK)
-            goto report;
-        size_t n_lang = lipi_parallel_files_count(files);
-        const char **langs = calloc(n_lang, sizeof *langs);
-        if (!langs) {
-            lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-            goto report;
-        }
-        for (size_t l = 0; l < n_lang; l++)
-            langs[l] = lipi_parallel_files_label(files, l);
-        lipi_status st = lipi_inflation_new(labels, o->n_tok, langs, n_lang,
-                                            lipi_parallel_files_reference(files), &rep, &err);
-        free(langs);
-        if (st != LIPI_OK)
+                                             &files, &err) != LIPI_OK ||
+            lipi_inflation_new_parallel(toks, files, &rep, &err) != LIPI_OK)
             goto report;
     }
     if (lipi_inflation_measure(rep, toks, files, o->threads, &err) != LIPI_OK)

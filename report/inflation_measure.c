@@ -188,6 +188,23 @@ const char *const *lipi_inflation_tokenizers_labels(const lipi_inflation_tokeniz
     return ts->labels;
 }
 
+lipi_status lipi_inflation_new_parallel(const lipi_inflation_tokenizers *ts,
+                                        const lipi_parallel_files *files,
+                                        lipi_inflation_report **out, lipi_error *err)
+{
+    size_t n_lang = lipi_parallel_files_count(files);
+    const char **langs = lipi_calloc(n_lang ? n_lang : 1, sizeof *langs);
+    if (!langs)
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    for (size_t l = 0; l < n_lang; l++)
+        langs[l] = lipi_parallel_files_label(files, l);
+    lipi_status st = lipi_inflation_new(lipi_inflation_tokenizers_labels(ts),
+                                        lipi_inflation_tokenizers_count(ts), langs, n_lang,
+                                        lipi_parallel_files_reference(files), out, err);
+    lipi_free(langs);
+    return st;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Workers                                                                   */
 /* ------------------------------------------------------------------------ */

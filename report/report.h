@@ -323,6 +323,13 @@ size_t lipi_inflation_tokenizers_count(const lipi_inflation_tokenizers *ts);
 /* The n labels, in the given order; borrowed. */
 const char *const *lipi_inflation_tokenizers_labels(const lipi_inflation_tokenizers *ts);
 
+/* A new empty report (lipi_inflation_new) for the tokenizers of ts over
+ * the languages of `files`: their labels, in order, and their reference.
+ * Failures of lipi_inflation_new. */
+lipi_status lipi_inflation_new_parallel(const lipi_inflation_tokenizers *ts,
+                                        const lipi_parallel_files *files,
+                                        lipi_inflation_report **out, lipi_error *err);
+
 /* Reads `files` to the end and adds every aligned line, for every
  * tokenizer of ts (the report's, in order), to rep: per language (parallel
  * mode) or per script (text mode report), on `threads` threads (0 is 1).

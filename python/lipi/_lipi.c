@@ -1749,7 +1749,6 @@ static PyObject *mod_inflation(PyObject *self, PyObject *args)
     lipi_inflation_tokenizers *ts = NULL;
     lipi_parallel_files *files = NULL;
     lipi_inflation_report *rep = NULL;
-    const char **langs = NULL;
     char *buf = NULL;
     size_t len = 0;
     if (path_list_get(toks_o, "tokenizers", &toks) < 0)
@@ -1772,14 +1771,7 @@ static PyObject *mod_inflation(PyObject *self, PyObject *args)
                 st = lipi_inflation_new_text(labels, toks.n, &rep, &err);
         } else if ((st = lipi_parallel_files_open(par.p, par.n, reference, mode, &files, &err)) ==
                    LIPI_OK) {
-            size_t n_lang = lipi_parallel_files_count(files);
-            if (!(langs = lipi_calloc(n_lang, sizeof *langs)))
-                st = lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-            for (size_t l = 0; st == LIPI_OK && l < n_lang; l++)
-                langs[l] = lipi_parallel_files_label(files, l);
-            if (st == LIPI_OK)
-                st = lipi_inflation_new(labels, toks.n, langs, n_lang,
-                                        lipi_parallel_files_reference(files), &rep, &err);
+            st = lipi_inflation_new_parallel(ts, files, &rep, &err);
         }
         if (st == LIPI_OK)
             st = lipi_inflation_measure(rep, ts, files, (size_t)threads, &err);
@@ -1802,7 +1794,6 @@ fail:
         result = PyUnicode_DecodeUTF8(buf ? buf : "", (Py_ssize_t)len, "strict");
 done:
     free(buf);
-    lipi_free(langs);
     lipi_inflation_free(rep);
     lipi_parallel_files_close(files);
     lipi_inflation_tokenizers_free(ts);
@@ -2166,6 +2157,32 @@ static PyTypeObject IndexType = {
  * faiss, quantize, threads): writes an index as `lipi index` does (atomic:
  * a new folder swapped in by one rename). With an embedder, the index
  * records its model, as `lipi index -m` does. */
+/* What lipi_index_create and lipi_index_builder_new take from the Python
+ * arguments: the write options (FAISS spec, quantization, threads) and the
+ * model identity of `embedder` (a lipi.Embedder or None), its status in
+ * *st / *err. -1 with a Python exception for a bad quantization or
+ * embedder. */
+static int index_setup(const char *faiss, const char *quant, long threads, PyObject *emb_o,
+                       lipi_index_write_options *wo, lipi_index_model *id, char fingerprint[17],
+                       lipi_status *st, lipi_error *err)
+{
+    *wo = (lipi_index_write_options){.faiss_spec = faiss, .threads = (size_t)threads};
+    *id = (lipi_index_model){.lipi_version = lipi_version()};
+    *st = LIPI_OK;
+    if (quant && !lipi_quantization_parse(quant, &wo->quantize)) {
+        PyErr_Format(PyExc_ValueError, "quantize must be 'int8' or 'binary', not '%s'", quant);
+        return -1;
+    }
+    if (emb_o == Py_None)
+        return 0;
+    if (!PyObject_TypeCheck(emb_o, &EmbedderType)) {
+        PyErr_SetString(PyExc_TypeError, "embedder must be a lipi.Embedder or None");
+        return -1;
+    }
+    *st = lipi_embedder_identity(((EmbedderObject *)emb_o)->e, id, fingerprint, err);
+    return 0;
+}
+
 static PyObject *mod_index_build(PyObject *self, PyObject *args)
 {
     PyObject *dir_o, *texts_o, *emb_o, *threads_o;
@@ -2205,22 +2222,13 @@ static PyObject *mod_index_build(PyObject *self, PyObject *args)
             lens[i] = tl.t[i].len;
         }
     }
-    lipi_index_write_options wo = {.faiss_spec = faiss, .threads = (size_t)threads};
-    if (quant && !lipi_quantization_parse(quant, &wo.quantize)) {
-        PyErr_Format(PyExc_ValueError, "quantize must be 'int8' or 'binary', not '%s'", quant);
-        goto done;
-    }
-    lipi_index_model id = {.lipi_version = lipi_version()};
+    lipi_index_write_options wo;
+    lipi_index_model id;
     char fingerprint[17];
     lipi_error err = {0};
-    lipi_status st = LIPI_OK;
-    if (emb_o != Py_None) {
-        if (!PyObject_TypeCheck(emb_o, &EmbedderType)) {
-            PyErr_SetString(PyExc_TypeError, "embedder must be a lipi.Embedder or None");
-            goto done;
-        }
-        st = lipi_embedder_identity(((EmbedderObject *)emb_o)->e, &id, fingerprint, &err);
-    }
+    lipi_status st;
+    if (index_setup(faiss, quant, threads, emb_o, &wo, &id, fingerprint, &st, &err) < 0)
+        goto done;
     if (st == LIPI_OK) {
         Py_BEGIN_ALLOW_THREADS
         st = lipi_index_create(PyBytes_AS_STRING(db), &id, v.buf, n, (size_t)dim, texts, lens, &wo, &err);
@@ -2466,22 +2474,13 @@ static PyObject *mod_index_build_from(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "dim must be positive");
         goto fail;
     }
-    lipi_index_write_options wo = {.faiss_spec = faiss, .threads = (size_t)threads};
-    if (quant && !lipi_quantization_parse(quant, &wo.quantize)) {
-        PyErr_Format(PyExc_ValueError, "quantize must be 'int8' or 'binary', not '%s'", quant);
-        goto fail;
-    }
-    lipi_index_model id = {.lipi_version = lipi_version()};
+    lipi_index_write_options wo;
+    lipi_index_model id;
     char fingerprint[17];
     lipi_error err = {0};
-    lipi_status st = LIPI_OK;
-    if (emb_o != Py_None) {
-        if (!PyObject_TypeCheck(emb_o, &EmbedderType)) {
-            PyErr_SetString(PyExc_TypeError, "embedder must be a lipi.Embedder or None");
-            goto fail;
-        }
-        st = lipi_embedder_identity(((EmbedderObject *)emb_o)->e, &id, fingerprint, &err);
-    }
+    lipi_status st;
+    if (index_setup(faiss, quant, threads, emb_o, &wo, &id, fingerprint, &st, &err) < 0)
+        goto fail;
     if (!(it = PyObject_GetIter(chunks_o)))
         goto fail;
     lipi_index_builder *b = NULL;
@@ -2620,8 +2619,6 @@ static PyObject *mod_inflation_counts(PyObject *self, PyObject *args)
     lipi_inflation_tokenizers *ts = NULL;
     lipi_parallel_files *files = NULL;
     lipi_inflation_report *rep = NULL;
-    const char **langs = NULL;
-    size_t n_lang = 0;
     if (path_list_get(toks_o, "tokenizers", &toks) < 0 || path_list_get(par_o, "parallel", &par) < 0)
         goto done;
     if (!toks.n) {
@@ -2632,16 +2629,8 @@ static PyObject *mod_inflation_counts(PyObject *self, PyObject *args)
     st = lipi_inflation_tokenizers_open(toks.p, toks.n, (size_t)threads, &ts, &err);
     if (st == LIPI_OK)
         st = lipi_parallel_files_open(par.p, par.n, reference, mode, &files, &err);
-    if (st == LIPI_OK) {
-        n_lang = lipi_parallel_files_count(files);
-        if (!(langs = lipi_calloc(n_lang, sizeof *langs)))
-            st = lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-        for (size_t l = 0; st == LIPI_OK && l < n_lang; l++)
-            langs[l] = lipi_parallel_files_label(files, l);
-        if (st == LIPI_OK)
-            st = lipi_inflation_new(lipi_inflation_tokenizers_labels(ts), toks.n, langs, n_lang,
-                                    lipi_parallel_files_reference(files), &rep, &err);
-    }
+    if (st == LIPI_OK)
+        st = lipi_inflation_new_parallel(ts, files, &rep, &err);
     if (st == LIPI_OK)
         st = lipi_inflation_measure(rep, ts, files, (size_t)threads, &err);
     Py_END_ALLOW_THREADS
@@ -2649,6 +2638,7 @@ static PyObject *mod_inflation_counts(PyObject *self, PyObject *args)
         raise_lipi(st, &err);
         goto done;
     }
+    size_t n_lang = lipi_parallel_files_count(files);
     PyObject *tl = PyList_New(0), *ll = PyList_New(0), *cells = PyList_New(0);
     int ok = tl && ll && cells;
     for (size_t t = 0; ok && t < toks.n; t++) {
@@ -2673,7 +2663,7 @@ static PyObject *mod_inflation_counts(PyObject *self, PyObject *args)
         Py_XDECREF(name);
     }
     for (size_t l = 0; ok && l < n_lang; l++) {
-        PyObject *name = PyUnicode_FromString(langs[l]);
+        PyObject *name = PyUnicode_FromString(lipi_parallel_files_label(files, l));
         ok = name && PyList_Append(ll, name) == 0;
         Py_XDECREF(name);
     }
@@ -2685,7 +2675,6 @@ static PyObject *mod_inflation_counts(PyObject *self, PyObject *args)
     Py_XDECREF(ll);
     Py_XDECREF(cells);
 done:
-    lipi_free(langs);
     lipi_inflation_free(rep);
     lipi_parallel_files_close(files);
     lipi_inflation_tokenizers_free(ts);
