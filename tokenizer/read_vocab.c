@@ -190,34 +190,38 @@ done:
     return st;
 }
 
-static int by_token_then_id(const void *a, const void *b, void *tok)
-{
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    const lipi_strref *p = (const lipi_strref *)tok + x, *q = (const lipi_strref *)tok + y;
-    size_t n = p->len < q->len ? p->len : q->len;
-    int r = n ? memcmp(p->s, q->s, n) : 0;
-    if (r == 0)
-        r = (p->len > q->len) - (p->len < q->len);
-    return r ? r : (x > y) - (x < y);
-}
-
 /* A token listed twice keeps its last id, as in Hugging Face's vocab dict;
- * its earlier lines become ids without a token. Sorting makes this
- * O(n log n) however many repeats a file has. */
+ * its earlier lines become ids without a token. One pass from the last line
+ * over a hash set of the tokens kept: linear however many repeats a file
+ * has (sorting the tokens took most of reading a vocab.txt). */
 static lipi_status drop_repeats(lipi_strref *tok, size_t n)
 {
-    size_t *order = lipi_reallocarray(NULL, n ? n : 1, sizeof *order);
-    if (!order)
-        return LIPI_ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        order[i] = i;
-    qsort_r(order, n, sizeof *order, by_token_then_id, tok);
-    for (size_t i = 0; i + 1 < n; i++) {
-        const lipi_strref *a = &tok[order[i]], *b = &tok[order[i + 1]];
-        if (a->len == b->len && (a->len == 0 || memcmp(a->s, b->s, a->len) == 0))
-            tok[order[i]].s = NULL;
+    size_t cap = 16;
+    while (cap / 2 < n) {
+        if (cap > SIZE_MAX / 4 / sizeof(size_t))
+            return LIPI_ENOMEM;
+        cap *= 2;
     }
-    lipi_free(order);
+    size_t *slot = lipi_reallocarray(NULL, cap, sizeof *slot);
+    if (!slot)
+        return LIPI_ENOMEM;
+    memset(slot, 0xff, cap * sizeof *slot);
+    for (size_t i = n; i-- > 0;) {
+        const lipi_strref *t = &tok[i];
+        size_t h = (size_t)lipi_hash_bytes(t->s, t->len) & (cap - 1);
+        for (;; h = (h + 1) & (cap - 1)) {
+            size_t k = slot[h];
+            if (k == SIZE_MAX) {
+                slot[h] = i;
+                break;
+            }
+            if (tok[k].len == t->len && (t->len == 0 || memcmp(tok[k].s, t->s, t->len) == 0)) {
+                tok[i].s = NULL;
+                break;
+            }
+        }
+    }
+    lipi_free(slot);
     return LIPI_OK;
 }
 
