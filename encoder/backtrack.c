@@ -216,6 +216,84 @@ void lipi_enc_bt_free(lipi_encoder *e)
     e->bt = false;
 }
 
+/* ======================================================================== */
+/* The tables in the table cache                                            */
+/* ======================================================================== */
+
+/* Payload: 1 and the tables (trie, bt_tok, bt_len, bt_pairs, bt_filter),
+ * or 0 when the rank file cannot use backtracking (so the next process
+ * skips the checks that found it out). */
+static void bt_store(const lipi_encoder *e, const char key[65], size_t cap)
+{
+    lipi_tabcache_writer w;
+    size_t n = e->m->vocab.n;
+    if (!lipi_tabcache_create(&w, "backtrack", key))
+        return;
+    lipi_tabcache_put_u64(&w, e->bt);
+    if (e->bt) {
+        lipi_datrie32_put(&w, &e->bt_trie);
+        lipi_tabcache_put(&w, e->bt_tok, n * sizeof *e->bt_tok);
+        lipi_tabcache_put(&w, e->bt_len, n * sizeof *e->bt_len);
+        lipi_tabcache_put(&w, e->bt_pairs, cap * sizeof *e->bt_pairs);
+        lipi_tabcache_put(&w, e->bt_filter, BT_FILTER_WORDS * sizeof *e->bt_filter);
+    }
+    lipi_tabcache_commit(&w);
+}
+
+/* Whether the tables just read can be walked safely: lengths are the
+ * tokens', a token's split is itself (one byte) or two lower ids whose
+ * lengths add up, its prefix is shorter and not empty, merged ids are ids
+ * and the pair table has an empty slot (every probe ends). The trie was
+ * checked against the tokens as it was read. */
+static bool bt_tables_ok(const lipi_encoder *e, size_t cap)
+{
+    size_t n = e->m->vocab.n, used = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t l = bt_left(e, (uint32_t)i), r = bt_right(e, (uint32_t)i);
+        uint32_t p = bt_prefix(e, (uint32_t)i);
+        size_t len = e->raw_keys[i].len;
+        if (e->bt_len[i] != len)
+            return false;
+        if (!(l == i && r == i) &&
+            !(l < i && r < i && (size_t)e->bt_len[l] + e->bt_len[r] == len))
+            return false;
+        if (p != UINT32_MAX && (p >= n || e->bt_len[p] == 0 || e->bt_len[p] >= len))
+            return false;
+    }
+    for (size_t k = 0; k < cap; k++) {
+        if (e->bt_pairs[k] == UINT64_MAX)
+            continue;
+        used++;
+        if ((e->bt_pairs[k] & ((UINT64_C(1) << e->bt_bits) - 1)) >= n)
+            return false;
+    }
+    return used < cap;
+}
+
+/* Reads the tables of key into e (arrays allocated by the caller);
+ * -1: not in the cache (or bad), 0: cached as unusable, 1: read. */
+static int bt_load(lipi_encoder *e, const char key[65], size_t cap)
+{
+    lipi_tabcache_reader r;
+    uint64_t on = 0;
+    size_t n = e->m->vocab.n;
+    if (!lipi_tabcache_open(&r, "backtrack", key))
+        return -1;
+    bool ok = lipi_tabcache_get_u64(&r, &on) && on <= 1;
+    if (ok && on)
+        ok = lipi_datrie32_get(&r, &e->bt_trie, e->raw_keys, n) &&
+             lipi_tabcache_get(&r, e->bt_tok, n * sizeof *e->bt_tok) &&
+             lipi_tabcache_get(&r, e->bt_len, n * sizeof *e->bt_len) &&
+             lipi_tabcache_get(&r, e->bt_pairs, cap * sizeof *e->bt_pairs) &&
+             lipi_tabcache_get(&r, e->bt_filter, BT_FILTER_WORDS * sizeof *e->bt_filter);
+    ok = lipi_tabcache_close(&r) && ok && (!on || bt_tables_ok(e, cap));
+    if (!ok) {
+        lipi_datrie32_free(&e->bt_trie);
+        return -1;
+    }
+    return on ? 1 : 0;
+}
+
 lipi_status lipi_enc_bt_init(lipi_encoder *e)
 {
     lipi_status st = LIPI_OK;
@@ -224,6 +302,8 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     uint32_t *values = NULL;
     lipi_session *s = NULL;
     lipi_datrie wide;
+    char key[65];
+    bool cache = false;
     if (!m->rank_ids || !e->raw_bytes || !e->raw_keys || !m->opt.ignore_merges || n == 0 ||
         n >= BT_NONE)
         return LIPI_OK;
@@ -242,6 +322,19 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     values = lipi_reallocarray(NULL, n, sizeof *values);
     if (!e->bt_pairs || !e->bt_tok || !e->bt_len || !e->bt_filter || !values)
         TRY(LIPI_ENOMEM);
+    cache = e->tok->table_cache &&
+            lipi_tabcache_key("backtrack", e->raw_keys, n, NULL, 0, key) == LIPI_OK;
+    if (cache) {
+        int got = bt_load(e, key, cap);
+        if (got >= 0) {
+            e->bt = got == 1;
+            cache = false; /* nothing to store */
+            goto done;
+        }
+        /* A bad file may have filled some arrays: the build below sets
+         * each of them but the filter, which it only adds bits to. */
+        memset(e->bt_filter, 0, BT_FILTER_WORDS * sizeof *e->bt_filter);
+    }
     for (size_t i = 0; i < n; i++) {
         if (e->raw_keys[i].len > UINT16_MAX)
             goto done; /* no such tokens in rank files; keep the merge loop */
@@ -298,6 +391,8 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
             goto done; /* keep the merge loop */
     e->bt = true;
 done:
+    if (cache && st == LIPI_OK)
+        bt_store(e, key, cap);
     lipi_session_free(s);
     lipi_free(values);
     if (!e->bt)

@@ -165,6 +165,41 @@ static inline int64_t char_id(const lipi_encoder *e, int v, uint32_t cp)
     return cp < 128 ? e->ascii_id[v][cp] : enc_cpmap_get(&e->char_id[v], cp);
 }
 
+/* The trie of the vocabulary (and, for WordPiece, cut[]: the tokens with
+ * the continuing prefix, without it), read from the table cache when the
+ * tokenizer allows it and the cache has them, else built (and stored). */
+static lipi_status vocab_tries(lipi_encoder *e, const lipi_strref *cut, const uint32_t *values,
+                               size_t n)
+{
+    lipi_status st = LIPI_OK;
+    const lipi_strref *tok = e->m->vocab.tok;
+    const char *kind = cut ? "wordpiece" : "unigram";
+    char key[65];
+    lipi_tabcache_reader r;
+    lipi_tabcache_writer w;
+    bool cache = e->tok->table_cache &&
+                 lipi_tabcache_key(kind, tok, n, e->prefix, e->prefix_len, key) == LIPI_OK;
+    if (cache && lipi_tabcache_open(&r, kind, key)) {
+        bool ok = lipi_datrie_get(&r, &e->trie, tok, n) &&
+                  (!cut || lipi_datrie_get(&r, &e->trie_cont, cut, n));
+        if (lipi_tabcache_close(&r) && ok)
+            return LIPI_OK;
+        lipi_datrie_free(&e->trie);
+        lipi_datrie_free(&e->trie_cont);
+    }
+    TRY(lipi_datrie_build(&e->trie, tok, values, n));
+    if (cut)
+        TRY(lipi_datrie_build(&e->trie_cont, cut, values, n));
+    if (cache && lipi_tabcache_create(&w, kind, key)) {
+        lipi_datrie_put(&w, &e->trie);
+        if (cut)
+            lipi_datrie_put(&w, &e->trie_cont);
+        lipi_tabcache_commit(&w);
+    }
+done:
+    return st;
+}
+
 lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
@@ -199,7 +234,6 @@ lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err)
         }
         for (size_t i = 0; i < n; i++)
             values[i] = (uint32_t)i;
-        TRY(lipi_datrie_build(&e->trie, m->vocab.tok, values, n));
         if (m->type == LIPI_MODEL_WORDPIECE) {
             size_t pl = strnlen(m->opt.continuing_subword_prefix,
                                 sizeof m->opt.continuing_subword_prefix);
@@ -213,10 +247,11 @@ lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err)
                 if (t->s && t->len > pl && memcmp(t->s, m->opt.continuing_subword_prefix, pl) == 0)
                     cut[i] = (lipi_strref){t->s + pl, t->len - pl};
             }
-            TRY(lipi_datrie_build(&e->trie_cont, cut, values, n));
             e->prefix = m->opt.continuing_subword_prefix;
             e->prefix_len = pl;
-        } else {
+        }
+        TRY(vocab_tries(e, cut, values, n));
+        if (m->type == LIPI_MODEL_UNIGRAM) {
             /* The lattice walks the trie from every char: the compact copy
              * keeps more of it in cache. */
             st = lipi_datrie32_from(&e->trie32, &e->trie);

@@ -126,4 +126,16 @@ static inline size_t lipi_datrie32_longest(const lipi_datrie32 *t, const char *s
     return best;
 }
 
+/* The table cache (tokenizer/tabcache.c): puts a trie into a cache file,
+ * and reads one back for keys[0..n) mapped to their indices (a trie built
+ * with values[i] = i). The reader checks every cell (bases leave room for
+ * any byte, parents are cells, final cells and only they hold a value
+ * below n) and that the trie maps exactly each key to the first index of
+ * its bytes; false (t empty) when anything is off or memory runs out. */
+void lipi_datrie_put(lipi_tabcache_writer *w, const lipi_datrie *t);
+void lipi_datrie32_put(lipi_tabcache_writer *w, const lipi_datrie32 *t);
+bool lipi_datrie_get(lipi_tabcache_reader *r, lipi_datrie *t, const lipi_strref *keys, size_t n);
+bool lipi_datrie32_get(lipi_tabcache_reader *r, lipi_datrie32 *t, const lipi_strref *keys,
+                       size_t n);
+
 #endif

@@ -19,7 +19,12 @@
 set -u
 LOG=$(mktemp "${TMPDIR:-/tmp}/lipi-tests.XXXXXX") || exit 1
 REASONS=$(mktemp "${TMPDIR:-/tmp}/lipi-skips.XXXXXX") || exit 1
-trap 'rm -f "$LOG" "$REASONS"' EXIT
+# Tests never write to the real home: the table cache (tokenizer/tabcache.c)
+# goes to a folder of this run, removed at the end.
+XDG_CACHE_HOME=$(mktemp -d "${TMPDIR:-/tmp}/lipi-cache.XXXXXX") || exit 1
+export XDG_CACHE_HOME
+unset LIPI_CACHE_DIR LIPI_CACHE
+trap 'rm -f "$LOG" "$REASONS"; rm -rf "$XDG_CACHE_HOME"' EXIT
 trap 'exit 130' INT TERM
 
 passed=0 failed=0 skipped=0

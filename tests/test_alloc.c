@@ -261,6 +261,10 @@ LOADER_TEST(test_indexes_open_and_search_under_allocation_failures, "index", run
 
 int main(void)
 {
+    /* The loop needs the same allocations on every run: a table cache
+     * written by the first run would be read by the next. Its own loop is
+     * in test_tabcache.c. */
+    setenv("LIPI_CACHE", "0", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokenizer_json_loads_under_allocation_failures),
         cmocka_unit_test(test_sentencepiece_models_load_under_allocation_failures),

@@ -216,6 +216,8 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
     }
     if (opt->pattern)
         pattern = opt->pattern;
+    if (opt->table_cache == LIPI_FLAG_ON)
+        flags |= LIPI_RD_TIKTOKEN_CACHE;
     if (!pattern) {
         st = lipi_error_set(err, LIPI_EINVAL, path, 0, 0,
                             "no split pattern is known for \"%.*s\": give one with the pattern "
@@ -471,8 +473,26 @@ done:
     return st;
 }
 
-lipi_status lipi_tokenizer_open(const char *path, const lipi_open_options *opt_in,
+static lipi_status open_any(const char *path, const lipi_open_options *opt_in,
+                            lipi_tokenizer **out, lipi_error *err);
+
+lipi_status lipi_tokenizer_open(const char *path, const lipi_open_options *opt,
                                 lipi_tokenizer **out, lipi_error *err)
+{
+    lipi_open_options o = {0};
+    if (opt)
+        o = *opt;
+    /* Settled once here, so that every reader and the encoder agree. */
+    if (o.table_cache == LIPI_FLAG_AUTO)
+        o.table_cache = lipi_tabcache_env_on() ? LIPI_FLAG_ON : LIPI_FLAG_OFF;
+    lipi_status st = open_any(path, &o, out, err);
+    if (st == LIPI_OK)
+        (*out)->table_cache = o.table_cache == LIPI_FLAG_ON;
+    return st;
+}
+
+static lipi_status open_any(const char *path, const lipi_open_options *opt_in,
+                            lipi_tokenizer **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     lipi_open_options opt = {0};
@@ -488,9 +508,11 @@ lipi_status lipi_tokenizer_open(const char *path, const lipi_open_options *opt_i
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "no path given");
     if (opt_in)
         opt = *opt_in;
-    if (opt.lowercase > LIPI_FLAG_ON || opt.strip_accents > LIPI_FLAG_ON)
+    if (opt.lowercase > LIPI_FLAG_ON || opt.strip_accents > LIPI_FLAG_ON ||
+        opt.table_cache > LIPI_FLAG_ON)
         return lipi_error_set(err, LIPI_EINVAL, path, 0, 0,
-                              "lowercase and strip_accents take LIPI_FLAG_AUTO, _OFF or _ON");
+                              "lowercase, strip_accents and table_cache take LIPI_FLAG_AUTO, "
+                              "_OFF or _ON");
 
     if (stat(path, &sb) != 0) {
         if (errno == ENOENT && !strchr(path, '/'))

@@ -184,6 +184,11 @@ lipi_status lipi_rd_spm_build(const char *name, const lipi_rd_spm *spec, lipi_to
  * checkout's data/; see datadir.c). LIPI_ENOMEM only. */
 lipi_status lipi_data_dirs(lipi_buf *list);
 
+/* An internal flag of lipi_tokenizer_from_tiktoken, which
+ * lipi_tokenizer_open passes when the table cache is on: the merges
+ * recovered from the ranks are kept there (tabcache.c). */
+#define LIPI_RD_TIKTOKEN_CACHE (1u << 31)
+
 bool lipi_rd_tiktoken_builtin(const char *name, size_t len, const char **pattern,
                               const lipi_special_token **special, size_t *n_special);
 

@@ -380,6 +380,78 @@ static bool recover_merge(const tt_map *lk, const uint8_t *s, size_t n, uint32_t
  * published encodings stay at 128 bytes. */
 #define TT_MERGE_MAX_LEN 256
 
+/* ======================================================================== */
+/* Merges in the table cache                                                 */
+/* ======================================================================== */
+
+/* The recovered merges depend only on the tokens and their ranks, so the
+ * cache keys them by both. Payload: per entry (in rank order) the ranks of
+ * its merge's two parts, or UINT32_MAX twice for none. */
+static lipi_status merges_key(const uint8_t *arena, const tt_entry *e, size_t n, char key[65])
+{
+    lipi_status st = LIPI_OK;
+    lipi_strref *keys = lipi_reallocarray(NULL, n ? n : 1, sizeof *keys);
+    uint32_t *ranks = lipi_reallocarray(NULL, n ? n : 1, sizeof *ranks);
+    if (!keys || !ranks) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = (lipi_strref){(const char *)arena + e[i].off, e[i].len};
+        ranks[i] = e[i].rank;
+    }
+    st = lipi_tabcache_key("tiktoken-merges", keys, n, ranks, n * sizeof *ranks, key);
+done:
+    lipi_free(keys);
+    lipi_free(ranks);
+    return st;
+}
+
+/* Reads the cached merges into parts[n][2] and checks them: each is two
+ * tokens of lower rank whose bytes joined are the entry's (so a merge
+ * lipi_merges_build accepts), only for entries that recover_merge tries. */
+static bool merges_load(const char key[65], const uint8_t *arena, const tt_entry *e, size_t n,
+                        size_t n_ids, uint32_t (*parts)[2])
+{
+    lipi_tabcache_reader r;
+    bool ok = false;
+    uint32_t *at = NULL; /* entry of each rank, UINT32_MAX: none */
+    if (!lipi_tabcache_open(&r, "tiktoken-merges", key))
+        return false;
+    at = lipi_reallocarray(NULL, n_ids, sizeof *at);
+    if (!at || !lipi_tabcache_get(&r, parts, n * sizeof *parts))
+        goto done;
+    memset(at, 0xff, n_ids * sizeof *at);
+    for (size_t i = 0; i < n; i++)
+        at[e[i].rank] = (uint32_t)i;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t l = parts[i][0], r2 = parts[i][1];
+        if (l == UINT32_MAX && r2 == UINT32_MAX)
+            continue;
+        if (e[i].len < 2 || e[i].len > TT_MERGE_MAX_LEN || l >= e[i].rank || r2 >= e[i].rank ||
+            at[l] == UINT32_MAX || at[r2] == UINT32_MAX)
+            goto done;
+        const tt_entry *a = &e[at[l]], *b = &e[at[r2]];
+        if (a->len + b->len != e[i].len ||
+            memcmp(arena + a->off, arena + e[i].off, a->len) != 0 ||
+            memcmp(arena + b->off, arena + e[i].off + a->len, b->len) != 0)
+            goto done;
+    }
+    ok = true;
+done:
+    lipi_free(at);
+    return lipi_tabcache_close(&r) && ok;
+}
+
+static void merges_store(const char key[65], const uint32_t (*parts)[2], size_t n)
+{
+    lipi_tabcache_writer w;
+    if (!lipi_tabcache_create(&w, "tiktoken-merges", key))
+        return;
+    lipi_tabcache_put(&w, parts, n * sizeof *parts);
+    lipi_tabcache_commit(&w);
+}
+
 static int entry_rank_cmp(const void *a, const void *b)
 {
     uint32_t x = ((const tt_entry *)a)->rank, y = ((const tt_entry *)b)->rank;
@@ -471,7 +543,8 @@ lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const cha
     tt_map map = {0};
     lipi_buf alpha = {0};
     size_t *alpha_off = NULL, *scratch_start = NULL;
-    uint32_t *scratch_pr = NULL, (*merges)[2] = NULL;
+    uint32_t *scratch_pr = NULL, (*merges)[2] = NULL, (*parts)[2] = NULL;
+    char key[65];
     lipi_rd_bytemap bm;
     lipi_rd_model rm = {0};
     lipi_rd_added added = {0};
@@ -586,26 +659,37 @@ lipi_status lipi_tokenizer_from_tiktoken(const char *data, size_t len, const cha
         tok[e[i].rank] = (lipi_strref){alpha.p + alpha_off[i], end - alpha_off[i]};
     }
 
-    /* One merge per reachable multi-byte token, in rank order. */
+    /* One merge per reachable multi-byte token, in rank order: parts[i]
+     * for entry i (UINT32_MAX twice: none), from the table cache when it
+     * has them. */
     merges = lipi_reallocarray(NULL, n, sizeof *merges);
+    parts = lipi_reallocarray(NULL, n, sizeof *parts);
     if (max_len > TT_MERGE_MAX_LEN)
         max_len = TT_MERGE_MAX_LEN;
     scratch_start = lipi_reallocarray(NULL, max_len + 1, sizeof *scratch_start);
     scratch_pr = lipi_reallocarray(NULL, max_len + 1, sizeof *scratch_pr);
-    if (!merges || !scratch_start || !scratch_pr) {
+    if (!merges || !parts || !scratch_start || !scratch_pr) {
         st = LIPI_ENOMEM;
         goto done;
     }
-    for (size_t i = 0; i < n; i++) {
-        uint32_t l, r;
-        if (e[i].len < 2 || e[i].len > TT_MERGE_MAX_LEN)
-            continue;
-        if (recover_merge(&map, arena + e[i].off, e[i].len, e[i].rank, scratch_start, scratch_pr,
-                          &l, &r)) {
-            merges[n_merges][0] = l;
-            merges[n_merges][1] = r;
-            n_merges++;
+    bool cache = (flags & LIPI_RD_TIKTOKEN_CACHE) && merges_key(arena, e, n, key) == LIPI_OK;
+    if (!cache || !merges_load(key, arena, e, n, n_ids, parts)) {
+        for (size_t i = 0; i < n; i++) {
+            parts[i][0] = parts[i][1] = UINT32_MAX;
+            if (e[i].len >= 2 && e[i].len <= TT_MERGE_MAX_LEN &&
+                !recover_merge(&map, arena + e[i].off, e[i].len, e[i].rank, scratch_start,
+                               scratch_pr, &parts[i][0], &parts[i][1]))
+                parts[i][0] = parts[i][1] = UINT32_MAX;
         }
+        if (cache)
+            merges_store(key, (const uint32_t(*)[2])parts, n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (parts[i][0] == UINT32_MAX)
+            continue;
+        merges[n_merges][0] = parts[i][0];
+        merges[n_merges][1] = parts[i][1];
+        n_merges++;
     }
 
     rm.type = LIPI_MODEL_BPE;
@@ -645,6 +729,7 @@ done:
     lipi_free(scratch_start);
     lipi_free(scratch_pr);
     lipi_free(merges);
+    lipi_free(parts);
     lipi_rd_added_free(&added);
     return st;
 }

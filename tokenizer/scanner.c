@@ -24,11 +24,16 @@
 /* The class table                                                           */
 /* ======================================================================== */
 
-/* Two stages: a block of 128 code points maps to one of the distinct blocks,
- * whose bytes are kinds; a kind is a (class bits, script bits) pair. About
- * 600 distinct blocks exist, so the touched part of stage2 is ~80 KB; the
- * array is sized for the worst case and lives in BSS, so building it never
- * allocates (and never fails). */
+/* Two stages: a block of 128 code points maps to its row of stage2, whose
+ * bytes are kinds; a kind is a (class bits, script bits) pair. A block's
+ * row is made the first time a character of it is looked up (ASCII's at
+ * once): classifying all of Unicode up front took 55 million instructions
+ * (15-25 ms) of every process that loaded a tokenizer with a known split
+ * pattern, while a text touches a few dozen blocks. stage1 holds the row
+ * + 1, 0 for a block not made yet; a row is written under build_lock and
+ * then published by a release store of its stage1 entry, so readers need
+ * no lock. The arrays are sized for the worst case and live in BSS, so
+ * making a row never allocates (and never fails). */
 #define BLOCK_BITS 7
 #define BLOCK (1u << BLOCK_BITS)
 #define N_BLOCKS (0x110000u / BLOCK)
@@ -38,6 +43,9 @@ static uint16_t stage1[N_BLOCKS];
 static uint8_t stage2[N_BLOCKS * BLOCK];
 static uint8_t kind_flags[MAX_KINDS];
 static uint32_t kind_scripts[MAX_KINDS];
+static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned n_rows, n_kinds = 1; /* kind 0: no class, no script */
+static int clip;                     /* see classify */
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
 /* The word scripts of the indic pattern, in its alternation order. */
@@ -124,54 +132,43 @@ static void classify(UChar32 c, int clip, uint8_t *flags, uint32_t *scripts)
         *scripts = script_bits(c);
 }
 
-static uint32_t block_hash(const uint8_t *b)
-{
-    uint32_t h = 2166136261u;
-    for (unsigned i = 0; i < BLOCK; i++)
-        h = (h ^ b[i]) * 16777619u;
-    return h;
-}
-
-/* Kinds of every code point before blocks are shared. */
-static uint8_t flat[0x110000];
-
-typedef struct {
-    int clip;
-    unsigned n_kinds;
-} build_state;
-
-static unsigned kind_id(build_state *b, uint8_t f, uint32_t s)
+/* The kind of (f, s), added when new; under build_lock. */
+static unsigned kind_id(uint8_t f, uint32_t s)
 {
     unsigned x = 0;
-    while (x < b->n_kinds && (kind_flags[x] != f || kind_scripts[x] != s))
+    while (x < n_kinds && (kind_flags[x] != f || kind_scripts[x] != s))
         x++;
-    if (x == b->n_kinds) {
-        LIPI_ASSERT(b->n_kinds < MAX_KINDS);
+    if (x == n_kinds) {
+        LIPI_ASSERT(n_kinds < MAX_KINDS);
         kind_flags[x] = f;
         kind_scripts[x] = s;
-        b->n_kinds++;
+        n_kinds++;
     }
     return x;
 }
 
-/* u_enumCharTypes callback: ranges of one general category. Unassigned,
- * private-use and surrogate ranges (most of the code space) have no class
- * bits and keep kind 0 without a look at each code point. */
-static UBool classify_range(const void *ctx, UChar32 start, UChar32 limit, UCharCategory type)
+/* Makes the row of block k (if no other thread has) and returns its
+ * stage1 entry. */
+static uint16_t block_build(uint32_t k)
 {
-    build_state *b = (build_state *)ctx;
-    if (type == U_UNASSIGNED || type == U_PRIVATE_USE_CHAR || type == U_SURROGATE)
-        return true;
-    unsigned last = 0;
-    for (UChar32 c = start; c < limit; c++) {
-        uint8_t f;
-        uint32_t s;
-        classify(c, b->clip, &f, &s);
-        if (kind_flags[last] != f || kind_scripts[last] != s)
-            last = kind_id(b, f, s);
-        flat[c] = (uint8_t)last;
+    pthread_mutex_lock(&build_lock);
+    uint16_t row = __atomic_load_n(&stage1[k], __ATOMIC_RELAXED);
+    if (!row) {
+        uint8_t *out = stage2 + (size_t)n_rows * BLOCK;
+        unsigned last = 0;
+        for (UChar32 c = (UChar32)(k * BLOCK); c < (UChar32)((k + 1) * BLOCK); c++) {
+            uint8_t f;
+            uint32_t sc;
+            classify(c, clip, &f, &sc);
+            if (kind_flags[last] != f || kind_scripts[last] != sc)
+                last = kind_id(f, sc);
+            out[c & (BLOCK - 1)] = (uint8_t)last;
+        }
+        row = (uint16_t)(++n_rows);
+        __atomic_store_n(&stage1[k], row, __ATOMIC_RELEASE);
     }
-    return true;
+    pthread_mutex_unlock(&build_lock);
+    return row;
 }
 
 static void table_build(void)
@@ -179,34 +176,16 @@ static void table_build(void)
     int pcre_v = pcre2_unicode_version();
     UVersionInfo icu;
     u_getUnicodeVersion(icu);
-    build_state b = {.clip = pcre_v && icu[0] * 100 + icu[1] > pcre_v ? pcre_v : 0,
-                     .n_kinds = 1}; /* kind 0: no class, no script */
-    u_enumCharTypes(classify_range, &b);
-    /* Open addressing over distinct blocks: slot holds block index + 1. */
-    static uint16_t slots[16384];
-    unsigned n_unique = 0;
-    for (uint32_t k = 0; k < N_BLOCKS; k++) {
-        const uint8_t *cur = flat + (size_t)k * BLOCK;
-        uint32_t h = block_hash(cur) & 16383;
-        for (;;) {
-            if (!slots[h]) {
-                memcpy(stage2 + (size_t)n_unique * BLOCK, cur, BLOCK);
-                slots[h] = (uint16_t)(++n_unique);
-                stage1[k] = (uint16_t)(n_unique - 1);
-                break;
-            }
-            if (memcmp(stage2 + (size_t)(slots[h] - 1) * BLOCK, cur, BLOCK) == 0) {
-                stage1[k] = (uint16_t)(slots[h] - 1);
-                break;
-            }
-            h = (h + 1) & 16383;
-        }
-    }
+    clip = pcre_v && icu[0] * 100 + icu[1] > pcre_v ? pcre_v : 0;
+    block_build(0); /* row 0: ASCII, which kind_at reads directly */
 }
 
 static inline unsigned kind_of(uint32_t cp)
 {
-    return stage2[((size_t)stage1[cp >> BLOCK_BITS] << BLOCK_BITS) | (cp & (BLOCK - 1))];
+    uint16_t row = __atomic_load_n(&stage1[cp >> BLOCK_BITS], __ATOMIC_ACQUIRE);
+    if (__builtin_expect(row == 0, 0))
+        row = block_build(cp >> BLOCK_BITS);
+    return stage2[((size_t)(row - 1) << BLOCK_BITS) | (cp & (BLOCK - 1))];
 }
 
 unsigned lipi_uc_flags(uint32_t cp)

@@ -749,6 +749,14 @@ typedef struct {
      * then the checkout's data/ beside the program's build folder; never
      * the current folder by itself. */
     const char *data_dir;
+    /* Whether the encoder may keep the tables it builds from this
+     * tokenizer (tries, backtracking tables) in a cache folder and read
+     * them there the next time: $LIPI_CACHE_DIR, else $XDG_CACHE_HOME/lipi,
+     * else $HOME/.cache/lipi; files are named by the SHA-256 of what they
+     * are built from, checked on reading, rebuilt silently when missing or
+     * bad, and never needed (a folder that cannot be written is no error).
+     * AUTO: yes, unless $LIPI_CACHE is 0. */
+    lipi_flag table_cache;
 } lipi_open_options;
 
 /* Opens a tokenizer of any format lipi reads, choosing the reader by the

@@ -315,6 +315,8 @@ struct lipi_tokenizer {
 
     json_t *truncation;       /* owned references, NULL for JSON null */
     json_t *padding;
+    bool table_cache;         /* the encoder may keep its tables on disk
+                                 (lipi_tokenizer_open set it: tabcache.c) */
 };
 
 /* Frees what the pointer owns, then the pointer. NULL is a no-op. */
@@ -405,5 +407,63 @@ typedef struct lipi_scanner lipi_scanner;
  * matches the empty string, so 0 is unambiguous. Lookarounds see all of t. */
 size_t lipi_scan_match(const lipi_scanner *sc, const char *t, size_t n, size_t i);
 
+
+/* ======================================================================== */
+/* The table cache (tabcache.c)                                              */
+/* ======================================================================== */
+
+/* Tables the encoder builds from a vocabulary, kept on disk between
+ * processes under a name that is the SHA-256 of what they are built from.
+ * Nothing here reports an error: a cache that cannot be read or written
+ * only means the tables are built. The payload is a sequence of arrays,
+ * each padded to 8 bytes; the reader checks the header, the length and a
+ * checksum, and the caller checks what the arrays hold. */
+
+/* The checksum of a payload (a whole number of 8-byte words) that a
+ * file's header holds. */
+uint64_t lipi_tabcache_sum(const void *payload, size_t n);
+
+/* False when $LIPI_CACHE is 0, off or no. */
+bool lipi_tabcache_env_on(void);
+
+/* The key of tables of `kind` built from keys[0..n) (holes allowed) and
+ * extra[0..extra_len) (settings they depend on). LIPI_ENOMEM. */
+lipi_status lipi_tabcache_key(const char *kind, const lipi_strref *keys, size_t n,
+                              const void *extra, size_t extra_len, char out[65]);
+
+typedef struct {
+    int fd;
+    uint64_t left, sum, want;
+    bool bad;
+} lipi_tabcache_reader;
+
+/* Opens the file of (kind, key) when it exists with a valid header; false
+ * when not (nothing to close). */
+bool lipi_tabcache_open(lipi_tabcache_reader *r, const char *kind, const char key[65]);
+/* Whether count entries of size bytes can still be in the file (check
+ * before allocating for them). */
+bool lipi_tabcache_fits(const lipi_tabcache_reader *r, uint64_t count, size_t size);
+/* Reads the next n bytes (and their padding) into dst; false on a short
+ * or bad file (every later call fails too). */
+bool lipi_tabcache_get(lipi_tabcache_reader *r, void *dst, size_t n);
+bool lipi_tabcache_get_u64(lipi_tabcache_reader *r, uint64_t *v);
+/* Closes; true when the whole payload was read and its checksum holds. */
+bool lipi_tabcache_close(lipi_tabcache_reader *r);
+
+typedef struct {
+    lipi_atomic_file af;
+    char kind[16], key[65];
+    uint64_t sum, len;
+    bool open, bad;
+} lipi_tabcache_writer;
+
+/* Starts the file of (kind, key) as a temporary file (creating the
+ * folder); false when that cannot be done (nothing to abort). */
+bool lipi_tabcache_create(lipi_tabcache_writer *w, const char *kind, const char key[65]);
+void lipi_tabcache_put(lipi_tabcache_writer *w, const void *data, size_t n);
+void lipi_tabcache_put_u64(lipi_tabcache_writer *w, uint64_t v);
+/* Renames the complete file into place (or drops it after a failed write). */
+void lipi_tabcache_commit(lipi_tabcache_writer *w);
+void lipi_tabcache_abort(lipi_tabcache_writer *w);
 
 #endif

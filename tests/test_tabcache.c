@@ -1,0 +1,361 @@
+/* The table cache (tokenizer/tabcache.c): tokenizers opened with it give
+ * the ids they give without it, whether the cache is empty, holds their
+ * tables, or holds a truncated, corrupt or doctored file (which is ignored
+ * and replaced); a folder that cannot be written is no error; LIPI_CACHE=0
+ * and the open option turn it off. Each test works in its own temporary
+ * LIPI_CACHE_DIR. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "encoder/encoder.h"
+#include "tests/alloc_fail.h"
+#include "tests/cli_run.h"
+#include "tests/model_dir.h"
+#include "tests/refdata.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_layout.h"
+
+/* One tokenizer of each kind whose tables the cache keeps. */
+static const char *const tokenizers[] = {
+    "data/vocab/tiktoken/r50k_base.tiktoken",            /* backtrack, tiktoken-merges */
+    "data/vocab/bert-base-multilingual-cased/vocab.txt", /* wordpiece */
+    "tests/fixtures/readers/unigram_user.model",         /* unigram */
+    REF_FIXTURES "/vocab/laser100k-spm/laser_100k.model", /* unigram, 100k pieces */
+    "data/vocab/tiktoken/cl100k_base.tiktoken",
+};
+
+static const char *const texts[] = {
+    "The quick brown fox jumps over the lazy dog's back, 1234567 times!",
+    "हिन्दी में लिखा गया वाक्य और தமிழ் உரை, বাংলা লেখা",
+    "    indented\tcode(x) => x ** 2; // 🙂🙂 ünïcödé",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+};
+
+static char cache_dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(cache_dir, sizeof cache_dir, "%s/lipi-tabcache-XXXXXX", "/tmp");
+    if (!mkdtemp(cache_dir))
+        return -1;
+    setenv("LIPI_CACHE_DIR", cache_dir, 1);
+    unsetenv("LIPI_CACHE");
+    return 0;
+}
+
+static void empty_cache_dir(void)
+{
+    DIR *d = opendir(cache_dir);
+    if (d) {
+        char p[512];
+        for (struct dirent *e; (e = readdir(d));)
+            if (e->d_name[0] != '.') {
+                snprintf(p, sizeof p, "%s/%s", cache_dir, e->d_name);
+                unlink(p);
+            }
+        closedir(d);
+    }
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    empty_cache_dir();
+    rmdir(cache_dir);
+    unsetenv("LIPI_CACHE_DIR");
+    return 0;
+}
+
+/* The ids of every text, one line each, as one string (caller frees). */
+static char *ids_of(const char *path, lipi_flag cache)
+{
+    lipi_open_options o = {.table_cache = cache};
+    lipi_tokenizer *tok = NULL;
+    lipi_encoder *enc = NULL;
+    lipi_session *s = NULL;
+    lipi_error err;
+    uint32_t ids[512];
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    if (lipi_tokenizer_open(path, &o, &tok, &err) != LIPI_OK)
+        fail_msg("open %s: %s", path, err.msg);
+    if (lipi_encoder_new(tok, &enc, &err) != LIPI_OK)
+        fail_msg("encoder %s: %s", path, err.msg);
+    assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+    for (size_t t = 0; t < sizeof texts / sizeof *texts; t++) {
+        lipi_encoding e = {.ids = ids, .cap = 512};
+        if (lipi_encode(s, texts[t], strlen(texts[t]), NULL, &e, &err) != LIPI_OK)
+            fail_msg("encode %s: %s", path, err.msg);
+        assert_true(e.len <= e.cap);
+        for (size_t i = 0; i < e.len; i++)
+            len += (size_t)snprintf(out + len, cap - len, "%u ", ids[i]);
+        len += (size_t)snprintf(out + len, cap - len, "\n");
+        assert_true(len < cap);
+    }
+    lipi_session_free(s);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(tok);
+    return out;
+}
+
+/* The cache files (names, sorted by nothing), up to 16. */
+static size_t cache_files(char names[16][320])
+{
+    size_t n = 0;
+    DIR *d = opendir(cache_dir);
+    if (!d)
+        return 0;
+    for (struct dirent *e; (e = readdir(d)) && n < 16;)
+        if (e->d_name[0] != '.')
+            snprintf(names[n++], 320, "%s/%s", cache_dir, e->d_name);
+    closedir(d);
+    return n;
+}
+
+static ino_t inode_of(const char *path)
+{
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    return sb.st_ino;
+}
+
+static void test_ids_are_the_same_with_and_without_the_cache(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < sizeof tokenizers / sizeof *tokenizers; k++) {
+        const char *path = tokenizers[k];
+        if (access(path, R_OK) != 0)
+            fail_msg("missing committed tokenizer %s", path);
+        char names[16][320];
+        size_t before = cache_files(names);
+        char *plain = ids_of(path, LIPI_FLAG_OFF);
+        assert_int_equal(cache_files(names), before); /* OFF writes nothing */
+        char *first = ids_of(path, LIPI_FLAG_AUTO);  /* builds and stores */
+        size_t after = cache_files(names);
+        assert_true(after > before);
+        ino_t ino[16];
+        for (size_t f = 0; f < after; f++)
+            ino[f] = inode_of(names[f]);
+        char *again = ids_of(path, LIPI_FLAG_ON); /* reads */
+        assert_string_equal(plain, first);
+        assert_string_equal(plain, again);
+        /* Read, not rebuilt: a rejected file would have been replaced. */
+        assert_int_equal(cache_files(names), after);
+        for (size_t f = 0; f < after; f++)
+            assert_int_equal(inode_of(names[f]), ino[f]);
+        free(plain);
+        free(first);
+        free(again);
+    }
+}
+
+enum { TRUNCATE, FLIP, HEADER, EMPTY, DOCTOR, N_DAMAGE };
+
+static void test_damaged_cache_files_are_ignored_and_replaced(void **state)
+{
+    (void)state;
+    static const char *const what[] = {"truncated", "flipped byte", "bad header", "empty",
+                                       "doctored with a valid checksum"};
+    for (size_t k = 0; k < 3; k++) {
+        const char *path = tokenizers[k];
+        empty_cache_dir(); /* only this tokenizer's files below */
+        char *plain = ids_of(path, LIPI_FLAG_OFF);
+        char *first = ids_of(path, LIPI_FLAG_ON);
+        assert_string_equal(plain, first);
+        char names[16][320];
+        size_t n = cache_files(names);
+        assert_true(n > 0);
+        for (size_t f = 0; f < n; f++) {
+            size_t len;
+            char *good = cli_slurp(names[f], &len);
+            assert_non_null(good);
+            assert_true(len > 112 + 16);
+            for (int d = 0; d < N_DAMAGE; d++) {
+                char *bad = malloc(len);
+                size_t bad_len = len;
+                memcpy(bad, good, len);
+                if (d == TRUNCATE)
+                    bad_len = 112 + (len - 112) / 2;
+                else if (d == FLIP)
+                    bad[112 + (len - 112) / 3] ^= 0x5a;
+                else if (d == HEADER)
+                    bad[3] ^= 1;
+                else if (d == EMPTY)
+                    bad_len = 0;
+                else {
+                    /* The payload's first half but its first word set to
+                     * 0xfe bytes (an index, a size or a base past any
+                     * table), the checksum fixed. */
+                    memset(bad + 112 + 8, 0xfe, (len - 112) / 2 - 8);
+                    uint64_t sum = lipi_tabcache_sum(bad + 112, len - 112);
+                    for (int b = 0; b < 8; b++)
+                        bad[104 + b] = (char)(sum >> (8 * b));
+                }
+                md_write(names[f], bad, bad_len);
+                ino_t ino = inode_of(names[f]);
+                char *ids = ids_of(path, LIPI_FLAG_ON);
+                if (strcmp(ids, plain) != 0)
+                    fail_msg("%s, %s file %s: ids differ", path, what[d], names[f]);
+                /* Replaced by a good copy (a new file renamed over it). */
+                size_t now_len;
+                char *now = cli_slurp(names[f], &now_len);
+                assert_non_null(now);
+                if (inode_of(names[f]) == ino || now_len != len || memcmp(now, good, len) != 0)
+                    fail_msg("%s, %s file %s: not replaced by the tables", path, what[d],
+                             names[f]);
+                free(now);
+                free(ids);
+                free(bad);
+            }
+            free(good);
+        }
+        free(plain);
+        free(first);
+    }
+}
+
+static void test_unwritable_cache_folder_is_no_error(void **state)
+{
+    (void)state;
+    char *plain = ids_of(tokenizers[1], LIPI_FLAG_OFF);
+    /* A folder under a regular file can be neither made nor written (even
+     * by root). */
+    setenv("LIPI_CACHE_DIR", "/dev/null/lipi-cache", 1);
+    char *ids = ids_of(tokenizers[1], LIPI_FLAG_ON);
+    assert_string_equal(plain, ids);
+    free(ids);
+    /* No folder variable at all: no cache, no error. */
+    unsetenv("LIPI_CACHE_DIR");
+    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    char *xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
+    unsetenv("HOME");
+    unsetenv("XDG_CACHE_HOME");
+    ids = ids_of(tokenizers[1], LIPI_FLAG_ON);
+    assert_string_equal(plain, ids);
+    free(ids);
+    if (home)
+        setenv("HOME", home, 1);
+    if (xdg)
+        setenv("XDG_CACHE_HOME", xdg, 1);
+    free(home);
+    free(xdg);
+    setenv("LIPI_CACHE_DIR", cache_dir, 1);
+    free(plain);
+}
+
+static void test_lipi_cache_0_and_the_option_turn_it_off(void **state)
+{
+    (void)state;
+    char names[16][320];
+    setenv("LIPI_CACHE", "0", 1);
+    free(ids_of(tokenizers[2], LIPI_FLAG_AUTO));
+    assert_int_equal(cache_files(names), 0);
+    /* The option overrides the variable. */
+    free(ids_of(tokenizers[2], LIPI_FLAG_ON));
+    assert_int_equal(cache_files(names), 1);
+    unsetenv("LIPI_CACHE");
+    lipi_open_options o = {.table_cache = (lipi_flag)7};
+    lipi_tokenizer *tok = NULL;
+    lipi_error err;
+    assert_int_equal(lipi_tokenizer_open(tokenizers[2], &o, &tok, &err), LIPI_EINVAL);
+    assert_null(tok);
+}
+
+/* XDG_CACHE_HOME/lipi is made when missing. */
+static void test_the_folder_is_made_under_xdg_cache_home(void **state)
+{
+    (void)state;
+    char xdg[160], names[16][320];
+    snprintf(xdg, sizeof xdg, "%s/xdg", cache_dir);
+    unsetenv("LIPI_CACHE_DIR");
+    char *old = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    free(ids_of(tokenizers[2], LIPI_FLAG_ON));
+    char lipi_dir[200];
+    snprintf(lipi_dir, sizeof lipi_dir, "%s/lipi", xdg);
+    DIR *d = opendir(lipi_dir);
+    assert_non_null(d);
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.') {
+            char p[700];
+            snprintf(p, sizeof p, "%s/%s", lipi_dir, e->d_name);
+            assert_int_equal(unlink(p), 0);
+            n++;
+        }
+    closedir(d);
+    assert_int_equal(n, 1);
+    assert_int_equal(rmdir(lipi_dir), 0);
+    assert_int_equal(rmdir(xdg), 0);
+    if (old)
+        setenv("XDG_CACHE_HOME", old, 1);
+    else
+        unsetenv("XDG_CACHE_HOME");
+    free(old);
+    setenv("LIPI_CACHE_DIR", cache_dir, 1);
+    assert_int_equal(cache_files(names), 0);
+}
+
+static lipi_status open_and_encode(void *ctx, lipi_error *err)
+{
+    lipi_open_options o = {.table_cache = LIPI_FLAG_ON};
+    lipi_tokenizer *tok = NULL;
+    lipi_encoder *enc = NULL;
+    lipi_session *s = NULL;
+    uint32_t ids[512];
+    lipi_status st = lipi_tokenizer_open(ctx, &o, &tok, err);
+    if (st == LIPI_OK)
+        st = lipi_encoder_new(tok, &enc, err);
+    if (st == LIPI_OK && (st = lipi_session_new(enc, &s)) != LIPI_OK)
+        lipi_error_set(err, st, NULL, 0, 0, "out of memory");
+    for (size_t t = 0; st == LIPI_OK && t < sizeof texts / sizeof *texts; t++) {
+        lipi_encoding e = {.ids = ids, .cap = 512};
+        st = lipi_encode(s, texts[t], strlen(texts[t]), NULL, &e, err);
+    }
+    lipi_session_free(s);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(tok);
+    return st;
+}
+
+/* Reading the cache fails only with LIPI_ENOMEM (or falls back to building
+ * and succeeds) and leaks nothing, whichever allocation fails. */
+static void test_reading_the_cache_survives_allocation_failures(void **state)
+{
+    (void)state;
+    /* The small Unigram model: each run of the loop reads its file. */
+    for (size_t k = 2; k < 3; k++) {
+        char *plain = ids_of(tokenizers[k], LIPI_FLAG_ON); /* fills the cache */
+        free(plain);
+        assert_true(alloc_fail_loop(tokenizers[k], open_and_encode, (void *)tokenizers[k]) > 10);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_ids_are_the_same_with_and_without_the_cache, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_damaged_cache_files_are_ignored_and_replaced, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_unwritable_cache_folder_is_no_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lipi_cache_0_and_the_option_turn_it_off, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_the_folder_is_made_under_xdg_cache_home, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reading_the_cache_survives_allocation_failures,
+                                        setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

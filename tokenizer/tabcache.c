@@ -1,0 +1,347 @@
+/* The table cache: what an encoder computes from a tokenizer's vocabulary
+ * (tries, backtracking tables), kept on disk so that the next process that
+ * opens the same tokenizer reads it instead of building it again.
+ *
+ * A file is named by the SHA-256 of what its tables are built from (the
+ * keys themselves, the table kind and the format version), so it can never
+ * be stale: a changed vocabulary is another name. It lives in
+ * $LIPI_CACHE_DIR, else $XDG_CACHE_HOME/lipi, else $HOME/.cache/lipi, and is
+ * written to a temporary file and renamed (concurrent writers each rename a
+ * complete file). The file is untrusted like any other: the header, the
+ * length and a checksum of the payload are checked here, and the encoder
+ * checks every index and offset of the tables it reads. Any failure (no
+ * folder, a read-only one, a missing, truncated or corrupt file) only means
+ * the tables are built as before; nothing is reported. LIPI_CACHE=0 turns
+ * it off, as does lipi_open_options.table_cache = LIPI_FLAG_OFF.
+ *
+ * File: header (112 bytes) then the payload, a sequence of 8-byte words.
+ *   "LIPITAB\n", u32 format version, u32 0, kind (16 bytes, NUL padded),
+ *   key (64 hex digits), u64 payload bytes, u64 payload checksum. */
+#include "tokenizer/tokenizer_layout.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TC_MAGIC "LIPITAB\n"
+#define TC_VERSION 1u
+#define TC_HEADER 112
+
+bool lipi_tabcache_env_on(void)
+{
+    const char *v = getenv("LIPI_CACHE");
+    return !(v && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "no") == 0));
+}
+
+/* The cache folder, allocated; NULL when there is none (no variable set). */
+static char *cache_dir(void)
+{
+    const char *v;
+    lipi_buf b = {0};
+    lipi_status st;
+    if ((v = getenv("LIPI_CACHE_DIR")) && *v)
+        st = lipi_buf_append(&b, v, strlen(v) + 1);
+    else if ((v = getenv("XDG_CACHE_HOME")) && *v)
+        st = lipi_buf_append(&b, v, strlen(v)) == LIPI_OK ? lipi_buf_append(&b, "/lipi", 6)
+                                                          : LIPI_ENOMEM;
+    else if ((v = getenv("HOME")) && *v)
+        st = lipi_buf_append(&b, v, strlen(v)) == LIPI_OK
+                 ? lipi_buf_append(&b, "/.cache/lipi", 13)
+                 : LIPI_ENOMEM;
+    else
+        return NULL;
+    if (st != LIPI_OK) {
+        lipi_buf_free(&b);
+        return NULL;
+    }
+    return b.p;
+}
+
+/* dir/kind-key.tab, allocated, or NULL. */
+static char *cache_path(const char *kind, const char key[65])
+{
+    char *dir = cache_dir();
+    lipi_buf b = {0};
+    if (!dir)
+        return NULL;
+    if (lipi_buf_append(&b, dir, strlen(dir)) != LIPI_OK || lipi_buf_append(&b, "/", 1) != LIPI_OK ||
+        lipi_buf_append(&b, kind, strlen(kind)) != LIPI_OK ||
+        lipi_buf_append(&b, "-", 1) != LIPI_OK || lipi_buf_append(&b, key, 64) != LIPI_OK ||
+        lipi_buf_append(&b, ".tab", 5) != LIPI_OK) {
+        lipi_buf_free(&b);
+        b.p = NULL;
+    }
+    lipi_free(dir);
+    return b.p;
+}
+
+/* mkdir -p of path's folder; best effort (the write fails later if not). */
+static void make_dirs(const char *path)
+{
+    char *p = lipi_strndup(path, strlen(path));
+    if (!p)
+        return;
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            break;
+        *s = '/';
+    }
+    lipi_free(p);
+}
+
+/* The checksum of 8-byte words, chained. */
+static uint64_t sum_words(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+uint64_t lipi_tabcache_sum(const void *payload, size_t n)
+{
+    return sum_words(0x243F6A8885A308D3ULL, payload, n);
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static void make_header(unsigned char h[TC_HEADER], const char *kind, const char key[65],
+                        uint64_t len, uint64_t sum)
+{
+    memset(h, 0, TC_HEADER);
+    memcpy(h, TC_MAGIC, 8);
+    put_u64(h + 8, TC_VERSION);
+    strncpy((char *)h + 16, kind, 15);
+    memcpy(h + 32, key, 64);
+    put_u64(h + 96, len);
+    put_u64(h + 104, sum);
+}
+
+/* ======================================================================== */
+/* Keys                                                                      */
+/* ======================================================================== */
+
+lipi_status lipi_tabcache_key(const char *kind, const lipi_strref *keys, size_t n,
+                              const void *extra, size_t extra_len, char out[65])
+{
+    lipi_sha256 c;
+    unsigned char buf[1 << 16];
+    size_t used = 0;
+    unsigned char head[32] = {0};
+    lipi_sha256_init(&c);
+    memcpy(head, TC_MAGIC, 8);
+    head[8] = TC_VERSION;
+    /* The tables are in the host's byte order: another order, another key. */
+    uint32_t one = 1;
+    memcpy(head + 12, &one, 4);
+    strncpy((char *)head + 16, kind, 15);
+    lipi_sha256_update(&c, head, sizeof head);
+    put_u64(buf, n);
+    put_u64(buf + 8, extra_len);
+    lipi_sha256_update(&c, buf, 16);
+    lipi_sha256_update(&c, extra, extra_len);
+    /* Batched: one update per token would cost more than the hashing. */
+    for (size_t i = 0; i < n; i++) {
+        size_t len = keys[i].s ? keys[i].len : 0;
+        if (used + 8 + len > sizeof buf) {
+            lipi_sha256_update(&c, buf, used);
+            used = 0;
+        }
+        put_u64(buf + used, keys[i].s ? (uint64_t)len : UINT64_MAX);
+        used += 8;
+        if (len > sizeof buf - 8) {
+            lipi_sha256_update(&c, buf, used);
+            lipi_sha256_update(&c, keys[i].s, len);
+            used = 0;
+        } else if (len) {
+            memcpy(buf + used, keys[i].s, len);
+            used += len;
+        }
+    }
+    lipi_sha256_update(&c, buf, used);
+    return lipi_sha256_final_hex(&c, out);
+}
+
+/* ======================================================================== */
+/* Reading                                                                   */
+/* ======================================================================== */
+
+bool lipi_tabcache_open(lipi_tabcache_reader *r, const char *kind, const char key[65])
+{
+    unsigned char h[TC_HEADER], want[TC_HEADER];
+    struct stat sb;
+    char *path = cache_path(kind, key);
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+    if (!path)
+        return false;
+    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    lipi_free(path);
+    if (r->fd < 0)
+        return false;
+    if (fstat(r->fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < TC_HEADER ||
+        read(r->fd, h, TC_HEADER) != TC_HEADER)
+        goto bad;
+    r->left = get_u64(h + 96);
+    r->want = get_u64(h + 104);
+    make_header(want, kind, key, r->left, r->want);
+    if (memcmp(h, want, TC_HEADER) != 0 || r->left % 8 != 0 ||
+        r->left != (uint64_t)sb.st_size - TC_HEADER)
+        goto bad;
+    r->sum = lipi_tabcache_sum(NULL, 0);
+    return true;
+bad:
+    close(r->fd);
+    r->fd = -1;
+    return false;
+}
+
+bool lipi_tabcache_fits(const lipi_tabcache_reader *r, uint64_t count, size_t size)
+{
+    return r->fd >= 0 && !r->bad && size && count <= r->left / size;
+}
+
+bool lipi_tabcache_get(lipi_tabcache_reader *r, void *dst, size_t n)
+{
+    size_t padded = (n + 7) & ~(size_t)7;
+    unsigned char *p = dst, pad[8];
+    if (r->fd < 0 || r->bad || padded < n || padded > r->left) {
+        r->bad = true;
+        return false;
+    }
+    for (size_t got = 0; got < n;) {
+        ssize_t k = read(r->fd, p + got, n - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            r->bad = true;
+            return false;
+        }
+        got += (size_t)k;
+    }
+    r->sum = sum_words(r->sum, p, n & ~(size_t)7);
+    if (padded != n) {
+        memset(pad, 0, sizeof pad);
+        memcpy(pad, p + (n & ~(size_t)7), n & 7);
+        unsigned char file_pad[8];
+        if (read(r->fd, file_pad, padded - n) != (ssize_t)(padded - n) ||
+            memcmp(file_pad, pad + (n & 7), padded - n) != 0) {
+            r->bad = true;
+            return false;
+        }
+        r->sum = sum_words(r->sum, pad, 8);
+    }
+    r->left -= padded;
+    return true;
+}
+
+bool lipi_tabcache_get_u64(lipi_tabcache_reader *r, uint64_t *v)
+{
+    unsigned char b[8];
+    if (!lipi_tabcache_get(r, b, 8))
+        return false;
+    *v = get_u64(b);
+    return true;
+}
+
+bool lipi_tabcache_close(lipi_tabcache_reader *r)
+{
+    bool ok = r->fd >= 0 && !r->bad && r->left == 0 && r->sum == r->want;
+    if (r->fd >= 0)
+        close(r->fd);
+    r->fd = -1;
+    return ok;
+}
+
+/* ======================================================================== */
+/* Writing                                                                   */
+/* ======================================================================== */
+
+bool lipi_tabcache_create(lipi_tabcache_writer *w, const char *kind, const char key[65])
+{
+    unsigned char h[TC_HEADER];
+    char *path = cache_path(kind, key);
+    memset(w, 0, sizeof *w);
+    if (!path)
+        return false;
+    make_dirs(path);
+    lipi_status st = lipi_atomic_open(&w->af, path, NULL);
+    lipi_free(path);
+    if (st != LIPI_OK)
+        return false;
+    w->open = true;
+    strncpy(w->kind, kind, sizeof w->kind - 1);
+    memcpy(w->key, key, 65);
+    w->sum = lipi_tabcache_sum(NULL, 0);
+    make_header(h, kind, key, 0, 0);
+    if (fwrite(h, 1, TC_HEADER, w->af.f) != TC_HEADER)
+        w->bad = true;
+    return true;
+}
+
+void lipi_tabcache_put(lipi_tabcache_writer *w, const void *data, size_t n)
+{
+    unsigned char pad[8] = {0};
+    if (!w->open || w->bad)
+        return;
+    if (n && fwrite(data, 1, n, w->af.f) != n)
+        w->bad = true;
+    w->sum = sum_words(w->sum, data, n & ~(size_t)7);
+    if (n & 7) {
+        memcpy(pad, (const unsigned char *)data + (n & ~(size_t)7), n & 7);
+        w->sum = sum_words(w->sum, pad, 8);
+        if (fwrite(pad + (n & 7), 1, 8 - (n & 7), w->af.f) != 8 - (n & 7))
+            w->bad = true;
+    }
+    w->len += (n + 7) & ~(size_t)7;
+}
+
+void lipi_tabcache_put_u64(lipi_tabcache_writer *w, uint64_t v)
+{
+    unsigned char b[8];
+    put_u64(b, v);
+    lipi_tabcache_put(w, b, 8);
+}
+
+void lipi_tabcache_commit(lipi_tabcache_writer *w)
+{
+    unsigned char h[TC_HEADER];
+    if (!w->open)
+        return;
+    w->open = false;
+    make_header(h, w->kind, w->key, w->len, w->sum);
+    if (w->bad || fseek(w->af.f, 0, SEEK_SET) != 0 || fwrite(h, 1, TC_HEADER, w->af.f) != TC_HEADER) {
+        lipi_atomic_abort(&w->af);
+        return;
+    }
+    (void)lipi_atomic_commit(&w->af, NULL);
+}
+
+void lipi_tabcache_abort(lipi_tabcache_writer *w)
+{
+    if (w->open)
+        lipi_atomic_abort(&w->af);
+    w->open = false;
+}
