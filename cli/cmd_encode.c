@@ -70,6 +70,10 @@ static void help(FILE *f)
             "                        byte) or replace (with U+FFFD)\n"
             "  -h, --help            show this help\n"
             "\n"
+            "Environment: the tables built from a tokenizer (tries, backtracking tables)\n"
+            "are kept in LIPI_CACHE_DIR, else $XDG_CACHE_HOME/lipi, else ~/.cache/lipi,\n"
+            "and read from there the next time; LIPI_CACHE=0 turns that off.\n"
+            "\n"
             "Example:\n"
             "  echo 'नमस्ते दुनिया' | lipi encode -t tokenizer.json --format tokens\n"
             "  echo 'नमस्ते दुनिया' | lipi encode -t cl100k_base --format pieces\n");

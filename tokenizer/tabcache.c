@@ -169,7 +169,8 @@ lipi_status lipi_tabcache_key(const char *kind, const lipi_strref *keys, size_t 
             lipi_sha256_update(&c, buf, used);
             used = 0;
         }
-        put_u64(buf + used, keys[i].s ? (uint64_t)len : UINT64_MAX);
+        uint64_t l = keys[i].s ? (uint64_t)len : UINT64_MAX; /* host order, as the key says */
+        memcpy(buf + used, &l, 8);
         used += 8;
         if (len > sizeof buf - 8) {
             lipi_sha256_update(&c, buf, used);

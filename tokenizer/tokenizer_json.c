@@ -63,14 +63,41 @@ static size_t jp_append(jctx *c, const char *fmt, ...)
     return old;
 }
 
+/* Appends s[0..n) as jp_append would (truncating); by hand, because the
+ * path is set for every merge and vocabulary entry, and vsnprintf there
+ * took a sixth of loading GPT-2's tokenizer.json. */
+static void jp_put(jctx *c, const char *s, size_t n)
+{
+    size_t room = sizeof c->path - 1 - c->plen;
+    if (n > room)
+        n = room;
+    memcpy(c->path + c->plen, s, n);
+    c->plen += n;
+    c->path[c->plen] = '\0';
+}
+
 static size_t jp_key(jctx *c, const char *key)
 {
-    return c->plen ? jp_append(c, ".%s", key) : jp_append(c, "%s", key);
+    size_t old = c->plen;
+    if (c->plen)
+        jp_put(c, ".", 1);
+    jp_put(c, key, strlen(key));
+    return old;
 }
 
 static size_t jp_idx(jctx *c, size_t i)
 {
-    return jp_append(c, "[%zu]", i);
+    char d[24];
+    size_t n = sizeof d;
+    size_t old = c->plen;
+    d[--n] = ']';
+    do {
+        d[--n] = (char)('0' + i % 10);
+        i /= 10;
+    } while (i);
+    d[--n] = '[';
+    jp_put(c, d + n, sizeof d - n);
+    return old;
 }
 
 static void jp_set(jctx *c, size_t len)
