@@ -37,11 +37,11 @@ export ANCHORS
 echo "one line of $(wc -c < "$line") bytes; whole processes; $(cc --version | head -1); \
 $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); runs $LOAD_RUNS; node $(node --version)"
 
-# name path [anchor-kind anchor-spec]
+# label path [anchor-kind anchor-spec] (bench_time sets $name)
 row() {
-  name=$1 tok=$2 akind=${3:-} aspec=${4:-}
-  [ -e "$tok" ] || { echo; echo "$name: $tok not found, skipped"; return 0; }
-  TIMES=$out/times.$name
+  label=$1 tok=$2 akind=${3:-} aspec=${4:-}
+  [ -e "$tok" ] || { echo; echo "$label: $tok not found, skipped"; return 0; }
+  TIMES=$out/times.$label
   : > "$TIMES"
   rm -rf "$cache"
   LIPI_CACHE_DIR=$cache "$LIPI" encode -t "$tok" "$line" > /dev/null # fills the cache
@@ -58,7 +58,7 @@ row() {
     esac
   done
   echo
-  echo "$name: $tok"
+  echo "$label: $tok"
   echo
   bench_table lipi-warm
   [ -z "$akind" ] || bench_ratios lipi-warm "$( [ "$akind" = spm ] && echo spm_encode || echo "npm-$akind")"
