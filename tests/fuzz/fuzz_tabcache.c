@@ -68,7 +68,8 @@ static void init(void)
 {
     char dir[256], p[320];
     lipi_buf ranks = {0};
-    snprintf(dir, sizeof dir, "%s/cache", fuzz_dir());
+    /* The fuzz folder itself, which is emptied and removed at exit. */
+    snprintf(dir, sizeof dir, "%s", fuzz_dir());
     setenv("LIPI_CACHE_DIR", dir, 1);
     /* Bytes, then tokens every one of which has a merge. */
     static const char *const multi[] = {"ab", "abc", "th", "the", " the", "ca", "cab"};
