@@ -9,6 +9,7 @@
 #include "cli/options.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "encoder/encoder.h"
@@ -255,6 +256,56 @@ static inline char *fmt_num(char *p, size_t v)
     return p + len;
 }
 
+/* Ids as text, made once per id and kept: an id's decimal digits (at most
+ * 7) in the first bytes of a word and their number in its last byte, 0 for
+ * an id not made yet. Writing an id is then one 8-byte copy, where
+ * fmt_num spent a third of the ids-only formatting. Threads fill entries
+ * as they meet them; relaxed atomics make the race benign (both threads
+ * store the same word). */
+#define ID_TEXT_MAX 10000000u /* ids below have at most 7 digits */
+
+typedef struct {
+    _Atomic uint64_t *w; /* [n] */
+    size_t n;
+} id_text;
+
+/* Writes id at p (8 bytes of room), returns the end. */
+static inline char *put_id(const id_text *t, char *p, uint32_t id)
+{
+    if (id >= t->n)
+        return fmt_num(p, id);
+    uint64_t w = atomic_load_explicit(&t->w[id], memory_order_relaxed);
+    if (!w) {
+        char b[8] = {0};
+        b[7] = (char)(fmt_num(b, id) - b);
+        memcpy(&w, b, 8);
+        atomic_store_explicit(&t->w[id], w, memory_order_relaxed);
+    }
+    memcpy(p, &w, 8);
+    return p + (unsigned char)p[7]; /* the length byte, overwritten by what follows */
+}
+
+/* The last number written by put_memo, kept as its digits: an offset that
+ * starts where the previous token ended (nearly all) is copied, not made. */
+typedef struct {
+    size_t v, len; /* len 0: nothing kept */
+    uint64_t w;
+} num_memo;
+
+/* Writes v at p (8 bytes of room beyond a number's digits), returns the end. */
+static inline char *put_memo(char *p, size_t v, num_memo *m)
+{
+    if (v == m->v && m->len) {
+        memcpy(p, &m->w, 8);
+        return p + m->len;
+    }
+    char *e = fmt_num(p, v);
+    m->v = v;
+    m->len = (size_t)(e - p) <= 8 ? (size_t)(e - p) : 0;
+    memcpy(&m->w, p, 8);
+    return e;
+}
+
 /* A token string in --format tokens: a space, backslash or control
  * character is written \x20, \\, \t, \n, \r or \xNN. Long tokens go in
  * pieces, so no request for room exceeds OUT_MIN. */
@@ -355,6 +406,39 @@ static void out_piece_id(outbuf *o, lipi_session *s, uint32_t id)
     lipi_free(big);
 }
 
+/* A JSON string's contents at d (6 * len bytes of room), returns its
+ * length: copied as it is when nothing needs escaping (nearly every
+ * token), so the common case is one pass without branches per byte. */
+static const unsigned char json_esc[256] = { /* 1: a control byte, " or \\ */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
+static inline size_t json_chars(char *d, const char *s, size_t len)
+{
+    unsigned bad = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        d[i] = (char)ch;
+        bad |= json_esc[ch];
+    }
+    return bad ? cli_json_escape(d, s, len) : len;
+}
+
 static void out_json_string(outbuf *o, const char *s, size_t len)
 {
     OUT_LIT(o, "\"");
@@ -377,7 +461,7 @@ static void print_counts(outbuf *o, const lipi_batch *r)
 }
 
 /* Ids only, the common case, in one tight loop. */
-static void print_ids(outbuf *o, const lipi_batch *r)
+static void print_ids(outbuf *o, const id_text *idt, const lipi_batch *r)
 {
     for (size_t i = 0; i < r->n; i++) {
         char *p = out_room(o, OUT_SLACK);
@@ -388,11 +472,64 @@ static void print_ids(outbuf *o, const lipi_batch *r)
             }
             if (k > r->start[i])
                 *p++ = ' ';
-            p = fmt_num(p, r->ids[k]);
+            p = put_id(idt, p, r->ids[k]);
         }
         *p++ = '\n';
         o->n = (size_t)(p - o->p);
     }
+}
+
+/* Room for a --format jsonl record's ids, tokens and offsets, after its
+ * other members: a number is at most 20 bytes, a string byte at most 6. */
+#define JSONL_PER_TOKEN (2 + 20 + 4 + 8 + 20 + 2 + 20 + 1)
+#define JSONL_FIXED 64
+
+/* --format jsonl for record i when its bound fits one request for room
+ * (nearly all lines): no check for room per token. Returns false, having
+ * written nothing, for a record too long for that. */
+static bool print_jsonl_fast(outbuf *o, const id_text *idt, const lipi_batch *r, size_t i)
+{
+    size_t a = r->start[i], b = r->start[i + 1];
+    size_t sbytes = r->token_start[b] - r->token_start[a];
+    if (b - a > OUT_MIN / JSONL_PER_TOKEN || sbytes > OUT_MIN / 12)
+        return false;
+    size_t need = (b - a) * JSONL_PER_TOKEN + 6 * sbytes + JSONL_FIXED;
+    if (need > OUT_MIN)
+        return false;
+    char *p = out_room(o, need), *p0 = p;
+    memcpy(p, "\"ids\": [", 8);
+    p += 8;
+    for (size_t k = a; k < b; k++) {
+        if (k > a)
+            *p++ = ',', *p++ = ' ';
+        p = put_id(idt, p, r->ids[k]);
+    }
+    memcpy(p, "], \"tokens\": [", 14);
+    p += 14;
+    for (size_t k = a; k < b; k++) {
+        if (k > a)
+            *p++ = ',', *p++ = ' ';
+        *p++ = '"';
+        p += json_chars(p, r->token_text + r->token_start[k],
+                        r->token_start[k + 1] - r->token_start[k]);
+        *p++ = '"';
+    }
+    memcpy(p, "], \"offsets\": [", 15);
+    p += 15;
+    num_memo m = {0};
+    for (size_t k = a; k < b; k++) {
+        if (k > a)
+            *p++ = ',', *p++ = ' ';
+        *p++ = '[';
+        p = put_memo(p, r->offsets[k].start, &m);
+        *p++ = ',', *p++ = ' ';
+        p = put_memo(p, r->offsets[k].end, &m);
+        *p++ = ']';
+    }
+    memcpy(p, "]}\n", 3);
+    p += 3;
+    o->n += (size_t)(p - p0);
+    return true;
 }
 
 static void out_num(outbuf *o, size_t v)
@@ -403,8 +540,8 @@ static void out_num(outbuf *o, size_t v)
 
 /* Record i of the batch; x[0..xlen): the input's other JSONL members;
  * s: the session that encoded it (--format pieces decodes with it). */
-static void print_result(outbuf *o, lipi_session *s, const lipi_batch *r, size_t i,
-                         out_format fmt, bool offsets, const char *x, size_t xlen)
+static void print_result(outbuf *o, lipi_session *s, const id_text *idt, const lipi_batch *r,
+                         size_t i, out_format fmt, bool offsets, const char *x, size_t xlen)
 {
     size_t a = r->start[i], b = r->start[i + 1];
     if (fmt == FMT_JSONL) {
@@ -413,6 +550,8 @@ static void print_result(outbuf *o, lipi_session *s, const lipi_batch *r, size_t
             out_bytes(o, x, xlen);
             OUT_LIT(o, ", ");
         }
+        if (print_jsonl_fast(o, idt, r, i))
+            return;
         OUT_LIT(o, "\"ids\": [");
         for (size_t k = a; k < b; k++) {
             char *p = out_room(o, OUT_SLACK), *p0 = p;
@@ -497,6 +636,7 @@ typedef struct {
     outbuf *outs;    /* [n_outs]: task k's output */
     size_t *tokens;  /* [n_outs]: task k's number of ids */
     size_t n_outs;
+    id_text idt;     /* ids as text, filled as met */
     bool total;      /* --total: sum records, ids and bytes */
     uint64_t n_records, n_tokens, n_bytes;
 } encode_ctx;
@@ -522,10 +662,10 @@ static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
     if (c->fmt == FMT_COUNT)
         print_counts(o, &r);
     else if (c->fmt == FMT_IDS && !c->offsets)
-        print_ids(o, &r);
+        print_ids(o, &c->idt, &r);
     else
         for (size_t i = 0; i < m; i++)
-            print_result(o, c->sessions[wi], &r, i, c->fmt, c->offsets,
+            print_result(o, c->sessions[wi], &c->idt, &r, i, c->fmt, c->offsets,
                          b->text + b->off[lo + i] + b->lines[lo + i].len, b->xlen[lo + i]);
     lipi_batch_free(&r);
     if (o->oom) {
@@ -726,7 +866,12 @@ static int run(int argc, char **argv)
     c.n_outs = (BLOCK_LINES * c.n_sessions + TASK_LINES - 1) / TASK_LINES;
     c.outs = lipi_calloc(c.n_outs, sizeof *c.outs);
     c.tokens = lipi_calloc(c.n_outs, sizeof *c.tokens);
-    rc = c.outs && c.tokens ? EXIT_OK : EXIT_FAIL;
+    if (c.fmt == FMT_IDS || c.fmt == FMT_JSONL) {
+        size_t n = lipi_tokenizer_vocab_size(t.tok);
+        c.idt.n = n < ID_TEXT_MAX ? n : ID_TEXT_MAX;
+        c.idt.w = lipi_calloc(c.idt.n ? c.idt.n : 1, sizeof *c.idt.w);
+    }
+    rc = c.outs && c.tokens && (c.idt.w || !c.idt.n) ? EXIT_OK : EXIT_FAIL;
     for (size_t k = 0; c.outs && k < c.n_outs && rc == EXIT_OK; k++)
         if (out_init(&c.outs[k]) != LIPI_OK)
             rc = EXIT_FAIL;
@@ -746,6 +891,7 @@ static int run(int argc, char **argv)
         lipi_free(c.outs[k].p);
     lipi_free(c.outs);
     lipi_free(c.tokens);
+    lipi_free(c.idt.w);
     cli_tokenizer_close(&t);
     return rc;
 }

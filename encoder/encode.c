@@ -597,10 +597,42 @@ static lipi_status append_with_offsets(lipi_session *s, enc_toks *d, const chain
     const char *text = pc->text;
     size_t tlen = pc->len;
     lipi_status st = LIPI_OK;
-    bool plain = tlen == src.end - src.start && memcmp(text, c->sub + src.start, tlen) == 0;
+    /* A scanned piece is a span of sub itself: no need to compare. */
+    bool plain = tlen == src.end - src.start &&
+                 (text == c->sub + src.start || memcmp(text, c->sub + src.start, tlen) == 0);
     if (!plain)
         TRY(align_piece(s, text, tlen, c->sub + src.start, src.end - src.start));
     TRY(tok_room(d, nt));
+    if (plain && !c->inserted && !c->align) {
+        /* map_span with nothing to map (tiktoken, byte-level BPE without
+         * a prefix space, most of every text): the same arithmetic, with
+         * the chain's constants out of the per-token loop. */
+        size_t off = c->norm_off + src.start, nlen = c->nlen;
+        const unsigned char *nt_ = (const unsigned char *)c->ntext;
+        bool widen = c->widen;
+        for (size_t k = 0; k < nt; k++) {
+            const enc_ptok *p = &toks[k];
+            size_t pend = p->end & ~ENC_PTOK_TEXT;
+            size_t na = off + p->start, nb = off + pend;
+            if (nb > nlen)
+                nb = nlen;
+            if (na > nb)
+                na = nb;
+            if (widen) {
+                while (na > 0 && na < nlen && (nt_[na] & 0xC0) == 0x80)
+                    na--;
+                while (nb < nlen && (nt_[nb] & 0xC0) == 0x80)
+                    nb++;
+            }
+            enc_tok *t = &d->t[d->n];
+            *t = (enc_tok){.id = p->id, .type_id = seq, .seq = seq,
+                           .off = {na + c->base, nb + c->base}};
+            if (p->end & ENC_PTOK_TEXT)
+                TRY(pool_add(s, text + p->start, pend - p->start, t));
+            d->n++;
+        }
+        goto done;
+    }
     for (size_t k = 0; k < nt; k++) {
         const enc_ptok *p = &toks[k];
         size_t pend = p->end & ~ENC_PTOK_TEXT, a, b;

@@ -195,6 +195,103 @@ static void test_encode_count_and_total(void **state)
     cli_result_free(&counts);
 }
 
+/* --format jsonl and ids say what the library's batch says, token by token,
+ * on 1 and 2 threads: records short and long (a line of thousands of
+ * tokens takes the formatter's path for long records), tokens that need
+ * JSON escapes (quotes, backslashes, control bytes), empty lines, ids
+ * written many times (the CLI keeps each id's text once made). */
+static void test_encode_jsonl_and_ids_match_the_batch(void **state)
+{
+    (void)state;
+    static const char *const toks[] = {GPT2, "cl100k_base"};
+    static char text[80000];
+    size_t n = 0;
+    n += (size_t)snprintf(text + n, sizeof text - n,
+                          "say \"hi\" \\ back\\slash\ttab \x01\x1f ctl\n\n"
+                          "\xe0\xa4\xa8\xe0\xa4\xae\xe0\xa4\xb8\xe0\xa5\x8d\xe0\xa4\xa4\xe0\xa5\x87 "
+                          "world 12345678901234567890\n");
+    for (size_t i = 0; i < 3000; i++) /* one long record */
+        n += (size_t)snprintf(text + n, sizeof text - n, "w%zu \"q\" ", i * 7919 % 100003);
+    text[n++] = '\n';
+    for (size_t i = 0; i < 600; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "line %zu: \"x\\y\" %.*s\n", i,
+                              (int)(i % 30), "aa bb cc dd ee ff gg hh ii jj ");
+    lipi_text lines[700];
+    size_t n_lines = 0;
+    for (const char *p = text; p < text + n; n_lines++) {
+        const char *e = memchr(p, '\n', (size_t)(text + n - p));
+        lines[n_lines] = (lipi_text){p, (size_t)(e - p)};
+        p = e + 1;
+    }
+    for (size_t t = 0; t < 2; t++) {
+        lipi_tokenizer *tok = NULL;
+        lipi_encoder *enc = NULL;
+        lipi_session *s = NULL;
+        lipi_error err = {0};
+        assert_int_equal(lipi_tokenizer_open(toks[t], NULL, &tok, &err), LIPI_OK);
+        assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
+        assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+        lipi_batch b = {0};
+        assert_int_equal(lipi_encode_batch(&s, 1, lines, n_lines, NULL,
+                                           LIPI_WANT_TOKENS | LIPI_WANT_OFFSETS, &b, &err),
+                         LIPI_OK);
+        assert_true(b.start[4] - b.start[3] > 4000);
+        char path[256]; /* cli_temp_file's slots are reused by cli_runf */
+        snprintf(path, sizeof path, "%s", cli_temp_file(text, n));
+        cli_result j1 = cli_runf("encode -t %s --format jsonl %s", toks[t], path);
+        cli_result j2 = cli_runf("encode -t %s --format jsonl --threads 2 %s", toks[t], path);
+        cli_result ids = cli_runf("encode -t %s --threads 2 %s", toks[t], path);
+        if (j1.code || j2.code || ids.code)
+            fail_msg("lipi encode -t %s failed: %s%s%s", toks[t], j1.err, j2.err, ids.err);
+        assert_string_equal(j1.out, j2.out);
+        const char *p = j1.out, *q = ids.out;
+        for (size_t i = 0; i < n_lines; i++) {
+            const char *e = strchr(p, '\n');
+            assert_non_null(e);
+            json_error_t je;
+            json_t *o = json_loadb(p, (size_t)(e - p), 0, &je);
+            assert_non_null(o);
+            json_t *ji = json_object_get(o, "ids"), *jt = json_object_get(o, "tokens"),
+                   *jo = json_object_get(o, "offsets");
+            size_t a = b.start[i], m = b.start[i + 1] - a;
+            assert_int_equal(json_array_size(ji), m);
+            assert_int_equal(json_array_size(jt), m);
+            assert_int_equal(json_array_size(jo), m);
+            char want[32];
+            for (size_t k = 0; k < m; k++) {
+                assert_int_equal(json_integer_value(json_array_get(ji, k)), b.ids[a + k]);
+                const json_t *str = json_array_get(jt, k);
+                size_t len = b.token_start[a + k + 1] - b.token_start[a + k];
+                assert_int_equal(json_string_length(str), len);
+                assert_memory_equal(json_string_value(str), b.token_text + b.token_start[a + k],
+                                    len);
+                const json_t *off = json_array_get(jo, k);
+                assert_int_equal(json_integer_value(json_array_get(off, 0)),
+                                 b.offsets[a + k].start);
+                assert_int_equal(json_integer_value(json_array_get(off, 1)),
+                                 b.offsets[a + k].end);
+                /* The ids line: the same ids, separated by spaces. */
+                int w = snprintf(want, sizeof want, k ? " %u" : "%u", b.ids[a + k]);
+                assert_memory_equal(q, want, (size_t)w);
+                q += w;
+            }
+            assert_int_equal(*q, '\n');
+            q++;
+            json_decref(o);
+            p = e + 1;
+        }
+        assert_int_equal(*p, 0);
+        assert_int_equal(*q, 0);
+        cli_result_free(&j1);
+        cli_result_free(&j2);
+        cli_result_free(&ids);
+        lipi_batch_free(&b);
+        lipi_session_free(s);
+        lipi_encoder_free(enc);
+        lipi_tokenizer_free(tok);
+    }
+}
+
 static void test_special_policy_in_encode_and_batch(void **state)
 {
     lipi_tokenizer *tok = NULL;
@@ -789,6 +886,7 @@ int main(void)
         cmocka_unit_test(test_tiktoken_public_cases),
         cmocka_unit_test(test_multiline_records_match_tiktoken_and_hugging_face),
         cmocka_unit_test(test_multiline_records_match_sentencepiece),
+        cmocka_unit_test(test_encode_jsonl_and_ids_match_the_batch),
     };
     return cmocka_run_group_tests_name("encode_inputs", tests, NULL, NULL);
 }
