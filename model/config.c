@@ -65,6 +65,19 @@ static lipi_status get_size(json_t *o, const char *key, bool required, size_t df
     return LIPI_OK;
 }
 
+/* The sizes every BERT-style config names (BertConfig's keys), all required. */
+static lipi_status get_bert_sizes(json_t *o, lipi_config *c, const char *path, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    TRY(get_size(o, "vocab_size", true, 0, &c->vocab, path, err));
+    TRY(get_size(o, "hidden_size", true, 0, &c->hidden, path, err));
+    TRY(get_size(o, "num_hidden_layers", true, 0, &c->layers, path, err));
+    TRY(get_size(o, "num_attention_heads", true, 0, &c->heads, path, err));
+    TRY(get_size(o, "intermediate_size", true, 0, &c->inter, path, err));
+done:
+    return st;
+}
+
 static lipi_status get_float(json_t *o, const char *key, double dflt, float *out,
                              const char *path, lipi_error *err)
 {
@@ -274,6 +287,88 @@ done:
     return st;
 }
 
+/* NewConfig (configuration.py of Alibaba-NLP/new-impl, which the config's
+ * auto_map names) as that repository's modeling.py (NewModel) uses it:
+ * word (+ token type when type_vocab_size > 0) embeddings and LayerNorm,
+ * rotary positions (position_embedding_type "rope") with rope_theta and
+ * rope_scaling {"type": "ntk", "factor": f} (NTKScalingRotaryEmbedding
+ * without mixed_b), one packed qkv_proj, post-norm blocks (attn_ln,
+ * mlp_ln) and NewGatedMLP: act(gate) * up. The other options modeling.py
+ * has are refused by name. */
+static lipi_status parse_gte(json_t *root, lipi_config *c, const char *path, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    bool pack = true, logn = false;
+    if (c->classifier)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "new (GTE) classifier heads are not supported (expected "
+                              "NewModel)");
+    TRY(get_bert_sizes(root, c, path, err));
+    TRY(get_size(root, "max_position_embeddings", false, 2048, &c->max_pos, path, err));
+    /* type_vocab_size 0: NewEmbeddings has no token type table. */
+    json_t *tv = json_object_get(root, "type_vocab_size");
+    if (json_is_integer(tv) && json_integer_value(tv) == 0)
+        c->type_vocab = 0;
+    else
+        TRY(get_size(root, "type_vocab_size", false, 1, &c->type_vocab, path, err));
+    TRY(get_float(root, "layer_norm_eps", 1e-12, &c->ln_eps, path, err));
+    json_t *act = json_object_get(root, "hidden_act");
+    const char *as = json_is_string(act) ? json_string_value(act) : "";
+    if (!strcmp(as, "silu") || !strcmp(as, "swish"))
+        c->act = LIPI_ACT_SILU;
+    else
+        TRY(get_act(root, "hidden_act", "gelu", &c->act, path, err));
+    TRY(get_theta(root, "rope_theta", 10000.0, &c->rope_theta[0], path, err));
+    c->rope_theta[1] = c->rope_theta[0];
+    static const char *const FIXED[][2] = {{"position_embedding_type", "rope"},
+                                           {"layer_norm_type", "layer_norm"}};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *v = json_object_get(root, FIXED[i][0]);
+        if (v && !json_is_null(v) &&
+            !(json_is_string(v) && !strcmp(json_string_value(v), FIXED[i][1])))
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "field \"%s\": expected \"%s\" (the only kind lipi runs "
+                                  "for model_type new)",
+                                  FIXED[i][0], FIXED[i][1]);
+    }
+    TRY(get_bool(root, "pack_qkv", true, &pack, path, err));
+    TRY(get_bool(root, "logn_attention_scale", false, &logn, path, err));
+    if (!pack || logn)
+        return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                              "field \"%s\": expected %s (not supported)",
+                              pack ? "logn_attention_scale" : "pack_qkv",
+                              pack ? "false" : "true");
+    json_t *rs = json_object_get(root, "rope_scaling");
+    if (rs && !json_is_null(rs)) {
+        json_t *type = json_is_object(rs) ? json_object_get(rs, "type") : NULL;
+        json_t *f = json_is_object(rs) ? json_object_get(rs, "factor") : NULL;
+        const char *ts = json_is_string(type) ? json_string_value(type) : NULL;
+        if (!ts || strcmp(ts, "ntk"))
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "field \"rope_scaling\": expected null or {\"type\": \"ntk\", "
+                                  "\"factor\": F} (NewModel's NTK scaling), found type %s%.40s%s",
+                                  ts ? "\"" : "",
+                                  ts ? ts : type ? lipi_json_kind(type) : "none",
+                                  ts ? "\"" : "");
+        if (!json_is_number(f) || !(json_number_value(f) >= 1) || json_number_value(f) > 1e6)
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "field \"rope_scaling\".\"factor\": expected a number in "
+                                  "1..1e6, found %s",
+                                  json_is_number(f) ? "a value outside"
+                                  : f               ? lipi_json_kind(f)
+                                                    : "none");
+        if (!unset(rs, "mixed_b"))
+            return lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                                  "field \"rope_scaling\".\"mixed_b\": expected null (mixed NTK "
+                                  "scaling is not supported)");
+        c->rope_ntk = json_number_value(f);
+    }
+    c->pos_kind = LIPI_POS_ROPE;
+    c->glu = true;
+done:
+    return st;
+}
+
 static const struct {
     const char *type;  /* model_type */
     const char *arch;  /* architectures[] prefix */
@@ -288,9 +383,11 @@ static const struct {
     {"mpnet", "MPNet", LIPI_ARCH_MPNET},
     {"modernbert", "ModernBert", LIPI_ARCH_MODERNBERT},
     {"nomic_bert", "NomicBert", LIPI_ARCH_NOMIC},
+    {"new", "New", LIPI_ARCH_GTE},
 };
 #define SUPPORTED                                                                          \
-    "bert, roberta, xlm-roberta, camembert, albert, distilbert, mpnet, modernbert, nomic_bert"
+    "bert, roberta, xlm-roberta, camembert, albert, distilbert, mpnet, modernbert, nomic_bert, " \
+    "new (GTE)"
 
 static lipi_status parse_labels(json_t *root, lipi_config *c, const char *path,
                                 lipi_error *err)
@@ -393,6 +490,8 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
         c->ln_eps = 1e-12f; /* hard-coded in modeling_distilbert */
     } else if (c->arch == LIPI_ARCH_NOMIC) {
         TRY(parse_nomic(root, c, path, err));
+    } else if (c->arch == LIPI_ARCH_GTE) {
+        TRY(parse_gte(root, c, path, err));
     } else if (c->arch == LIPI_ARCH_MODERNBERT) {
         /* ModernBertModel: no position or token type table (RoPE), GeGLU,
          * pre-norm; ModernBertConfig's defaults. */
@@ -402,11 +501,7 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
                                   "supported (expected ModernBertModel or "
                                   "ModernBertForMaskedLM)",
                                   arch0);
-        TRY(get_size(root, "vocab_size", true, 0, &c->vocab, path, err));
-        TRY(get_size(root, "hidden_size", true, 0, &c->hidden, path, err));
-        TRY(get_size(root, "num_hidden_layers", true, 0, &c->layers, path, err));
-        TRY(get_size(root, "num_attention_heads", true, 0, &c->heads, path, err));
-        TRY(get_size(root, "intermediate_size", true, 0, &c->inter, path, err));
+        TRY(get_bert_sizes(root, c, path, err));
         TRY(get_size(root, "max_position_embeddings", false, 8192, &c->max_pos, path, err));
         TRY(get_float(root, "norm_eps", 1e-5, &c->ln_eps, path, err));
         TRY(get_act(root, "hidden_activation", "gelu", &c->act, path, err));
@@ -415,11 +510,7 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
         c->glu = true;
         c->pre_norm = true;
     } else {
-        TRY(get_size(root, "vocab_size", true, 0, &c->vocab, path, err));
-        TRY(get_size(root, "hidden_size", true, 0, &c->hidden, path, err));
-        TRY(get_size(root, "num_hidden_layers", true, 0, &c->layers, path, err));
-        TRY(get_size(root, "num_attention_heads", true, 0, &c->heads, path, err));
-        TRY(get_size(root, "intermediate_size", true, 0, &c->inter, path, err));
+        TRY(get_bert_sizes(root, c, path, err));
         TRY(get_size(root, "max_position_embeddings", true, 0, &c->max_pos, path, err));
         /* MPNetEmbeddings has no token type table. */
         if (c->arch == LIPI_ARCH_MPNET)
@@ -434,7 +525,8 @@ static lipi_status parse_root(json_t *root, lipi_config *c, const char *path, li
     /* "absolute": a learned table in the checkpoint; "sinusoidal": the
      * fixed encoding of Vaswani et al., computed at load; "alibi": no
      * positions, a linear bias in attention (Jina v2). BERT only. */
-    json_t *pet = json_object_get(root, "position_embedding_type");
+    json_t *pet = c->arch == LIPI_ARCH_GTE ? NULL /* "rope": parse_gte read it */
+                                           : json_object_get(root, "position_embedding_type");
     const char *pos_kind = json_is_string(pet) ? json_string_value(pet) : NULL;
     static const char *const POS_KINDS[] = {"absolute", "sinusoidal", "alibi"};
     size_t pk = 0;

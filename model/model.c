@@ -297,6 +297,22 @@ done:
     return st;
 }
 
+/* The embeddings of NomicBERT and GTE: word and (when type_vocab_size > 0)
+ * token type tables, no positions (rotary), then LayerNorm `ln`. */
+static lipi_status rotary_embeddings(loader *L, lipi_model *m, const char *ln)
+{
+    lipi_status st = LIPI_OK;
+    const lipi_config *c = &m->cfg;
+    size_t C = c->hidden;
+    TRY(embedding(L, "embeddings.word_embeddings.weight", &m->word_emb, c->vocab, C));
+    if (c->type_vocab)
+        TRY(embedding(L, "embeddings.token_type_embeddings.weight", &m->type_emb, c->type_vocab,
+                      C));
+    TRY(layernorm(L, ln, &m->emb_ln_w, &m->emb_ln_b, C));
+done:
+    return st;
+}
+
 /* NomicBertModel (modeling_hf_nomic_bert.py): word and token type
  * embeddings, emb_ln, then post-norm blocks encoder.layers.i with
  * attn.Wqkv (3C, C), attn.out_proj, norm1, mlp.fc11 / fc12 / fc2, norm2.
@@ -309,11 +325,7 @@ static lipi_status plan_nomic(loader *L, lipi_model *m)
     size_t C = c->hidden, I = c->inter, r;
     char n[160];
     bool q8 = L->int8;
-    TRY(embedding(L, "embeddings.word_embeddings.weight", &m->word_emb, c->vocab, C));
-    if (c->type_vocab)
-        TRY(embedding(L, "embeddings.token_type_embeddings.weight", &m->type_emb, c->type_vocab,
-                      C));
-    TRY(layernorm(L, "emb_ln", &m->emb_ln_w, &m->emb_ln_b, C));
+    TRY(rotary_embeddings(L, m, "emb_ln"));
     TRY(add_region(L, &m->rope, 2 * c->max_pos * (C / c->heads), &r));
     for (size_t i = 0; i < m->n_unique; i++) {
         lipi_layer_w *w = &m->unique[i];
@@ -348,6 +360,70 @@ done:
     return st;
 }
 
+/* NewModel (Alibaba-NLP/new-impl's modeling.py): word (and token type)
+ * embeddings, embeddings.LayerNorm, then post-norm layers encoder.layer.i
+ * with attention.qkv_proj (3C, C: q, k, v rows stacked as lipi stacks
+ * them), attention.o_proj, attn_ln, mlp.up_gate_proj (2I, C, no bias),
+ * mlp.down_proj, mlp_ln. up_gate_proj holds the up rows, then the gate
+ * rows; lipi's GLU activates the first half, so gte_swap_halves turns the
+ * two around after loading. */
+static lipi_status plan_gte(loader *L, lipi_model *m)
+{
+    lipi_status st = LIPI_OK;
+    const lipi_config *c = &m->cfg;
+    size_t C = c->hidden, I = c->inter, r;
+    char n[160];
+    bool q8 = L->int8;
+    TRY(rotary_embeddings(L, m, "embeddings.LayerNorm"));
+    TRY(add_region(L, &m->rope, c->max_pos * (C / c->heads), &r)); /* one table: all global */
+    for (size_t i = 0; i < m->n_unique; i++) {
+        lipi_layer_w *w = &m->unique[i];
+        snprintf(n, sizeof n, "encoder.layer.%zu.attention.qkv_proj", i);
+        TRY(linear(L, true, n, &w->qkv_w, q8 ? &w->qkv_q : NULL, &w->qkv_b, 3 * C, C));
+        snprintf(n, sizeof n, "encoder.layer.%zu.attention.o_proj", i);
+        TRY(linear(L, true, n, &w->ao_w, q8 ? &w->ao_q : NULL, &w->ao_b, C, C));
+        snprintf(n, sizeof n, "encoder.layer.%zu.attn_ln", i);
+        TRY(layernorm(L, n, &w->ln1_w, &w->ln1_b, C));
+        snprintf(n, sizeof n, "encoder.layer.%zu.mlp.up_gate_proj", i);
+        TRY(linear_b(L, true, n, &w->ff1_w, q8 ? &w->ff1_q : NULL, &w->ff1_b, 2 * I, C, false));
+        snprintf(n, sizeof n, "encoder.layer.%zu.mlp.down_proj", i);
+        TRY(linear(L, true, n, &w->ff2_w, q8 ? &w->ff2_q : NULL, &w->ff2_b, C, I));
+        snprintf(n, sizeof n, "encoder.layer.%zu.mlp_ln", i);
+        TRY(layernorm(L, n, &w->ln2_w, &w->ln2_b, C));
+    }
+done:
+    return st;
+}
+
+/* Swaps rows 0..n-1 of x (2n rows of `size` bytes) with rows n..2n-1. */
+static void swap_row_halves(void *x, size_t n, size_t size)
+{
+    unsigned char *a = x, *b = a + n * size;
+    for (size_t i = 0; i < n * size; i++) {
+        unsigned char t = a[i];
+        a[i] = b[i];
+        b[i] = t;
+    }
+}
+
+/* up_gate_proj (up; gate) -> (gate; up) in every layer: the float rows, or
+ * the int8 rows with their scales and offsets (quantized per row, so the
+ * swap commutes with quantizing). The bias is zero in both halves. */
+static void gte_swap_halves(lipi_model *m)
+{
+    size_t I = m->cfg.inter, C = m->cfg.hidden;
+    for (size_t i = 0; i < m->n_unique; i++) {
+        lipi_layer_w *w = &m->unique[i];
+        if (w->ff1_q.w) {
+            swap_row_halves(w->ff1_q.w, I, C);
+            swap_row_halves(w->ff1_q.scale, I, sizeof(float));
+            swap_row_halves(w->ff1_q.wsum, I, sizeof(int32_t));
+        } else {
+            swap_row_halves(w->ff1_w, I, C * sizeof(float));
+        }
+    }
+}
+
 #define POS_TABLE "embeddings.position_embeddings.weight"
 
 static lipi_status plan(loader *L, lipi_model *m)
@@ -361,6 +437,8 @@ static lipi_status plan(loader *L, lipi_model *m)
         return plan_modernbert(L, m);
     if (c->arch == LIPI_ARCH_NOMIC)
         return plan_nomic(L, m);
+    if (c->arch == LIPI_ARCH_GTE)
+        return plan_gte(L, m);
     TRY(embedding(L, "embeddings.word_embeddings.weight", &m->word_emb, c->vocab, E));
     if (c->pos_kind == LIPI_POS_SINUSOIDAL) { /* a region with no tensor: filled after loading */
         size_t r;
@@ -414,6 +492,7 @@ static lipi_status plan(loader *L, lipi_model *m)
             break;
         case LIPI_ARCH_MODERNBERT: /* plan_modernbert */
         case LIPI_ARCH_NOMIC:      /* plan_nomic */
+        case LIPI_ARCH_GTE:        /* plan_gte */
             break;
         }
     }
@@ -445,6 +524,7 @@ static lipi_status plan(loader *L, lipi_model *m)
         break;
     case LIPI_ARCH_MODERNBERT: /* refused by the config */
     case LIPI_ARCH_NOMIC:
+    case LIPI_ARCH_GTE:
         break;
     }
 done:
@@ -525,7 +605,7 @@ static lipi_status resolve(loader *L, const char *path)
 static lipi_status choose_prefix(loader *L, const lipi_config *c, const char *path)
 {
     static const char *const prefixes[] = {"bert.", "roberta.", "albert.", "distilbert.",
-                                           "mpnet.", "model.", "bert."};
+                                           "mpnet.", "model.", "bert.", "new."};
     const char *p = prefixes[c->arch];
     const char *word = c->arch == LIPI_ARCH_MODERNBERT ? "embeddings.tok_embeddings.weight"
                                                        : "embeddings.word_embeddings.weight";
@@ -590,12 +670,20 @@ void lipi_alibi_slopes(float *slopes, size_t H)
 
 void lipi_rope_table(float *rope, size_t P, size_t D, double theta)
 {
+    lipi_rope_table_ntk(rope, P, D, theta, 1.0);
+}
+
+void lipi_rope_table_ntk(float *rope, size_t P, size_t D, double theta, double f)
+{
     /* ModernBertRotaryEmbedding: inv_freq = 1.0 / (base ** (arange(0, D, 2)
      * .float() / D)) in float32 (torch's pow of a float base), then
-     * freqs = inv_freq * pos rounded to float, and cos / sin of that. */
+     * freqs = inv_freq * pos rounded to float, and cos / sin of that.
+     * NTKScalingRotaryEmbedding: base * f, then inv_freq / f ** (2 / D)
+     * (a Python float, divided in float32). f = 1 divides by 1.0f. */
     size_t half = D / 2;
+    float div = (float)pow(f, 2.0 / (double)D);
     for (size_t i = 0; i < half; i++) {
-        float inv = 1.0f / powf((float)theta, (float)(2 * i) / (float)D);
+        float inv = 1.0f / powf((float)(theta * f), (float)(2 * i) / (float)D) / div;
         for (size_t p = 0; p < P; p++) {
             float a = inv * (float)p;
             rope[p * D + i] = (float)cos((double)a);
@@ -759,10 +847,15 @@ static lipi_status load_weights(lipi_model *m, const char *dir, lipi_error *err)
     if (c->pos_kind == LIPI_POS_ALIBI)
         fill_alibi(m);
     if (c->pos_kind == LIPI_POS_ROPE) {
+        /* GTE: one table (every layer global), NTK-scaled when the config
+         * says so. */
         size_t D = c->hidden / c->heads;
-        for (size_t k = 0; k < 2; k++)
-            lipi_rope_table(m->rope + k * c->max_pos * D, c->max_pos, D, c->rope_theta[k]);
+        for (size_t k = 0; k < (c->arch == LIPI_ARCH_GTE ? 1u : 2u); k++)
+            lipi_rope_table_ntk(m->rope + k * c->max_pos * D, c->max_pos, D, c->rope_theta[k],
+                                c->rope_ntk > 1 ? c->rope_ntk : 1.0);
     }
+    if (c->arch == LIPI_ARCH_GTE)
+        gte_swap_halves(m);
 done:
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, st, path, 0, 0, "out of memory");

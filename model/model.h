@@ -55,7 +55,7 @@ typedef struct {
 typedef struct {
     const char *model_type;   /* "bert", "roberta", "xlm-roberta", "camembert",
                                  "albert", "distilbert", "mpnet", "modernbert",
-                                 "nomic_bert" */
+                                 "nomic_bert", "new" (GTE) */
     size_t vocab_size;
     size_t hidden_size;
     size_t num_layers;        /* layers run (ALBERT: shared weights counted per use) */

@@ -121,6 +121,7 @@ typedef enum {
     LIPI_ARCH_MPNET,
     LIPI_ARCH_MODERNBERT,
     LIPI_ARCH_NOMIC,
+    LIPI_ARCH_GTE, /* model_type "new": Alibaba-NLP's NewModel (gte-multilingual-base) */
 } lipi_arch;
 
 /* MPNet's relative position buckets: MPNetEncoder.compute_position_bias
@@ -175,6 +176,8 @@ typedef struct {
     bool norm_bias, attn_bias, mlp_bias, mlp_out_bias; /* mlp_bias: the FFN's first
                                                            matrix, mlp_out_bias: its second */
     double rope_theta[2];         /* RoPE bases: [0] global layers, [1] local */
+    double rope_ntk;              /* GTE's fixed NTK scaling factor (rope_scaling
+                                     {type ntk}); 0: none */
     size_t window;                /* local layers see keys |j - i| <= window */
     uint8_t *layer_kind;          /* (layers) LIPI_LAYER_* flags, owned; NULL: all global */
     bool classifier;              /* *ForSequenceClassification */
@@ -239,6 +242,11 @@ void lipi_alibi_slopes(float *slopes, size_t H);
  * inv_freq[i] = 1 / theta^(2i / D), in float32 as ModernBertRotaryEmbedding
  * computes them (the angle rounded to float, then cos and sin of it). */
 void lipi_rope_table(float *rope, size_t P, size_t D, double theta);
+/* The same with GTE's NTKScalingRotaryEmbedding (no mixed_b) of factor
+ * f >= 1: inv_freq[i] = 1 / (theta f)^(2i / D) / f^(2 / D), in float32 as
+ * modeling.py computes it (the divisor a double, then float). f = 1 gives
+ * lipi_rope_table's table bit for bit. */
+void lipi_rope_table_ntk(float *rope, size_t P, size_t D, double theta, double f);
 
 /* An int8 linear layer (dtype int8): w (N, K) quantized per output row,
  * w_f32[n][k] ~= scale[n] * w[n][k]. */

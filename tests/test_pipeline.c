@@ -251,7 +251,7 @@ static const char *ALL_FIXTURES[] = {
     "bert",   "bert_noprefix", "bert_legacy", "bert_f16",    "bert_bf16",      "roberta",
     "xlmr",   "albert",        "distilbert",  "st_mean",     "bert_cls",       "roberta_cls",
     "distilbert_cls", "mpnet", "mpnet_cls", "st_mpnet", "bert_sinusoidal",
-    "jina_v2", "modernbert", "st_modernbert", "nomic_bert"};
+    "jina_v2", "modernbert", "st_modernbert", "nomic_bert", "gte", "gte_en"};
 #define N_FIXTURES (sizeof ALL_FIXTURES / sizeof ALL_FIXTURES[0])
 
 static void test_every_fixture_matches_pytorch_within_1e4(void **state)
@@ -533,6 +533,85 @@ static void test_nomic_bert_matches_pytorch(void **state)
     lipi_model_free(m);
 }
 
+/* GTE (model_type "new"): the NTK-scaled rotary table against its formula
+ * in double (and factor 1 the plain table bit for bit), both fixtures
+ * (gte-multilingual-base's layout in a sentence-transformers folder; the
+ * "new."-prefixed, token-type-free SiLU variant) within TOL on 3 threads,
+ * the CLS + Normalize output, and INT8 within cosine 0.999 of F32. */
+static double cosine(const float *a, const float *b, size_t n);
+
+static void test_gte_ntk_rope_and_embeddings_match_pytorch(void **state)
+{
+    enum { P = 50, D = 10 };
+    float rope[P * D], plain[P * D], one[P * D];
+    lipi_rope_table_ntk(rope, P, D, 20000.0, 8.0);
+    for (size_t p = 0; p < P; p++)
+        for (size_t i = 0; i < D / 2; i++) {
+            double a = (double)p * pow(160000.0, -(double)(2 * i) / D) / pow(8.0, 2.0 / D);
+            assert_true(fabs(rope[p * D + i] - cos(a)) <= 2e-5);
+            assert_true(fabs(rope[p * D + D / 2 + i] - sin(a)) <= 2e-5);
+        }
+    lipi_rope_table(plain, P, D, 20000.0);
+    lipi_rope_table_ntk(one, P, D, 20000.0, 1.0);
+    assert_memory_equal(plain, one, sizeof plain);
+    assert_true(fabsf(plain[D + 1] - rope[D + 1]) > 1e-3f); /* the scaling is not a no-op */
+
+    const char *names[] = {"gte", "gte_en"};
+    lipi_model_load_options q8 = {LIPI_DTYPE_INT8};
+    double worst = 0, low = 1;
+    for (size_t f = 0; f < 2; f++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, FIXTURES "/%s", names[f]);
+        lipi_model *m = load_fixture(names[f]), *m8 = NULL;
+        const lipi_config *c = &m->cfg;
+        const lipi_model_info *info = lipi_model_get_info(m);
+        assert_string_equal(info->model_type, "new");
+        assert_true(c->rope_ntk == (f ? 2.0 : 8.0));
+        assert_true(c->rope_theta[0] == (f ? 500000.0 : 20000.0));
+        assert_int_equal(c->type_vocab, f ? 0 : 1);
+        assert_int_equal(c->act, f ? LIPI_ACT_SILU : LIPI_ACT_GELU);
+        assert_int_equal(info->max_tokens, f ? 44 : 48);
+        size_t C = c->hidden;
+        inputs in;
+        read_inputs(dir, &in);
+        lipi_model_session *s = NULL;
+        assert_int_equal(lipi_model_session_new(m, 3, &s, NULL), LIPI_OK);
+        worst = fmax(worst, hidden_worst(s, dir, &in, C));
+        float *e32 = malloc(in.B * 2 * C * sizeof(float)), *e8 = malloc(in.B * 2 * C * sizeof(float));
+        if (f == 0) { /* gte-multilingual-base: CLS, then Normalize */
+            char path[600];
+            size_t shape[3], nd;
+            assert_int_equal(info->pooling, LIPI_POOL_CLS);
+            assert_true(info->normalize);
+            assert_int_equal(lipi_model_embed(s, in.seqs, in.B, NULL, e32, NULL), LIPI_OK);
+            snprintf(path, sizeof path, "%s/expected_default.npy", dir);
+            float *want = read_npy(path, shape, &nd);
+            assert_int_equal(mismatches(path, e32, want, in.B * C, TOL), 0);
+            free(want);
+        }
+        assert_int_equal(lipi_model_load(dir, &q8, &m8, NULL), LIPI_OK);
+        lipi_model_session *s8 = NULL;
+        assert_int_equal(lipi_model_session_new(m8, 2, &s8, NULL), LIPI_OK);
+        lipi_embed_options opt = {LIPI_POOL_CLS | LIPI_POOL_MEAN, 0};
+        assert_int_equal(lipi_model_embed(s, in.seqs, in.B, &opt, e32, NULL), LIPI_OK);
+        assert_int_equal(lipi_model_embed(s8, in.seqs, in.B, &opt, e8, NULL), LIPI_OK);
+        for (size_t b = 0; b < 2 * in.B; b++)
+            low = fmin(low, cosine(e32 + b * C, e8 + b * C, C));
+        free(e32);
+        free(e8);
+        free_inputs(&in);
+        lipi_model_session_free(s);
+        lipi_model_session_free(s8);
+        lipi_model_free(m);
+        lipi_model_free(m8);
+    }
+    printf("  gte vs pytorch: max abs difference of the hidden states %.3g; int8 vs f32: "
+           "lowest cosine %.5f\n",
+           worst, low);
+    assert_true(worst <= TOL);
+    assert_true(low >= 0.999);
+}
+
 /* Tiled attention (online softmax over key tiles) against the plain one
  * that holds the whole score matrix: every query block of sequences of 1,
  * 7, 64, 513 and 4096 tokens, all keys, local windows (narrower and wider
@@ -585,7 +664,7 @@ static void test_tiled_attention_equals_the_plain_one(void **state)
 static void test_models_give_the_same_states_with_tiled_attention(void **state)
 {
     const char *names[] = {"modernbert", "st_modernbert", "nomic_bert", "jina_v2", "mpnet",
-                           "bert"};
+                           "bert", "gte"};
     for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) {
         char dir[256];
         snprintf(dir, sizeof dir, FIXTURES "/%s", names[f]);
@@ -1409,6 +1488,38 @@ static void test_config_errors_name_the_field(void **state)
                         "\"n_heads\":4,\"hidden_dim\":64,\"feed_forward_type\":\"geglu\","
                         BERT_CFG_TAIL "}",
                         "\"geglu\" is supported for model_type bert only", NULL);
+#define GTE_CFG_HEAD "{\"model_type\":\"new\",\"hidden_size\":32,"
+    expect_config_error(GTE_CFG_HEAD "\"rope_scaling\":{\"type\":\"linear\",\"factor\":2},"
+                        BERT_CFG_TAIL "}",
+                        "\"rope_scaling\"", "found type \"linear\"");
+    expect_config_error(GTE_CFG_HEAD "\"rope_scaling\":{\"type\":\"ntk\",\"factor\":0.5},"
+                        BERT_CFG_TAIL "}",
+                        "\"factor\"", "1..1e6");
+    expect_config_error(GTE_CFG_HEAD "\"rope_scaling\":{\"type\":\"ntk\",\"factor\":2,"
+                        "\"mixed_b\":0.5}," BERT_CFG_TAIL "}",
+                        "\"mixed_b\"", "not supported");
+    expect_config_error(GTE_CFG_HEAD "\"rope_scaling\":\"ntk\"," BERT_CFG_TAIL "}",
+                        "\"rope_scaling\"", "found type");
+    expect_config_error(GTE_CFG_HEAD "\"pack_qkv\":false," BERT_CFG_TAIL "}", "\"pack_qkv\"",
+                        "expected true");
+    expect_config_error(GTE_CFG_HEAD "\"logn_attention_scale\":true," BERT_CFG_TAIL "}",
+                        "\"logn_attention_scale\"", "expected false");
+    expect_config_error(GTE_CFG_HEAD "\"layer_norm_type\":\"rms_norm\"," BERT_CFG_TAIL "}",
+                        "\"layer_norm_type\"", "\"layer_norm\"");
+    expect_config_error(GTE_CFG_HEAD "\"position_embedding_type\":\"absolute\","
+                        BERT_CFG_TAIL "}",
+                        "\"position_embedding_type\"", "\"rope\"");
+    expect_config_error(GTE_CFG_HEAD "\"rope_theta\":0.5," BERT_CFG_TAIL "}", "\"rope_theta\"",
+                        "above 1");
+    expect_config_error(GTE_CFG_HEAD "\"hidden_act\":\"mish\"," BERT_CFG_TAIL "}",
+                        "\"hidden_act\"", "\"mish\"");
+    expect_config_error(GTE_CFG_HEAD "\"architectures\":[\"NewForSequenceClassification\"],"
+                        BERT_CFG_TAIL "}",
+                        "classifier heads", "NewModel");
+    expect_config_error("{\"model_type\":\"new\",\"hidden_size\":32,\"num_attention_heads\":"
+                        "32,\"vocab_size\":100,\"num_hidden_layers\":2,\"intermediate_size\":64}",
+                        "\"num_attention_heads\"", "even head size");
+#undef GTE_CFG_HEAD
     expect_config_error("not json", "not valid JSON", NULL);
     expect_config_error("[]", "expected a JSON object", NULL);
 
@@ -1655,6 +1766,7 @@ int main(void)
         cmocka_unit_test(test_alibi_slopes_and_jina_v2_match_pytorch),
         cmocka_unit_test(test_modernbert_rope_window_and_embeddings_match_pytorch),
         cmocka_unit_test(test_nomic_bert_matches_pytorch),
+        cmocka_unit_test(test_gte_ntk_rope_and_embeddings_match_pytorch),
         cmocka_unit_test(test_tiled_attention_equals_the_plain_one),
         cmocka_unit_test(test_models_give_the_same_states_with_tiled_attention),
         cmocka_unit_test(test_portable_gemm_backend_matches_pytorch),

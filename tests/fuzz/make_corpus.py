@@ -182,8 +182,9 @@ put("model", "tiny_bert_cls", c + SEP + safetensors(t))
 c, t = tiny_bert(prefix="")
 put("model", "tiny_bert_f16", c + SEP + safetensors(t, "F16"))
 # The rotary architectures as their fixtures are (ModernBERT's local
-# windows and global layers, NomicBERT's padded vocabulary and gated width).
-for f in ("modernbert", "nomic_bert"):
+# windows and global layers, NomicBERT's padded vocabulary and gated width,
+# GTE's NTK rope_scaling and fused up_gate_proj).
+for f in ("modernbert", "nomic_bert", "gte"):
     d = os.path.join("tests/fixtures/models", f)
     put("model", f, read(os.path.join(d, "config.json")) + SEP +
         read(os.path.join(d, "model.safetensors")))
