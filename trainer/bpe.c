@@ -1535,15 +1535,11 @@ done:
 
 static lipi_status lower_floor(bpe *b, uint64_t below);
 
-/* Counts every valid pair of every word from scratch, and fills the heap. */
-static lipi_status count_pairs(bpe *b)
+/* Counts the valid pairs of words [lo, hi) into b's pair table and word
+ * lists (b may be a part: see count_pairs). */
+static lipi_status count_range(bpe *b, uint32_t lo, uint32_t hi)
 {
-    b->n_pairs = 0;
-    b->n_chunks = 0;
-    b->free_chunk = NONE;
-    for (size_t i = 0; i < b->pcap; i++)
-        b->pslots[i] = PSLOT_EMPTY;
-    for (uint32_t w = 0; w < b->n_words; w++) {
+    for (uint32_t w = lo; w < hi; w++) {
         const word_rec *wr = &b->words[w];
         const uint32_t *s = b->sym + wr->off;
         uint32_t pos = 0;
@@ -1564,6 +1560,145 @@ static lipi_status count_pairs(bpe *b)
             b->pairs[p].count += wr->count;
         }
     }
+    return LIPI_OK;
+}
+
+/* Empty pair tables and word lists. */
+static void pairs_clear(bpe *b)
+{
+    b->n_pairs = 0;
+    b->n_chunks = 0;
+    b->free_chunk = NONE;
+    for (size_t i = 0; i < b->pcap; i++)
+        b->pslots[i] = PSLOT_EMPTY;
+}
+
+static void part_free(bpe *part)
+{
+    lipi_free(part->pairs);
+    lipi_free(part->pslots);
+    lipi_free(part->chunks);
+}
+
+/* Adds the pairs counted in a part (of later words than b's) to b, in the
+ * order the part first met them: the ids, counts and word lists are those
+ * of counting all the words in one go. The part's chunks are copied behind
+ * b's and each of its lists is linked after b's list of the same pair; the
+ * free words of b's last chunk there are filled with NONE, which
+ * take_words skips. */
+static lipi_status absorb_part(bpe *b, const bpe *part)
+{
+    size_t base = b->n_chunks;
+    if (part->n_chunks > TAIL_MARK - base)
+        return LIPI_ENOMEM;
+    void *q = b->chunks;
+    if (big_grow(&q, &b->chunks_cap, base + part->n_chunks, sizeof(chunk)) != LIPI_OK)
+        return LIPI_ENOMEM;
+    b->chunks = q;
+    for (size_t c = 0; c < part->n_chunks; c++) {
+        chunk ch = part->chunks[c];
+        if (ch.next < TAIL_MARK)
+            ch.next += (uint32_t)base;
+        b->chunks[base + c] = ch;
+    }
+    b->n_chunks = base + part->n_chunks;
+    for (uint32_t lq = 0; lq < part->n_pairs; lq++) {
+        const pair_rec *lp = &part->pairs[lq];
+        uint32_t p;
+        if (pair_get(b, lp->left, lp->right, &p) != LIPI_OK)
+            return LIPI_ENOMEM;
+        pair_rec *pr = &b->pairs[p];
+        pr->count += lp->count;
+        pr->bad += lp->bad;
+        if (lp->head == NONE)
+            continue;
+        uint32_t head = lp->head + (uint32_t)base, tail = lp->tail + (uint32_t)base;
+        if (pr->tail == NONE) {
+            pr->head = head;
+        } else {
+            chunk *c = &b->chunks[pr->tail];
+            for (uint32_t i = c->next - TAIL_MARK; i < CHUNK_WORDS; i++)
+                c->w[i] = NONE;
+            c->next = head;
+        }
+        pr->tail = tail;
+    }
+    return LIPI_OK;
+}
+
+typedef struct {
+    bpe *part;       /* b itself for the first share, a part for the others */
+    uint32_t lo, hi; /* its words */
+    lipi_status st;
+} pair_count_job;
+
+static void *pair_count_run(void *arg)
+{
+    pair_count_job *job = arg;
+    job->st = count_range(job->part, job->lo, job->hi);
+    return NULL;
+}
+
+/* Shorter inputs are counted on one thread. */
+enum { PARALLEL_MIN_PAIR_WORDS = 4096 };
+
+/* Counts every valid pair of every word from scratch, and fills the heap.
+ * On several threads each takes a run of words of about the same number of
+ * symbols; the first counts into b, the others into parts (copies of b
+ * with pair tables and word lists of their own), which are then added to
+ * b in word order. */
+static lipi_status count_pairs(bpe *b)
+{
+    lipi_status st = LIPI_OK;
+    size_t T = b->n_words < PARALLEL_MIN_PAIR_WORDS ? 1 : thread_count(b->opt);
+    pair_count_job *jobs = NULL;
+    bpe *parts = NULL;
+    pairs_clear(b);
+    if (T > 1) {
+        jobs = lipi_calloc(T, sizeof *jobs);
+        parts = lipi_calloc(T, sizeof *parts);
+        if (!jobs || !parts)
+            T = 1;
+    }
+    if (T == 1) {
+        st = count_range(b, 0, (uint32_t)b->n_words);
+        goto done;
+    }
+    size_t total = 0, acc = 0, t = 1;
+    for (size_t w = 0; w < b->n_words; w++)
+        total += b->words[w].len;
+    jobs[0] = (pair_count_job){b, 0, (uint32_t)b->n_words, LIPI_OK};
+    for (size_t w = 0; w < b->n_words && t < T; w++) {
+        acc += b->words[w].len;
+        if (acc * T >= total * t) {
+            jobs[t - 1].hi = jobs[t].lo = (uint32_t)(w + 1);
+            jobs[t].hi = (uint32_t)b->n_words;
+            t++;
+        }
+    }
+    for (size_t k = 1; k < t; k++) {
+        parts[k] = *b;
+        parts[k].pairs = NULL;
+        parts[k].n_pairs = parts[k].pairs_cap = 0;
+        parts[k].pslots = NULL;
+        parts[k].pcap = 0;
+        parts[k].chunks = NULL;
+        parts[k].n_chunks = parts[k].chunks_cap = 0;
+        parts[k].free_chunk = NONE;
+        jobs[k].part = &parts[k];
+    }
+    run_jobs(pair_count_run, jobs, sizeof *jobs, t);
+    for (size_t k = 0; k < t && st == LIPI_OK; k++)
+        st = jobs[k].st;
+    for (size_t k = 1; k < t && st == LIPI_OK; k++)
+        st = absorb_part(b, &parts[k]);
+    for (size_t k = 1; k < t; k++)
+        part_free(&parts[k]);
+done:
+    lipi_free(jobs);
+    lipi_free(parts);
+    if (st != LIPI_OK)
+        return st;
     b->heap_n = 0;
     return lower_floor(b, UINT64_MAX);
 }
@@ -1691,9 +1826,10 @@ static lipi_status take_words(bpe *b, uint32_t p, size_t *n)
                 return LIPI_ENOMEM;
             b->wl = q;
         }
-        for (uint32_t i = 0; i < fill; i++)
-            b->wl[k + i] = ch->w[i];
-        k += fill;
+        for (uint32_t i = 0; i < fill; i++) {
+            b->wl[k] = ch->w[i];
+            k += ch->w[i] != NONE; /* padding where two counted parts were joined */
+        }
         c = next < TAIL_MARK ? next : NONE;
     }
     list_release(b, pr);
