@@ -72,11 +72,11 @@ static bool is_prepend(const char *s, size_t end)
  * LF is always cut before). So ASCII runs are cut here, and ICU sees only
  * each non-ASCII run with the ASCII character before it (e + U+0301 is one
  * cluster), starting and ending at boundaries that are certain. */
-lipi_status lipi_graphemes(const char *s, size_t len, size_t **bounds, size_t *cap,
-                           size_t *count, lipi_error *err)
+static lipi_status graphemes_with(UBreakIterator **bip, const char *s, size_t len,
+                                  size_t **bounds, size_t *cap, size_t *count, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    UBreakIterator *bi = NULL;
+    UBreakIterator *bi = *bip;
     UText ut = UTEXT_INITIALIZER;
     UErrorCode ue = U_ZERO_ERROR;
     size_t n = 0, pos = 0;
@@ -133,9 +133,42 @@ lipi_status lipi_graphemes(const char *s, size_t len, size_t **bounds, size_t *c
 done:
     if (st == LIPI_ENOMEM) /* push_bound leaves the message to us */
         lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-    ubrk_close(bi);
+    *bip = bi;
     utext_close(&ut);
     return st;
+}
+
+lipi_status lipi_graphemes(const char *s, size_t len, size_t **bounds, size_t *cap,
+                           size_t *count, lipi_error *err)
+{
+    UBreakIterator *bi = NULL;
+    lipi_status st = graphemes_with(&bi, s, len, bounds, cap, count, err);
+    ubrk_close(bi);
+    return st;
+}
+
+/* The iterator is ICU's, cloned on first use: cloning costs about as much
+ * as segmenting a short word. */
+struct lipi_grapheme_iter {
+    UBreakIterator *bi;
+};
+
+lipi_status lipi_graphemes_iter(lipi_grapheme_iter **it, const char *s, size_t len,
+                                size_t **bounds, size_t *cap, size_t *count, lipi_error *err)
+{
+    if (!it)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected an iterator");
+    if (!*it && !(*it = lipi_calloc(1, sizeof **it)))
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    return graphemes_with(&(*it)->bi, s, len, bounds, cap, count, err);
+}
+
+void lipi_grapheme_iter_free(lipi_grapheme_iter *it)
+{
+    if (!it)
+        return;
+    ubrk_close(it->bi);
+    lipi_free(it);
 }
 
 int lipi_script_of(uint32_t cp)

@@ -1279,6 +1279,7 @@ static void *fill_run(void *arg)
     fill_job *job = arg;
     bpe *b = job->b;
     size_t *bounds = NULL, cap = 0, n;
+    lipi_grapheme_iter *gi = NULL;
     job->st = LIPI_OK;
     for (size_t w = job->lo; w < job->hi; w++) {
         word_rec *wr = &b->words[w];
@@ -1297,7 +1298,7 @@ static void *fill_run(void *arg)
         }
         if (wr->goff == NO_GUARD)
             continue;
-        job->st = lipi_graphemes(s, len, &bounds, &cap, &n, &job->err);
+        job->st = lipi_graphemes_iter(&gi, s, len, &bounds, &cap, &n, &job->err);
         if (job->st != LIPI_OK)
             break;
         if (n == wr->units) {
@@ -1319,6 +1320,7 @@ static void *fill_run(void *arg)
         }
     }
     lipi_free(bounds);
+    lipi_grapheme_iter_free(gi);
     return NULL;
 }
 
