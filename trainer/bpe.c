@@ -1537,6 +1537,28 @@ done:
 
 static lipi_status lower_floor(bpe *b, uint64_t below);
 
+/* Room for the pairs, word-list chunks and heap entries that training on
+ * `words` words usually needs (about 1.4, 1.3 and 1 per word on real text),
+ * taken up front: the arrays then seldom grow, and growing copies them into
+ * fresh pages, which costs more than filling them (a page is resident only
+ * once written, so the room not used costs no memory). */
+static lipi_status reserve_tables(bpe *b, size_t words)
+{
+    void *q = b->pairs;
+    if (big_grow(&q, &b->pairs_cap, words * 2 + 16, sizeof(pair_rec)) != LIPI_OK)
+        return LIPI_ENOMEM;
+    b->pairs = q;
+    q = b->chunks;
+    if (big_grow(&q, &b->chunks_cap, words * 2 + 16, sizeof(chunk)) != LIPI_OK)
+        return LIPI_ENOMEM;
+    b->chunks = q;
+    q = b->heap;
+    if (big_grow(&q, &b->heap_cap, words + 16, sizeof(heap_ent)) != LIPI_OK)
+        return LIPI_ENOMEM;
+    b->heap = q;
+    return LIPI_OK;
+}
+
 /* Counts the valid pairs of words [lo, hi) into b's pair table and word
  * lists (b may be a part: see count_pairs). */
 static lipi_status count_range(bpe *b, uint32_t lo, uint32_t hi)
@@ -2476,6 +2498,10 @@ lipi_status lipi_bpe_train(const lipi_counts *counts, const lipi_bpe_options *op
     b.floor = b.min_count;
     b.free_chunk = NONE;
     TRY(prepare(&b, counts, err));
+    if (reserve_tables(&b, b.n_words) != LIPI_OK) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
     if (opt->common.balance)
         TRY(parity_start(&b, counts, err));
     if (helpers_start(&b, thread_count(opt)) != LIPI_OK) {
