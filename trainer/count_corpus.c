@@ -570,16 +570,22 @@ lipi_status lipi_count_files(const char *const *paths, size_t n_paths,
     wk = lipi_calloc(nt, sizeof *wk);
     if (!wk)
         return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    reader rd = {.paths = paths, .n_paths = n_paths, .opt = opt,
+                 .bytes_total = total_size(paths, n_paths)};
+    /* Each table starts at about the size it reaches on real text (a new
+     * word per ~128 bytes, per thread), at most 16 MB, instead of doubling
+     * up from nothing. */
+    uint64_t expect = rd.bytes_total / 128 / nt;
     for (size_t t = 0; t < nt; t++) {
         wk[t].k = (counter){.norm = norm, .pre = pre, .scan = lipi_pretokenizer_scanner(pre),
                             .paths = paths};
-        if (lipi_counts_new(&wk[t].k.counts) != LIPI_OK) {
+        if (lipi_counts_new(&wk[t].k.counts) != LIPI_OK ||
+            lipi_counts_reserve(wk[t].k.counts, expect < 350000 ? (size_t)expect : 350000) !=
+                LIPI_OK) {
             st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
             goto done;
         }
     }
-    reader rd = {.paths = paths, .n_paths = n_paths, .opt = opt,
-                 .bytes_total = total_size(paths, n_paths)};
     rd.last_report = now_seconds();
     if (nt == 1)
         TRY(count_one_thread(&rd, &wk[0].k, err));
