@@ -234,9 +234,13 @@ typedef struct {
 /* Per-merge sum of the deltas of one pair. */
 typedef struct {
     uint64_t key, n, bad;
-    uint32_t epoch;
     uint32_t pair;
 } agg_slot;
+
+/* Where token t's sum is this epoch: agg[slot] if epoch is current. */
+typedef struct {
+    uint32_t epoch, slot;
+} agg_ref;
 
 /* A slot of the pair table: the high 32 bits of the pair's hash, then its
  * id; PSLOT_EMPTY when free. The tag settles almost every probe without
@@ -303,11 +307,13 @@ typedef struct {
     lipi_thread_pool *pool; /* n_threads of them, NULL when running alone */
     uint32_t job_x, job_y, job_z;
     size_t job_nw;
-    agg_slot *agg;
-    size_t agg_cap;
+    agg_slot *agg;       /* this epoch's sums, in first-use order */
+    size_t n_used, agg_cap;
     uint32_t agg_epoch;
-    uint32_t *agg_used;  /* slots in use this epoch, in first-use order */
-    size_t n_used, used_cap;
+    agg_ref *agg_left;   /* by token id: the sum of pair (t, x) or (t, z) */
+    agg_ref *agg_right;  /* ... of pair (y, t) or (z, t) */
+    size_t ref_cap;
+    agg_ref agg_xy;      /* ... of pair (x, y) itself */
 
     /* the word list of the current merge */
     uint32_t *wl;
@@ -344,7 +350,8 @@ static void bpe_free(bpe *b)
     }
     lipi_free(b->d);
     lipi_free(b->agg);
-    lipi_free(b->agg_used);
+    lipi_free(b->agg_left);
+    lipi_free(b->agg_right);
     lipi_free(b->forbidden);
     lipi_free(b->wl);
     lipi_free(b->merges);
@@ -760,70 +767,87 @@ static lipi_status delta_reserve(delta **v, size_t *cap, size_t need)
     return st;
 }
 
-/* Starts a new sum: every slot of an older epoch counts as empty. */
-static void agg_reset(bpe *b)
+/* Starts new sums for the merge x y -> z: room for n of them (at most one
+ * per delta) and a reference per token; every reference of an older epoch
+ * counts as unset. */
+static lipi_status agg_reset(bpe *b, size_t n)
 {
     b->n_used = 0;
+    if (n > b->agg_cap) {
+        void *q = b->agg;
+        if (big_grow(&q, &b->agg_cap, n, sizeof(agg_slot)) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->agg = q;
+    }
+    if (b->n_tok > b->ref_cap) {
+        size_t cap = b->ref_cap;
+        void *l = b->agg_left, *r = b->agg_right;
+        if (lipi_grow(&l, &cap, b->n_tok, sizeof(agg_ref)) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->agg_left = l;
+        cap = b->ref_cap;
+        if (lipi_grow(&r, &cap, b->n_tok, sizeof(agg_ref)) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->agg_right = r;
+        for (size_t t = b->ref_cap; t < cap; t++)
+            b->agg_left[t] = b->agg_right[t] = (agg_ref){0, 0};
+        b->ref_cap = cap;
+    }
     if (++b->agg_epoch == 0) {
-        for (size_t i = 0; i < b->agg_cap; i++)
-            b->agg[i].epoch = 0;
+        for (size_t t = 0; t < b->ref_cap; t++)
+            b->agg_left[t].epoch = b->agg_right[t].epoch = 0;
+        b->agg_xy.epoch = 0;
         b->agg_epoch = 1;
     }
-}
-
-static size_t agg_probe(const bpe *b, uint64_t key)
-{
-    size_t mask = b->agg_cap - 1;
-    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-    while (b->agg[i].epoch == b->agg_epoch && b->agg[i].key != key)
-        i = (i + 1) & mask;
-    return i;
-}
-
-/* Index of key's slot in the current sum, claimed (n = 0, pair = NONE) if new. */
-static lipi_status agg_slot_of(bpe *b, uint64_t key, size_t *out)
-{
-    if ((b->n_used + 1) * 2 > b->agg_cap) {
-        size_t ncap = b->agg_cap ? b->agg_cap * 2 : 4096;
-        agg_slot *old = b->agg;
-        b->agg = big_alloc(ncap, sizeof *b->agg, true);
-        if (!b->agg) {
-            b->agg = old;
-            return LIPI_ENOMEM;
-        }
-        b->agg_cap = ncap;
-        for (size_t u = 0; u < b->n_used; u++) {
-            size_t j = agg_probe(b, old[b->agg_used[u]].key);
-            b->agg[j] = old[b->agg_used[u]];
-            b->agg_used[u] = (uint32_t)j;
-        }
-        lipi_free(old);
-        void *p = b->agg_used;
-        size_t ucap = b->used_cap;
-        if (lipi_grow(&p, &ucap, ncap / 2 + 1, sizeof(uint32_t)) != LIPI_OK)
-            return LIPI_ENOMEM;
-        b->agg_used = p;
-        b->used_cap = ucap;
-    }
-    size_t i = agg_probe(b, key);
-    if (b->agg[i].epoch != b->agg_epoch) {
-        b->agg[i] = (agg_slot){key, 0, 0, b->agg_epoch, NONE};
-        b->agg_used[b->n_used++] = (uint32_t)i;
-    }
-    *out = i;
     return LIPI_OK;
 }
 
-/* Subtracts the removed occurrences, one big-table update per pair. */
-static lipi_status apply_removals(bpe *b)
+/* Index of the sum ref points at, claimed (n = 0, pair = NONE) if unset. */
+static inline size_t agg_at(bpe *b, agg_ref *ref, uint64_t key)
 {
-    agg_reset(b);
+    if (ref->epoch != b->agg_epoch) {
+        ref->epoch = b->agg_epoch;
+        ref->slot = (uint32_t)b->n_used;
+        b->agg[b->n_used++] = (agg_slot){key, 0, 0, NONE};
+    }
+    return ref->slot;
+}
+
+/* The sum of a pair that merge x y removes: it ends in x, starts with y
+ * or is x y (merge_word notes no other), so the other token finds it. */
+static inline size_t agg_removed(bpe *b, uint64_t key, uint32_t x, uint32_t y)
+{
+    uint32_t l = (uint32_t)(key >> 32), r = (uint32_t)key;
+    if (r == x)
+        return agg_at(b, &b->agg_left[l], key);
+    if (l == y)
+        return agg_at(b, &b->agg_right[r], key);
+    LIPI_ASSERT(l == x && r == y);
+    return agg_at(b, &b->agg_xy, key);
+}
+
+/* The sum of a pair that a merge adds: it holds the new token z. */
+static inline size_t agg_added(bpe *b, uint64_t key, uint32_t z)
+{
+    uint32_t l = (uint32_t)(key >> 32), r = (uint32_t)key;
+    if (r == z)
+        return agg_at(b, &b->agg_left[l], key);
+    LIPI_ASSERT(l == z);
+    return agg_at(b, &b->agg_right[r], key);
+}
+
+/* Subtracts the removed occurrences, one big-table update per pair. */
+static lipi_status apply_removals(bpe *b, uint32_t x, uint32_t y)
+{
+    size_t total = 0;
+    for (size_t t = 0; t < b->n_active; t++)
+        total += b->d[t].n_rem;
+    if (agg_reset(b, total) != LIPI_OK)
+        return LIPI_ENOMEM;
     for (size_t t = 0; t < b->n_active; t++)
         for (size_t k = 0; k < b->d[t].n_rem; k++) {
-            size_t i;
             const delta *d = &b->d[t].rem[k];
-            if (agg_slot_of(b, d->key, &i) != LIPI_OK)
-                return LIPI_ENOMEM;
+            size_t i = agg_removed(b, d->key, x, y);
             if (d->w == NONE)
                 b->agg[i].bad += d->n;
             else
@@ -833,13 +857,13 @@ static lipi_status apply_removals(bpe *b)
      * of the pairs a few steps ahead. */
     for (size_t u = 0; u < b->n_used; u++) {
         if (u + 8 < b->n_used)
-            __builtin_prefetch(&b->pslots[pair_hash(b->agg[b->agg_used[u + 8]].key) >> b->pshift]);
+            __builtin_prefetch(&b->pslots[pair_hash(b->agg[u + 8].key) >> b->pshift]);
         if (u + 4 < b->n_used) {
-            pair_slot ps = b->pslots[pair_hash(b->agg[b->agg_used[u + 4]].key) >> b->pshift];
+            pair_slot ps = b->pslots[pair_hash(b->agg[u + 4].key) >> b->pshift];
             if (ps != PSLOT_EMPTY)
                 __builtin_prefetch(&b->pairs[(uint32_t)ps]);
         }
-        const agg_slot *a = &b->agg[b->agg_used[u]];
+        const agg_slot *a = &b->agg[u];
         if (pair_dec(b, a->key, a->n, a->bad) != LIPI_OK)
             return LIPI_ENOMEM;
     }
@@ -847,15 +871,17 @@ static lipi_status apply_removals(bpe *b)
 }
 
 /* Adds the new occurrences, notes their words, and queues the pairs. */
-static lipi_status apply_additions(bpe *b)
+static lipi_status apply_additions(bpe *b, uint32_t z)
 {
-    agg_reset(b);
+    size_t total = 0;
+    for (size_t t = 0; t < b->n_active; t++)
+        total += b->d[t].n_add;
+    if (agg_reset(b, total) != LIPI_OK)
+        return LIPI_ENOMEM;
     for (size_t t = 0; t < b->n_active; t++)
         for (size_t k = 0; k < b->d[t].n_add; k++) {
             const delta *d = &b->d[t].add[k];
-            size_t i;
-            if (agg_slot_of(b, d->key, &i) != LIPI_OK)
-                return LIPI_ENOMEM;
+            size_t i = agg_added(b, d->key, z);
             if (b->agg[i].pair == NONE &&
                 pair_get(b, (uint32_t)(d->key >> 32), (uint32_t)d->key, &b->agg[i].pair) !=
                     LIPI_OK)
@@ -870,7 +896,7 @@ static lipi_status apply_additions(bpe *b)
                 return LIPI_ENOMEM;
         }
     for (size_t u = 0; u < b->n_used; u++) {
-        uint32_t p = b->agg[b->agg_used[u]].pair;
+        uint32_t p = b->agg[u].pair;
         const pair_rec *pr = &b->pairs[p];
         if (pr->count >= b->floor && pr->bad == 0 && !is_forbidden(b, p) &&
             heap_push(b, pr->count, p) != LIPI_OK)
@@ -1950,10 +1976,10 @@ static lipi_status merge_pair(bpe *b, uint32_t p, uint32_t x, uint32_t y, uint32
             return LIPI_ENOMEM;
         b->n_active = 1;
     }
-    if (apply_removals(b) != LIPI_OK)
+    if (apply_removals(b, x, y) != LIPI_OK)
         return LIPI_ENOMEM;
     LIPI_ASSERT(b->pairs[p].count == 0);
-    return apply_additions(b);
+    return apply_additions(b, z);
 }
 
 static double now_seconds(void)
