@@ -17,6 +17,7 @@
 
 #include "tests/alloc_fail.h"
 #include "tests/refdata.h"
+#include "tokenizer/pretokenize_impl.h" /* scanners on and off */
 #include "trainer/trainer.h"
 
 /* ======================================================================== */
@@ -1133,6 +1134,49 @@ static void test_count_is_the_same_on_1_2_and_3_threads(void **state)
     pipeline_free(&pl);
 }
 
+/* Counting cuts the text itself when the pre-tokenizer is a scanner; the
+ * counts must be those of the pieces lipi_pretokenize makes (here: with the
+ * scanner switched off, PCRE2's), also for a line of more words than a
+ * batch holds and one longer than the batch's text buffer. */
+static void test_count_by_scanner_equals_count_by_pieces(void **state)
+{
+    char big[128];
+    snprintf(big, sizeof big, "%s/big_lines.txt", tmpdir);
+    FILE *f = fopen(big, "wb");
+    assert_non_null(f);
+    const char *words[] = {"नमस्ते", " क्षि", "  tamil", " தமிழ்", "!!", " 42", "'s", "\tx"};
+    for (int i = 0; i < 3000; i++)
+        fputs(words[(i * 7) % 8], f);
+    fputc('\n', f);
+    static char run[70000];
+    for (int i = 0; i < 70000; i++)
+        run[i] = (char)('a' + i % 3);
+    fwrite(run, 1, sizeof run, f);
+    fputs("\n\nlast line, no newline", f);
+    assert_int_equal(fclose(f), 0);
+    const char *paths[] = {"data/flores200/hin_Deva.txt", "data/flores200/eng_Latn.txt", big};
+    pipeline pl, off;
+    pipeline_new(&pl);
+    pipeline_new(&off);
+    assert_non_null(lipi_pretokenizer_scanner(pl.pre)); /* the path counting takes */
+    lipi_pretokenizer_use_scanners(off.pre, false);
+    assert_null(lipi_pretokenizer_scanner(off.pre));
+    for (size_t threads = 1; threads <= 2; threads++) {
+        lipi_counts *a = count_paths(paths, 3, &pl, threads);
+        lipi_counts *b = count_paths(paths, 3, &off, threads);
+        assert_true(lipi_counts_size(a) > 2000);
+        assert_int_equal(lipi_counts_get(a, run, sizeof run), 1);
+        char *sa = counts_string(a), *sb = counts_string(b);
+        assert_string_equal(sa, sb);
+        free(sa);
+        free(sb);
+        lipi_counts_free(a);
+        lipi_counts_free(b);
+    }
+    pipeline_free(&pl);
+    pipeline_free(&off);
+}
+
 static void test_count_of_split_input_merges_to_count_of_whole(void **state)
 {
     /* The first 100 lines and the rest of a file, counted apart and merged
@@ -1811,6 +1855,7 @@ int main(void)
         cmocka_unit_test(test_bpe_result_does_not_depend_on_insertion_order_or_threads),
         cmocka_unit_test(test_bpe_matches_reference_on_random_words),
         cmocka_unit_test(test_count_is_the_same_on_1_2_and_3_threads),
+        cmocka_unit_test(test_count_by_scanner_equals_count_by_pieces),
         cmocka_unit_test(test_count_of_split_input_merges_to_count_of_whole),
         cmocka_unit_test(test_count_reports_invalid_utf8_with_file_and_line),
         cmocka_unit_test(test_count_of_empty_lines_is_nothing_to_train_on),

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "tests/cli_run.h"
+#include "tests/refdata.h"
 #include "tokenizer/tokenizer.h"
 
 #define DATA "data/flores200/"
@@ -48,6 +49,40 @@ static void test_train_is_byte_identical_on_1_and_2_threads(void **state)
     }
     unlink("./lipi-th1.json");
     unlink("./lipi-th2.json");
+}
+
+/* The speed work on the trainer (issue 20) must not change what it learns:
+ * on 6.7 MB of real Bengali and English text the tokenizers are, byte for
+ * byte, those of commit 347cf32 (SHA-256 of its files). */
+static char shared_dir[4096]; /* ../shared/data seen from the repository, or "" */
+
+static void test_train_on_a_real_corpus_is_what_it_was(void **state)
+{
+    char bn[4200], en[4200];
+    snprintf(bn, sizeof bn, "%s/mono/bn-mixed.txt.xz", shared_dir);
+    snprintf(en, sizeof en, "%s/mono/en-web-sentences.txt.xz", shared_dir);
+    if (!shared_dir[0] || access(bn, R_OK) != 0 || access(en, R_OK) != 0)
+        SKIP_BECAUSE("../shared/data/mono not found (bn-mixed and en-web-sentences)");
+    const char *units[] = {"char", "byte"};
+    const char *want[] = {"afb0079e91cbacc5617ed9373d5a2ad2b64e0872b6aad2f619ee1771b9ace848",
+                          "fcfa18acf4cc9b52363d13958326c80f9245c49fe4bfb02853149ac4f1401525"};
+    for (int u = 0; u < 2; u++) {
+        cli_result r = cli_runf("train --quiet --units %s --threads 2 --vocab-size 8000 "
+                                "-o ./lipi-real.json '%s' '%s'", units[u], bn, en);
+        assert_int_equal(r.code, 0);
+        cli_result_free(&r);
+        size_t len;
+        char *js = cli_slurp("./lipi-real.json", &len);
+        assert_non_null(js);
+        lipi_sha256 c;
+        char hex[65];
+        lipi_sha256_init(&c);
+        lipi_sha256_update(&c, js, len);
+        assert_int_equal(lipi_sha256_final_hex(&c, hex), LIPI_OK);
+        assert_string_equal(hex, want[u]);
+        free(js);
+    }
+    unlink("./lipi-real.json");
 }
 
 static void test_counting_shards_then_training_equals_training_on_files(void **state)
@@ -197,6 +232,8 @@ static int enter_workdir(void)
     if (!getcwd(cwd, sizeof cwd) || !realpath(b, bin) || !mkdtemp(workdir))
         return -1;
     setenv("LIPI_BIN", bin, 1);
+    if (!realpath(REF_SHARED, shared_dir))
+        shared_dir[0] = '\0';
     snprintf(link, sizeof link, "%s/data", cwd);
     if (chdir(workdir) != 0 || symlink(link, "data") != 0)
         return -1;
@@ -293,6 +330,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_writes_a_loadable_tokenizer_of_the_asked_size),
         cmocka_unit_test(test_train_is_byte_identical_on_1_and_2_threads),
+        cmocka_unit_test(test_train_on_a_real_corpus_is_what_it_was),
         cmocka_unit_test(test_counting_shards_then_training_equals_training_on_files),
         cmocka_unit_test(test_export_merges_writes_gpt2_files_for_byte_units),
         cmocka_unit_test(test_bad_options_are_usage_errors),

@@ -152,6 +152,30 @@ static void test_counts_many_words_survive_growth(void **state)
     lipi_counts_free(c);
 }
 
+static void test_counts_reserve_keeps_the_words_and_takes_more(void **state)
+{
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    assert_int_equal(lipi_counts_reserve(c, 10), LIPI_OK); /* an empty table */
+    add(c, "नमस्ते", 3);
+    add(c, "a", 1);
+    assert_int_equal(lipi_counts_reserve(c, 50000), LIPI_OK); /* rehashes both */
+    assert_int_equal(lipi_counts_reserve(c, 5), LIPI_OK);     /* never shrinks */
+    char w[32];
+    for (int i = 0; i < 50000; i++) {
+        int n = snprintf(w, sizeof w, "r%d", i);
+        assert_int_equal(lipi_counts_add(c, w, (size_t)n, 2, NULL), LIPI_OK);
+    }
+    assert_int_equal(lipi_counts_size(c), 50002);
+    assert_int_equal(lipi_counts_get(c, "नमस्ते", strlen("नमस्ते")), 3);
+    assert_int_equal(lipi_counts_get(c, "a", 1), 1);
+    assert_int_equal(lipi_counts_get(c, "r49999", 6), 2);
+    assert_int_equal(lipi_counts_total(c), 4 + 2 * 50000);
+    assert_int_equal(lipi_counts_reserve(c, SIZE_MAX / 4), LIPI_ENOMEM);
+    assert_int_equal(lipi_counts_get(c, "a", 1), 1); /* unchanged */
+    lipi_counts_free(c);
+}
+
 static void test_counts_merge_equals_counting_the_concatenation(void **state)
 {
     const char *a[] = {"x", "y", "x", "नमस्ते", " z"};
@@ -359,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_counts_reject_empty_word_zero_count_and_overflow),
         cmocka_unit_test(test_counts_sorted_by_count_then_bytes),
         cmocka_unit_test(test_counts_many_words_survive_growth),
+        cmocka_unit_test(test_counts_reserve_keeps_the_words_and_takes_more),
         cmocka_unit_test(test_counts_merge_equals_counting_the_concatenation),
         cmocka_unit_test(test_counts_tsv_is_sorted_and_escaped),
         cmocka_unit_test(test_counts_load_accepts_bom_crlf_and_literal_backslashes),

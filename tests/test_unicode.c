@@ -124,7 +124,7 @@ static size_t icu_bounds(const char *s, size_t len, size_t *out)
     return n;
 }
 
-static void test_fast_path_agrees_with_icu_on_random_text(void **state)
+static void test_fast_path_and_a_reused_iterator_agree_with_icu_on_random_text(void **state)
 {
     (void)state;
     static const char *const atoms[] = {"a", "b", " ", "\r", "\n", "\r\n", "\t", "1", ".",
@@ -135,11 +135,12 @@ static void test_fast_path_agrees_with_icu_on_random_text(void **state)
                                         "\xea\xb0\x80" /* Hangul */, "\xe1\x84\x80"};
     uint64_t x = 42;
     char s[512];
-    size_t want[600], *b = NULL, cap = 0, count;
+    size_t want[600], *b = NULL, cap = 0, count, *b2 = NULL, cap2 = 0, count2;
+    lipi_grapheme_iter *it = NULL; /* kept across texts, as the BPE trainer does */
     for (int iter = 0; iter < 5000; iter++) {
         size_t n = 0;
         x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-        size_t atoms_n = (x >> 33) % 40;
+        size_t atoms_n = (x >> 33) % 100; /* up to 400 bytes: short runs and long ones */
         for (size_t i = 0; i < atoms_n; i++) {
             x = x * 6364136223846793005ULL + 1442695040888963407ULL;
             const char *a = atoms[(x >> 33) % (sizeof atoms / sizeof *atoms)];
@@ -156,8 +157,45 @@ static void test_fast_path_agrees_with_icu_on_random_text(void **state)
             render(want, nw - 1, w, sizeof w);
             fail_msg("\"%.*s\": ICU %s, lipi %s", (int)n, s, w, g);
         }
+        assert_int_equal(lipi_graphemes_iter(&it, s, n, &b2, &cap2, &count2, NULL), LIPI_OK);
+        assert_int_equal(count2, count);
+        assert_memory_equal(b2, b, (count + 1) * sizeof *b);
     }
     lipi_free(b);
+    lipi_free(b2);
+    lipi_grapheme_iter_free(it);
+}
+
+/* Runs of non-ASCII text longer than the stack buffer go to ICU as UTF-8;
+ * the boundaries are the same as for short runs and as ICU's own. */
+static void test_long_non_ascii_runs_agree_with_icu(void **state)
+{
+    (void)state;
+    static const char *const words[] = {"नमस्ते", "क्षि", "👨‍👩‍👧", "தமிழ்", "e\xcc\x81"};
+    static char s[4096];
+    static size_t want[4096];
+    size_t *b = NULL, cap = 0, count, *b2 = NULL, cap2 = 0, count2;
+    lipi_grapheme_iter *it = NULL;
+    for (size_t w = 0; w < sizeof words / sizeof *words; w++) {
+        size_t n = 0, wl = strlen(words[w]);
+        while (n + wl < 1500) {
+            memcpy(s + n, words[w], wl);
+            n += wl;
+        }
+        size_t nw = icu_bounds(s, n, want);
+        assert_int_equal(lipi_graphemes(s, n, &b, &cap, &count, NULL), LIPI_OK);
+        assert_int_equal(count + 1, nw);
+        assert_memory_equal(b, want, nw * sizeof *b);
+        /* the same text, and a short piece of it, through one reused iterator */
+        assert_int_equal(lipi_graphemes_iter(&it, s, n, &b2, &cap2, &count2, NULL), LIPI_OK);
+        assert_int_equal(count2, count);
+        assert_memory_equal(b2, b, nw * sizeof *b);
+        assert_int_equal(lipi_graphemes_iter(&it, s, wl, &b2, &cap2, &count2, NULL), LIPI_OK);
+        assert_int_equal(b2[count2], wl);
+    }
+    lipi_free(b);
+    lipi_free(b2);
+    lipi_grapheme_iter_free(it);
 }
 
 /* न म स्ते, space, क्षि, space, family, space, é, space, நீ, space, a b c, CR LF */
@@ -253,7 +291,8 @@ int main(void)
         cmocka_unit_test(test_ascii_next_to_non_ascii_goes_through_icu),
         cmocka_unit_test(test_empty_input_has_no_clusters),
         cmocka_unit_test(test_buffer_is_reused_and_grown),
-        cmocka_unit_test(test_fast_path_agrees_with_icu_on_random_text),
+        cmocka_unit_test(test_fast_path_and_a_reused_iterator_agree_with_icu_on_random_text),
+        cmocka_unit_test(test_long_non_ascii_runs_agree_with_icu),
         cmocka_unit_test(test_threads_share_the_break_iterator_prototype),
         cmocka_unit_test(test_script_of_code_points),
         cmocka_unit_test(test_char_classes_are_icus),

@@ -153,6 +153,15 @@ lipi_status lipi_atomic_commit(lipi_atomic_file *af, lipi_error *err);
  * af that was already committed or aborted. */
 void lipi_atomic_abort(lipi_atomic_file *af);
 
+/* lipi_graphemes for many texts on one thread: *it (NULL at first, made on
+ * the first call) keeps ICU's break iterator from call to call instead of
+ * cloning one each time. One iterator per thread; free with
+ * lipi_grapheme_iter_free (NULL is a no-op). Same results and errors. */
+typedef struct lipi_grapheme_iter lipi_grapheme_iter;
+lipi_status lipi_graphemes_iter(lipi_grapheme_iter **it, const char *s, size_t len,
+                                size_t **bounds, size_t *cap, size_t *count, lipi_error *err);
+void lipi_grapheme_iter_free(lipi_grapheme_iter *it);
+
 /* General categories and White_Space of a code point as ICU gives them,
  * for the BERT, Rust-std and Rust-regex character tests; the BMP's are computed once
  * into a 64 KB table (ICU's lookups cost several calls per character). */

@@ -5,7 +5,8 @@
  * which reads the model, the post-processor, the decoder and the added
  * tokens directly on its hot paths (the encoder was built on this layout;
  * accessors in their place would need a paired speed check first, not done
- * yet). Everything else builds and inspects a tokenizer through
+ * yet). trainer/count_corpus.c uses the normalizer and scanner fast paths
+ * only. Everything else builds and inspects a tokenizer through
  * tokenizer/tokenizer.h. See docs/ARCHITECTURE.md, "Include rules".
  *
  * Everything here is immutable once the tokenizer is built, so any number of

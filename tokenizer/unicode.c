@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unicode/ubrk.h>
 #include <unicode/uchar.h>
+#include <unicode/utf16.h>
 #include <unicode/utf8.h>
 #include <unicode/uscript.h>
 #include <unicode/utext.h>
@@ -72,11 +73,41 @@ static bool is_prepend(const char *s, size_t end)
  * LF is always cut before). So ASCII runs are cut here, and ICU sees only
  * each non-ASCII run with the ASCII character before it (e + U+0301 is one
  * cluster), starting and ending at boundaries that are certain. */
-lipi_status lipi_graphemes(const char *s, size_t len, size_t **bounds, size_t *cap,
-                           size_t *count, lipi_error *err)
+/* Runs of non-ASCII text up to this many bytes go to ICU as UTF-16 from the
+ * stack: its UTF-8 text provider costs more per character than the
+ * boundaries themselves. Longer runs are read through a UTF-8 UText. */
+enum { SHORT_RUN = 256 };
+
+/* UTF-16 of valid UTF-8 s[0..n), n <= SHORT_RUN, into u, with off[k] the
+ * byte offset of unit k (off[units] = n); -1 if s is not valid UTF-8. */
+static int32_t short_utf16(const char *s, size_t n, UChar *u, uint16_t *off)
+{
+    int32_t i = 0, k = 0;
+    while (i < (int32_t)n) {
+        int32_t at = i;
+        UChar32 c;
+        U8_NEXT((const uint8_t *)s, i, (int32_t)n, c);
+        if (c < 0)
+            return -1;
+        off[k] = (uint16_t)at;
+        if (c <= 0xFFFF) {
+            u[k++] = (UChar)c;
+        } else {
+            u[k] = U16_LEAD(c);
+            u[k + 1] = U16_TRAIL(c);
+            off[k + 1] = (uint16_t)at; /* never a boundary */
+            k += 2;
+        }
+    }
+    off[k] = (uint16_t)n;
+    return k;
+}
+
+static lipi_status graphemes_with(UBreakIterator **bip, const char *s, size_t len,
+                                  size_t **bounds, size_t *cap, size_t *count, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    UBreakIterator *bi = NULL;
+    UBreakIterator *bi = *bip;
     UText ut = UTEXT_INITIALIZER;
     UErrorCode ue = U_ZERO_ERROR;
     size_t n = 0, pos = 0;
@@ -115,10 +146,16 @@ lipi_status lipi_graphemes(const char *s, size_t len, size_t **bounds, size_t *c
             if (U_SUCCESS(ue))
                 bi = ubrk_clone(proto, &ue);
         }
-        if (U_SUCCESS(ue))
+        UChar u16[SHORT_RUN];
+        uint16_t off16[SHORT_RUN + 1];
+        int32_t n16 = j - q <= SHORT_RUN ? short_utf16(s + q, j - q, u16, off16) : -1;
+        if (U_SUCCESS(ue) && n16 >= 0) {
+            ubrk_setText(bi, u16, n16, &ue);
+        } else if (U_SUCCESS(ue)) {
             utext_openUTF8(&ut, s + q, (int64_t)(j - q), &ue);
-        if (U_SUCCESS(ue))
-            ubrk_setUText(bi, &ut, &ue);
+            if (U_SUCCESS(ue))
+                ubrk_setUText(bi, &ut, &ue);
+        }
         if (U_FAILURE(ue)) {
             st = lipi_error_set(err, ue == U_MEMORY_ALLOCATION_ERROR ? LIPI_ENOMEM : LIPI_EICU,
                                 NULL, 0, q, "grapheme break iterator: %s", u_errorName(ue));
@@ -126,16 +163,49 @@ lipi_status lipi_graphemes(const char *s, size_t len, size_t **bounds, size_t *c
         }
         ubrk_first(bi);
         for (int32_t b = ubrk_next(bi); b != UBRK_DONE; b = ubrk_next(bi))
-            TRY(push_bound(bounds, cap, &n, q + (size_t)b));
+            TRY(push_bound(bounds, cap, &n, q + (n16 >= 0 ? off16[b] : (size_t)b)));
         pos = j;
     }
     *count = n - 1;
 done:
     if (st == LIPI_ENOMEM) /* push_bound leaves the message to us */
         lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
-    ubrk_close(bi);
+    *bip = bi;
     utext_close(&ut);
     return st;
+}
+
+lipi_status lipi_graphemes(const char *s, size_t len, size_t **bounds, size_t *cap,
+                           size_t *count, lipi_error *err)
+{
+    UBreakIterator *bi = NULL;
+    lipi_status st = graphemes_with(&bi, s, len, bounds, cap, count, err);
+    ubrk_close(bi);
+    return st;
+}
+
+/* The iterator is ICU's, cloned on first use: cloning costs about as much
+ * as segmenting a short word. */
+struct lipi_grapheme_iter {
+    UBreakIterator *bi;
+};
+
+lipi_status lipi_graphemes_iter(lipi_grapheme_iter **it, const char *s, size_t len,
+                                size_t **bounds, size_t *cap, size_t *count, lipi_error *err)
+{
+    if (!it)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "expected an iterator");
+    if (!*it && !(*it = lipi_calloc(1, sizeof **it)))
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    return graphemes_with(&(*it)->bi, s, len, bounds, cap, count, err);
+}
+
+void lipi_grapheme_iter_free(lipi_grapheme_iter *it)
+{
+    if (!it)
+        return;
+    ubrk_close(it->bi);
+    lipi_free(it);
 }
 
 int lipi_script_of(uint32_t cp)

@@ -234,9 +234,13 @@ typedef struct {
 /* Per-merge sum of the deltas of one pair. */
 typedef struct {
     uint64_t key, n, bad;
-    uint32_t epoch;
     uint32_t pair;
 } agg_slot;
+
+/* Where token t's sum is this epoch: agg[slot] if epoch is current. */
+typedef struct {
+    uint32_t epoch, slot;
+} agg_ref;
 
 /* A slot of the pair table: the high 32 bits of the pair's hash, then its
  * id; PSLOT_EMPTY when free. The tag settles almost every probe without
@@ -303,11 +307,13 @@ typedef struct {
     lipi_thread_pool *pool; /* n_threads of them, NULL when running alone */
     uint32_t job_x, job_y, job_z;
     size_t job_nw;
-    agg_slot *agg;
-    size_t agg_cap;
+    agg_slot *agg;       /* this epoch's sums, in first-use order */
+    size_t n_used, agg_cap;
     uint32_t agg_epoch;
-    uint32_t *agg_used;  /* slots in use this epoch, in first-use order */
-    size_t n_used, used_cap;
+    agg_ref *agg_left;   /* by token id: the sum of pair (t, x) or (t, z) */
+    agg_ref *agg_right;  /* ... of pair (y, t) or (z, t) */
+    size_t ref_cap;
+    agg_ref agg_xy;      /* ... of pair (x, y) itself */
 
     /* the word list of the current merge */
     uint32_t *wl;
@@ -344,7 +350,8 @@ static void bpe_free(bpe *b)
     }
     lipi_free(b->d);
     lipi_free(b->agg);
-    lipi_free(b->agg_used);
+    lipi_free(b->agg_left);
+    lipi_free(b->agg_right);
     lipi_free(b->forbidden);
     lipi_free(b->wl);
     lipi_free(b->merges);
@@ -760,70 +767,87 @@ static lipi_status delta_reserve(delta **v, size_t *cap, size_t need)
     return st;
 }
 
-/* Starts a new sum: every slot of an older epoch counts as empty. */
-static void agg_reset(bpe *b)
+/* Starts new sums for the merge x y -> z: room for n of them (at most one
+ * per delta) and a reference per token; every reference of an older epoch
+ * counts as unset. */
+static lipi_status agg_reset(bpe *b, size_t n)
 {
     b->n_used = 0;
+    if (n > b->agg_cap) {
+        void *q = b->agg;
+        if (big_grow(&q, &b->agg_cap, n, sizeof(agg_slot)) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->agg = q;
+    }
+    if (b->n_tok > b->ref_cap) {
+        size_t cap = b->ref_cap;
+        void *l = b->agg_left, *r = b->agg_right;
+        if (lipi_grow(&l, &cap, b->n_tok, sizeof(agg_ref)) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->agg_left = l;
+        cap = b->ref_cap;
+        if (lipi_grow(&r, &cap, b->n_tok, sizeof(agg_ref)) != LIPI_OK)
+            return LIPI_ENOMEM;
+        b->agg_right = r;
+        for (size_t t = b->ref_cap; t < cap; t++)
+            b->agg_left[t] = b->agg_right[t] = (agg_ref){0, 0};
+        b->ref_cap = cap;
+    }
     if (++b->agg_epoch == 0) {
-        for (size_t i = 0; i < b->agg_cap; i++)
-            b->agg[i].epoch = 0;
+        for (size_t t = 0; t < b->ref_cap; t++)
+            b->agg_left[t].epoch = b->agg_right[t].epoch = 0;
+        b->agg_xy.epoch = 0;
         b->agg_epoch = 1;
     }
-}
-
-static size_t agg_probe(const bpe *b, uint64_t key)
-{
-    size_t mask = b->agg_cap - 1;
-    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-    while (b->agg[i].epoch == b->agg_epoch && b->agg[i].key != key)
-        i = (i + 1) & mask;
-    return i;
-}
-
-/* Index of key's slot in the current sum, claimed (n = 0, pair = NONE) if new. */
-static lipi_status agg_slot_of(bpe *b, uint64_t key, size_t *out)
-{
-    if ((b->n_used + 1) * 2 > b->agg_cap) {
-        size_t ncap = b->agg_cap ? b->agg_cap * 2 : 4096;
-        agg_slot *old = b->agg;
-        b->agg = big_alloc(ncap, sizeof *b->agg, true);
-        if (!b->agg) {
-            b->agg = old;
-            return LIPI_ENOMEM;
-        }
-        b->agg_cap = ncap;
-        for (size_t u = 0; u < b->n_used; u++) {
-            size_t j = agg_probe(b, old[b->agg_used[u]].key);
-            b->agg[j] = old[b->agg_used[u]];
-            b->agg_used[u] = (uint32_t)j;
-        }
-        lipi_free(old);
-        void *p = b->agg_used;
-        size_t ucap = b->used_cap;
-        if (lipi_grow(&p, &ucap, ncap / 2 + 1, sizeof(uint32_t)) != LIPI_OK)
-            return LIPI_ENOMEM;
-        b->agg_used = p;
-        b->used_cap = ucap;
-    }
-    size_t i = agg_probe(b, key);
-    if (b->agg[i].epoch != b->agg_epoch) {
-        b->agg[i] = (agg_slot){key, 0, 0, b->agg_epoch, NONE};
-        b->agg_used[b->n_used++] = (uint32_t)i;
-    }
-    *out = i;
     return LIPI_OK;
 }
 
-/* Subtracts the removed occurrences, one big-table update per pair. */
-static lipi_status apply_removals(bpe *b)
+/* Index of the sum ref points at, claimed (n = 0, pair = NONE) if unset. */
+static inline size_t agg_at(bpe *b, agg_ref *ref, uint64_t key)
 {
-    agg_reset(b);
+    if (ref->epoch != b->agg_epoch) {
+        ref->epoch = b->agg_epoch;
+        ref->slot = (uint32_t)b->n_used;
+        b->agg[b->n_used++] = (agg_slot){key, 0, 0, NONE};
+    }
+    return ref->slot;
+}
+
+/* The sum of a pair that merge x y removes: it ends in x, starts with y
+ * or is x y (merge_word notes no other), so the other token finds it. */
+static inline size_t agg_removed(bpe *b, uint64_t key, uint32_t x, uint32_t y)
+{
+    uint32_t l = (uint32_t)(key >> 32), r = (uint32_t)key;
+    if (r == x)
+        return agg_at(b, &b->agg_left[l], key);
+    if (l == y)
+        return agg_at(b, &b->agg_right[r], key);
+    LIPI_ASSERT(l == x && r == y);
+    return agg_at(b, &b->agg_xy, key);
+}
+
+/* The sum of a pair that a merge adds: it holds the new token z. */
+static inline size_t agg_added(bpe *b, uint64_t key, uint32_t z)
+{
+    uint32_t l = (uint32_t)(key >> 32), r = (uint32_t)key;
+    if (r == z)
+        return agg_at(b, &b->agg_left[l], key);
+    LIPI_ASSERT(l == z);
+    return agg_at(b, &b->agg_right[r], key);
+}
+
+/* Subtracts the removed occurrences, one big-table update per pair. */
+static lipi_status apply_removals(bpe *b, uint32_t x, uint32_t y)
+{
+    size_t total = 0;
+    for (size_t t = 0; t < b->n_active; t++)
+        total += b->d[t].n_rem;
+    if (agg_reset(b, total) != LIPI_OK)
+        return LIPI_ENOMEM;
     for (size_t t = 0; t < b->n_active; t++)
         for (size_t k = 0; k < b->d[t].n_rem; k++) {
-            size_t i;
             const delta *d = &b->d[t].rem[k];
-            if (agg_slot_of(b, d->key, &i) != LIPI_OK)
-                return LIPI_ENOMEM;
+            size_t i = agg_removed(b, d->key, x, y);
             if (d->w == NONE)
                 b->agg[i].bad += d->n;
             else
@@ -833,13 +857,13 @@ static lipi_status apply_removals(bpe *b)
      * of the pairs a few steps ahead. */
     for (size_t u = 0; u < b->n_used; u++) {
         if (u + 8 < b->n_used)
-            __builtin_prefetch(&b->pslots[pair_hash(b->agg[b->agg_used[u + 8]].key) >> b->pshift]);
+            __builtin_prefetch(&b->pslots[pair_hash(b->agg[u + 8].key) >> b->pshift]);
         if (u + 4 < b->n_used) {
-            pair_slot ps = b->pslots[pair_hash(b->agg[b->agg_used[u + 4]].key) >> b->pshift];
+            pair_slot ps = b->pslots[pair_hash(b->agg[u + 4].key) >> b->pshift];
             if (ps != PSLOT_EMPTY)
                 __builtin_prefetch(&b->pairs[(uint32_t)ps]);
         }
-        const agg_slot *a = &b->agg[b->agg_used[u]];
+        const agg_slot *a = &b->agg[u];
         if (pair_dec(b, a->key, a->n, a->bad) != LIPI_OK)
             return LIPI_ENOMEM;
     }
@@ -847,15 +871,17 @@ static lipi_status apply_removals(bpe *b)
 }
 
 /* Adds the new occurrences, notes their words, and queues the pairs. */
-static lipi_status apply_additions(bpe *b)
+static lipi_status apply_additions(bpe *b, uint32_t z)
 {
-    agg_reset(b);
+    size_t total = 0;
+    for (size_t t = 0; t < b->n_active; t++)
+        total += b->d[t].n_add;
+    if (agg_reset(b, total) != LIPI_OK)
+        return LIPI_ENOMEM;
     for (size_t t = 0; t < b->n_active; t++)
         for (size_t k = 0; k < b->d[t].n_add; k++) {
             const delta *d = &b->d[t].add[k];
-            size_t i;
-            if (agg_slot_of(b, d->key, &i) != LIPI_OK)
-                return LIPI_ENOMEM;
+            size_t i = agg_added(b, d->key, z);
             if (b->agg[i].pair == NONE &&
                 pair_get(b, (uint32_t)(d->key >> 32), (uint32_t)d->key, &b->agg[i].pair) !=
                     LIPI_OK)
@@ -870,7 +896,7 @@ static lipi_status apply_additions(bpe *b)
                 return LIPI_ENOMEM;
         }
     for (size_t u = 0; u < b->n_used; u++) {
-        uint32_t p = b->agg[b->agg_used[u]].pair;
+        uint32_t p = b->agg[u].pair;
         const pair_rec *pr = &b->pairs[p];
         if (pr->count >= b->floor && pr->bad == 0 && !is_forbidden(b, p) &&
             heap_push(b, pr->count, p) != LIPI_OK)
@@ -1279,6 +1305,7 @@ static void *fill_run(void *arg)
     fill_job *job = arg;
     bpe *b = job->b;
     size_t *bounds = NULL, cap = 0, n;
+    lipi_grapheme_iter *gi = NULL;
     job->st = LIPI_OK;
     for (size_t w = job->lo; w < job->hi; w++) {
         word_rec *wr = &b->words[w];
@@ -1297,7 +1324,7 @@ static void *fill_run(void *arg)
         }
         if (wr->goff == NO_GUARD)
             continue;
-        job->st = lipi_graphemes(s, len, &bounds, &cap, &n, &job->err);
+        job->st = lipi_graphemes_iter(&gi, s, len, &bounds, &cap, &n, &job->err);
         if (job->st != LIPI_OK)
             break;
         if (n == wr->units) {
@@ -1319,6 +1346,7 @@ static void *fill_run(void *arg)
         }
     }
     lipi_free(bounds);
+    lipi_grapheme_iter_free(gi);
     return NULL;
 }
 
@@ -1535,15 +1563,33 @@ done:
 
 static lipi_status lower_floor(bpe *b, uint64_t below);
 
-/* Counts every valid pair of every word from scratch, and fills the heap. */
-static lipi_status count_pairs(bpe *b)
+/* Room for the pairs, word-list chunks and heap entries that training on
+ * `words` words usually needs (about 1.4, 1.3 and 1 per word on real text),
+ * taken up front: the arrays then seldom grow, and growing copies them into
+ * fresh pages, which costs more than filling them (a page is resident only
+ * once written, so the room not used costs no memory). */
+static lipi_status reserve_tables(bpe *b, size_t words)
 {
-    b->n_pairs = 0;
-    b->n_chunks = 0;
-    b->free_chunk = NONE;
-    for (size_t i = 0; i < b->pcap; i++)
-        b->pslots[i] = PSLOT_EMPTY;
-    for (uint32_t w = 0; w < b->n_words; w++) {
+    void *q = b->pairs;
+    if (big_grow(&q, &b->pairs_cap, words * 2 + 16, sizeof(pair_rec)) != LIPI_OK)
+        return LIPI_ENOMEM;
+    b->pairs = q;
+    q = b->chunks;
+    if (big_grow(&q, &b->chunks_cap, words * 2 + 16, sizeof(chunk)) != LIPI_OK)
+        return LIPI_ENOMEM;
+    b->chunks = q;
+    q = b->heap;
+    if (big_grow(&q, &b->heap_cap, words + 16, sizeof(heap_ent)) != LIPI_OK)
+        return LIPI_ENOMEM;
+    b->heap = q;
+    return LIPI_OK;
+}
+
+/* Counts the valid pairs of words [lo, hi) into b's pair table and word
+ * lists (b may be a part: see count_pairs). */
+static lipi_status count_range(bpe *b, uint32_t lo, uint32_t hi)
+{
+    for (uint32_t w = lo; w < hi; w++) {
         const word_rec *wr = &b->words[w];
         const uint32_t *s = b->sym + wr->off;
         uint32_t pos = 0;
@@ -1564,6 +1610,145 @@ static lipi_status count_pairs(bpe *b)
             b->pairs[p].count += wr->count;
         }
     }
+    return LIPI_OK;
+}
+
+/* Empty pair tables and word lists. */
+static void pairs_clear(bpe *b)
+{
+    b->n_pairs = 0;
+    b->n_chunks = 0;
+    b->free_chunk = NONE;
+    for (size_t i = 0; i < b->pcap; i++)
+        b->pslots[i] = PSLOT_EMPTY;
+}
+
+static void part_free(bpe *part)
+{
+    lipi_free(part->pairs);
+    lipi_free(part->pslots);
+    lipi_free(part->chunks);
+}
+
+/* Adds the pairs counted in a part (of later words than b's) to b, in the
+ * order the part first met them: the ids, counts and word lists are those
+ * of counting all the words in one go. The part's chunks are copied behind
+ * b's and each of its lists is linked after b's list of the same pair; the
+ * free words of b's last chunk there are filled with NONE, which
+ * take_words skips. */
+static lipi_status absorb_part(bpe *b, const bpe *part)
+{
+    size_t base = b->n_chunks;
+    if (part->n_chunks > TAIL_MARK - base)
+        return LIPI_ENOMEM;
+    void *q = b->chunks;
+    if (big_grow(&q, &b->chunks_cap, base + part->n_chunks, sizeof(chunk)) != LIPI_OK)
+        return LIPI_ENOMEM;
+    b->chunks = q;
+    for (size_t c = 0; c < part->n_chunks; c++) {
+        chunk ch = part->chunks[c];
+        if (ch.next < TAIL_MARK)
+            ch.next += (uint32_t)base;
+        b->chunks[base + c] = ch;
+    }
+    b->n_chunks = base + part->n_chunks;
+    for (uint32_t lq = 0; lq < part->n_pairs; lq++) {
+        const pair_rec *lp = &part->pairs[lq];
+        uint32_t p;
+        if (pair_get(b, lp->left, lp->right, &p) != LIPI_OK)
+            return LIPI_ENOMEM;
+        pair_rec *pr = &b->pairs[p];
+        pr->count += lp->count;
+        pr->bad += lp->bad;
+        if (lp->head == NONE)
+            continue;
+        uint32_t head = lp->head + (uint32_t)base, tail = lp->tail + (uint32_t)base;
+        if (pr->tail == NONE) {
+            pr->head = head;
+        } else {
+            chunk *c = &b->chunks[pr->tail];
+            for (uint32_t i = c->next - TAIL_MARK; i < CHUNK_WORDS; i++)
+                c->w[i] = NONE;
+            c->next = head;
+        }
+        pr->tail = tail;
+    }
+    return LIPI_OK;
+}
+
+typedef struct {
+    bpe *part;       /* b itself for the first share, a part for the others */
+    uint32_t lo, hi; /* its words */
+    lipi_status st;
+} pair_count_job;
+
+static void *pair_count_run(void *arg)
+{
+    pair_count_job *job = arg;
+    job->st = count_range(job->part, job->lo, job->hi);
+    return NULL;
+}
+
+/* Shorter inputs are counted on one thread. */
+enum { PARALLEL_MIN_PAIR_WORDS = 4096 };
+
+/* Counts every valid pair of every word from scratch, and fills the heap.
+ * On several threads each takes a run of words of about the same number of
+ * symbols; the first counts into b, the others into parts (copies of b
+ * with pair tables and word lists of their own), which are then added to
+ * b in word order. */
+static lipi_status count_pairs(bpe *b)
+{
+    lipi_status st = LIPI_OK;
+    size_t T = b->n_words < PARALLEL_MIN_PAIR_WORDS ? 1 : thread_count(b->opt);
+    pair_count_job *jobs = NULL;
+    bpe *parts = NULL;
+    pairs_clear(b);
+    if (T > 1) {
+        jobs = lipi_calloc(T, sizeof *jobs);
+        parts = lipi_calloc(T, sizeof *parts);
+        if (!jobs || !parts)
+            T = 1;
+    }
+    if (T == 1) {
+        st = count_range(b, 0, (uint32_t)b->n_words);
+        goto done;
+    }
+    size_t total = 0, acc = 0, t = 1;
+    for (size_t w = 0; w < b->n_words; w++)
+        total += b->words[w].len;
+    jobs[0] = (pair_count_job){b, 0, (uint32_t)b->n_words, LIPI_OK};
+    for (size_t w = 0; w < b->n_words && t < T; w++) {
+        acc += b->words[w].len;
+        if (acc * T >= total * t) {
+            jobs[t - 1].hi = jobs[t].lo = (uint32_t)(w + 1);
+            jobs[t].hi = (uint32_t)b->n_words;
+            t++;
+        }
+    }
+    for (size_t k = 1; k < t; k++) {
+        parts[k] = *b;
+        parts[k].pairs = NULL;
+        parts[k].n_pairs = parts[k].pairs_cap = 0;
+        parts[k].pslots = NULL;
+        parts[k].pcap = 0;
+        parts[k].chunks = NULL;
+        parts[k].n_chunks = parts[k].chunks_cap = 0;
+        parts[k].free_chunk = NONE;
+        jobs[k].part = &parts[k];
+    }
+    run_jobs(pair_count_run, jobs, sizeof *jobs, t);
+    for (size_t k = 0; k < t && st == LIPI_OK; k++)
+        st = jobs[k].st;
+    for (size_t k = 1; k < t && st == LIPI_OK; k++)
+        st = absorb_part(b, &parts[k]);
+    for (size_t k = 1; k < t; k++)
+        part_free(&parts[k]);
+done:
+    lipi_free(jobs);
+    lipi_free(parts);
+    if (st != LIPI_OK)
+        return st;
     b->heap_n = 0;
     return lower_floor(b, UINT64_MAX);
 }
@@ -1691,9 +1876,10 @@ static lipi_status take_words(bpe *b, uint32_t p, size_t *n)
                 return LIPI_ENOMEM;
             b->wl = q;
         }
-        for (uint32_t i = 0; i < fill; i++)
-            b->wl[k + i] = ch->w[i];
-        k += fill;
+        for (uint32_t i = 0; i < fill; i++) {
+            b->wl[k] = ch->w[i];
+            k += ch->w[i] != NONE; /* padding where two counted parts were joined */
+        }
         c = next < TAIL_MARK ? next : NONE;
     }
     list_release(b, pr);
@@ -1790,10 +1976,10 @@ static lipi_status merge_pair(bpe *b, uint32_t p, uint32_t x, uint32_t y, uint32
             return LIPI_ENOMEM;
         b->n_active = 1;
     }
-    if (apply_removals(b) != LIPI_OK)
+    if (apply_removals(b, x, y) != LIPI_OK)
         return LIPI_ENOMEM;
     LIPI_ASSERT(b->pairs[p].count == 0);
-    return apply_additions(b);
+    return apply_additions(b, z);
 }
 
 static double now_seconds(void)
@@ -2338,6 +2524,10 @@ lipi_status lipi_bpe_train(const lipi_counts *counts, const lipi_bpe_options *op
     b.floor = b.min_count;
     b.free_chunk = NONE;
     TRY(prepare(&b, counts, err));
+    if (reserve_tables(&b, b.n_words) != LIPI_OK) {
+        st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+        goto done;
+    }
     if (opt->common.balance)
         TRY(parity_start(&b, counts, err));
     if (helpers_start(&b, thread_count(opt)) != LIPI_OK) {

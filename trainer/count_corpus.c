@@ -15,6 +15,7 @@
 #include "trainer/trainer.h"
 
 #include "tokenizer/base.h"
+#include "tokenizer/tokenizer_layout.h" /* the encoder's fast paths: valid text, scanners */
 
 #include <pthread.h>
 #include <stdio.h>
@@ -77,16 +78,21 @@ static lipi_status chunk_add_line(chunk *c, const char *s, size_t len)
 /* Counting one chunk                                                        */
 /* ------------------------------------------------------------------------ */
 
-enum { BATCH_WORDS = 256 };
+enum {
+    BATCH_WORDS = 256,         /* words counted at once (lipi_counts_add_each) */
+    BATCH_BYTES = 64 << 10,    /* the batch's text is dropped past this at a line end */
+};
 
 typedef struct {
     const lipi_normalizer *norm;
     const lipi_pretokenizer *pre;
+    const lipi_scanner *scan; /* pre is one Split on this scanner: cut the text itself */
     const char *const *paths;
     lipi_counts *counts;
     lipi_normalized normed;
     lipi_pieces pieces;
-    /* Pieces of several lines wait here so the table sees big batches. */
+    /* Words of several lines wait here so the table sees big batches:
+     * word i is batch[off[i] .. off[i + 1]). */
     lipi_buf batch;
     size_t off[BATCH_WORDS + 1];
     size_t n_batch;
@@ -100,12 +106,23 @@ static void counter_free(counter *k)
     lipi_counts_free(k->counts);
 }
 
-static lipi_status flush_batch(counter *k, lipi_error *err)
+/* Counts the waiting words. Their text stays (a line cut into more than
+ * BATCH_WORDS words is still being scanned) unless `drop`. */
+static lipi_status flush_batch(counter *k, bool drop, lipi_error *err)
 {
     lipi_status st = lipi_counts_add_each(k->counts, k->batch.p, k->off, k->n_batch, err);
+    k->off[0] = drop ? 0 : k->off[k->n_batch];
     k->n_batch = 0;
-    k->batch.len = 0;
+    if (drop)
+        k->batch.len = 0;
     return st;
+}
+
+/* Notes that the next word ends at batch byte `end`. */
+static lipi_status batch_word(counter *k, size_t end, lipi_error *err)
+{
+    k->off[++k->n_batch] = end;
+    return k->n_batch == BATCH_WORDS ? flush_batch(k, false, err) : LIPI_OK;
 }
 
 /* Queues the pieces of one line for counting. */
@@ -115,18 +132,45 @@ static lipi_status batch_pieces(counter *k, const lipi_pieces *p, lipi_error *er
         size_t len = p->text_off[j + 1] - p->text_off[j];
         if (lipi_buf_append(&k->batch, p->text + p->text_off[j], len) != LIPI_OK)
             return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory counting words");
-        k->off[0] = 0;
-        k->off[++k->n_batch] = k->batch.len;
-        if (k->n_batch == BATCH_WORDS) {
-            lipi_status st = flush_batch(k, err);
-            if (st != LIPI_OK)
-                return st;
-        }
+        lipi_status st = batch_word(k, k->batch.len, err);
+        if (st != LIPI_OK)
+            return st;
     }
     return LIPI_OK;
 }
 
-/* Counts the pieces of every line of c. Errors name the file and line. */
+/* Queues the words of one line when the pre-tokenizer is a scanner: its
+ * pieces are the matches and the runs between them, as they are in the
+ * text, so the line is copied into the batch once and cut there (the same
+ * words lipi_pretokenize gives, without building and copying each). */
+static lipi_status batch_scanned(counter *k, const char *s, size_t n, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    if (lipi_buf_append(&k->batch, s, n) != LIPI_OK)
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory counting words");
+    const char *t = k->batch.p + k->batch.len - n; /* the line's copy */
+    size_t base = k->batch.len - n, i = 0, prev = 0;
+    while (i < n) {
+        size_t m = lipi_scan_match(k->scan, t, n, i);
+        if (!m) {
+            uint32_t cp;
+            i += pt_utf8_next(t + i, &cp);
+            continue;
+        }
+        if (prev != i)
+            TRY(batch_word(k, base + i, err));
+        TRY(batch_word(k, base + i + m, err));
+        i = prev = i + m;
+    }
+    if (prev < n)
+        TRY(batch_word(k, base + n, err));
+done:
+    return st;
+}
+
+/* Counts the pieces of every line of c. Errors name the file and line.
+ * Records are valid UTF-8 (the record reader checks or repairs them), so
+ * neither stage checks again. */
 static lipi_status count_chunk(counter *k, const chunk *c, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
@@ -134,17 +178,22 @@ static lipi_status count_chunk(counter *k, const chunk *c, lipi_error *err)
         const char *s = c->data + c->off[i];
         size_t len = c->off[i + 1] - c->off[i];
         if (k->norm) {
-            st = lipi_normalize(k->norm, s, len, &k->normed, false, err);
+            st = lipi_normalize_valid(k->norm, s, len, &k->normed, false, err);
             if (st != LIPI_OK)
                 goto fail;
             s = k->normed.text;
             len = k->normed.len;
         }
-        st = lipi_pretokenize(k->pre, s, len, &k->pieces, err);
+        if (k->scan) {
+            st = batch_scanned(k, s, len, err);
+        } else {
+            st = lipi_pretokenize_valid(k->pre, s, len, &k->pieces, err);
+            if (st == LIPI_OK)
+                st = batch_pieces(k, &k->pieces, err);
+        }
         if (st != LIPI_OK)
             goto fail;
-        st = batch_pieces(k, &k->pieces, err);
-        if (st != LIPI_OK)
+        if (k->batch.len > BATCH_BYTES && (st = flush_batch(k, true, err)) != LIPI_OK)
             goto fail;
         continue;
     fail:
@@ -157,7 +206,7 @@ static lipi_status count_chunk(counter *k, const chunk *c, lipi_error *err)
         }
         return st;
     }
-    return flush_batch(k, err);
+    return flush_batch(k, true, err);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -521,15 +570,22 @@ lipi_status lipi_count_files(const char *const *paths, size_t n_paths,
     wk = lipi_calloc(nt, sizeof *wk);
     if (!wk)
         return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    reader rd = {.paths = paths, .n_paths = n_paths, .opt = opt,
+                 .bytes_total = total_size(paths, n_paths)};
+    /* Each table starts at about the size it reaches on real text (a new
+     * word per ~128 bytes, per thread), at most 16 MB, instead of doubling
+     * up from nothing. */
+    uint64_t expect = rd.bytes_total / 128 / nt;
     for (size_t t = 0; t < nt; t++) {
-        wk[t].k = (counter){norm, pre, paths, NULL, {0}, {0}, {0}, {0}, 0};
-        if (lipi_counts_new(&wk[t].k.counts) != LIPI_OK) {
+        wk[t].k = (counter){.norm = norm, .pre = pre, .scan = lipi_pretokenizer_scanner(pre),
+                            .paths = paths};
+        if (lipi_counts_new(&wk[t].k.counts) != LIPI_OK ||
+            lipi_counts_reserve(wk[t].k.counts, expect < 350000 ? (size_t)expect : 350000) !=
+                LIPI_OK) {
             st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
             goto done;
         }
     }
-    reader rd = {.paths = paths, .n_paths = n_paths, .opt = opt,
-                 .bytes_total = total_size(paths, n_paths)};
     rd.last_report = now_seconds();
     if (nt == 1)
         TRY(count_one_thread(&rd, &wk[0].k, err));

@@ -133,9 +133,9 @@ static const char *arena_copy(lipi_counts *c, const char *word, size_t len)
     return p;
 }
 
-static lipi_status grow_table(lipi_counts *c)
+/* Rehashes into a table of ncap slots (a power of two above c->cap). */
+static lipi_status resize_table(lipi_counts *c, size_t ncap)
 {
-    size_t ncap = c->cap ? c->cap * 2 : 1024;
     if (ncap > SIZE_MAX / sizeof(slot) / 2 || ncap < c->cap)
         return LIPI_ENOMEM;
     slot *ns = lipi_malloc(ncap * sizeof *ns);
@@ -157,6 +157,22 @@ static lipi_status grow_table(lipi_counts *c)
     c->slots = ns;
     c->cap = ncap;
     return LIPI_OK;
+}
+
+static lipi_status grow_table(lipi_counts *c)
+{
+    return resize_table(c, c->cap ? c->cap * 2 : 1024);
+}
+
+lipi_status lipi_counts_reserve(lipi_counts *c, size_t n)
+{
+    size_t ncap = c->cap ? c->cap : 1024;
+    while (n * 10 > ncap * 7) { /* the load limit of add_hashed */
+        if (ncap > SIZE_MAX / sizeof(slot) / 4)
+            return LIPI_ENOMEM;
+        ncap *= 2;
+    }
+    return ncap > c->cap ? resize_table(c, ncap) : LIPI_OK;
 }
 
 static slot *find_slot(const lipi_counts *c, const char *word, size_t len, uint64_t h)

@@ -44,6 +44,10 @@ typedef struct {
 /* New empty table; free with lipi_counts_free. LIPI_ENOMEM only. */
 lipi_status lipi_counts_new(lipi_counts **out);
 void lipi_counts_free(lipi_counts *c);
+/* Makes room for n distinct words at once (the table otherwise grows by
+ * doubling, rehashing each time). The room is allocated and zeroed now.
+ * LIPI_ENOMEM only; the table is unchanged then. */
+lipi_status lipi_counts_reserve(lipi_counts *c, size_t n);
 
 /* Adds n to the count of word[0..len) (the word is copied). Words are
  * non-empty byte strings shorter than 4 GiB; they may hold any byte,
