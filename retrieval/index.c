@@ -572,14 +572,16 @@ fail:
     return NULL;
 }
 
-/* Gathers query i's hits from every thread's heap (of k) into merged and
- * sorts them by (score, lower document); returns how many there are. */
-static size_t knn_merge_query(const knn_thread *th, size_t threads, size_t i, size_t k,
+/* Gathers query i's hits from every thread's heap (room for `stride`
+ * hits a query; exact search's of k, quantized search's candidates of 2k)
+ * into merged and sorts them by (score, lower document); returns how many
+ * there are. */
+static size_t knn_merge_query(const knn_thread *th, size_t threads, size_t i, size_t stride,
                               knn_hit *merged)
 {
     size_t m = 0;
     for (size_t t = 0; t < threads; t++) {
-        memcpy(merged + m, th[t].heaps + i * k, th[t].fill[i] * sizeof *merged);
+        memcpy(merged + m, th[t].heaps + i * stride, th[t].fill[i] * sizeof *merged);
         m += th[t].fill[i];
     }
     qsort(merged, m, sizeof *merged, hit_cmp);
@@ -1185,22 +1187,80 @@ void lipi_quant_scores(lipi_quantization qz, bool ref, const void *q, const void
         (ref ? binary_scores_ref : binary_scores)(q, x, S, (dim + 7) / 8, out);
 }
 
+/* A worker's candidates for one query in quantized search: h[0..*n) with
+ * room for 2k (k: the candidates wanted). Once *n >= k, h[k-1] ranks last
+ * among h[0..k) and every hit after it ranks before it, so h[k-1].s bounds
+ * the k-th best score seen from below: a later document scoring no more
+ * than that cannot be among the best k (documents come in increasing
+ * order, so a tie loses). Appending is cheap; at 2k hits the best k are
+ * selected (quickselect, O(k)), which costs O(1) a hit where a heap of k
+ * costs O(log k). The set kept depends on the scores only, not on the
+ * order of the steps, and the merge sorts it. */
+
+/* Reorders h[0..n) so that h[want] is the hit of that rank (hit order),
+ * those before it rank before it and those after, after. Documents differ,
+ * so the order is total. */
+static void hits_select(knn_hit *h, size_t n, size_t want)
+{
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        /* median of three as the pivot, moved to hi - 1 */
+        size_t mid = lo + (hi - lo) / 2, a = lo, b = mid, c = hi - 1, p;
+        if (hit_before(h[b].s, h[b].d, &h[a]))
+            a = mid, b = lo;
+        p = hit_before(h[c].s, h[c].d, &h[a]) ? a : hit_before(h[c].s, h[c].d, &h[b]) ? c : b;
+        knn_hit pv = h[p], tmp;
+        h[p] = h[hi - 1];
+        h[hi - 1] = pv;
+        size_t store = lo;
+        for (size_t i = lo; i < hi - 1; i++)
+            if (hit_before(h[i].s, h[i].d, &pv)) {
+                tmp = h[i], h[i] = h[store], h[store++] = tmp;
+            }
+        h[hi - 1] = h[store];
+        h[store] = pv;
+        if (store == want)
+            return;
+        if (want < store)
+            hi = store;
+        else
+            lo = store + 1;
+    }
+}
+
+static void cand_push(knn_hit *h, size_t *n, size_t k, int32_t s, int64_t d)
+{
+    h[(*n)++] = (knn_hit){s, d};
+    if (*n == k) {
+        size_t w = 0; /* the last of the first k, to h[k-1] */
+        for (size_t i = 1; i < k; i++)
+            if (hit_before(h[w].s, h[w].d, &h[i]))
+                w = i;
+        knn_hit tmp = h[w];
+        h[w] = h[k - 1];
+        h[k - 1] = tmp;
+    } else if (*n == 2 * k) {
+        hits_select(h, 2 * k, k - 1);
+        *n = k;
+    }
+}
+
 /* Feeds one row of quantized scores row[0..S) for documents doc0.. into
- * the heap h (*n of k hits). */
+ * the candidates h (*n of them, k wanted). */
 KNN_CLONES
 static void quant_select_row(const int32_t *row, size_t S, int64_t doc0, knn_hit *h, size_t *n,
                              size_t k)
 {
     size_t j = 0;
     for (; j < S && *n < k; j++)
-        heap_push(h, n, row[j], doc0 + (int64_t)j);
+        cand_push(h, n, k, row[j], doc0 + (int64_t)j);
     for (; j < S; j++) {
-        /* Mostly nothing in the next 16 beats the heap's last hit: say so
-         * 16 at a time (documents come in order, so a tie never wins). */
+        /* Mostly nothing in the next 16 beats the bound: say so 16 at a
+         * time. */
         if ((j & 15) == 0 && j + 16 <= S) {
             v16i v, t = {0};
             memcpy(&v, row + j, sizeof v);
-            t += (int32_t)h[0].s; /* exact: the heap holds int32 scores */
+            t += (int32_t)h[k - 1].s; /* exact: int32 scores */
             v16i m = v > t;
             uint64_t u[8];
             memcpy(u, &m, sizeof u);
@@ -1209,35 +1269,30 @@ static void quant_select_row(const int32_t *row, size_t S, int64_t doc0, knn_hit
                 continue;
             }
         }
-        if (row[j] >= h[0].s && hit_before(row[j], doc0 + (int64_t)j, &h[0])) {
-            h[0] = (knn_hit){row[j], doc0 + (int64_t)j};
-            heap_sift_down(h, k, 0);
-        }
+        if (row[j] > (int32_t)h[k - 1].s)
+            cand_push(h, n, k, row[j], doc0 + (int64_t)j);
     }
 }
 
 #ifdef HAVE_VNNI
 /* quant_select_row for the packed passes (AVX-512 there): a mask of the
- * 16 scores that beat the heap's last hit, then only those, lowest first. */
+ * 16 scores above the bound, then only those, lowest first. */
 __attribute__((target("avx512f"))) static void
 quant_select_row_512(const int32_t *row, size_t S, int64_t doc0, knn_hit *h, size_t *n, size_t k)
 {
     size_t j = 0;
     for (; j < S && *n < k; j++)
-        heap_push(h, n, row[j], doc0 + (int64_t)j);
+        cand_push(h, n, k, row[j], doc0 + (int64_t)j);
     for (; j < S; j += 16) {
         __mmask16 valid = S - j >= 16 ? 0xFFFF : (__mmask16)((1u << (S - j)) - 1);
-        /* exact: the heap holds int32 scores; documents come in order, so
-         * a tie never wins */
-        __m512i t = _mm512_set1_epi32((int32_t)h[0].s);
-        unsigned m = _mm512_mask_cmpgt_epi32_mask(valid, _mm512_maskz_loadu_epi32(valid, row + j), t);
+        __m512i t = _mm512_set1_epi32((int32_t)h[k - 1].s);
+        unsigned m =
+            _mm512_mask_cmpgt_epi32_mask(valid, _mm512_maskz_loadu_epi32(valid, row + j), t);
         while (m) {
             size_t l = j + (size_t)__builtin_ctz(m);
             m &= m - 1;
-            if (row[l] > (int32_t)h[0].s) {
-                h[0] = (knn_hit){row[l], doc0 + (int64_t)l};
-                heap_sift_down(h, k, 0);
-            }
+            if (row[l] > (int32_t)h[k - 1].s)
+                cand_push(h, n, k, row[l], doc0 + (int64_t)l);
         }
     }
 }
@@ -1388,7 +1443,7 @@ static lipi_status quant_block_task(void *vctx, size_t b, size_t tid, lipi_error
 #ifdef HAVE_VNNI
                 for (size_t i = i0; i < i0 + qn; i++)
                     quant_select_row_512(sc + (i - i0) * S, S, (int64_t)p0,
-                                         t->heaps + i * c->m, &t->fill[i], c->m);
+                                         t->heaps + i * 2 * c->m, &t->fill[i], c->m);
 #endif
             }
             continue;
@@ -1404,7 +1459,7 @@ static lipi_status quant_block_task(void *vctx, size_t b, size_t tid, lipi_error
             lipi_quant_scores_block(c->qz, q, c->qu ? qu : NULL, qn, c->codes + p0 * c->rb, S,
                                     c->dim, sc);
             for (size_t i = i0; i < i0 + qn; i++)
-                quant_select_row(sc + (i - i0) * S, S, (int64_t)p0, t->heaps + i * c->m,
+                quant_select_row(sc + (i - i0) * S, S, (int64_t)p0, t->heaps + i * 2 * c->m,
                                  &t->fill[i], c->m);
         }
     }
@@ -1412,8 +1467,8 @@ static lipi_status quant_block_task(void *vctx, size_t b, size_t tid, lipi_error
 }
 
 /* The end of a pass, one task per query: its candidates merged from every
- * worker's heap, rescored from the float32 rows when asked, the best keff
- * written out. `merged` holds threads * m hits per worker. */
+ * worker, sorted, the best m rescored from the float32 rows when asked,
+ * the best keff written out. `merged` holds threads * 2m hits per worker. */
 typedef struct {
     knn_thread *t;
     size_t threads, m, keff, k, dim;
@@ -1427,12 +1482,26 @@ typedef struct {
 static lipi_status quant_finish_task(void *vctx, size_t i, size_t tid, lipi_error *err)
 {
     quant_finish_ctx *c = vctx;
-    knn_hit *merged = c->merged + tid * c->threads * c->m;
-    knn_merge_query(c->t, c->threads, i, c->m, merged);
+    knn_hit *merged = c->merged + tid * c->threads * 2 * c->m;
+    knn_merge_query(c->t, c->threads, i, 2 * c->m, merged);
     if (c->rescore) {
+        /* The rows are scattered over the mapping: most are cache (and
+         * TLB) misses, so the next RESCORE_AHEAD rows' lines are asked
+         * for while this one is summed. */
+        enum { RESCORE_AHEAD = 4 };
         const float *qi = c->q + i * c->dim;
-        for (size_t j = 0; j < c->m; j++)
-            merged[j].s = rescore_dot(qi, c->x + (size_t)merged[j].d * c->dim, c->dim);
+        size_t row_bytes = c->dim * sizeof(float);
+        for (size_t j = 0; j < c->m + RESCORE_AHEAD; j++) {
+            if (j < c->m) {
+                const char *r = (const char *)(c->x + (size_t)merged[j].d * c->dim);
+                for (size_t b = 0; b < row_bytes; b += 64)
+                    __builtin_prefetch(r + b);
+            }
+            if (j >= RESCORE_AHEAD) {
+                size_t at = j - RESCORE_AHEAD;
+                merged[at].s = rescore_dot(qi, c->x + (size_t)merged[at].d * c->dim, c->dim);
+            }
+        }
         qsort(merged, c->m, sizeof *merged, hit_cmp);
     }
     knn_put_hits(merged, c->keff, c->docs + i * c->k, c->scores + i * c->k);
@@ -1469,7 +1538,7 @@ static lipi_status quant_search(lipi_quantization qz, const unsigned char *codes
     size_t panel = o.gemm_rows ? o.gemm_rows : LIPI_KNN_GEMM_ROWS;
     if (panel > block)
         panel = block;
-    size_t chunk = LIPI_KNN_HEAP_BYTES / (m * sizeof(knn_hit));
+    size_t chunk = LIPI_KNN_HEAP_BYTES / (2 * m * sizeof(knn_hit));
     chunk = chunk < 1 ? 1 : chunk > nq ? nq : chunk;
     size_t nblocks = n / block + (n % block != 0);
     scan_threads = threads > nblocks ? nblocks : threads;
@@ -1478,8 +1547,8 @@ static lipi_status quant_search(lipi_quantization qz, const unsigned char *codes
     bool packed = chunk >= PACK_MIN_QUERIES && pack_available(qz, dim);
     size_t scratch = packed ? PACK_QB * panel * sizeof(int32_t) + pack_bytes(panel, rb)
                             : QUANT_QB * panel * sizeof(int32_t);
-    th = knn_threads_new(scan_threads, scratch, chunk, m);
-    merged = lipi_reallocarray(NULL, fin_threads * scan_threads * m, sizeof *merged);
+    th = knn_threads_new(scan_threads, scratch, chunk, 2 * m);
+    merged = lipi_reallocarray(NULL, fin_threads * scan_threads, 2 * m * sizeof *merged);
     qcodes = lipi_reallocarray(NULL, chunk, rb);
     if (qz == LIPI_QUANT_INT8)
         qunsigned = lipi_reallocarray(NULL, chunk, rb);
