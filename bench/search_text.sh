@@ -3,7 +3,7 @@
 # int8 and binary with and without rescoring, FAISS Flat, SQ8 and
 # IndexBinaryFlat) over sentence embeddings of FLORES-200 (dev + devtest)
 # and NTREX-128 lines instead of random vectors. Corpus: every line of every
-# language but English (101,378 lines, 67 files); queries: every fourth
+# language but English (100,381 lines, 83 files); queries: every fourth
 # English line of the same files (1,002), whose translations are in the
 # corpus. Model: bench/search_text.py, a one-layer random-weight BERT of
 # hidden size 384 with multilingual BERT's vocabulary, mean pooling and
@@ -36,5 +36,6 @@ if [ ! -f "$D/index/meta.json" ] || [ ! -f "$D/queries.npy" ]; then
   "$BUILD/lipi" index -m "$D/model" --quiet -o "$D/index" $(cat "$D/corpus.list") 2>/dev/null
 fi
 N=$(sed -n 's/.*"count": *\([0-9]*\).*/\1/p' "$D/index/meta.json")
+NQ=$(wc -l < "$D/queries.txt")
 SEARCH_BENCH_DIR=$D SEARCH_LABEL="real text: FLORES-200 + NTREX-128 lines embedded by a random-weight 1 x 384 BERT (bench/search_text.py)" \
-  N=$N D=384 NQ=$(wc -l < "$D/queries.txt") SKIP_HNSW=1 sh bench/search.sh "$BUILD"
+  N=$N NQ=$NQ D=384 SKIP_HNSW=1 sh bench/search.sh "$BUILD"

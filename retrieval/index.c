@@ -574,16 +574,23 @@ fail:
 
 /* Gathers query i's hits from every thread's heap (room for `stride`
  * hits a query; exact search's of k, quantized search's candidates of 2k)
- * into merged and sorts them by (score, lower document); returns how many
- * there are. */
-static size_t knn_merge_query(const knn_thread *th, size_t threads, size_t i, size_t stride,
-                              knn_hit *merged)
+ * into merged; returns how many there are. knn_merge_query also sorts them
+ * by (score, lower document). */
+static size_t knn_gather_query(const knn_thread *th, size_t threads, size_t i, size_t stride,
+                               knn_hit *merged)
 {
     size_t m = 0;
     for (size_t t = 0; t < threads; t++) {
         memcpy(merged + m, th[t].heaps + i * stride, th[t].fill[i] * sizeof *merged);
         m += th[t].fill[i];
     }
+    return m;
+}
+
+static size_t knn_merge_query(const knn_thread *th, size_t threads, size_t i, size_t stride,
+                              knn_hit *merged)
+{
+    size_t m = knn_gather_query(th, threads, i, stride, merged);
     qsort(merged, m, sizeof *merged, hit_cmp);
     return m;
 }
@@ -1483,7 +1490,11 @@ static lipi_status quant_finish_task(void *vctx, size_t i, size_t tid, lipi_erro
 {
     quant_finish_ctx *c = vctx;
     knn_hit *merged = c->merged + tid * c->threads * 2 * c->m;
-    knn_merge_query(c->t, c->threads, i, 2 * c->m, merged);
+    /* Up to 2m a worker: the best m selected, not sorted (O(m), where
+     * sorting all of them cost more than the scan at m = 400). */
+    size_t got = knn_gather_query(c->t, c->threads, i, 2 * c->m, merged);
+    if (got > c->m)
+        hits_select(merged, got, c->m - 1);
     if (c->rescore) {
         /* The rows are scattered over the mapping: most are cache (and
          * TLB) misses, so the next RESCORE_AHEAD rows' lines are asked
@@ -1502,8 +1513,10 @@ static lipi_status quant_finish_task(void *vctx, size_t i, size_t tid, lipi_erro
                 merged[at].s = rescore_dot(qi, c->x + (size_t)merged[at].d * c->dim, c->dim);
             }
         }
-        qsort(merged, c->m, sizeof *merged, hit_cmp);
     }
+    if (c->m > c->keff)
+        hits_select(merged, c->m, c->keff - 1);
+    qsort(merged, c->keff, sizeof *merged, hit_cmp);
     knn_put_hits(merged, c->keff, c->docs + i * c->k, c->scores + i * c->k);
     return LIPI_OK;
 }
