@@ -11,10 +11,11 @@
 # and the approximate FAISS indexes are cached there too, as are lipi's
 # quantized indexes (index-int8, index-binary: 1.6 GB each, their float32
 # vectors included). Quantized rows: size of the codes, QPS and recall@10
-# against lipi exact without rescoring and rescored from 4 x k and 10 x k
-# (binary also 40 x k), next to FAISS SQ8 (alone, and refined by its
-# float32 vectors from 4 x k and 10 x k, "SQ8,RFlat") and FAISS
-# IndexBinaryFlat over the same sign bits.
+# against lipi exact without rescoring and rescored from INT8_MULTS /
+# BINARY_MULTS x k candidates (default 4 10 40 / 4 10 40 100), next to FAISS
+# IndexBinaryFlat over the same sign bits and FAISS SQ8 (alone, and refined
+# by its float32 vectors from 4 x k and 10 x k, "SQ8,RFlat"; SQ8_RUNS timed
+# runs after the warm-up, default 1, as Debian's FAISS SQ8 scan is slow).
 #   N, D, NQ, K, THREADS, RUNS override the sizes; SKIP_QUANT=1 skips the
 #   quantized rows; SKIP_HNSW=1 skips HNSW32
 #   (building it over 1M vectors takes a long time on 2 cores);
@@ -28,6 +29,9 @@ NQ=${NQ:-1000}
 K=${K:-10}
 THREADS=${THREADS:-2}
 RUNS=${RUNS:-3}
+INT8_MULTS=${INT8_MULTS:-4 10 40}
+BINARY_MULTS=${BINARY_MULTS:-4 10 40 100}
+SQ8_RUNS=${SQ8_RUNS:-1}
 DIR=${SEARCH_BENCH_DIR:-${TMPDIR:-/tmp}/lipi-bench-search-$N-$D-$NQ}
 BIN="$BUILD/bench_search"
 
@@ -61,13 +65,13 @@ measure "faiss Flat, OPENBLAS_CORETYPE=SkylakeX" env $threads OPENBLAS_CORETYPE=
 measure "faiss IVF1024,Flat" env $threads OPENBLAS_CORETYPE=SkylakeX \
   "$BIN" faiss "$DIR" IVF1024,Flat "$K" "$THREADS" "$RUNS" nprobe=1 nprobe=16 nprobe=64
 if [ "${SKIP_QUANT:-0}" != 1 ]; then
-  measure "lipi int8" "$BIN" quant "$DIR" int8 "$K" "$THREADS" "$RUNS" 4 10
-  measure "lipi binary" "$BIN" quant "$DIR" binary "$K" "$THREADS" "$RUNS" 4 10 40
-  measure "faiss SQ8" env $threads OPENBLAS_CORETYPE=SkylakeX \
-    "$BIN" faiss "$DIR" SQ8 "$K" "$THREADS" "$RUNS"
-  measure "faiss SQ8,RFlat" env $threads OPENBLAS_CORETYPE=SkylakeX \
-    "$BIN" faiss "$DIR" SQ8,RFlat "$K" "$THREADS" "$RUNS" k_factor_rf=4 k_factor_rf=10
+  measure "lipi int8" "$BIN" quant "$DIR" int8 "$K" "$THREADS" "$RUNS" $INT8_MULTS
+  measure "lipi binary" "$BIN" quant "$DIR" binary "$K" "$THREADS" "$RUNS" $BINARY_MULTS
   measure "faiss BinaryFlat" env $threads "$BIN" faiss-binary "$DIR" "$K" "$THREADS" "$RUNS"
+  measure "faiss SQ8" env $threads OPENBLAS_CORETYPE=SkylakeX \
+    "$BIN" faiss "$DIR" SQ8 "$K" "$THREADS" "$SQ8_RUNS"
+  measure "faiss SQ8,RFlat" env $threads OPENBLAS_CORETYPE=SkylakeX \
+    "$BIN" faiss "$DIR" SQ8,RFlat "$K" "$THREADS" "$SQ8_RUNS" k_factor_rf=4 k_factor_rf=10
 fi
 if [ "${SKIP_HNSW:-0}" != 1 ]; then
   measure "faiss HNSW32" env $threads OPENBLAS_CORETYPE=SkylakeX \

@@ -1219,11 +1219,16 @@ static void hits_select(knn_hit *h, size_t n, size_t want)
         knn_hit pv = h[p], tmp;
         h[p] = h[hi - 1];
         h[hi - 1] = pv;
+        /* Lomuto's partition without a branch on the comparison (which
+         * goes either way at random): always swap, advance on a hit. */
         size_t store = lo;
-        for (size_t i = lo; i < hi - 1; i++)
-            if (hit_before(h[i].s, h[i].d, &pv)) {
-                tmp = h[i], h[i] = h[store], h[store++] = tmp;
-            }
+        for (size_t i = lo; i < hi - 1; i++) {
+            tmp = h[i];
+            size_t before = (size_t)(tmp.s > pv.s) | ((size_t)(tmp.s == pv.s) & (tmp.d < pv.d));
+            h[i] = h[store];
+            h[store] = tmp;
+            store += before;
+        }
         h[hi - 1] = h[store];
         h[store] = pv;
         if (store == want)
