@@ -18,6 +18,11 @@
  *                                    vectors (approximate ones cached in
  *                                    DIR), searched once per PARAMS setting
  *                                    ("nprobe=16", "efSearch=64", "-": none)
+ *   search faiss-binary DIR K THREADS RUNS
+ *                                    FAISS IndexBinaryFlat over the sign
+ *                                    bits of the vectors (lipi's binary
+ *                                    codes), the queries coded in the timed
+ *                                    part as lipi's search codes them
  *
  * Times are the median of RUNS runs over all queries after one warm-up run;
  * QPS = queries / median time. */
@@ -281,9 +286,8 @@ static double recall_at_k(const int64_t *truth, const int64_t *got, size_t nq, s
     return (double)hit / (double)(nq * k);
 }
 
-/* Builds the FAISS index from the index's vectors a chunk at a time (read,
- * not mapped, so the mapping does not count in this process's RSS). */
-static lipi_faiss *build_faiss(const char *dir, const char *spec, size_t threads)
+/* Rows and dimension of DIR/index. */
+static void index_shape(const char *dir, size_t *n, size_t *d)
 {
     char path[4096];
     lipi_error err = {0};
@@ -292,8 +296,19 @@ static lipi_faiss *build_faiss(const char *dir, const char *spec, size_t threads
     lipi_index_open_options oo = {.skip_faiss = true};
     if (lipi_index_open(path, &oo, &idx, &err) != LIPI_OK)
         die("open", &err);
-    size_t n = lipi_index_count(idx), d = lipi_index_dim(idx);
+    *n = lipi_index_count(idx);
+    *d = lipi_index_dim(idx);
     lipi_index_close(idx);
+}
+
+/* Builds the FAISS index from the index's vectors a chunk at a time (read,
+ * not mapped, so the mapping does not count in this process's RSS). */
+static lipi_faiss *build_faiss(const char *dir, const char *spec, size_t threads)
+{
+    char path[4096];
+    lipi_error err = {0};
+    size_t n, d;
+    index_shape(dir, &n, &d);
     /* 262144 rows train IVF1024 (FAISS's own sample size); other indexes
      * are fed in small chunks so the buffer adds little to the peak RSS. */
     size_t first = strstr(spec, "IVF") ? 262144 : 16384, chunk = 16384;
@@ -489,6 +504,71 @@ static int run_quant(const char *dir, const char *qname, size_t k, size_t thread
     return 0;
 }
 
+typedef struct {
+    lipi_faiss_binary *fb;
+    size_t threads, nb;
+    uint8_t *qc;     /* the queries' codes (nq, nb) */
+    int32_t *dist;   /* (nq, k) */
+} faiss_binary_job;
+
+/* As lipi's binary search: the queries' sign bits, then the search. */
+static void faiss_binary_search(void *ctx, timed *b)
+{
+    faiss_binary_job *j = ctx;
+    lipi_error err = {0};
+    lipi_quantize_binary(b->q, b->nq, b->d, j->qc);
+    if (lipi_faiss_binary_search(j->fb, j->qc, b->nq, b->k, j->threads, b->docs, j->dist, &err) !=
+        LIPI_OK)
+        die("search", &err);
+}
+
+/* FAISS's IndexBinaryFlat over the sign bits of the index's vectors (read
+ * a chunk at a time, coded as lipi's binary quantization codes them). */
+static int run_faiss_binary(const char *dir, size_t k, size_t threads, size_t runs)
+{
+    char path[4096];
+    lipi_error err = {0};
+    size_t n, d;
+    index_shape(dir, &n, &d);
+    size_t nb = (d + 7) / 8;
+    enum { CHUNK = 16384 };
+    float *buf = malloc(sizeof(float) * CHUNK * d);
+    uint8_t *codes = malloc(CHUNK * nb);
+    snprintf(path, sizeof path, "%s/index/vectors.npy", dir);
+    FILE *f = fopen(path, "rb");
+    faiss_binary_job job = {.threads = threads, .nb = nb};
+    double t0 = now();
+    if (!buf || !codes || !f || fseek(f, 128, SEEK_SET) != 0)
+        return 1;
+    if (lipi_faiss_binary_new(nb, &job.fb, &err) != LIPI_OK)
+        die("BinaryFlat", &err);
+    for (size_t r = 0; r < n; r += CHUNK) {
+        size_t m = r + CHUNK < n ? CHUNK : n - r;
+        if (fread(buf, sizeof(float) * d, m, f) != m)
+            return 1;
+        lipi_quantize_binary(buf, m, d, codes);
+        if (lipi_faiss_binary_add(job.fb, codes, m, &err) != LIPI_OK)
+            die("BinaryFlat", &err);
+    }
+    fclose(f);
+    free(buf);
+    free(codes);
+    printf("%-14s built in %.1f s, codes %.1f MiB\n", "BinaryFlat", now() - t0,
+           (double)n * (double)nb / (1 << 20));
+    timed b;
+    timed_open(&b, dir, k, runs);
+    job.qc = malloc(b.nq * nb);
+    job.dist = malloc(sizeof *job.dist * b.nq * k);
+    if (!job.qc || !job.dist)
+        return 1;
+    timed_run(&b, faiss_binary_search, &job, "faiss BinaryFlat", "-");
+    timed_close(&b);
+    free(job.qc);
+    free(job.dist);
+    lipi_faiss_binary_free(job.fb);
+    return 0;
+}
+
 /* OpenBLAS (FAISS's BLAS here) names the kernels it chose. */
 char *openblas_get_corename(void);
 
@@ -537,6 +617,8 @@ static int run_faiss(const char *dir, const char *spec, size_t k, size_t threads
         if (!flat && lipi_faiss_write(fi, cache, &err) != LIPI_OK)
             die(cache, &err);
     }
+    if (!flat && stat(cache, &sb) == 0)
+        printf("%-14s index file %.1f MiB\n", spec, (double)sb.st_size / (1 << 20));
     fflush(stdout);
     timed b;
     timed_open(&b, dir, k, runs);
@@ -569,6 +651,14 @@ int main(int argc, char **argv)
     if (argc >= 7 && strcmp(argv[1], "quant") == 0)
         return run_quant(argv[2], argv[3], strtoul(argv[4], NULL, 10), strtoul(argv[5], NULL, 10),
                          strtoul(argv[6], NULL, 10), argv + 7, argc - 7);
+    if (argc >= 6 && strcmp(argv[1], "faiss-binary") == 0) {
+        if (!lipi_faiss_available()) {
+            printf("faiss          skipped: lipi was built without FAISS\n");
+            return 0;
+        }
+        return run_faiss_binary(argv[2], strtoul(argv[3], NULL, 10), strtoul(argv[4], NULL, 10),
+                                strtoul(argv[5], NULL, 10));
+    }
     if (argc >= 7 && strcmp(argv[1], "faiss") == 0) {
         if (!lipi_faiss_available()) {
             printf("faiss          skipped: lipi was built without FAISS\n");
@@ -579,6 +669,7 @@ int main(int argc, char **argv)
                          argc - 7);
     }
     fprintf(stderr, "usage: search gen DIR N DIM NQ | lipi DIR K THREADS RUNS | "
-                    "quant DIR Q K THREADS RUNS [MULT...] | faiss DIR SPEC K THREADS RUNS [PARAMS...]\n");
+                    "quant DIR Q K THREADS RUNS [MULT...] | faiss DIR SPEC K THREADS RUNS "
+                    "[PARAMS...] | faiss-binary DIR K THREADS RUNS\n");
     return 2;
 }

@@ -11,12 +11,17 @@
 # and the approximate FAISS indexes are cached there too, as are lipi's
 # quantized indexes (index-int8, index-binary: 1.6 GB each, their float32
 # vectors included). Quantized rows: size of the codes, QPS and recall@10
-# against lipi exact without rescoring and rescored from 4 x k and 10 x k,
-# next to FAISS SQ8 (FAISS's IndexBinaryFlat is not bound by lipi's FAISS
-# wrapper, retrieval/faiss_bind.h, so it has no row).
+# against lipi exact without rescoring and rescored from INT8_MULTS /
+# BINARY_MULTS x k candidates (default 4 10 40 / 4 10 40 100), next to FAISS
+# IndexBinaryFlat over the same sign bits and FAISS SQ8 (alone, and refined
+# by its float32 vectors from 4 x k and 10 x k, "SQ8,RFlat", with
+# SQ8_REFINE=1; SQ8_RUNS timed runs after the warm-up, default 1: Debian's
+# FAISS scanned SQ8 at 24 queries per CPU-second over 100K vectors).
 #   N, D, NQ, K, THREADS, RUNS override the sizes; SKIP_QUANT=1 skips the
 #   quantized rows; SKIP_HNSW=1 skips HNSW32
-#   (building it over 1M vectors takes a long time on 2 cores).
+#   (building it over 1M vectors takes a long time on 2 cores);
+#   bench/search_text.sh sets SEARCH_BENCH_DIR to its real-text vectors and
+#   SEARCH_LABEL to say what they are.
 set -eu
 BUILD=${1:-build}
 N=${N:-1000000}
@@ -25,6 +30,9 @@ NQ=${NQ:-1000}
 K=${K:-10}
 THREADS=${THREADS:-2}
 RUNS=${RUNS:-3}
+INT8_MULTS=${INT8_MULTS:-4 10 40}
+BINARY_MULTS=${BINARY_MULTS:-4 10 40 100}
+SQ8_RUNS=${SQ8_RUNS:-1}
 DIR=${SEARCH_BENCH_DIR:-${TMPDIR:-/tmp}/lipi-bench-search-$N-$D-$NQ}
 BIN="$BUILD/bench_search"
 
@@ -36,7 +44,7 @@ if [ ! -f "$DIR/index/meta.json" ] || [ ! -f "$DIR/queries.npy" ]; then
   "$BIN" gen "$DIR" "$N" "$D" "$NQ"
 fi
 
-echo "search: $N x $D float32 random unit vectors ($(du -sh "$DIR/index/vectors.npy" | cut -f1)), $NQ queries, k=$K, threads=$THREADS, $(cc --version | head -1), -O2, runs=$RUNS (median after a warm-up)"
+echo "search: $N x $D float32 ${SEARCH_LABEL:-random unit vectors} ($(du -sh "$DIR/index/vectors.npy" | cut -f1)), $NQ queries, k=$K, threads=$THREADS, $(cc --version | head -1), -O2, runs=$RUNS (median after a warm-up)"
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; shared machine: absolute times are noisy"
 
 out="$DIR/results.txt"
@@ -58,10 +66,15 @@ measure "faiss Flat, OPENBLAS_CORETYPE=SkylakeX" env $threads OPENBLAS_CORETYPE=
 measure "faiss IVF1024,Flat" env $threads OPENBLAS_CORETYPE=SkylakeX \
   "$BIN" faiss "$DIR" IVF1024,Flat "$K" "$THREADS" "$RUNS" nprobe=1 nprobe=16 nprobe=64
 if [ "${SKIP_QUANT:-0}" != 1 ]; then
-  measure "lipi int8" "$BIN" quant "$DIR" int8 "$K" "$THREADS" "$RUNS" 4 10
-  measure "lipi binary" "$BIN" quant "$DIR" binary "$K" "$THREADS" "$RUNS" 4 10
+  measure "lipi int8" "$BIN" quant "$DIR" int8 "$K" "$THREADS" "$RUNS" $INT8_MULTS
+  measure "lipi binary" "$BIN" quant "$DIR" binary "$K" "$THREADS" "$RUNS" $BINARY_MULTS
+  measure "faiss BinaryFlat" env $threads "$BIN" faiss-binary "$DIR" "$K" "$THREADS" "$RUNS"
   measure "faiss SQ8" env $threads OPENBLAS_CORETYPE=SkylakeX \
-    "$BIN" faiss "$DIR" SQ8 "$K" "$THREADS" "$RUNS"
+    "$BIN" faiss "$DIR" SQ8 "$K" "$THREADS" "$SQ8_RUNS"
+  if [ "${SQ8_REFINE:-0}" = 1 ]; then
+    measure "faiss SQ8,RFlat" env $threads OPENBLAS_CORETYPE=SkylakeX \
+      "$BIN" faiss "$DIR" SQ8,RFlat "$K" "$THREADS" "$SQ8_RUNS" k_factor_rf=4 k_factor_rf=10
+  fi
 fi
 if [ "${SKIP_HNSW:-0}" != 1 ]; then
   measure "faiss HNSW32" env $threads OPENBLAS_CORETYPE=SkylakeX \
@@ -71,3 +84,15 @@ fi
 awk '/^lipi exact/ {l = $4} /^faiss Flat/ {f[++n] = $4}
      END { if (l && n) { printf "lipi exact / FAISS Flat QPS: %.2fx (OpenBLAS auto)", l / f[1];
                          if (n > 1) printf ", %.2fx (SkylakeX kernels)", l / f[2]; printf "\n" } }' "$out"
+# Every row against lipi exact: QPS (wall) and queries per CPU-second (the
+# figure to read on a shared machine), recall@k against lipi exact.
+awk '/ QPS / { for (i = 1; i <= NF; i++) { if ($i == "QPS") q = $(i - 1)
+                 if ($i == "queries" && $(i + 1) == "per") c = $(i - 1) }
+               sub(/^\(/, "", c); lab = substr($0, 1, 27); sub(/ +$/, "", lab)
+               rec = ($(NF - 1) == "recall@k") ? $NF : "-"
+               if (lab ~ /^lipi exact/) { eq = q; ec = c }
+               n++; L[n] = lab; Q[n] = q; C[n] = c; R[n] = rec }
+     END { if (!eq) exit
+           printf "\n| row | QPS | x exact | queries/CPU-s | x exact | recall@k |\n|---|---|---|---|---|---|\n"
+           for (i = 1; i <= n; i++)
+             printf "| %s | %.1f | %.2f | %.0f | %.2f | %s |\n", L[i], Q[i], Q[i] / eq, C[i], C[i] / ec, R[i] }' "$out"

@@ -14,6 +14,7 @@
 #include <faiss/AutoTune.h>
 #include <faiss/IVFlib.h>
 #include <faiss/Index.h>
+#include <faiss/IndexBinaryFlat.h>
 #include <faiss/IndexIVF.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/index_factory.h>
@@ -192,6 +193,66 @@ extern "C" size_t lipi_faiss_dim(const lipi_faiss *f)
 }
 
 extern "C" void lipi_faiss_free(lipi_faiss *f)
+{
+    if (!f)
+        return;
+    delete f->idx;
+    lipi_free(f);
+}
+
+struct lipi_faiss_binary {
+    faiss::IndexBinaryFlat *idx;
+};
+
+extern "C" lipi_status lipi_faiss_binary_new(size_t nbytes, lipi_faiss_binary **out,
+                                             lipi_error *err)
+{
+    *out = NULL;
+    if (!nbytes || nbytes > (size_t)INT32_MAX / 8)
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "FAISS: bad code size %zu bytes",
+                              nbytes);
+    lipi_faiss_binary *f = (lipi_faiss_binary *)lipi_calloc(1, sizeof *f);
+    if (!f)
+        return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    lipi_status st = guarded(err, LIPI_EINVAL, NULL, [&]() {
+        f->idx = new faiss::IndexBinaryFlat((faiss::Index::idx_t)(nbytes * 8));
+        return LIPI_OK;
+    });
+    if (st != LIPI_OK) {
+        lipi_faiss_binary_free(f);
+        return st;
+    }
+    *out = f;
+    return LIPI_OK;
+}
+
+extern "C" lipi_status lipi_faiss_binary_add(lipi_faiss_binary *f, const uint8_t *codes,
+                                             size_t n, lipi_error *err)
+{
+    return guarded(err, LIPI_EINVAL, NULL, [&]() {
+        f->idx->add((faiss::Index::idx_t)n, codes);
+        return LIPI_OK;
+    });
+}
+
+extern "C" lipi_status lipi_faiss_binary_search(const lipi_faiss_binary *f, const uint8_t *q,
+                                                size_t nq, size_t k, size_t threads,
+                                                int64_t *docs, int32_t *dist, lipi_error *err)
+{
+    if (!nq || !k)
+        return LIPI_OK;
+    return guarded(err, LIPI_EINVAL, NULL, [&]() {
+        set_threads(threads);
+        f->idx->search((faiss::Index::idx_t)nq, q, (faiss::Index::idx_t)k, dist,
+                       (faiss::Index::idx_t *)docs);
+        for (size_t i = 0; i < nq * k; i++)
+            if (docs[i] < 0)
+                docs[i] = -1;
+        return LIPI_OK;
+    });
+}
+
+extern "C" void lipi_faiss_binary_free(lipi_faiss_binary *f)
 {
     if (!f)
         return;

@@ -77,6 +77,27 @@ size_t lipi_faiss_count(const lipi_faiss *f); /* rows in the index */
 size_t lipi_faiss_dim(const lipi_faiss *f);
 void lipi_faiss_free(lipi_faiss *f);
 
+/* FAISS's IndexBinaryFlat: exact Hamming-distance search over packed bit
+ * codes, the FAISS counterpart of a binary-quantized lipi index
+ * (lipi_quantize_binary's codes fit it as they are; the order of the bits
+ * in a byte does not change a Hamming distance). Codes are nbytes bytes a
+ * row; rows get ids 0, 1, ... in the order added. */
+typedef struct lipi_faiss_binary lipi_faiss_binary;
+
+/* An empty index for codes of nbytes bytes (>= 1). *out is owned by the
+ * caller (lipi_faiss_binary_free). LIPI_EINVAL for a bad size, LIPI_ENOMEM. */
+lipi_status lipi_faiss_binary_new(size_t nbytes, lipi_faiss_binary **out, lipi_error *err);
+/* Adds n rows of codes (n, nbytes). */
+lipi_status lipi_faiss_binary_add(lipi_faiss_binary *f, const uint8_t *codes, size_t n,
+                                  lipi_error *err);
+/* The k nearest rows by Hamming distance for nq query codes (nq, nbytes):
+ * docs and dist are (nq, k), nearest first; slots past the last row get
+ * doc -1. `threads` OpenMP threads (0: FAISS's default). */
+lipi_status lipi_faiss_binary_search(const lipi_faiss_binary *f, const uint8_t *q, size_t nq,
+                                     size_t k, size_t threads, int64_t *docs, int32_t *dist,
+                                     lipi_error *err);
+void lipi_faiss_binary_free(lipi_faiss_binary *f);
+
 #ifdef __cplusplus
 }
 #endif

@@ -572,16 +572,25 @@ fail:
     return NULL;
 }
 
-/* Gathers query i's hits from every thread's heap (of k) into merged and
- * sorts them by (score, lower document); returns how many there are. */
-static size_t knn_merge_query(const knn_thread *th, size_t threads, size_t i, size_t k,
-                              knn_hit *merged)
+/* Gathers query i's hits from every thread's heap (room for `stride`
+ * hits a query; exact search's of k, quantized search's candidates of 2k)
+ * into merged; returns how many there are. knn_merge_query also sorts them
+ * by (score, lower document). */
+static size_t knn_gather_query(const knn_thread *th, size_t threads, size_t i, size_t stride,
+                               knn_hit *merged)
 {
     size_t m = 0;
     for (size_t t = 0; t < threads; t++) {
-        memcpy(merged + m, th[t].heaps + i * k, th[t].fill[i] * sizeof *merged);
+        memcpy(merged + m, th[t].heaps + i * stride, th[t].fill[i] * sizeof *merged);
         m += th[t].fill[i];
     }
+    return m;
+}
+
+static size_t knn_merge_query(const knn_thread *th, size_t threads, size_t i, size_t stride,
+                              knn_hit *merged)
+{
+    size_t m = knn_gather_query(th, threads, i, stride, merged);
     qsort(merged, m, sizeof *merged, hit_cmp);
     return m;
 }
@@ -1018,6 +1027,137 @@ static bool have_vpopcntdq(void)
 }
 #endif
 
+/* Packed panels, for passes of PACK_MIN_QUERIES queries or more: a panel of
+ * document codes is first rearranged so that one 64-byte vector holds the
+ * same 4-byte word of 16 consecutive rows (tile t = rows 16t..16t+15, word
+ * w: p[(t * W + w) * 16 + lane]). A query word broadcast to all lanes then
+ * scores 16 rows with one vpdpbusd (int8) or one xor + vpopcntd (binary),
+ * with no horizontal sums, and each vector loaded serves PACK_QB queries:
+ * per query and 384-dimension row, 6 instructions for int8 and 36 / 16 for
+ * binary, against 24 FMAs for float32. Rearranging costs about as much as
+ * scoring a few queries, hence the threshold. */
+enum { PACK_LANES = 16, PACK_QB = 8, PACK_MIN_QUERIES = 32 };
+
+/* Tiles of a packed panel of S rows: whole pairs (the kernels take two at a
+ * time). */
+static size_t pack_tiles(size_t S)
+{
+    size_t t = (S + PACK_LANES - 1) / PACK_LANES;
+    return t + (t & 1);
+}
+
+/* x: (S, rb) codes -> p: (pack_tiles(S), W, 16) words, W = (rb + 3) / 4.
+ * int8 codes become unsigned (+ 128, vpdpbusd's unsigned operand); the
+ * bytes past rb and the rows past S are 0 (padding bytes meet the queries'
+ * zero padding; padding rows are scored but never read). */
+static void quant_pack(const unsigned char *x, size_t S, size_t rb, bool int8, uint32_t *p)
+{
+    size_t W = (rb + 3) / 4, nt = pack_tiles(S);
+    uint32_t flip = int8 ? 0x80808080u : 0;
+    memset(p + (S / PACK_LANES) * W * PACK_LANES, 0,
+           (nt - S / PACK_LANES) * W * PACK_LANES * sizeof *p);
+    for (size_t r = 0; r < S; r++) {
+        const unsigned char *xr = x + r * rb;
+        uint32_t *pr = p + (r / PACK_LANES) * W * PACK_LANES + r % PACK_LANES;
+        size_t w = 0;
+        for (; w + 1 <= rb / 4; w++) {
+            uint32_t v;
+            memcpy(&v, xr + 4 * w, 4);
+            pr[w * PACK_LANES] = v ^ flip;
+        }
+        if (w < W) {
+            uint32_t v = 0;
+            memcpy(&v, xr + 4 * w, rb - 4 * w);
+            pr[w * PACK_LANES] = v ^ (flip & (((uint32_t)1 << (8 * (rb - 4 * w))) - 1));
+        }
+    }
+}
+
+/* A query's codes as W words, zero-padded: q (rb) -> qw (W). */
+static void quant_pack_query(const unsigned char *q, size_t rb, uint32_t *qw)
+{
+    size_t W = (rb + 3) / 4;
+    qw[W - 1] = 0;
+    memcpy(qw, q, rb);
+}
+
+#ifdef HAVE_VNNI
+/* The kernels' shape: two tiles (32 rows) against PACK_QB = 8 queries in 16
+ * named accumulators (an array of vectors made GCC shuffle registers on
+ * every step). STEP8 applies OP(i) to queries 0..7; STORE writes query i's
+ * two tiles (rows past S masked off) when i < qn. */
+#define STEP8(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7)
+#define PACKED_DECL(i) __m512i a##i = _mm512_setzero_si512(), b##i = a##i;
+#define PACKED_STORE(i, FIX)                                                                  \
+    if (i < qn) {                                                                              \
+        _mm512_mask_storeu_epi32(out[i] + r0, m0, FIX(a##i, i));                               \
+        if (m1)                                                                                \
+            _mm512_mask_storeu_epi32(out[i] + r0 + PACK_LANES, m1, FIX(b##i, i));              \
+    }
+
+/* Row masks of the two tiles at rows r0.. of a panel of S rows. */
+static inline void packed_masks(size_t r0, size_t S, __mmask16 *m0, __mmask16 *m1)
+{
+    size_t n0 = S - r0 >= 16 ? 16 : S - r0, n1 = S - r0 > 32 ? 16 : S - r0 - n0;
+    *m0 = (__mmask16)((1u << n0) - 1);
+    *m1 = (__mmask16)((1u << n1) - 1);
+}
+
+/* PACKED_KERNEL(NAME, TARGET, OP, FIX) defines NAME: p, a packed panel (nt
+ * tiles of W words, nt even) of S rows; q[i], query i's codes as W words
+ * -> out[i][r], r < S: FIX(acc, i) of the accumulated OP(acc, x, query
+ * word) over the words. All PACK_QB queries are computed (a short block
+ * repeats one), the first qn stored. */
+#define PACKED_KERNEL(NAME, TARGET, OP, FIX)                                                   \
+    __attribute__((target(TARGET))) static void NAME(                                          \
+        const uint32_t *p, size_t nt, size_t W, size_t S, const uint32_t *const q[PACK_QB],    \
+        const int32_t bias[PACK_QB], size_t qn, int32_t *const out[PACK_QB])                   \
+    {                                                                                          \
+        for (size_t t = 0; t < nt; t += 2) {                                                   \
+            const uint32_t *p0 = p + t * W * PACK_LANES, *p1 = p0 + W * PACK_LANES;            \
+            STEP8(PACKED_DECL)                                                                 \
+            for (size_t w = 0; w < W; w++) {                                                   \
+                __m512i x0 = _mm512_load_si512(p0 + w * PACK_LANES);                           \
+                __m512i x1 = _mm512_load_si512(p1 + w * PACK_LANES);                           \
+                STEP8(PACKED_STEP_##OP)                                                        \
+            }                                                                                  \
+            size_t r0 = t * PACK_LANES;                                                        \
+            if (r0 >= S)                                                                       \
+                break;                                                                         \
+            __mmask16 m0, m1;                                                                  \
+            packed_masks(r0, S, &m0, &m1);                                                     \
+            STEP8(PACKED_STORE_##FIX)                                                          \
+        }                                                                                      \
+    }
+
+/* int8: acc += dot(x + 128, q) by vpdpbusd, 4 bytes a lane; stored as
+ * acc - bias[i], bias = 128 * the sum of the query's codes. */
+#define PACKED_STEP_DP(i)                                                                      \
+    {                                                                                          \
+        __m512i v = _mm512_set1_epi32((int32_t)q[i][w]);                                       \
+        a##i = _mm512_dpbusd_epi32(a##i, x0, v);                                               \
+        b##i = _mm512_dpbusd_epi32(b##i, x1, v);                                               \
+    }
+#define PACKED_FIX_BIAS(acc, i) _mm512_sub_epi32(acc, _mm512_set1_epi32(bias[i]))
+#define PACKED_STORE_BIAS(i) PACKED_STORE(i, PACKED_FIX_BIAS)
+PACKED_KERNEL(int8_scores_packed, "avx512f,avx512bw,avx512vnni", DP, BIAS)
+
+/* binary: acc += popcount(x ^ q), 32 bits a lane; stored negated (bias is
+ * not read). */
+#define PACKED_STEP_POP(i)                                                                     \
+    {                                                                                          \
+        __m512i v = _mm512_set1_epi32((int32_t)q[i][w]);                                       \
+        a##i = _mm512_add_epi32(a##i, _mm512_popcnt_epi32(_mm512_xor_si512(x0, v)));           \
+        b##i = _mm512_add_epi32(b##i, _mm512_popcnt_epi32(_mm512_xor_si512(x1, v)));           \
+    }
+#define PACKED_FIX_NEG(acc, i) _mm512_sub_epi32(_mm512_setzero_si512(), acc)
+#define PACKED_STORE_NEG(i) PACKED_STORE(i, PACKED_FIX_NEG)
+PACKED_KERNEL(binary_scores_packed, "avx512f,avx512bw,avx512vpopcntdq", POP, NEG)
+#undef STEP8
+#undef PACKED_DECL
+#undef PACKED_STORE
+#endif
+
 void lipi_quant_scores_block(lipi_quantization qz, const void *const q[],
                              const uint8_t *const qu[], size_t qn, const void *x, size_t S,
                              size_t dim, int32_t *out)
@@ -1054,22 +1194,85 @@ void lipi_quant_scores(lipi_quantization qz, bool ref, const void *q, const void
         (ref ? binary_scores_ref : binary_scores)(q, x, S, (dim + 7) / 8, out);
 }
 
+/* A worker's candidates for one query in quantized search: h[0..*n) with
+ * room for 2k (k: the candidates wanted). Once *n >= k, h[k-1] ranks last
+ * among h[0..k) and every hit after it ranks before it, so h[k-1].s bounds
+ * the k-th best score seen from below: a later document scoring no more
+ * than that cannot be among the best k (documents come in increasing
+ * order, so a tie loses). Appending is cheap; at 2k hits the best k are
+ * selected (quickselect, O(k)), which costs O(1) a hit where a heap of k
+ * costs O(log k). The set kept depends on the scores only, not on the
+ * order of the steps, and the merge sorts it. */
+
+/* Reorders h[0..n) so that h[want] is the hit of that rank (hit order),
+ * those before it rank before it and those after, after. Documents differ,
+ * so the order is total. */
+static void hits_select(knn_hit *h, size_t n, size_t want)
+{
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        /* median of three as the pivot, moved to hi - 1 */
+        size_t mid = lo + (hi - lo) / 2, a = lo, b = mid, c = hi - 1, p;
+        if (hit_before(h[b].s, h[b].d, &h[a]))
+            a = mid, b = lo;
+        p = hit_before(h[c].s, h[c].d, &h[a]) ? a : hit_before(h[c].s, h[c].d, &h[b]) ? c : b;
+        knn_hit pv = h[p], tmp;
+        h[p] = h[hi - 1];
+        h[hi - 1] = pv;
+        /* Lomuto's partition without a branch on the comparison (which
+         * goes either way at random): always swap, advance on a hit. */
+        size_t store = lo;
+        for (size_t i = lo; i < hi - 1; i++) {
+            tmp = h[i];
+            size_t before = (size_t)(tmp.s > pv.s) | ((size_t)(tmp.s == pv.s) & (tmp.d < pv.d));
+            h[i] = h[store];
+            h[store] = tmp;
+            store += before;
+        }
+        h[hi - 1] = h[store];
+        h[store] = pv;
+        if (store == want)
+            return;
+        if (want < store)
+            hi = store;
+        else
+            lo = store + 1;
+    }
+}
+
+static void cand_push(knn_hit *h, size_t *n, size_t k, int32_t s, int64_t d)
+{
+    h[(*n)++] = (knn_hit){s, d};
+    if (*n == k) {
+        size_t w = 0; /* the last of the first k, to h[k-1] */
+        for (size_t i = 1; i < k; i++)
+            if (hit_before(h[w].s, h[w].d, &h[i]))
+                w = i;
+        knn_hit tmp = h[w];
+        h[w] = h[k - 1];
+        h[k - 1] = tmp;
+    } else if (*n == 2 * k) {
+        hits_select(h, 2 * k, k - 1);
+        *n = k;
+    }
+}
+
 /* Feeds one row of quantized scores row[0..S) for documents doc0.. into
- * the heap h (*n of k hits). */
+ * the candidates h (*n of them, k wanted). */
 KNN_CLONES
 static void quant_select_row(const int32_t *row, size_t S, int64_t doc0, knn_hit *h, size_t *n,
                              size_t k)
 {
     size_t j = 0;
     for (; j < S && *n < k; j++)
-        heap_push(h, n, row[j], doc0 + (int64_t)j);
+        cand_push(h, n, k, row[j], doc0 + (int64_t)j);
     for (; j < S; j++) {
-        /* Mostly nothing in the next 16 beats the heap's last hit: say so
-         * 16 at a time (documents come in order, so a tie never wins). */
+        /* Mostly nothing in the next 16 beats the bound: say so 16 at a
+         * time. */
         if ((j & 15) == 0 && j + 16 <= S) {
             v16i v, t = {0};
             memcpy(&v, row + j, sizeof v);
-            t += (int32_t)h[0].s; /* exact: the heap holds int32 scores */
+            t += (int32_t)h[k - 1].s; /* exact: int32 scores */
             v16i m = v > t;
             uint64_t u[8];
             memcpy(u, &m, sizeof u);
@@ -1078,22 +1281,142 @@ static void quant_select_row(const int32_t *row, size_t S, int64_t doc0, knn_hit
                 continue;
             }
         }
-        if (row[j] >= h[0].s && hit_before(row[j], doc0 + (int64_t)j, &h[0])) {
-            h[0] = (knn_hit){row[j], doc0 + (int64_t)j};
-            heap_sift_down(h, k, 0);
+        if (row[j] > (int32_t)h[k - 1].s)
+            cand_push(h, n, k, row[j], doc0 + (int64_t)j);
+    }
+}
+
+#ifdef HAVE_VNNI
+/* quant_select_row for the packed passes (AVX-512 there): a mask of the
+ * 16 scores above the bound, then only those, lowest first. */
+__attribute__((target("avx512f"))) static void
+quant_select_row_512(const int32_t *row, size_t S, int64_t doc0, knn_hit *h, size_t *n, size_t k)
+{
+    size_t j = 0;
+    for (; j < S && *n < k; j++)
+        cand_push(h, n, k, row[j], doc0 + (int64_t)j);
+    for (; j < S; j += 16) {
+        __mmask16 valid = S - j >= 16 ? 0xFFFF : (__mmask16)((1u << (S - j)) - 1);
+        __m512i t = _mm512_set1_epi32((int32_t)h[k - 1].s);
+        unsigned m =
+            _mm512_mask_cmpgt_epi32_mask(valid, _mm512_maskz_loadu_epi32(valid, row + j), t);
+        while (m) {
+            size_t l = j + (size_t)__builtin_ctz(m);
+            m &= m - 1;
+            if (row[l] > (int32_t)h[k - 1].s)
+                cand_push(h, n, k, row[l], doc0 + (int64_t)l);
+        }
+    }
+}
+#endif
+
+/* a: (dim), b: (dim) -> the float32 inner product, summed in double in
+ * eight fixed interleaved partial sums (independent, so the products
+ * pipeline), added in a fixed order: rescoring's score, the same for a
+ * document whichever query batch or thread computes it. */
+KNN_CLONES VECT_DYNAMIC
+static float rescore_dot(const float *a, const float *b, size_t dim)
+{
+    double s[8] = {0}, t = 0;
+    size_t j = 0;
+    for (; j + 8 <= dim; j += 8)
+        for (size_t l = 0; l < 8; l++)
+            s[l] += (double)a[j + l] * b[j + l];
+    for (; j < dim; j++)
+        t += (double)a[j] * b[j];
+    return (float)((((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]))) + t);
+}
+
+/* Whether this CPU has the packed kernels for qz at dimension dim. */
+static bool pack_available(lipi_quantization qz, size_t dim)
+{
+#ifdef HAVE_VNNI
+    if (qz == LIPI_QUANT_INT8)
+        return dim <= VNNI_MAX_DIM && have_vnni();
+    return have_vpopcntdq();
+#else
+    (void)qz;
+    (void)dim;
+    return false;
+#endif
+}
+
+/* Bytes of a packed panel of S rows of rb bytes, 64 more for alignment. */
+static size_t pack_bytes(size_t S, size_t rb)
+{
+    return pack_tiles(S) * ((rb + 3) / 4) * PACK_LANES * sizeof(uint32_t) + 64;
+}
+
+static uint32_t *align64(void *p)
+{
+    return (uint32_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+}
+
+/* Scores of queries qw[0..qn) (packed words, bias for int8) against the
+ * packed panel p of S rows -> out (qn, S). */
+static void quant_scores_packed(lipi_quantization qz, const uint32_t *p, size_t S, size_t W,
+                                const uint32_t *qw, const int32_t *bias, size_t qn,
+                                int32_t *out)
+{
+#ifdef HAVE_VNNI
+    for (size_t i0 = 0; i0 < qn; i0 += PACK_QB) {
+        size_t n = qn - i0 < PACK_QB ? qn - i0 : PACK_QB;
+        const uint32_t *q[PACK_QB];
+        int32_t b[PACK_QB];
+        int32_t *o[PACK_QB];
+        for (size_t i = 0; i < PACK_QB; i++) {
+            size_t at = i0 + (i < n ? i : n - 1);
+            q[i] = qw + at * W;
+            b[i] = bias ? bias[at] : 0;
+            o[i] = out + at * S;
+        }
+        if (qz == LIPI_QUANT_INT8)
+            int8_scores_packed(p, pack_tiles(S), W, S, q, b, n, o);
+        else
+            binary_scores_packed(p, pack_tiles(S), W, S, q, b, n, o);
+    }
+#else
+    (void)qz, (void)p, (void)S, (void)W, (void)qw, (void)bias, (void)qn, (void)out;
+#endif
+}
+
+/* Query codes q (qn, rb) -> packed words qw (qn, W) and, for int8, bias
+ * (qn): 128 times the sum of each query's codes. */
+static void quant_pack_queries(lipi_quantization qz, const unsigned char *q, size_t qn, size_t rb,
+                               uint32_t *qw, int32_t *bias)
+{
+    size_t W = (rb + 3) / 4;
+    for (size_t i = 0; i < qn; i++) {
+        quant_pack_query(q + i * rb, rb, qw + i * W);
+        if (qz == LIPI_QUANT_INT8) {
+            int32_t s = 0;
+            for (size_t j = 0; j < rb; j++)
+                s += (int8_t)q[i * rb + j];
+            bias[i] = 128 * s;
         }
     }
 }
 
-/* a: (dim), b: (dim) -> the float32 inner product, summed in double in
- * order: rescoring's score, the same for a document whichever query batch
- * or thread computes it. */
-static float rescore_dot(const float *a, const float *b, size_t dim)
+bool lipi_quant_scores_packed(lipi_quantization qz, const void *q, size_t qn, const void *x,
+                              size_t S, size_t dim, int32_t *out)
 {
-    double s = 0;
-    for (size_t j = 0; j < dim; j++)
-        s += (double)a[j] * b[j];
-    return (float)s;
+    size_t rb = quant_row_bytes(qz, dim), W = (rb + 3) / 4;
+    if (!pack_available(qz, dim) || !qn || !S)
+        return false;
+    void *pbuf = lipi_malloc(pack_bytes(S, rb));
+    uint32_t *qw = lipi_reallocarray(NULL, qn, W * sizeof(uint32_t));
+    int32_t *bias = lipi_reallocarray(NULL, qn, sizeof(int32_t));
+    bool ok = pbuf && qw && bias;
+    if (ok) {
+        uint32_t *p = align64(pbuf);
+        quant_pack(x, S, rb, qz == LIPI_QUANT_INT8, p);
+        quant_pack_queries(qz, q, qn, rb, qw, bias);
+        quant_scores_packed(qz, p, S, W, qw, qz == LIPI_QUANT_INT8 ? bias : NULL, qn, out);
+    }
+    lipi_free(pbuf);
+    lipi_free(qw);
+    lipi_free(bias);
+    return ok;
 }
 
 typedef struct {
@@ -1102,19 +1425,41 @@ typedef struct {
     size_t n, dim, rb;
     const unsigned char *qc;    /* this pass's query codes: (nqc, rb) */
     const uint8_t *qu;          /* int8 on VNNI: the codes + 128, else NULL */
+    const uint32_t *qw;         /* packed passes: the codes as words (nqc, W) */
+    const int32_t *qbias;       /* and for int8 128 * their sums (nqc) */
+    bool packed;
     size_t nqc, m, block, panel;
     knn_thread *t;
 } quant_ctx;
 
 /* Task b: rows [b * block, ...) against this pass's queries, into the
- * heaps of worker tid (merged and sorted afterwards, as in exact search). */
+ * heaps of worker tid (merged and sorted afterwards, as in exact search).
+ * Packed passes rearrange each panel once (after the scores area of the
+ * worker's scratch) and score it PACK_QB queries at a time. */
 static lipi_status quant_block_task(void *vctx, size_t b, size_t tid, lipi_error *err)
 {
     quant_ctx *c = vctx;
     knn_thread *t = &c->t[tid];
+    int32_t *sc = t->scratch;
     size_t r0 = b * c->block, r1 = r0 + c->block < c->n ? r0 + c->block : c->n;
+    size_t W = (c->rb + 3) / 4;
     for (size_t p0 = r0; p0 < r1; p0 += c->panel) {
         size_t S = p0 + c->panel < r1 ? c->panel : r1 - p0;
+        if (c->packed) {
+            uint32_t *p = align64(sc + PACK_QB * c->panel);
+            quant_pack(c->codes + p0 * c->rb, S, c->rb, c->qz == LIPI_QUANT_INT8, p);
+            for (size_t i0 = 0; i0 < c->nqc; i0 += PACK_QB) {
+                size_t qn = c->nqc - i0 < PACK_QB ? c->nqc - i0 : PACK_QB;
+                quant_scores_packed(c->qz, p, S, W, c->qw + i0 * W,
+                                    c->qbias ? c->qbias + i0 : NULL, qn, sc);
+#ifdef HAVE_VNNI
+                for (size_t i = i0; i < i0 + qn; i++)
+                    quant_select_row_512(sc + (i - i0) * S, S, (int64_t)p0,
+                                         t->heaps + i * 2 * c->m, &t->fill[i], c->m);
+#endif
+            }
+            continue;
+        }
         for (size_t i0 = 0; i0 < c->nqc; i0 += QUANT_QB) {
             size_t qn = c->nqc - i0 < QUANT_QB ? c->nqc - i0 : QUANT_QB;
             const void *q[QUANT_QB];
@@ -1123,14 +1468,61 @@ static lipi_status quant_block_task(void *vctx, size_t b, size_t tid, lipi_error
                 q[i] = c->qc + (i0 + i) * c->rb;
                 qu[i] = c->qu ? c->qu + (i0 + i) * c->rb : NULL;
             }
-            int32_t *sc = t->scratch;
             lipi_quant_scores_block(c->qz, q, c->qu ? qu : NULL, qn, c->codes + p0 * c->rb, S,
                                     c->dim, sc);
             for (size_t i = i0; i < i0 + qn; i++)
-                quant_select_row(sc + (i - i0) * S, S, (int64_t)p0, t->heaps + i * c->m,
+                quant_select_row(sc + (i - i0) * S, S, (int64_t)p0, t->heaps + i * 2 * c->m,
                                  &t->fill[i], c->m);
         }
     }
+    return LIPI_OK;
+}
+
+/* The end of a pass, one task per query: its candidates merged from every
+ * worker, sorted, the best m rescored from the float32 rows when asked,
+ * the best keff written out. `merged` holds threads * 2m hits per worker. */
+typedef struct {
+    knn_thread *t;
+    size_t threads, m, keff, k, dim;
+    knn_hit *merged;
+    bool rescore;
+    const float *q, *x; /* this pass's queries (nqc, dim); the rows (n, dim) */
+    int64_t *docs;      /* this pass's results (nqc, k) */
+    float *scores;
+} quant_finish_ctx;
+
+static lipi_status quant_finish_task(void *vctx, size_t i, size_t tid, lipi_error *err)
+{
+    quant_finish_ctx *c = vctx;
+    knn_hit *merged = c->merged + tid * c->threads * 2 * c->m;
+    /* Up to 2m a worker: the best m selected, not sorted (O(m), where
+     * sorting all of them cost more than the scan at m = 400). */
+    size_t got = knn_gather_query(c->t, c->threads, i, 2 * c->m, merged);
+    if (got > c->m)
+        hits_select(merged, got, c->m - 1);
+    if (c->rescore) {
+        /* The rows are scattered over the mapping: most are cache (and
+         * TLB) misses, so the next RESCORE_AHEAD rows' lines are asked
+         * for while this one is summed. */
+        enum { RESCORE_AHEAD = 4 };
+        const float *qi = c->q + i * c->dim;
+        size_t row_bytes = c->dim * sizeof(float);
+        for (size_t j = 0; j < c->m + RESCORE_AHEAD; j++) {
+            if (j < c->m) {
+                const char *r = (const char *)(c->x + (size_t)merged[j].d * c->dim);
+                for (size_t b = 0; b < row_bytes; b += 64)
+                    __builtin_prefetch(r + b);
+            }
+            if (j >= RESCORE_AHEAD) {
+                size_t at = j - RESCORE_AHEAD;
+                merged[at].s = rescore_dot(qi, c->x + (size_t)merged[at].d * c->dim, c->dim);
+            }
+        }
+    }
+    if (c->m > c->keff)
+        hits_select(merged, c->m, c->keff - 1);
+    qsort(merged, c->keff, sizeof *merged, hit_cmp);
+    knn_put_hits(merged, c->keff, c->docs + i * c->k, c->scores + i * c->k);
     return LIPI_OK;
 }
 
@@ -1148,7 +1540,9 @@ static lipi_status quant_search(lipi_quantization qz, const unsigned char *codes
     knn_hit *merged = NULL;
     unsigned char *qcodes = NULL;
     uint8_t *qunsigned = NULL;
-    size_t threads = o.threads ? o.threads : 1, keff;
+    uint32_t *qwords = NULL;
+    int32_t *qbias = NULL;
+    size_t threads = o.threads ? o.threads : 1, scan_threads = 0, keff;
     TRY(search_begin(q, nq, dim, k, n, docs, scores, &keff, err));
     if (!keff || !nq)
         return LIPI_OK;
@@ -1157,22 +1551,31 @@ static lipi_status quant_search(lipi_quantization qz, const unsigned char *codes
         m = keff;
     else if (__builtin_mul_overflow(mult, keff, &m) || m > n)
         m = n;
-    size_t rb = quant_row_bytes(qz, dim);
+    size_t rb = quant_row_bytes(qz, dim), W = (rb + 3) / 4;
     size_t block = o.block_rows ? o.block_rows : LIPI_KNN_BLOCK_ROWS;
     size_t panel = o.gemm_rows ? o.gemm_rows : LIPI_KNN_GEMM_ROWS;
     if (panel > block)
         panel = block;
-    size_t chunk = LIPI_KNN_HEAP_BYTES / (m * sizeof(knn_hit));
+    size_t chunk = LIPI_KNN_HEAP_BYTES / (2 * m * sizeof(knn_hit));
     chunk = chunk < 1 ? 1 : chunk > nq ? nq : chunk;
     size_t nblocks = n / block + (n % block != 0);
-    if (threads > nblocks)
-        threads = nblocks;
-    th = knn_threads_new(threads, QUANT_QB * panel * sizeof(int32_t), chunk, m);
-    merged = lipi_reallocarray(NULL, threads * m, sizeof *merged);
+    scan_threads = threads > nblocks ? nblocks : threads;
+    size_t fin_threads = threads > chunk ? chunk : threads;
+    /* Packed when the passes are long enough to pay for rearranging. */
+    bool packed = chunk >= PACK_MIN_QUERIES && pack_available(qz, dim);
+    size_t scratch = packed ? PACK_QB * panel * sizeof(int32_t) + pack_bytes(panel, rb)
+                            : QUANT_QB * panel * sizeof(int32_t);
+    th = knn_threads_new(scan_threads, scratch, chunk, 2 * m);
+    merged = lipi_reallocarray(NULL, fin_threads * scan_threads, 2 * m * sizeof *merged);
     qcodes = lipi_reallocarray(NULL, chunk, rb);
     if (qz == LIPI_QUANT_INT8)
         qunsigned = lipi_reallocarray(NULL, chunk, rb);
-    if (!th || !merged || !qcodes || (qz == LIPI_QUANT_INT8 && !qunsigned)) {
+    if (packed) {
+        qwords = lipi_reallocarray(NULL, chunk, W * sizeof(uint32_t));
+        qbias = lipi_reallocarray(NULL, chunk, sizeof(int32_t));
+    }
+    if (!th || !merged || !qcodes || (qz == LIPI_QUANT_INT8 && !qunsigned) ||
+        (packed && (!qwords || !qbias))) {
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto done;
     }
@@ -1184,28 +1587,28 @@ static lipi_status quant_search(lipi_quantization qz, const unsigned char *codes
             lipi_quantize_binary(q + q0 * dim, qn, dim, qcodes);
         for (size_t j = 0; qunsigned && j < qn * rb; j++)
             qunsigned[j] = (uint8_t)(qcodes[j] ^ 0x80); /* two's complement + 128 */
+        if (packed)
+            quant_pack_queries(qz, qcodes, qn, rb, qwords, qbias);
         quant_ctx c = {.qz = qz, .codes = codes, .n = n, .dim = dim, .rb = rb, .qc = qcodes,
-                       .qu = qunsigned, .nqc = qn, .m = m, .block = block, .panel = panel,
-                       .t = th};
-        for (size_t t = 0; t < threads; t++)
+                       .qu = qunsigned, .qw = qwords,
+                       .qbias = qz == LIPI_QUANT_INT8 ? qbias : NULL, .packed = packed,
+                       .nqc = qn, .m = m, .block = block, .panel = panel, .t = th};
+        for (size_t t = 0; t < scan_threads; t++)
             memset(th[t].fill, 0, qn * sizeof(size_t));
-        (void)lipi_parallel_for(nblocks, threads, quant_block_task, &c, NULL); /* cannot fail */
-        for (size_t i = 0; i < qn; i++) {
-            knn_merge_query(th, threads, i, m, merged);
-            if (!o.no_rescore) {
-                const float *qi = q + (q0 + i) * dim;
-                for (size_t j = 0; j < m; j++)
-                    merged[j].s = rescore_dot(qi, x + (size_t)merged[j].d * dim, dim);
-                qsort(merged, m, sizeof *merged, hit_cmp);
-            }
-            knn_put_hits(merged, keff, docs + (q0 + i) * k, scores + (q0 + i) * k);
-        }
+        (void)lipi_parallel_for(nblocks, scan_threads, quant_block_task, &c, NULL); /* cannot fail */
+        quant_finish_ctx f = {.t = th, .threads = scan_threads, .m = m, .keff = keff, .k = k,
+                              .dim = dim, .merged = merged, .rescore = !o.no_rescore,
+                              .q = q + q0 * dim, .x = x, .docs = docs + q0 * k,
+                              .scores = scores + q0 * k};
+        (void)lipi_parallel_for(qn, fin_threads, quant_finish_task, &f, NULL); /* cannot fail */
     }
 done:
-    knn_threads_free(th, threads);
+    knn_threads_free(th, scan_threads);
     lipi_free(merged);
     lipi_free(qcodes);
     lipi_free(qunsigned);
+    lipi_free(qwords);
+    lipi_free(qbias);
     return st;
 }
 
@@ -2620,6 +3023,29 @@ size_t lipi_faiss_dim(const lipi_faiss *f)
 }
 
 void lipi_faiss_free(lipi_faiss *f)
+{
+}
+
+lipi_status lipi_faiss_binary_new(size_t nbytes, lipi_faiss_binary **out, lipi_error *err)
+{
+    *out = NULL;
+    return no_faiss(err);
+}
+
+lipi_status lipi_faiss_binary_add(lipi_faiss_binary *f, const uint8_t *codes, size_t n,
+                                  lipi_error *err)
+{
+    return no_faiss(err);
+}
+
+lipi_status lipi_faiss_binary_search(const lipi_faiss_binary *f, const uint8_t *q, size_t nq,
+                                     size_t k, size_t threads, int64_t *docs, int32_t *dist,
+                                     lipi_error *err)
+{
+    return no_faiss(err);
+}
+
+void lipi_faiss_binary_free(lipi_faiss_binary *f)
 {
 }
 #endif

@@ -51,4 +51,12 @@ void lipi_quant_scores_block(lipi_quantization qz, const void *const q[],
                              const uint8_t *const qu[], size_t qn, const void *x, size_t S,
                              size_t dim, int32_t *out);
 
+/* The kernels of passes of many queries: qn queries q (qn, row bytes)
+ * against S rows x, rearranged into 16-row tiles first; query i's scores
+ * go to out + i * S. Equal to lipi_quant_scores per query. Returns false,
+ * out untouched, when this CPU has no such kernel (AVX-512 VNNI for int8,
+ * VPOPCNTDQ for binary) or memory runs out. */
+bool lipi_quant_scores_packed(lipi_quantization qz, const void *q, size_t qn, const void *x,
+                              size_t S, size_t dim, int32_t *out);
+
 #endif

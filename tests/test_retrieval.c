@@ -1689,6 +1689,137 @@ static void test_quantized_block_kernel_equals_the_reference(void **state)
     }
 }
 
+/* The packed kernels of passes of many queries (rows rearranged into
+ * 16-row tiles, 8 queries a step) equal the reference, query by query:
+ * dimensions 1..200 (partial words and tiles), panels of 1..70 rows (a
+ * partial tile, an odd tile count), 1..19 queries (a partial step). */
+static void test_quantized_packed_kernels_equal_the_reference(void **state)
+{
+    rng_state = 13;
+    enum { MAXS = 70, MAXD = 200, MAXQ = 19 };
+    static unsigned char qb[MAXQ * MAXD], xb[MAXS * MAXD];
+    static int32_t got[MAXQ * MAXS], want[MAXS];
+    static const size_t rows[] = {1, 15, 16, 17, 32, 33, 47, 70}, queries[] = {1, 7, 8, 9, 19};
+    size_t checked = 0;
+    for (size_t dim = 1; dim <= MAXD; dim += dim < 70 ? 1 : 13)
+        for (size_t kind = 0; kind < 2; kind++) {
+            lipi_quantization qz = kind ? LIPI_QUANT_BINARY : LIPI_QUANT_INT8;
+            size_t rb = kind ? (dim + 7) / 8 : dim;
+            for (size_t i = 0; i < sizeof xb; i++)
+                xb[i] = (unsigned char)rng_next();
+            for (size_t i = 0; i < sizeof qb; i++)
+                qb[i] = (unsigned char)rng_next();
+            /* The extremes: -128 against -128 in row 0 and query 0. */
+            memset(xb, 0x80, rb);
+            memset(qb, 0x80, rb);
+            for (size_t r = 0; kind && dim % 8 && r < MAXS; r++)
+                xb[r * rb + rb - 1] &= (unsigned char)(0xFF << (8 - dim % 8));
+            for (size_t i = 0; kind && dim % 8 && i < MAXQ; i++)
+                qb[i * rb + rb - 1] &= (unsigned char)(0xFF << (8 - dim % 8));
+            for (size_t a = 0; a < sizeof rows / sizeof rows[0]; a++)
+                for (size_t b = 0; b < sizeof queries / sizeof queries[0]; b++) {
+                    size_t S = rows[a], qn = queries[b];
+                    if (!lipi_quant_scores_packed(qz, qb, qn, xb, S, dim, got))
+                        continue;
+                    checked++;
+                    for (size_t i = 0; i < qn; i++) {
+                        lipi_quant_scores(qz, true, qb + i * rb, xb, S, dim, want);
+                        if (memcmp(got + i * S, want, S * sizeof *want) != 0)
+                            fail_msg("%s, dim %zu, %zu rows, %zu queries: query %zu differs "
+                                     "(row 0: %d, expected %d)",
+                                     kind ? "binary" : "int8", dim, S, qn, i, got[i * S],
+                                     want[0]);
+                    }
+                }
+        }
+    if (!checked)
+        print_message("packed quantized kernels: this CPU has neither, nothing checked\n");
+}
+
+/* A pass of many queries (the packed kernels, where the CPU has them)
+ * gives exactly what each query searched alone gives, quantized and
+ * rescored, on 1 and 2 threads and small blocks. */
+static void test_quantized_search_of_many_queries_equals_one_by_one(void **state)
+{
+    enum { MQ = 40 };
+    static float x[QN * QD], q[QNQ * QD], mq[MQ * QD];
+    quant_fixture(x, q);
+    rng_state = 77;
+    fill_gauss(mq, MQ * QD);
+    memcpy(mq, q, sizeof q); /* the fixture's queries first: row 3 and its ties */
+    static const lipi_quantization kinds[] = {LIPI_QUANT_INT8, LIPI_QUANT_BINARY};
+    for (size_t kind = 0; kind < 2; kind++) {
+        const char *name = kinds[kind] == LIPI_QUANT_INT8 ? "m_int8" : "m_binary";
+        quant_index(name, x, kinds[kind]);
+        lipi_index *idx = NULL;
+        lipi_error err = {0};
+        assert_int_equal(lipi_index_open(tmp_path(name), NULL, &idx, &err), LIPI_OK);
+        lipi_search_options opts[] = {
+            {.no_rescore = true},
+            {.no_rescore = true, .threads = 2, .block_rows = 48, .gemm_rows = 17},
+            {.rescore_multiplier = 3, .threads = 2},
+            {.rescore_multiplier = 2, .block_rows = 33, .gemm_rows = 33},
+        };
+        for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
+            int64_t all_d[MQ * QK], one_d[QK];
+            float all_s[MQ * QK], one_s[QK];
+            assert_int_equal(lipi_index_search(idx, mq, MQ, QD, QK, &opts[o], all_d, all_s, &err),
+                             LIPI_OK);
+            for (size_t i = 0; i < MQ; i++) {
+                assert_int_equal(
+                    lipi_index_search(idx, mq + i * QD, 1, QD, QK, &opts[o], one_d, one_s, &err),
+                    LIPI_OK);
+                for (size_t r = 0; r < QK; r++)
+                    if (all_d[i * QK + r] != one_d[r] || all_s[i * QK + r] != one_s[r])
+                        fail_msg("%s, options %zu, query %zu, rank %zu: doc %lld (%g) in the "
+                                 "pass, %lld (%g) alone",
+                                 name, o, i, r, (long long)all_d[i * QK + r],
+                                 (double)all_s[i * QK + r], (long long)one_d[r], (double)one_s[r]);
+            }
+        }
+        lipi_index_close(idx);
+    }
+}
+
+/* FAISS's IndexBinaryFlat over the binary codes of the quantized fixture
+ * finds the same distances as lipi's binary index without rescoring
+ * (minus its scores), query by query. */
+static void test_faiss_binary_flat_matches_the_binary_index(void **state)
+{
+    if (!lipi_faiss_available())
+        SKIP_BECAUSE("lipi built without FAISS (no libfaiss-dev)");
+    static float x[QN * QD], q[QNQ * QD];
+    quant_fixture(x, q);
+    enum { NB = QD / 8 };
+    static uint8_t xc[QN * NB], qc[QNQ * NB];
+    lipi_quantize_binary(x, QN, QD, xc);
+    lipi_quantize_binary(q, QNQ, QD, qc);
+    lipi_error err = {0};
+    lipi_faiss_binary *f = NULL;
+    assert_int_equal(lipi_faiss_binary_new(0, &f, &err), LIPI_EINVAL);
+    assert_null(f);
+    assert_int_equal(lipi_faiss_binary_new(NB, &f, &err), LIPI_OK);
+    assert_int_equal(lipi_faiss_binary_add(f, xc, 77, &err), LIPI_OK);
+    assert_int_equal(lipi_faiss_binary_add(f, xc + 77 * NB, QN - 77, &err), LIPI_OK);
+    int64_t fd[QNQ * QK], ld[QNQ * QK];
+    int32_t dist[QNQ * QK];
+    float ls[QNQ * QK];
+    assert_int_equal(lipi_faiss_binary_search(f, qc, QNQ, QK, 2, fd, dist, &err), LIPI_OK);
+    quant_index("fb_binary", x, LIPI_QUANT_BINARY);
+    lipi_index *idx = NULL;
+    assert_int_equal(lipi_index_open(tmp_path("fb_binary"), NULL, &idx, &err), LIPI_OK);
+    lipi_search_options raw = {.no_rescore = true};
+    assert_int_equal(lipi_index_search(idx, q, QNQ, QD, QK, &raw, ld, ls, &err), LIPI_OK);
+    for (size_t i = 0; i < QNQ * QK; i++) {
+        assert_true(fd[i] >= 0 && fd[i] < QN);
+        if ((float)-dist[i] != ls[i])
+            fail_msg("query %zu, rank %zu: FAISS distance %d, lipi score %g", i / QK, i % QK,
+                     dist[i], (double)ls[i]);
+    }
+    lipi_index_close(idx);
+    lipi_faiss_binary_free(f);
+}
+
 static void test_rescoring_orders_the_candidates_by_float_scores(void **state)
 {
     static float x[QN * QD], q[QNQ * QD];
@@ -1934,6 +2065,9 @@ int main(void)
         cmocka_unit_test(test_quantized_search_equals_brute_force_with_ties),
         cmocka_unit_test(test_quantized_kernels_equal_their_reference),
         cmocka_unit_test(test_quantized_block_kernel_equals_the_reference),
+        cmocka_unit_test(test_quantized_packed_kernels_equal_the_reference),
+        cmocka_unit_test(test_quantized_search_of_many_queries_equals_one_by_one),
+        cmocka_unit_test(test_faiss_binary_flat_matches_the_binary_index),
         cmocka_unit_test(test_rescoring_orders_the_candidates_by_float_scores),
         cmocka_unit_test(test_quantized_index_size_append_and_old_meta),
         cmocka_unit_test(test_cli_quantized_index_and_search),
