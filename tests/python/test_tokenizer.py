@@ -263,13 +263,14 @@ def test_100000_calls_keep_memory_flat():
 
 def test_keyboard_interrupt_stops_a_long_batch():
     tok = lipi.Tokenizer.from_file("cl100k_base")
-    lines = ["hello world, a short line"] * 2_000_000
+    # 200 MB of text, about 50 chunks between signal checks on one thread:
+    # seconds of work even on a fast machine, so a timer thread that a
+    # loaded machine wakes late still fires while the batch runs.
+    lines = ["hello world, a short line " * 40] * 200_000
     timer = threading.Timer(0.05, lambda: signal.pthread_kill(threading.main_thread().ident,
                                                               signal.SIGINT))
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        # 120 chunks between signal checks on one thread: seconds of work,
-        # far longer than the timer.
         tok.encode_batch(lines, threads=1)
     timer.join()
     assert tok.encode("hello").ids == [15339]  # still usable
