@@ -7,6 +7,12 @@
  * That gives exactly what Hugging Face computes for the unpadded tokens of
  * a padded batch, since masked keys there get probability zero.
  *
+ * A batch of short sequences (the common case: queries, titles) is cut
+ * into groups of whole sequences, and each group's whole forward pass is
+ * one task on a one-thread "lane" session: two threads then meet once per
+ * batch instead of at every GEMM, LayerNorm and attention step, whose
+ * wake-ups cost more than the small GEMMs of short sentences gain.
+ *
  * Determinism: work is cut into tasks whose shapes depend on the problem
  * only (never on the thread count), each output element belongs to one
  * task, and a task computes the same way whoever runs it. So 1 and N
