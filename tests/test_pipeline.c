@@ -1633,6 +1633,32 @@ static lipi_status model_run(void *ctx, lipi_error *err)
     return st;
 }
 
+/* A batch of short sentences, run group by group on lanes (made on first
+ * use) on 2 threads. */
+static lipi_status grouped_run(void *ctx, lipi_error *err)
+{
+    lipi_model *m = NULL;
+    lipi_model_session *s = NULL;
+    uint32_t *ids;
+    lipi_sequence *seqs;
+    size_t T;
+    random_batch(20, 30, 5, 90, &ids, &seqs, &T);
+    float *out = malloc(20 * 32 * sizeof(float));
+    lipi_status st = lipi_model_load(ctx, NULL, &m, err);
+    if (st == LIPI_OK)
+        st = lipi_model_session_new(m, 2, &s, err);
+    if (st == LIPI_OK)
+        st = lipi_model_embed(s, seqs, 20, NULL, out, err);
+    if (st == LIPI_OK)
+        assert_true(lipi_model_session_last_groups(s) >= 2);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+    free(out);
+    free(ids);
+    free(seqs);
+    return st;
+}
+
 /* Fails the Nth allocation of lipi (jansson's included: JSON is parsed by
  * lipi_json_loadb) for N = 0, 1, 2, ... through loading, a session and a
  * forward pass. */
@@ -1646,6 +1672,7 @@ static void test_allocation_failures_are_reported_and_leak_nothing(void **state)
                               {FIXTURES "/albert", &int8, &in, false}};
     for (size_t f = 0; f < 3; f++)
         assert_true(alloc_fail_loop(jobs[f].dir, model_run, (void *)&jobs[f]) > 10);
+    assert_true(alloc_fail_loop(FIXTURES "/bert_cls", grouped_run, (void *)FIXTURES "/bert_cls") > 10);
     free_inputs(&in);
 
     /* A parse that runs out of memory is ENOMEM, not a syntax error. */
