@@ -7,6 +7,12 @@
  * That gives exactly what Hugging Face computes for the unpadded tokens of
  * a padded batch, since masked keys there get probability zero.
  *
+ * A batch of short sequences (the common case: queries, titles) is cut
+ * into groups of whole sequences, and each group's whole forward pass is
+ * one task on a one-thread "lane" session: two threads then meet once per
+ * batch instead of at every GEMM, LayerNorm and attention step, whose
+ * wake-ups cost more than the small GEMMs of short sentences gain.
+ *
  * Determinism: work is cut into tasks whose shapes depend on the problem
  * only (never on the thread count), each output element belongs to one
  * task, and a task computes the same way whoever runs it. So 1 and N
@@ -34,6 +40,14 @@
  * its weights + 20% (MiniLM-L6 with 119k words, 4,096-token batches). */
 #define FFN_ROWS 1024
 #define QKV_ROWS 1024
+/* A batch of short sequences runs group by group of whole sequences, each
+ * group's whole forward pass one task on a lane (a one-thread session of
+ * the same model): one parallel region per batch instead of ten per layer,
+ * whose wake-ups cost two threads more than the small GEMMs of short
+ * sentences gain. Groups of about GROUP_ROWS tokens, an even number of them
+ * so two threads get equal shares, at least GROUP_MIN tokens each. */
+#define GROUP_ROWS 384
+#define GROUP_MIN 16
 
 /* ======================================================================== */
 /* Element-wise math that vectorizes (no libm calls in the loops)            */
@@ -546,6 +560,12 @@ struct lipi_model_session {
     size_t cap_x, cap_tmp, cap_att, cap_big, cap_scores, cap_id, cap_type, cap_pos, cap_off;
     size_t cap_aq, cap_as, cap_acc, cap_tiles, cap_units;
     size_t lmax;                           /* longest sequence of the running batch */
+    bool lane;                             /* a lane of another session: never groups */
+    bool whole;                            /* lipi_model_session_set_grouping(false) */
+    size_t last_groups;                    /* G of the last batch, 0: run whole */
+    lipi_model_session **lanes;            /* nthreads lanes, made on first use */
+    size_t *groups;                        /* G + 1: first sequence of each group */
+    size_t cap_groups;
 };
 
 typedef struct {
@@ -597,6 +617,10 @@ void lipi_model_session_free(lipi_model_session *s)
         return;
     lipi_thread_pool_free(s->pool);
     free_scratch(s);
+    for (size_t i = 0; s->lanes && i < s->nthreads; i++)
+        lipi_model_session_free(s->lanes[i]);
+    lipi_free(s->lanes);
+    lipi_free(s->groups);
     lipi_free(s);
 }
 
@@ -636,6 +660,16 @@ void lipi_model_session_set_gemm(lipi_model_session *s, lipi_gemm_kind k)
 void lipi_model_session_set_attention(lipi_model_session *s, lipi_attn_kind k)
 {
     s->attn = k;
+}
+
+void lipi_model_session_set_grouping(lipi_model_session *s, bool on)
+{
+    s->whole = !on;
+}
+
+size_t lipi_model_session_last_groups(const lipi_model_session *s)
+{
+    return s->last_groups;
 }
 
 /* Whether a sequence of L tokens attends tile by tile (in layers with
@@ -1051,6 +1085,87 @@ static lipi_status check_inputs(lipi_model_session *s, const lipi_sequence *seqs
     return LIPI_OK;
 }
 
+/* Plans the groups of a batch (see GROUP_ROWS) from its shape only into
+ * s->groups (n + 1 slots): returns their number G, groups[G] = n, or 0 when
+ * the batch runs whole (a lane, one sequence, or a sequence longer than a
+ * group). */
+static size_t plan_groups(lipi_model_session *s, const lipi_sequence *seqs, size_t n, size_t T,
+                          size_t Lmax)
+{
+    if (s->lane || s->whole || n < 2 || Lmax > GROUP_ROWS || T < 2 * GROUP_MIN)
+        return 0;
+    size_t G = 2 * ((T + 2 * GROUP_ROWS - 1) / (2 * GROUP_ROWS));
+    G = G < n ? G : n;
+    /* Group g closes at the first sequence end at or past (g + 1) T / G. */
+    size_t g = 0, cum = 0, start = 0;
+    s->groups[0] = 0;
+    for (size_t i = 0; i + 1 < n && g + 1 < G; i++) {
+        cum += seqs[i].len;
+        if (cum * G >= (g + 1) * T && cum - start >= GROUP_MIN) {
+            s->groups[++g] = i + 1;
+            start = cum;
+        }
+    }
+    if (g && T - start < GROUP_MIN) /* too small a last group joins the one before */
+        g--;
+    s->groups[++g] = n;
+    return g >= 2 ? g : 0;
+}
+
+static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t n, size_t *T_out,
+                       lipi_error *err);
+
+typedef struct {
+    lipi_model_session *s;
+    const lipi_sequence *seqs;
+} group_job;
+
+/* Group g's whole forward pass on the worker's lane, its last hidden
+ * states copied to their rows of s->x. */
+static void group_task(void *p, size_t g, size_t worker)
+{
+    const group_job *j = p;
+    lipi_model_session *s = j->s, *lane = s->lanes[worker];
+    size_t first = s->groups[g], C = s->m->cfg.hidden, T = 0;
+    lipi_status st = run(lane, j->seqs + first, s->groups[g + 1] - first, &T, NULL);
+    LIPI_ASSERT(st == LIPI_OK); /* inputs checked and scratch reserved before */
+    memcpy(s->x + s->off[first] * C, lane->x, T * C * sizeof(float));
+}
+
+/* Runs the G groups planned in s->groups; the last hidden states end in
+ * s->x (T, C) with sequence offsets s->off, as run's. */
+static lipi_status run_groups(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
+                              size_t T, size_t Lmax, size_t G)
+{
+    lipi_status st = LIPI_OK;
+    size_t maxT = 0, maxn = 0;
+    ENSURE(s->x, s->cap_x, T * s->m->cfg.hidden);
+    ENSURE(s->off, s->cap_off, n + 1);
+    s->off[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        s->off[i + 1] = s->off[i] + seqs[i].len;
+    for (size_t g = 0; g < G; g++) {
+        size_t a = s->groups[g], b = s->groups[g + 1];
+        maxT = s->off[b] - s->off[a] > maxT ? s->off[b] - s->off[a] : maxT;
+        maxn = b - a > maxn ? b - a : maxn;
+    }
+    if (!s->lanes && !(s->lanes = lipi_calloc(s->nthreads, sizeof *s->lanes)))
+        return LIPI_ENOMEM;
+    for (size_t w = 0; w < s->nthreads; w++) {
+        if (!s->lanes[w])
+            TRY(lipi_model_session_new(s->m, 1, &s->lanes[w], NULL));
+        lipi_model_session *lane = s->lanes[w];
+        lane->lane = true;
+        lane->gemm = s->gemm;
+        lane->attn = s->attn;
+        TRY(reserve(lane, maxT, Lmax, maxn));
+    }
+    group_job j = {s, seqs};
+    parallel(s, group_task, &j, G);
+done:
+    return st;
+}
+
 /* The sublayer output in tmp becomes the next input x. */
 static void swap_x_tmp(lipi_model_session *s)
 {
@@ -1073,6 +1188,18 @@ static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t 
     size_t T = 0, Lmax = 0;
     int omp_prev = lipi_gemm_thread_enter();
     TRY(check_inputs(s, seqs, n, &T, &Lmax, err));
+    size_t G = 0;
+    if (!s->lane && (st = ensure((void **)&s->groups, &s->cap_groups, n + 1,
+                                 sizeof *s->groups)) == LIPI_OK)
+        G = plan_groups(s, seqs, n, T, Lmax);
+    s->last_groups = G;
+    if (st == LIPI_OK && G)
+        st = run_groups(s, seqs, n, T, Lmax, G);
+    if (st != LIPI_OK || G) {
+        if (st != LIPI_OK)
+            lipi_error_set(err, st, NULL, 0, 0, "out of memory for a batch of %zu tokens", T);
+        goto done;
+    }
     if ((st = reserve(s, T, Lmax, n)) != LIPI_OK) {
         lipi_error_set(err, st, NULL, 0, 0, "out of memory for a batch of %zu tokens", T);
         goto done;

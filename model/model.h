@@ -133,8 +133,10 @@ void lipi_model_session_free(lipi_model_session *s);
 
 /* Last hidden states of n sequences packed one after the other:
  * hidden is (sum of seqs[i].len, hidden_size), rows in input order. Every
- * projection runs as one GEMM over all tokens of the batch; no padding is
- * computed. LIPI_EINVAL (message names the sequence and position) for an
+ * projection runs as one GEMM over all tokens of the batch, or, when no
+ * sequence is longer than 384 tokens, over those of each group of whole
+ * sequences (about 384 tokens, the groups shared among the threads); no
+ * padding is computed. LIPI_EINVAL (message names the sequence and position) for an
  * empty or too long sequence, an id >= vocab_size or a bad type id. */
 lipi_status lipi_model_forward(lipi_model_session *s, const lipi_sequence *seqs,
                                size_t n, float *hidden, lipi_error *err);

@@ -417,6 +417,15 @@ void lipi_session_linear(lipi_model_session *s, size_t M, size_t N, size_t K, co
                          const float *w, const float *bias, int act, const float *res,
                          float *out);
 
+/* Batches of short sequences (none longer than 384 tokens, two or more of
+ * them) run group by group of whole sequences, one task per group on a
+ * one-thread lane session, the groups planned from the shape only (about
+ * 384 tokens each, an even number of groups). set_grouping(s, false) runs
+ * every batch whole, layer by layer over tiles (tests compare the two);
+ * last_groups says how many groups the last batch ran in (0: whole). */
+void lipi_model_session_set_grouping(lipi_model_session *s, bool on);
+size_t lipi_model_session_last_groups(const lipi_model_session *s);
+
 /* Forces a GEMM backend for one session (tests compare backends). */
 void lipi_model_session_set_gemm(lipi_model_session *s, lipi_gemm_kind k);
 

@@ -937,23 +937,26 @@ static void test_one_and_two_threads_are_bit_identical(void **state)
         uint32_t *ids;
         lipi_sequence *seqs;
         size_t T, C = info->hidden_size;
-        /* More than 2048 tokens: several row tiles, FFN blocks and
-         * attention groups. */
+        /* More than 2048 tokens: grouped, several groups; whole, several
+         * row tiles, FFN blocks and attention groups. */
         random_batch(150, info->max_tokens, 7 + (uint32_t)f, (uint32_t)info->vocab_size, &ids,
                      &seqs, &T);
         assert_true(T > 2048);
-        float *h[3];
-        size_t threads[3] = {1, 2, 3};
-        for (size_t k = 0; k < 3; k++) {
+        float *h[6];
+        size_t threads[6] = {1, 2, 3, 1, 2, 3};
+        for (size_t k = 0; k < 6; k++) {
             lipi_model_session *s = NULL;
             assert_int_equal(lipi_model_session_new(m, threads[k], &s, NULL), LIPI_OK);
+            lipi_model_session_set_grouping(s, k < 3);
             h[k] = malloc(T * C * sizeof(float));
             assert_int_equal(lipi_model_forward(s, seqs, 150, h[k], NULL), LIPI_OK);
+            assert_true((lipi_model_session_last_groups(s) >= 2) == (k < 3));
             lipi_model_session_free(s);
         }
-        assert_memory_equal(h[0], h[1], T * C * sizeof(float));
-        assert_memory_equal(h[0], h[2], T * C * sizeof(float));
-        for (size_t k = 0; k < 3; k++)
+        for (size_t k = 1; k < 6; k++)
+            if (k != 3)
+                assert_memory_equal(h[k < 3 ? 0 : 3], h[k], T * C * sizeof(float));
+        for (size_t k = 0; k < 6; k++)
             free(h[k]);
         free(ids);
         free(seqs);
@@ -985,6 +988,65 @@ static void test_packed_batch_equals_sequences_run_alone(void **state)
     free(seqs);
     lipi_model_session_free(s);
     lipi_model_free(m);
+}
+
+/* Short sentences run in groups of whole sequences, one group per task on
+ * a lane: on 1, 2 and 3 threads the grouped batch is bit-identical, and it
+ * gives what the whole batch (layer by layer over tiles) gives: INT8
+ * exactly (integer GEMMs, per-token scales), F32 within 1e-5; mean
+ * pooling reads the right rows. */
+static void test_short_sentences_run_in_groups_like_the_whole_batch(void **state)
+{
+    static const char *names[] = {"bert", "modernbert", "albert"};
+    for (size_t f = 0; f < 3; f++)
+        for (int q = 0; q < 2; q++) {
+            char dir[256];
+            snprintf(dir, sizeof dir, FIXTURES "/%s", names[f]);
+            lipi_model_load_options opt = {q ? LIPI_DTYPE_INT8 : LIPI_DTYPE_F32};
+            lipi_model *m = NULL;
+            assert_int_equal(lipi_model_load(dir, &opt, &m, NULL), LIPI_OK);
+            const lipi_model_info *info = lipi_model_get_info(m);
+            size_t T, C = info->hidden_size, n = 90;
+            uint32_t *ids;
+            lipi_sequence *seqs;
+            random_batch(n, 30, 41 + (uint32_t)f, (uint32_t)info->vocab_size, &ids, &seqs, &T);
+            float *whole = malloc(T * C * sizeof(float)), *g = malloc(T * C * sizeof(float));
+            float *g1 = malloc(T * C * sizeof(float));
+            float *pw = malloc(n * C * sizeof(float)), *pg = malloc(n * C * sizeof(float));
+            lipi_embed_options mean = {LIPI_POOL_MEAN, 0};
+            lipi_model_session *s = NULL;
+            assert_int_equal(lipi_model_session_new(m, 2, &s, NULL), LIPI_OK);
+            lipi_model_session_set_grouping(s, false);
+            assert_int_equal(lipi_model_forward(s, seqs, n, whole, NULL), LIPI_OK);
+            assert_int_equal(lipi_model_session_last_groups(s), 0);
+            assert_int_equal(lipi_model_embed(s, seqs, n, &mean, pw, NULL), LIPI_OK);
+            lipi_model_session_free(s);
+            size_t threads[3] = {1, 2, 3};
+            for (size_t k = 0; k < 3; k++) {
+                assert_int_equal(lipi_model_session_new(m, threads[k], &s, NULL), LIPI_OK);
+                assert_int_equal(lipi_model_forward(s, seqs, n, k ? g : g1, NULL), LIPI_OK);
+                assert_true(lipi_model_session_last_groups(s) >= 2);
+                assert_int_equal(lipi_model_embed(s, seqs, n, &mean, pg, NULL), LIPI_OK);
+                lipi_model_session_free(s);
+                if (k)
+                    assert_memory_equal(g1, g, T * C * sizeof(float));
+                if (q) {
+                    assert_memory_equal(whole, g1, T * C * sizeof(float));
+                    assert_memory_equal(pw, pg, n * C * sizeof(float));
+                } else {
+                    assert_int_equal(mismatches("grouped vs whole", g1, whole, T * C, 1e-5), 0);
+                    assert_int_equal(mismatches("grouped vs whole, mean", pg, pw, n * C, 1e-5), 0);
+                }
+            }
+            free(whole);
+            free(g);
+            free(g1);
+            free(pw);
+            free(pg);
+            free(ids);
+            free(seqs);
+            lipi_model_free(m);
+        }
 }
 
 static void test_bad_sequences_are_rejected_with_position(void **state)
@@ -1682,6 +1744,32 @@ static lipi_status model_run(void *ctx, lipi_error *err)
     return st;
 }
 
+/* A batch of short sentences, run group by group on lanes (made on first
+ * use) on 2 threads. */
+static lipi_status grouped_run(void *ctx, lipi_error *err)
+{
+    lipi_model *m = NULL;
+    lipi_model_session *s = NULL;
+    uint32_t *ids;
+    lipi_sequence *seqs;
+    size_t T;
+    random_batch(20, 30, 5, 90, &ids, &seqs, &T);
+    float *out = malloc(20 * 32 * sizeof(float));
+    lipi_status st = lipi_model_load(ctx, NULL, &m, err);
+    if (st == LIPI_OK)
+        st = lipi_model_session_new(m, 2, &s, err);
+    if (st == LIPI_OK)
+        st = lipi_model_embed(s, seqs, 20, NULL, out, err);
+    if (st == LIPI_OK)
+        assert_true(lipi_model_session_last_groups(s) >= 2);
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+    free(out);
+    free(ids);
+    free(seqs);
+    return st;
+}
+
 /* Fails the Nth allocation of lipi (jansson's included: JSON is parsed by
  * lipi_json_loadb) for N = 0, 1, 2, ... through loading, a session and a
  * forward pass. */
@@ -1695,6 +1783,7 @@ static void test_allocation_failures_are_reported_and_leak_nothing(void **state)
                               {FIXTURES "/albert", &int8, &in, false}};
     for (size_t f = 0; f < 3; f++)
         assert_true(alloc_fail_loop(jobs[f].dir, model_run, (void *)&jobs[f]) > 10);
+    assert_true(alloc_fail_loop(FIXTURES "/bert_cls", grouped_run, (void *)FIXTURES "/bert_cls") > 10);
     free_inputs(&in);
 
     /* A parse that runs out of memory is ENOMEM, not a syntax error. */
@@ -1775,6 +1864,7 @@ int main(void)
         cmocka_unit_test(test_sentence_transformers_transformer_subfolder),
         cmocka_unit_test(test_classifiers_give_pytorch_logits_and_labels),
         cmocka_unit_test(test_one_and_two_threads_are_bit_identical),
+        cmocka_unit_test(test_short_sentences_run_in_groups_like_the_whole_batch),
         cmocka_unit_test(test_packed_batch_equals_sequences_run_alone),
         cmocka_unit_test(test_bad_sequences_are_rejected_with_position),
         cmocka_unit_test(test_gemm_backends_match_reference),
