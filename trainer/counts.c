@@ -714,7 +714,21 @@ static lipi_status run_fill(run_reader *r, size_t want, lipi_error *err)
 }
 
 /* Reads a varint at pos; `what` names it in errors. */
-static lipi_status run_varint(run_reader *r, uint64_t *v, const char *what, lipi_error *err)
+static lipi_status run_varint_slow(run_reader *r, uint64_t *v, const char *what,
+                                   lipi_error *err);
+
+static inline lipi_status run_varint(run_reader *r, uint64_t *v, const char *what,
+                                     lipi_error *err)
+{
+    if (r->end - r->pos >= 10 && r->buf[r->pos] < 0x80) { /* most lengths and counts */
+        *v = r->buf[r->pos++];
+        return LIPI_OK;
+    }
+    return run_varint_slow(r, v, what, err);
+}
+
+static lipi_status run_varint_slow(run_reader *r, uint64_t *v, const char *what,
+                                   lipi_error *err)
 {
     lipi_status st = run_fill(r, 10, err);
     if (st != LIPI_OK)
@@ -785,7 +799,8 @@ lipi_status lipi_counts_load_run(const char *path, lipi_counts *into, lipi_error
                                 "the file (truncated?)", (unsigned long long)len);
             goto done;
         }
-        TRY(run_fill(&r, (size_t)len, err));
+        if (r.end - r.pos < len)
+            TRY(run_fill(&r, (size_t)len, err));
         if (r.end - r.pos < len) {
             st = lipi_error_set(err, LIPI_EFORMAT, path, 0, word_at,
                                 "expected a word of %llu bytes, found the end of the file",
