@@ -9,7 +9,8 @@ RUNS paired runs of
 with wall times and CPU seconds (user + sys, all processes; median), the
 paired ratios (each round's dask / cli; median) and peak RSS. The cluster
 is started once per size (timed apart, not in the runs: users have one
-running) and fresh, so each worker's peak RSS is that of this size's run."""
+running) and fresh; the peak RSS of the workers and the driver are reset
+after it starts (/proc/self/clear_refs), so they are this size's."""
 import glob
 import os
 import resource
@@ -25,7 +26,25 @@ import lipi
 import lipi.dask
 
 
+def reset_peak():
+    """Starts this process's peak RSS afresh (Linux: /proc/self/clear_refs).
+    Workers forked from this process inherit its peak, and the driver's
+    would carry the previous size's: each size reads its own."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def peak_kb():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
@@ -76,6 +95,8 @@ def main():
                                                host="127.0.0.1", dashboard_address="127.0.0.1:0")
             client = distributed.Client(cluster)
             start = time.monotonic() - t0
+            client.run(reset_peak)
+            reset_peak()
             cli_t, dask_t, dask_c, cli_cpu, dask_cpu = [], [], [], [], []
             with tempfile.TemporaryDirectory(prefix="lipi-bench-dask-", dir=folder) as tmp:
                 for _ in range(runs):  # paired: one of each per round
