@@ -5,7 +5,9 @@
 # 3 files at line starts, repeated to 30 shard files (300 MB), and the first
 # 3 alone (30 MB) to show how memory grows. Prints wall times and peak RSS
 # (the CLI's from /usr/bin/time; the driver's and each worker's from
-# getrusage) and checks both give the same counts file.
+# getrusage) and checks both give the same counts file; then
+# bench/dask_work.py: the CPU seconds of count's tasks run one after another
+# without Dask (TSV or counts runs between them), against `lipi count`.
 #
 #   sh bench/dask.sh [BUILD]        RUNS=3 (paired runs, median)  VOCAB=8000
 set -eu
@@ -33,3 +35,4 @@ if [ ! -f "$D/stamp" ]; then
 fi
 echo "# dask: $($PY -c 'import distributed; print("distributed", distributed.__version__)'); load average: $(cut -d' ' -f1-3 /proc/loadavg); 2 cores shared with other jobs"
 PYTHONPATH="$BUILD/python" $PY bench/dask_count.py "$BUILD/lipi" "$D" "$RUNS" "${VOCAB:-8000}"
+PYTHONPATH="$BUILD/python" $PY bench/dask_work.py "$BUILD/lipi" "$D"

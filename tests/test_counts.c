@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,16 @@ static char *read_file(const char *path, size_t *len)
     fclose(f);
     buf[*len] = '\0';
     return buf;
+}
+
+static void assert_same_bytes(const char *p1, const char *p2)
+{
+    size_t l1, l2;
+    char *d1 = read_file(p1, &l1), *d2 = read_file(p2, &l2);
+    assert_int_equal(l1, l2);
+    assert_memory_equal(d1, d2, l1);
+    free(d1);
+    free(d2);
 }
 
 static void add(lipi_counts *c, const char *w, uint64_t n)
@@ -342,17 +353,220 @@ static void test_counts_merge_files_adds_counts(void **state)
     assert_int_not_equal(system(cmd), 0);
 }
 
+/* ---- runs (the binary counts of lipi.dask's intermediate files) -------- */
+
+static lipi_counts *run_table(void)
+{
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    char w[32];
+    for (int i = 0; i < 5000; i++) {
+        int n = snprintf(w, sizeof w, "w%d", i);
+        assert_int_equal(lipi_counts_add(c, w, (size_t)n, (uint64_t)i % 7 + 1, NULL), LIPI_OK);
+    }
+    add(c, "tab\there", 3);
+    add(c, "back\\slash\nnl", 2);
+    add(c, "नमस्ते", 300);
+    add(c, "big", UINT64_MAX);
+    /* A word longer than the reader's buffer. */
+    size_t big = 200000;
+    char *huge = malloc(big);
+    assert_non_null(huge);
+    memset(huge, 'y', big);
+    assert_int_equal(lipi_counts_add(c, huge, big, 9, NULL), LIPI_OK);
+    free(huge);
+    return c;
+}
+
+static void test_counts_run_round_trip_is_canonical(void **state)
+{
+    char p1[128], p2[128];
+    tmp_path(p1, sizeof p1, "a.run");
+    tmp_path(p2, sizeof p2, "b.run");
+    lipi_counts *c = run_table(), *back, *again;
+    assert_int_equal(lipi_counts_save_run(c, p1, NULL), LIPI_OK);
+    assert_int_equal(lipi_counts_new(&back), LIPI_OK);
+    assert_int_equal(lipi_counts_load_run(p1, back, NULL), LIPI_OK);
+    char *want = sorted_string(c), *got = sorted_string(back);
+    assert_string_equal(got, want);
+    assert_int_equal(lipi_counts_total(back), lipi_counts_total(c));
+    /* The same counts inserted in another order write the same bytes. */
+    assert_int_equal(lipi_counts_new(&again), LIPI_OK);
+    assert_int_equal(lipi_counts_merge(again, back, NULL), LIPI_OK);
+    assert_int_equal(lipi_counts_save_run(again, p2, NULL), LIPI_OK);
+    assert_same_bytes(p1, p2);
+    free(want);
+    free(got);
+    lipi_counts_free(c);
+    lipi_counts_free(back);
+    lipi_counts_free(again);
+}
+
+static void test_counts_merge_runs_writes_what_merge_files_writes(void **state)
+{
+    char r1[128], r2[128], t1[128], t2[128], out_tsv[128], out_run[128], want_tsv[128];
+    tmp_path(r1, sizeof r1, "1.run");
+    tmp_path(r2, sizeof r2, "2.run");
+    tmp_path(t1, sizeof t1, "1.tsv");
+    tmp_path(t2, sizeof t2, "2.tsv");
+    tmp_path(out_tsv, sizeof out_tsv, "sum.tsv");
+    tmp_path(out_run, sizeof out_run, "sum.run");
+    tmp_path(want_tsv, sizeof want_tsv, "want.tsv");
+    lipi_counts *a = run_table(), *b;
+    assert_int_equal(lipi_counts_new(&b), LIPI_OK);
+    add(b, "w1", 10);
+    add(b, "only-b", 4);
+    add(b, "tab\there", 1);
+    assert_int_equal(lipi_counts_save_run(a, r1, NULL), LIPI_OK);
+    assert_int_equal(lipi_counts_save_run(b, r2, NULL), LIPI_OK);
+    assert_int_equal(lipi_counts_save(a, t1, NULL), LIPI_OK);
+    assert_int_equal(lipi_counts_save(b, t2, NULL), LIPI_OK);
+    const char *runs[] = {r1, r2}, *tsvs[] = {t1, t2};
+    assert_int_equal(lipi_counts_merge_files(tsvs, 2, want_tsv, NULL), LIPI_OK);
+    assert_int_equal(lipi_counts_merge_runs(runs, 2, out_tsv, true, NULL), LIPI_OK);
+    assert_same_bytes(want_tsv, out_tsv);
+    /* As a run: the same sum. */
+    assert_int_equal(lipi_counts_merge_runs(runs, 2, out_run, false, NULL), LIPI_OK);
+    lipi_counts *sum, *want;
+    assert_int_equal(lipi_counts_new(&sum), LIPI_OK);
+    assert_int_equal(lipi_counts_new(&want), LIPI_OK);
+    assert_int_equal(lipi_counts_load_run(out_run, sum, NULL), LIPI_OK);
+    assert_int_equal(lipi_counts_load(want_tsv, want, NULL), LIPI_OK);
+    char *s1 = sorted_string(sum), *s2 = sorted_string(want);
+    assert_string_equal(s1, s2);
+    assert_int_equal(lipi_counts_get(sum, "w1", 2), 2 + 10);
+    free(s1);
+    free(s2);
+    /* A sum past 2^64 is an error naming the second run. */
+    lipi_counts_free(b);
+    assert_int_equal(lipi_counts_new(&b), LIPI_OK);
+    add(b, "big", 1);
+    assert_int_equal(lipi_counts_save_run(b, r2, NULL), LIPI_OK);
+    lipi_error err;
+    assert_int_equal(lipi_counts_merge_runs(runs, 2, out_tsv, true, &err), LIPI_EFORMAT);
+    assert_string_equal(err.path, r2);
+    assert_non_null(strstr(err.msg, "overflows"));
+    lipi_counts_free(a);
+    lipi_counts_free(b);
+    lipi_counts_free(sum);
+    lipi_counts_free(want);
+}
+
+/* The run of {"a": 1, "b": 2}: magic, then two entries in hash order. */
+static size_t small_run(char *buf, size_t *second)
+{
+    char p[128];
+    tmp_path(p, sizeof p, "small.run");
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    add(c, "a", 1);
+    add(c, "b", 2);
+    assert_int_equal(lipi_counts_save_run(c, p, NULL), LIPI_OK);
+    lipi_counts_free(c);
+    size_t len;
+    char *d = read_file(p, &len);
+    assert_int_equal(len, 8 + 3 + 3 + 1 + 16);
+    memcpy(buf, d, len);
+    free(d);
+    *second = 11;
+    return len;
+}
+
+static lipi_status load_bytes(const char *data, size_t len, lipi_error *err)
+{
+    char p[128];
+    tmp_path(p, sizeof p, "bad.run");
+    write_file(p, data, len);
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    memset(err, 0, sizeof *err);
+    lipi_status st = lipi_counts_load_run(p, c, err);
+    lipi_counts_free(c);
+    return st;
+}
+
+static void expect_bad(const char *data, size_t len, size_t offset, const char *msg_part)
+{
+    lipi_error err;
+    lipi_status st = load_bytes(data, len, &err);
+    if (st != LIPI_EFORMAT || err.offset != offset || !strstr(err.msg, msg_part))
+        fail_msg("status %s offset %zu msg '%s' (wanted offset %zu, '%s')", lipi_status_name(st),
+                 err.offset, err.msg, offset, msg_part);
+}
+
+static void test_counts_load_run_rejects_damage_with_its_offset(void **state)
+{
+    char good[64], bad[64];
+    size_t second, len = small_run(good, &second);
+    lipi_error err;
+    assert_int_equal(load_bytes(good, len, &err), LIPI_OK);
+    /* Every truncation fails: nothing short of the whole file loads. */
+    for (size_t k = 0; k < len; k++)
+        if (load_bytes(good, k, &err) != LIPI_EFORMAT)
+            fail_msg("a run cut to %zu bytes of %zu loaded", k, len);
+    expect_bad("LIPIRUN\x02", 8, 0, "lipi counts run");
+    expect_bad("a\t1\n", 4, 0, "shorter file");
+    memcpy(bad, good, len);
+    bad[10] = 0; /* the first count */
+    expect_bad(bad, len, 10, "count >= 1");
+    memcpy(bad, good, len);
+    bad[9] = (char)0xFF; /* the first word: not UTF-8 */
+    expect_bad(bad, len, 9, "byte 0xFF");
+    memcpy(bad, good, len); /* the entries swapped */
+    memcpy(bad + 8, good + second, 3);
+    memcpy(bad + second, good + 8, 3);
+    expect_bad(bad, len, second, "out of order");
+    memcpy(bad, good, len); /* the first entry twice */
+    memcpy(bad + second, good + 8, 3);
+    expect_bad(bad, len, second, "once");
+    memcpy(bad, good, len);
+    bad[len - 16] = 3; /* the number of words */
+    expect_bad(bad, len, len - 16, "words");
+    memcpy(bad, good, len);
+    bad[len - 1] ^= 1; /* the checksum */
+    expect_bad(bad, len, len - 16, "checksum");
+    memcpy(bad, good, len);
+    bad[second + 2] = 3; /* the second count, changed: caught by the checksum */
+    expect_bad(bad, len, len - 16, "checksum");
+    memcpy(bad, good, len);
+    bad[len] = 0;
+    expect_bad(bad, len + 1, len, "after the trailer");
+    memcpy(bad, good, len);
+    bad[8] = 100; /* a length past the end */
+    expect_bad(bad, len, 8, "past the end");
+    /* Overlong and too long varints as the first length. */
+    memcpy(bad, good, 8);
+    memcpy(bad + 8, "\x81\x00", 2);
+    expect_bad(bad, 10, 8, "overlong");
+    memcpy(bad + 8, "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f", 10);
+    expect_bad(bad, 18, 8, "below 2^64");
+    assert_int_equal(load_bytes(good, len, &err), LIPI_OK);
+    char p[128];
+    tmp_path(p, sizeof p, "absent.run");
+    lipi_counts *c;
+    assert_int_equal(lipi_counts_new(&c), LIPI_OK);
+    assert_int_equal(lipi_counts_load_run(p, c, &err), LIPI_EIO);
+    lipi_counts_free(c);
+}
+
 /* ---- allocation failures ---------------------------------------------- */
 
-static lipi_status load_run(void *ctx, lipi_error *err)
+typedef struct {
+    const char *path;
+    bool run; /* a counts run, else a TSV */
+    size_t words;
+} load_case;
+
+static lipi_status load_counts(void *ctx, lipi_error *err)
 {
+    const load_case *lc = ctx;
     lipi_counts *c = NULL;
     lipi_status st = lipi_counts_new(&c);
     if (st != LIPI_OK)
         return lipi_error_set(err, st, NULL, 0, 0, "out of memory");
-    st = lipi_counts_load(ctx, c, err);
+    st = lc->run ? lipi_counts_load_run(lc->path, c, err) : lipi_counts_load(lc->path, c, err);
     if (st == LIPI_OK)
-        assert_int_equal(lipi_counts_size(c), 3001);
+        assert_int_equal(lipi_counts_size(c), lc->words);
     lipi_counts_free(c);
     return st;
 }
@@ -373,7 +587,19 @@ static void test_counts_load_fails_cleanly_on_every_allocation(void **state)
     write_file(path, data, len);
     free(data);
 
-    assert_true(alloc_fail_loop("counts load", load_run, path) > 5);
+    load_case lc = {path, false, 3001};
+    assert_true(alloc_fail_loop("counts load", load_counts, &lc) > 5);
+}
+
+static void test_counts_load_run_fails_cleanly_on_every_allocation(void **state)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "oom.run");
+    lipi_counts *c = run_table();
+    assert_int_equal(lipi_counts_save_run(c, path, NULL), LIPI_OK);
+    lipi_counts_free(c);
+    load_case lc = {path, true, 5005};
+    assert_true(alloc_fail_loop("counts run load", load_counts, &lc) > 5);
 }
 
 int main(void)
@@ -393,6 +619,10 @@ int main(void)
         cmocka_unit_test(test_counts_save_to_unwritable_folder_is_eio),
         cmocka_unit_test(test_counts_merge_files_adds_counts),
         cmocka_unit_test(test_counts_load_fails_cleanly_on_every_allocation),
+        cmocka_unit_test(test_counts_run_round_trip_is_canonical),
+        cmocka_unit_test(test_counts_merge_runs_writes_what_merge_files_writes),
+        cmocka_unit_test(test_counts_load_run_rejects_damage_with_its_offset),
+        cmocka_unit_test(test_counts_load_run_fails_cleanly_on_every_allocation),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
@@ -555,17 +556,381 @@ done:
     return st;
 }
 
-lipi_status lipi_counts_merge_files(const char *const *paths, size_t n, const char *out_path,
-                                    lipi_error *err)
+
+/* ------------------------------------------------------------------------ */
+/* Runs (see trainer.h)                                                      */
+/* ------------------------------------------------------------------------ */
+
+static const char RUN_MAGIC[8] = {'L', 'I', 'P', 'I', 'R', 'U', 'N', 1};
+
+/* The checksum of a run: every (hash, count) pair folded in, in order. */
+static inline uint64_t run_sum(uint64_t sum, uint64_t hash, uint64_t count)
+{
+    return fold_mul(sum ^ hash ^ 0x9e3779b97f4a7c15ull, count ^ 0xe7037ed1a0b428dbull) + hash;
+}
+
+/* The run order: hash, then the word's bytes (memcmp, the shorter first). */
+static int cmp_run(const slot *a, const slot *b)
+{
+    if (a->hash != b->hash)
+        return a->hash < b->hash ? -1 : 1;
+    size_t m = a->len < b->len ? a->len : b->len;
+    int r = memcmp(slot_word(a), slot_word(b), m);
+    return r ? r : (a->len > b->len) - (a->len < b->len);
+}
+
+static int cmp_run_ptr(const void *pa, const void *pb)
+{
+    return cmp_run(*(const slot *const *)pa, *(const slot *const *)pb);
+}
+
+/* The table's words in run order. Hashes are uniform, so a counting pass on
+ * their top bits (about one word per bucket) leaves tiny buckets to sort. */
+static lipi_status run_order(const lipi_counts *c, const slot ***out)
+{
+    size_t n = c->n, bits = 1;
+    while (bits < 24 && ((size_t)1 << bits) < n)
+        bits++;
+    size_t nb = (size_t)1 << bits;
+    const slot **v = lipi_malloc((n ? n : 1) * sizeof *v);
+    size_t *start = lipi_calloc(nb + 1, sizeof *start);
+    if (!v || !start) {
+        lipi_free(v);
+        lipi_free(start);
+        return LIPI_ENOMEM;
+    }
+    for (size_t i = 0; i < c->cap; i++)
+        if (c->slots[i].len)
+            start[(c->slots[i].hash >> (64 - bits)) + 1]++;
+    for (size_t b = 0; b < nb; b++)
+        start[b + 1] += start[b];
+    for (size_t i = 0; i < c->cap; i++)
+        if (c->slots[i].len)
+            v[start[c->slots[i].hash >> (64 - bits)]++] = &c->slots[i];
+    /* start[b] is now the end of bucket b. */
+    for (size_t b = 0, lo = 0; b < nb; lo = start[b++]) {
+        size_t hi = start[b];
+        if (hi - lo > 16) {
+            qsort(v + lo, hi - lo, sizeof *v, cmp_run_ptr);
+            continue;
+        }
+        for (size_t i = lo + 1; i < hi; i++) {
+            const slot *s = v[i];
+            size_t j = i;
+            for (; j > lo && cmp_run(v[j - 1], s) > 0; j--)
+                v[j] = v[j - 1];
+            v[j] = s;
+        }
+    }
+    lipi_free(start);
+    *out = v;
+    return LIPI_OK;
+}
+
+static size_t put_varint(unsigned char *p, uint64_t v)
+{
+    size_t k = 0;
+    while (v >= 0x80) {
+        p[k++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    p[k++] = (unsigned char)v;
+    return k;
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+lipi_status lipi_counts_save_run(const lipi_counts *c, const char *path, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    const slot **v = NULL;
+    lipi_atomic_file af = {0};
+    enum { OUT = 1 << 16 };
+    unsigned char *buf = lipi_malloc(OUT);
+    if (!buf || run_order(c, &v) != LIPI_OK) {
+        st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory writing counts");
+        goto done;
+    }
+    TRY(lipi_atomic_open(&af, path, err));
+    fwrite(RUN_MAGIC, 1, sizeof RUN_MAGIC, af.f);
+    uint64_t sum = 0;
+    size_t used = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        const slot *s = v[i];
+        if (used + 20 + s->len > OUT) {
+            fwrite(buf, 1, used, af.f);
+            used = 0;
+        }
+        used += put_varint(buf + used, s->len);
+        if (s->len + 20 > OUT) { /* a word bigger than the buffer goes straight out */
+            fwrite(buf, 1, used, af.f);
+            fwrite(slot_word(s), 1, s->len, af.f);
+            used = 0;
+        } else {
+            memcpy(buf + used, slot_word(s), s->len);
+            used += s->len;
+        }
+        used += put_varint(buf + used, s->count);
+        sum = run_sum(sum, s->hash, s->count);
+    }
+    buf[used++] = 0;
+    put_le64(buf + used, c->n);
+    put_le64(buf + used + 8, sum);
+    fwrite(buf, 1, used + 16, af.f);
+    st = lipi_atomic_commit(&af, err);
+done:
+    lipi_atomic_abort(&af);
+    lipi_free(v);
+    lipi_free(buf);
+    return st;
+}
+
+/* A run being read: a window [pos, end) of the file in buf, buf[0] being
+ * file byte `at`. */
+typedef struct {
+    const char *path;
+    FILE *f;
+    unsigned char *buf;
+    size_t cap, pos, end;
+    uint64_t at, size; /* size: the file's size, bounding every length */
+} run_reader;
+
+/* Makes at least `want` bytes available from pos (fewer at the end of the
+ * file). */
+static lipi_status run_fill(run_reader *r, size_t want, lipi_error *err)
+{
+    if (r->end - r->pos >= want)
+        return LIPI_OK;
+    memmove(r->buf, r->buf + r->pos, r->end - r->pos);
+    r->at += r->pos;
+    r->end -= r->pos;
+    r->pos = 0;
+    if (want > r->cap) {
+        unsigned char *nb = lipi_realloc(r->buf, want);
+        if (!nb)
+            return lipi_error_set(err, LIPI_ENOMEM, r->path, 0, r->at, "out of memory");
+        r->buf = nb;
+        r->cap = want;
+    }
+    while (r->end < want) {
+        size_t got = fread(r->buf + r->end, 1, r->cap - r->end, r->f);
+        if (got == 0) {
+            if (ferror(r->f))
+                return lipi_error_set(err, LIPI_EIO, r->path, 0, r->at + r->end,
+                                      "cannot read: %s", strerror(errno));
+            break;
+        }
+        r->end += got;
+    }
+    return LIPI_OK;
+}
+
+/* Reads a varint at pos; `what` names it in errors. */
+static lipi_status run_varint_slow(run_reader *r, uint64_t *v, const char *what,
+                                   lipi_error *err);
+
+static inline lipi_status run_varint(run_reader *r, uint64_t *v, const char *what,
+                                     lipi_error *err)
+{
+    if (r->end - r->pos >= 10 && r->buf[r->pos] < 0x80) { /* most lengths and counts */
+        *v = r->buf[r->pos++];
+        return LIPI_OK;
+    }
+    return run_varint_slow(r, v, what, err);
+}
+
+static lipi_status run_varint_slow(run_reader *r, uint64_t *v, const char *what,
+                                   lipi_error *err)
+{
+    lipi_status st = run_fill(r, 10, err);
+    if (st != LIPI_OK)
+        return st;
+    uint64_t x = 0, off = r->at + r->pos;
+    for (unsigned k = 0;; k++) {
+        if (r->pos == r->end)
+            return lipi_error_set(err, LIPI_EFORMAT, r->path, 0, off,
+                                  "expected %s, found the end of the file (truncated?)", what);
+        unsigned b = r->buf[r->pos++];
+        if (k == 9 && b > 1)
+            return lipi_error_set(err, LIPI_EFORMAT, r->path, 0, off,
+                                  "expected %s below 2^64, found a longer varint", what);
+        x |= (uint64_t)(b & 0x7f) << (7 * k);
+        if (!(b & 0x80)) {
+            if (k > 0 && b == 0)
+                return lipi_error_set(err, LIPI_EFORMAT, r->path, 0, off,
+                                      "expected %s, found an overlong varint", what);
+            break;
+        }
+    }
+    *v = x;
+    return LIPI_OK;
+}
+
+static uint64_t get_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+lipi_status lipi_counts_load_run(const char *path, lipi_counts *into, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    run_reader r = {path, fopen(path, "rb"), NULL, 1 << 16, 0, 0, 0, 0};
+    lipi_buf prev = {0};
+    if (!r.f)
+        return lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(r.f), &sb) == 0 && S_ISREG(sb.st_mode))
+        r.size = (uint64_t)sb.st_size;
+    else
+        r.size = UINT64_MAX;
+    if (!(r.buf = lipi_malloc(r.cap))) {
+        st = lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");
+        goto done;
+    }
+    TRY(run_fill(&r, sizeof RUN_MAGIC, err));
+    if (r.end < sizeof RUN_MAGIC || memcmp(r.buf, RUN_MAGIC, sizeof RUN_MAGIC) != 0) {
+        st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
+                            "expected a lipi counts run (starting \"LIPIRUN\\x01\"), found %s",
+                            r.end < sizeof RUN_MAGIC ? "a shorter file" : "other bytes");
+        goto done;
+    }
+    r.pos = sizeof RUN_MAGIC;
+    uint64_t n = 0, sum = 0, prev_hash = 0;
+    for (;;) {
+        uint64_t len, count, off = r.at + r.pos;
+        TRY(run_varint(&r, &len, "a word's length", err));
+        if (len == 0)
+            break;
+        uint64_t word_at = r.at + r.pos;
+        if (len >= UINT32_MAX || len > r.size - (word_at < r.size ? word_at : r.size)) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, off,
+                                "expected a word's length, found %llu bytes past the end of "
+                                "the file (truncated?)", (unsigned long long)len);
+            goto done;
+        }
+        if (r.end - r.pos < len)
+            TRY(run_fill(&r, (size_t)len, err));
+        if (r.end - r.pos < len) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, word_at,
+                                "expected a word of %llu bytes, found the end of the file",
+                                (unsigned long long)len);
+            goto done;
+        }
+        const char *w = (const char *)r.buf + r.pos;
+        size_t bad = lipi_utf8_valid_prefix(w, (size_t)len);
+        if (bad < len) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, word_at + bad,
+                                "expected UTF-8 in the word, found byte 0x%02X",
+                                (unsigned)(unsigned char)w[bad]);
+            goto done;
+        }
+        uint64_t h = hash_bytes(w, (size_t)len);
+        if (n > 0) {
+            int order = h != prev_hash ? (h > prev_hash ? 1 : -1) : 0;
+            if (order == 0) {
+                size_t m = prev.len < len ? prev.len : (size_t)len;
+                order = memcmp(w, prev.p, m);
+                if (order == 0)
+                    order = (len > prev.len) - (len < prev.len);
+            }
+            if (order <= 0) {
+                st = lipi_error_set(err, LIPI_EFORMAT, path, 0, off,
+                                    order == 0 ? "expected each word once, found one again"
+                                               : "expected words in run order, found one "
+                                                 "out of order");
+                goto done;
+            }
+        }
+        prev.len = 0; /* the next word's order is checked against this one */
+        if (lipi_buf_append(&prev, w, (size_t)len) != LIPI_OK) {
+            st = lipi_error_set(err, LIPI_ENOMEM, path, 0, off, "out of memory");
+            goto done;
+        }
+        prev_hash = h;
+        r.pos += (size_t)len;
+        uint64_t count_at = r.at + r.pos;
+        TRY(run_varint(&r, &count, "a count", err));
+        if (count == 0) {
+            st = lipi_error_set(err, LIPI_EFORMAT, path, 0, count_at,
+                                "expected a count >= 1, found 0");
+            goto done;
+        }
+        st = add_hashed(into, prev.p, (size_t)len, h, count, err);
+        if (st != LIPI_OK) {
+            if (err) {
+                snprintf(err->path, sizeof err->path, "%s", path);
+                err->line = 0;
+                err->offset = count_at;
+                if (st == LIPI_EINVAL)
+                    err->code = st = LIPI_EFORMAT;
+            }
+            goto done;
+        }
+        sum = run_sum(sum, h, count);
+        n++;
+    }
+    uint64_t trailer_at = r.at + r.pos;
+    TRY(run_fill(&r, 17, err));
+    if (r.end - r.pos < 16) {
+        st = lipi_error_set(err, LIPI_EFORMAT, path, 0, trailer_at,
+                            "expected the 16-byte trailer, found %zu bytes (truncated?)",
+                            r.end - r.pos);
+        goto done;
+    }
+    if (get_le64(r.buf + r.pos) != n || get_le64(r.buf + r.pos + 8) != sum) {
+        st = lipi_error_set(err, LIPI_EFORMAT, path, 0, trailer_at,
+                            get_le64(r.buf + r.pos) != n
+                                ? "expected a trailer giving %llu words, found another number"
+                                : "expected the checksum of the %llu words read, found "
+                                  "another (the file is damaged)",
+                            (unsigned long long)n);
+        goto done;
+    }
+    if (r.end - r.pos > 16)
+        st = lipi_error_set(err, LIPI_EFORMAT, path, 0, trailer_at + 16,
+                            "expected the end of the file after the trailer, found more bytes");
+done:
+    fclose(r.f);
+    lipi_free(r.buf);
+    lipi_buf_free(&prev);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Merging files                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* The sum of the files (runs or TSVs) written to out_path (a run or a TSV). */
+static lipi_status merge_paths(const char *const *paths, size_t n, bool runs, const char *out_path,
+                               bool tsv, lipi_error *err)
 {
     lipi_status st;
     lipi_counts *all = NULL;
     if (lipi_counts_new(&all) != LIPI_OK)
         return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
     for (size_t i = 0; i < n; i++)
-        TRY(lipi_counts_load(paths[i], all, err));
-    TRY(lipi_counts_save(all, out_path, err));
+        TRY(runs ? lipi_counts_load_run(paths[i], all, err) : lipi_counts_load(paths[i], all, err));
+    st = tsv ? lipi_counts_save(all, out_path, err) : lipi_counts_save_run(all, out_path, err);
 done:
     lipi_counts_free(all);
     return st;
+}
+
+lipi_status lipi_counts_merge_files(const char *const *paths, size_t n, const char *out_path,
+                                    lipi_error *err)
+{
+    return merge_paths(paths, n, false, out_path, true, err);
+}
+
+lipi_status lipi_counts_merge_runs(const char *const *paths, size_t n, const char *out_path,
+                                   bool tsv, lipi_error *err)
+{
+    return merge_paths(paths, n, true, out_path, tsv, err);
 }

@@ -115,6 +115,39 @@ lipi_status lipi_counts_load(const char *path, lipi_counts *into, lipi_error *er
 lipi_status lipi_counts_merge_files(const char *const *paths, size_t n, const char *out_path,
                                     lipi_error *err);
 
+/* ------------------------------------------------------------------------ */
+/* Counts runs (binary)                                                      */
+/*                                                                           */
+/* The intermediate files of a count spread over many machines (lipi.dask):  */
+/* cheaper to write and to read back than the TSV (no sort by count, no      */
+/* decimal digits or escapes). A run is the bytes "LIPIRUN\x01"; then per    */
+/* word, in ascending order of (64-bit hash of the word, word bytes): its    */
+/* length and count as LEB128 varints (both >= 1) with the word's bytes      */
+/* between them; then a 0 length, and 16 bytes: the number of words and a    */
+/* checksum of the (hash, count) pairs, both little-endian. The order makes  */
+/* a run a function of its counts only (and a word appear once). The hash    */
+/* is the one lipi's tables use; runs are read back on hosts of the same     */
+/* byte order. The final file of a distributed count stays the TSV.          */
+/* ------------------------------------------------------------------------ */
+
+/* Writes c to path as a run, atomically (as lipi_counts_save). */
+lipi_status lipi_counts_save_run(const lipi_counts *c, const char *path, lipi_error *err);
+
+/* Adds the counts of a run into `into`. Everything is checked: the magic,
+ * varints (truncated, overlong), lengths past the end of the file, a word
+ * that is not UTF-8, a count of 0, words out of order or repeated, the
+ * trailer (number of words, checksum), bytes after it, sums that overflow:
+ * LIPI_EFORMAT with err->path and err->offset (the byte where the problem
+ * is; err->line is 0). On failure `into` holds part of the run's counts. */
+lipi_status lipi_counts_load_run(const char *path, lipi_counts *into, lipi_error *err);
+
+/* Loads every run in paths[0..n) and writes their sum to out_path,
+ * atomically: as a run, or with tsv as the counts file lipi_counts_save
+ * writes (the bytes `lipi count` writes for the same words). Memory: one
+ * table of the distinct words of all inputs. */
+lipi_status lipi_counts_merge_runs(const char *const *paths, size_t n, const char *out_path,
+                                   bool tsv, lipi_error *err);
+
 /* ======================================================================== */
 /* Progress                                                                  */
 /* ======================================================================== */

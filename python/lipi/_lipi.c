@@ -2275,6 +2275,8 @@ static PyObject *mod_read_lines(PyObject *self, PyObject *args);
 static PyObject *mod_index_build_from(PyObject *self, PyObject *args);
 static PyObject *mod_parallel_files(PyObject *self, PyObject *args);
 static PyObject *mod_inflation_counts(PyObject *self, PyObject *args);
+static PyObject *mod_count_to_run(PyObject *self, PyObject *args);
+static PyObject *mod_counts_merge_runs(PyObject *self, PyObject *args);
 
 static PyMethodDef module_methods[] = {
     {"_train", mod_train, METH_VARARGS, NULL},
@@ -2287,6 +2289,8 @@ static PyMethodDef module_methods[] = {
     {"_index_build_from", mod_index_build_from, METH_VARARGS, NULL},
     {"_parallel_files", mod_parallel_files, METH_VARARGS, NULL},
     {"_inflation_counts", mod_inflation_counts, METH_VARARGS, NULL},
+    {"_count_to_run", mod_count_to_run, METH_VARARGS, NULL},
+    {"_counts_merge_runs", mod_counts_merge_runs, METH_VARARGS, NULL},
     {NULL},
 };
 
@@ -2341,11 +2345,12 @@ PyMODINIT_FUNC PyInit__lipi(void)
  * takes (normalizer, pattern, regex, lowercase, strip_accents, fold_digits;
  * the pattern's default follows `type` as training's does), invalid and
  * threads. The file appears whole or not at all (lipi_counts_save). */
-static PyObject *mod_count_to_file(PyObject *self, PyObject *args)
+static PyObject *count_to(PyObject *args, bool run)
 {
     PyObject *files_o, *out_o, *d, *result = NULL, *ob = NULL;
     const char *type;
-    if (!PyArg_ParseTuple(args, "OOsO!:_count_to_file", &files_o, &out_o, &type, &PyDict_Type, &d))
+    if (!PyArg_ParseTuple(args, run ? "OOsO!:_count_to_run" : "OOsO!:_count_to_file", &files_o,
+                          &out_o, &type, &PyDict_Type, &d))
         return NULL;
     path_list files = {0};
     lipi_count_options co;
@@ -2361,7 +2366,15 @@ static PyObject *mod_count_to_file(PyObject *self, PyObject *args)
     lipi_status st = train_text(d, strcmp(type, "unigram") == 0, &norm, &pre, &err);
     if (st == LIPI_OK) {
         Py_BEGIN_ALLOW_THREADS
-        st = lipi_count_to_file(files.p, files.n, norm, pre, &co, PyBytes_AS_STRING(ob), &err);
+        if (run) {
+            lipi_counts *c = NULL;
+            st = lipi_count_files(files.p, files.n, norm, pre, &co, &c, &err);
+            if (st == LIPI_OK)
+                st = lipi_counts_save_run(c, PyBytes_AS_STRING(ob), &err);
+            lipi_counts_free(c);
+        } else {
+            st = lipi_count_to_file(files.p, files.n, norm, pre, &co, PyBytes_AS_STRING(ob), &err);
+        }
         Py_END_ALLOW_THREADS
         lipi_pretokenizer_free(pre);
         lipi_normalizer_free(norm);
@@ -2378,11 +2391,20 @@ done:
     return result;
 }
 
-/* _counts_merge_files(paths, out_path) -> None: `lipi count --merge`. */
-static PyObject *mod_counts_merge_files(PyObject *self, PyObject *args)
+static PyObject *mod_count_to_file(PyObject *self, PyObject *args)
+{
+    return count_to(args, false);
+}
+
+/* _counts_merge_files(paths, out_path) -> None: `lipi count --merge`.
+ * _counts_merge_runs(paths, out_path, tsv: bool) -> None: the sum of counts
+ * runs, written as a run or (tsv) as the counts file `lipi count` writes. */
+static PyObject *merge_to(PyObject *args, bool runs)
 {
     PyObject *paths_o, *out_o, *ob = NULL, *result = NULL;
-    if (!PyArg_ParseTuple(args, "OO:_counts_merge_files", &paths_o, &out_o))
+    int tsv = 1;
+    if (runs ? !PyArg_ParseTuple(args, "OOp:_counts_merge_runs", &paths_o, &out_o, &tsv)
+             : !PyArg_ParseTuple(args, "OO:_counts_merge_files", &paths_o, &out_o))
         return NULL;
     path_list paths = {0};
     if (!(ob = path_bytes(out_o)) || path_list_get(paths_o, "paths", &paths) < 0)
@@ -2390,7 +2412,8 @@ static PyObject *mod_counts_merge_files(PyObject *self, PyObject *args)
     lipi_error err = {0};
     lipi_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = lipi_counts_merge_files(paths.p, paths.n, PyBytes_AS_STRING(ob), &err);
+    st = runs ? lipi_counts_merge_runs(paths.p, paths.n, PyBytes_AS_STRING(ob), tsv, &err)
+              : lipi_counts_merge_files(paths.p, paths.n, PyBytes_AS_STRING(ob), &err);
     Py_END_ALLOW_THREADS
     if (st != LIPI_OK) {
         raise_lipi(st, &err);
@@ -2401,6 +2424,24 @@ done:
     path_list_free(&paths);
     Py_XDECREF(ob);
     return result;
+}
+
+static PyObject *mod_counts_merge_files(PyObject *self, PyObject *args)
+{
+    return merge_to(args, false);
+}
+
+/* lipi.dask's counting with runs (trainer.h) as its intermediate files:
+ * _count_to_run(files, out_path, type, options) is _count_to_file writing
+ * a run; _counts_merge_runs is above. */
+static PyObject *mod_count_to_run(PyObject *self, PyObject *args)
+{
+    return count_to(args, true);
+}
+
+static PyObject *mod_counts_merge_runs(PyObject *self, PyObject *args)
+{
+    return merge_to(args, true);
 }
 
 /* _read_lines(path, invalid) -> list of str: the file's lines as `lipi

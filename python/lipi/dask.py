@@ -18,8 +18,9 @@ cut at line starts. One task per shard writes its output into out_dir (a
 folder every worker and the driver can reach: a shared file system),
 atomically under a name derived from the shard, so a task Dask runs again
 after a worker died overwrites its first try, never adds to it. Counts
-files are then added up by a tree of merge tasks (`lipi count --merge`),
-fan_in files per task, so no task holds every shard's table; the result is
+(binary counts runs, see trainer/trainer.h) are then added up by a tree of
+merge tasks (what `lipi count --merge` does), fan_in files per task, so no
+task holds every shard's table; the last one writes the TSV. The result is
 the bytes `lipi count` writes on one machine, for any number of shards or
 workers. Compressed files (.gz, .xz, .zst) are whole-file shards.
 
@@ -65,12 +66,14 @@ def _line_start_at_or_after(path, pos, size):
                 return f.tell() - len(block) + i + 1
 
 
-def shards(paths, partitions=None, shard_bytes=None):
+def shards(paths, partitions=None, shard_bytes=None, whole_files=False):
     """Cuts the files into at most `partitions` shards of about equal size
     (or shards of about shard_bytes each; default: one shard per file).
     A shard is a list of pieces (path, start, end): byte ranges starting at
     line starts; a compressed file is never cut. Empty shards are dropped,
-    so fewer than `partitions` may come back for small inputs."""
+    so fewer than `partitions` may come back for small inputs.
+    whole_files=True moves a cut that falls in a file no bigger than a
+    shard to the nearer end of that file (no file is copied in part)."""
     paths = [_os.fspath(p) for p in ([paths] if isinstance(paths, (str, bytes, _os.PathLike))
                                       else paths)]
     for p in paths:
@@ -88,6 +91,17 @@ def shards(paths, partitions=None, shard_bytes=None):
         if shard_bytes < 1:
             raise ValueError("shard_bytes must be at least 1")
         cuts = list(range(shard_bytes, total, shard_bytes))
+    if whole_files and cuts:
+        share = total / (len(cuts) + 1)
+        snapped, base, i = [], 0, 0
+        for c in cuts:
+            while c >= base + sizes[i]:
+                base += sizes[i]
+                i += 1
+            small = sizes[i] <= share
+            snapped.append((base if c - base < base + sizes[i] - c else base + sizes[i])
+                           if small else c)
+        cuts = snapped
     # Each cut (a position in the files laid end to end) moves to the next
     # line start of its file; a cut in a compressed file moves to its end.
     out, cur, base, ci = [], [], 0, 0
@@ -214,14 +228,14 @@ def _relocated(e, pieces):
 def _count_task(shard, out_path, type, options):
     with _Pieces(shard) as pieces:
         try:
-            _lipi._count_to_file(pieces.files, out_path, type, options)
+            _lipi._count_to_run(pieces.files, out_path, type, options)
         except LipiError as e:
             raise _relocated(e, pieces) from None
     return out_path
 
 
-def _merge_task(paths, out_path):
-    _lipi._counts_merge_files(paths, out_path)
+def _merge_task(paths, out_path, tsv):
+    _lipi._counts_merge_runs(paths, out_path, tsv)
     return out_path
 
 
@@ -239,15 +253,35 @@ def _wait(client, futures, progress):
     return client.gather(futures)
 
 
+# The largest shard of count's default cut: a task of ~20 s on one core,
+# so a retry redoes little and the progress bar moves.
+DEFAULT_SHARD_BYTES = 1 << 30
+
+
+def _default_partitions(client, paths):
+    """Two shards per worker thread, so a slow worker's share can move
+    (fewer tasks than this leave a core idle at the end, many more add
+    intermediate files to write and merge)."""
+    threads = sum(client.nthreads().values()) or 1
+    p = [paths] if isinstance(paths, (str, bytes, _os.PathLike)) else paths
+    total = sum(_os.path.getsize(_os.fspath(f)) for f in p)
+    return max(2 * threads, -(-total // DEFAULT_SHARD_BYTES))
+
+
 def count(paths, client=None, out_dir=".", *, partitions=None, shard_bytes=None, fan_in=8,
           type="bpe", normalizer=None, pattern=None, regex=None, lowercase=None,
           strip_accents=None, fold_digits=None, invalid="error", threads=1, keep=False,
-          progress=False, name="counts.tsv"):
+          progress=False, name="counts.tsv", cut=None):
     """Counts the words of the files on the cluster and returns the path of
     the merged counts file (out_dir/name), the bytes `lipi count` with the
     same options writes. One task per shard (see shards(); partitions or
-    shard_bytes choose the cut, default one shard per file), then merges of
-    fan_in files at a time. The text options are lipi.train's; type
+    shard_bytes choose the cut), then merges of fan_in files at a time.
+    The default cut is sized to the cluster: two shards per worker thread
+    (more when the input passes DEFAULT_SHARD_BYTES a shard), whole files
+    kept together where they are smaller than a shard. Each task writes a
+    counts run (trainer.h's binary form, cheap to write and read back);
+    only the final merge writes the TSV. cut: shards made by shards()
+    (e.g. shards(paths), one per file) instead of partitions/shard_bytes. The text options are lipi.train's; type
     'unigram' makes the default pattern Unigram's, as training does.
     threads: counting threads per task (1 suits one task per worker core).
     keep=True keeps the per-shard and intermediate counts files.
@@ -263,12 +297,17 @@ def count(paths, client=None, out_dir=".", *, partitions=None, shard_bytes=None,
                                      threads=threads).items() if v is not None}
     tag = _json.dumps([type, sorted(options.items())])
     run = _uuid.uuid4().hex[:8]  # task keys of this call (file names follow the shards)
-    cut = shards(paths, partitions, shard_bytes)
+    if cut is not None:
+        cut = [list(s) for s in cut]
+    elif partitions is None and shard_bytes is None:
+        cut = shards(paths, _default_partitions(client, paths), whole_files=True)
+    else:
+        cut = shards(paths, partitions, shard_bytes)
     if not cut:
         raise ValueError("no input files")
     level = []  # (future, the path it writes)
     for s in cut:
-        out = _os.path.join(out_dir, _shard_name("count", s, tag) + ".tsv")
+        out = _os.path.join(out_dir, _shard_name("count", s, tag) + ".run")
         level.append((client.submit(_count_task, s, out, type, options, pure=False,
                                     key=f"lipi-{_os.path.basename(out)[:-4]}-{run}"), out))
     futures, depth = [f for f, _ in level], 0
@@ -280,8 +319,9 @@ def count(paths, client=None, out_dir=".", *, partitions=None, shard_bytes=None,
         for g in groups:
             ins = [p for _, p in g]
             h = _hashlib.sha256("\0".join(ins).encode("utf-8", "surrogateescape")).hexdigest()[:20]
-            out = final if len(groups) == 1 else _os.path.join(out_dir, f"merge-{depth}-{h}.tsv")
-            nxt.append((client.submit(_merge_task, [f for f, _ in g], out, pure=False,
+            last = len(groups) == 1
+            out = final if last else _os.path.join(out_dir, f"merge-{depth}-{h}.run")
+            nxt.append((client.submit(_merge_task, [f for f, _ in g], out, last, pure=False,
                                       key=f"lipi-merge-{depth}-{h}-{run}"), out))
         futures += [f for f, _ in nxt]
         level = nxt
@@ -298,13 +338,13 @@ def count(paths, client=None, out_dir=".", *, partitions=None, shard_bytes=None,
 
 
 def train(paths, client=None, out_dir=".", type="bpe", vocab_size=32000, *, partitions=None,
-          shard_bytes=None, fan_in=8, keep=False, progress=False, **options):
+          shard_bytes=None, fan_in=8, keep=False, progress=False, cut=None, **options):
     """count() on the cluster, then lipi.train(from_counts=...) on this
     machine with the same text options: the tokenizer `lipi train` trains
     on the files, byte for byte. options are lipi.train's."""
     text = {k: options[k] for k in TEXT_OPTIONS if options.get(k) is not None}
     counts = count(paths, client, out_dir, partitions=partitions, shard_bytes=shard_bytes,
-                   fan_in=fan_in, type=type, keep=keep, progress=progress, **text)
+                   fan_in=fan_in, type=type, keep=keep, progress=progress, cut=cut, **text)
     return _lipi_pkg.train(from_counts=counts, type=type, vocab_size=vocab_size, **options)
 
 

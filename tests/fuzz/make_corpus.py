@@ -132,6 +132,50 @@ put("counts", "plain", "the\t10\nनमस्ते\t7\nof\t3\n".encode())
 put("counts", "escapes", b"\xef\xbb\xbfa\\tb\t5\r\nback\\\\slash\t2\r\nnl\\n\t18446744073709551615\n")
 
 
+# Counts runs (trainer.h): words in the order of lipi's table hash.
+M64 = (1 << 64) - 1
+
+
+def fold_mul(a, b):
+    r = a * b
+    return (r & M64) ^ (r >> 64)
+
+
+def word_hash(w):
+    k0, k1, k2 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3
+    h = fold_mul(len(w) ^ k0, k1)
+    i = 0
+    while len(w) - i >= 8:
+        h = fold_mul(int.from_bytes(w[i:i + 8], "little") ^ k1, h ^ k2)
+        i += 8
+    return fold_mul(int.from_bytes(w[i:], "little") ^ k0, h ^ k2)
+
+
+def varint(v):
+    out = b""
+    while v >= 0x80:
+        out += bytes([(v & 0x7f) | 0x80])
+        v >>= 7
+    return out + bytes([v])
+
+
+def counts_run(counts):
+    out, total = b"LIPIRUN\x01", 0
+    words = sorted(counts, key=lambda w: (word_hash(w), w))
+    for w in words:
+        out += varint(len(w)) + w + varint(counts[w])
+        h = word_hash(w)
+        total = ((fold_mul(total ^ h ^ 0x9e3779b97f4a7c15, counts[w] ^ 0xe7037ed1a0b428db) + h)
+                 & M64)
+    return out + b"\0" + struct.pack("<QQ", len(words), total)
+
+
+put("counts_run", "plain", counts_run({b"the": 10, "नमस्ते".encode(): 7, b"of": 3}))
+put("counts_run", "long_words", counts_run({b"tab\there": 5, b"a longer word of 29 bytes...": 300,
+                                            "क्षत्रिय".encode(): 2 ** 64 - 1, b"x": 1}))
+put("counts_run", "empty", counts_run({}))
+
+
 # A tiny BERT checkpoint: config.json + model.safetensors.
 def safetensors(tensors, dtype="F32"):
     header, blob = {}, b""

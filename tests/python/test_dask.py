@@ -83,6 +83,47 @@ def test_shards_cut_at_line_starts(tmp_path):
     assert lipi.dask.shards([str(a)]) == [[(str(a), 0, len(data))]]
 
 
+def test_default_and_per_file_cuts_give_the_command_line_s_counts(tmp_path, client):
+    # The default cut follows the cluster (2 workers x 1 thread: 4 shards);
+    # cut= takes shards() as given, here one per file. Intermediate files
+    # are counts runs; only the final file is the TSV.
+    files = CORPUS + [str(tmp_path / "small.txt")]
+    (tmp_path / "small.txt").write_text("a few words\nनमस्ते दुनिया\n", encoding="utf-8")
+    want = tmp_path / "cli.tsv"
+    run_lipi("count", "--quiet", "-o", str(want), *files)
+    assert len(lipi.dask.shards(files, 4, whole_files=True)) == 4
+    for name, kw in (("default", {}), ("per-file", {"cut": lipi.dask.shards(files)})):
+        out = tmp_path / name
+        got = lipi.dask.count(files, client, out, keep=True, **kw)
+        assert open(got, "rb").read() == want.read_bytes(), name
+        runs = [f for f in os.listdir(out) if f != "counts.tsv"]
+        assert runs and all(f.endswith(".run") for f in runs), runs
+        assert all((out / f).read_bytes()[:8] == b"LIPIRUN\x01" for f in runs)
+    # a damaged intermediate file is an error naming it, not a wrong sum
+    run = out / runs[0]
+    run.write_bytes(run.read_bytes()[:-1])
+    with pytest.raises(lipi.LipiError) as ex:
+        lipi._lipi._counts_merge_runs([str(run)], str(tmp_path / "x.tsv"), True)
+    assert ex.value.path == str(run) and ex.value.code == "EFORMAT"
+
+
+def test_whole_files_moves_cuts_to_the_nearer_file_end(tmp_path):
+    sizes = [300, 50, 400, 120, 130]
+    files = []
+    for i, n in enumerate(sizes):
+        f = tmp_path / f"f{i}.txt"
+        f.write_bytes((b"x" * 9 + b"\n") * (n // 10))
+        files.append(str(f))
+    # a cut in a file no bigger than a shard (1000 / 4 = 250 bytes) moves to
+    # its nearer end; the 300- and 400-byte files are still cut
+    cut = lipi.dask.shards(files, 4, whole_files=True)
+    pieces = [p for s in cut for p in s]
+    assert [(os.path.basename(p), a, b) for p, a, b in pieces] == [
+        ("f0.txt", 0, 250), ("f0.txt", 250, 300), ("f1.txt", 0, 50), ("f2.txt", 0, 150),
+        ("f2.txt", 150, 400), ("f3.txt", 0, 120), ("f4.txt", 0, 130)]
+    assert [len(s) for s in cut] == [1, 3, 1, 2]
+
+
 def test_byte_ranges_keep_a_bom_inside_the_file_as_text(tmp_path, client):
     # A U+FEFF starting a later line is text for `lipi count`; a shard
     # starting at that line must not drop it as a file's BOM.
