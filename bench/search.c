@@ -10,7 +10,10 @@
  *                                    brute force, writes DIR/truth.bin
  *   search quant DIR Q K THREADS RUNS [MULT...]
  *                                    lipi's quantized search (Q: int8 or
- *                                    binary; index cached in DIR/index-Q),
+ *                                    binary; index cached in DIR/index-Q;
+ *                                    int8-codes: the int8 index searched
+ *                                    with the query's codes, as
+ *                                    sentence-transformers scores),
  *                                    raw and rescored from MULT x K
  *                                    candidates, recall@k against truth.bin
  *   search faiss DIR SPEC K THREADS RUNS [PARAMS...]
@@ -469,11 +472,12 @@ static int run_quant(const char *dir, const char *qname, size_t k, size_t thread
     char path[4096], label[64];
     lipi_error err = {0};
     lipi_quantization qz;
-    if (!lipi_quantization_parse(qname, &qz) || qz == LIPI_QUANT_NONE) {
-        fprintf(stderr, "search: quant takes int8 or binary, not '%s'\n", qname);
+    bool codes = strcmp(qname, "int8-codes") == 0;
+    if (!lipi_quantization_parse(codes ? "int8" : qname, &qz) || qz == LIPI_QUANT_NONE) {
+        fprintf(stderr, "search: quant takes int8, int8-codes or binary, not '%s'\n", qname);
         return 2;
     }
-    snprintf(path, sizeof path, "%s/index-%s", dir, qname);
+    snprintf(path, sizeof path, "%s/index-%s", dir, lipi_quantization_name(qz));
     struct stat sb;
     char meta[4200];
     snprintf(meta, sizeof meta, "%s/meta.json", path);
@@ -484,7 +488,7 @@ static int run_quant(const char *dir, const char *qname, size_t k, size_t thread
     }
     printf("lipi %-9s quantized.npy %.1f MiB (vectors.npy %.1f MiB, read for candidates only)\n",
            qname, file_mib(path, "quantized.npy"), file_mib(path, "vectors.npy"));
-    quant_job job = {.so = {.threads = threads}};
+    quant_job job = {.so = {.threads = threads, .int8_query_codes = codes}};
     if (lipi_index_open(path, NULL, &job.idx, &err) != LIPI_OK)
         die("open", &err);
     timed b;

@@ -124,6 +124,7 @@ typedef enum {
     CLI_OPT_MAX_INPUTS,
     CLI_OPT_TIMEOUT,
     CLI_OPT_API_KEY_FILE,
+    CLI_OPT_INT8_QUERY,
 } cli_option_id;
 
 typedef struct {

@@ -23,7 +23,9 @@ static void help(FILE *f)
             "index has a FAISS index (lipi index --faiss), which is then used, or\n"
             "quantized vectors (lipi index --quantize): then the documents with the\n"
             "best int8 dot products or Hamming distances are rescored with their\n"
-            "float32 vectors, and the best k of those printed.\n"
+            "float32 vectors, and the best k of those printed. The int8 score of a\n"
+            "document is its codes' dot product with the query's weights (see\n"
+            "--int8-query).\n"
             "\n"
             "Options:\n"
             "  --index DIR            the index (lipi index -o DIR)\n"
@@ -50,6 +52,14 @@ static void help(FILE *f)
             "  --no-rescore           quantized index: print the quantized ranking and\n"
             "                         its scores (int8 dot products, or minus the\n"
             "                         Hamming distance)\n"
+            "  --int8-query HOW       int8 index: how the query is scored against the\n"
+            "                         codes. weights (default): q_i * step_i (step_i =\n"
+            "                         (max_i - min_i) / 255, the index's per-dimension\n"
+            "                         ranges) scaled to int8 by one factor per query,\n"
+            "                         which ranks as q . (dequantized x) does (FAISS\n"
+            "                         SQ8's asymmetric distance); codes: the query coded\n"
+            "                         like the rows, a codes . codes score\n"
+            "                         (sentence-transformers' int8 search)\n"
             "  --faiss-params P       FAISS search parameters, e.g. nprobe=16 or\n"
             "                         efSearch=128 (comma-separated)\n"
             "  --rerank MODEL         two stages: the best --rerank-top documents of each\n"
@@ -204,6 +214,7 @@ static lipi_status search_vectors(search_ctx *c, const char *qvec, float *q, lip
 typedef struct {
     const char *index, *query, *queries, *qvec, *rerank;
     size_t rerank_top;
+    bool int8_query;    /* --int8-query given */
     lipi_index_open_options *oo;
     search_ctx *c;
 } search_args;
@@ -295,6 +306,12 @@ static int search_option(int id, const char *arg, void *vsa)
         sa->c->so.rescore_multiplier = (size_t)v;
         break;
     case CLI_OPT_NO_RESCORE: sa->c->so.no_rescore = true; break;
+    case CLI_OPT_INT8_QUERY:
+        if (strcmp(arg, "weights") != 0 && strcmp(arg, "codes") != 0)
+            return cli_bad_value("search", "--int8-query", "weights or codes", arg);
+        sa->c->so.int8_query_codes = strcmp(arg, "codes") == 0;
+        sa->int8_query = true;
+        break;
     case CLI_OPT_FAISS_PARAMS: sa->oo->faiss_params = arg; break;
     case CLI_OPT_RERANK: sa->rerank = arg; break;
     case CLI_OPT_RERANK_TOP:
@@ -318,6 +335,7 @@ static int run(int argc, char **argv)
         {"faiss-params", required_argument, NULL, CLI_OPT_FAISS_PARAMS},
         {"rescore-multiplier", required_argument, NULL, CLI_OPT_RESCORE_MULTIPLIER},
         {"no-rescore", no_argument, NULL, CLI_OPT_NO_RESCORE},
+        {"int8-query", required_argument, NULL, CLI_OPT_INT8_QUERY},
         {"rerank", required_argument, NULL, CLI_OPT_RERANK},
         {"rerank-top", required_argument, NULL, CLI_OPT_RERANK_TOP},
         {NULL, 0, NULL, 0},
@@ -350,9 +368,9 @@ static int run(int argc, char **argv)
         return cli_usage_error("search", "-m embeds text queries; --query-vectors needs none");
     if (c.so.no_rescore && c.so.rescore_multiplier)
         return cli_usage_error("search", "give either --no-rescore or --rescore-multiplier");
-    if (c.so.exact && (c.so.no_rescore || c.so.rescore_multiplier))
+    if (c.so.exact && (c.so.no_rescore || c.so.rescore_multiplier || sa.int8_query))
         return cli_usage_error("search", "--exact searches the float32 vectors: it takes no "
-                                         "--no-rescore or --rescore-multiplier");
+                                         "--no-rescore, --rescore-multiplier or --int8-query");
     if (qvec && sa.rerank)
         return cli_usage_error("search", "--rerank reads the query texts: give --query or "
                                          "--queries, not --query-vectors");
@@ -393,6 +411,13 @@ static int run(int argc, char **argv)
         lipi_error_set(&err, LIPI_EINVAL, index, 0, 0,
                        "--no-rescore and --rescore-multiplier need a quantized index "
                        "(lipi index --quantize)");
+        cli_report("search", &err);
+        rc = EXIT_USAGE;
+        goto done;
+    }
+    if (sa.int8_query && lipi_index_quantization(idx) != LIPI_QUANT_INT8) {
+        lipi_error_set(&err, LIPI_EINVAL, index, 0, 0,
+                       "--int8-query needs an int8 index (lipi index --quantize int8)");
         cli_report("search", &err);
         rc = EXIT_USAGE;
         goto done;

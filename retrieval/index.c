@@ -830,6 +830,29 @@ void lipi_quantize_int8(const float *x, size_t n, size_t dim, const float *range
         }
 }
 
+/* q: (n, dim), ranges: (2, dim) -> w: (n, dim), each row q_i * step_i
+ * (float32, step as lipi_quantize_int8 computes it) scaled so its largest
+ * magnitude is 127 and rounded half away from zero. Clamped against the
+ * float rounding of the scale. */
+void lipi_int8_query_weights(const float *q, size_t n, size_t dim, const float *ranges,
+                             int8_t *w)
+{
+    const float *lo = ranges, *hi = ranges + dim;
+    for (size_t i = 0; i < n; i++) {
+        const float *qr = q + i * dim;
+        float amax = 0;
+        for (size_t j = 0; j < dim; j++) {
+            float a = fabsf(qr[j] * ((hi[j] - lo[j]) / 255.0f));
+            amax = a > amax ? a : amax;
+        }
+        float scale = amax > 0 ? 127.0f / amax : 0;
+        for (size_t j = 0; j < dim; j++) {
+            float v = roundf(qr[j] * ((hi[j] - lo[j]) / 255.0f) * scale);
+            w[i * dim + j] = (int8_t)(v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v);
+        }
+    }
+}
+
 /* x: (n, dim) -> bits: (n, (dim + 7) / 8), numpy.packbits(x > 0, axis=-1). */
 void lipi_quantize_binary(const float *x, size_t n, size_t dim, uint8_t *bits)
 {
@@ -1581,8 +1604,10 @@ static lipi_status quant_search(lipi_quantization qz, const unsigned char *codes
     }
     for (size_t q0 = 0; q0 < nq; q0 += chunk) {
         size_t qn = q0 + chunk < nq ? chunk : nq - q0;
-        if (qz == LIPI_QUANT_INT8)
+        if (qz == LIPI_QUANT_INT8 && o.int8_query_codes)
             lipi_quantize_int8(q + q0 * dim, qn, dim, ranges, (int8_t *)qcodes);
+        else if (qz == LIPI_QUANT_INT8)
+            lipi_int8_query_weights(q + q0 * dim, qn, dim, ranges, (int8_t *)qcodes);
         else
             lipi_quantize_binary(q + q0 * dim, qn, dim, qcodes);
         for (size_t j = 0; qunsigned && j < qn * rb; j++)

@@ -95,9 +95,20 @@ typedef struct {
  * as sentence-transformers' quantize_embeddings does:
  *   INT8    code = (int8) trunc((x - min) / ((max - min) / 255) - 128), with
  *           min/max per dimension over the indexed rows (a dimension with
- *           max == min codes as -128); queries are coded with the same
- *           ranges, clamped to [-128, 127]; score = the int32 dot product
- *           of the codes. (sentence-transformers' precision="int8".)
+ *           max == min codes as -128). Search scores a query q in one of
+ *           two ways (lipi_search_options.int8_query_codes), both as the
+ *           int32 dot product of an int8 query vector with the codes:
+ *           - weights (default, asymmetric, as FAISS SQ8 ranks): the code
+ *             c_i stands for about min_i + step_i * (c_i + 128), step_i =
+ *             (max_i - min_i) / 255, so q . x ~ const(q) + sum w_i c_i
+ *             with w_i = q_i * step_i; the query vector is w scaled to
+ *             +-127 (w'_i = roundf(w_i * (127 / max |w_j|)), all 0 when w
+ *             is) and score = w' . c, which orders documents as q . x^
+ *             does up to the rounding of w' and of the codes' truncation
+ *             (+-0.5 step). See lipi_int8_query_weights.
+ *           - codes (symmetric, sentence-transformers' precision="int8"):
+ *             the query is coded as the rows are, with the same ranges,
+ *             clamped to [-128, 127]; score = codes . codes.
  *   BINARY  bit = value > 0, 8 per byte, first value in the high bit
  *           (precision="ubinary"); score = minus the Hamming distance.
  * The float32 vectors stay in vectors.npy for rescoring. */
@@ -242,6 +253,9 @@ typedef struct {
      * ranking itself, with the quantized scores as floats. */
     size_t rescore_multiplier;
     bool no_rescore;
+    bool int8_query_codes;   /* int8 indexes: score the query's codes (as
+                                sentence-transformers does) instead of its
+                                weights; see lipi_quantization */
 } lipi_search_options;
 
 /* Top-k documents by inner product for nq queries q (nq, dim): docs and
@@ -279,11 +293,16 @@ lipi_status lipi_knn_search(const float *x, size_t n, size_t dim, const float *q
  *                        row 1 the maximum of each column (n >= 1)
  *   lipi_quantize_int8:  x (n, dim), ranges (2, dim) -> codes (n, dim)
  *   lipi_quantize_binary: x (n, dim) -> bits (n, (dim + 7) / 8), padding 0
+ *   lipi_int8_query_weights: queries q (n, dim), ranges (2, dim) -> the
+ *                        int8 weights w' (n, dim) that int8 search scores
+ *                        against the codes by default
  * See lipi_quantization for the formulas. */
 void lipi_int8_ranges(const float *x, size_t n, size_t dim, float *ranges);
 void lipi_quantize_int8(const float *x, size_t n, size_t dim, const float *ranges,
                         int8_t *codes);
 void lipi_quantize_binary(const float *x, size_t n, size_t dim, uint8_t *bits);
+void lipi_int8_query_weights(const float *q, size_t n, size_t dim, const float *ranges,
+                             int8_t *w);
 
 /* A short hex fingerprint (16 digits) of the model folder `dir`: a hash of
  * the name, size and first MiB of each file with a fixed name in it
