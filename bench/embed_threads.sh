@@ -4,7 +4,7 @@
 # on short sentences (the common case: queries, titles, UI strings) and on
 # long ones.
 #
-#   sh bench/embed_threads.sh [BUILD]
+#   sh bench/embed_threads.sh [BUILD]     LINES=5400 RUNS=3 DTYPES="int8 f32"
 #
 # Model: bench/embed.sh's random MiniLM-L6-H384 checkpoint (made by
 # bench/embed_anchor.py make) with multilingual BERT's vocab.txt. Sets, from
@@ -56,7 +56,7 @@ one() { # dtype set threads tag -> appends "dtype set threads wall cpu vcs" to $
   read -r w u s v < "$D/time.txt"
   [ "$4" = warm ] || echo "$1 $2 $3 $w $(awk -v a="$u" -v b="$s" 'BEGIN { print a + b }') $v" >> "$R"
 }
-for dt in int8 f32; do
+for dt in ${DTYPES:-int8 f32}; do
   for set in short long; do
     one "$dt" "$set" 1 warm
     one "$dt" "$set" 2 warm
@@ -79,7 +79,7 @@ echo "# lipi embed, MiniLM-L6-H384 shape (random weights, mBERT vocab), whole pr
 echo
 echo "| dtype | set | 1 thread wall s | 2 threads wall s | speed-up | CPU s 1 / 2 threads | vcs 1 / 2 threads |"
 echo "|---|---|---|---|---|---|---|"
-for dt in int8 f32; do
+for dt in ${DTYPES:-int8 f32}; do
   for set in short long; do
     awk -v d="$dt" -v s="$set" '
       function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
