@@ -226,6 +226,35 @@ def median(v):
     return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
 
+def time_sets(forward, prefix, threads, fixed, real, out):
+    """Times forward(ids, mask) over the fixed and the real set (RUNS runs
+    after a warm-up batch), prints a "PREFIX set threads sequences tokens
+    padded wall cpu rss" line per set and writes the real set's vectors to
+    out as little-endian float32."""
+    runs = int(os.environ.get("RUNS", "3"))
+    for name, path in (("32x128", fixed), ("real", real)):
+        seqs = read_ids(path)
+        bs = batches(seqs)
+        walls, cpus, vecs = [], [], []
+        with torch.inference_mode():
+            for r in range(runs + 1):
+                vecs = []
+                w0, c0 = time.perf_counter(), time.process_time()
+                for ids, mask in (bs if r else bs[:1]):
+                    vecs.append(forward(ids, mask))
+                if r:
+                    walls.append(time.perf_counter() - w0)
+                    cpus.append(time.process_time() - c0)
+        tokens = sum(len(s) for s in seqs)
+        padded = sum(ids.numel() for ids, _ in bs)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print("%s %s %d %d %d %d %.4f %.4f %d" % (
+            prefix, name, threads, len(seqs), tokens, padded, median(walls),
+            median(cpus), rss), flush=True)
+        if name == "real":
+            torch.cat(vecs).numpy().astype("<f4").tofile(out)
+
+
 def run(d, threads, dtype, fixed, real, out):
     with open(os.path.join(d, "shape")) as f:
         kind = f.read().strip()
@@ -237,29 +266,7 @@ def run(d, threads, dtype, fixed, real, out):
         torch.backends.quantized.engine = "onednn"
         model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear},
                                                        dtype=torch.qint8)
-    runs = int(os.environ.get("RUNS", "3"))
-    for name, path in (("32x128", fixed), ("real", real)):
-        seqs = read_ids(path)
-        bs = batches(seqs)
-        vecs = []
-        walls, cpus = [], []
-        with torch.inference_mode():
-            for r in range(runs + 1):
-                vecs = []
-                w0, c0 = time.perf_counter(), time.process_time()
-                for ids, mask in (bs if r else bs[:1]):
-                    vecs.append(model(ids, mask))
-                if r:
-                    walls.append(time.perf_counter() - w0)
-                    cpus.append(time.process_time() - c0)
-        tokens = sum(len(s) for s in seqs)
-        padded = sum(ids.numel() for ids, _ in bs)
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print("pytorch %s %s %s %d %d %d %d %.4f %.4f %d" % (
-            kind, dtype, name, threads, len(seqs), tokens, padded, median(walls),
-            median(cpus), rss), flush=True)
-        if name == "real":
-            torch.cat(vecs).numpy().astype("<f4").tofile(out)
+    time_sets(model, "pytorch %s %s" % (kind, dtype), threads, fixed, real, out)
 
 
 def diff(dim, ref, outs):

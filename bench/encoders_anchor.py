@@ -28,9 +28,7 @@ writes the REAL set's embeddings (float32, file order) to OUT.
 """
 import json
 import os
-import resource
 import sys
-import time
 import warnings
 
 import numpy as np
@@ -105,28 +103,7 @@ def run(d, threads, fixed, real, out):
         m = mask.unsqueeze(-1).to(x.dtype)
         return (x * m).sum(1) / m.sum(1).clamp(min=1e-9)
 
-    runs = int(os.environ.get("RUNS", "3"))
-    for name, path in (("32x128", fixed), ("real", real)):
-        seqs = ea.read_ids(path)
-        bs = ea.batches(seqs)
-        walls, cpus, vecs = [], [], []
-        with torch.inference_mode():
-            for r in range(runs + 1):
-                vecs = []
-                w0, c0 = time.perf_counter(), time.process_time()
-                for batch_ids, mask in (bs if r else bs[:1]):
-                    vecs.append(embed(batch_ids, mask))
-                if r:
-                    walls.append(time.perf_counter() - w0)
-                    cpus.append(time.process_time() - c0)
-        tokens = sum(len(s) for s in seqs)
-        padded = sum(b.numel() for b, _ in bs)
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print("pytorch %s f32 %s %d %d %d %d %.4f %.4f %d" % (
-            label, name, threads, len(seqs), tokens, padded, ea.median(walls),
-            ea.median(cpus), rss), flush=True)
-        if name == "real":
-            torch.cat(vecs).numpy().astype("<f4").tofile(out)
+    ea.time_sets(embed, "pytorch %s f32" % label, threads, fixed, real, out)
 
 
 def main():
