@@ -322,6 +322,7 @@ void lipi_session_free(lipi_session *s)
     lipi_free(s->palign);
     lipi_free(s->pw);
     lipi_free(s->pw_src);
+    lipi_free(s->sink_ids);
     lipi_free(s->sym);
     lipi_free(s->heap);
     lipi_free(s->bt_tok);
@@ -656,6 +657,33 @@ done:
     return st;
 }
 
+/* lipi_encode_stream: appends an id to the slice, handing a full slice to
+ * the sink. */
+static inline lipi_status stream_put(lipi_session *s, uint32_t id)
+{
+    s->sink_ids[s->sink_n++] = id;
+    if (s->sink_n < LIPI_STREAM_IDS)
+        return LIPI_OK;
+    s->sink_total += s->sink_n;
+    s->sink_n = 0;
+    return s->sink(s->sink_ctx, s->sink_ids, LIPI_STREAM_IDS);
+}
+
+/* Streams the added tokens waiting in d (they come before the piece), then
+ * the piece's ids, which never enter d: one piece's tokens at a time are
+ * all a streamed text holds. */
+static lipi_status stream_piece(lipi_session *s, enc_toks *d, const enc_ptok *toks, size_t nt)
+{
+    lipi_status st = LIPI_OK;
+    for (size_t k = 0; k < d->n && st == LIPI_OK; k++)
+        st = stream_put(s, d->t[k].id);
+    d->n = 0;
+    s->pool.len = 0;
+    for (size_t k = 0; k < nt && st == LIPI_OK; k++)
+        st = stream_put(s, toks[k].id);
+    return st;
+}
+
 /* Runs the model over one piece (through the cache) and appends its
  * tokens to d. Inlined into the loops over pieces: it runs once per piece. */
 static inline __attribute__((always_inline)) lipi_status
@@ -690,6 +718,8 @@ emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc, li
     }
     if (want_offsets)
         return append_with_offsets(s, d, c, pc, src, toks, nt, seq);
+    if (__builtin_expect(s->sink != NULL, 0))
+        return stream_piece(s, d, toks, nt);
     return append_ids(s, d, pc, toks, nt, seq);
 }
 
@@ -1419,6 +1449,60 @@ lipi_status lipi_encode(lipi_session *s, const char *text, size_t len,
     if (st != LIPI_OK)
         return st;
     return write_out(s, out);
+}
+
+bool lipi_encode_can_stream(const lipi_encoder *e, const lipi_encode_options *opt)
+{
+    lipi_encode_options defaults;
+    if (!e)
+        return false;
+    if (!opt) {
+        lipi_encode_options_default(e, &defaults);
+        opt = &defaults;
+    }
+    const lipi_post_processor *pp = e->tok->post;
+    return opt->max_length == 0 && (!pp || post_is_noop(pp, opt->add_special_tokens, 0));
+}
+
+lipi_status lipi_encode_stream(lipi_session *s, const char *text, size_t len,
+                               const lipi_encode_options *opt, lipi_ids_sink sink, void *ctx,
+                               size_t *n_ids, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    if (n_ids)
+        *n_ids = 0;
+    if (!s || !sink || (!text && len))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "no session, text or sink given");
+    if (!lipi_encode_can_stream(s->enc, opt))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "ids depend on the whole text (truncation or special tokens "
+                              "added): encode it with lipi_encode");
+    if (!s->sink_ids) {
+        s->sink_ids = lipi_reallocarray(NULL, LIPI_STREAM_IDS, sizeof *s->sink_ids);
+        if (!s->sink_ids)
+            return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    }
+    s->sink = sink;
+    s->sink_ctx = ctx;
+    s->sink_n = 0;
+    s->sink_total = 0;
+    st = lipi_enc_run(s, text ? text : "", len, NULL, 0, false, opt, false, err);
+    /* Added tokens after the last piece, then the last slice. */
+    if (st == LIPI_OK)
+        st = stream_piece(s, &s->seq[0], NULL, 0);
+    if (st == LIPI_OK && s->sink_n)
+        st = sink(ctx, s->sink_ids, s->sink_n);
+    if (st == LIPI_OK)
+        s->sink_total += s->sink_n;
+    s->sink_n = 0;
+    s->sink = NULL;
+    s->sink_ctx = NULL;
+    s->seq[0].n = 0;
+    if (n_ids)
+        *n_ids = s->sink_total;
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, st, NULL, 0, 0, "out of memory");
+    return st;
 }
 
 lipi_status lipi_encode_pair(lipi_session *s, const char *text, size_t len, const char *pair,

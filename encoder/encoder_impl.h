@@ -393,6 +393,12 @@ struct lipi_session {
     float f32_run;
     bool f32_cacheable; /* the last word's tokens do not depend on f32_run */
     enc_cache cache;
+    /* lipi_encode_stream: where ids go instead of seq[0], and the slice
+     * being filled (LIPI_STREAM_IDS entries) */
+    lipi_ids_sink sink;
+    void *sink_ctx;
+    uint32_t *sink_ids;
+    size_t sink_n, sink_total;
     enc_toks seq[2];             /* tokens of text and pair */
     enc_toks out;                /* after post-processing */
     const enc_toks *res;         /* the result: &out, or &seq[0] when nothing
