@@ -146,8 +146,11 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
     size_t nt = 0, pos = 0;
     /* dead[p]: no valid encoding of w[0..p) ends a token at p. */
     TRY(ENC_GROW(s->bt_dead, s->bt_dead_cap, n + 1));
-    TRY(ENC_GROW(s->bt_tok, s->bt_tok_cap, n));
-    TRY(ENC_GROW(s->bt_end, s->bt_end_cap, n));
+    /* Room for the tokens grows as they come (a long word has a few bytes
+     * per token: 8 bytes per byte of it would be most of its memory). */
+    size_t first = n < 4096 ? n : 4096;
+    TRY(ENC_GROW(s->bt_tok, s->bt_tok_cap, first));
+    TRY(ENC_GROW(s->bt_end, s->bt_end_cap, first));
     if (!s->bt_valid) {
         s->bt_valid = lipi_reallocarray(NULL, LIPI_ENC_BT_VALID_CACHE, sizeof *s->bt_valid);
         if (!s->bt_valid)
@@ -163,6 +166,10 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
         for (;;) {
             size_t end = pos + len;
             if (!s->bt_dead[end] && (last == UINT32_MAX || bt_valid_cached(s, last, t))) {
+                if (nt == s->bt_tok_cap || nt == s->bt_end_cap) {
+                    TRY(ENC_GROW(s->bt_tok, s->bt_tok_cap, nt + 1));
+                    TRY(ENC_GROW(s->bt_end, s->bt_end_cap, nt + 1));
+                }
                 s->bt_tok[nt] = t;
                 s->bt_end[nt++] = (uint32_t)end;
                 pos = end;

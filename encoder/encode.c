@@ -754,6 +754,22 @@ static inline lipi_status scanned_piece(lipi_session *s, const chain *c, size_t 
     return LIPI_OK;
 }
 
+#define ENC_PIECE_WINDOW 4096
+
+/* Runs the model over the pieces s->pw[0..np) found by encode_scanned. */
+static lipi_status emit_scanned(lipi_session *s, enc_toks *d, const chain *c, size_t np,
+                                uint8_t seq, bool want_offsets, lipi_error *err)
+{
+    for (size_t k = 0; k < np; k++) {
+        if (k + 1 < np)
+            lipi_enc_cache_prefetch_entry(s, s->pw[k + 1].hash);
+        lipi_status st = emit_piece(s, d, c, &s->pw[k], s->pw_src[k], seq, want_offsets, err);
+        if (st != LIPI_OK)
+            return st;
+    }
+    return LIPI_OK;
+}
+
 /* encode_sub for a pre-tokenizer that is one scanner's Split, or a
  * Metaspace cutting text without spaces: the pieces are spans of the text,
  * found here, so nothing is copied. */
@@ -777,6 +793,10 @@ static lipi_status encode_scanned(lipi_session *s, enc_toks *d, chain *c, uint8_
             if (memcmp(q, r, rl) == 0) {
                 TRY(scanned_piece(s, c, &np, prev, i));
                 prev = i;
+                if (np >= ENC_PIECE_WINDOW) {
+                    TRY(emit_scanned(s, d, c, np, seq, want_offsets, err));
+                    np = 0;
+                }
             }
         }
         i = n;
@@ -791,14 +811,16 @@ static lipi_status encode_scanned(lipi_session *s, enc_toks *d, chain *c, uint8_
             TRY(scanned_piece(s, c, &np, prev, i));
         TRY(scanned_piece(s, c, &np, i, i + m));
         i = prev = i + m;
+        /* Pieces go to the model a window at a time, so a long text holds
+         * no list of all its pieces (40 bytes each). */
+        if (np >= ENC_PIECE_WINDOW) {
+            TRY(emit_scanned(s, d, c, np, seq, want_offsets, err));
+            np = 0;
+        }
     }
     if (prev < n)
         TRY(scanned_piece(s, c, &np, prev, n));
-    for (size_t k = 0; k < np; k++) {
-        if (k + 1 < np)
-            lipi_enc_cache_prefetch_entry(s, s->pw[k + 1].hash);
-        TRY(emit_piece(s, d, c, &s->pw[k], s->pw_src[k], seq, want_offsets, err));
-    }
+    TRY(emit_scanned(s, d, c, np, seq, want_offsets, err));
 done:
     return st;
 }
