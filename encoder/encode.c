@@ -1360,6 +1360,32 @@ static bool post_is_noop(const lipi_post_processor *p, bool add, int depth)
     return false;
 }
 
+/* Whether post-processor p leaves the ids of one text as they are (it may
+ * still change offsets or type ids): what lipi_encode_stream needs. */
+static bool post_keeps_ids(const lipi_post_processor *p, bool add, int depth)
+{
+    size_t texts = 0;
+    switch (p->type) {
+    case LIPI_POST_BYTELEVEL: return true;
+    case LIPI_POST_BERT:
+    case LIPI_POST_ROBERTA: return !add;
+    case LIPI_POST_TEMPLATE:
+        if (add)
+            return false;
+        for (size_t i = 0; i < p->n_single; i++)
+            texts += !p->single[i].is_special;
+        return texts == 1;
+    case LIPI_POST_SEQUENCE:
+        if (depth > 64)
+            return false;
+        for (size_t i = 0; i < p->n_items; i++)
+            if (!post_keeps_ids(&p->items[i], add, depth + 1))
+                return false;
+        return true;
+    }
+    return false;
+}
+
 lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char *b,
                          size_t blen, bool pair, const lipi_encode_options *opt,
                          bool want_offsets, lipi_error *err)
@@ -1483,7 +1509,7 @@ bool lipi_encode_can_stream(const lipi_encoder *e, const lipi_encode_options *op
         opt = &defaults;
     }
     const lipi_post_processor *pp = e->tok->post;
-    return opt->max_length == 0 && (!pp || post_is_noop(pp, opt->add_special_tokens, 0));
+    return opt->max_length == 0 && (!pp || post_keeps_ids(pp, opt->add_special_tokens, 0));
 }
 
 lipi_status lipi_encode_stream(lipi_session *s, const char *text, size_t len,
