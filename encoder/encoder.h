@@ -263,6 +263,7 @@ typedef struct {
     bool f32;                  /* Viterbi sums scores in float32 (SentencePiece's
                                   arithmetic), else in double (Hugging Face's) */
     float start;               /* f32: the score the path starts from */
+    double start_d;            /* the same without f32 (0 after reset) */
     int64_t f32_unk;           /* f32: id of the unknown piece, -1 none */
     double f32_margin;         /* f32, after the Viterbi: the smallest gap
                                   between two candidates compared (INFINITY
@@ -299,6 +300,9 @@ lipi_status lipi_lattice_viterbi(lipi_lattice *l, bool *found);
 lipi_status lipi_lattice_best_start(lipi_lattice *l);
 void lipi_lattice_offer(lipi_lattice *l, size_t pos, size_t n, uint32_t id, double score);
 lipi_status lipi_lattice_best_end(lipi_lattice *l, bool *found);
+/* best_end's path to position `end` instead of len (its best way there):
+ * nodes[0..n_nodes) = path, start to end; *found false when unreached. */
+lipi_status lipi_lattice_best_to(lipi_lattice *l, size_t end, bool *found);
 
 /* Forward-backward over all segmentations: marginal[i] (n_nodes entries, the
  * caller's) is the probability that node i is on the path, with path

@@ -1103,6 +1103,51 @@ static void test_encode_long_records_match_the_library(void **state)
     free(word);
 }
 
+/* Unigram words over 1 MiB are encoded a window at a time (models.c):
+ * the ids equal SentencePiece's own on 1.2 MB words of mixed letters, one
+ * letter, unknown characters fused into runs across windows, and a run of
+ * unknown characters longer than a window (make_long_spm.py). */
+static void test_long_unigram_words_match_sentencepiece(void **state)
+{
+    (void)state;
+    json_t *rows = load_rows(FIXTURES "long_spm.jsonl.gz");
+    size_t i;
+    json_t *row;
+    assert_true(json_array_size(rows) >= 10);
+    json_array_foreach(rows, i, row) {
+        const char *path = json_string_value(json_object_get(row, "tokenizer"));
+        const char *unit = json_string_value(json_object_get(row, "unit"));
+        size_t bytes = (size_t)json_integer_value(json_object_get(row, "bytes")), len;
+        json_t *want = json_object_get(row, "ids");
+        char *text = repeat_text(unit, bytes, &len);
+        lipi_tokenizer *tok = NULL;
+        lipi_encoder *enc = NULL;
+        lipi_session *s = NULL;
+        lipi_error err = {0};
+        assert_int_equal(lipi_tokenizer_open(path, NULL, &tok, &err), LIPI_OK);
+        assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
+        assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+        lipi_encoding out = {0};
+        assert_int_equal(lipi_encode(s, text, len, NULL, &out, &err), LIPI_OK);
+        out.cap = out.len;
+        out.ids = malloc((out.len ? out.len : 1) * sizeof *out.ids);
+        assert_int_equal(lipi_encode(s, text, len, NULL, &out, &err), LIPI_OK);
+        if (out.len != json_array_size(want))
+            fail_msg("%s, \"%s\" x %zu bytes: %zu ids, SentencePiece %zu", path, unit, len,
+                     out.len, json_array_size(want));
+        for (size_t k = 0; k < out.len; k++)
+            if (out.ids[k] != (uint32_t)json_integer_value(json_array_get(want, k)))
+                fail_msg("%s, \"%s\": id %zu is %u, SentencePiece %lld", path, unit, k,
+                         out.ids[k], (long long)json_integer_value(json_array_get(want, k)));
+        free(out.ids);
+        free(text);
+        lipi_session_free(s);
+        lipi_encoder_free(enc);
+        lipi_tokenizer_free(tok);
+    }
+    json_decref(rows);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1122,6 +1167,7 @@ int main(void)
         cmocka_unit_test(test_stream_gives_the_ids_of_lipi_encode),
         cmocka_unit_test(test_stream_holds_no_block_per_token),
         cmocka_unit_test(test_encode_long_records_match_the_library),
+        cmocka_unit_test(test_long_unigram_words_match_sentencepiece),
         cmocka_unit_test(test_multiline_records_match_tiktoken_and_hugging_face),
         cmocka_unit_test(test_multiline_records_match_sentencepiece),
         cmocka_unit_test(test_encode_jsonl_and_ids_match_the_batch),
