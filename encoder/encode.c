@@ -325,8 +325,6 @@ void lipi_session_free(lipi_session *s)
     lipi_free(s->sink_ids);
     lipi_free(s->sym);
     lipi_free(s->heap);
-    lipi_free(s->bt_tok);
-    lipi_free(s->bt_end);
     lipi_free(s->bt_dead);
     lipi_free(s->bt_valid);
     lipi_free(s->pair_cache);

@@ -370,10 +370,8 @@ struct lipi_session {
     size_t sym_cap;
     bpe_cand *heap;
     size_t heap_cap;
-    uint32_t *bt_tok;            /* backtracking BPE: the tokens so far */
-    uint32_t *bt_end;            /* and where each ends in the word */
-    size_t bt_tok_cap, bt_end_cap;
-    uint8_t *bt_dead;            /* and the positions that lead nowhere */
+    uint64_t *bt_dead;           /* backtracking BPE (tokens in ptok): the
+                                    positions that lead nowhere, a bit each */
     size_t bt_dead_cap;
     uint64_t *bt_valid;          /* recent valid-pair answers (backtrack.c) */
     /* Recent pair lookups of a compact merge table, direct-mapped, in its
@@ -432,8 +430,7 @@ extern int lipi_enc_wide_pairs_for_tests;
 /* backtrack.c: the tables of backtracking BPE when the model is a tiktoken
  * rank file whose tokens all encode to themselves (else e->bt stays false);
  * fails only for memory. lipi_enc_bt_word encodes w[0..n) into
- * s->bt_tok[0..*count), token k ending at byte s->bt_end[k] of w (*count 0:
- * no encoding, use the merge loop). */
+ * s->ptok[0..*count) (*count 0: no encoding, use the merge loop). */
 lipi_status lipi_enc_bt_init(lipi_encoder *e);
 void lipi_enc_bt_free(lipi_encoder *e);
 lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count);

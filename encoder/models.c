@@ -629,9 +629,6 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
         if (e->bt) {
             size_t count;
             TRY(lipi_enc_bt_word(s, w, n, &count));
-            TRY(ENC_GROW(s->ptok, s->ptok_cap, count));
-            for (size_t k = 0; k < count; k++)
-                s->ptok[k] = (enc_ptok){s->bt_tok[k], k ? s->bt_end[k - 1] : 0, s->bt_end[k]};
             s->ptok_n = count;
             if (count)
                 return LIPI_OK;
