@@ -682,6 +682,15 @@ static lipi_status stream_piece(lipi_session *s, enc_toks *d, const enc_ptok *to
     return st;
 }
 
+lipi_status lipi_enc_stream_ptok(lipi_session *s)
+{
+    if (!s->sink)
+        return LIPI_OK;
+    lipi_status st = stream_piece(s, &s->seq[0], s->ptok, s->ptok_n);
+    s->ptok_n = 0;
+    return st;
+}
+
 /* Runs the model over one piece (through the cache) and appends its
  * tokens to d. Inlined into the loops over pieces: it runs once per piece. */
 static inline __attribute__((always_inline)) lipi_status

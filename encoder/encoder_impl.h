@@ -416,6 +416,11 @@ struct lipi_session {
 /* Between the files                                                         */
 /* ======================================================================== */
 
+/* encode.c: under lipi_encode_stream, hands the piece's tokens so far
+ * (s->ptok, final: a model that will not take them back) to the sink and
+ * empties s->ptok; otherwise does nothing. */
+lipi_status lipi_enc_stream_ptok(lipi_session *s);
+
 /* models.c: runs the model over one piece and stores the result in the
  * cache (callers look there first): *toks (n of them) is valid until the
  * next call. LIPI_EINVAL when an unknown token is needed and the model has

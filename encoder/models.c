@@ -817,7 +817,8 @@ done:
  * did not pass through c never beat the path through c there either). A
  * c inside a run of unknown nodes moves back to the run's start, so that
  * runs are fused as in one lattice. No common position: the window grows.
- * Memory: the lattice's ~50 bytes a byte for a window, not the word. */
+ * Memory: the lattice's ~50 bytes a byte for a window, not the word (and
+ * under lipi_encode_stream, the tokens of a window). */
 static lipi_status unigram_long_word(lipi_session *s, const char *w, size_t n, lipi_error *err)
 {
     const lipi_encoder *e = s->enc;
@@ -884,6 +885,8 @@ static lipi_status unigram_long_word(lipi_session *s, const char *w, size_t n, l
         }
         TRY(lipi_lattice_best_to(lat, c, &found));
         TRY(unigram_emit(s, w, base, base + c, err));
+        /* Those tokens are final: a streamed text need not hold them. */
+        TRY(lipi_enc_stream_ptok(s));
         score = lat->pos_score[c];
         base += c;
         window = UNI_WINDOW;
