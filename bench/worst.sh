@@ -21,7 +21,7 @@
 # tokenizer.json (byte-level BPE), mBERT vocab.txt (WordPiece), laser_100k.model
 # (SentencePiece Unigram), a SentencePiece BPE .model (spm_train bpe 8000 on
 # every 10th line of the encoding text, as bench/encode.sh).
-# Each run: /usr/bin/time -f '%e %M' under `timeout $WORST_TIMEOUT`; a run
+# Each run: /usr/bin/time -f '%e %U %S %M' under `timeout $WORST_TIMEOUT`; a run
 # killed by the timeout prints "over N s".
 set -eu
 BUILD=${1:-build}
@@ -101,22 +101,23 @@ tok_path() {
   esac
 }
 
-# row NAME CMD...: one timed run; prints "| NAME | wall s | peak RSS MB | exit |".
+# row NAME CMD...: one timed run; prints "| NAME | wall s | CPU s | peak RSS MB | exit |"
+# (CPU: user + sys, steadier than wall on a shared machine).
 row() {
   name=$1; shift
   rc=0
-  /usr/bin/time -f '%e %M' -o "$D/time" timeout "$TO" "$@" >/dev/null 2>"$D/err" || rc=$?
+  /usr/bin/time -f '%e %U %S %M' -o "$D/time" timeout "$TO" "$@" >/dev/null 2>"$D/err" || rc=$?
   if [ "$rc" = 124 ]; then
-    echo "| $name | over $TO s | | killed |"
+    echo "| $name | over $TO s | | | killed |"
   else
-    awk -v n="$name" -v rc="$rc" 'END { printf "| %s | %.2f | %.0f | %s |\n", n, $1, $2 / 1024, rc }' "$D/time"
+    awk -v n="$name" -v rc="$rc" 'END { printf "| %s | %.2f | %.2f | %.0f | %s |\n", n, $1, $2 + $3, $4 / 1024, rc }' "$D/time"
   fi
 }
 
 echo "worst-case inputs: $MB MB each, one line, timeout $TO s per run ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
 echo
-echo "| run | wall s | peak RSS MB | exit |"
-echo "|---|---|---|---|"
+echo "| run | wall s | CPU s | peak RSS MB | exit |"
+echo "|---|---|---|---|---|"
 for i in $INPUTS; do make_input "$i"; done
 for t in $TOKS; do
   p=$(tok_path "$t")

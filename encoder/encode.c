@@ -1342,51 +1342,30 @@ done:
 }
 
 /* Whether processor p leaves a single text's tokens exactly as they are
- * (type ids 0, no special tokens, offsets untouched). */
-static bool post_is_noop(const lipi_post_processor *p, bool add, int depth)
-{
-    switch (p->type) {
-    case LIPI_POST_BYTELEVEL: return !p->trim_offsets;
-    case LIPI_POST_BERT: return !add;
-    case LIPI_POST_ROBERTA: return !add && !p->trim_offsets;
-    case LIPI_POST_TEMPLATE:
-        if (add)
-            return false;
-        for (size_t i = 0; i < p->n_single; i++)
-            if (!p->single[i].is_special && p->single[i].type_id != 0)
-                return false;
-        return p->n_single == 1;
-    case LIPI_POST_SEQUENCE:
-        if (depth > 64)
-            return false;
-        for (size_t i = 0; i < p->n_items; i++)
-            if (!post_is_noop(&p->items[i], add, depth + 1))
-                return false;
-        return true;
-    }
-    return false;
-}
-
-/* Whether post-processor p leaves the ids of one text as they are (it may
- * still change offsets or type ids): what lipi_encode_stream needs. */
-static bool post_keeps_ids(const lipi_post_processor *p, bool add, int depth)
+ * (type ids 0, no special tokens, offsets untouched), or with ids_only,
+ * only its ids (offsets and type ids may change: what lipi_encode_stream
+ * needs). */
+static bool post_is_noop(const lipi_post_processor *p, bool add, bool ids_only, int depth)
 {
     size_t texts = 0;
     switch (p->type) {
-    case LIPI_POST_BYTELEVEL: return true;
-    case LIPI_POST_BERT:
-    case LIPI_POST_ROBERTA: return !add;
+    case LIPI_POST_BYTELEVEL: return ids_only || !p->trim_offsets;
+    case LIPI_POST_BERT: return !add;
+    case LIPI_POST_ROBERTA: return !add && (ids_only || !p->trim_offsets);
     case LIPI_POST_TEMPLATE:
         if (add)
             return false;
-        for (size_t i = 0; i < p->n_single; i++)
+        for (size_t i = 0; i < p->n_single; i++) {
+            if (!p->single[i].is_special && p->single[i].type_id != 0 && !ids_only)
+                return false;
             texts += !p->single[i].is_special;
-        return texts == 1;
+        }
+        return ids_only ? texts == 1 : p->n_single == 1;
     case LIPI_POST_SEQUENCE:
         if (depth > 64)
             return false;
         for (size_t i = 0; i < p->n_items; i++)
-            if (!post_keeps_ids(&p->items[i], add, depth + 1))
+            if (!post_is_noop(&p->items[i], add, ids_only, depth + 1))
                 return false;
         return true;
     }
@@ -1437,7 +1416,7 @@ lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char
         TRY(truncate_seqs(s, pair, opt->max_length - added, opt, err));
     }
     size_t n = pair ? 2 : 1;
-    if (!pair && (!pp || post_is_noop(pp, opt->add_special_tokens, 0))) {
+    if (!pair && (!pp || post_is_noop(pp, opt->add_special_tokens, false, 0))) {
         s->res = &s->seq[0];
         goto done;
     }
@@ -1516,7 +1495,7 @@ bool lipi_encode_can_stream(const lipi_encoder *e, const lipi_encode_options *op
         opt = &defaults;
     }
     const lipi_post_processor *pp = e->tok->post;
-    return opt->max_length == 0 && (!pp || post_keeps_ids(pp, opt->add_special_tokens, 0));
+    return opt->max_length == 0 && (!pp || post_is_noop(pp, opt->add_special_tokens, true, 0));
 }
 
 lipi_status lipi_encode_stream(lipi_session *s, const char *text, size_t len,

@@ -921,6 +921,29 @@ static char *repeat_text(const char *unit, size_t len, size_t *out_len)
     return t;
 }
 
+/* lipi_encode's ids of text with tokenizer `path` (default options), in
+ * a new buffer; *n of them. */
+static uint32_t *ids_of(const char *path, const char *text, size_t len, size_t *n)
+{
+    lipi_tokenizer *tok = NULL;
+    lipi_encoder *enc = NULL;
+    lipi_session *s = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_tokenizer_open(path, NULL, &tok, &err), LIPI_OK);
+    assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
+    assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+    lipi_encoding out = {0};
+    assert_int_equal(lipi_encode(s, text, len, NULL, &out, &err), LIPI_OK);
+    out.cap = out.len;
+    out.ids = malloc((out.len ? out.len : 1) * sizeof *out.ids);
+    assert_int_equal(lipi_encode(s, text, len, NULL, &out, &err), LIPI_OK);
+    lipi_session_free(s);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(tok);
+    *n = out.len;
+    return out.ids;
+}
+
 #define LONG_TEXT ((size_t)1200000) /* over the CLI's 1 MiB LONG_RECORD */
 
 /* The worst cases of bench/worst.sh, at 1.2 MB: a word without spaces, one
@@ -1046,22 +1069,12 @@ static void test_encode_long_records_match_the_library(void **state)
     len += wlen;
     len += (size_t)sprintf(in + len, "\nlast line\n");
 
-    lipi_tokenizer *tok = NULL;
-    lipi_encoder *enc = NULL;
-    lipi_session *s = NULL;
-    lipi_error err = {0};
-    assert_int_equal(lipi_tokenizer_open(GPT2, NULL, &tok, &err), LIPI_OK);
-    assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
-    assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
-    lipi_encoding out = {0};
-    assert_int_equal(lipi_encode(s, word, wlen, NULL, &out, &err), LIPI_OK);
-    out.cap = out.len;
-    out.ids = malloc(out.len * sizeof *out.ids);
-    assert_int_equal(lipi_encode(s, word, wlen, NULL, &out, &err), LIPI_OK);
-    size_t cap = 12 * out.len + 64, n = 0;
+    size_t n_ids, n = 0;
+    uint32_t *ids = ids_of(GPT2, word, wlen, &n_ids);
+    size_t cap = 12 * n_ids + 64;
     char *want = malloc(cap);
-    for (size_t k = 0; k < out.len; k++)
-        n += (size_t)snprintf(want + n, cap - n, k ? " %u" : "%u", out.ids[k]);
+    for (size_t k = 0; k < n_ids; k++)
+        n += (size_t)snprintf(want + n, cap - n, k ? " %u" : "%u", ids[k]);
 
     char path[64];
     snprintf(path, sizeof path, "/tmp/lipi-test-long-%ld.txt", (long)getpid());
@@ -1083,7 +1096,7 @@ static void test_encode_long_records_match_the_library(void **state)
     cli_result r = cli_runf("encode -t " GPT2 " --format count %s", path);
     assert_int_equal(r.code, 0);
     char counts[64];
-    snprintf(counts, sizeof counts, "2\n%zu\n2\n", out.len);
+    snprintf(counts, sizeof counts, "2\n%zu\n2\n", n_ids);
     assert_string_equal(r.out, counts);
     cli_result_free(&r);
     /* --offsets holds the record: the same ids before the tab. */
@@ -1095,10 +1108,7 @@ static void test_encode_long_records_match_the_library(void **state)
     cli_result_free(&r);
     unlink(path);
     free(want);
-    free(out.ids);
-    lipi_session_free(s);
-    lipi_encoder_free(enc);
-    lipi_tokenizer_free(tok);
+    free(ids);
     free(in);
     free(word);
 }
@@ -1120,30 +1130,17 @@ static void test_long_unigram_words_match_sentencepiece(void **state)
         size_t bytes = (size_t)json_integer_value(json_object_get(row, "bytes")), len;
         json_t *want = json_object_get(row, "ids");
         char *text = repeat_text(unit, bytes, &len);
-        lipi_tokenizer *tok = NULL;
-        lipi_encoder *enc = NULL;
-        lipi_session *s = NULL;
-        lipi_error err = {0};
-        assert_int_equal(lipi_tokenizer_open(path, NULL, &tok, &err), LIPI_OK);
-        assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
-        assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
-        lipi_encoding out = {0};
-        assert_int_equal(lipi_encode(s, text, len, NULL, &out, &err), LIPI_OK);
-        out.cap = out.len;
-        out.ids = malloc((out.len ? out.len : 1) * sizeof *out.ids);
-        assert_int_equal(lipi_encode(s, text, len, NULL, &out, &err), LIPI_OK);
-        if (out.len != json_array_size(want))
-            fail_msg("%s, \"%s\" x %zu bytes: %zu ids, SentencePiece %zu", path, unit, len,
-                     out.len, json_array_size(want));
-        for (size_t k = 0; k < out.len; k++)
-            if (out.ids[k] != (uint32_t)json_integer_value(json_array_get(want, k)))
-                fail_msg("%s, \"%s\": id %zu is %u, SentencePiece %lld", path, unit, k,
-                         out.ids[k], (long long)json_integer_value(json_array_get(want, k)));
-        free(out.ids);
+        size_t n;
+        uint32_t *ids = ids_of(path, text, len, &n);
+        if (n != json_array_size(want))
+            fail_msg("%s, \"%s\" x %zu bytes: %zu ids, SentencePiece %zu", path, unit, len, n,
+                     json_array_size(want));
+        for (size_t k = 0; k < n; k++)
+            if (ids[k] != (uint32_t)json_integer_value(json_array_get(want, k)))
+                fail_msg("%s, \"%s\": id %zu is %u, SentencePiece %lld", path, unit, k, ids[k],
+                         (long long)json_integer_value(json_array_get(want, k)));
+        free(ids);
         free(text);
-        lipi_session_free(s);
-        lipi_encoder_free(enc);
-        lipi_tokenizer_free(tok);
     }
     json_decref(rows);
 }
