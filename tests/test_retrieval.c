@@ -1830,8 +1830,8 @@ static void test_faiss_binary_flat_matches_the_binary_index(void **state)
     quant_fixture(x, q);
     enum { NB = QD / 8 };
     static uint8_t xc[QN * NB], qc[QNQ * NB];
-    lipi_quantize_binary(x, QN, QD, xc);
-    lipi_quantize_binary(q, QNQ, QD, qc);
+    lipi_quantize_binary(x, QN, QD, NULL, xc);
+    lipi_quantize_binary(q, QNQ, QD, NULL, qc);
     lipi_error err = {0};
     lipi_faiss_binary *f = NULL;
     assert_int_equal(lipi_faiss_binary_new(0, &f, &err), LIPI_EINVAL);
