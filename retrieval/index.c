@@ -2900,7 +2900,7 @@ lipi_status lipi_index_builder_add(lipi_index_builder *b, const float *vecs, siz
     if (b->failed)
         return lipi_error_set(err, LIPI_EINVAL, b->dir, 0, 0,
                               "the index writer failed earlier; abort it");
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; texts && i < n; i++)
         if (memchr(texts[i], '\n', lens[i]))
             return lipi_error_set(err, LIPI_EINVAL, b->dir, i + 1, 0,
                                   "document %zu: expected one line, found a newline",
@@ -2916,10 +2916,10 @@ lipi_status lipi_index_builder_add(lipi_index_builder *b, const float *vecs, siz
             return builder_io(b, "vectors.npy", err);
     }
     for (size_t i = 0; i < n; i++) {
-        if ((lens[i] && fwrite(texts[i], 1, lens[i], b->txt) != lens[i]) ||
-            putc('\n', b->txt) == EOF)
+        size_t len = texts ? lens[i] : 0;
+        if ((len && fwrite(texts[i], 1, len, b->txt) != len) || putc('\n', b->txt) == EOF)
             return builder_io(b, "texts", err);
-        b->text_bytes += lens[i] + 1;
+        b->text_bytes += len + 1;
         if ((st = write_u64(b, b->text_bytes, err)) != LIPI_OK)
             return st;
     }

@@ -187,7 +187,8 @@ lipi_status lipi_index_builder_new(const char *dir, const lipi_index_model *mode
                                    lipi_index_builder **out, lipi_error *err);
 
 /* Adds n documents: vecs (n, dim) (copied and L2-normalized; the caller's
- * rows are not changed) and texts[i] of lens[i] bytes. LIPI_EINVAL for a
+ * rows are not changed) and texts[i] of lens[i] bytes (texts NULL: empty
+ * texts, for vectors without documents). LIPI_EINVAL for a
  * non-finite value or a text containing '\n' (err->line = 1-based number
  * of the document in this call); LIPI_EIO when writing fails. After a
  * failure the builder only accepts abort. */
