@@ -34,8 +34,8 @@
  *                                    codes), the queries coded in the timed
  *                                    part as lipi's search codes them
  *
- * Times are the median of RUNS runs over all queries after one warm-up run;
- * QPS = queries / median time. */
+ * Times are the median of RUNS runs over all queries (SEARCH_QUERIES=N: the
+ * first N) after one warm-up run; QPS = queries / median time. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,6 +361,12 @@ static void timed_open(timed *b, const char *dir, size_t k, size_t runs)
     char path[4096];
     b->qm = load_queries(dir);
     b->nq = lipi_npy_map_rows(b->qm);
+    /* SEARCH_QUERIES=N: the first N queries only (for FAISS SQ8, which
+     * scans at tens of queries per CPU-second); truth.bin's first rows
+     * are theirs. */
+    const char *lim = getenv("SEARCH_QUERIES");
+    if (lim && strtoul(lim, NULL, 10) && strtoul(lim, NULL, 10) < b->nq)
+        b->nq = strtoul(lim, NULL, 10);
     b->d = lipi_npy_map_cols(b->qm);
     b->q = lipi_npy_map_data(b->qm);
     b->k = k;
@@ -653,7 +659,10 @@ static int run_faiss(const char *dir, const char *spec, size_t k, size_t threads
         nparams = 1;
     }
     char name[64];
-    snprintf(name, sizeof name, "faiss %s", spec);
+    if (b.nq < lipi_npy_map_rows(b.qm))
+        snprintf(name, sizeof name, "faiss %s (%zu q)", spec, b.nq);
+    else
+        snprintf(name, sizeof name, "faiss %s", spec);
     for (int p = 0; p < nparams; p++) {
         if (strcmp(params[p], "-") != 0 && lipi_faiss_set_params(fi, params[p], &err) != LIPI_OK)
             die(params[p], &err);

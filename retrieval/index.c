@@ -2313,29 +2313,23 @@ lipi_status lipi_index_open(const char *dir, const lipi_index_open_options *opt,
          * too, and readahead reads far more than is used. */
         if (idx->vec.map)
             madvise(idx->vec.map, idx->vec.len, MADV_RANDOM);
-        if (idx->quant == LIPI_QUANT_INT8) {
-            TRY(join_path(path, dir, "int8_ranges.npy", err));
+        /* The calibration: int8's ranges, binary's thresholds (none at 0). */
+        bool int8 = idx->quant == LIPI_QUANT_INT8;
+        if (int8 || idx->bthr == LIPI_BINARY_THRESHOLD_MEAN) {
+            size_t rows = int8 ? 2 : 1;
+            TRY(join_path(path, dir, int8 ? "int8_ranges.npy" : "binary_thresholds.npy", err));
             TRY(map_file(path, &idx->rf, err));
             TRY(lipi_npy_parse(idx->rf.map, idx->rf.len, path, "<f4", &nd, shape, &off, err));
-            if (nd != 2 || shape[0] != 2 || shape[1] != idx->dim) {
-                st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
-                                    "expected shape (2, %zu) (min and max per dimension)",
-                                    idx->dim);
+            if (nd != 2 || shape[0] != rows || shape[1] != idx->dim) {
+                st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0, "expected shape (%zu, %zu) (%s)",
+                                    rows, idx->dim,
+                                    int8 ? "min and max per dimension"
+                                         : "a threshold per dimension");
                 goto done;
             }
-            idx->ranges = (const float *)(idx->rf.map + off);
+            *(int8 ? &idx->ranges : &idx->thresholds) = (const float *)(idx->rf.map + off);
         }
-        if (idx->bthr == LIPI_BINARY_THRESHOLD_MEAN) {
-            TRY(join_path(path, dir, "binary_thresholds.npy", err));
-            TRY(map_file(path, &idx->rf, err));
-            TRY(lipi_npy_parse(idx->rf.map, idx->rf.len, path, "<f4", &nd, shape, &off, err));
-            if (nd != 2 || shape[0] != 1 || shape[1] != idx->dim) {
-                st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,
-                                    "expected shape (1, %zu) (a threshold per dimension)",
-                                    idx->dim);
-                goto done;
-            }
-            idx->thresholds = (const float *)(idx->rf.map + off);
+        if (idx->thresholds) {
             for (size_t j = 0; j < idx->dim; j++)
                 if (!isfinite(idx->thresholds[j])) {
                     st = lipi_error_set(err, LIPI_EFORMAT, path, 0, 0,

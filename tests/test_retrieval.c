@@ -2054,6 +2054,17 @@ static void test_rescoring_orders_the_candidates_by_float_scores(void **state)
     }
 }
 
+/* The files names[0..n) of the test indexes a and b are the same. */
+static void assert_same_files(const char *a, const char *b, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char pa[400], pb[400];
+        snprintf(pa, sizeof pa, "%s/%s", tmp_path(a), names[i]);
+        snprintf(pb, sizeof pb, "%s/%s", tmp_path(b), names[i]);
+        assert_same_file(pa, pb);
+    }
+}
+
 static void test_quantized_index_size_append_and_old_meta(void **state)
 {
     static float x[QN * QD], q[QNQ * QD];
@@ -2087,12 +2098,7 @@ static void test_quantized_index_size_append_and_old_meta(void **state)
     assert_int_equal(lipi_index_create(tmp_path("s_parts"), &model_a, x + 120 * QD, QN - 120, QD,
                                        ptrs + 120, lens + 120, &more, &err), LIPI_OK);
     static const char *const files[] = {"quantized.npy", "int8_ranges.npy", "meta.json"};
-    for (size_t i = 0; i < 3; i++) {
-        char a[400], b[400];
-        snprintf(a, sizeof a, "%s/%s", tmp_path("s_int8"), files[i]);
-        snprintf(b, sizeof b, "%s/%s", tmp_path("s_parts"), files[i]);
-        assert_same_file(a, b);
-    }
+    assert_same_files("s_int8", "s_parts", files, 3);
     size_t len;
     snprintf(path, sizeof path, "%s/meta.json", tmp_path("s_binary"));
     char *meta = slurp(path, &len);
@@ -2117,12 +2123,7 @@ static void test_quantized_index_size_append_and_old_meta(void **state)
     assert_int_equal(lipi_index_create(tmp_path("s_bparts"), &model_a, x + 120 * QD, QN - 120,
                                        QD, ptrs + 120, lens + 120, &more, &err), LIPI_OK);
     static const char *const bfiles[] = {"quantized.npy", "binary_thresholds.npy", "meta.json"};
-    for (size_t i = 0; i < 3; i++) {
-        char a[400], b[400];
-        snprintf(a, sizeof a, "%s/%s", tmp_path("s_binary"), bfiles[i]);
-        snprintf(b, sizeof b, "%s/%s", tmp_path("s_bparts"), bfiles[i]);
-        assert_same_file(a, b);
-    }
+    assert_same_files("s_binary", "s_bparts", bfiles, 3);
     size_t mlen;
     snprintf(path, sizeof path, "%s/meta.json", tmp_path("s_binary"));
     char *bmeta = slurp(path, &mlen);
