@@ -94,7 +94,7 @@ awk '/^lipi exact/ {l = $4} /^faiss Flat/ {f[++n] = $4}
 # figure to read on a shared machine), recall@k against lipi exact.
 awk '/ QPS / { for (i = 1; i <= NF; i++) { if ($i == "QPS") q = $(i - 1)
                  if ($i == "queries" && $(i + 1) == "per") c = $(i - 1) }
-               sub(/^\(/, "", c); lab = substr($0, 1, 39); sub(/ +$/, "", lab)
+               sub(/^\(/, "", c); lab = substr($0, 1, 42); sub(/ +$/, "", lab); gsub(/  +/, " ", lab)
                rec = ($(NF - 1) == "recall@k") ? $NF : "-"
                if (lab ~ /^lipi exact/) { eq = q; ec = c }
                n++; L[n] = lab; Q[n] = q; C[n] = c; R[n] = rec }
