@@ -13,7 +13,14 @@
  *                                    binary; index cached in DIR/index-Q;
  *                                    int8-codes: the int8 index searched
  *                                    with the query's codes, as
- *                                    sentence-transformers scores),
+ *                                    sentence-transformers scores;
+ *                                    binary-zero: binary codes split at 0,
+ *                                    sentence-transformers' ubinary, in
+ *                                    DIR/index-binary-zero, binary ones at
+ *                                    the mean in DIR/index-binary-mean;
+ *                                    "-bits" after either: the query's
+ *                                    bits scored (Hamming distance)
+ *                                    instead of its weights),
  *                                    raw and rescored from MULT x K
  *                                    candidates, recall@k against truth.bin
  *   search faiss DIR SPEC K THREADS RUNS [PARAMS...]
@@ -27,8 +34,8 @@
  *                                    codes), the queries coded in the timed
  *                                    part as lipi's search codes them
  *
- * Times are the median of RUNS runs over all queries after one warm-up run;
- * QPS = queries / median time. */
+ * Times are the median of RUNS runs over all queries (SEARCH_QUERIES=N: the
+ * first N) after one warm-up run; QPS = queries / median time. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,7 +189,7 @@ static void report(const char *name, const char *params, size_t nq, double *t, s
                    double cpu, double recall)
 {
     qsort(t, runs, sizeof *t, cmp_double);
-    printf("%-14s %-12s %9.1f QPS  (%.3f s median, %.3f-%.3f; %.0f queries per CPU second)",
+    printf("%-26s %-12s %9.1f QPS  (%.3f s median, %.3f-%.3f; %.0f queries per CPU second)",
            name, params, (double)nq / t[runs / 2], t[runs / 2], t[0], t[runs - 1],
            (double)nq * (double)runs / cpu);
     if (recall >= 0)
@@ -354,6 +361,12 @@ static void timed_open(timed *b, const char *dir, size_t k, size_t runs)
     char path[4096];
     b->qm = load_queries(dir);
     b->nq = lipi_npy_map_rows(b->qm);
+    /* SEARCH_QUERIES=N: the first N queries only (for FAISS SQ8, which
+     * scans at tens of queries per CPU-second); truth.bin's first rows
+     * are theirs. */
+    const char *lim = getenv("SEARCH_QUERIES");
+    if (lim && strtoul(lim, NULL, 10) && strtoul(lim, NULL, 10) < b->nq)
+        b->nq = strtoul(lim, NULL, 10);
     b->d = lipi_npy_map_cols(b->qm);
     b->q = lipi_npy_map_data(b->qm);
     b->k = k;
@@ -410,7 +423,8 @@ static double file_mib(const char *dir, const char *name)
 
 /* Writes DIR/index-Q: the rows of DIR/index (read a chunk at a time) with
  * quantization Q. */
-static void build_quantized(const char *dir, const char *out, lipi_quantization qz)
+static void build_quantized(const char *dir, const char *out, lipi_quantization qz,
+                            lipi_binary_threshold bt)
 {
     char path[4096];
     lipi_error err = {0};
@@ -427,7 +441,7 @@ static void build_quantized(const char *dir, const char *out, lipi_quantization 
     snprintf(path, sizeof path, "%s/index/vectors.npy", dir);
     FILE *f = fopen(path, "rb");
     lipi_index_model model = {.lipi_version = "bench"};
-    lipi_index_write_options wo = {.no_sync = true, .quantize = qz};
+    lipi_index_write_options wo = {.no_sync = true, .quantize = qz, .binary_threshold = bt};
     lipi_index_builder *b = NULL;
     if (!buf || !ptrs || !lens || !f || fseek(f, 128, SEEK_SET) != 0)
         exit(1);
@@ -473,22 +487,34 @@ static int run_quant(const char *dir, const char *qname, size_t k, size_t thread
     lipi_error err = {0};
     lipi_quantization qz;
     bool codes = strcmp(qname, "int8-codes") == 0;
-    if (!lipi_quantization_parse(codes ? "int8" : qname, &qz) || qz == LIPI_QUANT_NONE) {
-        fprintf(stderr, "search: quant takes int8, int8-codes or binary, not '%s'\n", qname);
+    bool binary = strncmp(qname, "binary", 6) == 0, zero = strstr(qname, "-zero") != NULL;
+    bool bits = binary && strstr(qname, "-bits") != NULL;
+    if (codes)
+        qz = LIPI_QUANT_INT8;
+    else if (binary)
+        qz = LIPI_QUANT_BINARY;
+    else if (!lipi_quantization_parse(qname, &qz) || qz == LIPI_QUANT_NONE) {
+        fprintf(stderr, "search: quant takes int8, int8-codes, binary[-zero][-bits], not "
+                        "'%s'\n", qname);
         return 2;
     }
-    snprintf(path, sizeof path, "%s/index-%s", dir, lipi_quantization_name(qz));
+    lipi_binary_threshold bt = !binary ? LIPI_BINARY_THRESHOLD_DEFAULT
+                               : zero  ? LIPI_BINARY_THRESHOLD_ZERO
+                                       : LIPI_BINARY_THRESHOLD_MEAN;
+    snprintf(path, sizeof path, "%s/index-%s%s", dir, lipi_quantization_name(qz),
+             binary ? (zero ? "-zero" : "-mean") : "");
     struct stat sb;
     char meta[4200];
     snprintf(meta, sizeof meta, "%s/meta.json", path);
     if (stat(meta, &sb) != 0) {
         double t0 = now();
-        build_quantized(dir, path, qz);
+        build_quantized(dir, path, qz, bt);
         printf("lipi %-9s built in %.1f s\n", qname, now() - t0);
     }
     printf("lipi %-9s quantized.npy %.1f MiB (vectors.npy %.1f MiB, read for candidates only)\n",
            qname, file_mib(path, "quantized.npy"), file_mib(path, "vectors.npy"));
-    quant_job job = {.so = {.threads = threads, .int8_query_codes = codes}};
+    quant_job job = {.so = {.threads = threads, .int8_query_codes = codes,
+                            .binary_query_bits = bits}};
     if (lipi_index_open(path, NULL, &job.idx, &err) != LIPI_OK)
         die("open", &err);
     timed b;
@@ -520,7 +546,7 @@ static void faiss_binary_search(void *ctx, timed *b)
 {
     faiss_binary_job *j = ctx;
     lipi_error err = {0};
-    lipi_quantize_binary(b->q, b->nq, b->d, j->qc);
+    lipi_quantize_binary(b->q, b->nq, b->d, NULL, j->qc);
     if (lipi_faiss_binary_search(j->fb, j->qc, b->nq, b->k, j->threads, b->docs, j->dist, &err) !=
         LIPI_OK)
         die("search", &err);
@@ -550,7 +576,7 @@ static int run_faiss_binary(const char *dir, size_t k, size_t threads, size_t ru
         size_t m = r + CHUNK < n ? CHUNK : n - r;
         if (fread(buf, sizeof(float) * d, m, f) != m)
             return 1;
-        lipi_quantize_binary(buf, m, d, codes);
+        lipi_quantize_binary(buf, m, d, NULL, codes);
         if (lipi_faiss_binary_add(job.fb, codes, m, &err) != LIPI_OK)
             die("BinaryFlat", &err);
     }
@@ -633,7 +659,10 @@ static int run_faiss(const char *dir, const char *spec, size_t k, size_t threads
         nparams = 1;
     }
     char name[64];
-    snprintf(name, sizeof name, "faiss %s", spec);
+    if (b.nq < lipi_npy_map_rows(b.qm))
+        snprintf(name, sizeof name, "faiss %s (%zu q)", spec, b.nq);
+    else
+        snprintf(name, sizeof name, "faiss %s", spec);
     for (int p = 0; p < nparams; p++) {
         if (strcmp(params[p], "-") != 0 && lipi_faiss_set_params(fi, params[p], &err) != LIPI_OK)
             die(params[p], &err);

@@ -12,11 +12,15 @@
 # quantized indexes (index-int8, index-binary: 1.6 GB each, their float32
 # vectors included). Quantized rows: size of the codes, QPS and recall@10
 # against lipi exact without rescoring and rescored from INT8_MULTS /
-# BINARY_MULTS x k candidates (default 4 10 40 / 4 10 40 100), next to FAISS
-# IndexBinaryFlat over the same sign bits and FAISS SQ8 (alone, and refined
-# by its float32 vectors from 4 x k and 10 x k, "SQ8,RFlat", with
-# SQ8_REFINE=1; SQ8_RUNS timed runs after the warm-up, default 1: Debian's
-# FAISS scanned SQ8 at 24 queries per CPU-second over 100K vectors).
+# BINARY_MULTS x k candidates (default 4 10 40 / 1 4 10 40 100): int8
+# scored with the query's weights (default) and codes; binary split at the
+# rows' means (default) and at 0 (sentence-transformers' ubinary), each
+# scored with the query's weights (default) and bits (Hamming); next to
+# FAISS IndexBinaryFlat over the sign bits at 0 and FAISS SQ8 (alone, and
+# refined by its float32 vectors from 4 x k and 10 x k, "SQ8,RFlat") on the
+# first SQ8_QUERIES queries (default 100: Debian's FAISS scans SQ8 at about
+# 24 queries per CPU-second over 100K vectors; the rows say "(100 q)"),
+# SQ8_RUNS timed runs after the warm-up (default 1).
 #   N, D, NQ, K, THREADS, RUNS override the sizes; SKIP_QUANT=1 skips the
 #   quantized rows; SKIP_HNSW=1 skips HNSW32
 #   (building it over 1M vectors takes a long time on 2 cores);
@@ -31,7 +35,8 @@ K=${K:-10}
 THREADS=${THREADS:-2}
 RUNS=${RUNS:-3}
 INT8_MULTS=${INT8_MULTS:-4 10 40}
-BINARY_MULTS=${BINARY_MULTS:-4 10 40 100}
+BINARY_MULTS=${BINARY_MULTS:-1 4 10 40 100}
+SQ8_QUERIES=${SQ8_QUERIES:-100}
 SQ8_RUNS=${SQ8_RUNS:-1}
 DIR=${SEARCH_BENCH_DIR:-${TMPDIR:-/tmp}/lipi-bench-search-$N-$D-$NQ}
 BIN="$BUILD/bench_search"
@@ -67,14 +72,15 @@ measure "faiss IVF1024,Flat" env $threads OPENBLAS_CORETYPE=SkylakeX \
   "$BIN" faiss "$DIR" IVF1024,Flat "$K" "$THREADS" "$RUNS" nprobe=1 nprobe=16 nprobe=64
 if [ "${SKIP_QUANT:-0}" != 1 ]; then
   measure "lipi int8" "$BIN" quant "$DIR" int8 "$K" "$THREADS" "$RUNS" $INT8_MULTS
-  measure "lipi binary" "$BIN" quant "$DIR" binary "$K" "$THREADS" "$RUNS" $BINARY_MULTS
+  measure "lipi int8, query codes" "$BIN" quant "$DIR" int8-codes "$K" "$THREADS" "$RUNS" $INT8_MULTS
+  for v in binary binary-bits binary-zero binary-zero-bits; do
+    measure "lipi $v" "$BIN" quant "$DIR" $v "$K" "$THREADS" "$RUNS" $BINARY_MULTS
+  done
   measure "faiss BinaryFlat" env $threads "$BIN" faiss-binary "$DIR" "$K" "$THREADS" "$RUNS"
-  measure "faiss SQ8" env $threads OPENBLAS_CORETYPE=SkylakeX \
+  measure "faiss SQ8" env $threads OPENBLAS_CORETYPE=SkylakeX SEARCH_QUERIES=$SQ8_QUERIES \
     "$BIN" faiss "$DIR" SQ8 "$K" "$THREADS" "$SQ8_RUNS"
-  if [ "${SQ8_REFINE:-0}" = 1 ]; then
-    measure "faiss SQ8,RFlat" env $threads OPENBLAS_CORETYPE=SkylakeX \
-      "$BIN" faiss "$DIR" SQ8,RFlat "$K" "$THREADS" "$SQ8_RUNS" k_factor_rf=4 k_factor_rf=10
-  fi
+  measure "faiss SQ8,RFlat" env $threads OPENBLAS_CORETYPE=SkylakeX SEARCH_QUERIES=$SQ8_QUERIES \
+    "$BIN" faiss "$DIR" SQ8,RFlat "$K" "$THREADS" "$SQ8_RUNS" k_factor_rf=4 k_factor_rf=10
 fi
 if [ "${SKIP_HNSW:-0}" != 1 ]; then
   measure "faiss HNSW32" env $threads OPENBLAS_CORETYPE=SkylakeX \
@@ -88,7 +94,7 @@ awk '/^lipi exact/ {l = $4} /^faiss Flat/ {f[++n] = $4}
 # figure to read on a shared machine), recall@k against lipi exact.
 awk '/ QPS / { for (i = 1; i <= NF; i++) { if ($i == "QPS") q = $(i - 1)
                  if ($i == "queries" && $(i + 1) == "per") c = $(i - 1) }
-               sub(/^\(/, "", c); lab = substr($0, 1, 27); sub(/ +$/, "", lab)
+               sub(/^\(/, "", c); lab = substr($0, 1, 42); sub(/ +$/, "", lab); gsub(/  +/, " ", lab)
                rec = ($(NF - 1) == "recall@k") ? $NF : "-"
                if (lab ~ /^lipi exact/) { eq = q; ec = c }
                n++; L[n] = lab; Q[n] = q; C[n] = c; R[n] = rec }

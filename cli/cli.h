@@ -125,6 +125,8 @@ typedef enum {
     CLI_OPT_TIMEOUT,
     CLI_OPT_API_KEY_FILE,
     CLI_OPT_INT8_QUERY,
+    CLI_OPT_BINARY_THRESHOLD,
+    CLI_OPT_BINARY_QUERY,
 } cli_option_id;
 
 typedef struct {

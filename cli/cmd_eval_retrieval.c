@@ -23,10 +23,11 @@ static void help(FILE *f)
             "first), recall@k (share within the first k) and MRR (mean of 1/rank).\n"
             "Ties rank the lower line first.\n"
             "\n"
-            "With --index: recall@k of the index's own search (quantized, without\n"
-            "rescoring and rescored; or FAISS) against exact float32 search of the same\n"
-            "index, for the queries Q.npy (cosine: they are L2-normalized): the share\n"
-            "of the exact top k that it returns.\n"
+            "With --index: recall@k of the index's own search against exact float32\n"
+            "search of the same index, for the queries Q.npy (cosine: they are\n"
+            "L2-normalized): the share of the exact top k that it returns. FAISS: as\n"
+            "loaded; quantized: each way of scoring the query (int8: weights, codes;\n"
+            "binary: weights, bits; see lipi search), without rescoring and rescored.\n"
             "\n"
             "Options:\n"
             "  -m, --model MODEL      embeds both files\n"
@@ -285,8 +286,8 @@ static void print_scores(const eval_args *ea, const bitext *bt, const lipi_retri
 }
 
 /* --index: recall@k of the index's search against exact float32 search,
- * for each k: one row per setting (quantized: without rescoring and
- * rescored; FAISS: as loaded). */
+ * for each k: one row per setting (quantized: each query scoring, the
+ * default first, without rescoring and rescored; FAISS: as loaded). */
 static int eval_index(const cli_args *a, const eval_args *ea)
 {
     int rc = EXIT_FAIL;
@@ -312,20 +313,30 @@ static int eval_index(const cli_args *a, const eval_args *ea)
     lipi_vectors_normalize(q, nq, dim);
     lipi_quantization qz = lipi_index_quantization(idx);
     const char *spec = lipi_index_faiss_spec(idx);
-    char what[128], rescored[48];
+    char what[128], names[4][128];
+    size_t mult = ea->mult ? ea->mult : 4;
     if (lipi_index_has_faiss(idx))
         snprintf(what, sizeof what, "FAISS %s", spec);
     else
         snprintf(what, sizeof what, "%s", qz ? lipi_quantization_name(qz) : "exact float32");
-    snprintf(rescored, sizeof rescored, "rescore x%zu", ea->mult ? ea->mult : 4);
-    /* Rows: quantized without and with rescoring, else the one search. */
-    const char *names[2] = {qz ? "no rescore" : what, rescored};
-    size_t rows = qz && !lipi_index_has_faiss(idx) ? 2 : 1;
-    double recall[2][MAX_KS];
+    /* Rows: quantized, for the default query scoring and then the other
+     * (int8: weights, codes; binary: weights, bits), without and with
+     * rescoring; else the one search. */
+    const char *other = qz == LIPI_QUANT_INT8 ? "codes" : "bits";
+    const char *thr = qz == LIPI_QUANT_BINARY && !lipi_index_has_faiss(idx)
+                          ? lipi_binary_threshold_name(lipi_index_binary_threshold(idx))
+                          : NULL;
+    size_t rows = qz && !lipi_index_has_faiss(idx) ? 4 : 1;
+    snprintf(names[0], sizeof names[0], "%s", rows == 1 ? what : "weights, no rescore");
+    snprintf(names[1], sizeof names[1], "weights, rescore x%zu", mult);
+    snprintf(names[2], sizeof names[2], "%s, no rescore", other);
+    snprintf(names[3], sizeof names[3], "%s, rescore x%zu", other, mult);
+    double recall[4][MAX_KS];
     for (size_t r = 0; r < rows; r++)
         for (size_t j = 0; j < ea->nk; j++) {
-            lipi_search_options so = {.threads = a->threads, .no_rescore = rows == 2 && r == 0,
-                                      .rescore_multiplier = r == 1 ? ea->mult : 0};
+            lipi_search_options so = {.threads = a->threads, .no_rescore = rows > 1 && r % 2 == 0,
+                                      .rescore_multiplier = r % 2 ? ea->mult : 0,
+                                      .int8_query_codes = r >= 2, .binary_query_bits = r >= 2};
             if (lipi_index_recall(idx, q, nq, dim, ea->ks[j], &so, &recall[r][j], &err) !=
                 LIPI_OK)
                 goto fail;
@@ -333,21 +344,31 @@ static int eval_index(const cli_args *a, const eval_args *ea)
     if (ea->json) {
         printf("{\"index\":");
         cli_write_json_string(stdout, ea->index, strlen(ea->index));
-        printf(",\"search\":\"%s\",\"documents\":%zu,\"queries\":%zu", what,
-               lipi_index_count(idx), nq);
+        printf(",\"search\":\"%s\",", what);
+        if (thr)
+            printf("\"binary_threshold\":\"%s\",", thr);
+        printf("\"documents\":%zu,\"queries\":%zu", lipi_index_count(idx), nq);
+        /* The default scoring's rows at the top level, the other's in
+         * "query_codes" (int8) or "query_bits" (binary). */
         for (size_t r = 0; r < rows; r++) {
-            printf(",\"%s\":{", rows == 1 ? "recall" : r ? "rescored" : "no_rescore");
-            if (r == 1)
-                printf("\"multiplier\":%zu,", ea->mult ? ea->mult : 4);
+            if (r == 2)
+                printf(",\"query_%s\":{", other);
+            printf("%s\"%s\":{", r == 2 ? "" : ",",
+                   rows == 1 ? "recall" : r % 2 ? "rescored" : "no_rescore");
+            if (r % 2)
+                printf("\"multiplier\":%zu,", mult);
             for (size_t j = 0; j < ea->nk; j++)
                 printf("%s\"%zu\":%.6f", j ? "," : "", ea->ks[j], recall[r][j]);
             putchar('}');
+            if (r == 3)
+                putchar('}');
         }
         printf("}\n");
     } else {
-        printf("recall@k against exact float32: %s (%s, %zu documents), %zu queries\n",
-               ea->index, what, lipi_index_count(idx), nq);
-        printf("%-14s", "");
+        printf("recall@k against exact float32: %s (%s%s%s, %zu documents), %zu queries\n",
+               ea->index, what, thr ? ", thresholds " : "", thr ? thr : "",
+               lipi_index_count(idx), nq);
+        printf("%-24s", "");
         for (size_t j = 0; j < ea->nk; j++) {
             char h[32];
             snprintf(h, sizeof h, "R@%zu", ea->ks[j]);
@@ -355,7 +376,7 @@ static int eval_index(const cli_args *a, const eval_args *ea)
         }
         putchar('\n');
         for (size_t r = 0; r < rows; r++) {
-            printf("%-14s", names[r]);
+            printf("%-24s", names[r]);
             for (size_t j = 0; j < ea->nk; j++)
                 printf(" %8.4f", recall[r][j]);
             putchar('\n');

@@ -35,10 +35,15 @@ static void help(FILE *f)
             "                       IVF1024,Flat, HNSW32, ...) that search then uses;\n"
             "                       --append extends the index's FAISS index\n"
             "  --quantize Q         also store int8 codes (ranges calibrated per dimension\n"
-            "                       on the indexed vectors) or binary sign bits, which\n"
-            "                       search scans before rescoring with the float32\n"
-            "                       vectors (int8 or binary; not with --faiss);\n"
-            "                       --append keeps the index's and recalibrates\n"
+            "                       on the indexed vectors) or binary codes (a bit per\n"
+            "                       dimension), which search scans before rescoring with\n"
+            "                       the float32 vectors (int8 or binary; not with\n"
+            "                       --faiss); --append keeps the index's and recalibrates\n"
+            "  --binary-threshold T binary codes: bit = value > T of its dimension, T the\n"
+            "                       mean of the indexed vectors (mean, default) or 0\n"
+            "                       (zero: sentence-transformers' ubinary codes, which\n"
+            "                       FAISS IndexBinaryFlat and other tools read as they\n"
+            "                       are); --append keeps the index's\n"
             "  --pooling MODE       cls, mean, max or mean_sqrt_len (default: the model's)\n"
             "  --batch N            sentences per forward pass (default 32)\n"
             "  --max-length N       truncate longer inputs to N tokens\n"
@@ -123,6 +128,10 @@ static int index_option(int id, const char *arg, void *via)
             ia->wo->quantize == LIPI_QUANT_NONE)
             return cli_bad_value("index", "--quantize", "int8 or binary", arg);
         break;
+    case CLI_OPT_BINARY_THRESHOLD:
+        if (!lipi_binary_threshold_parse(arg, &ia->wo->binary_threshold))
+            return cli_bad_value("index", "--binary-threshold", "mean or zero", arg);
+        break;
     /* checked after the others: with --vectors any --pooling is an error */
     case CLI_OPT_POOLING: ia->pooling = arg; break;
     }
@@ -136,6 +145,7 @@ static int run(int argc, char **argv)
         {"append", no_argument, NULL, CLI_OPT_APPEND},
         {"faiss", required_argument, NULL, CLI_OPT_FAISS},
         {"quantize", required_argument, NULL, CLI_OPT_QUANTIZE},
+        {"binary-threshold", required_argument, NULL, CLI_OPT_BINARY_THRESHOLD},
         {"pooling", required_argument, NULL, CLI_OPT_POOLING},
         {NULL, 0, NULL, 0},
     };
@@ -166,6 +176,8 @@ static int run(int argc, char **argv)
         return cli_usage_error("index", "--prompt, --prompt-name and --dimensions need -m MODEL");
     if (wo.faiss_spec && wo.quantize != LIPI_QUANT_NONE)
         return cli_usage_error("index", "give either --faiss or --quantize, not both");
+    if (wo.binary_threshold && wo.quantize != LIPI_QUANT_BINARY && !wo.append)
+        return cli_usage_error("index", "--binary-threshold goes with --quantize binary");
     if (pooling && !lipi_pooling_parse(pooling, &eo.pooling))
         return cli_bad_value("index", "--pooling", "cls, mean, max or mean_sqrt_len", pooling);
 

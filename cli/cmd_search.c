@@ -22,10 +22,10 @@ static void help(FILE *f)
             "search is exact (blocked GEMMs over the memory-mapped vectors) unless the\n"
             "index has a FAISS index (lipi index --faiss), which is then used, or\n"
             "quantized vectors (lipi index --quantize): then the documents with the\n"
-            "best int8 dot products or Hamming distances are rescored with their\n"
-            "float32 vectors, and the best k of those printed. The int8 score of a\n"
-            "document is its codes' dot product with the query's weights (see\n"
-            "--int8-query).\n"
+            "best int8 or binary scores are rescored with their float32 vectors,\n"
+            "and the best k of those printed. The int8 or binary score of a\n"
+            "document weighs its codes with the query's values (see --int8-query\n"
+            "and --binary-query).\n"
             "\n"
             "Options:\n"
             "  --index DIR            the index (lipi index -o DIR)\n"
@@ -51,7 +51,7 @@ static void help(FILE *f)
             "                         (default 4)\n"
             "  --no-rescore           quantized index: print the quantized ranking and\n"
             "                         its scores (int8 dot products, or minus the\n"
-            "                         Hamming distance)\n"
+            "                         (weighted) Hamming distance)\n"
             "  --int8-query HOW       int8 index: how the query is scored against the\n"
             "                         codes. weights (default): q_i * step_i (step_i =\n"
             "                         (max_i - min_i) / 255, the index's per-dimension\n"
@@ -60,6 +60,14 @@ static void help(FILE *f)
             "                         SQ8's asymmetric distance); codes: the query coded\n"
             "                         like the rows, a codes . codes score\n"
             "                         (sentence-transformers' int8 search)\n"
+            "  --binary-query HOW     binary index: how the query is scored against the\n"
+            "                         bits. weights (default): the query's values\n"
+            "                         (scaled to +-7) summed with the sign each bit\n"
+            "                         gives, q . (2b - 1), which ranks much as q . x\n"
+            "                         does; bits: the query coded like the rows, minus\n"
+            "                         the Hamming distance (sentence-transformers' and\n"
+            "                         FAISS IndexBinaryFlat's binary search; a scan about\n"
+            "                         twice as fast, a weaker filter)\n"
             "  --faiss-params P       FAISS search parameters, e.g. nprobe=16 or\n"
             "                         efSearch=128 (comma-separated)\n"
             "  --rerank MODEL         two stages: the best --rerank-top documents of each\n"
@@ -215,6 +223,7 @@ typedef struct {
     const char *index, *query, *queries, *qvec, *rerank;
     size_t rerank_top;
     bool int8_query;    /* --int8-query given */
+    bool binary_query;  /* --binary-query given */
     lipi_index_open_options *oo;
     search_ctx *c;
 } search_args;
@@ -312,6 +321,12 @@ static int search_option(int id, const char *arg, void *vsa)
         sa->c->so.int8_query_codes = strcmp(arg, "codes") == 0;
         sa->int8_query = true;
         break;
+    case CLI_OPT_BINARY_QUERY:
+        if (strcmp(arg, "weights") != 0 && strcmp(arg, "bits") != 0)
+            return cli_bad_value("search", "--binary-query", "weights or bits", arg);
+        sa->c->so.binary_query_bits = strcmp(arg, "bits") == 0;
+        sa->binary_query = true;
+        break;
     case CLI_OPT_FAISS_PARAMS: sa->oo->faiss_params = arg; break;
     case CLI_OPT_RERANK: sa->rerank = arg; break;
     case CLI_OPT_RERANK_TOP:
@@ -336,6 +351,7 @@ static int run(int argc, char **argv)
         {"rescore-multiplier", required_argument, NULL, CLI_OPT_RESCORE_MULTIPLIER},
         {"no-rescore", no_argument, NULL, CLI_OPT_NO_RESCORE},
         {"int8-query", required_argument, NULL, CLI_OPT_INT8_QUERY},
+        {"binary-query", required_argument, NULL, CLI_OPT_BINARY_QUERY},
         {"rerank", required_argument, NULL, CLI_OPT_RERANK},
         {"rerank-top", required_argument, NULL, CLI_OPT_RERANK_TOP},
         {NULL, 0, NULL, 0},
@@ -368,9 +384,11 @@ static int run(int argc, char **argv)
         return cli_usage_error("search", "-m embeds text queries; --query-vectors needs none");
     if (c.so.no_rescore && c.so.rescore_multiplier)
         return cli_usage_error("search", "give either --no-rescore or --rescore-multiplier");
-    if (c.so.exact && (c.so.no_rescore || c.so.rescore_multiplier || sa.int8_query))
+    if (c.so.exact &&
+        (c.so.no_rescore || c.so.rescore_multiplier || sa.int8_query || sa.binary_query))
         return cli_usage_error("search", "--exact searches the float32 vectors: it takes no "
-                                         "--no-rescore, --rescore-multiplier or --int8-query");
+                                         "--no-rescore, --rescore-multiplier, --int8-query or "
+                                         "--binary-query");
     if (qvec && sa.rerank)
         return cli_usage_error("search", "--rerank reads the query texts: give --query or "
                                          "--queries, not --query-vectors");
@@ -418,6 +436,13 @@ static int run(int argc, char **argv)
     if (sa.int8_query && lipi_index_quantization(idx) != LIPI_QUANT_INT8) {
         lipi_error_set(&err, LIPI_EINVAL, index, 0, 0,
                        "--int8-query needs an int8 index (lipi index --quantize int8)");
+        cli_report("search", &err);
+        rc = EXIT_USAGE;
+        goto done;
+    }
+    if (sa.binary_query && lipi_index_quantization(idx) != LIPI_QUANT_BINARY) {
+        lipi_error_set(&err, LIPI_EINVAL, index, 0, 0,
+                       "--binary-query needs a binary index (lipi index --quantize binary)");
         cli_report("search", &err);
         rc = EXIT_USAGE;
         goto done;

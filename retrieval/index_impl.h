@@ -35,10 +35,16 @@ lipi_status lipi_npy_parse(const unsigned char *p, size_t len, const char *path,
                            const char *descr, size_t *ndim, size_t shape[2], size_t *data_off,
                            lipi_error *err);
 
+/* The asymmetric scoring of binary codes (lipi_search_options
+ * .binary_query_weights): the query as its 4 weight planes
+ * (lipi_binary_query_weights, 4 * (dim+7)/8 bytes) against the bits. The
+ * kernels below take it where they take a lipi_quantization. */
+#define LIPI_QUANT_BINARY_WEIGHTS ((lipi_quantization)(LIPI_QUANT_BINARY + 1))
+
 /* Quantized scores of the query codes q against S rows of codes x
- * (lipi_quantization): int8 q (dim), x (S, dim), or binary q ((dim+7)/8),
- * x (S, (dim+7)/8) -> out (S). ref: the plain loops the fast kernels are
- * tested against. */
+ * (lipi_quantization): int8 q (dim), x (S, dim), binary q ((dim+7)/8), or
+ * binary weights q (4 * (dim+7)/8), x (S, (dim+7)/8) -> out (S). ref: the
+ * plain loops the fast kernels are tested against. */
 void lipi_quant_scores(lipi_quantization qz, bool ref, const void *q, const void *x, size_t S,
                        size_t dim, int32_t *out);
 

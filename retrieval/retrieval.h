@@ -66,6 +66,10 @@ lipi_status lipi_npy_write(const char *path, const float *data, size_t rows, siz
 /*                in the high bit)                                           */
 /*   int8_ranges.npy with int8: float32 (2, dimension), the per-dimension    */
 /*                minimum (row 0) and maximum (row 1) of the indexed rows    */
+/*   binary_thresholds.npy with binary (meta.json "binary_threshold"):       */
+/*                float32 (1, dimension), each dimension's threshold: bit =  */
+/*                value > threshold (all 0 for "zero"; absent in binary      */
+/*                indexes older than thresholds, which are "zero")           */
 /* Writers build a new directory next to the old one and swap it in with one */
 /* rename, so readers and an interrupted writer see the old index or the new */
 /* one, never a mixture. Document numbers are 0-based in this API.           */
@@ -109,8 +113,26 @@ typedef struct {
  *           - codes (symmetric, sentence-transformers' precision="int8"):
  *             the query is coded as the rows are, with the same ranges,
  *             clamped to [-128, 127]; score = codes . codes.
- *   BINARY  bit = value > 0, 8 per byte, first value in the high bit
- *           (precision="ubinary"); score = minus the Hamming distance.
+ *   BINARY  bit = value > t, 8 per byte, first value in the high bit, with
+ *           t per dimension (lipi_binary_threshold): 0 as in
+ *           sentence-transformers' precision="ubinary", or the mean of the
+ *           indexed rows (default), which splits each dimension where its
+ *           values are and not where a direction all rows share puts most
+ *           of them on one side. Score (lipi_search_options
+ *           .binary_query_bits):
+ *           - weights (default, asymmetric): minus the Hamming distance
+ *             weighted by
+ *             the query's magnitudes, sum_j |w_j| [b_j != (q_j > 0)] with
+ *             w_j = q_j scaled to +-7 and rounded (lipi_binary_query_weights):
+ *             as sum_j w_j (2 b_j - 1) = sum |w_j| - 2 * that, it ranks as
+ *             q . (2b - 1) does up to the rounding of w, the order in which
+ *             sentence-transformers rescores binary hits (float32 q . b);
+ *           - bits: the query coded with the same t, minus the Hamming
+ *             distance of the codes (sentence-transformers' and FAISS
+ *             IndexBinaryFlat's search).
+ *           On 100k FLORES/NTREX lines (bench/RESULTS.md) the weights find
+ *           more of the exact top 10 among 4k candidates (0.56) than the
+ *           bits among 10k (0.50), for a scan 2.7 times as long.
  * The float32 vectors stay in vectors.npy for rescoring. */
 typedef enum {
     LIPI_QUANT_NONE = 0,
@@ -123,6 +145,19 @@ typedef enum {
 const char *lipi_quantization_name(lipi_quantization q);
 bool lipi_quantization_parse(const char *name, lipi_quantization *q);
 
+/* Where binary codes split each dimension (lipi_quantization, BINARY). */
+typedef enum {
+    LIPI_BINARY_THRESHOLD_DEFAULT = 0, /* writing: MEAN, or on append the old
+                                          index's */
+    LIPI_BINARY_THRESHOLD_ZERO,        /* 0: sentence-transformers' ubinary */
+    LIPI_BINARY_THRESHOLD_MEAN,        /* the mean of the indexed rows */
+} lipi_binary_threshold;
+
+/* "zero" / "mean" (NULL for DEFAULT or an unknown value), and back (false
+ * for an unknown name). */
+const char *lipi_binary_threshold_name(lipi_binary_threshold t);
+bool lipi_binary_threshold_parse(const char *name, lipi_binary_threshold *t);
+
 typedef struct {
     bool append;            /* add to the index at dir (a new one if missing) */
     const char *faiss_spec; /* index_factory string, or NULL: none, and on
@@ -134,6 +169,9 @@ typedef struct {
     lipi_quantization quantize; /* also write quantized.npy (int8: calibrated
                                on all rows, old ones included, at commit);
                                NONE on append keeps the old index's */
+    lipi_binary_threshold binary_threshold; /* binary: the thresholds (mean
+                               ones calibrated on all rows, old ones
+                               included, at commit) */
 } lipi_index_write_options;
 
 /* Starts writing the index `dir` for `dim`-dimensional vectors in a new
@@ -149,7 +187,8 @@ lipi_status lipi_index_builder_new(const char *dir, const lipi_index_model *mode
                                    lipi_index_builder **out, lipi_error *err);
 
 /* Adds n documents: vecs (n, dim) (copied and L2-normalized; the caller's
- * rows are not changed) and texts[i] of lens[i] bytes. LIPI_EINVAL for a
+ * rows are not changed) and texts[i] of lens[i] bytes (texts NULL: empty
+ * texts, for vectors without documents). LIPI_EINVAL for a
  * non-finite value or a text containing '\n' (err->line = 1-based number
  * of the document in this call); LIPI_EIO when writing fails. After a
  * failure the builder only accepts abort. */
@@ -218,6 +257,9 @@ bool lipi_index_has_faiss(const lipi_index *idx);
 /* The index's quantization (LIPI_QUANT_NONE for indexes without one,
  * those older than quantization included). */
 lipi_quantization lipi_index_quantization(const lipi_index *idx);
+/* A binary index's thresholds (ZERO for binary indexes older than
+ * thresholds); DEFAULT for other indexes. */
+lipi_binary_threshold lipi_index_binary_threshold(const lipi_index *idx);
 
 /* LIPI_EINVAL naming both models when `model` is not what the index was
  * built with: another fingerprint (or, without fingerprints, another name),
@@ -256,6 +298,10 @@ typedef struct {
     bool int8_query_codes;   /* int8 indexes: score the query's codes (as
                                 sentence-transformers does) instead of its
                                 weights; see lipi_quantization */
+    bool binary_query_bits;  /* binary indexes: score the query's bits
+                                (Hamming distance, as sentence-transformers
+                                and FAISS IndexBinaryFlat rank) instead of
+                                its weights; see lipi_quantization */
 } lipi_search_options;
 
 /* Top-k documents by inner product for nq queries q (nq, dim): docs and
@@ -292,17 +338,26 @@ lipi_status lipi_knn_search(const float *x, size_t n, size_t dim, const float *q
  *   lipi_int8_ranges:    x (n, dim) -> ranges (2, dim): row 0 the minimum,
  *                        row 1 the maximum of each column (n >= 1)
  *   lipi_quantize_int8:  x (n, dim), ranges (2, dim) -> codes (n, dim)
- *   lipi_quantize_binary: x (n, dim) -> bits (n, (dim + 7) / 8), padding 0
+ *   lipi_binary_means:   x (n, dim) -> t (dim), each column's mean (summed
+ *                        in double in row order, rounded to float; n >= 1)
+ *   lipi_quantize_binary: x (n, dim), thresholds t (dim) or NULL (zero) ->
+ *                        bits (n, (dim + 7) / 8), bit = x > t, padding 0
  *   lipi_int8_query_weights: queries q (n, dim), ranges (2, dim) -> the
  *                        int8 weights w' (n, dim) that int8 search scores
  *                        against the codes by default
+ *   lipi_binary_query_weights: queries q (n, dim) -> planes (n, 4, (dim +
+ *                        7) / 8), each plane packed as the codes are: plane
+ *                        0 the bits q_j > 0, planes 1..3 bits 0..2 of |w_j|,
+ *                        w_j = roundf(q_j * 7 / max |q|) (0 when q is 0)
  * See lipi_quantization for the formulas. */
 void lipi_int8_ranges(const float *x, size_t n, size_t dim, float *ranges);
 void lipi_quantize_int8(const float *x, size_t n, size_t dim, const float *ranges,
                         int8_t *codes);
-void lipi_quantize_binary(const float *x, size_t n, size_t dim, uint8_t *bits);
+void lipi_binary_means(const float *x, size_t n, size_t dim, float *t);
+void lipi_quantize_binary(const float *x, size_t n, size_t dim, const float *t, uint8_t *bits);
 void lipi_int8_query_weights(const float *q, size_t n, size_t dim, const float *ranges,
                              int8_t *w);
+void lipi_binary_query_weights(const float *q, size_t n, size_t dim, uint8_t *planes);
 
 /* A short hex fingerprint (16 digits) of the model folder `dir`: a hash of
  * the name, size and first MiB of each file with a fixed name in it

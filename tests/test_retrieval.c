@@ -32,12 +32,13 @@ static char tmp_root[64];
  * exact float32 search, on the fixture of the quantized tests (200 random
  * unit vectors of dimension 48, 25 random queries): measured 1.000 (int8;
  * without rescoring 0.980 scoring the query's weights, 0.740 its codes)
- * and 0.756 (binary; 0.396 without). 48 sign bits of random vectors are a
- * weak filter; real embeddings of 384+ dimensions do far better
- * (bench/search.sh). */
+ * and 0.880 (binary split at the means, scored with the query's weights;
+ * 0.492 without; its bits, split at 0, gave 0.756 and 0.396). 48 bits of
+ * random vectors are a weak filter; real embeddings of 384+ dimensions do
+ * better (bench/search.sh). */
 #define QUANT_INT8_RECALL_BOUND 0.95
 #define QUANT_INT8_RAW_RECALL_BOUND 0.93
-#define QUANT_BINARY_RECALL_BOUND 0.70
+#define QUANT_BINARY_RECALL_BOUND 0.85
 
 /* ======================================================================== */
 /* Helpers                                                                   */
@@ -841,7 +842,7 @@ static void test_damaged_index_files_are_rejected(void **state)
          "\"normalize\": true, \"dimension\": 3, \"count\": 3}",
          LIPI_EFORMAT, "shape"},
         {"{\"format\": \"other\", \"version\": 1}", LIPI_EFORMAT, "format"},
-        {"{\"format\": \"lipi-index\", \"version\": 2}", LIPI_EFORMAT, "version"},
+        {"{\"format\": \"lipi-index\", \"version\": 3}", LIPI_EFORMAT, "version"},
         {"{\"format\": \"lipi-index\", \"version\": 1, \"dimension\": \"2\"}", LIPI_EFORMAT,
          "dimension"},
         {"{\"format\": \"lipi-index\", \"version\": 1, \"dimension\": 2, \"count\": -1}",
@@ -1473,22 +1474,29 @@ static void quant_fixture(float *x, float *q)
     }
 }
 
-static void quant_index(const char *name, const float *x, lipi_quantization qz)
+static void quant_index_at(const char *name, const float *x, lipi_quantization qz,
+                           lipi_binary_threshold bt)
 {
     static char buf[QN][32];
     const char *ptrs[QN];
     size_t lens[QN];
-    lipi_index_write_options wo = {.no_sync = true, .quantize = qz};
+    lipi_index_write_options wo = {.no_sync = true, .quantize = qz, .binary_threshold = bt};
     lipi_error err = {0};
     if (lipi_index_create(tmp_path(name), &model_a, x, QN, QD, text_ptrs(buf, QN, 1, ptrs, lens),
                           lens, &wo, &err) != LIPI_OK)
         fail_msg("%s: %s", name, err.msg);
 }
 
+static void quant_index(const char *name, const float *x, lipi_quantization qz)
+{
+    quant_index_at(name, x, qz, LIPI_BINARY_THRESHOLD_DEFAULT);
+}
+
 /* The reference codes, written out from sentence-transformers'
  * quantize_embeddings: int8 = ((x - min) / ((max - min) / 255) - 128)
  * .astype(int8) in float32 with min/max over the rows (queries clamped),
- * binary = packbits(x > 0). Row i of codes has rb bytes. */
+ * binary = packbits(x > t) with t = 0 there (lo: the thresholds here,
+ * NULL for 0). Row i of codes has rb bytes. */
 static void ref_codes(lipi_quantization qz, const float *x, size_t n, const float *lo,
                       const float *hi, unsigned char *codes)
 {
@@ -1502,7 +1510,7 @@ static void ref_codes(lipi_quantization qz, const float *x, size_t n, const floa
             } else {
                 if (j % 8 == 0)
                     codes[i * (QD / 8) + j / 8] = 0;
-                codes[i * (QD / 8) + j / 8] |= (unsigned char)((v > 0) << (7 - j % 8));
+                codes[i * (QD / 8) + j / 8] |= (unsigned char)((v > (lo ? lo[j] : 0)) << (7 - j % 8));
             }
         }
 }
@@ -1524,15 +1532,40 @@ static void ref_weights(const float *q, size_t n, const float *lo, const float *
     }
 }
 
-/* Brute force: every quantized score, a full sort, ties by document. */
+/* The reference binary query weights (lipi_quantization, binary's default
+ * scoring): w_j = roundf(q_j * 7 / max |q|), as integers (n, QD). */
+static void ref_binary_weights(const float *q, size_t n, int *w)
+{
+    for (size_t i = 0; i < n; i++) {
+        float amax = 0;
+        for (size_t j = 0; j < QD; j++)
+            amax = fmaxf(amax, fabsf(q[i * QD + j]));
+        for (size_t j = 0; j < QD; j++)
+            w[i * QD + j] = (int)roundf(q[i * QD + j] * (7.0f / amax));
+    }
+}
+
+/* Brute force: every quantized score, a full sort, ties by document.
+ * Binary with bw (the query weights of ref_binary_weights) is scored as
+ * (sum_j w_j (2 b_j - 1) - sum_j |w_j|) / 2, which is minus the weighted
+ * Hamming distance of lipi_quantization written the other way round. */
 static void quant_brute_force(lipi_quantization qz, const unsigned char *xc,
-                              const unsigned char *qc, size_t k, int64_t *docs, double *scores)
+                              const unsigned char *qc, const int *bw, size_t k, int64_t *docs,
+                              double *scores)
 {
     ref_hit all[QN];
     size_t rb = qz == LIPI_QUANT_INT8 ? QD : QD / 8;
     for (size_t i = 0; i < QNQ; i++) {
         for (size_t d = 0; d < QN; d++) {
             long s = 0;
+            if (bw) {
+                for (size_t j = 0; j < QD; j++) {
+                    int bit = (xc[d * rb + j / 8] >> (7 - j % 8)) & 1, w = bw[i * QD + j];
+                    s += (w * (2 * bit - 1) - abs(w)) / 2; /* 0 or -|w|, exact */
+                }
+                all[d] = (ref_hit){(double)s, (int64_t)d};
+                continue;
+            }
             for (size_t b = 0; b < rb; b++) {
                 unsigned char a = qc[i * rb + b], c = xc[d * rb + b];
                 if (qz == LIPI_QUANT_INT8)
@@ -1556,15 +1589,22 @@ static void test_quantized_search_equals_brute_force_with_ties(void **state)
     static float x[QN * QD], q[QNQ * QD];
     quant_fixture(x, q);
     /* int8 scored with the query's weights (the default), int8 with its
-     * codes (sentence-transformers), binary. */
-    static const lipi_quantization kinds[] = {LIPI_QUANT_INT8, LIPI_QUANT_INT8,
-                                              LIPI_QUANT_BINARY};
-    static const char *const names[] = {"q_int8", "q_int8_codes", "q_binary"};
-    for (size_t kind = 0; kind < 3; kind++) {
+     * codes (sentence-transformers); binary split at 0 (ubinary) and at the
+     * rows' means (the default), each scored with the query's bits and
+     * with its weights (the default). */
+    static const lipi_quantization kinds[] = {LIPI_QUANT_INT8,   LIPI_QUANT_INT8,
+                                              LIPI_QUANT_BINARY, LIPI_QUANT_BINARY,
+                                              LIPI_QUANT_BINARY, LIPI_QUANT_BINARY};
+    static const char *const names[] = {"q_int8",        "q_int8_codes",     "q_binary_zero",
+                                        "q_binary_zero_w", "q_binary_mean", "q_binary_mean_w"};
+    for (size_t kind = 0; kind < 6; kind++) {
         lipi_quantization qz = kinds[kind];
         const char *name = names[kind];
-        bool weights = kind == 0;
-        quant_index(name, x, qz);
+        bool weights = kind == 0, mean = kind >= 4, bweights = kind == 3 || kind == 5;
+        quant_index_at(name, x, qz,
+                       qz != LIPI_QUANT_BINARY ? LIPI_BINARY_THRESHOLD_DEFAULT
+                       : mean                  ? LIPI_BINARY_THRESHOLD_MEAN
+                                               : LIPI_BINARY_THRESHOLD_ZERO);
         lipi_index *idx = NULL;
         lipi_error err = {0};
         assert_int_equal(lipi_index_open(tmp_path(name), NULL, &idx, &err), LIPI_OK);
@@ -1583,12 +1623,50 @@ static void test_quantized_search_equals_brute_force_with_ties(void **state)
                 hi[j] = fmaxf(hi[j], v[i * QD + j]);
             }
         }
+        /* Binary thresholds: each column's mean, summed in double in row
+         * order, and the file holds them. */
+        float t[QD];
+        for (size_t j = 0; j < QD; j++) {
+            double sum = 0;
+            for (size_t i = 0; i < QN; i++)
+                sum += v[i * QD + j];
+            t[j] = mean ? (float)(sum / QN) : 0.0f;
+        }
+        size_t tlen;
+        if (qz == LIPI_QUANT_BINARY) {
+            snprintf(path, sizeof path, "%s/binary_thresholds.npy", tmp_path(name));
+            char *tf = slurp(path, &tlen);
+            assert_non_null(tf);
+            assert_int_equal(tlen, 128 + sizeof t);
+            assert_memory_equal(tf + 128, t, sizeof t);
+            free(tf);
+            assert_int_equal(lipi_index_binary_threshold(idx), mean ? LIPI_BINARY_THRESHOLD_MEAN
+                                                                    : LIPI_BINARY_THRESHOLD_ZERO);
+        }
         static unsigned char xc[QN * QD], qc[QNQ * QD];
-        ref_codes(qz, v, QN, lo, hi, xc);
+        static int bw[QNQ * QD];
+        const float *blo = qz == LIPI_QUANT_BINARY ? (mean ? t : NULL) : lo;
+        ref_codes(qz, v, QN, blo, hi, xc);
         if (weights)
             ref_weights(q, QNQ, lo, hi, qc);
         else
-            ref_codes(qz, q, QNQ, lo, hi, qc);
+            ref_codes(qz, q, QNQ, blo, hi, qc);
+        if (bweights) {
+            ref_binary_weights(q, QNQ, bw);
+            /* The library's planes are the reference's signs and |w|. */
+            static uint8_t planes[QNQ * 4 * (QD / 8)];
+            lipi_binary_query_weights(q, QNQ, QD, planes);
+            for (size_t i = 0; i < QNQ; i++)
+                for (size_t j = 0; j < QD; j++) {
+                    const uint8_t *p = planes + i * 4 * (QD / 8);
+                    int sh = 7 - (int)(j % 8), w = bw[i * QD + j];
+                    int sign = (p[j / 8] >> sh) & 1, mag = 0;
+                    for (int b = 0; b < 3; b++)
+                        mag |= ((p[(1 + b) * (QD / 8) + j / 8] >> sh) & 1) << b;
+                    assert_int_equal(mag, abs(w));
+                    assert_int_equal(sign, q[i * QD + j] > 0);
+                }
+        }
         /* The library's weights are the reference's. */
         if (weights) {
             static int8_t w[QNQ * QD];
@@ -1616,11 +1694,22 @@ static void test_quantized_search_equals_brute_force_with_ties(void **state)
         int64_t want_d[QNQ * QK], got_d[QNQ * QK];
         double want_s[QNQ * QK];
         float got_s[QNQ * QK];
-        quant_brute_force(qz, xc, qc, QK, want_d, want_s);
-        /* Query 0 is row 3: its copies tie with it, in document order. */
-        assert_int_equal(want_d[0], 3);
-        assert_int_equal(want_d[1], 17);
-        assert_int_equal(want_d[2], 150);
+        quant_brute_force(qz, xc, qc, bweights ? bw : NULL, QK, want_d, want_s);
+        /* Query 0 is row 3: its copies tie with it, in document order (its
+         * weights' signs are not its bits, so they need not come first). */
+        if (!bweights) {
+            assert_int_equal(want_d[0], 3);
+            assert_int_equal(want_d[1], 17);
+            assert_int_equal(want_d[2], 150);
+        } else {
+            size_t at = 0;
+            while (at < QK - 2 && want_d[at] != 3)
+                at++;
+            assert_int_equal(want_d[at], 3);
+            assert_int_equal(want_d[at + 1], 17);
+            assert_int_equal(want_d[at + 2], 150);
+            assert_true(want_s[at] == want_s[at + 2]);
+        }
         const lipi_search_options opts[] = {
             {.no_rescore = true},
             {.no_rescore = true, .threads = 2},
@@ -1630,6 +1719,7 @@ static void test_quantized_search_equals_brute_force_with_ties(void **state)
         for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
             lipi_search_options so = opts[o];
             so.int8_query_codes = kind == 1;
+            so.binary_query_bits = qz == LIPI_QUANT_BINARY && !bweights;
             assert_int_equal(lipi_index_search(idx, q, QNQ, QD, QK, &so, got_d, got_s, &err),
                              LIPI_OK);
             for (size_t i = 0; i < QNQ * QK; i++)
@@ -1654,9 +1744,11 @@ static void test_quantized_kernels_equal_their_reference(void **state)
             xb[i] = (unsigned char)rng_next();
         for (size_t i = 0; i < sizeof qb; i++)
             qb[i] = (unsigned char)rng_next();
-        /* Binary codes keep their padding bits 0. */
-        static const lipi_quantization kinds[] = {LIPI_QUANT_INT8, LIPI_QUANT_BINARY};
-        for (size_t kind = 0; kind < 2; kind++) {
+        /* Binary codes keep their padding bits 0; weight planes are 4 rows'
+         * worth of random bits. */
+        static const lipi_quantization kinds[] = {LIPI_QUANT_INT8, LIPI_QUANT_BINARY,
+                                                  LIPI_QUANT_BINARY_WEIGHTS};
+        for (size_t kind = 0; kind < 3; kind++) {
             int32_t fast[S], ref[S];
             lipi_quant_scores(kinds[kind], false, qb, xb, S, dim, fast);
             lipi_quant_scores(kinds[kind], true, qb, xb, S, dim, ref);
@@ -1667,6 +1759,23 @@ static void test_quantized_kernels_equal_their_reference(void **state)
     int32_t s;
     lipi_quant_scores(LIPI_QUANT_INT8, false, a, b, 1, 3, &s);
     assert_int_equal(s, 128 * 128 * 2 - 127 * 128);
+    /* Binary weights by hand: q = (1, -0.5, 0.125, 0...) weighs 7, -4
+     * (-3.5 rounded away from zero), 1; a row with only bit 0 set differs
+     * from the signs in dimension 2 (weight 1), one with only bit 1 in
+     * dimensions 0, 1 and 2 (7 + 4 + 1). */
+    float wq[8] = {1.0f, -0.5f, 0.125f};
+    uint8_t planes[4], rows[2] = {0x80, 0x40};
+    int32_t ws[2], wr[2];
+    lipi_binary_query_weights(wq, 1, 8, planes);
+    assert_int_equal(planes[0], 0xA0);
+    assert_int_equal(planes[1], 0xA0); /* |w| bit 0: 7 and 1 */
+    assert_int_equal(planes[2], 0x80); /* bit 1: 7 */
+    assert_int_equal(planes[3], 0xC0); /* bit 2: 7 and 4 */
+    lipi_quant_scores(LIPI_QUANT_BINARY_WEIGHTS, false, planes, rows, 2, 8, ws);
+    lipi_quant_scores(LIPI_QUANT_BINARY_WEIGHTS, true, planes, rows, 2, 8, wr);
+    assert_int_equal(ws[0], -1);
+    assert_int_equal(ws[1], -12);
+    assert_memory_equal(ws, wr, sizeof ws);
 }
 
 /* Blocks of 1..4 different queries (the VNNI and VPOPCNTDQ kernels on CPUs
@@ -1740,9 +1849,11 @@ static void test_quantized_packed_kernels_equal_the_reference(void **state)
     static const size_t rows[] = {1, 15, 16, 17, 32, 33, 47, 70}, queries[] = {1, 7, 8, 9, 19};
     size_t checked = 0;
     for (size_t dim = 1; dim <= MAXD; dim += dim < 70 ? 1 : 13)
-        for (size_t kind = 0; kind < 2; kind++) {
-            lipi_quantization qz = kind ? LIPI_QUANT_BINARY : LIPI_QUANT_INT8;
-            size_t rb = kind ? (dim + 7) / 8 : dim;
+        for (size_t kind = 0; kind < 3; kind++) {
+            lipi_quantization qz = kind == 2 ? LIPI_QUANT_BINARY_WEIGHTS
+                                   : kind    ? LIPI_QUANT_BINARY
+                                             : LIPI_QUANT_INT8;
+            size_t rb = kind ? (dim + 7) / 8 : dim, qrb = kind == 2 ? 4 * rb : rb;
             for (size_t i = 0; i < sizeof xb; i++)
                 xb[i] = (unsigned char)rng_next();
             for (size_t i = 0; i < sizeof qb; i++)
@@ -1752,7 +1863,7 @@ static void test_quantized_packed_kernels_equal_the_reference(void **state)
             memset(qb, 0x80, rb);
             for (size_t r = 0; kind && dim % 8 && r < MAXS; r++)
                 xb[r * rb + rb - 1] &= (unsigned char)(0xFF << (8 - dim % 8));
-            for (size_t i = 0; kind && dim % 8 && i < MAXQ; i++)
+            for (size_t i = 0; kind == 1 && dim % 8 && i < MAXQ; i++)
                 qb[i * rb + rb - 1] &= (unsigned char)(0xFF << (8 - dim % 8));
             for (size_t a = 0; a < sizeof rows / sizeof rows[0]; a++)
                 for (size_t b = 0; b < sizeof queries / sizeof queries[0]; b++) {
@@ -1761,12 +1872,12 @@ static void test_quantized_packed_kernels_equal_the_reference(void **state)
                         continue;
                     checked++;
                     for (size_t i = 0; i < qn; i++) {
-                        lipi_quant_scores(qz, true, qb + i * rb, xb, S, dim, want);
+                        lipi_quant_scores(qz, true, qb + i * qrb, xb, S, dim, want);
                         if (memcmp(got + i * S, want, S * sizeof *want) != 0)
                             fail_msg("%s, dim %zu, %zu rows, %zu queries: query %zu differs "
                                      "(row 0: %d, expected %d)",
-                                     kind ? "binary" : "int8", dim, S, qn, i, got[i * S],
-                                     want[0]);
+                                     kind == 2 ? "binary weights" : kind ? "binary" : "int8",
+                                     dim, S, qn, i, got[i * S], want[0]);
                     }
                 }
         }
@@ -1785,10 +1896,14 @@ static void test_quantized_search_of_many_queries_equals_one_by_one(void **state
     rng_state = 77;
     fill_gauss(mq, MQ * QD);
     memcpy(mq, q, sizeof q); /* the fixture's queries first: row 3 and its ties */
-    static const lipi_quantization kinds[] = {LIPI_QUANT_INT8, LIPI_QUANT_BINARY};
-    for (size_t kind = 0; kind < 2; kind++) {
+    /* int8; binary scored with the query's weights (the default), and with
+     * its bits. */
+    static const lipi_quantization kinds[] = {LIPI_QUANT_INT8, LIPI_QUANT_BINARY,
+                                              LIPI_QUANT_BINARY};
+    for (size_t kind = 0; kind < 3; kind++) {
         const char *name = kinds[kind] == LIPI_QUANT_INT8 ? "m_int8" : "m_binary";
-        quant_index(name, x, kinds[kind]);
+        if (kind < 2)
+            quant_index(name, x, kinds[kind]);
         lipi_index *idx = NULL;
         lipi_error err = {0};
         assert_int_equal(lipi_index_open(tmp_path(name), NULL, &idx, &err), LIPI_OK);
@@ -1799,6 +1914,7 @@ static void test_quantized_search_of_many_queries_equals_one_by_one(void **state
             {.rescore_multiplier = 2, .block_rows = 33, .gemm_rows = 33},
         };
         for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
+            opts[o].binary_query_bits = kind == 2;
             int64_t all_d[MQ * QK], one_d[QK];
             float all_s[MQ * QK], one_s[QK];
             assert_int_equal(lipi_index_search(idx, mq, MQ, QD, QK, &opts[o], all_d, all_s, &err),
@@ -1830,8 +1946,8 @@ static void test_faiss_binary_flat_matches_the_binary_index(void **state)
     quant_fixture(x, q);
     enum { NB = QD / 8 };
     static uint8_t xc[QN * NB], qc[QNQ * NB];
-    lipi_quantize_binary(x, QN, QD, xc);
-    lipi_quantize_binary(q, QNQ, QD, qc);
+    lipi_quantize_binary(x, QN, QD, NULL, xc);
+    lipi_quantize_binary(q, QNQ, QD, NULL, qc);
     lipi_error err = {0};
     lipi_faiss_binary *f = NULL;
     assert_int_equal(lipi_faiss_binary_new(0, &f, &err), LIPI_EINVAL);
@@ -1843,10 +1959,10 @@ static void test_faiss_binary_flat_matches_the_binary_index(void **state)
     int32_t dist[QNQ * QK];
     float ls[QNQ * QK];
     assert_int_equal(lipi_faiss_binary_search(f, qc, QNQ, QK, 2, fd, dist, &err), LIPI_OK);
-    quant_index("fb_binary", x, LIPI_QUANT_BINARY);
+    quant_index_at("fb_binary", x, LIPI_QUANT_BINARY, LIPI_BINARY_THRESHOLD_ZERO);
     lipi_index *idx = NULL;
     assert_int_equal(lipi_index_open(tmp_path("fb_binary"), NULL, &idx, &err), LIPI_OK);
-    lipi_search_options raw = {.no_rescore = true};
+    lipi_search_options raw = {.no_rescore = true, .binary_query_bits = true};
     assert_int_equal(lipi_index_search(idx, q, QNQ, QD, QK, &raw, ld, ls, &err), LIPI_OK);
     for (size_t i = 0; i < QNQ * QK; i++) {
         assert_true(fd[i] >= 0 && fd[i] < QN);
@@ -1938,6 +2054,17 @@ static void test_rescoring_orders_the_candidates_by_float_scores(void **state)
     }
 }
 
+/* The files names[0..n) of the test indexes a and b are the same. */
+static void assert_same_files(const char *a, const char *b, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char pa[400], pb[400];
+        snprintf(pa, sizeof pa, "%s/%s", tmp_path(a), names[i]);
+        snprintf(pb, sizeof pb, "%s/%s", tmp_path(b), names[i]);
+        assert_same_file(pa, pb);
+    }
+}
+
 static void test_quantized_index_size_append_and_old_meta(void **state)
 {
     static float x[QN * QD], q[QNQ * QD];
@@ -1971,12 +2098,7 @@ static void test_quantized_index_size_append_and_old_meta(void **state)
     assert_int_equal(lipi_index_create(tmp_path("s_parts"), &model_a, x + 120 * QD, QN - 120, QD,
                                        ptrs + 120, lens + 120, &more, &err), LIPI_OK);
     static const char *const files[] = {"quantized.npy", "int8_ranges.npy", "meta.json"};
-    for (size_t i = 0; i < 3; i++) {
-        char a[400], b[400];
-        snprintf(a, sizeof a, "%s/%s", tmp_path("s_int8"), files[i]);
-        snprintf(b, sizeof b, "%s/%s", tmp_path("s_parts"), files[i]);
-        assert_same_file(a, b);
-    }
+    assert_same_files("s_int8", "s_parts", files, 3);
     size_t len;
     snprintf(path, sizeof path, "%s/meta.json", tmp_path("s_binary"));
     char *meta = slurp(path, &len);
@@ -1989,6 +2111,95 @@ static void test_quantized_index_size_append_and_old_meta(void **state)
         assert_int_equal(lipi_index_create(tmp_path("s_both"), &model_a, x, QN, QD, ptrs, lens,
                                            &both, &err), LIPI_EINVAL);
         assert_non_null(strstr(err.msg, "not both"));
+    }
+
+    /* Binary: mean thresholds by default, in binary_thresholds.npy, as
+     * index version 2 (which a lipi from before thresholds refuses rather
+     * than code its queries at 0); appending keeps them and recalibrates
+     * on every row: the files of indexing all at once. */
+    lipi_index_write_options bfirst = {.no_sync = true, .quantize = LIPI_QUANT_BINARY};
+    assert_int_equal(lipi_index_create(tmp_path("s_bparts"), &model_a, x, 120, QD, ptrs, lens,
+                                       &bfirst, &err), LIPI_OK);
+    assert_int_equal(lipi_index_create(tmp_path("s_bparts"), &model_a, x + 120 * QD, QN - 120,
+                                       QD, ptrs + 120, lens + 120, &more, &err), LIPI_OK);
+    static const char *const bfiles[] = {"quantized.npy", "binary_thresholds.npy", "meta.json"};
+    assert_same_files("s_binary", "s_bparts", bfiles, 3);
+    size_t mlen;
+    snprintf(path, sizeof path, "%s/meta.json", tmp_path("s_binary"));
+    char *bmeta = slurp(path, &mlen);
+    assert_non_null(strstr(bmeta, "\"version\": 2,"));
+    assert_non_null(strstr(bmeta, "\"binary_threshold\": \"mean\""));
+    free(bmeta);
+    /* Zero thresholds are what lipi wrote before: version 1. */
+    quant_index_at("s_bzero", x, LIPI_QUANT_BINARY, LIPI_BINARY_THRESHOLD_ZERO);
+    snprintf(path, sizeof path, "%s/meta.json", tmp_path("s_bzero"));
+    bmeta = slurp(path, &mlen);
+    assert_non_null(strstr(bmeta, "\"version\": 1,"));
+    assert_non_null(strstr(bmeta, "\"binary_threshold\": \"zero\""));
+    /* A binary index from before thresholds (no key, no file) is "zero"
+     * and searches as it did. */
+    lipi_index *bi = NULL;
+    int64_t d0[QNQ * QK], d1[QNQ * QK];
+    float s0[QNQ * QK], s1[QNQ * QK];
+    lipi_search_options braw = {.no_rescore = true, .binary_query_bits = true};
+    assert_int_equal(lipi_index_open(tmp_path("s_bzero"), NULL, &bi, &err), LIPI_OK);
+    assert_int_equal(lipi_index_search(bi, q, QNQ, QD, QK, &braw, d0, s0, &err), LIPI_OK);
+    lipi_index_close(bi);
+    char *key0 = strstr(bmeta, "  \"binary_threshold\": \"zero\",\n");
+    assert_non_null(key0);
+    size_t kl = strlen("  \"binary_threshold\": \"zero\",\n");
+    memmove(key0, key0 + kl, strlen(key0 + kl) + 1);
+    write_bytes(path, bmeta, strlen(bmeta));
+    free(bmeta);
+    snprintf(path, sizeof path, "%s/binary_thresholds.npy", tmp_path("s_bzero"));
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(lipi_index_open(tmp_path("s_bzero"), NULL, &bi, &err), LIPI_OK);
+    assert_int_equal(lipi_index_binary_threshold(bi), LIPI_BINARY_THRESHOLD_ZERO);
+    assert_int_equal(lipi_index_search(bi, q, QNQ, QD, QK, &braw, d1, s1, &err), LIPI_OK);
+    assert_memory_equal(d0, d1, sizeof d0);
+    assert_memory_equal(s0, s1, sizeof s0);
+    lipi_index_close(bi);
+    /* Refused clearly: a version from a newer lipi, mean thresholds in a
+     * version 1 index, a missing, misshapen or non-finite thresholds file,
+     * an unknown threshold. */
+    static const struct {
+        const char *from, *to, *file; /* meta.json edit, or a file to damage */
+        lipi_status want;
+        const char *msg;
+    } bad[] = {
+        {"\"version\": 2,", "\"version\": 3,", NULL, LIPI_EFORMAT, "newer lipi"},
+        {"\"version\": 2,", "\"version\": 1,", NULL, LIPI_EFORMAT, "version"},
+        {"\"binary_threshold\": \"mean\"", "\"binary_threshold\": \"mode\"", NULL, LIPI_EFORMAT,
+         "binary_threshold"},
+        {NULL, NULL, "unlink", LIPI_EIO, "binary_thresholds.npy"},
+        {NULL, NULL, "shape", LIPI_EFORMAT, "expected shape (1, 48)"},
+        {NULL, NULL, "nan", LIPI_EFORMAT, "finite thresholds"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        quant_index("s_bbad", x, LIPI_QUANT_BINARY);
+        char tp[400];
+        snprintf(tp, sizeof tp, "%s/binary_thresholds.npy", tmp_path("s_bbad"));
+        if (bad[i].from) {
+            snprintf(path, sizeof path, "%s/meta.json", tmp_path("s_bbad"));
+            char *m = slurp(path, &mlen), *at = strstr(m, bad[i].from);
+            assert_non_null(at);
+            assert_int_equal(strlen(bad[i].from), strlen(bad[i].to));
+            memcpy(at, bad[i].to, strlen(bad[i].to));
+            write_bytes(path, m, mlen);
+            free(m);
+        } else if (strcmp(bad[i].file, "unlink") == 0) {
+            assert_int_equal(unlink(tp), 0);
+        } else {
+            float t2[2 * QD] = {0};
+            if (strcmp(bad[i].file, "nan") == 0)
+                t2[5] = NAN;
+            assert_int_equal(lipi_npy_write(tp, t2, strcmp(bad[i].file, "nan") ? 2 : 1, QD, &err),
+                             LIPI_OK);
+        }
+        assert_int_equal(lipi_index_open(tmp_path("s_bbad"), NULL, &bi, &err), bad[i].want);
+        assert_null(bi);
+        if (!strstr(err.msg, bad[i].msg) && !strstr(err.path, bad[i].msg))
+            fail_msg("case %zu: expected '%s' in %s: %s", i, bad[i].msg, err.path, err.msg);
     }
 
     /* An index written before quantization has no such key: none. A
@@ -2037,9 +2248,9 @@ static void test_cli_quantized_index_and_search(void **state)
     assert_int_equal(r.code, 0);
     cli_result_free(&r);
     /* Query 1 is document 4, with copies at 18 and 151: raw Hamming scores
-     * 0, then rescored cosine 1. */
-    r = cli_runf("search --index %s --query-vectors %s -k 3 --no-rescore", tmp_path("cq_idx"),
-                 tmp_path("cq_q.npy"));
+     * of its bits 0, then rescored cosine 1. */
+    r = cli_runf("search --index %s --query-vectors %s -k 3 --no-rescore --binary-query bits",
+                 tmp_path("cq_idx"), tmp_path("cq_q.npy"));
     assert_int_equal(r.code, 0);
     assert_string_equal(r.out, "1\t1\t4\t0.000000\tdoc 4\n1\t2\t18\t0.000000\tdoc 18\n"
                                "1\t3\t151\t0.000000\tdoc 151\n");
@@ -2055,25 +2266,62 @@ static void test_cli_quantized_index_and_search(void **state)
     r = cli_runf("eval-retrieval --index %s --query-vectors %s -k 3 --format json",
                  tmp_path("cq_idx"), tmp_path("cq_q.npy"));
     assert_int_equal(r.code, 0);
-    assert_non_null(strstr(r.out, "\"search\":\"binary\",\"documents\":200,\"queries\":1,"
-                                  "\"no_rescore\":{\"3\":1.000000},\"rescored\":{\"multiplier\""
-                                  ":4,\"3\":1.000000}}\n"));
+    lipi_index *idx = NULL;
+    double w3;
+    lipi_search_options wraw = {.no_rescore = true};
+    assert_int_equal(lipi_index_open(tmp_path("cq_idx"), NULL, &idx, &err), LIPI_OK);
+    assert_int_equal(lipi_index_recall(idx, q, 1, QD, 3, &wraw, &w3, &err), LIPI_OK);
+    lipi_index_close(idx);
+    char json[400];
+    snprintf(json, sizeof json,
+             "\"search\":\"binary\",\"binary_threshold\":\"mean\",\"documents\":200,"
+             "\"queries\":1,\"no_rescore\":{\"3\":%.6f},\"rescored\":{\"multiplier\":4,\"3\":"
+             "1.000000},\"query_bits\":{\"no_rescore\":{\"3\":1.000000},\"rescored\":{"
+             "\"multiplier\":4,\"3\":1.000000}}}\n",
+             w3);
+    if (!strstr(r.out, json))
+        fail_msg("expected %s in %s", json, r.out);
     cli_result_free(&r);
     assert_int_equal(lipi_npy_write(tmp_path("cq_q.npy"), q, QNQ, QD, &err), LIPI_OK);
-    lipi_index *idx = NULL;
-    double want;
-    lipi_search_options x2 = {.rescore_multiplier = 2};
+    double want[2];
+    lipi_search_options x2[2] = {{.rescore_multiplier = 2},
+                                 {.rescore_multiplier = 2, .binary_query_bits = true}};
     assert_int_equal(lipi_index_open(tmp_path("cq_idx"), NULL, &idx, &err), LIPI_OK);
-    assert_int_equal(lipi_index_recall(idx, q, QNQ, QD, QK, &x2, &want, &err), LIPI_OK);
+    for (size_t i = 0; i < 2; i++)
+        assert_int_equal(lipi_index_recall(idx, q, QNQ, QD, QK, &x2[i], &want[i], &err), LIPI_OK);
     lipi_index_close(idx);
     r = cli_runf("eval-retrieval --index %s --query-vectors %s -k 10 --rescore-multiplier 2",
                  tmp_path("cq_idx"), tmp_path("cq_q.npy"));
     assert_int_equal(r.code, 0);
-    char row[64];
-    snprintf(row, sizeof row, "rescore x2       %6.4f\n", want);
+    assert_non_null(strstr(r.out, "(binary, thresholds mean, 200 documents)"));
+    char row[96];
+    snprintf(row, sizeof row, "%-24s %8.4f\n", "weights, rescore x2", want[0]);
+    assert_non_null(strstr(r.out, row));
+    snprintf(row, sizeof row, "%-24s %8.4f\n", "bits, rescore x2", want[1]);
     assert_non_null(strstr(r.out, row));
     cli_result_free(&r);
-    /* --int8-query on a binary index is a usage error. */
+    /* --binary-query bits prints the library's ranking with that option;
+     * a bad value and --binary-threshold without binary codes are usage
+     * errors. */
+    r = cli_runf("search --index %s --query-vectors %s --binary-query hamming", tmp_path("cq_idx"),
+                 tmp_path("cq_q.npy"));
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--binary-query"));
+    cli_result_free(&r);
+    r = cli_runf("index --quiet --quantize int8 --binary-threshold zero --vectors %s -o %s %s",
+                 tmp_path("cq_docs.npy"), tmp_path("cq_bad"), tmp_path("cq_docs.txt"));
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--binary-threshold goes with --quantize binary"));
+    cli_result_free(&r);
+    r = cli_runf("index --quiet --quantize binary --binary-threshold zero --vectors %s -o %s %s",
+                 tmp_path("cq_docs.npy"), tmp_path("cq_zero"), tmp_path("cq_docs.txt"));
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    assert_int_equal(lipi_index_open(tmp_path("cq_zero"), NULL, &idx, &err), LIPI_OK);
+    assert_int_equal(lipi_index_binary_threshold(idx), LIPI_BINARY_THRESHOLD_ZERO);
+    lipi_index_close(idx);
+    /* --int8-query on a binary index, --binary-query on an int8 one are
+     * usage errors. */
     r = cli_runf("search --index %s --query-vectors %s --int8-query codes", tmp_path("cq_idx"),
                  tmp_path("cq_q.npy"));
     assert_int_equal(r.code, 2);
@@ -2085,6 +2333,11 @@ static void test_cli_quantized_index_and_search(void **state)
     r = cli_runf("index --quiet --quantize int8 --vectors %s -o %s %s", tmp_path("cq_docs.npy"),
                  tmp_path("cq_int8"), tmp_path("cq_docs.txt"));
     assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    r = cli_runf("search --index %s --query-vectors %s --binary-query bits", tmp_path("cq_int8"),
+                 tmp_path("cq_q.npy"));
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--binary-query needs a binary index"));
     cli_result_free(&r);
     assert_int_equal(lipi_index_open(tmp_path("cq_int8"), NULL, &idx, &err), LIPI_OK);
     static const char *const how[] = {"", " --int8-query weights", " --int8-query codes"};

@@ -379,6 +379,8 @@ class Index:
         self.dim = info["dim"]
         self.count = info["count"]
         self.has_faiss = info["has_faiss"]
+        self.quantization = info["quantization"]
+        self.binary_threshold = info["binary_threshold"]
 
     @classmethod
     def load(cls, path, faiss_params=None, skip_faiss=False):
@@ -386,13 +388,16 @@ class Index:
 
     @staticmethod
     def build(path, vectors, texts=None, embedder=None, faiss=None, quantize=None,
-              threads=None):
+              threads=None, binary_threshold=None):
         """Writes the index folder `path` atomically (a new folder swapped in
         by one rename): vectors (n, dim) (L2-normalized on the way in), the
         documents' texts when given, and the model's identity when embedder
         is given (searching with another model is then an error). faiss: an
-        index_factory string; quantize: 'int8' or 'binary'. Returns the
-        loaded Index."""
+        index_factory string; quantize: 'int8' or 'binary'; binary_threshold
+        (binary only): 'mean' (default; bit = value > the mean of its
+        dimension over the rows) or 'zero' (sentence-transformers' ubinary
+        codes), as `lipi index --binary-threshold`. Returns the loaded
+        Index."""
         v = _np.ascontiguousarray(vectors, dtype=_np.float32)
         if v.ndim != 2:
             raise ValueError("vectors must be a 2-D array (n, dim)")
@@ -400,21 +405,28 @@ class Index:
         if embedder is not None:
             emb = embedder._get(32, -1) if isinstance(embedder, Embedder) else embedder
         _lipi._index_build(_os.fspath(path), v, v.shape[1], None if texts is None else list(texts),
-                           emb, faiss, quantize, threads)
+                           emb, faiss, quantize, threads, binary_threshold)
         return Index(path)
 
     def __len__(self):
         return self.count
 
-    def search(self, queries, k=10, exact=False, threads=None, normalize=True):
+    def search(self, queries, k=10, exact=False, threads=None, normalize=True,
+               rescore_multiplier=None, no_rescore=False, int8_query=None, binary_query=None):
         """The k best documents for each query vector: (ids int64 (nq, k),
         scores float32 (nq, k)), best first, ties by lower id; -1 and -inf
         past the last document. Queries are L2-normalized first (as `lipi
-        search` does) unless normalize=False."""
+        search` does) unless normalize=False. Quantized indexes, as `lipi
+        search`: rescore_multiplier M rescores the best M * k by their
+        float32 vectors (default 4); no_rescore=True returns the quantized
+        ranking and scores; int8_query 'weights' (default) or 'codes' and
+        binary_query 'weights' (default) or 'bits' choose how the query is
+        scored against the codes."""
         q = _np.array(_np.atleast_2d(queries), dtype=_np.float32, order="C")  # a copy
         if q.ndim != 2 or q.shape[1] != self.dim:
             raise ValueError(f"queries must be (n, {self.dim}) vectors, not {q.shape}")
-        docs, scores = self._c.search(q, k, exact, threads, normalize)
+        docs, scores = self._c.search(q, k, exact, threads, normalize, rescore_multiplier or 0,
+                                      no_rescore, int8_query, binary_query)
         nq = q.shape[0]
         return (_np.frombuffer(docs, dtype=_np.int64).reshape(nq, k),
                 _np.frombuffer(scores, dtype=_np.float32).reshape(nq, k))

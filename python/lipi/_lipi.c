@@ -2061,19 +2061,27 @@ static PyObject *Index_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 }
 
 /* search(queries: writable float32 buffer (nq, dim) C-contiguous, k, exact,
- * threads, normalize) -> (docs Buffer int64 (nq * k), scores Buffer float32
+ * threads, normalize, rescore_multiplier, no_rescore, int8_query,
+ * binary_query) -> (docs Buffer int64 (nq * k), scores Buffer float32
  * (nq * k)). With normalize the queries are L2-normalized in place first,
- * as `lipi search` does (lipi_vectors_normalize). */
+ * as `lipi search` does (lipi_vectors_normalize). The last four are `lipi
+ * search`'s --rescore-multiplier (0: the default), --no-rescore,
+ * --int8-query and --binary-query (None: the default), and as there an
+ * error on an index they do not apply to. */
 static PyObject *Index_search(IndexObject *x, PyObject *args, PyObject *kw)
 {
-    static char *kws[] = {"queries", "k", "exact", "threads", "normalize", NULL};
+    static char *kws[] = {"queries", "k", "exact", "threads", "normalize",
+                          "rescore_multiplier", "no_rescore", "int8_query", "binary_query", NULL};
     Py_buffer q;
-    Py_ssize_t k = 10;
-    int exact = 0, normalize = 1;
+    Py_ssize_t k = 10, mult = 0;
+    int exact = 0, normalize = 1, no_rescore = 0;
+    const char *int8_query = NULL, *binary_query = NULL;
     PyObject *threads_o = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "w*|npOp:search", kws, &q, &k, &exact, &threads_o,
-                                     &normalize))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "w*|npOpnpzz:search", kws, &q, &k, &exact,
+                                     &threads_o, &normalize, &mult, &no_rescore, &int8_query,
+                                     &binary_query))
         return NULL;
+    lipi_quantization qz = lipi_index_quantization(x->idx);
     size_t dim = lipi_index_dim(x->idx);
     long threads = threads_arg(threads_o, 256);
     PyObject *out = NULL, *docs = NULL, *scores = NULL;
@@ -2081,6 +2089,44 @@ static PyObject *Index_search(IndexObject *x, PyObject *args, PyObject *kw)
         goto done;
     if (k < 1) {
         PyErr_SetString(PyExc_ValueError, "k must be at least 1");
+        goto done;
+    }
+    if (mult < 0 || mult > 10000) {
+        PyErr_SetString(PyExc_ValueError, "rescore_multiplier must be from 1 to 10000");
+        goto done;
+    }
+    if (int8_query && strcmp(int8_query, "weights") != 0 && strcmp(int8_query, "codes") != 0) {
+        PyErr_Format(PyExc_ValueError, "int8_query must be 'weights' or 'codes', not '%s'",
+                     int8_query);
+        goto done;
+    }
+    if (binary_query && strcmp(binary_query, "weights") != 0 &&
+        strcmp(binary_query, "bits") != 0) {
+        PyErr_Format(PyExc_ValueError, "binary_query must be 'weights' or 'bits', not '%s'",
+                     binary_query);
+        goto done;
+    }
+    if ((mult || no_rescore || int8_query || binary_query) && exact) {
+        PyErr_SetString(PyExc_ValueError, "exact=True searches the float32 vectors: it takes no "
+                                          "rescore_multiplier, no_rescore, int8_query or "
+                                          "binary_query");
+        goto done;
+    }
+    if (mult && no_rescore) {
+        PyErr_SetString(PyExc_ValueError, "give either no_rescore or rescore_multiplier");
+        goto done;
+    }
+    if ((mult || no_rescore) && (qz == LIPI_QUANT_NONE || lipi_index_has_faiss(x->idx))) {
+        PyErr_SetString(PyExc_ValueError, "rescore_multiplier and no_rescore need a quantized "
+                                          "index (Index.build(..., quantize=...))");
+        goto done;
+    }
+    if (int8_query && qz != LIPI_QUANT_INT8) {
+        PyErr_SetString(PyExc_ValueError, "int8_query needs an int8 index (quantize='int8')");
+        goto done;
+    }
+    if (binary_query && qz != LIPI_QUANT_BINARY) {
+        PyErr_SetString(PyExc_ValueError, "binary_query needs a binary index (quantize='binary')");
         goto done;
     }
     if (q.len % (Py_ssize_t)(dim * sizeof(float))) {
@@ -2093,7 +2139,10 @@ static PyObject *Index_search(IndexObject *x, PyObject *args, PyObject *kw)
     scores = buffer_new(nq * (size_t)k, 4, "f", &sp);
     if (!docs || !scores)
         goto done;
-    lipi_search_options so = {.threads = (size_t)threads, .exact = exact};
+    lipi_search_options so = {.threads = (size_t)threads, .exact = exact,
+                              .rescore_multiplier = (size_t)mult, .no_rescore = no_rescore,
+                              .int8_query_codes = int8_query && strcmp(int8_query, "codes") == 0,
+                              .binary_query_bits = binary_query && strcmp(binary_query, "bits") == 0};
     lipi_error err = {0};
     lipi_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -2130,10 +2179,14 @@ static PyObject *Index_text(IndexObject *x, PyObject *arg)
 static PyObject *Index_info(IndexObject *x, PyObject *unused)
 {
     const lipi_index_model *m = lipi_index_get_model(x->idx);
-    return Py_BuildValue("{s:n,s:n,s:z,s:z,s:O}", "count", (Py_ssize_t)lipi_index_count(x->idx),
-                         "dim", (Py_ssize_t)lipi_index_dim(x->idx), "model", m->name,
-                         "faiss", lipi_index_faiss_spec(x->idx),
-                         "has_faiss", lipi_index_has_faiss(x->idx) ? Py_True : Py_False);
+    lipi_quantization qz = lipi_index_quantization(x->idx);
+    return Py_BuildValue("{s:n,s:n,s:z,s:z,s:O,s:z,s:z}", "count",
+                         (Py_ssize_t)lipi_index_count(x->idx), "dim",
+                         (Py_ssize_t)lipi_index_dim(x->idx), "model", m->name, "faiss",
+                         lipi_index_faiss_spec(x->idx), "has_faiss",
+                         lipi_index_has_faiss(x->idx) ? Py_True : Py_False, "quantization",
+                         qz ? lipi_quantization_name(qz) : NULL, "binary_threshold",
+                         lipi_binary_threshold_name(lipi_index_binary_threshold(x->idx)));
 }
 
 static PyMethodDef Index_methods[] = {
@@ -2162,15 +2215,24 @@ static PyTypeObject IndexType = {
  * model identity of `embedder` (a lipi.Embedder or None), its status in
  * *st / *err. -1 with a Python exception for a bad quantization or
  * embedder. */
-static int index_setup(const char *faiss, const char *quant, long threads, PyObject *emb_o,
-                       lipi_index_write_options *wo, lipi_index_model *id, char fingerprint[17],
-                       lipi_status *st, lipi_error *err)
+static int index_setup(const char *faiss, const char *quant, const char *bthr, long threads,
+                       PyObject *emb_o, lipi_index_write_options *wo, lipi_index_model *id,
+                       char fingerprint[17], lipi_status *st, lipi_error *err)
 {
     *wo = (lipi_index_write_options){.faiss_spec = faiss, .threads = (size_t)threads};
     *id = (lipi_index_model){.lipi_version = lipi_version()};
     *st = LIPI_OK;
     if (quant && !lipi_quantization_parse(quant, &wo->quantize)) {
         PyErr_Format(PyExc_ValueError, "quantize must be 'int8' or 'binary', not '%s'", quant);
+        return -1;
+    }
+    if (bthr && !lipi_binary_threshold_parse(bthr, &wo->binary_threshold)) {
+        PyErr_Format(PyExc_ValueError, "binary_threshold must be 'mean' or 'zero', not '%s'",
+                     bthr);
+        return -1;
+    }
+    if (bthr && wo->quantize != LIPI_QUANT_BINARY) {
+        PyErr_SetString(PyExc_ValueError, "binary_threshold goes with quantize='binary'");
         return -1;
     }
     if (emb_o == Py_None)
@@ -2188,9 +2250,9 @@ static PyObject *mod_index_build(PyObject *self, PyObject *args)
     PyObject *dir_o, *texts_o, *emb_o, *threads_o;
     Py_buffer v;
     Py_ssize_t dim;
-    const char *faiss = NULL, *quant = NULL;
-    if (!PyArg_ParseTuple(args, "Oy*nOOzzO:_index_build", &dir_o, &v, &dim, &texts_o, &emb_o,
-                          &faiss, &quant, &threads_o))
+    const char *faiss = NULL, *quant = NULL, *bthr = NULL;
+    if (!PyArg_ParseTuple(args, "Oy*nOOzzO|z:_index_build", &dir_o, &v, &dim, &texts_o, &emb_o,
+                          &faiss, &quant, &threads_o, &bthr))
         return NULL;
     PyObject *db = NULL, *result = NULL;
     text_list tl = {0};
@@ -2227,7 +2289,7 @@ static PyObject *mod_index_build(PyObject *self, PyObject *args)
     char fingerprint[17];
     lipi_error err = {0};
     lipi_status st;
-    if (index_setup(faiss, quant, threads, emb_o, &wo, &id, fingerprint, &st, &err) < 0)
+    if (index_setup(faiss, quant, bthr, threads, emb_o, &wo, &id, fingerprint, &st, &err) < 0)
         goto done;
     if (st == LIPI_OK) {
         Py_BEGIN_ALLOW_THREADS
@@ -2520,7 +2582,7 @@ static PyObject *mod_index_build_from(PyObject *self, PyObject *args)
     char fingerprint[17];
     lipi_error err = {0};
     lipi_status st;
-    if (index_setup(faiss, quant, threads, emb_o, &wo, &id, fingerprint, &st, &err) < 0)
+    if (index_setup(faiss, quant, NULL, threads, emb_o, &wo, &id, fingerprint, &st, &err) < 0)
         goto fail;
     if (!(it = PyObject_GetIter(chunks_o)))
         goto fail;
