@@ -4,7 +4,13 @@
  * that lipi_parallel_for runs on --threads threads, each task encoding its
  * lines (lipi_encode_batch on the thread's session) and formatting them
  * into a buffer of its own; the buffers are then written in order. The
- * output is the same for any number of threads. */
+ * output is the same for any number of threads.
+ *
+ * What runs where: the calling thread reads a block (the record reader
+ * checks its UTF-8, so the encoder is told not to check again), then is
+ * worker 0 of the --threads workers that encode and format it, then writes
+ * the buffers; nothing else runs meanwhile, so --threads 1 uses one core
+ * and --threads N at most N. */
 #include "cli/cli.h"
 #include "cli/options.h"
 
