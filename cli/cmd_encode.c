@@ -124,7 +124,7 @@ static lipi_status block_add(block *b, const char *s, size_t len, const char *x,
     if (len + xlen < len)
         return LIPI_ENOMEM;
     if (len + xlen > b->cap - b->len) {
-        size_t cap = b->cap ? b->cap : 1 << 16;
+        size_t cap = b->cap ? b->cap : 1 << 20; /* a block's text, most often */
         while (cap - b->len < len + xlen) {
             if (cap > SIZE_MAX / 2)
                 return LIPI_ENOMEM;
@@ -161,6 +161,10 @@ typedef enum { FMT_IDS, FMT_TOKENS, FMT_JSONL, FMT_COUNT, FMT_PIECES } out_forma
 /* ------------------------------------------------------------------------ */
 
 #define OUT_MIN (1u << 17) /* at least every single out_room request */
+#define OUT_INIT (1u << 20) /* a task's output to begin with: most fit, so the
+                               buffers are not copied as they grow (glibc
+                               reallocs them on the heap once its mmap
+                               threshold has risen) */
 #define OUT_PIECE (1u << 14) /* escaped strings go in pieces of this many bytes */
 #define OUT_SLACK 64         /* room always asked for: a number and punctuation */
 
@@ -172,7 +176,7 @@ typedef struct {
 
 static lipi_status out_init(outbuf *o)
 {
-    *o = (outbuf){.p = lipi_malloc(OUT_MIN), .cap = OUT_MIN};
+    *o = (outbuf){.p = lipi_malloc(OUT_INIT), .cap = OUT_INIT};
     return o->p ? LIPI_OK : LIPI_ENOMEM;
 }
 
