@@ -4,6 +4,7 @@
 #   bench_anchors       -> installs the anchor tools if missing (npm into $ANCHORS)
 #   bench_time NAME CMD -> runs CMD once, appends "NAME wall user sys rss_kb" to $TIMES
 #   bench_libs          -> the libraries to link after liblipi.a (the Makefile's own list)
+#   bench_encode_bin B  -> compiles bench/encode.c into B/bench_encode
 set -eu
 BENCH_TMP=${BENCH_TMP:-/tmp/lipi-bench}
 ANCHORS=${ANCHORS:-$BENCH_TMP/anchors}
@@ -88,4 +89,9 @@ bench_ratios() {
 
 bench_libs() {
   make -s --no-print-directory print-libs
+}
+
+# bench_encode_bin BUILD: compiles bench/encode.c into BUILD/bench_encode.
+bench_encode_bin() {
+  ${CC:-cc} -O2 -g -std=c11 -D_GNU_SOURCE -I. -o "$1/bench_encode" bench/encode.c "$1/liblipi.a" $(bench_libs)
 }

@@ -53,7 +53,7 @@ fi
 bench_anchors
 CC=${CC:-cc}
 FLAGS="-O2 -g -std=c11 -D_GNU_SOURCE"
-$CC $FLAGS -I. -o "$BUILD/bench_encode" bench/encode.c "$BUILD/liblipi.a" $(bench_libs)
+bench_encode_bin "$BUILD"
 
 TEXT=$(bench_encode_text)
 MBERT=$BENCH_TMP/bert-base-multilingual-cased.json

@@ -18,7 +18,7 @@ PY=/usr/bin/python3
 $PY -c 'import sentencepiece' 2>/dev/null || apt-get install -y -qq python3-sentencepiece >/dev/null
 make --no-print-directory BUILD="$BUILD" python >/dev/null
 CC=${CC:-cc}
-$CC -O2 -g -std=c11 -D_GNU_SOURCE -I. -o "$BUILD/bench_encode" bench/encode.c "$BUILD/liblipi.a" $(bench_libs)
+bench_encode_bin "$BUILD"
 TEXT=$(bench_encode_text)
 MODEL=${MODEL:-$SHARED/vocab/laser100k-spm/laser_100k.model}
 echo "# python: $($PY --version 2>&1); load average: $(cut -d' ' -f1-3 /proc/loadavg); 2 cores shared with other jobs"

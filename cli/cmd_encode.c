@@ -4,7 +4,13 @@
  * that lipi_parallel_for runs on --threads threads, each task encoding its
  * lines (lipi_encode_batch on the thread's session) and formatting them
  * into a buffer of its own; the buffers are then written in order. The
- * output is the same for any number of threads. */
+ * output is the same for any number of threads.
+ *
+ * What runs where: the calling thread reads a block (the record reader
+ * checks its UTF-8, so the encoder is told not to check again), then is
+ * worker 0 of the --threads workers that encode and format it, then writes
+ * the buffers; nothing else runs meanwhile, so --threads 1 uses one core
+ * and --threads N at most N. */
 #include "cli/cli.h"
 #include "cli/options.h"
 
@@ -118,7 +124,7 @@ static lipi_status block_add(block *b, const char *s, size_t len, const char *x,
     if (len + xlen < len)
         return LIPI_ENOMEM;
     if (len + xlen > b->cap - b->len) {
-        size_t cap = b->cap ? b->cap : 1 << 16;
+        size_t cap = b->cap ? b->cap : 1 << 20; /* a block's text, most often */
         while (cap - b->len < len + xlen) {
             if (cap > SIZE_MAX / 2)
                 return LIPI_ENOMEM;
@@ -155,6 +161,10 @@ typedef enum { FMT_IDS, FMT_TOKENS, FMT_JSONL, FMT_COUNT, FMT_PIECES } out_forma
 /* ------------------------------------------------------------------------ */
 
 #define OUT_MIN (1u << 17) /* at least every single out_room request */
+#define OUT_INIT (1u << 20) /* a task's output to begin with: most fit, so the
+                               buffers are not copied as they grow (glibc
+                               reallocs them on the heap once its mmap
+                               threshold has risen) */
 #define OUT_PIECE (1u << 14) /* escaped strings go in pieces of this many bytes */
 #define OUT_SLACK 64         /* room always asked for: a number and punctuation */
 
@@ -166,7 +176,7 @@ typedef struct {
 
 static lipi_status out_init(outbuf *o)
 {
-    *o = (outbuf){.p = lipi_malloc(OUT_MIN), .cap = OUT_MIN};
+    *o = (outbuf){.p = lipi_malloc(OUT_INIT), .cap = OUT_INIT};
     return o->p ? LIPI_OK : LIPI_ENOMEM;
 }
 
@@ -263,26 +273,48 @@ static inline char *fmt_num(char *p, size_t v)
  * as they meet them; relaxed atomics make the race benign (both threads
  * store the same word). */
 #define ID_TEXT_MAX 10000000u /* ids below have at most 7 digits */
+#define ID_TEXT_MIN (1u << 18)  /* --format jsonl writes offsets below this with it too */
 
 typedef struct {
     _Atomic uint64_t *w; /* [n] */
     size_t n;
+    char sep;            /* written after each number (0: none); then n <= ID_SEP_MAX */
 } id_text;
 
-/* Writes id at p (8 bytes of room), returns the end. */
-static inline char *put_id(const id_text *t, char *p, uint32_t id)
+#define ID_SEP_MAX 1000000u /* 6 digits and the separator fit the word's 7 bytes */
+
+/* The slow half of put_id: makes id's entry when id < t.n, else writes
+ * it at p (and the separator), returning the length. */
+static __attribute__((noinline)) uint64_t id_text_make(id_text t, char *p, uint32_t id)
 {
-    if (id >= t->n)
-        return fmt_num(p, id);
-    uint64_t w = atomic_load_explicit(&t->w[id], memory_order_relaxed);
-    if (!w) {
-        char b[8] = {0};
-        b[7] = (char)(fmt_num(b, id) - b);
-        memcpy(&w, b, 8);
-        atomic_store_explicit(&t->w[id], w, memory_order_relaxed);
+    char b[16] = {0};
+    size_t len = (size_t)(fmt_num(b, id) - b);
+    if (t.sep)
+        b[len++] = t.sep;
+    if (id >= t.n) {
+        memcpy(p, b, 16);
+        return len;
     }
+    uint64_t w;
+    b[7] = (char)len;
+    memcpy(&w, b, 8);
+    atomic_store_explicit(&t.w[id], w, memory_order_relaxed);
     memcpy(p, &w, 8);
-    return p + (unsigned char)p[7]; /* the length byte, overwritten by what follows */
+    return len;
+}
+
+/* Writes id (any 32-bit number) and t.sep at p (16 bytes of room),
+ * returns the end. Inlined into every loop: it runs for every id. t is
+ * passed by value so that the loop keeps its fields in registers (stores
+ * through p may alias anything a pointer reaches). */
+static inline __attribute__((always_inline)) char *put_id(id_text t, char *p, uint32_t id)
+{
+    uint64_t w;
+    if (id < t.n && (w = atomic_load_explicit(&t.w[id], memory_order_relaxed))) {
+        memcpy(p, &w, 8);
+        return p + (w >> 56); /* the length byte, overwritten by what follows */
+    }
+    return p + id_text_make(t, p, id);
 }
 
 /* The last number written by put_memo, kept as its digits: an offset that
@@ -460,23 +492,178 @@ static void print_counts(outbuf *o, const lipi_batch *r)
     }
 }
 
-/* Ids only, the common case, in one tight loop. */
+/* Writers that keep their place in a local pointer p and check it against
+ * lim (o->p + o->cap - the most one step writes), growing the buffer only
+ * when a step might not fit: one compare per token. */
+#define OUT_STEP(o, p, lim, most)                                                   \
+    do {                                                                           \
+        if ((p) > (lim)) {                                                         \
+            (o)->n = (size_t)((p) - (o)->p);                                       \
+            (p) = out_grow((o), (most));                                           \
+            (lim) = (o)->p + (o)->cap - (most);                                    \
+        }                                                                          \
+    } while (0)
+
+/* Ids only, the common case, in one tight loop: each id and its space
+ * (t->sep, in its entry), the last space of a line turned into its
+ * newline; room for a whole line is asked for once. */
 static void print_ids(outbuf *o, const id_text *idt, const lipi_batch *r)
 {
+    enum { MOST = 16 }; /* an id and its space (16 bytes written), a newline */
+    char *p = out_room(o, MOST), *lim = o->p + o->cap - MOST;
+    const id_text t = *idt;
+    const uint32_t *ids = r->ids;
+    size_t k = 0;
     for (size_t i = 0; i < r->n; i++) {
-        char *p = out_room(o, OUT_SLACK);
-        for (size_t k = r->start[i]; k < r->start[i + 1]; k++) {
-            if (o->cap - (size_t)(p - o->p) < OUT_SLACK) {
-                o->n = (size_t)(p - o->p);
-                p = out_room(o, OUT_SLACK);
-            }
-            if (k > r->start[i])
-                *p++ = ' ';
-            p = put_id(idt, p, r->ids[k]);
+        size_t end = r->start[i + 1];
+        OUT_STEP(o, p, lim, MOST);
+        if (k == end) {
+            *p++ = '\n';
+            continue;
         }
-        *p++ = '\n';
-        o->n = (size_t)(p - o->p);
+        if ((size_t)(lim - p) / MOST > end - k)
+            for (; k < end; k++)
+                p = put_id(t, p, ids[k]);
+        else
+            for (; k < end; k++) {
+                OUT_STEP(o, p, lim, MOST);
+                p = put_id(t, p, ids[k]);
+            }
+        p[-1] = '\n';
     }
+    o->n = (size_t)(p - o->p);
+}
+
+/* --format jsonl's token strings by id, made the first time an id is met,
+ * one table per thread: entry e[id] = offset << 16 | length of `, "STRING"`
+ * (JSON-escaped) in text, the first token of a record written without
+ * its ", "; 0: not made yet; TT_VARIES: the id's string can come from the
+ * text (lipi_token_fixed_string gives NULL), so a record holding it takes
+ * its strings from the batch. With the table the batch is asked for ids
+ * and offsets only: copying every token's string into the batch cost ~75
+ * instructions a token. */
+#define TOK_TEXT_MAX 4096 /* longer entries (none in real vocabularies) vary */
+#define TT_VARIES UINT64_MAX
+
+typedef struct {
+    const lipi_encoder *enc;
+    uint64_t *e;  /* [n] */
+    size_t n;
+    char *text;   /* entries, then 16 bytes of slack for over-long copies */
+    size_t len, cap;
+} tok_text;
+
+/* The slow half of tt_entry. Running out of memory makes the id vary:
+ * its records are then written from the batch's strings, as without the
+ * table. */
+static __attribute__((noinline)) uint64_t tok_text_make(tok_text *t, uint32_t id)
+{
+    size_t sl;
+    const char *str = lipi_token_fixed_string(t->enc, id, &sl);
+    if (!str || sl > TOK_TEXT_MAX / 6)
+        return t->e[id] = TT_VARIES;
+    size_t need = 6 * sl + 4 + 16;
+    if (t->cap - t->len < need) {
+        size_t cap = t->cap ? 2 * t->cap : 1 << 16;
+        char *p = cap < ((size_t)1 << 40) ? lipi_realloc(t->text, cap) : NULL;
+        if (!p)
+            return TT_VARIES; /* not kept: tried again next time */
+        t->text = p;
+        t->cap = cap;
+    }
+    char *d = t->text + t->len;
+    memcpy(d, ", \"", 3);
+    size_t m = 4 + cli_json_escape(d + 3, str, sl);
+    d[m - 1] = '"';
+    uint64_t w = (uint64_t)t->len << 16 | m;
+    t->len += m;
+    return t->e[id] = w;
+}
+
+static inline uint64_t tt_entry(tok_text *t, uint32_t id)
+{
+    if (id >= t->n)
+        return TT_VARIES;
+    uint64_t w = t->e[id];
+    return w ? w : tok_text_make(t, id);
+}
+
+/* Copies n bytes from s to d, where 16 bytes may be written past d + n
+ * and read past s + n: one or two fixed-size copies for nearly every
+ * token, instead of a memcpy call. */
+static inline void copy_over(char *d, const char *s, size_t n)
+{
+    memcpy(d, s, 16);
+    if (n > 16)
+        memcpy(d + 16, s + 16, n - 16);
+}
+
+/* Room for a jsonl record's numbers: an id (8 bytes written) and ", ",
+ * or an offset pair "[start, end], " with 8 bytes of slack. */
+#define JSONL_ID_MOST 16
+#define JSONL_OFF_MOST (2 + 20 + 2 + 20 + 2 + 8)
+
+/* --format jsonl for record i of a batch without token strings. Returns
+ * false, with the output as it was, when an id of the record has no entry
+ * in t (the caller then writes it from a batch with strings). */
+static bool print_jsonl_table(outbuf *o, const id_text *idt, tok_text *t, const lipi_batch *r,
+                              size_t i)
+{
+    size_t a = r->start[i], b = r->start[i + 1], n0 = o->n;
+    char *p = out_room(o, 64), *lim = o->p + o->cap - JSONL_ID_MOST;
+    const id_text it = *idt;
+    const uint32_t *ids = r->ids;
+    const lipi_span *offs = r->offsets;
+    memcpy(p, "\"ids\": [", 8);
+    p += 8;
+    for (size_t k = a; k < b; k++) {
+        OUT_STEP(o, p, lim, JSONL_ID_MOST);
+        p = put_id(it, p, ids[k]);
+        *p++ = ',', *p++ = ' ';
+    }
+    if (b > a)
+        p -= 2;
+    o->n = (size_t)(p - o->p);
+    p = out_room(o, 64);
+    memcpy(p, "], \"tokens\": [", 14);
+    p += 14;
+    lim = o->p + o->cap - 16;
+    for (size_t k = a; k < b; k++) {
+        uint64_t w = tt_entry(t, ids[k]);
+        if (w == TT_VARIES) {
+            o->n = n0;
+            return false;
+        }
+        size_t at = (size_t)(w >> 16), len = (size_t)(w & 0xffff);
+        if (k == a)
+            at += 2, len -= 2;
+        if ((size_t)(lim - p) < len) { /* p <= lim always holds here */
+            o->n = (size_t)(p - o->p);
+            p = out_grow(o, len + 16);
+            lim = o->p + o->cap - 16;
+        }
+        copy_over(p, t->text + at, len);
+        p += len;
+    }
+    o->n = (size_t)(p - o->p);
+    p = out_room(o, 64);
+    lim = o->p + o->cap - JSONL_OFF_MOST;
+    memcpy(p, "], \"offsets\": [", 15);
+    p += 15;
+    for (size_t k = a; k < b; k++) {
+        OUT_STEP(o, p, lim, JSONL_OFF_MOST);
+        size_t s0 = offs[k].start, e0 = offs[k].end;
+        *p++ = '[';
+        p = s0 <= UINT32_MAX ? put_id(it, p, (uint32_t)s0) : fmt_num(p, s0);
+        *p++ = ',', *p++ = ' ';
+        p = e0 <= UINT32_MAX ? put_id(it, p, (uint32_t)e0) : fmt_num(p, e0);
+        *p++ = ']', *p++ = ',', *p++ = ' ';
+    }
+    if (b > a)
+        p -= 2;
+    o->n = (size_t)(p - o->p);
+    OUT_LIT(o, "]}\n");
+    return true;
 }
 
 /* Room for a --format jsonl record's ids, tokens and offsets, after its
@@ -502,7 +689,7 @@ static bool print_jsonl_fast(outbuf *o, const id_text *idt, const lipi_batch *r,
     for (size_t k = a; k < b; k++) {
         if (k > a)
             *p++ = ',', *p++ = ' ';
-        p = put_id(idt, p, r->ids[k]);
+        p = put_id(*idt, p, r->ids[k]);
     }
     memcpy(p, "], \"tokens\": [", 14);
     p += 14;
@@ -539,19 +726,28 @@ static void out_num(outbuf *o, size_t v)
 }
 
 /* Record i of the batch; x[0..xlen): the input's other JSONL members;
- * s: the session that encoded it (--format pieces decodes with it). */
-static void print_result(outbuf *o, lipi_session *s, const id_text *idt, const lipi_batch *r,
-                         size_t i, out_format fmt, bool offsets, const char *x, size_t xlen)
+ * s: the session that encoded it (--format pieces decodes with it);
+ * tt: --format jsonl's token strings when the batch has none. */
+static bool print_result(outbuf *o, lipi_session *s, const id_text *idt, tok_text *tt,
+                         const lipi_batch *r, size_t i, out_format fmt, bool offsets,
+                         const char *x, size_t xlen)
 {
-    size_t a = r->start[i], b = r->start[i + 1];
+    size_t a = r->start[i], b = r->start[i + 1], n_start = o->n;
     if (fmt == FMT_JSONL) {
         OUT_LIT(o, "{");
         if (xlen) {
             out_bytes(o, x, xlen);
             OUT_LIT(o, ", ");
         }
+        if (tt) {
+            if (print_jsonl_table(o, idt, tt, r, i))
+                return true;
+            if (!o->oom)
+                o->n = n_start;
+            return false;
+        }
         if (print_jsonl_fast(o, idt, r, i))
-            return;
+            return true;
         OUT_LIT(o, "\"ids\": [");
         for (size_t k = a; k < b; k++) {
             char *p = out_room(o, OUT_SLACK), *p0 = p;
@@ -591,7 +787,7 @@ static void print_result(outbuf *o, lipi_session *s, const id_text *idt, const l
             o->n += (size_t)(p - p0);
         }
         OUT_LIT(o, "]}\n");
-        return;
+        return true;
     }
     for (size_t k = a; k < b; k++) {
         if (k > a)
@@ -617,6 +813,7 @@ static void print_result(outbuf *o, lipi_session *s, const id_text *idt, const l
         }
     }
     OUT_LIT(o, "\n");
+    return true;
 }
 
 /* Lines per task: a task encodes them on its thread's session and formats
@@ -637,10 +834,38 @@ typedef struct {
     size_t *tokens;  /* [n_outs]: task k's number of ids */
     size_t n_outs;
     id_text idt;     /* ids as text, filled as met */
+    tok_text *tts;   /* --format jsonl: token strings by id, one table a
+                        session (NULL: strings from the batch) */
+    unsigned want_tt; /* what the batch is asked for when tt is used */
     bool total;      /* --total: sum records, ids and bytes */
     bool stream;     /* long records go through encode_long */
     uint64_t n_records, n_tokens, n_bytes;
 } encode_ctx;
+
+/* --format jsonl from a batch of ids and offsets (r: the task's m records
+ * from block line lo) and the thread's token table. A record holding an id
+ * without an entry (added tokens written in the text, unknown runs: rare)
+ * is encoded again with token strings; both give the same ids. */
+static lipi_status print_with_table(encode_ctx *c, const lipi_batch *r, size_t lo, size_t m,
+                                    size_t wi, outbuf *o, lipi_error *err)
+{
+    const block *b = c->b;
+    for (size_t i = 0; i < m; i++) {
+        const char *x = b->text + b->off[lo + i] + b->lines[lo + i].len;
+        if (print_result(o, c->sessions[wi], &c->idt, &c->tts[wi], r, i, c->fmt, c->offsets, x,
+                         b->xlen[lo + i]))
+            continue;
+        lipi_batch r2 = {0};
+        lipi_status st = lipi_encode_batch(&c->sessions[wi], 1, &b->lines[lo + i], 1, &c->opt,
+                                           c->want, &r2, err);
+        if (st != LIPI_OK)
+            return st; /* only ENOMEM: the text was encoded once already */
+        print_result(o, c->sessions[wi], &c->idt, NULL, &r2, 0, c->fmt, c->offsets, x,
+                     b->xlen[lo + i]);
+        lipi_batch_free(&r2);
+    }
+    return LIPI_OK;
+}
 
 /* Task k: lines [k * TASK_LINES, ...) of the block, encoded and formatted
  * into outs[k]. A failure names the block's line (1-based) in err->line. */
@@ -650,8 +875,8 @@ static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
     const block *b = c->b;
     size_t lo = k * TASK_LINES, m = b->n - lo < TASK_LINES ? b->n - lo : TASK_LINES;
     lipi_batch r = {0};
-    lipi_status st = lipi_encode_batch(&c->sessions[wi], 1, b->lines + lo, m, &c->opt, c->want,
-                                       &r, err);
+    lipi_status st = lipi_encode_batch(&c->sessions[wi], 1, b->lines + lo, m, &c->opt,
+                                       c->tts ? c->want_tt : c->want, &r, err);
     if (st != LIPI_OK) {
         if (err->line)
             err->line += lo;
@@ -664,11 +889,15 @@ static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
         print_counts(o, &r);
     else if (c->fmt == FMT_IDS && !c->offsets)
         print_ids(o, &c->idt, &r);
+    else if (c->tts)
+        st = print_with_table(c, &r, lo, m, wi, o, err);
     else
         for (size_t i = 0; i < m; i++)
-            print_result(o, c->sessions[wi], &c->idt, &r, i, c->fmt, c->offsets,
+            print_result(o, c->sessions[wi], &c->idt, NULL, &r, i, c->fmt, c->offsets,
                          b->text + b->off[lo + i] + b->lines[lo + i].len, b->xlen[lo + i]);
     lipi_batch_free(&r);
+    if (st != LIPI_OK)
+        return st;
     if (o->oom) {
         o->oom = false;
         return lipi_error_set(err, LIPI_ENOMEM, NULL, lo + 1, 0, "out of memory");
@@ -936,6 +1165,7 @@ static int run(int argc, char **argv)
     lipi_encode_options_default(t.enc, &c.opt);
     c.opt.add_special_tokens = ea.add;
     c.opt.special = ea.special;
+    c.opt.utf8_checked = true; /* the record reader checked (or repaired) every text */
     if (ea.have_max)
         c.opt.max_length = (size_t)ea.max_length;
     if (c.fmt == FMT_TOKENS || c.fmt == FMT_JSONL)
@@ -949,10 +1179,28 @@ static int run(int argc, char **argv)
     c.tokens = lipi_calloc(c.n_outs, sizeof *c.tokens);
     if (c.fmt == FMT_IDS || c.fmt == FMT_JSONL) {
         size_t n = lipi_tokenizer_vocab_size(t.tok);
+        if (c.fmt == FMT_JSONL && n < ID_TEXT_MIN)
+            n = ID_TEXT_MIN;
         c.idt.n = n < ID_TEXT_MAX ? n : ID_TEXT_MAX;
+        if (c.fmt == FMT_IDS && !c.offsets) {
+            c.idt.sep = ' ';
+            c.idt.n = n < ID_SEP_MAX ? n : ID_SEP_MAX;
+        }
         c.idt.w = lipi_calloc(c.idt.n ? c.idt.n : 1, sizeof *c.idt.w);
     }
-    rc = c.outs && c.tokens && (c.idt.w || !c.idt.n) ? EXIT_OK : EXIT_FAIL;
+    /* With --add-special-tokens every record holds the post-processor's
+     * tokens, which have no entry: the batch's strings then. */
+    bool table = c.fmt == FMT_JSONL && !c.opt.add_special_tokens;
+    if (table) {
+        c.tts = lipi_calloc(c.n_sessions, sizeof *c.tts);
+        for (size_t k = 0; c.tts && k < c.n_sessions; k++) {
+            c.tts[k] = (tok_text){.enc = t.enc, .n = lipi_tokenizer_vocab_size(t.tok)};
+            c.tts[k].e = lipi_calloc(c.tts[k].n ? c.tts[k].n : 1, sizeof *c.tts[k].e);
+            table = table && c.tts[k].e;
+        }
+        c.want_tt = c.want & ~(unsigned)LIPI_WANT_TOKENS;
+    }
+    rc = c.outs && c.tokens && (c.idt.w || !c.idt.n) && (table || !c.tts) ? EXIT_OK : EXIT_FAIL;
     for (size_t k = 0; c.outs && k < c.n_outs && rc == EXIT_OK; k++)
         if (out_init(&c.outs[k]) != LIPI_OK)
             rc = EXIT_FAIL;
@@ -973,6 +1221,11 @@ static int run(int argc, char **argv)
     lipi_free(c.outs);
     lipi_free(c.tokens);
     lipi_free(c.idt.w);
+    for (size_t k = 0; c.tts && k < c.n_sessions; k++) {
+        lipi_free(c.tts[k].e);
+        lipi_free(c.tts[k].text);
+    }
+    lipi_free(c.tts);
     cli_tokenizer_close(&t);
     return rc;
 }

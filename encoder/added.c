@@ -312,6 +312,11 @@ bool lipi_enc_is_special(const lipi_tokenizer *t, uint32_t id)
     return i >= 0 && t->added[i].special;
 }
 
+bool lipi_enc_is_added(const lipi_tokenizer *t, uint32_t id)
+{
+    return added_index(t, id) >= 0;
+}
+
 const char *lipi_enc_id_to_token(const lipi_encoder *e, uint32_t id, size_t *len)
 {
     int64_t i = added_index(e->tok, id);

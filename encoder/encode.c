@@ -995,7 +995,7 @@ static lipi_status encode_seq(lipi_session *s, enc_toks *d, const char *text, si
     s->f32_run = 0.0f;
     /* Checked here once for the whole text, so that the offset is the
      * text's (the normalizer only sees segments between added tokens). */
-    size_t bad = lipi_utf8_valid_prefix(text, len);
+    size_t bad = s->utf8_checked ? len : lipi_utf8_valid_prefix(text, len);
     if (bad < len)
         return lipi_error_set(err, LIPI_EFORMAT, NULL, 0, bad,
                               "invalid UTF-8 at byte %zu, expected UTF-8 text", bad);
@@ -1386,6 +1386,7 @@ lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char
         opt = &defaults;
     }
     s->special = opt->special;
+    s->utf8_checked = opt->utf8_checked;
     s->pool.len = 0;
     s->out.n = 0;
     s->res = &s->out;
@@ -1551,4 +1552,42 @@ lipi_status lipi_encode_pair(lipi_session *s, const char *text, size_t len, cons
     if (st != LIPI_OK)
         return st;
     return write_out(s, out);
+}
+
+/* Whether post-processor p can add a token with this id. */
+static bool post_adds(const lipi_post_processor *p, uint32_t id, int depth)
+{
+    switch (p->type) {
+    case LIPI_POST_BERT:
+    case LIPI_POST_ROBERTA: return p->cls.id == id || p->sep.id == id;
+    case LIPI_POST_TEMPLATE:
+        for (size_t i = 0; i < p->n_special; i++)
+            for (size_t k = 0; k < p->special[i].n; k++)
+                if (p->special[i].ids[k] == id)
+                    return true;
+        return false;
+    case LIPI_POST_SEQUENCE:
+        for (size_t i = 0; i < p->n_items && depth < 64; i++)
+            if (post_adds(&p->items[i], id, depth + 1))
+                return true;
+        return false;
+    default: return false;
+    }
+}
+
+/* The tokens whose string is not the vocabulary's are the ones made with
+ * pool_add (added tokens matched in the text, Unigram's unknown runs) and
+ * special_tok (the post-processor's); every other token is TOK_VOCAB. */
+const char *lipi_token_fixed_string(const lipi_encoder *e, uint32_t id, size_t *len)
+{
+    if ((int64_t)id == e->unk_id || lipi_enc_is_added(e->tok, id) ||
+        (e->tok->post && post_adds(e->tok->post, id, 0)))
+        return NULL;
+    const lipi_vocab *v = &e->m->vocab;
+    if (id < v->n && v->tok[id].s) {
+        *len = v->tok[id].len;
+        return v->tok[id].s;
+    }
+    *len = 0;
+    return "";
 }

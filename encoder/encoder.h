@@ -75,6 +75,10 @@ typedef struct {
     bool truncate_left;      /* drop tokens from the start instead of the end */
     lipi_truncate_strategy strategy;
     lipi_special_policy special; /* special tokens written in the text */
+    bool utf8_checked;       /* the caller has already checked that every text
+                                is valid UTF-8 (lipi_record_reader and
+                                lipi_line_reader do): it is not checked again.
+                                Invalid UTF-8 with this set is a caller bug */
 } lipi_encode_options;
 
 /* Options as Hugging Face applies them by default: add_special_tokens true,
@@ -187,6 +191,16 @@ lipi_status lipi_encode_batch(lipi_session *const *sessions, size_t n_sessions,
                               const lipi_text *texts, size_t n, const lipi_encode_options *opt,
                               unsigned want, lipi_batch *out, lipi_error *err);
 void lipi_batch_free(lipi_batch *b); /* frees members, not b */
+
+/* The string that every token of this id gets in lipi_batch.token_text
+ * (and lipi_encoding.tokens): the model vocabulary's, "" when it has none
+ * (borrowed from the encoder). NULL for an id whose string can depend on
+ * the text or the options: the unknown token (Unigram writes the unknown
+ * text), added tokens (the text they matched) and the post-processor's
+ * special tokens. Lets a caller that formats many tokens ask the batch for
+ * ids only and keep its own table of strings (lipi encode --format jsonl),
+ * asking for LIPI_WANT_TOKENS only for texts with a NULL id. */
+const char *lipi_token_fixed_string(const lipi_encoder *e, uint32_t id, size_t *len);
 
 /* ------------------------------------------------------------------------ */
 /* Decoding                                                                  */

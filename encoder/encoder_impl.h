@@ -353,6 +353,7 @@ typedef struct {
 struct lipi_session {
     const lipi_encoder *enc;
     lipi_special_policy special; /* of the call being encoded */
+    bool utf8_checked;           /* of the call: texts already checked */
     lipi_normalized norm;
     lipi_pieces pieces;
     lipi_buf segbuf;             /* a sub-segment with a space put before it */
@@ -457,6 +458,7 @@ bool lipi_enc_is_space(uint32_t cp);
 
 /* Whether id is an added token marked special. */
 bool lipi_enc_is_special(const lipi_tokenizer *t, uint32_t id);
+bool lipi_enc_is_added(const lipi_tokenizer *t, uint32_t id); /* special or not */
 /* The string of a token id as Hugging Face's id_to_token gives it, or NULL. */
 const char *lipi_enc_id_to_token(const lipi_encoder *e, uint32_t id, size_t *len);
 void lipi_enc_added_strings_free(lipi_encoder *e);

@@ -199,12 +199,17 @@ static void test_encode_count_and_total(void **state)
  * on 1 and 2 threads: records short and long (a line of thousands of
  * tokens takes the formatter's path for long records), tokens that need
  * JSON escapes (quotes, backslashes, control bytes), empty lines, ids
- * written many times (the CLI keeps each id's text once made). */
+ * written many times (the CLI keeps each id's text once made), added
+ * tokens written in the text and Unigram's unknown runs (strings that are
+ * not the vocabulary's: those records are encoded again with the batch's
+ * strings), and offsets past the CLI's table of numbers (a line of more
+ * than 2^18 bytes). */
 static void test_encode_jsonl_and_ids_match_the_batch(void **state)
 {
     (void)state;
-    static const char *const toks[] = {GPT2, "cl100k_base"};
-    static char text[80000];
+    static const char *const toks[] = {GPT2, "cl100k_base",
+                                       "tests/fixtures/tokenizer_json/unigram.json"};
+    static char text[400000];
     size_t n = 0;
     n += (size_t)snprintf(text + n, sizeof text - n,
                           "say \"hi\" \\ back\\slash\ttab \x01\x1f ctl\n\n"
@@ -214,8 +219,12 @@ static void test_encode_jsonl_and_ids_match_the_batch(void **state)
         n += (size_t)snprintf(text + n, sizeof text - n, "w%zu \"q\" ", i * 7919 % 100003);
     text[n++] = '\n';
     for (size_t i = 0; i < 600; i++)
-        n += (size_t)snprintf(text + n, sizeof text - n, "line %zu: \"x\\y\" %.*s\n", i,
-                              (int)(i % 30), "aa bb cc dd ee ff gg hh ii jj ");
+        n += (size_t)snprintf(text + n, sizeof text - n, "line %zu: %s\"x\\y\" %.*s\n", i,
+                              i % 97 == 5 ? "<|endoftext|> <unk> " : "", (int)(i % 30),
+                              "aa bb cc dd ee ff gg hh ii jj ");
+    for (size_t i = 0; i < 90000; i++) /* offsets past 2^18 */
+        n += (size_t)snprintf(text + n, sizeof text - n, "ab ");
+    text[n++] = '\n';
     lipi_text lines[700];
     size_t n_lines = 0;
     for (const char *p = text; p < text + n; n_lines++) {
@@ -223,7 +232,7 @@ static void test_encode_jsonl_and_ids_match_the_batch(void **state)
         lines[n_lines] = (lipi_text){p, (size_t)(e - p)};
         p = e + 1;
     }
-    for (size_t t = 0; t < 2; t++) {
+    for (size_t t = 0; t < sizeof toks / sizeof *toks; t++) {
         lipi_tokenizer *tok = NULL;
         lipi_encoder *enc = NULL;
         lipi_session *s = NULL;
@@ -232,7 +241,10 @@ static void test_encode_jsonl_and_ids_match_the_batch(void **state)
         assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
         assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
         lipi_batch b = {0};
-        assert_int_equal(lipi_encode_batch(&s, 1, lines, n_lines, NULL,
+        lipi_encode_options opt; /* as lipi encode: no post-processor tokens */
+        lipi_encode_options_default(enc, &opt);
+        opt.add_special_tokens = false;
+        assert_int_equal(lipi_encode_batch(&s, 1, lines, n_lines, &opt,
                                            LIPI_WANT_TOKENS | LIPI_WANT_OFFSETS, &b, &err),
                          LIPI_OK);
         assert_true(b.start[4] - b.start[3] > 4000);
@@ -290,6 +302,102 @@ static void test_encode_jsonl_and_ids_match_the_batch(void **state)
         lipi_encoder_free(enc);
         lipi_tokenizer_free(tok);
     }
+}
+
+/* lipi_token_fixed_string gives the batch's string wherever it gives one,
+ * and NULL for the ids whose string comes from elsewhere: the unknown
+ * token (Unigram writes the unknown text), added tokens (the text they
+ * matched) and the post-processor's tokens. */
+static void test_token_fixed_string_is_the_batchs_string(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *path;
+        uint32_t varies[3]; /* ids that must give NULL */
+    } cases[] = {
+        {"tests/fixtures/tokenizer_json/unigram.json", {0, 1, 2}}, /* <unk>, <pad>, </s>: added */
+        {"tests/fixtures/tokenizer_json/wordpiece.json", {1, 2, 3}}, /* [UNK], [CLS], [SEP] */
+        {GPT2, {50256, 50256, 50256}},                              /* <|endoftext|> */
+    };
+    static const char *const texts[] = {"say \"hi\" \xe0\xbf\x90 <unk> x [CLS] hello, hellos",
+                                        "\xe0\xa4\xa8\xe0\xa4\xae\xe0\xa4\xb8\xe0\xa5\x8d\xe0"
+                                        "\xa4\xa4\xe0\xa5\x87 world <|endoftext|> [SEP]",
+                                        ""};
+    lipi_text lines[3];
+    for (size_t i = 0; i < 3; i++)
+        lines[i] = (lipi_text){texts[i], strlen(texts[i])};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        lipi_tokenizer *tok = NULL;
+        lipi_encoder *enc = NULL;
+        lipi_session *s = NULL;
+        lipi_error err = {0};
+        assert_int_equal(lipi_tokenizer_open(cases[c].path, NULL, &tok, &err), LIPI_OK);
+        assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
+        assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+        for (size_t v = 0; v < 3; v++) {
+            size_t len = 99;
+            assert_null(lipi_token_fixed_string(enc, cases[c].varies[v], &len));
+        }
+        lipi_encode_options opt;
+        lipi_encode_options_default(enc, &opt);
+        opt.add_special_tokens = true;
+        lipi_batch b = {0};
+        assert_int_equal(lipi_encode_batch(&s, 1, lines, 3, &opt, LIPI_WANT_TOKENS, &b, &err),
+                         LIPI_OK);
+        size_t fixed = 0;
+        for (size_t k = 0; k < b.start[3]; k++) {
+            size_t len = 0;
+            const char *str = lipi_token_fixed_string(enc, b.ids[k], &len);
+            if (!str)
+                continue;
+            fixed++;
+            assert_int_equal(len, b.token_start[k + 1] - b.token_start[k]);
+            assert_memory_equal(str, b.token_text + b.token_start[k], len);
+        }
+        assert_true(fixed >= 3);
+        lipi_batch_free(&b);
+        lipi_session_free(s);
+        lipi_encoder_free(enc);
+        lipi_tokenizer_free(tok);
+    }
+}
+
+/* lipi_encode_options.utf8_checked skips the encoder's own check and
+ * nothing else: the same ids and offsets. */
+static void test_utf8_checked_gives_the_same_tokens(void **state)
+{
+    (void)state;
+    static const char text[] = "n\xc3\xa4me \xe0\xa4\xa8\xe0\xa4\xae <|endoftext|> \xf0\x9f\xa6\x9c";
+    lipi_text line = {text, sizeof text - 1};
+    lipi_tokenizer *tok = NULL;
+    lipi_encoder *enc = NULL;
+    lipi_session *s = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_tokenizer_open("cl100k_base", NULL, &tok, &err), LIPI_OK);
+    assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
+    assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+    lipi_encode_options opt;
+    lipi_encode_options_default(enc, &opt);
+    lipi_batch a = {0}, b = {0};
+    assert_int_equal(lipi_encode_batch(&s, 1, &line, 1, &opt, LIPI_WANT_OFFSETS, &a, &err),
+                     LIPI_OK);
+    opt.utf8_checked = true;
+    assert_int_equal(lipi_encode_batch(&s, 1, &line, 1, &opt, LIPI_WANT_OFFSETS, &b, &err),
+                     LIPI_OK);
+    assert_true(a.start[1] > 5);
+    assert_int_equal(a.start[1], b.start[1]);
+    assert_memory_equal(a.ids, b.ids, a.start[1] * sizeof *a.ids);
+    assert_memory_equal(a.offsets, b.offsets, a.start[1] * sizeof *a.offsets);
+    /* Without the flag the encoder still refuses what is not UTF-8. */
+    lipi_text bad = {"a\xff", 2};
+    lipi_batch c = {0};
+    opt.utf8_checked = false;
+    assert_int_equal(lipi_encode_batch(&s, 1, &bad, 1, &opt, 0, &c, &err), LIPI_EFORMAT);
+    lipi_batch_free(&a);
+    lipi_batch_free(&b);
+    lipi_session_free(s);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(tok);
 }
 
 static void test_special_policy_in_encode_and_batch(void **state)
@@ -1168,6 +1276,8 @@ int main(void)
         cmocka_unit_test(test_multiline_records_match_tiktoken_and_hugging_face),
         cmocka_unit_test(test_multiline_records_match_sentencepiece),
         cmocka_unit_test(test_encode_jsonl_and_ids_match_the_batch),
+        cmocka_unit_test(test_token_fixed_string_is_the_batchs_string),
+        cmocka_unit_test(test_utf8_checked_gives_the_same_tokens),
     };
     return cmocka_run_group_tests_name("encode_inputs", tests, NULL, NULL);
 }
