@@ -1116,25 +1116,56 @@ static bool pc_longest(const pc_map *m, const char *key, size_t n, size_t *mlen,
     return found > 0;
 }
 
+/* The end of the run of chars from i that start no key of m (a match must
+ * cover its first char whole, so the bitmap of BMP chars says it without a
+ * walk): most text is such runs, so this loop is the op's cost. Stops at
+ * a char outside the BMP or cut by the end. */
+static size_t pc_skip(const pc_map *m, const char *text, size_t len, size_t i)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    const uint64_t *bm = m->bmp_starts;
+    if (!bm)
+        return i;
+    while (i < len) {
+        unsigned b = s[i];
+        uint32_t cp;
+        size_t l;
+        if (b < 0x80) {
+            cp = b;
+            l = 1;
+        } else if (b < 0xE0) {
+            if (len - i < 2)
+                break;
+            cp = (b & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu);
+            l = 2;
+        } else if (b < 0xF0) {
+            if (len - i < 3)
+                break;
+            cp = (b & 0x0Fu) << 12 | (s[i + 1] & 0x3Fu) << 6 | (s[i + 2] & 0x3Fu);
+            l = 3;
+        } else {
+            break;
+        }
+        if (bm[cp >> 6] >> (cp & 63) & 1)
+            break;
+        i += l;
+    }
+    return i;
+}
+
 static lipi_status op_spm_charsmap(const pc_map *m, emitter *em)
 {
     lipi_status st = LIPI_OK;
     const char *s = em->s;
     size_t len = em->len, i = 0, run = 0;
     while (i < len) {
+        size_t skip = pc_skip(m, s, len, i);
+        run += skip - i;
+        i = skip;
+        if (i == len)
+            break;
         size_t mlen, vlen, l = u8len((unsigned char)s[i]);
         const char *v;
-        /* Most chars start no key: the bitmap says so without a walk (a
-         * match must cover the char at i whole). */
-        if (l <= 3 && l <= len - i && m->bmp_starts) {
-            size_t k;
-            uint32_t cp = u8get(s + i, &k);
-            if (!(m->bmp_starts[cp >> 6] >> (cp & 63) & 1)) {
-                run += l;
-                i += l;
-                continue;
-            }
-        }
         if (!pc_longest(m, s + i, len - i, &mlen, &v, &vlen)) {
             run += l;
             i += l;
