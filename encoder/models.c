@@ -739,31 +739,45 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
     lat->f32 = e->f32_viterbi;
     lat->start = s->f32_run;
     lat->f32_unk = e->unk_id;
-    /* Each node is settled as the walk finds it: the lattice is not kept. */
+    /* Each node is settled as the walk finds it: the lattice is not kept.
+     * Nodes start at char boundaries, which are all reached (each char
+     * has a one-char piece or the unknown node), so no offer checks its
+     * start. The compact trie's walk carries the unit it stands on (a
+     * child's unit is its state's). */
     TRY(lipi_lattice_best_start(lat));
+    const uint32_t *unit = e->trie32.size ? e->trie32.unit : NULL;
+    const int32_t *tval = e->trie32.value;
+    const double *scores = e->m->scores;
     for (size_t pos = 0; pos < n;) {
         size_t cl = enc_utf8_len((unsigned char)w[pos]);
         bool single = false;
-        int32_t state = 0;
         if (cl > n - pos)
             cl = n - pos;
-        for (size_t k = pos; k < n && (e->trie32.size || e->trie.size); k++) {
-            unsigned char c = (unsigned char)w[k];
-            int32_t id = -1;
-            if (e->trie32.size) {
-                state = lipi_datrie32_step(&e->trie32, state, c);
-                if (state >= 0 && lipi_datrie32_final(&e->trie32, state))
-                    id = e->trie32.value[state];
-            } else {
-                state = lipi_datrie_step(&e->trie, state, c);
-                if (state >= 0 && lipi_datrie_final(&e->trie, state))
-                    id = e->trie.value[state];
+        if (unit) {
+            uint32_t u = unit[0];
+            for (size_t k = pos; k < n; k++) {
+                unsigned c = (unsigned char)w[k];
+                uint32_t at = (u >> 10) + c + 1, v = unit[at];
+                if ((v & 0x1ff) != (0x100u | c))
+                    break;
+                if ((v & 0x200) && tval[at] >= 0) {
+                    lipi_lattice_offer_reached(lat, pos, k + 1 - pos, (uint32_t)tval[at],
+                                               scores[tval[at]]);
+                    single |= k + 1 - pos == cl;
+                }
+                u = v;
             }
-            if (state < 0)
-                break;
-            if (id >= 0) {
-                lipi_lattice_offer(lat, pos, k + 1 - pos, (uint32_t)id, e->m->scores[id]);
-                single |= k + 1 - pos == cl;
+        } else if (e->trie.size) {
+            int32_t state = 0;
+            for (size_t k = pos; k < n; k++) {
+                state = lipi_datrie_step(&e->trie, state, (unsigned char)w[k]);
+                if (state < 0)
+                    break;
+                int32_t id = lipi_datrie_final(&e->trie, state) ? e->trie.value[state] : -1;
+                if (id >= 0) {
+                    lipi_lattice_offer_reached(lat, pos, k + 1 - pos, (uint32_t)id, scores[id]);
+                    single |= k + 1 - pos == cl;
+                }
             }
         }
         if (!single) {
@@ -771,7 +785,7 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
                 st = no_unk(e, err);
                 goto done;
             }
-            lipi_lattice_offer(lat, pos, cl, (uint32_t)e->unk_id, e->unk_score);
+            lipi_lattice_offer_reached(lat, pos, cl, (uint32_t)e->unk_id, e->unk_score);
         }
         pos += cl;
     }
