@@ -744,7 +744,7 @@ static lipi_status encode_scanned(lipi_session *s, enc_toks *d, chain *c, uint8_
             if (!q || (size_t)(q - t) + rl > n)
                 break;
             i = (size_t)(q - t);
-            if (memcmp(q, r, rl) == 0) {
+            if (lipi_enc_eq(q, r, rl)) { /* inline: a call per piece cost more */
                 TRY(scanned_piece(s, c, &np, prev, i));
                 prev = i;
             }

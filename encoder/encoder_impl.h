@@ -169,44 +169,34 @@ static inline void enc_packed_put(uint64_t *slot, size_t mask, unsigned bits, ui
 /* The Unigram Viterbi step (lattice.c's, inlined into the encoder's walk)   */
 /* ======================================================================== */
 
-/* The Viterbi step for a node from a reached position `from` to `end`:
- * true when it is the best way to end so far (pos_score[end] updated, the
- * caller records the node). A later node replaces an earlier one only on a
- * strictly greater score. */
-static inline bool lipi_lattice_step(lipi_lattice *l, size_t from, size_t end, uint32_t id,
-                                     double score)
+/* The Viterbi step for a node ending at `end` that starts at a reached
+ * position whose best score is from_score: true when it is the best way to
+ * end so far (pos_score[end] updated, the caller records the node). A
+ * later node replaces an earlier one only on a strictly greater score.
+ * pos_score and pos_node are a lipi_lattice's; f32, f32_unk and *margin
+ * stand for its fields, which the encoder's walk keeps in registers. */
+static inline bool lipi_lattice_relax(double *pos_score, const int64_t *pos_node, bool f32,
+                                      int64_t f32_unk, double *margin, double from_score,
+                                      size_t end, uint32_t id, double score)
 {
-    double cand = l->pos_score[from] + score;
-    if (l->f32) {
+    double cand = from_score + score;
+    if (f32) {
         /* SentencePiece's EncodeOptimized: a piece's candidate is the
          * float best-so-far plus its float score added in double (the
          * score's type is deduced as double there), the unknown's is
          * added in float, and the best is stored as a float. So a later
          * equal-looking candidate can beat a stored one rounded down. */
-        float f = (float)l->pos_score[from];
-        cand = (int64_t)id == l->f32_unk ? (double)(f + (float)score)
-                                         : (double)f + (double)(float)score;
+        float f = (float)from_score;
+        cand = (int64_t)id == f32_unk ? (double)(f + (float)score)
+                                      : (double)f + (double)(float)score;
     }
-    bool reached = l->pos_node[end] != -1;
-    if (l->f32 && reached && fabs(cand - l->pos_score[end]) < l->f32_margin)
-        l->f32_margin = fabs(cand - l->pos_score[end]);
-    if (reached && !(cand > l->pos_score[end]))
+    bool reached = pos_node[end] != -1;
+    if (f32 && reached && fabs(cand - pos_score[end]) < *margin)
+        *margin = fabs(cand - pos_score[end]);
+    if (reached && !(cand > pos_score[end]))
         return false;
-    l->pos_score[end] = l->f32 ? (double)(float)cand : cand;
+    pos_score[end] = f32 ? (double)(float)cand : cand;
     return true;
-}
-
-/* lipi_lattice_offer for a node that starts at a reached position (the
- * encoder's walk starts nodes only at char boundaries, which are all
- * reached: every char has a one-char piece or the unknown node). */
-static inline void lipi_lattice_offer_reached(lipi_lattice *l, size_t pos, size_t n, uint32_t id,
-                                              double score)
-{
-    size_t end = pos + n;
-    if (!lipi_lattice_step(l, pos, end, id, score))
-        return;
-    l->pos_node[end] = (int64_t)end; /* reached; its node is pos_win[end] */
-    l->pos_win[end] = (lipi_lattice_node){(uint32_t)pos, (uint32_t)n, id, score};
 }
 
 /* ======================================================================== */

@@ -63,8 +63,9 @@ static lipi_status viterbi_start(lipi_lattice *l)
     lipi_status st = pos_scratch(l);
     if (st != LIPI_OK)
         return st;
-    for (size_t p = 0; p <= l->len; p++)
-        l->pos_node[p] = -1;
+    /* All ones is -1 (two's complement, as C23 requires and every target
+     * lipi builds for has); memset beats a loop over short words' arrays. */
+    memset(l->pos_node, 0xff, (l->len + 1) * sizeof *l->pos_node);
     l->pos_node[0] = -2;
     l->pos_score[0] = l->f32 ? (double)l->start : 0.0;
     l->f32_margin = INFINITY;
@@ -80,8 +81,13 @@ lipi_status lipi_lattice_best_start(lipi_lattice *l)
 
 void lipi_lattice_offer(lipi_lattice *l, size_t pos, size_t n, uint32_t id, double score)
 {
-    if (l->pos_node[pos] != -1)
-        lipi_lattice_offer_reached(l, pos, n, id, score);
+    size_t end = pos + n;
+    if (l->pos_node[pos] == -1 ||
+        !lipi_lattice_relax(l->pos_score, l->pos_node, l->f32, l->f32_unk, &l->f32_margin,
+                            l->pos_score[pos], end, id, score))
+        return;
+    l->pos_node[end] = (int64_t)end; /* reached; its node is pos_win[end] */
+    l->pos_win[end] = (lipi_lattice_node){(uint32_t)pos, (uint32_t)n, id, score};
 }
 
 lipi_status lipi_lattice_best_end(lipi_lattice *l, bool *found)
@@ -124,7 +130,9 @@ lipi_status lipi_lattice_viterbi(lipi_lattice *l, bool *found)
     for (size_t i = 0; i < l->n_nodes; i++) {
         const lipi_lattice_node *nd = &l->nodes[i];
         size_t end = (size_t)nd->pos + nd->len;
-        if (l->pos_node[nd->pos] != -1 && lipi_lattice_step(l, nd->pos, end, nd->id, nd->score))
+        if (l->pos_node[nd->pos] != -1 &&
+            lipi_lattice_relax(l->pos_score, l->pos_node, l->f32, l->f32_unk, &l->f32_margin,
+                               l->pos_score[nd->pos], end, nd->id, nd->score))
             l->pos_node[end] = (int64_t)i;
     }
     if (l->pos_node[len] == -1)

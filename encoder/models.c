@@ -306,10 +306,18 @@ void lipi_enc_models_free(lipi_encoder *e)
 /* Piece tokens                                                              */
 /* ======================================================================== */
 
-static lipi_status ptok_push(lipi_session *s, uint32_t id, size_t start, size_t end, bool text)
+static __attribute__((noinline)) lipi_status ptok_grow(lipi_session *s)
+{
+    return ENC_GROW(s->ptok, s->ptok_cap, s->ptok_n + 1);
+}
+
+/* Inline: a word's tokens are pushed one by one, and the room is nearly
+ * always there. */
+static inline lipi_status ptok_push(lipi_session *s, uint32_t id, size_t start, size_t end,
+                                    bool text)
 {
     if (s->ptok_n == s->ptok_cap) {
-        lipi_status st = ENC_GROW(s->ptok, s->ptok_cap, s->ptok_n + 1);
+        lipi_status st = ptok_grow(s);
         if (st != LIPI_OK)
             return st;
     }
@@ -728,29 +736,36 @@ static void unigram_run_replayable(lipi_session *s)
         s->f32_cacheable = false;
 }
 
-static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_error *err)
+/* The Viterbi over w[0..n) into lat (lipi_lattice_best_start done):
+ * each node is settled as the walk finds it, the lattice is not kept.
+ * Nodes start at char boundaries, which are all reached (each char has a
+ * one-char piece or the unknown node), so no offer checks its start. The
+ * lattice's arrays and flags stay in locals (a store to a score could
+ * otherwise be the margin's), the compact trie's walk carries the unit it
+ * stands on (a child's unit is its state's), and f32 is a constant in each
+ * of the two copies unigram_word calls. LIPI_EINVAL when a char needs the
+ * unknown token and the model has none. */
+static inline __attribute__((always_inline)) lipi_status
+unigram_viterbi(const lipi_encoder *e, lipi_lattice *lat, const char *w, size_t n, bool f32)
 {
-    const lipi_encoder *e = s->enc;
-    lipi_lattice *lat = &s->lattice;
-    lipi_status st = LIPI_OK;
-    bool found;
-
-    lipi_lattice_reset(lat, n);
-    lat->f32 = e->f32_viterbi;
-    lat->start = s->f32_run;
-    lat->f32_unk = e->unk_id;
-    /* Each node is settled as the walk finds it: the lattice is not kept.
-     * Nodes start at char boundaries, which are all reached (each char
-     * has a one-char piece or the unknown node), so no offer checks its
-     * start. The compact trie's walk carries the unit it stands on (a
-     * child's unit is its state's). */
-    TRY(lipi_lattice_best_start(lat));
     const uint32_t *unit = e->trie32.size ? e->trie32.unit : NULL;
     const int32_t *tval = e->trie32.value;
     const double *scores = e->m->scores;
+    double *ps = lat->pos_score, margin = lat->f32_margin;
+    int64_t *pn = lat->pos_node, unk = lat->f32_unk;
+    lipi_lattice_node *win = lat->pos_win;
+#define UNIGRAM_OFFER(len_, id_, score_)                                                        \
+    do {                                                                                       \
+        size_t end_ = pos + (len_);                                                            \
+        if (lipi_lattice_relax(ps, pn, f32, unk, &margin, from, end_, (id_), (score_))) {      \
+            pn[end_] = (int64_t)end_;                                                          \
+            win[end_] = (lipi_lattice_node){(uint32_t)pos, (uint32_t)(len_), (id_), (score_)}; \
+        }                                                                                      \
+    } while (0)
     for (size_t pos = 0; pos < n;) {
         size_t cl = enc_utf8_len((unsigned char)w[pos]);
         bool single = false;
+        double from = ps[pos];
         if (cl > n - pos)
             cl = n - pos;
         if (unit) {
@@ -760,9 +775,9 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
                 uint32_t at = (u >> 10) + c + 1, v = unit[at];
                 if ((v & 0x1ff) != (0x100u | c))
                     break;
-                if ((v & 0x200) && tval[at] >= 0) {
-                    lipi_lattice_offer_reached(lat, pos, k + 1 - pos, (uint32_t)tval[at],
-                                               scores[tval[at]]);
+                int32_t id;
+                if ((v & 0x200) && (id = tval[at]) >= 0) {
+                    UNIGRAM_OFFER(k + 1 - pos, (uint32_t)id, scores[id]);
                     single |= k + 1 - pos == cl;
                 }
                 u = v;
@@ -775,19 +790,39 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
                     break;
                 int32_t id = lipi_datrie_final(&e->trie, state) ? e->trie.value[state] : -1;
                 if (id >= 0) {
-                    lipi_lattice_offer_reached(lat, pos, k + 1 - pos, (uint32_t)id, scores[id]);
+                    UNIGRAM_OFFER(k + 1 - pos, (uint32_t)id, scores[id]);
                     single |= k + 1 - pos == cl;
                 }
             }
         }
         if (!single) {
-            if (e->unk_id < 0) {
-                st = no_unk(e, err);
-                goto done;
-            }
-            lipi_lattice_offer_reached(lat, pos, cl, (uint32_t)e->unk_id, e->unk_score);
+            if (e->unk_id < 0)
+                return LIPI_EINVAL;
+            UNIGRAM_OFFER(cl, (uint32_t)e->unk_id, e->unk_score);
         }
         pos += cl;
+    }
+#undef UNIGRAM_OFFER
+    lat->f32_margin = margin;
+    return LIPI_OK;
+}
+
+static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_error *err)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_lattice *lat = &s->lattice;
+    lipi_status st = LIPI_OK;
+    bool found;
+
+    lipi_lattice_reset(lat, n);
+    lat->f32 = e->f32_viterbi;
+    lat->start = s->f32_run;
+    lat->f32_unk = e->unk_id;
+    TRY(lipi_lattice_best_start(lat));
+    st = lat->f32 ? unigram_viterbi(e, lat, w, n, true) : unigram_viterbi(e, lat, w, n, false);
+    if (st != LIPI_OK) {
+        st = no_unk(e, err);
+        goto done;
     }
     TRY(lipi_lattice_best_end(lat, &found));
     if (!found) {
