@@ -417,10 +417,16 @@ static bpe_cand heap_pop(bpe_cand *h, size_t *n)
     return top;
 }
 
-static lipi_status sym_push(lipi_session *s, size_t *n, uint32_t id, size_t len)
+static __attribute__((noinline)) lipi_status sym_grow(lipi_session *s, size_t n)
+{
+    return ENC_GROW(s->sym, s->sym_cap, n + 1);
+}
+
+/* Inline, as ptok_push: once per char of every word the cache lacks. */
+static inline lipi_status sym_push(lipi_session *s, size_t *n, uint32_t id, size_t len)
 {
     if (*n == s->sym_cap) {
-        lipi_status st = ENC_GROW(s->sym, s->sym_cap, *n + 1);
+        lipi_status st = sym_grow(s, *n);
         if (st != LIPI_OK)
             return st;
     }
