@@ -1263,6 +1263,9 @@ static lipi_status run_op(const lipi_normalizer *n, size_t i, nscratch *sc, emit
 }
 
 #define SPM_META "\xe2\x96\x81" /* U+2581 */
+/* spm_ws finds a space in eight bytes by the lowest flagged byte, which is
+ * the first only on little-endian machines (big-endian copies bytewise). */
+#define SPM_WS_SWAR (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
 
 /* The five ops find_spm_ws found, on s[0..len) into t (text only): leading
  * spaces and trailing spaces and U+2581 dropped; then, unless nothing is
@@ -1292,10 +1295,30 @@ static lipi_status spm_ws(const char *s, size_t len, ntext *t)
     char *o = t->s;
     memcpy(o, SPM_META, 3);
     o += 3;
+    const uint64_t ones = 0x0101010101010101u, spaces = 0x20 * ones;
     for (size_t i = a; i < b;) {
-        const char *sp = memchr(s + i, ' ', b - i);
-        size_t k = sp ? (size_t)(sp - s) : b;
-        memcpy(o, s + i, k - i);
+        /* Eight bytes at a time while they hold no space (words are short:
+         * a memchr and a memcpy per word cost more): copied whole, the
+         * output advances to the first space. The output has room, as it
+         * is at most 3 bytes per input byte before i, plus 3. */
+        size_t k = i;
+        while (SPM_WS_SWAR && k + 8 <= b) {
+            uint64_t v, x;
+            memcpy(&v, s + k, 8);
+            memcpy(o + (k - i), &v, 8);
+            x = v ^ spaces;
+            x = (x - ones) & ~x & 0x80 * ones; /* a high bit where a byte is ' ' */
+            if (x) {
+                k += (size_t)__builtin_ctzll(x) / 8; /* little-endian: the first */
+                goto cut;
+            }
+            k += 8;
+        }
+        while (k < b && s[k] != ' ') {
+            o[k - i] = s[k];
+            k++;
+        }
+    cut:
         o += k - i;
         if (k == b)
             break;
