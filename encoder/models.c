@@ -830,8 +830,9 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
         st = no_unk(e, err);
         goto done;
     }
-    TRY(lipi_lattice_best_end(lat, &found));
-    if (!found) {
+    /* The word's end is a char boundary, so it is reached: no path means
+     * no unknown token (not possible here, but best_end says so). */
+    if (lat->pos_node[n] == -1) {
         st = no_unk(e, err);
         goto done;
     }
@@ -848,6 +849,28 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
                            fabsf(s->f32_run) < ENC_F32_CACHE_LIMIT &&
                            lat->f32_margin >
                                (double)(n + 2) * (double)ENC_F32_CACHE_LIMIT / 16777216.0;
+    }
+    /* Most paths have no unknown node: their tokens are written straight
+     * from each position's winner, back from the end (as best_end reads
+     * them), into their places. */
+    const lipi_lattice_node *win = lat->pos_win;
+    size_t count = 0;
+    bool unk_on_path = false;
+    for (size_t p = n; p > 0; p = win[p].pos) {
+        count++;
+        unk_on_path |= (int64_t)win[p].id == e->unk_id;
+    }
+    if (!unk_on_path) {
+        TRY(ENC_GROW(s->ptok, s->ptok_cap, count));
+        for (size_t p = n, k = count; p > 0; p = win[p].pos)
+            s->ptok[--k] = (enc_ptok){win[p].id, win[p].pos, win[p].pos + win[p].len};
+        s->ptok_n = count;
+        goto done;
+    }
+    TRY(lipi_lattice_best_end(lat, &found));
+    if (!found) {
+        st = no_unk(e, err);
+        goto done;
     }
     /* Runs of unknown nodes become one string (fuse_unk). */
     size_t run_start = 0;
