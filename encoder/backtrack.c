@@ -139,32 +139,38 @@ static inline uint32_t bt_longest(const lipi_encoder *e, const char *w, size_t n
     return *len ? (uint32_t)v : UINT32_MAX;
 }
 
+/* Tokens go straight to s->ptok (id, start, end: 12 bytes a token), which
+ * grows as they come, and the dead positions are bits: a long word costs
+ * little more than its tokens. */
 lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count)
 {
     const lipi_encoder *e = s->enc;
     lipi_status st = LIPI_OK;
     size_t nt = 0, pos = 0;
-    /* dead[p]: no valid encoding of w[0..p) ends a token at p. */
-    TRY(ENC_GROW(s->bt_dead, s->bt_dead_cap, n + 1));
-    TRY(ENC_GROW(s->bt_tok, s->bt_tok_cap, n));
-    TRY(ENC_GROW(s->bt_end, s->bt_end_cap, n));
+    /* dead bit p: no valid encoding of w[0..p) ends a token at p. */
+    size_t dead_words = n / 64 + 1;
+    TRY(ENC_GROW(s->bt_dead, s->bt_dead_cap, dead_words));
+    TRY(ENC_GROW(s->ptok, s->ptok_cap, n < 4096 ? n : 4096));
     if (!s->bt_valid) {
         s->bt_valid = lipi_reallocarray(NULL, LIPI_ENC_BT_VALID_CACHE, sizeof *s->bt_valid);
         if (!s->bt_valid)
             return LIPI_ENOMEM;
         memset(s->bt_valid, 0xff, LIPI_ENC_BT_VALID_CACHE * sizeof *s->bt_valid);
     }
-    memset(s->bt_dead, 0, n + 1);
+    uint64_t *dead = s->bt_dead;
+    memset(dead, 0, dead_words * sizeof *dead);
     size_t next_len;
     uint32_t next = bt_longest(e, w, n, &next_len);
     while (next != UINT32_MAX) {
-        uint32_t t = next, last = nt ? s->bt_tok[nt - 1] : UINT32_MAX;
+        uint32_t t = next, last = nt ? s->ptok[nt - 1].id : UINT32_MAX;
         size_t len = next_len;
         for (;;) {
             size_t end = pos + len;
-            if (!s->bt_dead[end] && (last == UINT32_MAX || bt_valid_cached(s, last, t))) {
-                s->bt_tok[nt] = t;
-                s->bt_end[nt++] = (uint32_t)end;
+            if (!(dead[end / 64] >> (end % 64) & 1) &&
+                (last == UINT32_MAX || bt_valid_cached(s, last, t))) {
+                if (nt == s->ptok_cap)
+                    TRY(ENC_GROW(s->ptok, s->ptok_cap, nt + 1));
+                s->ptok[nt++] = (enc_ptok){t, (uint32_t)pos, (uint32_t)end};
                 pos = end;
                 next = bt_longest(e, w + pos, n - pos, &next_len);
                 break;
@@ -176,14 +182,14 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
                 continue;
             }
             /* Nothing fits after last: step back. */
-            s->bt_dead[pos] = 1;
+            dead[pos / 64] |= UINT64_C(1) << (pos % 64);
             if (last == UINT32_MAX) {
                 next = UINT32_MAX; /* cannot happen with every byte a token */
                 break;
             }
             nt--;
-            next_len = pos - (nt ? s->bt_end[nt - 1] : 0);
-            pos -= next_len;
+            next_len = pos - s->ptok[nt].start;
+            pos = s->ptok[nt].start;
             next = last;
             break;
         }
@@ -199,7 +205,7 @@ static bool bt_encodes_to_itself(lipi_session *s, uint32_t t)
     size_t count;
     const lipi_strref *k = &s->enc->raw_keys[t];
     return lipi_enc_bt_word(s, k->s, k->len, &count) == LIPI_OK && count == 1 &&
-           s->bt_tok[0] == t;
+           s->ptok[0].id == t;
 }
 
 void lipi_enc_bt_free(lipi_encoder *e)

@@ -322,10 +322,9 @@ void lipi_session_free(lipi_session *s)
     lipi_free(s->palign);
     lipi_free(s->pw);
     lipi_free(s->pw_src);
+    lipi_free(s->sink_ids);
     lipi_free(s->sym);
     lipi_free(s->heap);
-    lipi_free(s->bt_tok);
-    lipi_free(s->bt_end);
     lipi_free(s->bt_dead);
     lipi_free(s->bt_valid);
     lipi_free(s->pair_cache);
@@ -664,6 +663,42 @@ done:
     return st;
 }
 
+/* lipi_encode_stream: appends an id to the slice, handing a full slice to
+ * the sink. */
+static inline lipi_status stream_put(lipi_session *s, uint32_t id)
+{
+    s->sink_ids[s->sink_n++] = id;
+    if (s->sink_n < LIPI_STREAM_IDS)
+        return LIPI_OK;
+    s->sink_total += s->sink_n;
+    s->sink_n = 0;
+    return s->sink(s->sink_ctx, s->sink_ids, LIPI_STREAM_IDS);
+}
+
+/* Streams the added tokens waiting in d (they come before the piece), then
+ * the piece's ids, which never enter d: one piece's tokens at a time are
+ * all a streamed text holds. */
+static lipi_status stream_piece(lipi_session *s, enc_toks *d, const enc_ptok *toks, size_t nt)
+{
+    lipi_status st = LIPI_OK;
+    for (size_t k = 0; k < d->n && st == LIPI_OK; k++)
+        st = stream_put(s, d->t[k].id);
+    d->n = 0;
+    s->pool.len = 0;
+    for (size_t k = 0; k < nt && st == LIPI_OK; k++)
+        st = stream_put(s, toks[k].id);
+    return st;
+}
+
+lipi_status lipi_enc_stream_ptok(lipi_session *s)
+{
+    if (!s->sink)
+        return LIPI_OK;
+    lipi_status st = stream_piece(s, &s->seq[0], s->ptok, s->ptok_n);
+    s->ptok_n = 0;
+    return st;
+}
+
 /* Runs the model over one piece (through the cache) and appends its
  * tokens to d. Inlined into the loops over pieces: it runs once per piece. */
 static inline __attribute__((always_inline)) lipi_status
@@ -704,6 +739,8 @@ emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc, li
     }
     if (want_offsets)
         return append_with_offsets(s, d, c, pc, src, toks, nt, seq);
+    if (__builtin_expect(s->sink != NULL, 0))
+        return stream_piece(s, d, toks, nt);
     return append_ids(s, d, pc, toks, nt, seq);
 }
 
@@ -738,6 +775,22 @@ static inline lipi_status scanned_piece(lipi_session *s, const chain *c, size_t 
     return LIPI_OK;
 }
 
+#define ENC_PIECE_WINDOW 4096
+
+/* Runs the model over the pieces s->pw[0..np) found by encode_scanned. */
+static lipi_status emit_scanned(lipi_session *s, enc_toks *d, const chain *c, size_t np,
+                                uint8_t seq, bool want_offsets, lipi_error *err)
+{
+    for (size_t k = 0; k < np; k++) {
+        if (k + 1 < np)
+            lipi_enc_cache_prefetch_entry(s, s->pw[k + 1].hash);
+        lipi_status st = emit_piece(s, d, c, &s->pw[k], s->pw_src[k], seq, want_offsets, err);
+        if (st != LIPI_OK)
+            return st;
+    }
+    return LIPI_OK;
+}
+
 /* encode_sub for a pre-tokenizer that is one scanner's Split, or a
  * Metaspace cutting text without spaces: the pieces are spans of the text,
  * found here, so nothing is copied. */
@@ -761,6 +814,10 @@ static lipi_status encode_scanned(lipi_session *s, enc_toks *d, chain *c, uint8_
             if (lipi_enc_eq(q, r, rl)) { /* inline: a call per piece cost more */
                 TRY(scanned_piece(s, c, &np, prev, i));
                 prev = i;
+                if (np >= ENC_PIECE_WINDOW) {
+                    TRY(emit_scanned(s, d, c, np, seq, want_offsets, err));
+                    np = 0;
+                }
             }
         }
         i = n;
@@ -775,14 +832,16 @@ static lipi_status encode_scanned(lipi_session *s, enc_toks *d, chain *c, uint8_
             TRY(scanned_piece(s, c, &np, prev, i));
         TRY(scanned_piece(s, c, &np, i, i + m));
         i = prev = i + m;
+        /* Pieces go to the model a window at a time, so a long text holds
+         * no list of all its pieces (40 bytes each). */
+        if (np >= ENC_PIECE_WINDOW) {
+            TRY(emit_scanned(s, d, c, np, seq, want_offsets, err));
+            np = 0;
+        }
     }
     if (prev < n)
         TRY(scanned_piece(s, c, &np, prev, n));
-    for (size_t k = 0; k < np; k++) {
-        if (k + 1 < np)
-            lipi_enc_cache_prefetch_entry(s, s->pw[k + 1].hash);
-        TRY(emit_piece(s, d, c, &s->pw[k], s->pw_src[k], seq, want_offsets, err));
-    }
+    TRY(emit_scanned(s, d, c, np, seq, want_offsets, err));
 done:
     return st;
 }
@@ -1297,25 +1356,30 @@ done:
 }
 
 /* Whether processor p leaves a single text's tokens exactly as they are
- * (type ids 0, no special tokens, offsets untouched). */
-static bool post_is_noop(const lipi_post_processor *p, bool add, int depth)
+ * (type ids 0, no special tokens, offsets untouched), or with ids_only,
+ * only its ids (offsets and type ids may change: what lipi_encode_stream
+ * needs). */
+static bool post_is_noop(const lipi_post_processor *p, bool add, bool ids_only, int depth)
 {
+    size_t texts = 0;
     switch (p->type) {
-    case LIPI_POST_BYTELEVEL: return !p->trim_offsets;
+    case LIPI_POST_BYTELEVEL: return ids_only || !p->trim_offsets;
     case LIPI_POST_BERT: return !add;
-    case LIPI_POST_ROBERTA: return !add && !p->trim_offsets;
+    case LIPI_POST_ROBERTA: return !add && (ids_only || !p->trim_offsets);
     case LIPI_POST_TEMPLATE:
         if (add)
             return false;
-        for (size_t i = 0; i < p->n_single; i++)
-            if (!p->single[i].is_special && p->single[i].type_id != 0)
+        for (size_t i = 0; i < p->n_single; i++) {
+            if (!p->single[i].is_special && p->single[i].type_id != 0 && !ids_only)
                 return false;
-        return p->n_single == 1;
+            texts += !p->single[i].is_special;
+        }
+        return ids_only ? texts == 1 : p->n_single == 1;
     case LIPI_POST_SEQUENCE:
         if (depth > 64)
             return false;
         for (size_t i = 0; i < p->n_items; i++)
-            if (!post_is_noop(&p->items[i], add, depth + 1))
+            if (!post_is_noop(&p->items[i], add, ids_only, depth + 1))
                 return false;
         return true;
     }
@@ -1366,7 +1430,7 @@ lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char
         TRY(truncate_seqs(s, pair, opt->max_length - added, opt, err));
     }
     size_t n = pair ? 2 : 1;
-    if (!pair && (!pp || post_is_noop(pp, opt->add_special_tokens, 0))) {
+    if (!pair && (!pp || post_is_noop(pp, opt->add_special_tokens, false, 0))) {
         s->res = &s->seq[0];
         goto done;
     }
@@ -1433,6 +1497,60 @@ lipi_status lipi_encode(lipi_session *s, const char *text, size_t len,
     if (st != LIPI_OK)
         return st;
     return write_out(s, out);
+}
+
+bool lipi_encode_can_stream(const lipi_encoder *e, const lipi_encode_options *opt)
+{
+    lipi_encode_options defaults;
+    if (!e)
+        return false;
+    if (!opt) {
+        lipi_encode_options_default(e, &defaults);
+        opt = &defaults;
+    }
+    const lipi_post_processor *pp = e->tok->post;
+    return opt->max_length == 0 && (!pp || post_is_noop(pp, opt->add_special_tokens, true, 0));
+}
+
+lipi_status lipi_encode_stream(lipi_session *s, const char *text, size_t len,
+                               const lipi_encode_options *opt, lipi_ids_sink sink, void *ctx,
+                               size_t *n_ids, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    if (n_ids)
+        *n_ids = 0;
+    if (!s || !sink || (!text && len))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "no session, text or sink given");
+    if (!lipi_encode_can_stream(s->enc, opt))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "ids depend on the whole text (truncation or special tokens "
+                              "added): encode it with lipi_encode");
+    if (!s->sink_ids) {
+        s->sink_ids = lipi_reallocarray(NULL, LIPI_STREAM_IDS, sizeof *s->sink_ids);
+        if (!s->sink_ids)
+            return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
+    }
+    s->sink = sink;
+    s->sink_ctx = ctx;
+    s->sink_n = 0;
+    s->sink_total = 0;
+    st = lipi_enc_run(s, text ? text : "", len, NULL, 0, false, opt, false, err);
+    /* Added tokens after the last piece, then the last slice. */
+    if (st == LIPI_OK)
+        st = stream_piece(s, &s->seq[0], NULL, 0);
+    if (st == LIPI_OK && s->sink_n)
+        st = sink(ctx, s->sink_ids, s->sink_n);
+    if (st == LIPI_OK)
+        s->sink_total += s->sink_n;
+    s->sink_n = 0;
+    s->sink = NULL;
+    s->sink_ctx = NULL;
+    s->seq[0].n = 0;
+    if (n_ids)
+        *n_ids = s->sink_total;
+    if (st == LIPI_ENOMEM)
+        lipi_error_set(err, st, NULL, 0, 0, "out of memory");
+    return st;
 }
 
 lipi_status lipi_encode_pair(lipi_session *s, const char *text, size_t len, const char *pair,

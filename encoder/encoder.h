@@ -122,6 +122,31 @@ lipi_status lipi_encode_pair(lipi_session *s, const char *text, size_t len, cons
                              lipi_encoding *out, lipi_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* Streaming the ids of a long text                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Receives the next n ids of a streamed text (borrowed: valid during the
+ * call). Anything but LIPI_OK stops the encoding with that status. */
+typedef lipi_status (*lipi_ids_sink)(void *ctx, const uint32_t *ids, size_t n);
+
+/* Whether lipi_encode_stream can give the ids of a text under opt (NULL:
+ * the defaults): there is no truncation and the post-processor adds
+ * nothing, so no id depends on the text's length. */
+bool lipi_encode_can_stream(const lipi_encoder *e, const lipi_encode_options *opt);
+
+/* The ids lipi_encode gives for s[0..len), handed to sink in slices of at
+ * most LIPI_STREAM_IDS as they are found, instead of held for the whole
+ * text: a text of any length costs the session memory for its longest
+ * pre-tokenized piece, not for all its tokens. *n_ids (may be NULL): the
+ * ids handed over. Fails as lipi_encode does (ids already handed over
+ * stay handed over), with LIPI_EINVAL when !lipi_encode_can_stream, or
+ * with the sink's status. */
+#define LIPI_STREAM_IDS 65536
+lipi_status lipi_encode_stream(lipi_session *s, const char *text, size_t len,
+                               const lipi_encode_options *opt, lipi_ids_sink sink, void *ctx,
+                               size_t *n_ids, lipi_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* Batches over threads                                                      */
 /* ------------------------------------------------------------------------ */
 
@@ -238,6 +263,7 @@ typedef struct {
     bool f32;                  /* Viterbi sums scores in float32 (SentencePiece's
                                   arithmetic), else in double (Hugging Face's) */
     float start;               /* f32: the score the path starts from */
+    double start_d;            /* the same without f32 (0 after reset) */
     int64_t f32_unk;           /* f32: id of the unknown piece, -1 none */
     double f32_margin;         /* f32, after the Viterbi: the smallest gap
                                   between two candidates compared (INFINITY
@@ -274,6 +300,9 @@ lipi_status lipi_lattice_viterbi(lipi_lattice *l, bool *found);
 lipi_status lipi_lattice_best_start(lipi_lattice *l);
 void lipi_lattice_offer(lipi_lattice *l, size_t pos, size_t n, uint32_t id, double score);
 lipi_status lipi_lattice_best_end(lipi_lattice *l, bool *found);
+/* best_end's path to position `end` instead of len (its best way there):
+ * nodes[0..n_nodes) = path, start to end; *found false when unreached. */
+lipi_status lipi_lattice_best_to(lipi_lattice *l, size_t end, bool *found);
 
 /* Forward-backward over all segmentations: marginal[i] (n_nodes entries, the
  * caller's) is the probability that node i is on the path, with path

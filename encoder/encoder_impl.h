@@ -406,10 +406,8 @@ struct lipi_session {
     size_t sym_cap;
     bpe_cand *heap;
     size_t heap_cap;
-    uint32_t *bt_tok;            /* backtracking BPE: the tokens so far */
-    uint32_t *bt_end;            /* and where each ends in the word */
-    size_t bt_tok_cap, bt_end_cap;
-    uint8_t *bt_dead;            /* and the positions that lead nowhere */
+    uint64_t *bt_dead;           /* backtracking BPE (tokens in ptok): the
+                                    positions that lead nowhere, a bit each */
     size_t bt_dead_cap;
     uint64_t *bt_valid;          /* recent valid-pair answers (backtrack.c) */
     /* Recent pair lookups of a compact merge table, direct-mapped, in its
@@ -429,6 +427,12 @@ struct lipi_session {
     float f32_run;
     bool f32_cacheable; /* the last word's tokens do not depend on f32_run */
     enc_cache cache;
+    /* lipi_encode_stream: where ids go instead of seq[0], and the slice
+     * being filled (LIPI_STREAM_IDS entries) */
+    lipi_ids_sink sink;
+    void *sink_ctx;
+    uint32_t *sink_ids;
+    size_t sink_n, sink_total;
     enc_toks seq[2];             /* tokens of text and pair */
     enc_toks out;                /* after post-processing */
     const enc_toks *res;         /* the result: &out, or &seq[0] when nothing
@@ -448,6 +452,11 @@ struct lipi_session {
 /* Between the files                                                         */
 /* ======================================================================== */
 
+/* encode.c: under lipi_encode_stream, hands the piece's tokens so far
+ * (s->ptok, final: a model that will not take them back) to the sink and
+ * empties s->ptok; otherwise does nothing. */
+lipi_status lipi_enc_stream_ptok(lipi_session *s);
+
 /* models.c: runs the model over one piece and stores the result in the
  * cache (callers look there first): *toks (n of them) is valid until the
  * next call. LIPI_EINVAL when an unknown token is needed and the model has
@@ -462,8 +471,7 @@ extern int lipi_enc_wide_pairs_for_tests;
 /* backtrack.c: the tables of backtracking BPE when the model is a tiktoken
  * rank file whose tokens all encode to themselves (else e->bt stays false);
  * fails only for memory. lipi_enc_bt_word encodes w[0..n) into
- * s->bt_tok[0..*count), token k ending at byte s->bt_end[k] of w (*count 0:
- * no encoding, use the merge loop). */
+ * s->ptok[0..*count) (*count 0: no encoding, use the merge loop). */
 lipi_status lipi_enc_bt_init(lipi_encoder *e);
 void lipi_enc_bt_free(lipi_encoder *e);
 lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count);

@@ -9,6 +9,7 @@
 void lipi_lattice_reset(lipi_lattice *l, size_t len)
 {
     l->len = len;
+    l->start_d = 0.0;
     l->n_nodes = 0;
     l->path_len = 0;
 }
@@ -67,7 +68,7 @@ static lipi_status viterbi_start(lipi_lattice *l)
      * lipi builds for has); memset beats a loop over short words' arrays. */
     memset(l->pos_node, 0xff, (l->len + 1) * sizeof *l->pos_node);
     l->pos_node[0] = -2;
-    l->pos_score[0] = l->f32 ? (double)l->start : 0.0;
+    l->pos_score[0] = l->f32 ? (double)l->start : l->start_d;
     l->f32_margin = INFINITY;
     return LIPI_OK;
 }
@@ -92,7 +93,12 @@ void lipi_lattice_offer(lipi_lattice *l, size_t pos, size_t n, uint32_t id, doub
 
 lipi_status lipi_lattice_best_end(lipi_lattice *l, bool *found)
 {
-    size_t len = l->len, count = 0;
+    return lipi_lattice_best_to(l, l->len, found);
+}
+
+lipi_status lipi_lattice_best_to(lipi_lattice *l, size_t len, bool *found)
+{
+    size_t count = 0;
     *found = false;
     if (l->pos_node[len] == -1)
         return LIPI_OK;

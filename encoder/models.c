@@ -643,9 +643,6 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
         if (e->bt) {
             size_t count;
             TRY(lipi_enc_bt_word(s, w, n, &count));
-            TRY(ENC_GROW(s->ptok, s->ptok_cap, count));
-            for (size_t k = 0; k < count; k++)
-                s->ptok[k] = (enc_ptok){s->bt_tok[k], k ? s->bt_end[k - 1] : 0, s->bt_end[k]};
             s->ptok_n = count;
             if (count)
                 return LIPI_OK;
@@ -749,7 +746,7 @@ static void unigram_run_replayable(lipi_session *s)
  * lattice's arrays and flags stay in locals (a store to a score could
  * otherwise be the margin's), the compact trie's walk carries the unit it
  * stands on (a child's unit is its state's), and f32 is a constant in each
- * of the two copies unigram_word calls. LIPI_EINVAL when a char needs the
+ * of the two copies unigram_fill calls. LIPI_EINVAL when a char needs the
  * unknown token and the model has none. */
 static inline __attribute__((always_inline)) lipi_status
 unigram_viterbi(const lipi_encoder *e, lipi_lattice *lat, const char *w, size_t n, bool f32)
@@ -813,6 +810,150 @@ unigram_viterbi(const lipi_encoder *e, lipi_lattice *lat, const char *w, size_t 
     return LIPI_OK;
 }
 
+/* Offers the nodes of w[0..n) to the lattice (over n bytes), each settled
+ * as the trie walk finds it; unknown characters get unknown nodes. */
+static lipi_status unigram_fill(lipi_session *s, const char *w, size_t n, lipi_error *err)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_lattice *lat = &s->lattice;
+    lipi_status st =
+        lat->f32 ? unigram_viterbi(e, lat, w, n, true) : unigram_viterbi(e, lat, w, n, false);
+    return st == LIPI_OK ? LIPI_OK : no_unk(e, err);
+}
+
+/* Pushes the tokens of the lattice's path (nodes[0..n_nodes)), which covers
+ * w[base .. end): runs of unknown nodes become one string (fuse_unk). */
+static lipi_status unigram_emit(lipi_session *s, const char *w, size_t base, size_t end,
+                                lipi_error *err)
+{
+    const lipi_encoder *e = s->enc;
+    const lipi_lattice *lat = &s->lattice;
+    lipi_status st = LIPI_OK;
+    size_t run_start = 0;
+    bool in_run = false;
+    for (size_t k = 0; k < lat->path_len; k++) {
+        const lipi_lattice_node *nd = &lat->nodes[lat->path[k]];
+        size_t pos = base + nd->pos;
+        if ((int64_t)nd->id == e->unk_id) {
+            if (!in_run) {
+                run_start = pos;
+                in_run = true;
+            }
+            continue;
+        }
+        if (in_run) {
+            TRY(unigram_run(s, w, run_start, pos, err));
+            unigram_run_replayable(s);
+            in_run = false;
+        }
+        TRY(ptok_push(s, nd->id, pos, pos + nd->len, false));
+    }
+    if (in_run) {
+        TRY(unigram_run(s, w, run_start, end, err));
+        unigram_run_replayable(s);
+    }
+done:
+    return st;
+}
+
+/* Words longer than this are encoded a window at a time (below). */
+#define UNI_WINDOW ((size_t)1 << 20)
+
+/* A long word's lattice, a window at a time, with the ids of one lattice
+ * over the whole word. The Viterbi over w[base .. X) (nodes that would end
+ * after X left out) has every position's best score and node exactly as
+ * the whole word's: a node ending at q <= X starts and ends inside. The
+ * whole word's best path crosses X from some reached position in the last
+ * `span` bytes before X (span: the longest node); when the best paths to
+ * all of those pass through one position c, so does the whole word's, and
+ * its part up to c is the best path to c. Those tokens are pushed, and
+ * the next window starts at c from c's score, so every later score is
+ * computed from the same numbers as in one lattice (and candidates that
+ * did not pass through c never beat the path through c there either). A
+ * c inside a run of unknown nodes moves back to the run's start, so that
+ * runs are fused as in one lattice. No common position: the window grows.
+ * Memory: the lattice's ~50 bytes a byte for a window, not the word (and
+ * under lipi_encode_stream, the tokens of a window). */
+static lipi_status unigram_long_word(lipi_session *s, const char *w, size_t n, lipi_error *err)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_lattice *lat = &s->lattice;
+    lipi_status st = LIPI_OK;
+    size_t base = 0, window = UNI_WINDOW, span = 4;
+    double score = e->f32_viterbi ? (double)s->f32_run : 0.0;
+    uint8_t *mark = NULL;
+    bool found;
+    for (size_t i = 0; i < e->m->vocab.n; i++) {
+        size_t l = e->m->vocab.tok[i].len;
+        if (l > span)
+            span = l;
+    }
+    while (base < n) {
+        size_t len = n - base < window ? n - base : window;
+        lipi_lattice_reset(lat, len);
+        lat->f32 = e->f32_viterbi;
+        lat->start = (float)score;
+        lat->start_d = score;
+        lat->f32_unk = e->unk_id;
+        TRY(lipi_lattice_best_start(lat));
+        TRY(unigram_fill(s, w + base, len, err));
+        if (base + len == n) {
+            TRY(lipi_lattice_best_end(lat, &found));
+            if (!found) {
+                st = no_unk(e, err);
+                goto done;
+            }
+            TRY(unigram_emit(s, w, base, n, err));
+            score = lat->pos_score[len];
+            break;
+        }
+        /* The best path to len - 1 .. len - span + 1 and len marked, then
+         * where each other one meets it. */
+        lipi_free(mark);
+        mark = lipi_calloc(len + 1, 1);
+        if (!mark)
+            TRY(LIPI_ENOMEM);
+        size_t ref = len, c = len;
+        while (ref > 0 && lat->pos_node[ref] == -1)
+            ref--;
+        for (size_t p = ref; p > 0; p = lat->pos_win[p].pos)
+            mark[p] = 1;
+        mark[0] = 1;
+        c = ref;
+        for (size_t q = len - 1; q + span > len && q > 0; q--) {
+            if (lat->pos_node[q] == -1)
+                continue;
+            size_t p = q;
+            while (!mark[p])
+                p = lat->pos_win[p].pos;
+            if (p < c)
+                c = p;
+        }
+        /* Back to a position no unknown node ends at. */
+        while (c > 0 && (int64_t)lat->pos_win[c].id == e->unk_id)
+            c = lat->pos_win[c].pos;
+        if (c == 0) {
+            if (window > SIZE_MAX / 2)
+                TRY(LIPI_ENOMEM);
+            window *= 2;
+            continue;
+        }
+        TRY(lipi_lattice_best_to(lat, c, &found));
+        TRY(unigram_emit(s, w, base, base + c, err));
+        /* Those tokens are final: a streamed text need not hold them. */
+        TRY(lipi_enc_stream_ptok(s));
+        score = lat->pos_score[c];
+        base += c;
+        window = UNI_WINDOW;
+    }
+    if (e->f32_viterbi)
+        s->f32_run = (float)score;
+    s->f32_cacheable = false;
+done:
+    lipi_free(mark);
+    return st;
+}
+
 static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_error *err)
 {
     const lipi_encoder *e = s->enc;
@@ -820,16 +961,15 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
     lipi_status st = LIPI_OK;
     bool found;
 
+    if (n > UNI_WINDOW)
+        return unigram_long_word(s, w, n, err);
     lipi_lattice_reset(lat, n);
     lat->f32 = e->f32_viterbi;
     lat->start = s->f32_run;
     lat->f32_unk = e->unk_id;
+    /* Each node is settled as the walk finds it: the lattice is not kept. */
     TRY(lipi_lattice_best_start(lat));
-    st = lat->f32 ? unigram_viterbi(e, lat, w, n, true) : unigram_viterbi(e, lat, w, n, false);
-    if (st != LIPI_OK) {
-        st = no_unk(e, err);
-        goto done;
-    }
+    TRY(unigram_fill(s, w, n, err));
     /* The word's end is a char boundary, so it is reached: no path means
      * no unknown token (not possible here, but best_end says so). */
     if (lat->pos_node[n] == -1) {
@@ -872,29 +1012,7 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
         st = no_unk(e, err);
         goto done;
     }
-    /* Runs of unknown nodes become one string (fuse_unk). */
-    size_t run_start = 0;
-    bool in_run = false;
-    for (size_t k = 0; k < lat->path_len; k++) {
-        const lipi_lattice_node *nd = &lat->nodes[lat->path[k]];
-        if ((int64_t)nd->id == e->unk_id) {
-            if (!in_run) {
-                run_start = nd->pos;
-                in_run = true;
-            }
-            continue;
-        }
-        if (in_run) {
-            TRY(unigram_run(s, w, run_start, nd->pos, err));
-            unigram_run_replayable(s);
-            in_run = false;
-        }
-        TRY(ptok_push(s, nd->id, nd->pos, (size_t)nd->pos + nd->len, false));
-    }
-    if (in_run) {
-        TRY(unigram_run(s, w, run_start, n, err));
-        unigram_run_replayable(s);
-    }
+    TRY(unigram_emit(s, w, 0, n, err));
 done:
     return st;
 }

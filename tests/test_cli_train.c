@@ -321,6 +321,45 @@ static void test_unigram_keeps_the_pattern_it_is_given(void **state)
     unlink("./lipi-up.json");
 }
 
+/* A word over 65,535 bytes (a long line without spaces) is skipped by the
+ * trainer: training with one equals training without it, byte for byte
+ * (its letter, in no other word, does not even reach the alphabet), and a
+ * corpus of nothing else says so. */
+static void test_train_skips_words_over_64k(void **state)
+{
+    (void)state;
+    size_t n;
+    char *hin = cli_slurp(DATA "hin_Deva.txt", &n);
+    assert_non_null(hin);
+    FILE *f = fopen("./lipi-longword.txt", "wb");
+    assert_non_null(f);
+    for (int i = 0; i < 25000; i++)
+        fputs("ꙮ", f); /* 3 bytes: one 75,000-byte word */
+    fputc('\n', f);
+    assert_int_equal(fwrite(hin, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+    free(hin);
+    cli_result r = cli_runf("train --quiet --vocab-size 900 -o ./lipi-lw1.json ./lipi-longword.txt");
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    r = cli_runf("train --quiet --vocab-size 900 -o ./lipi-lw2.json " DATA "hin_Deva.txt");
+    assert_int_equal(r.code, 0);
+    cli_result_free(&r);
+    cli_assert_same_file("./lipi-lw1.json", "./lipi-lw2.json");
+    f = fopen("./lipi-longword.txt", "wb");
+    assert_non_null(f);
+    for (int i = 0; i < 70000; i++)
+        fputc('a', f);
+    assert_int_equal(fclose(f), 0);
+    r = cli_runf("train --quiet --vocab-size 900 -o ./lipi-lw3.json ./lipi-longword.txt");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "longer than the 65535 bytes"));
+    cli_result_free(&r);
+    unlink("./lipi-longword.txt");
+    unlink("./lipi-lw1.json");
+    unlink("./lipi-lw2.json");
+}
+
 int main(void)
 {
     if (access(DATA "hin_Deva.txt", R_OK) != 0 || enter_workdir() != 0) {
@@ -341,6 +380,7 @@ int main(void)
         cmocka_unit_test(test_an_existing_output_survives_a_failed_run),
         cmocka_unit_test(test_unigram_writes_tokenizer_json_and_spm_model_alike),
         cmocka_unit_test(test_unigram_keeps_the_pattern_it_is_given),
+        cmocka_unit_test(test_train_skips_words_over_64k),
     };
     int failed = cmocka_run_group_tests_name("cli_train", tests, NULL, NULL);
     char cmd[128];

@@ -868,6 +868,283 @@ static void test_multiline_records_match_sentencepiece(void **state)
     json_decref(rows);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Long texts: lipi_encode_stream and `lipi encode` on records over 1 MiB    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    uint32_t *ids;
+    size_t n, cap, calls, biggest;
+} stream_got;
+
+static lipi_status collect_ids(void *ctx, const uint32_t *ids, size_t n)
+{
+    stream_got *g = ctx;
+    assert_true(n > 0 && n <= LIPI_STREAM_IDS);
+    if (g->n + n > g->cap) {
+        g->cap = 2 * (g->n + n);
+        g->ids = realloc(g->ids, g->cap * sizeof *g->ids);
+        assert_non_null(g->ids);
+    }
+    memcpy(g->ids + g->n, ids, n * sizeof *ids);
+    g->n += n;
+    g->calls++;
+    return LIPI_OK;
+}
+
+/* The largest block asked for while the hooks below are installed. */
+static size_t big_alloc;
+static void *track_malloc(size_t n)
+{
+    if (n > big_alloc)
+        big_alloc = n;
+    return malloc(n);
+}
+static void *track_realloc(void *p, size_t n)
+{
+    if (n > big_alloc)
+        big_alloc = n;
+    return realloc(p, n);
+}
+static const lipi_alloc_hooks track_hooks = {track_malloc, track_realloc, free};
+
+/* `unit` repeated to at least `len` bytes (whole units). */
+static char *repeat_text(const char *unit, size_t len, size_t *out_len)
+{
+    size_t u = strlen(unit), n = (len + u - 1) / u * u;
+    char *t = malloc(n + 1);
+    assert_non_null(t);
+    for (size_t i = 0; i < n; i += u)
+        memcpy(t + i, unit, u);
+    t[n] = 0;
+    *out_len = n;
+    return t;
+}
+
+/* lipi_encode's ids of text with tokenizer `path` (default options), in
+ * a new buffer; *n of them. */
+static uint32_t *ids_of(const char *path, const char *text, size_t len, size_t *n)
+{
+    lipi_tokenizer *tok = NULL;
+    lipi_encoder *enc = NULL;
+    lipi_session *s = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_tokenizer_open(path, NULL, &tok, &err), LIPI_OK);
+    assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
+    assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+    lipi_encoding out = {0};
+    assert_int_equal(lipi_encode(s, text, len, NULL, &out, &err), LIPI_OK);
+    out.cap = out.len;
+    out.ids = malloc((out.len ? out.len : 1) * sizeof *out.ids);
+    assert_int_equal(lipi_encode(s, text, len, NULL, &out, &err), LIPI_OK);
+    lipi_session_free(s);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(tok);
+    *n = out.len;
+    return out.ids;
+}
+
+#define LONG_TEXT ((size_t)1200000) /* over the CLI's 1 MiB LONG_RECORD */
+
+/* The worst cases of bench/worst.sh, at 1.2 MB: a word without spaces, one
+ * character repeated (ASCII and Devanagari), and many short words with
+ * special tokens between them. Streamed ids equal lipi_encode's for every
+ * model type (tiktoken backtracking, byte-level BPE's merge loop,
+ * WordPiece, SentencePiece Unigram and BPE), in slices of at most
+ * LIPI_STREAM_IDS. */
+static void test_stream_gives_the_ids_of_lipi_encode(void **state)
+{
+    (void)state;
+    static const char *const toks[] = {
+        "cl100k_base", GPT2, "tests/fixtures/shared/vocab/bert-base-uncased/vocab.txt",
+        "tests/fixtures/shared/vocab/laser100k-spm/laser_100k.model",
+        "tests/fixtures/readers/bpe_bytes.model"};
+    static const char *const units[] = {
+        "नमस्तेदुनियाHelloWorld42", "a", "क", "hello world, नमस्ते! <|endoftext|>[SEP] "};
+    for (size_t t = 0; t < sizeof toks / sizeof *toks; t++) {
+        lipi_tokenizer *tok = NULL;
+        lipi_encoder *enc = NULL;
+        lipi_session *s = NULL;
+        lipi_error err = {0};
+        assert_int_equal(lipi_tokenizer_open(toks[t], NULL, &tok, &err), LIPI_OK);
+        assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
+        assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+        /* As `lipi encode` without --add-special-tokens (BERT's [CLS] ...
+         * [SEP] would need the whole text first). */
+        lipi_encode_options opt;
+        lipi_encode_options_default(enc, &opt);
+        opt.add_special_tokens = false;
+        assert_true(lipi_encode_can_stream(enc, &opt));
+        for (size_t u = 0; u < sizeof units / sizeof *units; u++) {
+            size_t len, n_ids = 0;
+            char *text = repeat_text(units[u], LONG_TEXT, &len);
+            lipi_encoding out = {0};
+            assert_int_equal(lipi_encode(s, text, len, &opt, &out, &err), LIPI_OK);
+            out.cap = out.len;
+            out.ids = malloc((out.len ? out.len : 1) * sizeof *out.ids);
+            assert_int_equal(lipi_encode(s, text, len, &opt, &out, &err), LIPI_OK);
+            stream_got g = {0};
+            assert_int_equal(lipi_encode_stream(s, text, len, &opt, collect_ids, &g, &n_ids, &err),
+                             LIPI_OK);
+            assert_int_equal(n_ids, out.len);
+            assert_int_equal(g.n, out.len);
+            assert_true(out.len > 0);
+            assert_memory_equal(g.ids, out.ids, out.len * sizeof *out.ids);
+            /* The session works as before afterwards. */
+            size_t cap = out.cap;
+            out.cap = 0;
+            assert_int_equal(lipi_encode(s, text, len, &opt, &out, &err), LIPI_OK);
+            assert_int_equal(out.len, cap);
+            free(g.ids);
+            free(out.ids);
+            free(text);
+        }
+        /* Ids that depend on the whole text cannot be streamed. */
+        opt.max_length = 8;
+        stream_got g = {0};
+        assert_false(lipi_encode_can_stream(enc, &opt));
+        assert_int_equal(lipi_encode_stream(s, "hi", 2, &opt, collect_ids, &g, NULL, &err),
+                         LIPI_EINVAL);
+        assert_int_equal(g.n, 0);
+        lipi_session_free(s);
+        lipi_encoder_free(enc);
+        lipi_tokenizer_free(tok);
+    }
+}
+
+/* What a streamed text holds: 1.2 MB of short words is 240,000 tokens,
+ * which lipi_encode keeps as records of ~50 bytes (a block over 8 MB);
+ * streamed, no block of 4 MB or more is asked for (pieces go to the model
+ * a window at a time, ids to the sink a slice at a time). */
+static void test_stream_holds_no_block_per_token(void **state)
+{
+    (void)state;
+    static const char *const toks[] = {"cl100k_base", GPT2};
+    size_t len;
+    char *text = repeat_text("hello world 42 ", LONG_TEXT, &len);
+    for (size_t t = 0; t < sizeof toks / sizeof *toks; t++) {
+        lipi_tokenizer *tok = NULL;
+        lipi_encoder *enc = NULL;
+        lipi_session *s = NULL;
+        lipi_error err = {0};
+        lipi_set_alloc_hooks(&track_hooks);
+        assert_int_equal(lipi_tokenizer_open(toks[t], NULL, &tok, &err), LIPI_OK);
+        assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
+        assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+        stream_got g = {0};
+        big_alloc = 0;
+        assert_int_equal(lipi_encode_stream(s, text, len, NULL, collect_ids, &g, NULL, &err),
+                         LIPI_OK);
+        assert_true(g.n > 200000);
+        assert_true(big_alloc < ((size_t)4 << 20));
+        lipi_session_free(s);
+        assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+        lipi_encoding out = {0};
+        big_alloc = 0;
+        assert_int_equal(lipi_encode(s, text, len, NULL, &out, &err), LIPI_OK);
+        assert_int_equal(out.len, g.n);
+        assert_true(big_alloc > ((size_t)8 << 20));
+        lipi_session_free(s);
+        lipi_encoder_free(enc);
+        lipi_tokenizer_free(tok);
+        lipi_set_alloc_hooks(NULL);
+        free(g.ids);
+    }
+    free(text);
+}
+
+/* `lipi encode` streams records of 1 MiB and more (ids, count): its lines
+ * equal the library's ids, between short records on both sides, on 1 and
+ * 2 threads, with --total counting them; --offsets takes the batch path
+ * and gives the same ids. */
+static void test_encode_long_records_match_the_library(void **state)
+{
+    (void)state;
+    size_t wlen, len = 0;
+    char *word = repeat_text("नमस्तेदुनियाHelloWorld42", LONG_TEXT, &wlen);
+    char *in = malloc(wlen + 64);
+    assert_non_null(in);
+    len += (size_t)sprintf(in, "short one\n");
+    memcpy(in + len, word, wlen);
+    len += wlen;
+    len += (size_t)sprintf(in + len, "\nlast line\n");
+
+    size_t n_ids, n = 0;
+    uint32_t *ids = ids_of(GPT2, word, wlen, &n_ids);
+    size_t cap = 12 * n_ids + 64;
+    char *want = malloc(cap);
+    for (size_t k = 0; k < n_ids; k++)
+        n += (size_t)snprintf(want + n, cap - n, k ? " %u" : "%u", ids[k]);
+
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/lipi-test-long-%ld.txt", (long)getpid());
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(in, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    for (int threads = 1; threads <= 2; threads++) {
+        cli_result r = cli_runf("encode -t " GPT2 " --threads %d --total %s", threads, path);
+        assert_int_equal(r.code, 0);
+        const char *l2 = strchr(r.out, '\n') + 1, *l3 = strchr(l2, '\n') + 1;
+        assert_int_equal((size_t)(l3 - 1 - l2), n);
+        assert_memory_equal(l2, want, n);
+        assert_string_equal(l3, "12957 1627\n");
+        assert_memory_equal(r.out, "19509 530\n", 10);
+        assert_non_null(strstr(r.err, " 3 records, "));
+        cli_result_free(&r);
+    }
+    cli_result r = cli_runf("encode -t " GPT2 " --format count %s", path);
+    assert_int_equal(r.code, 0);
+    char counts[64];
+    snprintf(counts, sizeof counts, "2\n%zu\n2\n", n_ids);
+    assert_string_equal(r.out, counts);
+    cli_result_free(&r);
+    /* --offsets holds the record: the same ids before the tab. */
+    r = cli_runf("encode -t " GPT2 " --offsets %s", path);
+    assert_int_equal(r.code, 0);
+    const char *l2 = strchr(r.out, '\n') + 1;
+    assert_memory_equal(l2, want, n);
+    assert_int_equal(l2[n], '\t');
+    cli_result_free(&r);
+    unlink(path);
+    free(want);
+    free(ids);
+    free(in);
+    free(word);
+}
+
+/* Unigram words over 1 MiB are encoded a window at a time (models.c):
+ * the ids equal SentencePiece's own on 1.2 MB words of mixed letters, one
+ * letter, unknown characters fused into runs across windows, and a run of
+ * unknown characters longer than a window (make_long_spm.py). */
+static void test_long_unigram_words_match_sentencepiece(void **state)
+{
+    (void)state;
+    json_t *rows = load_rows(FIXTURES "long_spm.jsonl.gz");
+    size_t i;
+    json_t *row;
+    assert_true(json_array_size(rows) >= 10);
+    json_array_foreach(rows, i, row) {
+        const char *path = json_string_value(json_object_get(row, "tokenizer"));
+        const char *unit = json_string_value(json_object_get(row, "unit"));
+        size_t bytes = (size_t)json_integer_value(json_object_get(row, "bytes")), len;
+        json_t *want = json_object_get(row, "ids");
+        char *text = repeat_text(unit, bytes, &len);
+        size_t n;
+        uint32_t *ids = ids_of(path, text, len, &n);
+        if (n != json_array_size(want))
+            fail_msg("%s, \"%s\" x %zu bytes: %zu ids, SentencePiece %zu", path, unit, len, n,
+                     json_array_size(want));
+        for (size_t k = 0; k < n; k++)
+            if (ids[k] != (uint32_t)json_integer_value(json_array_get(want, k)))
+                fail_msg("%s, \"%s\": id %zu is %u, SentencePiece %lld", path, unit, k, ids[k],
+                         (long long)json_integer_value(json_array_get(want, k)));
+        free(ids);
+        free(text);
+    }
+    json_decref(rows);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -884,6 +1161,10 @@ int main(void)
         cmocka_unit_test(test_decode_input_kinds),
         cmocka_unit_test(test_inflation_input_kinds),
         cmocka_unit_test(test_tiktoken_public_cases),
+        cmocka_unit_test(test_stream_gives_the_ids_of_lipi_encode),
+        cmocka_unit_test(test_stream_holds_no_block_per_token),
+        cmocka_unit_test(test_encode_long_records_match_the_library),
+        cmocka_unit_test(test_long_unigram_words_match_sentencepiece),
         cmocka_unit_test(test_multiline_records_match_tiktoken_and_hugging_face),
         cmocka_unit_test(test_multiline_records_match_sentencepiece),
         cmocka_unit_test(test_encode_jsonl_and_ids_match_the_batch),

@@ -1437,8 +1437,19 @@ static lipi_status prepare(bpe *b, const lipi_counts *counts, lipi_error *err)
      * then the words' places in the symbol and bitmap arrays, in order. */
     size_t pos = 0, total_units = 0, guard_bits = 0;
     uint64_t weighted = 0;
-    for (size_t w = 0; lipi_counts_next(counts, &pos, &ents[w]); w++)
-        ;
+    size_t kept = 0;
+    lipi_count_entry ent;
+    while (lipi_counts_next(counts, &pos, &ent))
+        if (ent.len <= LIPI_TRAIN_MAX_WORD_BYTES)
+            ents[kept++] = ent;
+    if (kept == 0) {
+        st = lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                            "nothing to train on: every word is longer than the %u bytes "
+                            "a word may have",
+                            (unsigned)LIPI_TRAIN_MAX_WORD_BYTES);
+        goto done;
+    }
+    b->n_words = kept;
     TRY(scan_words(b, ents, cps, &weighted, err));
     for (size_t w = 0; w < b->n_words; w++) {
         word_rec *wr = &b->words[w];
@@ -2185,7 +2196,8 @@ static lipi_status parity_start(bpe *b, const lipi_counts *counts, lipi_error *e
     size_t pos = 0, w = 0;
     lipi_count_entry e;
     while (lipi_counts_next(counts, &pos, &e))
-        pa->wlang[w++] = (uint16_t)lipi_balance_lang_of(pa->bal, e.word, e.len);
+        if (e.len <= LIPI_TRAIN_MAX_WORD_BYTES) /* as prepare() */
+            pa->wlang[w++] = (uint16_t)lipi_balance_lang_of(pa->bal, e.word, e.len);
     u->b = b;
     gpt2_map_init(&u->gm);
     TRY(lipi_dev_track_new(pa->bal, b->byte_units, parity_unit_id, u, &pa->dev));

@@ -32,6 +32,12 @@
 
 typedef struct lipi_counts lipi_counts; /* not thread-safe; one per thread */
 
+/* Both trainers skip words longer than this (in bytes, after normalizing
+ * and pre-tokenizing), as SentencePiece skips sentences over its
+ * max_sentence_length: a 100 MB line without spaces is one word, whose
+ * symbols alone would take gigabytes to train on. Counting keeps them. */
+#define LIPI_TRAIN_MAX_WORD_BYTES 65535u
+
 /* One word and its count. `word` is borrowed from the table: valid until
  * the next call that adds to the table (add, add_each, merge, load) or its
  * free. */

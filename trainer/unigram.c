@@ -36,7 +36,6 @@ enum {
     MAX_THREADS = 64,
     WORD_BLOCK = 512,         /* words per E-step job */
     PIECE_BLOCK = 1024,       /* pieces per pruning job */
-    MAX_WORD_BYTES = 65535,   /* longer words are skipped */
 };
 
 #define UNK_NODE UINT32_MAX
@@ -183,7 +182,7 @@ static lipi_status words_build(word_set *ws, const lipi_count_entry *e, size_t n
     if (!ws->w)
         return oom(err);
     for (size_t i = 0; i < n; i++) {
-        if (e[i].len == 0 || e[i].len > MAX_WORD_BYTES)
+        if (e[i].len == 0 || e[i].len > LIPI_TRAIN_MAX_WORD_BYTES)
             continue;
         size_t bad = lipi_utf8_valid_prefix(e[i].word, e[i].len);
         if (bad != e[i].len)
