@@ -575,10 +575,18 @@ append_ids(lipi_session *s, enc_toks *d, const enc_piece *pc, const enc_ptok *to
     if (st != LIPI_OK)
         return st;
     enc_tok *out = d->t + d->n;
+    const enc_tok tmpl = {.type_id = seq, .seq = seq};
+    uint32_t text = 0;
     d->n += nt;
+    /* No call in the loop over tokens, so it stays tight; the tokens that
+     * are their own text (rare) get their strings after. */
     for (size_t k = 0; k < nt; k++) {
+        out[k] = tmpl;
+        out[k].id = toks[k].id;
+        text |= toks[k].end;
+    }
+    for (size_t k = 0; (text & ENC_PTOK_TEXT) && k < nt; k++) {
         const enc_ptok *p = &toks[k];
-        out[k] = (enc_tok){.id = p->id, .type_id = seq, .seq = seq};
         if (p->end & ENC_PTOK_TEXT) {
             st = pool_add(s, pc->text + p->start, (p->end & ~ENC_PTOK_TEXT) - p->start, &out[k]);
             if (st != LIPI_OK)
@@ -707,15 +715,21 @@ emit_piece(lipi_session *s, enc_toks *d, const chain *c, const enc_piece *pc, li
         /* SentencePiece's running score over a cached word, added as its
          * Viterbi adds each node (see lipi_lattice_viterbi): an unknown
          * token stands for one unknown node per character. */
-        for (size_t k = 0; toks && f32 && k < nt; k++) {
-            const enc_ptok *p = &toks[k];
-            if ((int64_t)p->id == s->enc->unk_id && (p->end & ENC_PTOK_TEXT)) {
-                for (size_t i = p->start; i < (p->end & ~ENC_PTOK_TEXT); i++)
-                    if (((unsigned char)pc->text[i] & 0xC0) != 0x80)
-                        s->f32_run += (float)s->enc->unk_score; /* in float, as there */
-            } else {
-                s->f32_run = (float)((double)s->f32_run + (double)(float)m->scores[p->id]);
+        if (toks && f32) {
+            float run = s->f32_run, unk_score = (float)s->enc->unk_score;
+            int64_t unk = s->enc->unk_id;
+            const double *scores = m->scores;
+            for (size_t k = 0; k < nt; k++) {
+                const enc_ptok *p = &toks[k];
+                if ((int64_t)p->id == unk && (p->end & ENC_PTOK_TEXT)) {
+                    for (size_t i = p->start; i < (p->end & ~ENC_PTOK_TEXT); i++)
+                        if (((unsigned char)pc->text[i] & 0xC0) != 0x80)
+                            run += unk_score; /* in float, as there */
+                } else {
+                    run = (float)((double)run + (double)(float)scores[p->id]);
+                }
             }
+            s->f32_run = run;
         }
     }
     if (!toks) {
@@ -797,7 +811,7 @@ static lipi_status encode_scanned(lipi_session *s, enc_toks *d, chain *c, uint8_
             if (!q || (size_t)(q - t) + rl > n)
                 break;
             i = (size_t)(q - t);
-            if (memcmp(q, r, rl) == 0) {
+            if (lipi_enc_eq(q, r, rl)) { /* inline: a call per piece cost more */
                 TRY(scanned_piece(s, c, &np, prev, i));
                 prev = i;
                 if (np >= ENC_PIECE_WINDOW) {

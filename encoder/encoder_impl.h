@@ -13,6 +13,8 @@
 #ifndef LIPI_ENCODER_IMPL_H
 #define LIPI_ENCODER_IMPL_H
 
+#include <math.h>
+
 #include "encoder/encoder.h"
 #include "encoder/trie_impl.h"
 #include "tokenizer/tokenizer_layout.h"
@@ -161,6 +163,40 @@ static inline void enc_packed_put(uint64_t *slot, size_t mask, unsigned bits, ui
     while (slot[k] != UINT64_MAX && slot[k] >> bits != key)
         k = (k + 1) & mask;
     slot[k] = key << bits | value;
+}
+
+/* ======================================================================== */
+/* The Unigram Viterbi step (lattice.c's, inlined into the encoder's walk)   */
+/* ======================================================================== */
+
+/* The Viterbi step for a node ending at `end` that starts at a reached
+ * position whose best score is from_score: true when it is the best way to
+ * end so far (pos_score[end] updated, the caller records the node). A
+ * later node replaces an earlier one only on a strictly greater score.
+ * pos_score and pos_node are a lipi_lattice's; f32, f32_unk and *margin
+ * stand for its fields, which the encoder's walk keeps in registers. */
+static inline bool lipi_lattice_relax(double *pos_score, const int64_t *pos_node, bool f32,
+                                      int64_t f32_unk, double *margin, double from_score,
+                                      size_t end, uint32_t id, double score)
+{
+    double cand = from_score + score;
+    if (f32) {
+        /* SentencePiece's EncodeOptimized: a piece's candidate is the
+         * float best-so-far plus its float score added in double (the
+         * score's type is deduced as double there), the unknown's is
+         * added in float, and the best is stored as a float. So a later
+         * equal-looking candidate can beat a stored one rounded down. */
+        float f = (float)from_score;
+        cand = (int64_t)id == f32_unk ? (double)(f + (float)score)
+                                      : (double)f + (double)(float)score;
+    }
+    bool reached = pos_node[end] != -1;
+    if (f32 && reached && fabs(cand - pos_score[end]) < *margin)
+        *margin = fabs(cand - pos_score[end]);
+    if (reached && !(cand > pos_score[end]))
+        return false;
+    pos_score[end] = f32 ? (double)(float)cand : cand;
+    return true;
 }
 
 /* ======================================================================== */
@@ -539,20 +575,29 @@ static inline uint64_t lipi_enc_hash(const char *s, size_t n)
 static inline bool lipi_enc_eq(const void *a, const void *b, size_t n)
 {
     const unsigned char *x = a, *y = b;
-    while (n >= 8) {
-        uint64_t u, w;
-        memcpy(&u, x, 8);
-        memcpy(&w, y, 8);
+    uint64_t u, w;
+    if (n < 8) {
+        /* Two overlapping loads cover 4..7 bytes, three single ones 1..3:
+         * never a byte loop (most keys are short words). */
+        if (n >= 4) {
+            uint32_t p, q, r, t;
+            memcpy(&p, x, 4);
+            memcpy(&q, y, 4);
+            memcpy(&r, x + n - 4, 4);
+            memcpy(&t, y + n - 4, 4);
+            return ((p ^ q) | (r ^ t)) == 0;
+        }
+        return n == 0 || (x[0] == y[0] && x[n >> 1] == y[n >> 1] && x[n - 1] == y[n - 1]);
+    }
+    for (size_t i = 0; i + 8 < n; i += 8) {
+        memcpy(&u, x + i, 8);
+        memcpy(&w, y + i, 8);
         if (u != w)
             return false;
-        x += 8;
-        y += 8;
-        n -= 8;
     }
-    while (n--)
-        if (*x++ != *y++)
-            return false;
-    return true;
+    memcpy(&u, x + n - 8, 8); /* the last 8 bytes, overlapping the loop's */
+    memcpy(&w, y + n - 8, 8);
+    return u == w;
 }
 
 /* The token whose raw bytes are s[0..n) (hash: lipi_enc_hash of them), for

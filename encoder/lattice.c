@@ -1,5 +1,5 @@
 /* The Unigram lattice: Viterbi for encoding, forward-backward for training. */
-#include "encoder/encoder.h"
+#include "encoder/encoder_impl.h"
 
 #include <math.h>
 #include <string.h>
@@ -64,39 +64,13 @@ static lipi_status viterbi_start(lipi_lattice *l)
     lipi_status st = pos_scratch(l);
     if (st != LIPI_OK)
         return st;
-    for (size_t p = 0; p <= l->len; p++)
-        l->pos_node[p] = -1;
+    /* All ones is -1 (two's complement, as C23 requires and every target
+     * lipi builds for has); memset beats a loop over short words' arrays. */
+    memset(l->pos_node, 0xff, (l->len + 1) * sizeof *l->pos_node);
     l->pos_node[0] = -2;
     l->pos_score[0] = l->f32 ? (double)l->start : l->start_d;
     l->f32_margin = INFINITY;
     return LIPI_OK;
-}
-
-/* The Viterbi step for a node from a reached position `from` to `end`:
- * true when it is the best way to end so far (pos_score[end] updated, the
- * caller records the node). A later node replaces an earlier one only on a
- * strictly greater score. */
-static inline bool viterbi_step(lipi_lattice *l, size_t from, size_t end, uint32_t id,
-                                double score)
-{
-    double cand = l->pos_score[from] + score;
-    if (l->f32) {
-        /* SentencePiece's EncodeOptimized: a piece's candidate is the
-         * float best-so-far plus its float score added in double (the
-         * score's type is deduced as double there), the unknown's is
-         * added in float, and the best is stored as a float. So a later
-         * equal-looking candidate can beat a stored one rounded down. */
-        float f = (float)l->pos_score[from];
-        cand = (int64_t)id == l->f32_unk ? (double)(f + (float)score)
-                                         : (double)f + (double)(float)score;
-    }
-    bool reached = l->pos_node[end] != -1;
-    if (l->f32 && reached && fabs(cand - l->pos_score[end]) < l->f32_margin)
-        l->f32_margin = fabs(cand - l->pos_score[end]);
-    if (reached && !(cand > l->pos_score[end]))
-        return false;
-    l->pos_score[end] = l->f32 ? (double)(float)cand : cand;
-    return true;
 }
 
 lipi_status lipi_lattice_best_start(lipi_lattice *l)
@@ -109,7 +83,9 @@ lipi_status lipi_lattice_best_start(lipi_lattice *l)
 void lipi_lattice_offer(lipi_lattice *l, size_t pos, size_t n, uint32_t id, double score)
 {
     size_t end = pos + n;
-    if (l->pos_node[pos] == -1 || !viterbi_step(l, pos, end, id, score))
+    if (l->pos_node[pos] == -1 ||
+        !lipi_lattice_relax(l->pos_score, l->pos_node, l->f32, l->f32_unk, &l->f32_margin,
+                            l->pos_score[pos], end, id, score))
         return;
     l->pos_node[end] = (int64_t)end; /* reached; its node is pos_win[end] */
     l->pos_win[end] = (lipi_lattice_node){(uint32_t)pos, (uint32_t)n, id, score};
@@ -160,7 +136,9 @@ lipi_status lipi_lattice_viterbi(lipi_lattice *l, bool *found)
     for (size_t i = 0; i < l->n_nodes; i++) {
         const lipi_lattice_node *nd = &l->nodes[i];
         size_t end = (size_t)nd->pos + nd->len;
-        if (l->pos_node[nd->pos] != -1 && viterbi_step(l, nd->pos, end, nd->id, nd->score))
+        if (l->pos_node[nd->pos] != -1 &&
+            lipi_lattice_relax(l->pos_score, l->pos_node, l->f32, l->f32_unk, &l->f32_margin,
+                               l->pos_score[nd->pos], end, nd->id, nd->score))
             l->pos_node[end] = (int64_t)i;
     }
     if (l->pos_node[len] == -1)

@@ -306,10 +306,18 @@ void lipi_enc_models_free(lipi_encoder *e)
 /* Piece tokens                                                              */
 /* ======================================================================== */
 
-static lipi_status ptok_push(lipi_session *s, uint32_t id, size_t start, size_t end, bool text)
+static __attribute__((noinline)) lipi_status ptok_grow(lipi_session *s)
+{
+    return ENC_GROW(s->ptok, s->ptok_cap, s->ptok_n + 1);
+}
+
+/* Inline: a word's tokens are pushed one by one, and the room is nearly
+ * always there. */
+static inline lipi_status ptok_push(lipi_session *s, uint32_t id, size_t start, size_t end,
+                                    bool text)
 {
     if (s->ptok_n == s->ptok_cap) {
-        lipi_status st = ENC_GROW(s->ptok, s->ptok_cap, s->ptok_n + 1);
+        lipi_status st = ptok_grow(s);
         if (st != LIPI_OK)
             return st;
     }
@@ -409,10 +417,16 @@ static bpe_cand heap_pop(bpe_cand *h, size_t *n)
     return top;
 }
 
-static lipi_status sym_push(lipi_session *s, size_t *n, uint32_t id, size_t len)
+static __attribute__((noinline)) lipi_status sym_grow(lipi_session *s, size_t n)
+{
+    return ENC_GROW(s->sym, s->sym_cap, n + 1);
+}
+
+/* Inline, as ptok_push: once per char of every word the cache lacks. */
+static inline lipi_status sym_push(lipi_session *s, size_t *n, uint32_t id, size_t len)
 {
     if (*n == s->sym_cap) {
-        lipi_status st = ENC_GROW(s->sym, s->sym_cap, *n + 1);
+        lipi_status st = sym_grow(s, *n);
         if (st != LIPI_OK)
             return st;
     }
@@ -725,45 +739,86 @@ static void unigram_run_replayable(lipi_session *s)
         s->f32_cacheable = false;
 }
 
+/* The Viterbi over w[0..n) into lat (lipi_lattice_best_start done):
+ * each node is settled as the walk finds it, the lattice is not kept.
+ * Nodes start at char boundaries, which are all reached (each char has a
+ * one-char piece or the unknown node), so no offer checks its start. The
+ * lattice's arrays and flags stay in locals (a store to a score could
+ * otherwise be the margin's), the compact trie's walk carries the unit it
+ * stands on (a child's unit is its state's), and f32 is a constant in each
+ * of the two copies unigram_fill calls. LIPI_EINVAL when a char needs the
+ * unknown token and the model has none. */
+static inline __attribute__((always_inline)) lipi_status
+unigram_viterbi(const lipi_encoder *e, lipi_lattice *lat, const char *w, size_t n, bool f32)
+{
+    const uint32_t *unit = e->trie32.size ? e->trie32.unit : NULL;
+    const int32_t *tval = e->trie32.value;
+    const double *scores = e->m->scores;
+    double *ps = lat->pos_score, margin = lat->f32_margin;
+    int64_t *pn = lat->pos_node, unk = lat->f32_unk;
+    lipi_lattice_node *win = lat->pos_win;
+#define UNIGRAM_OFFER(len_, id_, score_)                                                        \
+    do {                                                                                       \
+        size_t end_ = pos + (len_);                                                            \
+        if (lipi_lattice_relax(ps, pn, f32, unk, &margin, from, end_, (id_), (score_))) {      \
+            pn[end_] = (int64_t)end_;                                                          \
+            win[end_] = (lipi_lattice_node){(uint32_t)pos, (uint32_t)(len_), (id_), (score_)}; \
+        }                                                                                      \
+    } while (0)
+    for (size_t pos = 0; pos < n;) {
+        size_t cl = enc_utf8_len((unsigned char)w[pos]);
+        bool single = false;
+        double from = ps[pos];
+        if (cl > n - pos)
+            cl = n - pos;
+        if (unit) {
+            uint32_t u = unit[0];
+            for (size_t k = pos; k < n; k++) {
+                unsigned c = (unsigned char)w[k];
+                uint32_t at = (u >> 10) + c + 1, v = unit[at];
+                if ((v & 0x1ff) != (0x100u | c))
+                    break;
+                int32_t id;
+                if ((v & 0x200) && (id = tval[at]) >= 0) {
+                    UNIGRAM_OFFER(k + 1 - pos, (uint32_t)id, scores[id]);
+                    single |= k + 1 - pos == cl;
+                }
+                u = v;
+            }
+        } else if (e->trie.size) {
+            int32_t state = 0;
+            for (size_t k = pos; k < n; k++) {
+                state = lipi_datrie_step(&e->trie, state, (unsigned char)w[k]);
+                if (state < 0)
+                    break;
+                int32_t id = lipi_datrie_final(&e->trie, state) ? e->trie.value[state] : -1;
+                if (id >= 0) {
+                    UNIGRAM_OFFER(k + 1 - pos, (uint32_t)id, scores[id]);
+                    single |= k + 1 - pos == cl;
+                }
+            }
+        }
+        if (!single) {
+            if (e->unk_id < 0)
+                return LIPI_EINVAL;
+            UNIGRAM_OFFER(cl, (uint32_t)e->unk_id, e->unk_score);
+        }
+        pos += cl;
+    }
+#undef UNIGRAM_OFFER
+    lat->f32_margin = margin;
+    return LIPI_OK;
+}
+
 /* Offers the nodes of w[0..n) to the lattice (over n bytes), each settled
  * as the trie walk finds it; unknown characters get unknown nodes. */
 static lipi_status unigram_fill(lipi_session *s, const char *w, size_t n, lipi_error *err)
 {
     const lipi_encoder *e = s->enc;
     lipi_lattice *lat = &s->lattice;
-    for (size_t pos = 0; pos < n;) {
-        size_t cl = enc_utf8_len((unsigned char)w[pos]);
-        bool single = false;
-        int32_t state = 0;
-        if (cl > n - pos)
-            cl = n - pos;
-        for (size_t k = pos; k < n && (e->trie32.size || e->trie.size); k++) {
-            unsigned char c = (unsigned char)w[k];
-            int32_t id = -1;
-            if (e->trie32.size) {
-                state = lipi_datrie32_step(&e->trie32, state, c);
-                if (state >= 0 && lipi_datrie32_final(&e->trie32, state))
-                    id = e->trie32.value[state];
-            } else {
-                state = lipi_datrie_step(&e->trie, state, c);
-                if (state >= 0 && lipi_datrie_final(&e->trie, state))
-                    id = e->trie.value[state];
-            }
-            if (state < 0)
-                break;
-            if (id >= 0) {
-                lipi_lattice_offer(lat, pos, k + 1 - pos, (uint32_t)id, e->m->scores[id]);
-                single |= k + 1 - pos == cl;
-            }
-        }
-        if (!single) {
-            if (e->unk_id < 0)
-                return no_unk(e, err);
-            lipi_lattice_offer(lat, pos, cl, (uint32_t)e->unk_id, e->unk_score);
-        }
-        pos += cl;
-    }
-    return LIPI_OK;
+    lipi_status st =
+        lat->f32 ? unigram_viterbi(e, lat, w, n, true) : unigram_viterbi(e, lat, w, n, false);
+    return st == LIPI_OK ? LIPI_OK : no_unk(e, err);
 }
 
 /* Pushes the tokens of the lattice's path (nodes[0..n_nodes)), which covers
@@ -915,8 +970,9 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
     /* Each node is settled as the walk finds it: the lattice is not kept. */
     TRY(lipi_lattice_best_start(lat));
     TRY(unigram_fill(s, w, n, err));
-    TRY(lipi_lattice_best_end(lat, &found));
-    if (!found) {
+    /* The word's end is a char boundary, so it is reached: no path means
+     * no unknown token (not possible here, but best_end says so). */
+    if (lat->pos_node[n] == -1) {
         st = no_unk(e, err);
         goto done;
     }
@@ -933,6 +989,28 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
                            fabsf(s->f32_run) < ENC_F32_CACHE_LIMIT &&
                            lat->f32_margin >
                                (double)(n + 2) * (double)ENC_F32_CACHE_LIMIT / 16777216.0;
+    }
+    /* Most paths have no unknown node: their tokens are written straight
+     * from each position's winner, back from the end (as best_end reads
+     * them), into their places. */
+    const lipi_lattice_node *win = lat->pos_win;
+    size_t count = 0;
+    bool unk_on_path = false;
+    for (size_t p = n; p > 0; p = win[p].pos) {
+        count++;
+        unk_on_path |= (int64_t)win[p].id == e->unk_id;
+    }
+    if (!unk_on_path) {
+        TRY(ENC_GROW(s->ptok, s->ptok_cap, count));
+        for (size_t p = n, k = count; p > 0; p = win[p].pos)
+            s->ptok[--k] = (enc_ptok){win[p].id, win[p].pos, win[p].pos + win[p].len};
+        s->ptok_n = count;
+        goto done;
+    }
+    TRY(lipi_lattice_best_end(lat, &found));
+    if (!found) {
+        st = no_unk(e, err);
+        goto done;
     }
     TRY(unigram_emit(s, w, 0, n, err));
 done:

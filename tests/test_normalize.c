@@ -804,13 +804,16 @@ static void test_spm_whitespace_in_one_pass_is_the_steps(void **state)
     const lipi_normalizer *n = t->normalizer;
     assert_true(lipi_normalizer_has_spm_ws(n));
     static const char *const parts[] = {" ", "  ", "\xe2\x96\x81", "a", "\xe0\xa4\x95",
-                                        "\t", "\xef\xbc\xa1", "b c", "\xe2\x80\x83"};
+                                        "\t", "\xef\xbc\xa1", "b c", "\xe2\x80\x83",
+                                        "word12345"};
     lipi_normalized fast = {0}, slow = {0};
     unsigned seed = 7;
     char text[256];
     for (int round = 0; round < 3000; round++) {
         size_t len = 0;
-        int k = (int)(seed % 12);
+        /* Up to 27 parts: words longer than the eight bytes the one pass
+         * copies at a time, spaces at every offset in them. */
+        int k = (int)(seed % 28);
         for (int j = 0; j < k; j++) {
             seed = seed * 1103515245u + 12345u;
             const char *p = parts[(seed >> 16) % (sizeof parts / sizeof *parts)];

@@ -1116,25 +1116,56 @@ static bool pc_longest(const pc_map *m, const char *key, size_t n, size_t *mlen,
     return found > 0;
 }
 
+/* The end of the run of chars from i that start no key of m (a match must
+ * cover its first char whole, so the bitmap of BMP chars says it without a
+ * walk): most text is such runs, so this loop is the op's cost. Stops at
+ * a char outside the BMP or cut by the end. */
+static size_t pc_skip(const pc_map *m, const char *text, size_t len, size_t i)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    const uint64_t *bm = m->bmp_starts;
+    if (!bm)
+        return i;
+    while (i < len) {
+        unsigned b = s[i];
+        uint32_t cp;
+        size_t l;
+        if (b < 0x80) {
+            cp = b;
+            l = 1;
+        } else if (b < 0xE0) {
+            if (len - i < 2)
+                break;
+            cp = (b & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu);
+            l = 2;
+        } else if (b < 0xF0) {
+            if (len - i < 3)
+                break;
+            cp = (b & 0x0Fu) << 12 | (s[i + 1] & 0x3Fu) << 6 | (s[i + 2] & 0x3Fu);
+            l = 3;
+        } else {
+            break;
+        }
+        if (bm[cp >> 6] >> (cp & 63) & 1)
+            break;
+        i += l;
+    }
+    return i;
+}
+
 static lipi_status op_spm_charsmap(const pc_map *m, emitter *em)
 {
     lipi_status st = LIPI_OK;
     const char *s = em->s;
     size_t len = em->len, i = 0, run = 0;
     while (i < len) {
+        size_t skip = pc_skip(m, s, len, i);
+        run += skip - i;
+        i = skip;
+        if (i == len)
+            break;
         size_t mlen, vlen, l = u8len((unsigned char)s[i]);
         const char *v;
-        /* Most chars start no key: the bitmap says so without a walk (a
-         * match must cover the char at i whole). */
-        if (l <= 3 && l <= len - i && m->bmp_starts) {
-            size_t k;
-            uint32_t cp = u8get(s + i, &k);
-            if (!(m->bmp_starts[cp >> 6] >> (cp & 63) & 1)) {
-                run += l;
-                i += l;
-                continue;
-            }
-        }
         if (!pc_longest(m, s + i, len - i, &mlen, &v, &vlen)) {
             run += l;
             i += l;
@@ -1232,6 +1263,9 @@ static lipi_status run_op(const lipi_normalizer *n, size_t i, nscratch *sc, emit
 }
 
 #define SPM_META "\xe2\x96\x81" /* U+2581 */
+/* spm_ws finds a space in eight bytes by the lowest flagged byte, which is
+ * the first only on little-endian machines (big-endian copies bytewise). */
+#define SPM_WS_SWAR (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
 
 /* The five ops find_spm_ws found, on s[0..len) into t (text only): leading
  * spaces and trailing spaces and U+2581 dropped; then, unless nothing is
@@ -1261,10 +1295,30 @@ static lipi_status spm_ws(const char *s, size_t len, ntext *t)
     char *o = t->s;
     memcpy(o, SPM_META, 3);
     o += 3;
+    const uint64_t ones = 0x0101010101010101u, spaces = 0x20 * ones;
     for (size_t i = a; i < b;) {
-        const char *sp = memchr(s + i, ' ', b - i);
-        size_t k = sp ? (size_t)(sp - s) : b;
-        memcpy(o, s + i, k - i);
+        /* Eight bytes at a time while they hold no space (words are short:
+         * a memchr and a memcpy per word cost more): copied whole, the
+         * output advances to the first space. The output has room, as it
+         * is at most 3 bytes per input byte before i, plus 3. */
+        size_t k = i;
+        while (SPM_WS_SWAR && k + 8 <= b) {
+            uint64_t v, x;
+            memcpy(&v, s + k, 8);
+            memcpy(o + (k - i), &v, 8);
+            x = v ^ spaces;
+            x = (x - ones) & ~x & 0x80 * ones; /* a high bit where a byte is ' ' */
+            if (x) {
+                k += (size_t)__builtin_ctzll(x) / 8; /* little-endian: the first */
+                goto cut;
+            }
+            k += 8;
+        }
+        while (k < b && s[k] != ' ') {
+            o[k - i] = s[k];
+            k++;
+        }
+    cut:
         o += k - i;
         if (k == b)
             break;

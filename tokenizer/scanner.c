@@ -422,8 +422,29 @@ static size_t scan_cl100k(const lipi_scanner *sc, const char *t, size_t n, size_
 static size_t o200k_lower(const char *t, size_t n, size_t j)
 {
     size_t k = j, last_b = 0, len;
+    /* The row of the last 128-char block seen: a word's letters mostly
+     * share one (stage1 entries never change once made). */
+    uint32_t blk = 0;
+    const uint8_t *row = stage2;
     while (k < n) {
-        unsigned f = kind_flags[kind_at(t, k, &len)];
+        unsigned char b = (unsigned char)t[k];
+        unsigned kd;
+        if (b < 0x80) {
+            len = 1;
+            kd = stage2[b];
+        } else {
+            uint32_t cp;
+            len = pt_utf8_next(t + k, &cp);
+            if (cp >> BLOCK_BITS != blk) {
+                blk = cp >> BLOCK_BITS;
+                uint16_t r = __atomic_load_n(&stage1[blk], __ATOMIC_ACQUIRE);
+                if (__builtin_expect(r == 0, 0))
+                    r = block_build(blk);
+                row = stage2 + ((size_t)(r - 1) << BLOCK_BITS);
+            }
+            kd = row[cp & (BLOCK - 1)];
+        }
+        unsigned f = kind_flags[kd];
         if (!(f & LIPI_UC_A))
             break;
         if (f & LIPI_UC_B)
