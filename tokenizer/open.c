@@ -106,10 +106,13 @@ static lipi_status open_json(const char *path, const lipi_open_options *opt,
     lipi_strref part = {text, len};
     bool snap = snap_key(opt, "json", &part, 1, "", 0, key);
     if (snap && lipi_snapshot_read(key, out))
-        goto done;
+        goto keyed;
     TRY(lipi_tokenizer_load_json(text, len, path, out, err));
     if (snap)
         lipi_snapshot_write(key, *out);
+keyed:
+    if (snap)
+        memcpy((*out)->snapshot_key, key, 65);
 done:
     lipi_free(text);
     return st;
@@ -125,10 +128,13 @@ static lipi_status open_spm(const char *path, const lipi_open_options *opt,
     lipi_strref part = {data, len};
     bool snap = snap_key(opt, "spm", &part, 1, "", 0, key);
     if (snap && lipi_snapshot_read(key, out))
-        goto done;
+        goto keyed;
     TRY(lipi_tokenizer_from_spm(data, len, path, out, err));
     if (snap)
         lipi_snapshot_write(key, *out);
+keyed:
+    if (snap)
+        memcpy((*out)->snapshot_key, key, 65);
 done:
     lipi_free(data);
     return st;
@@ -149,11 +155,14 @@ static lipi_status open_vocab_txt(const char *path, const lipi_open_options *opt
     char key[65];
     bool snap = snap_key(opt, "vocab_txt", parts, 2, path, strlen(path), key);
     if (snap && lipi_snapshot_read(key, out))
-        goto done;
+        goto keyed;
     TRY(lipi_tokenizer_from_vocab_txt(data, len, path, cfg, cfg_len, opt->lowercase,
                                       opt->strip_accents, out, err));
     if (snap)
         lipi_snapshot_write(key, *out);
+keyed:
+    if (snap)
+        memcpy((*out)->snapshot_key, key, 65);
 done:
     lipi_free(data);
     lipi_free(cfg);
@@ -177,10 +186,13 @@ static lipi_status open_gpt2(const char *vocab_path, const char *merges_path,
     char key[65];
     bool snap = snap_key(opt, "gpt2", parts, 3, "", 0, key);
     if (snap && lipi_snapshot_read(key, out))
-        goto done;
+        goto keyed;
     TRY(lipi_tokenizer_from_gpt2(v, vn, m, mn, vocab_path, cfg, cn, out, err));
     if (snap)
         lipi_snapshot_write(key, *out);
+keyed:
+    if (snap)
+        memcpy((*out)->snapshot_key, key, 65);
 done:
     lipi_free(v);
     lipi_free(m);
@@ -301,7 +313,7 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
     }
     bool snap = snap_key(opt, "tiktoken", parts, 2, mb.p, mb.len, key);
     if (snap && lipi_snapshot_read(key, out))
-        goto done;
+        goto keyed;
     /* Here, where the file is read, so that a bare name and a path get the
      * same check. */
     TRY(lipi_rd_tiktoken_verify(base, base_len, data, len, path, err));
@@ -309,6 +321,9 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
                                      err));
     if (snap)
         lipi_snapshot_write(key, *out);
+keyed:
+    if (snap)
+        memcpy((*out)->snapshot_key, key, 65);
 done:
     lipi_free(data);
     lipi_free(meta_text);

@@ -29,6 +29,15 @@
 #include <string.h>
 
 #define SNAP_KIND "snapshot"
+/* Bump when the layout below changes, or when a reader builds a different
+ * tokenizer from the same files (a fix in read_*.c or tokenizer_json.c):
+ * a snapshot stands for what the reader built when it was written. */
+#define SNAP_FORMAT 1
+#ifdef LIPI_VERSION
+#define SNAP_LIPI_VERSION LIPI_VERSION
+#else
+#define SNAP_LIPI_VERSION "unknown"
+#endif
 
 enum {
     H_JSON,      /* bytes of the JSON sections */
@@ -80,10 +89,16 @@ typedef struct {
 bool lipi_snapshot_key(const char *reader, const lipi_strref *parts, size_t n,
                        const void *settings, size_t settings_len, char key[65])
 {
-    /* The version is in the kind: another format, another name. */
+    /* The format is in the kind and lipi's version in the settings:
+     * another format or release, another name (see SNAP_FORMAT). */
     char kind[16];
-    snprintf(kind, sizeof kind, "snap1-%s", reader);
-    return lipi_tabcache_key(kind, parts, n, settings, settings_len, key) == LIPI_OK;
+    lipi_buf b = {0};
+    snprintf(kind, sizeof kind, "snap%d-%s", SNAP_FORMAT, reader);
+    bool ok = lipi_buf_append(&b, SNAP_LIPI_VERSION, sizeof SNAP_LIPI_VERSION) == LIPI_OK &&
+              lipi_buf_append(&b, settings, settings_len) == LIPI_OK &&
+              lipi_tabcache_key(kind, parts, n, b.p, b.len, key) == LIPI_OK;
+    lipi_buf_free(&b);
+    return ok;
 }
 
 /* ======================================================================== */

@@ -109,14 +109,25 @@ static void sum_words(lipi_tabcache_sum_state *h, const void *data, size_t n)
         *l = (*l ^ w) * 0x9E3779B97F4A7C15ULL;
         *l ^= *l >> 29;
     }
+    /* Lanes in locals: through h they would be reloaded after every step
+     * (the data is bytes, which may alias them). */
+    uint64_t l0 = h->lane[0], l1 = h->lane[1], l2 = h->lane[2], l3 = h->lane[3];
     for (; i + 32 <= n; i += 32, h->words += 4) {
-        for (int k = 0; k < 4; k++) {
-            uint64_t w;
-            memcpy(&w, p + i + 8 * k, 8);
-            h->lane[k] = (h->lane[k] ^ w) * 0x9E3779B97F4A7C15ULL;
-            h->lane[k] ^= h->lane[k] >> 29;
-        }
+        uint64_t w[4];
+        memcpy(w, p + i, 32);
+        l0 = (l0 ^ w[0]) * 0x9E3779B97F4A7C15ULL;
+        l1 = (l1 ^ w[1]) * 0x9E3779B97F4A7C15ULL;
+        l2 = (l2 ^ w[2]) * 0x9E3779B97F4A7C15ULL;
+        l3 = (l3 ^ w[3]) * 0x9E3779B97F4A7C15ULL;
+        l0 ^= l0 >> 29;
+        l1 ^= l1 >> 29;
+        l2 ^= l2 >> 29;
+        l3 ^= l3 >> 29;
     }
+    h->lane[0] = l0;
+    h->lane[1] = l1;
+    h->lane[2] = l2;
+    h->lane[3] = l3;
     for (; i + 8 <= n; i += 8, h->words++) {
         uint64_t w, *l = &h->lane[h->words & 3];
         memcpy(&w, p + i, 8);
@@ -180,8 +191,29 @@ static void make_header(unsigned char h[TC_HEADER], const char *kind, const char
 /* Keys                                                                      */
 /* ======================================================================== */
 
+static lipi_status make_key(const char *kind, bool by_snapshot, const lipi_strref *keys,
+                            size_t n, const void *extra, size_t extra_len, char out[65]);
+
 lipi_status lipi_tabcache_key(const char *kind, const lipi_strref *keys, size_t n,
                               const void *extra, size_t extra_len, char out[65])
+{
+    return make_key(kind, false, keys, n, extra, extra_len, out);
+}
+
+lipi_status lipi_tabcache_key_of(const lipi_tokenizer *t, const char *kind,
+                                 const lipi_strref *keys, size_t n, const void *extra,
+                                 size_t extra_len, char out[65])
+{
+    if (!t->snapshot_key[0])
+        return make_key(kind, false, keys, n, extra, extra_len, out);
+    lipi_strref k = {t->snapshot_key, 64};
+    return make_key(kind, true, &k, 1, NULL, 0, out);
+}
+
+/* by_snapshot: keys[0] is a snapshot key (marked in the hashed header, so
+ * that no vocabulary's key can be one made from a snapshot key). */
+static lipi_status make_key(const char *kind, bool by_snapshot, const lipi_strref *keys,
+                            size_t n, const void *extra, size_t extra_len, char out[65])
 {
     lipi_sha256 c;
     unsigned char buf[1 << 16];
@@ -190,6 +222,7 @@ lipi_status lipi_tabcache_key(const char *kind, const lipi_strref *keys, size_t 
     lipi_sha256_init(&c);
     memcpy(head, TC_MAGIC, 8);
     head[8] = TC_VERSION;
+    head[9] = by_snapshot;
     /* The tables are in the host's byte order: another order, another key. */
     uint32_t one = 1;
     memcpy(head + 12, &one, 4);
@@ -395,6 +428,9 @@ bool lipi_tabcache_create(lipi_tabcache_writer *w, const char *kind, const char 
     lipi_free(path);
     if (st != LIPI_OK)
         return false;
+    /* A cache file lost or torn by a crash is rebuilt (the reader checks
+     * the length and checksum): no fsync, which cost more than writing. */
+    w->af.no_sync = true;
     w->open = true;
     strncpy(w->kind, kind, sizeof w->kind - 1);
     memcpy(w->key, key, 65);

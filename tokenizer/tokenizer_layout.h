@@ -324,6 +324,11 @@ struct lipi_tokenizer {
     json_t *padding;
     bool table_cache;         /* the encoder may keep its tables on disk
                                  (lipi_tokenizer_open set it: tabcache.c) */
+    char snapshot_key[65];    /* "" or, for a tokenizer lipi_tokenizer_open
+                                 read with the cache on, the key of its
+                                 snapshot (snapshot.c), which names the
+                                 source files and so whatever is built
+                                 from them */
 };
 
 /* Frees what the pointer owns, then the pointer. NULL is a no-op. */
@@ -450,6 +455,14 @@ lipi_status lipi_tabcache_key(const char *kind, const lipi_strref *keys, size_t 
 typedef struct {
     uint64_t lane[4], words;
 } lipi_tabcache_sum_state;
+
+/* lipi_tabcache_key, but for tables built from tokenizer t: when t has a
+ * snapshot key, the key is made from it (hashing a few bytes instead of
+ * every token: ~80M instructions for o200k's backtracking tables under
+ * valgrind's portable SHA-256); keys and extra are then not read. */
+lipi_status lipi_tabcache_key_of(const lipi_tokenizer *t, const char *kind,
+                                 const lipi_strref *keys, size_t n, const void *extra,
+                                 size_t extra_len, char out[65]);
 
 typedef struct {
     int fd;
