@@ -91,6 +91,34 @@ static bool snap_key(const lipi_open_options *opt, const char *reader, const lip
     return ok;
 }
 
+/* Before a reader builds: true, with *out read from the snapshot, when
+ * there is one; else key[0] is '\0' when snapshots are off. */
+static bool snap_get(const lipi_open_options *opt, const char *reader, const lipi_strref *parts,
+                     size_t n, const char *extra, size_t extra_len, char key[65],
+                     lipi_tokenizer **out)
+{
+    if (!snap_key(opt, reader, parts, n, extra, extra_len, key)) {
+        key[0] = '\0';
+        return false;
+    }
+    if (!lipi_snapshot_read(key, out))
+        return false;
+    memcpy((*out)->snapshot_key, key, 65);
+    return true;
+}
+
+/* After it built *out (status st): writes the snapshot of key (when on)
+ * and names the tokenizer by it. Returns st. (out, not *out: the build is
+ * an argument of the same call, and sets *out.) */
+static lipi_status snap_put(lipi_status st, const char key[65], lipi_tokenizer **out)
+{
+    if (st == LIPI_OK && key[0]) {
+        lipi_snapshot_write(key, *out);
+        memcpy((*out)->snapshot_key, key, 65);
+    }
+    return st;
+}
+
 /* ======================================================================== */
 /* Readers on files                                                          */
 /* ======================================================================== */
@@ -104,15 +132,8 @@ static lipi_status open_json(const char *path, const lipi_open_options *opt,
     size_t len = 0;
     TRY(lipi_read_file(path, LIPI_READ_MAX, &text, &len, err));
     lipi_strref part = {text, len};
-    bool snap = snap_key(opt, "json", &part, 1, "", 0, key);
-    if (snap && lipi_snapshot_read(key, out))
-        goto keyed;
-    TRY(lipi_tokenizer_load_json(text, len, path, out, err));
-    if (snap)
-        lipi_snapshot_write(key, *out);
-keyed:
-    if (snap)
-        memcpy((*out)->snapshot_key, key, 65);
+    if (!snap_get(opt, "json", &part, 1, "", 0, key, out))
+        st = snap_put(lipi_tokenizer_load_json(text, len, path, out, err), key, out);
 done:
     lipi_free(text);
     return st;
@@ -126,15 +147,8 @@ static lipi_status open_spm(const char *path, const lipi_open_options *opt,
     size_t len = 0;
     TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
     lipi_strref part = {data, len};
-    bool snap = snap_key(opt, "spm", &part, 1, "", 0, key);
-    if (snap && lipi_snapshot_read(key, out))
-        goto keyed;
-    TRY(lipi_tokenizer_from_spm(data, len, path, out, err));
-    if (snap)
-        lipi_snapshot_write(key, *out);
-keyed:
-    if (snap)
-        memcpy((*out)->snapshot_key, key, 65);
+    if (!snap_get(opt, "spm", &part, 1, "", 0, key, out))
+        st = snap_put(lipi_tokenizer_from_spm(data, len, path, out, err), key, out);
 done:
     lipi_free(data);
     return st;
@@ -153,16 +167,10 @@ static lipi_status open_vocab_txt(const char *path, const lipi_open_options *opt
     /* The path is a setting: without a config, "uncased" in it lowercases. */
     lipi_strref parts[2] = {{data, len}, {cfg, cfg_len}};
     char key[65];
-    bool snap = snap_key(opt, "vocab_txt", parts, 2, path, strlen(path), key);
-    if (snap && lipi_snapshot_read(key, out))
-        goto keyed;
-    TRY(lipi_tokenizer_from_vocab_txt(data, len, path, cfg, cfg_len, opt->lowercase,
-                                      opt->strip_accents, out, err));
-    if (snap)
-        lipi_snapshot_write(key, *out);
-keyed:
-    if (snap)
-        memcpy((*out)->snapshot_key, key, 65);
+    if (!snap_get(opt, "vocab_txt", parts, 2, path, strlen(path), key, out))
+        st = snap_put(lipi_tokenizer_from_vocab_txt(data, len, path, cfg, cfg_len, opt->lowercase,
+                                                    opt->strip_accents, out, err),
+                      key, out);
 done:
     lipi_free(data);
     lipi_free(cfg);
@@ -184,15 +192,9 @@ static lipi_status open_gpt2(const char *vocab_path, const char *merges_path,
     TRY(read_optional(cfg_path, &cfg, &cn, err));
     lipi_strref parts[3] = {{v, vn}, {m, mn}, {cfg, cn}};
     char key[65];
-    bool snap = snap_key(opt, "gpt2", parts, 3, "", 0, key);
-    if (snap && lipi_snapshot_read(key, out))
-        goto keyed;
-    TRY(lipi_tokenizer_from_gpt2(v, vn, m, mn, vocab_path, cfg, cn, out, err));
-    if (snap)
-        lipi_snapshot_write(key, *out);
-keyed:
-    if (snap)
-        memcpy((*out)->snapshot_key, key, 65);
+    if (!snap_get(opt, "gpt2", parts, 3, "", 0, key, out))
+        st = snap_put(lipi_tokenizer_from_gpt2(v, vn, m, mn, vocab_path, cfg, cn, out, err), key,
+                      out);
 done:
     lipi_free(v);
     lipi_free(m);
@@ -311,19 +313,14 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
         st = oom(path, err);
         goto done;
     }
-    bool snap = snap_key(opt, "tiktoken", parts, 2, mb.p, mb.len, key);
-    if (snap && lipi_snapshot_read(key, out))
-        goto keyed;
+    if (snap_get(opt, "tiktoken", parts, 2, mb.p, mb.len, key, out))
+        goto done;
     /* Here, where the file is read, so that a bare name and a path get the
      * same check. */
     TRY(lipi_rd_tiktoken_verify(base, base_len, data, len, path, err));
-    TRY(lipi_tokenizer_from_tiktoken(data, len, path, pattern, special, n_special, flags, out,
-                                     err));
-    if (snap)
-        lipi_snapshot_write(key, *out);
-keyed:
-    if (snap)
-        memcpy((*out)->snapshot_key, key, 65);
+    st = snap_put(lipi_tokenizer_from_tiktoken(data, len, path, pattern, special, n_special, flags,
+                                               out, err),
+                  key, out);
 done:
     lipi_free(data);
     lipi_free(meta_text);
