@@ -4,9 +4,10 @@
  * encode in tens of milliseconds).
  *
  * lipi_tokenizer_open keys a snapshot by the SHA-256 of every file the
- * reader reads, the reader, the options that change what it builds and the
- * snapshot format (lipi_snapshot_key), so a changed file is another name
- * and a snapshot is never stale. It lives beside the encoder's table cache
+ * reader reads, the reader, the options that change what it builds, the
+ * snapshot format and the lipi build that wrote it (lipi_snapshot_key), so
+ * a changed file or a rebuilt lipi is another name and a snapshot is never
+ * stale. It lives beside the encoder's table cache
  * (tabcache.c: the same folder, header, checksum, temporary file and
  * rename, and the same switch, LIPI_CACHE=0 or table_cache OFF).
  *
@@ -25,13 +26,14 @@
  * in the order lipi_snapshot_write puts them. */
 #include "tokenizer/tokenizer_layout.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define SNAP_KIND "snapshot"
-/* Bump when the layout below changes, or when a reader builds a different
- * tokenizer from the same files (a fix in read_*.c or tokenizer_json.c):
- * a snapshot stands for what the reader built when it was written. */
+/* Bump when the layout below changes. (A reader that builds another
+ * tokenizer from the same files is another build: build_identity.) */
 #define SNAP_FORMAT 1
 #ifdef LIPI_VERSION
 #define SNAP_LIPI_VERSION LIPI_VERSION
@@ -86,15 +88,37 @@ typedef struct {
     uint32_t off, len;
 } snap_span;
 
+/* The binary this code runs in (the program, liblipi.so or the Python
+ * extension): its size, modification time and inode, so that a rebuilt
+ * lipi, whose readers may build another tokenizer from the same files,
+ * never reads the snapshots of the old one (a developer's cache outlives
+ * builds; SNAP_FORMAT and the version only change with releases). ""
+ * when it cannot be found. One dladdr and one stat. */
+static size_t build_identity(char *out, size_t cap)
+{
+    Dl_info info;
+    struct stat sb;
+    out[0] = '\0';
+    if (!dladdr((void *)build_identity, &info) || !info.dli_fname ||
+        stat(info.dli_fname, &sb) != 0)
+        return 0;
+    int n = snprintf(out, cap, "%llu %lld.%09ld %llu", (unsigned long long)sb.st_size,
+                     (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec,
+                     (unsigned long long)sb.st_ino);
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
 bool lipi_snapshot_key(const char *reader, const lipi_strref *parts, size_t n,
                        const void *settings, size_t settings_len, char key[65])
 {
     /* The format is in the kind and lipi's version in the settings:
      * another format or release, another name (see SNAP_FORMAT). */
-    char kind[16];
+    char kind[16], build[128];
     lipi_buf b = {0};
     snprintf(kind, sizeof kind, "snap%d-%s", SNAP_FORMAT, reader);
+    size_t build_len = build_identity(build, sizeof build);
     bool ok = lipi_buf_append(&b, SNAP_LIPI_VERSION, sizeof SNAP_LIPI_VERSION) == LIPI_OK &&
+              lipi_buf_append(&b, build, build_len + 1) == LIPI_OK &&
               lipi_buf_append(&b, settings, settings_len) == LIPI_OK &&
               lipi_tabcache_key(kind, parts, n, b.p, b.len, key) == LIPI_OK;
     lipi_buf_free(&b);
