@@ -249,8 +249,8 @@ static void bt_store(const lipi_encoder *e, const char key[65], size_t cap)
 /* Whether the tables just read can be walked safely: lengths are the
  * tokens', a token's split is itself (one byte) or two lower ids whose
  * lengths add up, its prefix is shorter and not empty, merged ids are ids
- * and the pair table has an empty slot (every probe ends). The trie was
- * checked against the tokens as it was read. */
+ * and the pair table has an empty slot (every probe ends). The trie's
+ * cells were checked as it was read. */
 static bool bt_tables_ok(const lipi_encoder *e, size_t cap)
 {
     size_t n = e->m->vocab.n, used = 0;
@@ -329,7 +329,7 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     if (!e->bt_pairs || !e->bt_tok || !e->bt_len || !e->bt_filter || !values)
         TRY(LIPI_ENOMEM);
     cache = e->tok->table_cache &&
-            lipi_tabcache_key("backtrack", e->raw_keys, n, NULL, 0, key) == LIPI_OK;
+            lipi_tabcache_key_of(e->tok, "backtrack", e->raw_keys, n, NULL, 0, key) == LIPI_OK;
     if (cache) {
         int got = bt_load(e, key, cap);
         if (got >= 0) {

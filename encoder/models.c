@@ -178,7 +178,7 @@ static lipi_status vocab_tries(lipi_encoder *e, const lipi_strref *cut, const ui
     lipi_tabcache_reader r;
     lipi_tabcache_writer w;
     bool cache = e->tok->table_cache &&
-                 lipi_tabcache_key(kind, tok, n, e->prefix, e->prefix_len, key) == LIPI_OK;
+                 lipi_tabcache_key_of(e->tok, kind, tok, n, e->prefix, e->prefix_len, key) == LIPI_OK;
     if (cache && lipi_tabcache_open(&r, kind, key)) {
         bool ok = lipi_datrie_get(&r, &e->trie, tok, n) &&
                   (!cut || lipi_datrie_get(&r, &e->trie_cont, cut, n));

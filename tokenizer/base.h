@@ -112,6 +112,9 @@ typedef struct {
     FILE *f;    /* write through this between open and commit / abort */
     char *path; /* the target */
     char *tmp;  /* the temporary file, "<path>.tmp-XXXXXXXX" */
+    bool no_sync; /* set after open: commit renames without fsync (caches,
+                     whose files are checked when read and rebuilt when
+                     lost) */
 } lipi_atomic_file;
 
 /* Temporary files and what a killed writer leaves. lipi writes an output
@@ -143,7 +146,8 @@ void lipi_remove_stale_temps(const char *target, size_t suffix_len,
 lipi_status lipi_atomic_open(lipi_atomic_file *af, const char *path, lipi_error *err);
 
 /* Flushes, fsyncs, closes and renames the temporary file over the target
- * (then fsyncs the directory so the rename survives a crash). Any write
+ * (then fsyncs the directory so the rename survives a crash; neither fsync
+ * when af->no_sync). Any write
  * error since open (a full disk, say) is reported here as LIPI_EIO, and then
  * the temporary file is removed and the target is untouched. *af is released
  * either way. */

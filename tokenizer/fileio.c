@@ -293,7 +293,7 @@ lipi_status lipi_atomic_commit(lipi_atomic_file *af, lipi_error *err)
     af->f = NULL;
     int failed = fflush(f) != 0 || ferror(f);
     int e = errno;
-    if (!failed && fsync(fileno(f)) != 0) {
+    if (!failed && !af->no_sync && fsync(fileno(f)) != 0) {
         failed = 1;
         e = errno;
     }
@@ -314,7 +314,7 @@ lipi_status lipi_atomic_commit(lipi_atomic_file *af, lipi_error *err)
     fclose(f); /* the data is flushed and synced: nothing left to fail */
     /* Make the rename itself durable. Some file systems refuse fsync on a
      * directory; the data is written by then, so that is not an error. */
-    char *dir = dir_of(af->path);
+    char *dir = af->no_sync ? NULL : dir_of(af->path);
     if (dir) {
         int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {

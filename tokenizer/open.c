@@ -71,16 +71,84 @@ static lipi_status read_optional(const char *path, char **data, size_t *len, lip
 }
 
 /* ======================================================================== */
+/* Snapshots                                                                 */
+/* ======================================================================== */
+
+/* The snapshot key (snapshot.c) of what `reader` builds from parts[0..n)
+ * (the bytes of every file it reads; s == NULL: absent) under opt and
+ * `extra` (a setting of the caller's, "" for none); false when snapshots
+ * are off (table_cache, settled by lipi_tokenizer_open) or out of memory. */
+static bool snap_key(const lipi_open_options *opt, const char *reader, const lipi_strref *parts,
+                     size_t n, const char *extra, size_t extra_len, char key[65])
+{
+    lipi_buf b = {0};
+    char flags[2] = {(char)('0' + opt->lowercase), (char)('0' + opt->strip_accents)};
+    bool ok = opt->table_cache == LIPI_FLAG_ON &&
+              lipi_buf_append(&b, flags, sizeof flags) == LIPI_OK &&
+              lipi_buf_append(&b, extra, extra_len) == LIPI_OK &&
+              lipi_snapshot_key(reader, parts, n, b.p, b.len, key);
+    lipi_buf_free(&b);
+    return ok;
+}
+
+/* Before a reader builds: true, with *out read from the snapshot, when
+ * there is one; else key[0] is '\0' when snapshots are off. */
+static bool snap_get(const lipi_open_options *opt, const char *reader, const lipi_strref *parts,
+                     size_t n, const char *extra, size_t extra_len, char key[65],
+                     lipi_tokenizer **out)
+{
+    if (!snap_key(opt, reader, parts, n, extra, extra_len, key)) {
+        key[0] = '\0';
+        return false;
+    }
+    if (!lipi_snapshot_read(key, out))
+        return false;
+    memcpy((*out)->snapshot_key, key, 65);
+    return true;
+}
+
+/* After it built *out (status st): writes the snapshot of key (when on)
+ * and names the tokenizer by it. Returns st. (out, not *out: the build is
+ * an argument of the same call, and sets *out.) */
+static lipi_status snap_put(lipi_status st, const char key[65], lipi_tokenizer **out)
+{
+    if (st == LIPI_OK && key[0]) {
+        lipi_snapshot_write(key, *out);
+        memcpy((*out)->snapshot_key, key, 65);
+    }
+    return st;
+}
+
+/* ======================================================================== */
 /* Readers on files                                                          */
 /* ======================================================================== */
 
-static lipi_status open_spm(const char *path, lipi_tokenizer **out, lipi_error *err)
+/* tokenizer.json: the snapshot when there is one, else the file. */
+static lipi_status open_json(const char *path, const lipi_open_options *opt,
+                             lipi_tokenizer **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    char *data = NULL;
+    char *text = NULL, key[65];
+    size_t len = 0;
+    TRY(lipi_read_file(path, LIPI_READ_MAX, &text, &len, err));
+    lipi_strref part = {text, len};
+    if (!snap_get(opt, "json", &part, 1, "", 0, key, out))
+        st = snap_put(lipi_tokenizer_load_json(text, len, path, out, err), key, out);
+done:
+    lipi_free(text);
+    return st;
+}
+
+static lipi_status open_spm(const char *path, const lipi_open_options *opt,
+                            lipi_tokenizer **out, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    char *data = NULL, key[65];
     size_t len = 0;
     TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
-    TRY(lipi_tokenizer_from_spm(data, len, path, out, err));
+    lipi_strref part = {data, len};
+    if (!snap_get(opt, "spm", &part, 1, "", 0, key, out))
+        st = snap_put(lipi_tokenizer_from_spm(data, len, path, out, err), key, out);
 done:
     lipi_free(data);
     return st;
@@ -96,8 +164,13 @@ static lipi_status open_vocab_txt(const char *path, const lipi_open_options *opt
         return oom(path, err);
     TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
     TRY(read_optional(cfg_path, &cfg, &cfg_len, err));
-    TRY(lipi_tokenizer_from_vocab_txt(data, len, path, cfg, cfg_len, opt->lowercase,
-                                      opt->strip_accents, out, err));
+    /* The path is a setting: without a config, "uncased" in it lowercases. */
+    lipi_strref parts[2] = {{data, len}, {cfg, cfg_len}};
+    char key[65];
+    if (!snap_get(opt, "vocab_txt", parts, 2, path, strlen(path), key, out))
+        st = snap_put(lipi_tokenizer_from_vocab_txt(data, len, path, cfg, cfg_len, opt->lowercase,
+                                                    opt->strip_accents, out, err),
+                      key, out);
 done:
     lipi_free(data);
     lipi_free(cfg);
@@ -107,7 +180,7 @@ done:
 
 /* vocab.json and merges.txt, given either of them (or the folder). */
 static lipi_status open_gpt2(const char *vocab_path, const char *merges_path,
-                             lipi_tokenizer **out, lipi_error *err)
+                             const lipi_open_options *opt, lipi_tokenizer **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     char *v = NULL, *m = NULL, *cfg = NULL, *cfg_path = beside(vocab_path, "tokenizer_config.json");
@@ -117,7 +190,11 @@ static lipi_status open_gpt2(const char *vocab_path, const char *merges_path,
     TRY(lipi_read_file(vocab_path, LIPI_READ_MAX, &v, &vn, err));
     TRY(lipi_read_file(merges_path, LIPI_READ_MAX, &m, &mn, err));
     TRY(read_optional(cfg_path, &cfg, &cn, err));
-    TRY(lipi_tokenizer_from_gpt2(v, vn, m, mn, vocab_path, cfg, cn, out, err));
+    lipi_strref parts[3] = {{v, vn}, {m, mn}, {cfg, cn}};
+    char key[65];
+    if (!snap_get(opt, "gpt2", parts, 3, "", 0, key, out))
+        st = snap_put(lipi_tokenizer_from_gpt2(v, vn, m, mn, vocab_path, cfg, cn, out, err), key,
+                      out);
 done:
     lipi_free(v);
     lipi_free(m);
@@ -226,11 +303,24 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
         goto done;
     }
     TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
+    /* The name chooses the special tokens (and the check below); a
+     * snapshot is only written after the check passed on these bytes. */
+    lipi_strref parts[2] = {{data, len}, {meta_text, meta_len}};
+    char key[65];
+    mb.len = 0;
+    if (lipi_buf_append(&mb, pattern, strlen(pattern) + 1) != LIPI_OK ||
+        lipi_buf_append(&mb, base, base_len) != LIPI_OK) {
+        st = oom(path, err);
+        goto done;
+    }
+    if (snap_get(opt, "tiktoken", parts, 2, mb.p, mb.len, key, out))
+        goto done;
     /* Here, where the file is read, so that a bare name and a path get the
      * same check. */
     TRY(lipi_rd_tiktoken_verify(base, base_len, data, len, path, err));
-    TRY(lipi_tokenizer_from_tiktoken(data, len, path, pattern, special, n_special, flags, out,
-                                     err));
+    st = snap_put(lipi_tokenizer_from_tiktoken(data, len, path, pattern, special, n_special, flags,
+                                               out, err),
+                  key, out);
 done:
     lipi_free(data);
     lipi_free(meta_text);
@@ -369,15 +459,15 @@ static lipi_status open_folder(const char *dir, const lipi_open_options *opt,
         goto done;
     }
     if (is_file(tj)) {
-        st = lipi_tokenizer_load(tj, out, err);
+        st = open_json(tj, opt, out, err);
     } else if (is_file(vt)) {
         st = open_vocab_txt(vt, opt, out, err);
     } else if (is_file(vj) && is_file(mt)) {
-        st = open_gpt2(vj, mt, out, err);
+        st = open_gpt2(vj, mt, opt, out, err);
     } else {
         TRY(find_model(dir, &model, err));
         if (model)
-            st = open_spm(model, out, err);
+            st = open_spm(model, opt, out, err);
         else
             st = lipi_error_set(err, LIPI_EIO, dir, 0, 0,
                                 "expected a tokenizer in this folder (tokenizer.json, vocab.txt, "
@@ -542,18 +632,18 @@ static lipi_status open_any(const char *path, const lipi_open_options *opt_in,
                                 "expected %s beside it (GPT-2 BPE needs both files), found none",
                                 base_name(other));
         else if (base[0] == 'v')
-            st = open_gpt2(path, other, out, err);
+            st = open_gpt2(path, other, &opt, out, err);
         else
-            st = open_gpt2(other, path, out, err);
+            st = open_gpt2(other, path, &opt, out, err);
         lipi_free(other);
         return st;
     }
     if (ends_with(base, ".json"))
-        return lipi_tokenizer_load(path, out, err);
+        return open_json(path, &opt, out, err);
     if (ends_with(base, ".tiktoken"))
         return open_tiktoken(path, &opt, out, err);
     if (ends_with(base, ".model"))
-        return open_spm(path, out, err);
+        return open_spm(path, &opt, out, err);
     if (ends_with(base, ".txt"))
         return open_vocab_txt(path, &opt, out, err);
 
@@ -562,11 +652,11 @@ static lipi_status open_any(const char *path, const lipi_open_options *opt_in,
     while (i < head_len && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t'))
         i++;
     if (i < head_len && head[i] == '{')
-        return lipi_tokenizer_load(path, out, err);
+        return open_json(path, &opt, out, err);
     if (looks_tiktoken(head, head_len))
         return open_tiktoken(path, &opt, out, err);
     /* A ModelProto starts with its first piece: field 1, length-delimited. */
     if (head_len > 0 && head[0] == 0x0a)
-        return open_spm(path, out, err);
+        return open_spm(path, &opt, out, err);
     return open_vocab_txt(path, &opt, out, err);
 }

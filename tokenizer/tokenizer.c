@@ -200,10 +200,15 @@ done:
 
 void lipi_vocab_model_clear(lipi_vocab_model *m)
 {
-    vocab_free(&m->vocab);
-    lipi_free(m->scores);
-    lipi_free(m->merges);
-    lipi_free(m->pairs);
+    if (m->mapped) {
+        lipi_free(m->vocab.tok);
+        lipi_tabcache_unmap(m->mapped, m->mapped_len);
+    } else {
+        vocab_free(&m->vocab);
+        lipi_free(m->scores);
+        lipi_free(m->merges);
+        lipi_free(m->pairs);
+    }
     lipi_free(m->unk_token);
     memset(m, 0, sizeof *m);
     m->opt.unk_id = -1;

@@ -755,6 +755,9 @@ typedef struct {
      * else $HOME/.cache/lipi; files are named by the SHA-256 of what they
      * are built from, checked on reading, rebuilt silently when missing or
      * bad, and never needed (a folder that cannot be written is no error).
+     * The same switch keeps a snapshot of the opened tokenizer there
+     * (named by the SHA-256 of the files read and these options), read
+     * instead of the files next time (not for GGUF files).
      * AUTO: yes, unless $LIPI_CACHE is 0. */
     lipi_flag table_cache;
 } lipi_open_options;

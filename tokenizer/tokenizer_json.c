@@ -1333,8 +1333,11 @@ done:
 
 /* Loads tokenizer.json text (see tokenizer.h). `name` (the file name, or
  * NULL) goes into err->path. */
-lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *name,
-                                     lipi_tokenizer **out, lipi_error *err)
+/* lipi_tokenizer_load_json, or with `given` (stolen, emptied even on
+ * error) as the model in place of the file's "model" section, which is
+ * then not read (lipi_tokenizer_load_json_model). */
+static lipi_status load_json(const char *json, size_t len, const char *name,
+                             lipi_vocab_model *given, lipi_tokenizer **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     jctx c = {.name = name ? name : "", .err = err};
@@ -1345,13 +1348,24 @@ lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *n
     const json_t *v, *added;
 
     m.opt.unk_id = -1;
-    if (!out)
-        return lipi_error_set(err, LIPI_EINVAL, name, 0, 0, "no output pointer given");
+    if (given) {
+        m = *given;
+        memset(given, 0, sizeof *given);
+        given->opt.unk_id = -1;
+    }
+    if (!out) {
+        st = lipi_error_set(err, LIPI_EINVAL, name, 0, 0, "no output pointer given");
+        goto done;
+    }
     *out = NULL;
-    if (!json && len)
-        return lipi_error_set(err, LIPI_EINVAL, name, 0, 0, "no text given");
-    if (len == 0)
-        return lipi_error_set(err, LIPI_EFORMAT, name, 0, 0, "empty file, expected a JSON object");
+    if (!json && len) {
+        st = lipi_error_set(err, LIPI_EINVAL, name, 0, 0, "no text given");
+        goto done;
+    }
+    if (len == 0) {
+        st = lipi_error_set(err, LIPI_EFORMAT, name, 0, 0, "empty file, expected a JSON object");
+        goto done;
+    }
 
     /* Duplicate keys are allowed, last one wins, as in Hugging Face (serde
      * maps); NUL is allowed in strings (not keys: jansson cannot hold it). */
@@ -1396,10 +1410,12 @@ lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *n
     TRY(keep_section(&c, root, "truncation", &t->truncation));
     TRY(keep_section(&c, root, "padding", &t->padding));
 
-    v = json_object_get(root, "model");
-    TRY(parse_model(&c, v, &m));
-    v = json_object_get(root, "pre_tokenizer");
-    m.opt.byte_level = v && uses_byte_level(v, 0);
+    if (!given) {
+        v = json_object_get(root, "model");
+        TRY(parse_model(&c, v, &m));
+        v = json_object_get(root, "pre_tokenizer");
+        m.opt.byte_level = v && uses_byte_level(v, 0);
+    }
     st = lipi_tokenizer_install_model(t, &m, err);
     if (st != LIPI_OK)
         goto done;
@@ -1463,6 +1479,19 @@ done:
     lipi_tokenizer_free(t);
     json_decref(root);
     return st;
+}
+
+lipi_status lipi_tokenizer_load_json(const char *json, size_t len, const char *name,
+                                     lipi_tokenizer **out, lipi_error *err)
+{
+    return load_json(json, len, name, NULL, out, err);
+}
+
+lipi_status lipi_tokenizer_load_json_model(const char *json, size_t len, const char *name,
+                                           lipi_vocab_model *m, lipi_tokenizer **out,
+                                           lipi_error *err)
+{
+    return load_json(json, len, name, m, out, err);
 }
 
 /* Reads and loads a tokenizer.json file; errors carry the file name. */

@@ -169,6 +169,12 @@ typedef struct {
     bool prefix_null;        /* "continuing_subword_prefix": null (not "") */
     bool suffix_null;        /* "end_of_word_suffix": null (not "") */
     bool merges_legacy;      /* merges were "a b" strings (else ["a", "b"]) */
+
+    /* Read from a snapshot (snapshot.c): vocab.arena, vocab.map.slot,
+     * scores, merges and pairs point into this read-only mapping of the
+     * file, which the model owns (unmapped, not freed, when cleared). */
+    void *mapped;
+    size_t mapped_len;
 } lipi_vocab_model;
 
 /* Rank of the merge of (left, right), false when the pair does not merge. */
@@ -318,6 +324,11 @@ struct lipi_tokenizer {
     json_t *padding;
     bool table_cache;         /* the encoder may keep its tables on disk
                                  (lipi_tokenizer_open set it: tabcache.c) */
+    char snapshot_key[65];    /* "" or, for a tokenizer lipi_tokenizer_open
+                                 read with the cache on, the key of its
+                                 snapshot (snapshot.c), which names the
+                                 source files and so whatever is built
+                                 from them */
 };
 
 /* Frees what the pointer owns, then the pointer. NULL is a no-op. */
@@ -363,6 +374,14 @@ lipi_status lipi_merge_join(lipi_strref left, lipi_strref right, size_t prefix_l
  * LIPI_EINVAL naming the tokens; t is then unchanged. */
 lipi_status lipi_tokenizer_set_added(lipi_tokenizer *t, lipi_added_token *toks, size_t n,
                                      lipi_error *err);
+
+/* lipi_tokenizer_load_json with the model given: *m (built, stolen and
+ * emptied even on error) is installed in place of the file's "model"
+ * section, which is not read. The snapshot (snapshot.c) keeps the other
+ * sections as JSON this way. */
+lipi_status lipi_tokenizer_load_json_model(const char *json, size_t len, const char *name,
+                                           lipi_vocab_model *m, lipi_tokenizer **out,
+                                           lipi_error *err);
 
 /* ======================================================================== */
 /* Fast paths the encoder calls                                              */
@@ -432,9 +451,23 @@ bool lipi_tabcache_env_on(void);
 lipi_status lipi_tabcache_key(const char *kind, const lipi_strref *keys, size_t n,
                               const void *extra, size_t extra_len, char out[65]);
 
+/* The running checksum (four lanes and the word count). */
+typedef struct {
+    uint64_t lane[4], words;
+} lipi_tabcache_sum_state;
+
+/* lipi_tabcache_key, but for tables built from tokenizer t: when t has a
+ * snapshot key, the key is made from it (hashing a few bytes instead of
+ * every token: ~80M instructions for o200k's backtracking tables under
+ * valgrind's portable SHA-256); keys and extra are then not read. */
+lipi_status lipi_tabcache_key_of(const lipi_tokenizer *t, const char *kind,
+                                 const lipi_strref *keys, size_t n, const void *extra,
+                                 size_t extra_len, char out[65]);
+
 typedef struct {
     int fd;
-    uint64_t left, sum, want;
+    uint64_t left, want;
+    lipi_tabcache_sum_state sum;
     bool bad;
 } lipi_tabcache_reader;
 
@@ -451,10 +484,32 @@ bool lipi_tabcache_get_u64(lipi_tabcache_reader *r, uint64_t *v);
 /* Closes; true when the whole payload was read and its checksum holds. */
 bool lipi_tabcache_close(lipi_tabcache_reader *r);
 
+/* A cache file mapped whole (read-only, private), its header, length
+ * and checksum checked on opening; arrays are then taken in place. The
+ * mapping outlives the map struct: lipi_tabcache_unmap(base, size) ends it
+ * (files are replaced by rename, never rewritten in place, so a mapping
+ * stays valid while a newer file takes its name). */
+typedef struct {
+    void *base;
+    size_t size;
+    const unsigned char *p; /* next array */
+    size_t left;
+    bool bad;
+} lipi_tabcache_map;
+
+/* Maps the file of (kind, key); false when it is missing or bad (nothing
+ * to unmap). */
+bool lipi_tabcache_map_open(lipi_tabcache_map *m, const char *kind, const char key[65]);
+/* The next count entries of size bytes (8-byte aligned, padding skipped),
+ * or NULL when the file holds fewer (every later call fails too). */
+const void *lipi_tabcache_map_next(lipi_tabcache_map *m, uint64_t count, size_t size);
+void lipi_tabcache_unmap(void *base, size_t size);
+
 typedef struct {
     lipi_atomic_file af;
     char kind[16], key[65];
-    uint64_t sum, len;
+    uint64_t len;
+    lipi_tabcache_sum_state sum;
     bool open, bad;
 } lipi_tabcache_writer;
 
@@ -466,5 +521,30 @@ void lipi_tabcache_put_u64(lipi_tabcache_writer *w, uint64_t v);
 /* Renames the complete file into place (or drops it after a failed write). */
 void lipi_tabcache_commit(lipi_tabcache_writer *w);
 void lipi_tabcache_abort(lipi_tabcache_writer *w);
+
+/* ======================================================================== */
+/* Snapshots of opened tokenizers (snapshot.c)                               */
+/* ======================================================================== */
+
+/* A whole opened tokenizer kept in the table cache folder, so that opening
+ * the same source files again reads one file instead of parsing and
+ * building. Named by lipi_snapshot_key; like the table cache, nothing here
+ * reports an error (a missing, stale or bad snapshot means the tokenizer is
+ * built from its sources, and a snapshot that cannot be written is no
+ * error). */
+
+/* The key of a tokenizer read by `reader` from parts[0..n) (the bytes of
+ * every file the reader reads; s == NULL for an absent optional file) with
+ * settings[0..settings_len) (the options that change what it builds).
+ * False on allocation failure. */
+bool lipi_snapshot_key(const char *reader, const lipi_strref *parts, size_t n,
+                       const void *settings, size_t settings_len, char key[65]);
+
+/* The tokenizer snapshot `key` holds, in *out (owned by the caller), or
+ * false (and *out NULL) when there is none or it is bad in any way. */
+bool lipi_snapshot_read(const char key[65], lipi_tokenizer **out);
+
+/* Writes t as snapshot `key` (temporary file, then rename); best effort. */
+void lipi_snapshot_write(const char key[65], const lipi_tokenizer *t);
 
 #endif

@@ -1,11 +1,13 @@
-/* Fuzz: table cache files (tokenizer/tabcache.c) as the encoder reads them.
- * Three small tokenizers (a tiktoken rank file, a WordPiece vocab.txt, a
- * Unigram tokenizer.json) are opened once with the cache on, which writes
- * their files (backtrack, tiktoken-merges, wordpiece, unigram). Input: one
- * byte choosing a file (by sorted name), then its payload: the harness
- * writes it with a valid header and checksum, so every input reaches the
- * checks on the tables themselves, then builds the encoder that reads it
- * and encodes a few texts. A file the checks take may give other ids (the
+/* Fuzz: table cache files (tokenizer/tabcache.c) as the encoder reads them,
+ * and the snapshots of opened tokenizers (tokenizer/snapshot.c) as
+ * lipi_tokenizer_open reads them. Three small tokenizers (a tiktoken rank
+ * file, a WordPiece vocab.txt, a Unigram tokenizer.json) are opened once
+ * with the cache on, which writes their files (backtrack, tiktoken-merges,
+ * wordpiece, unigram, and a snapshot of each). Input: one byte choosing a
+ * file (by sorted name), then its payload: the harness writes it with a
+ * valid header and checksum, so every input reaches the checks on the
+ * tables themselves, then opens the tokenizers again (a snapshot) or builds
+ * the encoder that reads it, and encodes a few texts. A file the checks take may give other ids (the
  * cache is as trusted as the tokenizer file); none may crash or hang.
  * With LIPI_FUZZ_WRITE_SEEDS=DIR the files' own payloads are written there
  * as seeds (tests/fuzz/corpus/tabcache). */
@@ -16,9 +18,10 @@
 
 #define N_TOK 3
 #define MAX_FILES 8
+#define N_FILES 7 /* backtrack, 3 snapshots, tiktoken-merges, unigram, wordpiece */
 
 static lipi_tokenizer *toks[N_TOK];
-static char tiktoken_path[256];
+static char tiktoken_path[256], vocab_path[256], unigram_path[256];
 static struct {
     char name[128]; /* kind-key.tab */
     char kind[32];
@@ -91,9 +94,12 @@ static void init(void)
         "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"<unk>\", 0], "
         "[\"a\", -2], [\"b\", -2], [\"c\", -2], [\"ab\", -1.5], [\"abc\", -1], [\"the\", -1], "
         "[\"t\", -3], [\"h\", -3], [\"e\", -3], [\"\\u00e9\", -4]]}}";
+    snprintf(vocab_path, sizeof vocab_path, "%s", fuzz_file("vocab.txt", vocab, sizeof vocab - 1));
+    snprintf(unigram_path, sizeof unigram_path, "%s",
+             fuzz_file("unigram.json", unigram, sizeof unigram - 1));
     toks[0] = open_cached(tiktoken_path);
-    toks[1] = open_cached(fuzz_file("vocab.txt", vocab, sizeof vocab - 1));
-    toks[2] = open_cached(fuzz_file("unigram.json", unigram, sizeof unigram - 1));
+    toks[1] = open_cached(vocab_path);
+    toks[2] = open_cached(unigram_path);
     for (int i = 0; i < N_TOK; i++)
         use(toks[i]);
     DIR *d = opendir(dir);
@@ -115,7 +121,7 @@ static void init(void)
         files[i].key[64] = '\0';
         snprintf(files[i].kind, sizeof files[i].kind, "%.*s", (int)(k - 1), files[i].name);
     }
-    if (n_files != 4)
+    if (n_files != N_FILES)
         abort();
     const char *seeds = getenv("LIPI_FUZZ_WRITE_SEEDS");
     for (size_t i = 0; seeds && i < n_files; i++) {
@@ -125,7 +131,11 @@ static void init(void)
         if (lipi_read_file(p, (size_t)1 << 30, &data, &len, NULL) != LIPI_OK || len < 112)
             abort();
         data[111] = (char)i; /* the selector byte, just before the payload */
-        snprintf(p, sizeof p, "%s/%s", seeds, files[i].kind);
+        /* The three snapshots share a kind: number them by the selector. */
+        if (strcmp(files[i].kind, "snapshot") == 0)
+            snprintf(p, sizeof p, "%s/%s-%zu", seeds, files[i].kind, i);
+        else
+            snprintf(p, sizeof p, "%s/%s", seeds, files[i].kind);
         FILE *f = fopen(p, "wb");
         if (!f || fwrite(data + 111, 1, len - 111, f) != len - 111 || fclose(f) != 0)
             abort();
@@ -145,7 +155,24 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         abort();
     lipi_tabcache_put(&w, data + 1, size - 1);
     lipi_tabcache_commit(&w);
-    if (strcmp(files[f].kind, "tiktoken-merges") == 0) {
+    if (strcmp(files[f].kind, "snapshot") == 0) {
+        /* Whichever tokenizer it names: a snapshot the checks take may be
+         * another tokenizer (as a doctored tokenizer file would), never a
+         * crash. */
+        const char *const paths[N_TOK] = {tiktoken_path, vocab_path, unigram_path};
+        for (int i = 0; i < N_TOK; i++) {
+            lipi_tokenizer *t = open_cached(paths[i]);
+            use(t);
+            lipi_tokenizer_free(t);
+        }
+    } else if (strcmp(files[f].kind, "tiktoken-merges") == 0) {
+        /* Read only when the tokenizer is built: not from its snapshot. */
+        char snap[400];
+        for (size_t i = 0; i < n_files; i++)
+            if (strcmp(files[i].kind, "snapshot") == 0) {
+                snprintf(snap, sizeof snap, "%s/%s", fuzz_dir(), files[i].name);
+                unlink(snap);
+            }
         lipi_tokenizer *t = open_cached(tiktoken_path);
         use(t);
         lipi_tokenizer_free(t);
