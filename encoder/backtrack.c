@@ -237,6 +237,7 @@ void lipi_enc_bt_free(lipi_encoder *e)
     lipi_free(e->bt_id);
     e->bt_filter = NULL;
     e->bt_id = NULL;
+    e->bt_words = false;
     e->bt_tok = NULL;
     e->bt_len = NULL;
     e->bt_pairs = NULL;
@@ -570,6 +571,7 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
 done:
     if (cache && st == LIPI_OK)
         bt_store(e, "backtrack", key, cap);
+    e->bt_words = e->bt;
     lipi_free(values);
     if (!e->bt)
         lipi_enc_bt_free(e);

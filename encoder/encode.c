@@ -738,7 +738,7 @@ static inline void piece_prefetch(const lipi_session *s, uint64_t h)
 {
     const lipi_encoder *e = s->enc;
     lipi_enc_cache_prefetch(s, h);
-    if (e->raw_slot && !(e->bt && e->m->rank_ids))
+    if (e->raw_slot && !e->bt_words)
         __builtin_prefetch(&e->raw_slot[h & e->raw_mask]);
 }
 

@@ -242,6 +242,8 @@ struct lipi_encoder {
      * file; else the 256 bytes, then the token of merge r at 256 + r. */
     bool bt;
     uint32_t *bt_id;                  /* rank -> token id; NULL: id = rank */
+    bool bt_words;                    /* bt on a rank file: a whole word that
+                                         is a token is found by the walk */
     lipi_datrie32 bt_trie;            /* raw_keys -> id */
     uint64_t *bt_tok;                 /* per token, 21 bits each: the pair it
                                          was merged from (itself twice for a

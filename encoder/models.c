@@ -624,7 +624,7 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
      * a lookup here (a miss in the whole-word table costs a trip to memory).
      * Hugging Face's ignore_merges also takes tokens no merge makes, which
      * backtracking on merges does not know: look first. */
-    if (e->m->opt.ignore_merges && !(e->bt && e->m->rank_ids) &&
+    if (e->m->opt.ignore_merges && !e->bt_words &&
         (e->raw_bytes ? lipi_enc_raw_find(e, w, n, h, &id)
                       : lipi_vocab_find(&e->m->vocab, w, n, &id)))
         return ptok_push(s, id, 0, n, false);

@@ -878,7 +878,7 @@ static void backtracking_check(const char *path)
 {
     kit bt = kit_from(open_any(path)), merge = kit_from(open_any(path));
     assert_true(bt.enc->bt);
-    merge.enc->bt = false;
+    merge.enc->bt = merge.enc->bt_words = false;
     same_on_texts(&bt, &merge, 9, 2000);
     unsigned seed = 9;
     /* Words the pre-tokenizer never makes: any bytes, straight to the model. */
