@@ -15,7 +15,15 @@
  * The tables (splits, the pairs they come from, each token's longest proper
  * prefix that is a token) are built once per encoder. They are used only
  * when every token of several bytes has a split (is reachable by merges)
- * and every token encodes to itself; other rank files keep the merge loop. */
+ * and every token encodes to itself; other rank files keep the merge loop.
+ *
+ * Byte-level Hugging Face BPE (GPT-2's tokenizer.json) is the same method
+ * once tokens are numbered by rank: the 256 bytes, then the token of merge r
+ * at 256 + r, its split being that merge. It is used when the merges are
+ * such a numbering (each makes a token no other merge or byte is, from two
+ * tokens of lower rank, whose bytes it joins; no pair listed twice) and,
+ * again, every token encodes to itself; tokens that no merge makes are left
+ * out (the merge loop never makes them either). */
 #include "encoder/encoder_impl.h"
 
 #include <string.h>
@@ -195,17 +203,28 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
         }
     }
     *count = pos == n ? nt : 0;
+    if (e->bt_id)
+        for (size_t i = 0; i < nt; i++)
+            s->ptok[i].id = e->bt_id[s->ptok[i].id];
 done:
     return st;
 }
 
-/* Encodes token t's own bytes; true when the result is t alone. */
+/* The bytes of the token of rank t. */
+static inline const lipi_strref *bt_key(const lipi_encoder *e, uint32_t t)
+{
+    return &e->raw_keys[e->bt_id ? e->bt_id[t] : t];
+}
+
+/* Encodes the bytes of the token of rank t; true when the result is that
+ * token alone. */
 static bool bt_encodes_to_itself(lipi_session *s, uint32_t t)
 {
     size_t count;
-    const lipi_strref *k = &s->enc->raw_keys[t];
+    const lipi_encoder *e = s->enc;
+    const lipi_strref *k = bt_key(e, t);
     return lipi_enc_bt_word(s, k->s, k->len, &count) == LIPI_OK && count == 1 &&
-           s->ptok[0].id == t;
+           s->ptok[0].id == (e->bt_id ? e->bt_id[t] : t);
 }
 
 void lipi_enc_bt_free(lipi_encoder *e)
@@ -215,7 +234,10 @@ void lipi_enc_bt_free(lipi_encoder *e)
     lipi_free(e->bt_len);
     lipi_free(e->bt_pairs);
     lipi_free(e->bt_filter);
+    lipi_free(e->bt_id);
     e->bt_filter = NULL;
+    e->bt_id = NULL;
+    e->bt_words = false;
     e->bt_tok = NULL;
     e->bt_len = NULL;
     e->bt_pairs = NULL;
@@ -227,13 +249,14 @@ void lipi_enc_bt_free(lipi_encoder *e)
 /* ======================================================================== */
 
 /* Payload: 1 and the tables (trie, bt_tok, bt_len, bt_pairs, bt_filter),
- * or 0 when the rank file cannot use backtracking (so the next process
- * skips the checks that found it out). */
-static void bt_store(const lipi_encoder *e, const char key[65], size_t cap)
+ * or 0 when the model cannot use backtracking (so the next process skips
+ * the checks that found it out). Kind: "backtrack" (rank files) or
+ * "backtrack-hf" (merges). */
+static void bt_store(const lipi_encoder *e, const char *kind, const char key[65], size_t cap)
 {
     lipi_tabcache_writer w;
-    size_t n = e->m->vocab.n;
-    if (!lipi_tabcache_create(&w, "backtrack", key))
+    size_t n = e->bt_v;
+    if (!lipi_tabcache_create(&w, kind, key))
         return;
     lipi_tabcache_put_u64(&w, e->bt);
     if (e->bt) {
@@ -253,11 +276,11 @@ static void bt_store(const lipi_encoder *e, const char key[65], size_t cap)
  * cells were checked as it was read. */
 static bool bt_tables_ok(const lipi_encoder *e, size_t cap)
 {
-    size_t n = e->m->vocab.n, used = 0;
+    size_t n = e->bt_v, used = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t l = bt_left(e, (uint32_t)i), r = bt_right(e, (uint32_t)i);
         uint32_t p = bt_prefix(e, (uint32_t)i);
-        size_t len = e->raw_keys[i].len;
+        size_t len = bt_key(e, (uint32_t)i)->len;
         if (e->bt_len[i] != len)
             return false;
         if (!(l == i && r == i) &&
@@ -276,18 +299,20 @@ static bool bt_tables_ok(const lipi_encoder *e, size_t cap)
     return used < cap;
 }
 
-/* Reads the tables of key into e (arrays allocated by the caller);
- * -1: not in the cache (or bad), 0: cached as unusable, 1: read. */
-static int bt_load(lipi_encoder *e, const char key[65], size_t cap)
+/* Reads the tables of (kind, key) into e (arrays allocated by the caller;
+ * keys: the tokens by rank); -1: not in the cache (or bad), 0: cached as
+ * unusable, 1: read. */
+static int bt_load(lipi_encoder *e, const char *kind, const char key[65], const lipi_strref *keys,
+                   size_t cap)
 {
     lipi_tabcache_reader r;
     uint64_t on = 0;
-    size_t n = e->m->vocab.n;
-    if (!lipi_tabcache_open(&r, "backtrack", key))
+    size_t n = e->bt_v;
+    if (!lipi_tabcache_open(&r, kind, key))
         return -1;
     bool ok = lipi_tabcache_get_u64(&r, &on) && on <= 1;
     if (ok && on)
-        ok = lipi_datrie32_get(&r, &e->bt_trie, e->raw_keys, n) &&
+        ok = lipi_datrie32_get(&r, &e->bt_trie, keys, n) &&
              lipi_tabcache_get(&r, e->bt_tok, n * sizeof *e->bt_tok) &&
              lipi_tabcache_get(&r, e->bt_len, n * sizeof *e->bt_len) &&
              lipi_tabcache_get(&r, e->bt_pairs, cap * sizeof *e->bt_pairs) &&
@@ -300,38 +325,210 @@ static int bt_load(lipi_encoder *e, const char key[65], size_t cap)
     return on ? 1 : 0;
 }
 
+/* Sizes the tables for n ranks; *cap: slots of the pair table. */
+static lipi_status bt_alloc(lipi_encoder *e, size_t n, size_t *cap)
+{
+    *cap = 16;
+    while (*cap / 2 < n + 1)
+        *cap *= 2;
+    e->bt_v = n;
+    e->bt_bits = enc_bits_for(n);
+    e->bt_mask = *cap - 1;
+    e->bt_pairs = lipi_reallocarray(NULL, *cap, sizeof *e->bt_pairs);
+    e->bt_tok = lipi_reallocarray(NULL, n, sizeof *e->bt_tok);
+    e->bt_len = lipi_reallocarray(NULL, n, sizeof *e->bt_len);
+    e->bt_filter = lipi_calloc(BT_FILTER_WORDS, sizeof *e->bt_filter);
+    return e->bt_pairs && e->bt_tok && e->bt_len && e->bt_filter ? LIPI_OK : LIPI_ENOMEM;
+}
+
+/* Builds the trie of keys[0..n) (the tokens by rank; values: scratch of n)
+ * and bt_len; *ok false when a token is too long or the trie too big (keep
+ * the merge loop). */
+static lipi_status bt_trie(lipi_encoder *e, const lipi_strref *keys, uint32_t *values, size_t n,
+                           bool *ok)
+{
+    lipi_status st;
+    lipi_datrie wide;
+    *ok = false;
+    for (size_t i = 0; i < n; i++) {
+        if (keys[i].len > UINT16_MAX)
+            return LIPI_OK; /* no such tokens in rank files or merges */
+        e->bt_len[i] = (uint16_t)keys[i].len;
+        values[i] = (uint32_t)i;
+    }
+    st = lipi_datrie_build(&wide, keys, values, n);
+    if (st != LIPI_OK)
+        return st;
+    st = lipi_datrie32_from(&e->bt_trie, &wide);
+    lipi_datrie_free(&wide);
+    if (st == LIPI_EINVAL)
+        return LIPI_OK; /* too many cells for the compact trie */
+    *ok = st == LIPI_OK;
+    return st;
+}
+
+/* The longest proper prefix of key that is a token, or UINT32_MAX. */
+static uint32_t bt_prefix_of(const lipi_encoder *e, const lipi_strref *key)
+{
+    size_t l;
+    return key->s && key->len > 1 ? bt_longest(e, key->s, key->len - 1, &l) : UINT32_MAX;
+}
+
+/* Records that BPE merges the pair (a, b) into t. */
+static void bt_pair_put(lipi_encoder *e, uint32_t a, uint32_t b, uint32_t t)
+{
+    uint64_t key = (uint64_t)a * e->bt_v + b;
+    size_t w;
+    enc_packed_put(e->bt_pairs, e->bt_mask, e->bt_bits, key, t);
+    uint64_t m = bt_filter_mask(key, &w);
+    e->bt_filter[w] |= m;
+}
+
+/* BPE's own check, the last before e->bt is set: every token of the n
+ * ranks encodes to itself. */
+static lipi_status bt_check_all(lipi_encoder *e, size_t n)
+{
+    lipi_session *s = NULL;
+    lipi_status st = lipi_session_new(e, &s);
+    if (st != LIPI_OK)
+        return st;
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = !bt_key(e, (uint32_t)i)->s || !bt_key(e, (uint32_t)i)->len ||
+             bt_encodes_to_itself(s, (uint32_t)i);
+    lipi_session_free(s);
+    e->bt = ok;
+    return LIPI_OK;
+}
+
+/* Numbers the tokens of byte-level Hugging Face BPE by rank (see the top):
+ * bt_id, keys (the tokens by rank), rank_of (scratch of vocab.n), each
+ * rank's split in bt_tok (no prefix yet), the pair table and its filter.
+ * False when the merges are not such a numbering. */
+static bool bt_ranks(lipi_encoder *e, uint32_t *rank_of, lipi_strref *keys)
+{
+    const lipi_vocab_model *m = e->m;
+    size_t nv = m->vocab.n, nm = m->n_merges, n = e->bt_v;
+    memset(e->bt_pairs, 0xff, (e->bt_mask + 1) * sizeof *e->bt_pairs);
+    memset(e->bt_filter, 0, BT_FILTER_WORDS * sizeof *e->bt_filter);
+    memset(rank_of, 0xff, nv * sizeof *rank_of);
+    for (uint32_t b = 0; b < 256; b++) {
+        uint32_t id = e->byte_id[b];
+        if (id >= nv || rank_of[id] != UINT32_MAX || e->raw_keys[id].len != 1)
+            return false;
+        rank_of[id] = b;
+        e->bt_id[b] = id;
+        keys[b] = e->raw_keys[id];
+        e->bt_tok[b] = bt_record(b, b, UINT32_MAX);
+    }
+    for (size_t r = 0; r < nm; r++) {
+        const lipi_merge *g = &m->merges[r];
+        uint32_t t = (uint32_t)(256 + r), a, b;
+        uint64_t old;
+        if (g->left >= nv || g->right >= nv || g->result >= nv)
+            return false;
+        a = rank_of[g->left];
+        b = rank_of[g->right];
+        const lipi_strref *ka = &e->raw_keys[g->left], *kb = &e->raw_keys[g->right],
+                          *kt = &e->raw_keys[g->result];
+        /* Made by a later merge, or not at all; a token made twice; a pair
+         * listed twice (Hugging Face keeps its last rank). */
+        if (a == UINT32_MAX || b == UINT32_MAX || rank_of[g->result] != UINT32_MAX ||
+            enc_packed_get(e->bt_pairs, e->bt_mask, e->bt_bits, (uint64_t)a * n + b, &old))
+            return false;
+        if (!ka->s || !kb->s || !kt->s || kt->len != ka->len + kb->len ||
+            memcmp(kt->s, ka->s, ka->len) != 0 || memcmp(kt->s + ka->len, kb->s, kb->len) != 0)
+            return false;
+        rank_of[g->result] = t;
+        e->bt_id[t] = g->result;
+        keys[t] = *kt;
+        e->bt_tok[t] = bt_record(a, b, UINT32_MAX);
+        bt_pair_put(e, a, b, t);
+    }
+    return true;
+}
+
+/* Byte-level Hugging Face BPE (see the top): ranks from the merges. */
+static lipi_status bt_init_merges(lipi_encoder *e)
+{
+    lipi_status st = LIPI_OK;
+    const lipi_vocab_model *m = e->m;
+    size_t nv = m->vocab.n, n = 256 + m->n_merges, cap;
+    uint32_t *rank_of = NULL, *values = NULL;
+    lipi_strref *keys = NULL;
+    char key[65];
+    bool ok, cache = false;
+    /* The merge loop ignores dropout, but a model that asks for it is not
+     * one whose output should be fixed here. */
+    if (m->type != LIPI_MODEL_BPE || !e->raw_bytes || !e->raw_keys || e->prefix_len ||
+        e->suffix_len || (m->has_dropout && m->dropout > 0.0) || nv >= BT_NONE || n >= BT_NONE ||
+        3 * enc_bits_for(n) > 63)
+        return LIPI_OK;
+    rank_of = lipi_reallocarray(NULL, nv ? nv : 1, sizeof *rank_of);
+    keys = lipi_reallocarray(NULL, n, sizeof *keys);
+    values = lipi_reallocarray(NULL, n, sizeof *values);
+    e->bt_id = lipi_reallocarray(NULL, n, sizeof *e->bt_id);
+    if (!rank_of || !keys || !values || !e->bt_id)
+        TRY(LIPI_ENOMEM);
+    TRY(bt_alloc(e, n, &cap));
+    if (!bt_ranks(e, rank_of, keys))
+        goto done;
+    /* The tables follow from the tokens by rank and where each splits (in
+     * values until bt_trie), which the key covers; the trie and the check
+     * are what take time (about 100 M instructions for GPT-2). */
+    for (size_t t = 0; t < n; t++)
+        values[t] = (uint32_t)keys[bt_left(e, (uint32_t)t)].len;
+    cache = e->tok->table_cache && lipi_tabcache_key("backtrack-hf", keys, n, values,
+                                                     n * sizeof *values, key) == LIPI_OK;
+    if (cache) {
+        int got = bt_load(e, "backtrack-hf", key, keys, cap);
+        if (got >= 0) {
+            e->bt = got == 1;
+            cache = false; /* nothing to store */
+            goto done;
+        }
+        bt_ranks(e, rank_of, keys); /* a bad file may have filled the arrays */
+    }
+    TRY(bt_trie(e, keys, values, n, &ok));
+    if (!ok)
+        goto done;
+    for (size_t t = 256; t < n; t++)
+        e->bt_tok[t] = bt_record(bt_left(e, (uint32_t)t), bt_right(e, (uint32_t)t),
+                                 bt_prefix_of(e, &keys[t]));
+    TRY(bt_check_all(e, n));
+done:
+    if (cache && st == LIPI_OK)
+        bt_store(e, "backtrack-hf", key, cap);
+    lipi_free(rank_of);
+    lipi_free(keys);
+    lipi_free(values);
+    if (!e->bt)
+        lipi_enc_bt_free(e);
+    return st;
+}
+
 lipi_status lipi_enc_bt_init(lipi_encoder *e)
 {
     lipi_status st = LIPI_OK;
     const lipi_vocab_model *m = e->m;
-    size_t n = m->vocab.n, cap = 16;
+    size_t n = m->vocab.n, cap;
     uint32_t *values = NULL;
-    lipi_session *s = NULL;
-    lipi_datrie wide;
     char key[65];
-    bool cache = false;
-    if (!m->rank_ids || !e->raw_bytes || !e->raw_keys || !m->opt.ignore_merges || n == 0 ||
-        n >= BT_NONE)
+    bool cache = false, ok;
+    if (!m->rank_ids)
+        return bt_init_merges(e);
+    if (!e->raw_bytes || !e->raw_keys || !m->opt.ignore_merges || n == 0 || n >= BT_NONE)
         return LIPI_OK;
-    unsigned bits = enc_bits_for(n);
-    if (3 * bits > 63)
+    if (3 * enc_bits_for(n) > 63)
         return LIPI_OK; /* the pair table's packed slots would not fit */
-    while (cap / 2 < n + 1)
-        cap *= 2;
-    e->bt_v = n;
-    e->bt_bits = bits;
-    e->bt_mask = cap - 1;
-    e->bt_pairs = lipi_reallocarray(NULL, cap, sizeof *e->bt_pairs);
-    e->bt_tok = lipi_reallocarray(NULL, n, sizeof *e->bt_tok);
-    e->bt_len = lipi_reallocarray(NULL, n, sizeof *e->bt_len);
-    e->bt_filter = lipi_calloc(BT_FILTER_WORDS, sizeof *e->bt_filter);
     values = lipi_reallocarray(NULL, n, sizeof *values);
-    if (!e->bt_pairs || !e->bt_tok || !e->bt_len || !e->bt_filter || !values)
+    if (!values)
         TRY(LIPI_ENOMEM);
+    TRY(bt_alloc(e, n, &cap));
     cache = e->tok->table_cache &&
             lipi_tabcache_key_of(e->tok, "backtrack", e->raw_keys, n, NULL, 0, key) == LIPI_OK;
     if (cache) {
-        int got = bt_load(e, key, cap);
+        int got = bt_load(e, "backtrack", key, e->raw_keys, cap);
         if (got >= 0) {
             e->bt = got == 1;
             cache = false; /* nothing to store */
@@ -341,28 +538,12 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
          * each of them but the filter, which it only adds bits to. */
         memset(e->bt_filter, 0, BT_FILTER_WORDS * sizeof *e->bt_filter);
     }
-    for (size_t i = 0; i < n; i++) {
-        if (e->raw_keys[i].len > UINT16_MAX)
-            goto done; /* no such tokens in rank files; keep the merge loop */
-        e->bt_len[i] = (uint16_t)e->raw_keys[i].len;
-    }
     memset(e->bt_pairs, 0xff, cap * sizeof *e->bt_pairs);
-    for (size_t i = 0; i < n; i++)
-        values[i] = (uint32_t)i;
-    TRY(lipi_datrie_build(&wide, e->raw_keys, values, n));
-    st = lipi_datrie32_from(&e->bt_trie, &wide);
-    lipi_datrie_free(&wide);
-    if (st == LIPI_EINVAL) {
-        st = LIPI_OK; /* too many cells for the compact trie: keep the merge loop */
+    TRY(bt_trie(e, e->raw_keys, values, n, &ok));
+    if (!ok)
         goto done;
-    }
-    TRY(st);
-    for (size_t i = 0; i < n; i++) {
-        const lipi_strref *k = &e->raw_keys[i];
-        size_t l;
-        uint32_t p = k->s && k->len > 1 ? bt_longest(e, k->s, k->len - 1, &l) : UINT32_MAX;
-        e->bt_tok[i] = bt_record((uint32_t)i, (uint32_t)i, p);
-    }
+    for (size_t i = 0; i < n; i++)
+        e->bt_tok[i] = bt_record((uint32_t)i, (uint32_t)i, bt_prefix_of(e, &e->raw_keys[i]));
     /* Each token's split, in rank order: its longest prefix token whose
      * rest is a token too, both older, forming a valid pair. */
     for (size_t i = 0; i < n; i++) {
@@ -376,11 +557,7 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
                 continue;
             if (a >= i || b >= i || !bt_valid(e, a, b))
                 continue;
-            uint64_t key = (uint64_t)a * n + b;
-            size_t w;
-            enc_packed_put(e->bt_pairs, e->bt_mask, bits, key, i);
-            uint64_t m = bt_filter_mask(key, &w);
-            e->bt_filter[w] |= m;
+            bt_pair_put(e, a, b, (uint32_t)i);
             e->bt_tok[i] = bt_record(a, b, prefix);
             break;
         }
@@ -390,16 +567,11 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
         if (k->s && k->len > 1 && bt_left(e, (uint32_t)i) == i)
             goto done;
     }
-    /* BPE's own check: every token encodes to itself. */
-    TRY(lipi_session_new(e, &s));
-    for (size_t i = 0; i < n; i++)
-        if (e->raw_keys[i].s && e->raw_keys[i].len && !bt_encodes_to_itself(s, (uint32_t)i))
-            goto done; /* keep the merge loop */
-    e->bt = true;
+    TRY(bt_check_all(e, n));
 done:
     if (cache && st == LIPI_OK)
-        bt_store(e, key, cap);
-    lipi_session_free(s);
+        bt_store(e, "backtrack", key, cap);
+    e->bt_words = e->bt;
     lipi_free(values);
     if (!e->bt)
         lipi_enc_bt_free(e);

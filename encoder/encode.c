@@ -146,8 +146,9 @@ static lipi_status setup_raw_bytes(lipi_encoder *e, lipi_error *err)
         if (st != LIPI_OK)
             goto done;
     }
-    if (m->opt.ignore_merges) {
-        /* Whole words are looked up as raw bytes too. */
+    {
+        /* Tokens as raw bytes: backtracking's tables (backtrack.c) and,
+         * under ignore_merges, the whole-word lookup. */
         size_t n = m->vocab.n, total = 0;
         keys = lipi_calloc(n ? n : 1, sizeof *keys);
         if (!keys)
@@ -182,16 +183,16 @@ static lipi_status setup_raw_bytes(lipi_encoder *e, lipi_error *err)
         /* Two tokens cannot decode to the same bytes (the alphabet is a
          * bijection), so no key is put twice. Load at most 1/2. */
         size_t cap = 16;
-        while (cap / 2 < n + 1) {
+        while (m->opt.ignore_merges && cap / 2 < n + 1) {
             if (cap > SIZE_MAX / 32)
                 goto nomem;
             cap *= 2;
         }
-        e->raw_slot = lipi_calloc(cap, sizeof *e->raw_slot);
-        if (!e->raw_slot)
+        e->raw_slot = m->opt.ignore_merges ? lipi_calloc(cap, sizeof *e->raw_slot) : NULL;
+        if (m->opt.ignore_merges && !e->raw_slot)
             goto nomem;
         e->raw_mask = cap - 1;
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; e->raw_slot && i < n; i++) {
             if (!keys[i].s)
                 continue;
             uint64_t h = lipi_enc_hash(keys[i].s, keys[i].len);
@@ -751,7 +752,7 @@ static inline void piece_prefetch(const lipi_session *s, uint64_t h)
 {
     const lipi_encoder *e = s->enc;
     lipi_enc_cache_prefetch(s, h);
-    if (e->raw_slot && !e->bt)
+    if (e->raw_slot && !e->bt_words)
         __builtin_prefetch(&e->raw_slot[h & e->raw_mask]);
 }
 

@@ -273,8 +273,13 @@ struct lipi_encoder {
     uint32_t byte_id[256];            /* raw_bytes: id of each byte */
     lipi_strref *raw_keys;            /* raw_bytes + ignore_merges: token -> bytes */
     char *raw_arena;
-    /* Backtracking BPE (backtrack.c), for tiktoken rank files */
+    /* Backtracking BPE (backtrack.c), for tiktoken rank files and byte-level
+     * Hugging Face merges. Its tables are indexed by rank: the id on a rank
+     * file; else the 256 bytes, then the token of merge r at 256 + r. */
     bool bt;
+    uint32_t *bt_id;                  /* rank -> token id; NULL: id = rank */
+    bool bt_words;                    /* bt on a rank file: a whole word that
+                                         is a token is found by the walk */
     lipi_datrie32 bt_trie;            /* raw_keys -> id */
     uint64_t *bt_tok;                 /* per token, 21 bits each: the pair it
                                          was merged from (itself twice for a

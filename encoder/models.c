@@ -633,21 +633,22 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
     size_t ns = 0;
     uint32_t id;
 
-    if (e->m->opt.ignore_merges) {
-        /* Backtracking's first step is the longest token at the start of
-         * the word: the whole word when it is one, without a lookup here
-         * (a miss in the whole-word table costs a trip to memory). */
-        if (!e->bt && (e->raw_bytes ? lipi_enc_raw_find(e, w, n, h, &id)
-                                    : lipi_vocab_find(&e->m->vocab, w, n, &id)))
-            return ptok_push(s, id, 0, n, false);
-        if (e->bt) {
-            size_t count;
-            TRY(lipi_enc_bt_word(s, w, n, &count));
-            s->ptok_n = count;
-            if (count)
-                return LIPI_OK;
-            s->ptok_n = 0;
-        }
+    /* On a tiktoken rank file, backtracking's first step is the longest
+     * token at the start of the word: the whole word when it is one, without
+     * a lookup here (a miss in the whole-word table costs a trip to memory).
+     * Hugging Face's ignore_merges also takes tokens no merge makes, which
+     * backtracking on merges does not know: look first. */
+    if (e->m->opt.ignore_merges && !e->bt_words &&
+        (e->raw_bytes ? lipi_enc_raw_find(e, w, n, h, &id)
+                      : lipi_vocab_find(&e->m->vocab, w, n, &id)))
+        return ptok_push(s, id, 0, n, false);
+    if (e->bt) {
+        size_t count;
+        TRY(lipi_enc_bt_word(s, w, n, &count));
+        s->ptok_n = count;
+        if (count)
+            return LIPI_OK;
+        s->ptok_n = 0;
     }
     TRY(bpe_symbols(s, w, n, &ns, err));
     TRY(bpe_merge(s, ns));

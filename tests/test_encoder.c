@@ -878,7 +878,7 @@ static void backtracking_check(const char *path)
 {
     kit bt = kit_from(open_any(path)), merge = kit_from(open_any(path));
     assert_true(bt.enc->bt);
-    merge.enc->bt = false;
+    merge.enc->bt = merge.enc->bt_words = false;
     same_on_texts(&bt, &merge, 9, 2000);
     unsigned seed = 9;
     /* Words the pre-tokenizer never makes: any bytes, straight to the model. */
@@ -967,6 +967,159 @@ static void test_backtracking_bpe_is_the_merge_loop(void **state)
     (void)state;
     backtracking_check("data/vocab/tiktoken/cl100k_base.tiktoken");
     backtracking_check("data/vocab/tiktoken/o200k_base.tiktoken");
+}
+
+/* Both kits' models give w[0..n) the same ids. */
+static void same_word(kit *a, kit *b, const char *w, size_t n)
+{
+    const enc_ptok *t1, *t2;
+    size_t c1 = 0, c2 = 0;
+    lipi_error err = {0};
+    assert_int_equal(lipi_enc_model(a->s, w, n, lipi_enc_hash(w, n), &t1, &c1, &err), LIPI_OK);
+    uint32_t *ids = malloc((c1 ? c1 : 1) * sizeof *ids);
+    assert_non_null(ids);
+    for (size_t k = 0; k < c1; k++)
+        ids[k] = t1[k].id;
+    assert_int_equal(lipi_enc_model(b->s, w, n, lipi_enc_hash(w, n), &t2, &c2, &err), LIPI_OK);
+    assert_int_equal(c1, c2);
+    for (size_t k = 0; k < c1; k++)
+        assert_int_equal(ids[k], t2[k].id);
+    free(ids);
+}
+
+/* Byte-level Hugging Face BPE encodes words by backtracking over its
+ * merges' ranks: the same ids as the merge loop on texts, random bytes and
+ * long runs of one to three characters (words the pre-tokenizer would cut,
+ * handed to the model whole). */
+static void backtracking_merges_check(lipi_tokenizer *t, lipi_tokenizer *t2)
+{
+    static const char *const units[] = {"a", " ", "\xe0\xa4\x95", "ab", "aab", "\xf0\x9f\x98\x80",
+                                        "e\xcc\x81", "\xe0\xa4\x95\xe0\xa5\x8d", "..",
+                                        "\xd0\xbf\xd1\x80", "\xe4\xb8\xad\xe6\x96\x87",
+                                        "0", "12", "\n"};
+    kit bt = kit_from(t), merge = kit_from(t2);
+    assert_true(bt.enc->bt);
+    merge.enc->bt = false;
+    same_on_texts(&bt, &merge, 11, 500);
+    char *w = malloc(6000);
+    assert_non_null(w);
+    unsigned seed = 11;
+    for (int i = 0; i < 5000; i++) {
+        size_t n = 1 + (size_t)(seed % 40);
+        for (size_t k = 0; k < n; k++) {
+            seed = seed * 1103515245u + 12345u;
+            w[k] = (char)(seed >> 16);
+        }
+        same_word(&bt, &merge, w, n);
+    }
+    /* Repeats of one unit, and of two units mixed (scripts side by side). */
+    for (size_t u = 0; u < sizeof units / sizeof *units; u++)
+        for (size_t v = 0; v < sizeof units / sizeof *units; v++) {
+            size_t n = 0, reps = 1 + (u * 7 + v * 13) % 700;
+            for (size_t r = 0; r < reps; r++) {
+                const char *x = r % 3 == 2 ? units[v] : units[u];
+                size_t l = strlen(x);
+                if (n + l > 6000)
+                    break;
+                memcpy(w + n, x, l);
+                n += l;
+                if (r < 24 || r % 61 == 0 || r + 1 == reps)
+                    same_word(&bt, &merge, w, n);
+            }
+        }
+    free(w);
+    kit_free(&bt);
+    kit_free(&merge);
+}
+
+/* A byte-level BPE tokenizer.json: the 256 bytes (ids 0-255, in the GPT-2
+ * alphabet), then the tokens of merges ("a b" each, strings of printable
+ * ASCII) in order, then extra tokens no merge makes; no regex, so a text is
+ * one word. */
+static lipi_tokenizer *bytelevel_merges(const char *const *merges, size_t n_merges,
+                                        const char *const *extra, size_t n_extra,
+                                        bool ignore_merges)
+{
+    char *j = malloc(65536);
+    size_t len = 0, id = 0;
+    assert_non_null(j);
+    len += (size_t)sprintf(j + len, "{\"model\": {\"type\": \"BPE\", \"ignore_merges\": %s, "
+                                    "\"vocab\": {",
+                           ignore_merges ? "true" : "false");
+    for (int b = 0; b < 256; b++) {
+        char u[8];
+        size_t ul = lipi_utf8_encode(lipi_bytelevel_char((uint8_t)b), u);
+        len += (size_t)sprintf(j + len, "%s\"%s%.*s\": %zu", b ? ", " : "",
+                               b == '"' || b == '\\' ? "\\" : "", (int)ul, u, id++);
+    }
+    for (size_t m = 0; m < n_merges; m++) {
+        const char *sp = strchr(merges[m], ' ');
+        len += (size_t)sprintf(j + len, ", \"%.*s%s\": %zu", (int)(sp - merges[m]), merges[m],
+                               sp + 1, id++);
+    }
+    for (size_t x = 0; x < n_extra; x++)
+        len += (size_t)sprintf(j + len, ", \"%s\": %zu", extra[x], id++);
+    len += (size_t)sprintf(j + len, "}, \"merges\": [");
+    for (size_t m = 0; m < n_merges; m++)
+        len += (size_t)sprintf(j + len, "%s\"%s\"", m ? ", " : "", merges[m]);
+    sprintf(j + len, "]}, \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": "
+                     "false, \"trim_offsets\": false, \"use_regex\": false}}");
+    lipi_tokenizer *t = load_text(j);
+    free(j);
+    return t;
+}
+
+/* The id of w when it encodes to one token, else -1. */
+static int64_t one_id(kit *k, const char *w)
+{
+    result *r = result_new();
+    lipi_error err = {0};
+    lipi_encode_options o;
+    lipi_encode_options_default(k->enc, &o);
+    assert_int_equal(lipi_encode(k->s, w, strlen(w), &o, &r->e, &err), LIPI_OK);
+    int64_t id = r->e.len == 1 ? (int64_t)r->ids[0] : -1;
+    free(r);
+    return id;
+}
+
+/* Backtracking needs the merges to number the tokens by rank: each makes a
+ * new token from two older ones. Otherwise the merge loop stays. */
+static void test_merges_out_of_rank_order_keep_the_merge_loop(void **state)
+{
+    (void)state;
+    static const char *const good[] = {"a b", "ab c"}, *const late[] = {"a bc", "b c"},
+                             *const twice[] = {"a b", "ab c", "b c", "a bc"},
+                             *const extra[] = {"xyz"};
+    kit k = kit_from(bytelevel_merges(good, 2, extra, 1, false));
+    assert_true(k.enc->bt);
+    assert_int_equal(one_id(&k, "abc"), 257);
+    assert_int_equal(one_id(&k, "xyz"), -1); /* no merge makes it */
+    kit_free(&k);
+    /* ignore_merges takes a whole word that is a token, made or not. */
+    k = kit_from(bytelevel_merges(good, 2, extra, 1, true));
+    assert_true(k.enc->bt);
+    assert_int_equal(one_id(&k, "xyz"), 258);
+    assert_int_equal(one_id(&k, "abc"), 257);
+    kit_free(&k);
+    /* "a bc" (rank 0) waits for "bc" (rank 1), then merges at once. */
+    k = kit_from(bytelevel_merges(late, 2, NULL, 0, false));
+    assert_false(k.enc->bt);
+    assert_int_equal(one_id(&k, "abc"), 256);
+    kit_free(&k);
+    k = kit_from(bytelevel_merges(twice, 4, NULL, 0, false));
+    assert_false(k.enc->bt);
+    kit_free(&k);
+}
+
+static void test_backtracking_on_merges_is_the_merge_loop(void **state)
+{
+    (void)state;
+    backtracking_merges_check(open_any(FIXTURES "bytelevel_roberta.json"),
+                              open_any(FIXTURES "bytelevel_roberta.json"));
+    const char *gpt2 = ref_shared("vocab/gpt2/tokenizer.json");
+    if (!gpt2)
+        skip();
+    backtracking_merges_check(open_any(gpt2), open_any(gpt2));
 }
 
 /* Short words of a model whose merged tokens are their pairs' strings
@@ -1716,6 +1869,8 @@ int main(void)
         cmocka_unit_test(test_decode_of_encode_gives_the_text_back),
         cmocka_unit_test(test_scanning_in_the_encoder_is_the_pre_tokenizer),
         cmocka_unit_test(test_backtracking_bpe_is_the_merge_loop),
+        cmocka_unit_test(test_backtracking_on_merges_is_the_merge_loop),
+        cmocka_unit_test(test_merges_out_of_rank_order_keep_the_merge_loop),
         cmocka_unit_test(test_short_words_merge_as_through_the_heap),
         cmocka_unit_test(test_unreachable_tokens_keep_the_merge_loop),
         cmocka_unit_test(test_batch_is_the_same_on_one_and_two_threads),

@@ -32,6 +32,7 @@ static const char *const tokenizers[] = {
     "tests/fixtures/readers/unigram_user.model",         /* unigram */
     REF_FIXTURES "/vocab/laser100k-spm/laser_100k.model", /* unigram, 100k pieces */
     "data/vocab/tiktoken/cl100k_base.tiktoken",
+    "tests/fixtures/encoder/bytelevel_roberta.json",     /* backtrack-hf */
 };
 
 static const char *const texts[] = {
@@ -178,8 +179,9 @@ static void test_damaged_cache_files_are_ignored_and_replaced(void **state)
     (void)state;
     static const char *const what[] = {"truncated", "flipped byte", "bad header", "empty",
                                        "doctored with a valid checksum"};
-    for (size_t k = 0; k < 3; k++) {
-        const char *path = tokenizers[k];
+    static const size_t damaged[] = {0, 1, 2, 5};
+    for (size_t i = 0; i < sizeof damaged / sizeof *damaged; i++) {
+        const char *path = tokenizers[damaged[i]];
         empty_cache_dir(); /* only this tokenizer's files below */
         char *plain = ids_of(path, LIPI_FLAG_OFF);
         char *first = ids_of(path, LIPI_FLAG_ON);
