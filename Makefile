@@ -219,8 +219,10 @@ test: deps
 	  REPLAY_HARNESSES="$(FUZZ_HARNESSES)" \
 	  sh tests/run_tests.sh $(TEST_BIN) $(TEST_SCRIPTS) tests/fuzz/replay.sh
 
+# tests/lsan.supp says why TLS is not scanned for leaks.
 check: deps
-	@$(MAKE) --no-print-directory BUILD=build-san \
+	@LSAN_OPTIONS="use_tls=0:print_suppressions=0:suppressions=$(CURDIR)/tests/lsan.supp$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}" \
+	  $(MAKE) --no-print-directory BUILD=build-san \
 	  OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all" \
 	  LDFLAGS="-fsanitize=address,undefined" test
 

@@ -156,7 +156,8 @@ lipi_status lipi_merges_build(lipi_vocab_model *m, const uint32_t (*pairs)[2], s
         return LIPI_ENOMEM;
     TRY(map_capacity(n, &cap));
     merges = lipi_reallocarray(NULL, n ? n : 1, sizeof *merges);
-    slots = lipi_reallocarray(NULL, cap, sizeof *slots);
+    /* Zeroed: the slots' padding is written to snapshots as it is. */
+    slots = lipi_calloc(cap, sizeof *slots);
     if (!merges || !slots) {
         st = LIPI_ENOMEM;
         goto done;
