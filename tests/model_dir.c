@@ -33,6 +33,20 @@ void md_teardown(void)
         nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+void md_empty_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char p[1024];
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.') {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    closedir(d);
+}
+
 const char *md_path(const char *name)
 {
     static char buf[8][512];

@@ -12,6 +12,8 @@
 int md_setup(const char *prefix);
 /* Removes it with everything inside. */
 void md_teardown(void);
+/* Removes the files of folder dir (not its subfolders, not dir). */
+void md_empty_dir(const char *dir);
 /* root/name in one of 8 rotating buffers. */
 const char *md_path(const char *name);
 

@@ -44,25 +44,11 @@ static int setup(void **state)
     return 0;
 }
 
-static void empty_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        char p[512];
-        for (struct dirent *e; (e = readdir(d));)
-            if (e->d_name[0] != '.') {
-                snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-                unlink(p);
-            }
-        closedir(d);
-    }
-}
-
 static int teardown(void **state)
 {
     (void)state;
-    empty_dir(cache_dir);
-    empty_dir(work_dir);
+    md_empty_dir(cache_dir);
+    md_empty_dir(work_dir);
     rmdir(cache_dir);
     rmdir(work_dir);
     unsetenv("LIPI_CACHE_DIR");
@@ -170,7 +156,7 @@ static const char *gpt2_files(void)
 static void check_round_trip(const char *path)
 {
     char name[320];
-    empty_dir(cache_dir);
+    md_empty_dir(cache_dir);
     char *plain = fingerprint_of(path, LIPI_FLAG_OFF);
     assert_int_equal(snapshots(NULL), 0);
     char *first = fingerprint_of(path, LIPI_FLAG_ON);
@@ -250,7 +236,7 @@ static void test_shared_tokenizers_round_trip_too(void **state)
  * and its bytes (returned, *len of them). */
 static char *fresh_and_snapshot(const char *path, char **fresh, char name[320], size_t *len)
 {
-    empty_dir(cache_dir);
+    md_empty_dir(cache_dir);
     lipi_tokenizer *t = open_tok(path, LIPI_FLAG_OFF);
     *fresh = NULL;
     assert_int_equal(lipi_tokenizer_to_json(t, fresh, NULL, NULL), LIPI_OK);
@@ -402,7 +388,7 @@ static void test_foreign_and_stale_snapshots_are_not_used(void **state)
     free(cached);
 
     /* Foreign: the first snapshot copied over the second's name. */
-    empty_dir(cache_dir);
+    md_empty_dir(cache_dir);
     lipi_tokenizer_free(open_tok("tests/fixtures/tokenizer_json/unigram.json", LIPI_FLAG_ON));
     assert_int_equal(snapshots(other), 1);
     char *foreign = cli_slurp(other, &olen);

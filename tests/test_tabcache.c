@@ -55,24 +55,10 @@ static int setup(void **state)
     return 0;
 }
 
-static void empty_cache_dir(void)
-{
-    DIR *d = opendir(cache_dir);
-    if (d) {
-        char p[512];
-        for (struct dirent *e; (e = readdir(d));)
-            if (e->d_name[0] != '.') {
-                snprintf(p, sizeof p, "%s/%s", cache_dir, e->d_name);
-                unlink(p);
-            }
-        closedir(d);
-    }
-}
-
 static int teardown(void **state)
 {
     (void)state;
-    empty_cache_dir();
+    md_empty_dir(cache_dir);
     rmdir(cache_dir);
     unsetenv("LIPI_CACHE_DIR");
     return 0;
@@ -182,7 +168,7 @@ static void test_damaged_cache_files_are_ignored_and_replaced(void **state)
     static const size_t damaged[] = {0, 1, 2, 5};
     for (size_t i = 0; i < sizeof damaged / sizeof *damaged; i++) {
         const char *path = tokenizers[damaged[i]];
-        empty_cache_dir(); /* only this tokenizer's files below */
+        md_empty_dir(cache_dir); /* only this tokenizer's files below */
         char *plain = ids_of(path, LIPI_FLAG_OFF);
         char *first = ids_of(path, LIPI_FLAG_ON);
         assert_string_equal(plain, first);
