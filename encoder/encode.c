@@ -180,26 +180,29 @@ static lipi_status setup_raw_bytes(lipi_encoder *e, lipi_error *err)
             else
                 off = start;
         }
-        /* Two tokens cannot decode to the same bytes (the alphabet is a
-         * bijection), so no key is put twice. Load at most 1/2. */
-        size_t cap = 16;
-        while (m->opt.ignore_merges && cap / 2 < n + 1) {
-            if (cap > SIZE_MAX / 32)
+        /* The whole-word table. Two tokens cannot decode to the same
+         * bytes (the alphabet is a bijection), so no key is put twice.
+         * Load at most 1/2. */
+        if (m->opt.ignore_merges) {
+            size_t cap = 16;
+            while (cap / 2 < n + 1) {
+                if (cap > SIZE_MAX / 32)
+                    goto nomem;
+                cap *= 2;
+            }
+            e->raw_slot = lipi_calloc(cap, sizeof *e->raw_slot);
+            if (!e->raw_slot)
                 goto nomem;
-            cap *= 2;
-        }
-        e->raw_slot = m->opt.ignore_merges ? lipi_calloc(cap, sizeof *e->raw_slot) : NULL;
-        if (m->opt.ignore_merges && !e->raw_slot)
-            goto nomem;
-        e->raw_mask = cap - 1;
-        for (size_t i = 0; e->raw_slot && i < n; i++) {
-            if (!keys[i].s)
-                continue;
-            uint64_t h = lipi_enc_hash(keys[i].s, keys[i].len);
-            size_t k = (size_t)h & e->raw_mask;
-            while (e->raw_slot[k])
-                k = (k + 1) & e->raw_mask;
-            e->raw_slot[k] = (h >> 32) << 32 | (uint64_t)(i + 1);
+            e->raw_mask = cap - 1;
+            for (size_t i = 0; i < n; i++) {
+                if (!keys[i].s)
+                    continue;
+                uint64_t h = lipi_enc_hash(keys[i].s, keys[i].len);
+                size_t k = (size_t)h & e->raw_mask;
+                while (e->raw_slot[k])
+                    k = (k + 1) & e->raw_mask;
+                e->raw_slot[k] = (h >> 32) << 32 | (uint64_t)(i + 1);
+            }
         }
         e->raw_keys = keys;
         e->raw_arena = arena;
