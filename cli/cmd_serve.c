@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli/embedder.h"
+#include "cli/signals.h"
 #include "tokenizer/base.h"
 #include "serve/serve.h"
 
@@ -810,19 +811,19 @@ static int run(int argc, char **argv)
         goto report;
     }
 
-    /* SIGTERM, SIGINT and SIGHUP wait for sigwait below: blocked here,
-     * before any thread starts, so every thread inherits the mask. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    /* From here SIGTERM, SIGINT and SIGHUP stop the server gracefully
+     * (cli_signals_wait below). */
+    cli_signals_graceful();
     signal(SIGPIPE, SIG_IGN);
 
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)S.o.port),
                              .sin_addr = addr};
-    d = MHD_start_daemon(MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD |
+    /* poll(), not epoll (MHD_USE_AUTO's choice on Linux): libmicrohttpd
+     * 0.9.75 aborts ("Failed to remove listen FD from epoll set") when
+     * MHD_quiesce_daemon races a pool thread that removes the listening
+     * socket from its epoll set itself; with poll() quiescing only wakes
+     * the threads. Seen in about one test_serve run in ten. */
+    d = MHD_start_daemon(MHD_USE_POLL | MHD_USE_INTERNAL_POLLING_THREAD |
                              MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
                          0, NULL, NULL, on_request, NULL,
                          MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
@@ -846,8 +847,7 @@ static int run(int argc, char **argv)
     fprintf(stderr, "lipi serve: listening on http://%s:%u/ (%s%s)\n", S.o.host, port,
             a.model ? "model " : "tokenizer ", a.model ? a.model : S.o.tokenizer_path);
 
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    int sig = cli_signals_wait();
     /* Stop accepting; answer what is in flight (bounded by --timeout and
      * the connection timeout: a stuck client cannot hold the exit). */
     MHD_socket ls = MHD_quiesce_daemon(d);

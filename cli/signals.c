@@ -12,9 +12,10 @@
  *
  * The main thread blocks the signals, and with it every thread the library
  * starts later (they inherit the mask), so no library call fails with EINTR
- * in the moment before the process dies. Threads that libraries start
- * before main() (OpenBLAS's pool) do not block them: that is why a handler
- * is needed at all rather than sigwait() alone. */
+ * in the moment before the process dies; the pipe's thread unblocks them in
+ * itself. Threads that libraries start before main() (OpenBLAS's pool) do
+ * not block them either: that is why a handler is needed at all rather than
+ * sigwait() alone, and why `lipi serve` waits with cli_signals_wait. */
 #include "cli/signals.h"
 
 #include <errno.h>
@@ -38,6 +39,13 @@ static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool line_open;
 static int pipe_fd[2] = {-1, -1};
+/* cli_signals_wait: the next signal is handed to it instead of ending the
+ * process. */
+static atomic_bool waiting;
+static pthread_mutex_t caught_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t caught_cv = PTHREAD_COND_INITIALIZER;
+static int caught;
+static sigset_t handled;
 
 static void on_signal(int sig)
 {
@@ -49,9 +57,20 @@ static void on_signal(int sig)
 
 static void *wait_for_signals(void *unused)
 {
+    /* This thread takes the signals itself: without it, a process whose
+     * libraries started no thread before main() would leave them pending. */
+    pthread_sigmask(SIG_UNBLOCK, &handled, NULL);
     unsigned char b;
-    while (read(pipe_fd[0], &b, 1) != 1)
-        ;
+    for (;;) {
+        while (read(pipe_fd[0], &b, 1) != 1)
+            ;
+        if (!atomic_exchange(&waiting, false))
+            break;
+        pthread_mutex_lock(&caught_lock);
+        caught = b;
+        pthread_cond_signal(&caught_cv);
+        pthread_mutex_unlock(&caught_lock);
+    }
     int sig = b;
     pthread_mutex_lock(&hold_lock);
     pthread_mutex_lock(&slots_lock);
@@ -79,7 +98,7 @@ static void *wait_for_signals(void *unused)
 void cli_signals_init(void)
 {
     static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-    sigset_t handled, old_mask;
+    sigset_t old_mask;
     sigemptyset(&handled);
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
         struct sigaction old;
@@ -99,6 +118,9 @@ void cli_signals_init(void)
     }
     if (!started) {
         pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+        close(pipe_fd[0]);
+        close(pipe_fd[1]);
+        pipe_fd[0] = pipe_fd[1] = -1;
         return;
     }
     struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
@@ -137,6 +159,43 @@ void cli_cleanup_done(int slot)
     free(slots[slot].path);
     slots[slot].path = NULL;
     pthread_mutex_unlock(&slots_lock);
+}
+
+static sigset_t stop_signals(void)
+{
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    return sigs;
+}
+
+void cli_signals_graceful(void)
+{
+    if (pipe_fd[0] >= 0) {
+        atomic_store(&waiting, true);
+        return;
+    }
+    /* cli_signals_init could not start its thread: plain sigwait. */
+    sigset_t sigs = stop_signals();
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+}
+
+int cli_signals_wait(void)
+{
+    if (pipe_fd[0] < 0) {
+        sigset_t sigs = stop_signals();
+        int sig = 0;
+        sigwait(&sigs, &sig);
+        return sig;
+    }
+    pthread_mutex_lock(&caught_lock);
+    while (!caught)
+        pthread_cond_wait(&caught_cv, &caught_lock);
+    int sig = caught;
+    pthread_mutex_unlock(&caught_lock);
+    return sig;
 }
 
 void cli_signals_hold(void)

@@ -52,6 +52,15 @@ lipi_status cli_output_open(const char *path, lipi_output **o, FILE **f, int *sl
 lipi_status cli_npy_writer_open(const char *path, size_t cols, lipi_npy_writer **w, int *slot,
                                 lipi_error *err);
 
+/* For a command that stops gracefully (serve). After cli_signals_graceful
+ * the next of these signals does not end the process (temporaries stay
+ * registered): cli_signals_wait returns its number, waiting for it if it
+ * has not come yet. A signal after that one ends the process as above.
+ * sigwait() cannot do this: a thread that OpenBLAS starts before main()
+ * has the signals unblocked and may take them first. */
+void cli_signals_graceful(void);
+int cli_signals_wait(void);
+
 /* Progress lines tell whether a line without its newline is on stderr. */
 void cli_signals_line_open(bool open);
 

@@ -87,6 +87,12 @@ for s in INT:130 TERM:143; do
         "$LIPI" embed --quiet --threads 2 -m "$WORK/model" -o "$WORK/out/e.npy" "$WORK/docs.txt"
 done
 
+# With one OpenBLAS thread (a one-core machine, OPENBLAS_NUM_THREADS=1) no
+# thread that a library started before main() is there to take the signal:
+# cli/signals.c's own thread must.
+interrupt "embed, OPENBLAS_NUM_THREADS=1" INT 130 "$WORK/out/e.npy" file "$WORK/out/e.npy.tmp-*" -- \
+    env OPENBLAS_NUM_THREADS=1 "$LIPI" embed --quiet --threads 2 -m "$WORK/model" -o "$WORK/out/e.npy" "$WORK/docs.txt"
+
 # --- index: the new folder beside the old index ------------------------------
 "$LIPI" index --quiet -m "$WORK/model" -o "$WORK/out/idx" "$WORK/small.txt" ||
     fail "index: cannot write the first index"

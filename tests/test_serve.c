@@ -121,7 +121,15 @@ static int stop(server *s)
     kill(s->pid, SIGTERM);
     assert_int_equal(waitpid(s->pid, &st, 0), s->pid);
     live_pid = 0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (!WIFEXITED(st)) {
+        size_t n;
+        char *log = cli_slurp(s->log, &n);
+        print_message("lipi serve died of signal %d; its log:\n%s\n",
+                      WIFSIGNALED(st) ? WTERMSIG(st) : 0, log ? log : "(none)");
+        free(log);
+        return -1;
+    }
+    return WEXITSTATUS(st);
 }
 
 typedef struct {
