@@ -118,17 +118,20 @@ static bool bt_valid(const lipi_encoder *e, uint32_t a, uint32_t b)
 }
 
 /* bt_valid through the session's cache of recent answers (direct-mapped,
- * (a * V + b) << 1 | valid; all ones: empty): the pairs of one language's
- * words repeat, and each answer takes several table lookups. */
+ * ~((a * V + b) << 1 | valid); 0: empty, which no entry is as a * V + b <
+ * 2^63, so the cache comes zeroed from lipi_calloc and only the pages a
+ * text touches are ever written): the pairs of one language's words
+ * repeat, and each answer takes several table lookups. */
 static inline bool bt_valid_cached(lipi_session *s, uint32_t a, uint32_t b)
 {
     const lipi_encoder *e = s->enc;
     uint64_t key = (uint64_t)a * e->bt_v + b, h = key * 0x9E3779B97F4A7C15ULL;
     uint64_t *c = &s->bt_valid[(h >> 40) & (LIPI_ENC_BT_VALID_CACHE - 1)];
-    if (*c >> 1 == key)
-        return *c & 1;
+    uint64_t v = ~*c;
+    if (v >> 1 == key)
+        return v & 1;
     bool ok = bt_valid(e, a, b);
-    *c = key << 1 | ok;
+    *c = ~(key << 1 | ok);
     return ok;
 }
 
@@ -160,13 +163,19 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
     TRY(ENC_GROW(s->bt_dead, s->bt_dead_cap, dead_words));
     TRY(ENC_GROW(s->ptok, s->ptok_cap, n < 4096 ? n : 4096));
     if (!s->bt_valid) {
-        s->bt_valid = lipi_reallocarray(NULL, LIPI_ENC_BT_VALID_CACHE, sizeof *s->bt_valid);
+        s->bt_valid = lipi_calloc(LIPI_ENC_BT_VALID_CACHE, sizeof *s->bt_valid);
         if (!s->bt_valid)
             return LIPI_ENOMEM;
-        memset(s->bt_valid, 0xff, LIPI_ENC_BT_VALID_CACHE * sizeof *s->bt_valid);
     }
     uint64_t *dead = s->bt_dead;
-    memset(dead, 0, dead_words * sizeof *dead);
+    /* Nearly always one or two words, where a call to memset cost more
+     * than the stores (a loop here is turned into that call). */
+    if (dead_words <= 2) {
+        dead[0] = 0;
+        dead[dead_words - 1] = 0;
+    } else {
+        memset(dead, 0, dead_words * sizeof *dead);
+    }
     size_t next_len;
     uint32_t next = bt_longest(e, w, n, &next_len);
     while (next != UINT32_MAX) {
