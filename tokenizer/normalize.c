@@ -1126,29 +1126,25 @@ static size_t pc_skip(const pc_map *m, const char *text, size_t len, size_t i)
     const uint64_t *bm = m->bmp_starts;
     if (!bm)
         return i;
+    /* The bitmap's word of a char is cp >> 6 and its bit cp & 63, which are
+     * the lead byte's and the last byte's payload bits (and, for 3 bytes,
+     * the middle one's): no char is decoded. */
     while (i < len) {
         unsigned b = s[i];
-        uint32_t cp;
-        size_t l;
         if (b < 0x80) {
-            cp = b;
-            l = 1;
+            if (bm[b >> 6] >> (b & 63) & 1)
+                break;
+            i++;
         } else if (b < 0xE0) {
-            if (len - i < 2)
+            if (len - i < 2 || bm[b & 0x1Fu] >> (s[i + 1] & 0x3Fu) & 1)
                 break;
-            cp = (b & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu);
-            l = 2;
-        } else if (b < 0xF0) {
-            if (len - i < 3)
-                break;
-            cp = (b & 0x0Fu) << 12 | (s[i + 1] & 0x3Fu) << 6 | (s[i + 2] & 0x3Fu);
-            l = 3;
+            i += 2;
         } else {
-            break;
+            if (b >= 0xF0 || len - i < 3 ||
+                bm[(b & 0x0Fu) << 6 | (s[i + 1] & 0x3Fu)] >> (s[i + 2] & 0x3Fu) & 1)
+                break;
+            i += 3;
         }
-        if (bm[cp >> 6] >> (cp & 63) & 1)
-            break;
-        i += l;
     }
     return i;
 }
