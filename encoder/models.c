@@ -460,16 +460,20 @@ static void bpe_merge_scan(lipi_session *s, size_t n)
             rank[i] = none;
     rank[n - 1] = none;
     for (;;) {
+        /* A symbol merged into its left neighbour has rank none, so the
+         * array in index order is the list in order, scanned without
+         * following its links. */
         uint32_t best = none;
         int32_t at = -1;
-        for (int32_t i = 0; i >= 0; i = sym[i].next)
+        for (size_t i = 0; i + 1 < n; i++)
             if (rank[i] < best) {
                 best = rank[i];
-                at = i;
+                at = (int32_t)i;
             }
         if (at < 0)
             return;
         bpe_sym *a = &sym[at], *b = &sym[a->next];
+        rank[a->next] = none;
         a->id = e->merge_result[best];
         a->len += b->len;
         b->len = 0;
