@@ -511,9 +511,10 @@ void lipi_enc_decoders_free(lipi_encoder *e);
 /* cache.c keeps at most this many bytes of key. */
 #define LIPI_ENC_CACHE_MAX_KEY 255
 #define LIPI_ENC_PAIR_CACHE (1u << 13)
-/* 2^16 entries (512 KB a session, only touched pages are backed): 2^14
- * missed 13% more pairs on the mixed-script bench text. */
-#define LIPI_ENC_BT_VALID_CACHE (1u << 16)
+/* 2^14 entries (128 KB a session). 2^16 missed 13% fewer pairs on the
+ * mixed-script bench text but ran slower: a quarter more last-level cache
+ * misses (callgrind's cache simulation, 2 MB), evicting the tables. */
+#define LIPI_ENC_BT_VALID_CACHE (1u << 14)
 /* f32 Unigram: words are cached and reused only while the running score
  * stays below this magnitude L (see lipi_session.f32_run). The smaller L,
  * the finer float32's rounding there, so the closer the choices a cached

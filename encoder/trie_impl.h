@@ -107,16 +107,23 @@ static inline int lipi_datrie32_final(const lipi_datrie32 *t, int32_t s)
     return (t->unit[s] & 0x200) != 0;
 }
 
+/* lipi_datrie32_step's walk with the unit of the state it stands on in
+ * hand: the cell that said a child is there is the child's unit, so a
+ * step is one load, not two. */
 static inline size_t lipi_datrie32_longest(const lipi_datrie32 *t, const char *s, size_t len,
                                            int32_t *value)
 {
     size_t best = 0;
-    int32_t st = 0, best_st = 0;
+    if (len == 0)
+        return 0; /* nothing read, not even the root (an empty trie has none) */
+    uint32_t u = t->unit[0], st, best_st = 0;
     for (size_t i = 0; i < len; i++) {
-        st = lipi_datrie32_step(t, st, (unsigned char)s[i]);
-        if (st < 0)
+        unsigned char c = (unsigned char)s[i];
+        st = (u >> 10) + c + 1;
+        u = t->unit[st];
+        if ((u & 0x1ff) != (0x100u | c))
             break;
-        if (lipi_datrie32_final(t, st)) {
+        if (u & 0x200) {
             best = i + 1;
             best_st = st;
         }
