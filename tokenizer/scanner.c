@@ -41,6 +41,11 @@
 
 static uint16_t stage1[N_BLOCKS];
 static uint8_t stage2[N_BLOCKS * BLOCK];
+/* The kinds of the BMP again, flat (64 KB), for a lookup without the two
+ * stages: BMP_NONE until the char's block is made (kind 255 is never
+ * made), written under build_lock by release stores after its row. */
+#define BMP_NONE 0xFFu
+static uint8_t bmp_kind[0x10000];
 static uint8_t kind_flags[MAX_KINDS];
 static uint32_t kind_scripts[MAX_KINDS];
 static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -139,7 +144,7 @@ static unsigned kind_id(uint8_t f, uint32_t s)
     while (x < n_kinds && (kind_flags[x] != f || kind_scripts[x] != s))
         x++;
     if (x == n_kinds) {
-        LIPI_ASSERT(n_kinds < MAX_KINDS);
+        LIPI_ASSERT(n_kinds < BMP_NONE);
         kind_flags[x] = f;
         kind_scripts[x] = s;
         n_kinds++;
@@ -166,6 +171,8 @@ static uint16_t block_build(uint32_t k)
         }
         row = (uint16_t)(++n_rows);
         __atomic_store_n(&stage1[k], row, __ATOMIC_RELEASE);
+        for (uint32_t c = k * BLOCK; c < (k + 1) * BLOCK && c < 0x10000; c++)
+            __atomic_store_n(&bmp_kind[c], out[c & (BLOCK - 1)], __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&build_lock);
     return row;
@@ -177,11 +184,17 @@ static void table_build(void)
     UVersionInfo icu;
     u_getUnicodeVersion(icu);
     clip = pcre_v && icu[0] * 100 + icu[1] > pcre_v ? pcre_v : 0;
+    memset(bmp_kind, BMP_NONE, sizeof bmp_kind);
     block_build(0); /* row 0: ASCII, which kind_at reads directly */
 }
 
 static inline unsigned kind_of(uint32_t cp)
 {
+    if (cp < 0x10000) {
+        unsigned kd = __atomic_load_n(&bmp_kind[cp], __ATOMIC_ACQUIRE);
+        if (__builtin_expect(kd != BMP_NONE, 1))
+            return kd;
+    }
     uint16_t row = __atomic_load_n(&stage1[cp >> BLOCK_BITS], __ATOMIC_ACQUIRE);
     if (__builtin_expect(row == 0, 0))
         row = block_build(cp >> BLOCK_BITS);
@@ -423,29 +436,8 @@ static size_t scan_cl100k(const lipi_scanner *sc, const char *t, size_t n, size_
 static inline __attribute__((always_inline)) size_t o200k_lower(const char *t, size_t n, size_t j)
 {
     size_t k = j, last_b = 0, len;
-    /* The row of the last 128-char block seen: a word's letters mostly
-     * share one (stage1 entries never change once made). */
-    uint32_t blk = 0;
-    const uint8_t *row = stage2;
     while (k < n) {
-        unsigned char b = (unsigned char)t[k];
-        unsigned kd;
-        if (b < 0x80) {
-            len = 1;
-            kd = stage2[b];
-        } else {
-            uint32_t cp;
-            len = pt_utf8_next(t + k, &cp);
-            if (cp >> BLOCK_BITS != blk) {
-                blk = cp >> BLOCK_BITS;
-                uint16_t r = __atomic_load_n(&stage1[blk], __ATOMIC_ACQUIRE);
-                if (__builtin_expect(r == 0, 0))
-                    r = block_build(blk);
-                row = stage2 + ((size_t)(r - 1) << BLOCK_BITS);
-            }
-            kd = row[cp & (BLOCK - 1)];
-        }
-        unsigned f = kind_flags[kd];
+        unsigned f = kind_flags[kind_at(t, k, &len)];
         if (!(f & LIPI_UC_A))
             break;
         if (f & LIPI_UC_B)
