@@ -572,7 +572,22 @@ static lipi_status bpe_symbols(lipi_session *s, const char *w, size_t n, size_t 
         *count = ns;
         return LIPI_OK;
     }
-    for (size_t i = 0; i < n;) {
+    size_t i = 0;
+    /* Undecorated (SentencePiece's BPE): each char is looked up as it is,
+     * up to the first the vocabulary lacks, which the loop below takes on. */
+    if (!e->prefix_len && !e->suffix_len) {
+        while (i < n) {
+            size_t cl = enc_utf8_len((unsigned char)w[i]);
+            if (cl > n - i)
+                break;
+            int64_t id = char_id(e, 0, enc_utf8_cp(w + i, cl));
+            if (id < 0)
+                break;
+            TRY(sym_push(s, &ns, (uint32_t)id, cl));
+            i += cl;
+        }
+    }
+    while (i < n) {
         size_t cl = enc_utf8_len((unsigned char)w[i]);
         if (cl > n - i)
             cl = n - i;
