@@ -147,9 +147,10 @@ static inline uint32_t bt_longest(const lipi_encoder *e, const char *w, size_t n
     return *len ? (uint32_t)v : UINT32_MAX;
 }
 
-/* Tokens go straight to s->ptok (id, start, end: 12 bytes a token), which
- * grows as they come, and the dead positions are bits: a long word costs
- * little more than its tokens. */
+/* The walk keeps only the ranks of its tokens (4 bytes a token; where a
+ * token starts follows from where the next one does and its length) and
+ * the dead positions as bits: a long word costs little more than its
+ * tokens' ids. */
 lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count)
 {
     const lipi_encoder *e = s->enc;
@@ -158,7 +159,7 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
     /* dead bit p: no valid encoding of w[0..p) ends a token at p. */
     size_t dead_words = n / 64 + 1;
     TRY(ENC_GROW(s->bt_dead, s->bt_dead_cap, dead_words));
-    TRY(ENC_GROW(s->ptok, s->ptok_cap, n < 4096 ? n : 4096));
+    TRY(ENC_GROW(s->bt_rank, s->bt_rank_cap, n < 4096 ? n : 4096));
     if (!s->bt_valid) {
         s->bt_valid = lipi_reallocarray(NULL, LIPI_ENC_BT_VALID_CACHE, sizeof *s->bt_valid);
         if (!s->bt_valid)
@@ -170,15 +171,15 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
     size_t next_len;
     uint32_t next = bt_longest(e, w, n, &next_len);
     while (next != UINT32_MAX) {
-        uint32_t t = next, last = nt ? s->ptok[nt - 1].id : UINT32_MAX;
+        uint32_t t = next, last = nt ? s->bt_rank[nt - 1] : UINT32_MAX;
         size_t len = next_len;
         for (;;) {
             size_t end = pos + len;
             if (!(dead[end / 64] >> (end % 64) & 1) &&
                 (last == UINT32_MAX || bt_valid_cached(s, last, t))) {
-                if (nt == s->ptok_cap)
-                    TRY(ENC_GROW(s->ptok, s->ptok_cap, nt + 1));
-                s->ptok[nt++] = (enc_ptok){t, (uint32_t)pos, (uint32_t)end};
+                if (nt == s->bt_rank_cap)
+                    TRY(ENC_GROW(s->bt_rank, s->bt_rank_cap, nt + 1));
+                s->bt_rank[nt++] = t;
                 pos = end;
                 next = bt_longest(e, w + pos, n - pos, &next_len);
                 break;
@@ -196,16 +197,36 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
                 break;
             }
             nt--;
-            next_len = pos - s->ptok[nt].start;
-            pos = s->ptok[nt].start;
+            next_len = bt_len(e, last);
+            pos -= next_len;
             next = last;
             break;
         }
     }
-    *count = pos == n ? nt : 0;
-    if (e->bt_id)
-        for (size_t i = 0; i < nt; i++)
-            s->ptok[i].id = e->bt_id[s->ptok[i].id];
+    if (pos != n) {
+        *count = 0;
+        goto done;
+    }
+    /* The tokens into s->ptok with their spans. A streamed long word (the
+     * cache takes only short ones from s->ptok) goes to the sink a slice at
+     * a time: its tokens are final, and s->ptok never holds them all. */
+    size_t slice = s->sink && n > LIPI_ENC_CACHE_MAX_KEY ? 4096 : nt;
+    TRY(ENC_GROW(s->ptok, s->ptok_cap, slice ? slice : 1));
+    size_t at = 0;
+    s->ptok_n = 0;
+    for (size_t i = 0; i < nt;) {
+        size_t k = 0;
+        for (; k < slice && i < nt; k++, i++) {
+            uint32_t t = s->bt_rank[i];
+            size_t end = at + bt_len(e, t);
+            s->ptok[k] = (enc_ptok){e->bt_id ? e->bt_id[t] : t, (uint32_t)at, (uint32_t)end};
+            at = end;
+        }
+        s->ptok_n = k;
+        if (i < nt)
+            TRY(lipi_enc_stream_ptok(s)); /* empties s->ptok */
+    }
+    *count = s->ptok_n;
 done:
     return st;
 }
