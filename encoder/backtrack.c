@@ -147,39 +147,39 @@ static inline uint32_t bt_longest(const lipi_encoder *e, const char *w, size_t n
     return *len ? (uint32_t)v : UINT32_MAX;
 }
 
-/* The walk keeps only the ranks of its tokens (4 bytes a token; where a
- * token starts follows from where the next one does and its length) and
- * the dead positions as bits: a long word costs little more than its
- * tokens' ids. */
-lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count)
+/* A word longer than this keeps only the ranks of its tokens (below). */
+#define BT_RANKS_MIN ((size_t)1 << 16)
+
+/* The walk over w[0..n) (dead: its bits, cleared), its tokens so far
+ * either piece tokens in s->ptok (ranks == false; id: the rank) or, for a
+ * long word, ranks only in s->bt_rank (4 bytes a token: where a token
+ * starts follows from where the next one does and its length). Inlined
+ * into the two cases, so that each stores its own way. *nt: tokens, the
+ * return: where the walk ended (n: w is encoded). */
+static inline __attribute__((always_inline)) lipi_status
+bt_walk(lipi_session *s, const char *w, size_t n, uint64_t *dead, bool ranks, size_t *nt_out,
+        size_t *end_out)
 {
     const lipi_encoder *e = s->enc;
     lipi_status st = LIPI_OK;
-    size_t nt = 0, pos = 0;
-    /* dead bit p: no valid encoding of w[0..p) ends a token at p. */
-    size_t dead_words = n / 64 + 1;
-    TRY(ENC_GROW(s->bt_dead, s->bt_dead_cap, dead_words));
-    TRY(ENC_GROW(s->bt_rank, s->bt_rank_cap, n < 4096 ? n : 4096));
-    if (!s->bt_valid) {
-        s->bt_valid = lipi_reallocarray(NULL, LIPI_ENC_BT_VALID_CACHE, sizeof *s->bt_valid);
-        if (!s->bt_valid)
-            return LIPI_ENOMEM;
-        memset(s->bt_valid, 0xff, LIPI_ENC_BT_VALID_CACHE * sizeof *s->bt_valid);
-    }
-    uint64_t *dead = s->bt_dead;
-    memset(dead, 0, dead_words * sizeof *dead);
-    size_t next_len;
+    size_t nt = 0, pos = 0, next_len;
     uint32_t next = bt_longest(e, w, n, &next_len);
     while (next != UINT32_MAX) {
-        uint32_t t = next, last = nt ? s->bt_rank[nt - 1] : UINT32_MAX;
+        uint32_t t = next, last = !nt ? UINT32_MAX : ranks ? s->bt_rank[nt - 1] : s->ptok[nt - 1].id;
         size_t len = next_len;
         for (;;) {
             size_t end = pos + len;
             if (!(dead[end / 64] >> (end % 64) & 1) &&
                 (last == UINT32_MAX || bt_valid_cached(s, last, t))) {
-                if (nt == s->bt_rank_cap)
-                    TRY(ENC_GROW(s->bt_rank, s->bt_rank_cap, nt + 1));
-                s->bt_rank[nt++] = t;
+                if (ranks) {
+                    if (nt == s->bt_rank_cap)
+                        TRY(ENC_GROW(s->bt_rank, s->bt_rank_cap, nt + 1));
+                    s->bt_rank[nt++] = t;
+                } else {
+                    if (nt == s->ptok_cap)
+                        TRY(ENC_GROW(s->ptok, s->ptok_cap, nt + 1));
+                    s->ptok[nt++] = (enc_ptok){t, (uint32_t)pos, (uint32_t)end};
+                }
                 pos = end;
                 next = bt_longest(e, w + pos, n - pos, &next_len);
                 break;
@@ -197,20 +197,57 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
                 break;
             }
             nt--;
-            next_len = bt_len(e, last);
+            next_len = ranks ? bt_len(e, last) : pos - s->ptok[nt].start;
             pos -= next_len;
             next = last;
             break;
         }
     }
+done:
+    *nt_out = nt;
+    *end_out = pos;
+    return st;
+}
+
+/* Dead positions are bits, and a long word's tokens ranks: a long word
+ * costs little more than its tokens' ids. */
+lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_status st = LIPI_OK;
+    size_t nt = 0, pos = 0;
+    bool ranks = n > BT_RANKS_MIN;
+    /* dead bit p: no valid encoding of w[0..p) ends a token at p. */
+    size_t dead_words = n / 64 + 1;
+    TRY(ENC_GROW(s->bt_dead, s->bt_dead_cap, dead_words));
+    if (ranks)
+        TRY(ENC_GROW(s->bt_rank, s->bt_rank_cap, 4096));
+    else
+        TRY(ENC_GROW(s->ptok, s->ptok_cap, n < 4096 ? n : 4096));
+    if (!s->bt_valid) {
+        s->bt_valid = lipi_reallocarray(NULL, LIPI_ENC_BT_VALID_CACHE, sizeof *s->bt_valid);
+        if (!s->bt_valid)
+            return LIPI_ENOMEM;
+        memset(s->bt_valid, 0xff, LIPI_ENC_BT_VALID_CACHE * sizeof *s->bt_valid);
+    }
+    memset(s->bt_dead, 0, dead_words * sizeof *s->bt_dead);
+    if (!ranks) {
+        TRY(bt_walk(s, w, n, s->bt_dead, false, &nt, &pos));
+        *count = pos == n ? nt : 0;
+        if (e->bt_id)
+            for (size_t i = 0; i < nt; i++)
+                s->ptok[i].id = e->bt_id[s->ptok[i].id];
+        goto done;
+    }
+    TRY(bt_walk(s, w, n, s->bt_dead, true, &nt, &pos));
     if (pos != n) {
         *count = 0;
         goto done;
     }
-    /* The tokens into s->ptok with their spans. A streamed long word (the
-     * cache takes only short ones from s->ptok) goes to the sink a slice at
-     * a time: its tokens are final, and s->ptok never holds them all. */
-    size_t slice = s->sink && n > LIPI_ENC_CACHE_MAX_KEY ? 4096 : nt;
+    /* The tokens into s->ptok with their spans. Streamed (the cache takes
+     * only short words from s->ptok), they go to the sink a slice at a
+     * time: they are final, and s->ptok never holds them all. */
+    size_t slice = s->sink ? 4096 : nt;
     TRY(ENC_GROW(s->ptok, s->ptok_cap, slice ? slice : 1));
     size_t at = 0;
     s->ptok_n = 0;

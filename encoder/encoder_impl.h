@@ -482,9 +482,9 @@ extern int lipi_enc_wide_pairs_for_tests;
  * rank file whose tokens all encode to themselves (else e->bt stays false);
  * fails only for memory. lipi_enc_bt_word encodes w[0..n) into
  * s->ptok[0..*count) (*count 0: no encoding, use the merge loop); under
- * lipi_encode_stream a word longer than the cache's keys hands all but its
- * last slice of tokens to the sink first (lipi_enc_stream_ptok), so the
- * spans in s->ptok are then of the word, not from 0. */
+ * lipi_encode_stream a word over 64 KiB hands all but its last slice of
+ * tokens to the sink first (lipi_enc_stream_ptok), so the spans in s->ptok
+ * are then of the word, not from 0. */
 lipi_status lipi_enc_bt_init(lipi_encoder *e);
 void lipi_enc_bt_free(lipi_encoder *e);
 lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count);
