@@ -150,44 +150,39 @@ static inline uint32_t bt_longest(const lipi_encoder *e, const char *w, size_t n
     return *len ? (uint32_t)v : UINT32_MAX;
 }
 
-/* Tokens go straight to s->ptok (id, start, end: 12 bytes a token), which
- * grows as they come, and the dead positions are bits: a long word costs
- * little more than its tokens. */
-lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count)
+/* A word longer than this keeps only the ranks of its tokens (below). */
+#define BT_RANKS_MIN ((size_t)1 << 16)
+
+/* The walk over w[0..n) (dead: its bits, cleared), its tokens so far
+ * either piece tokens in s->ptok (ranks == false; id: the rank) or, for a
+ * long word, ranks only in s->bt_rank (4 bytes a token: where a token
+ * starts follows from where the next one does and its length). Inlined
+ * into the two cases, so that each stores its own way. *nt: tokens, the
+ * return: where the walk ended (n: w is encoded). */
+static inline __attribute__((always_inline)) lipi_status
+bt_walk(lipi_session *s, const char *w, size_t n, uint64_t *dead, bool ranks, size_t *nt_out,
+        size_t *end_out)
 {
     const lipi_encoder *e = s->enc;
     lipi_status st = LIPI_OK;
-    size_t nt = 0, pos = 0;
-    /* dead bit p: no valid encoding of w[0..p) ends a token at p. */
-    size_t dead_words = n / 64 + 1;
-    TRY(ENC_GROW(s->bt_dead, s->bt_dead_cap, dead_words));
-    TRY(ENC_GROW(s->ptok, s->ptok_cap, n < 4096 ? n : 4096));
-    if (!s->bt_valid) {
-        s->bt_valid = lipi_calloc(LIPI_ENC_BT_VALID_CACHE, sizeof *s->bt_valid);
-        if (!s->bt_valid)
-            return LIPI_ENOMEM;
-    }
-    uint64_t *dead = s->bt_dead;
-    /* Nearly always one or two words, where a call to memset cost more
-     * than the stores (a loop here is turned into that call). */
-    if (dead_words <= 2) {
-        dead[0] = 0;
-        dead[dead_words - 1] = 0;
-    } else {
-        memset(dead, 0, dead_words * sizeof *dead);
-    }
-    size_t next_len;
+    size_t nt = 0, pos = 0, next_len;
     uint32_t next = bt_longest(e, w, n, &next_len);
     while (next != UINT32_MAX) {
-        uint32_t t = next, last = nt ? s->ptok[nt - 1].id : UINT32_MAX;
+        uint32_t t = next, last = !nt ? UINT32_MAX : ranks ? s->bt_rank[nt - 1] : s->ptok[nt - 1].id;
         size_t len = next_len;
         for (;;) {
             size_t end = pos + len;
             if (!(dead[end / 64] >> (end % 64) & 1) &&
                 (last == UINT32_MAX || bt_valid_cached(s, last, t))) {
-                if (nt == s->ptok_cap)
-                    TRY(ENC_GROW(s->ptok, s->ptok_cap, nt + 1));
-                s->ptok[nt++] = (enc_ptok){t, (uint32_t)pos, (uint32_t)end};
+                if (ranks) {
+                    if (nt == s->bt_rank_cap)
+                        TRY(ENC_GROW(s->bt_rank, s->bt_rank_cap, nt + 1));
+                    s->bt_rank[nt++] = t;
+                } else {
+                    if (nt == s->ptok_cap)
+                        TRY(ENC_GROW(s->ptok, s->ptok_cap, nt + 1));
+                    s->ptok[nt++] = (enc_ptok){t, (uint32_t)pos, (uint32_t)end};
+                }
                 pos = end;
                 next = bt_longest(e, w + pos, n - pos, &next_len);
                 break;
@@ -205,16 +200,80 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
                 break;
             }
             nt--;
-            next_len = pos - s->ptok[nt].start;
-            pos = s->ptok[nt].start;
+            next_len = ranks ? bt_len(e, last) : pos - s->ptok[nt].start;
+            pos -= next_len;
             next = last;
             break;
         }
     }
-    *count = pos == n ? nt : 0;
-    if (e->bt_id)
-        for (size_t i = 0; i < nt; i++)
-            s->ptok[i].id = e->bt_id[s->ptok[i].id];
+done:
+    *nt_out = nt;
+    *end_out = pos;
+    return st;
+}
+
+/* Dead positions are bits, and a long word's tokens ranks: a long word
+ * costs little more than its tokens' ids. */
+lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_status st = LIPI_OK;
+    size_t nt = 0, pos = 0;
+    bool ranks = n > BT_RANKS_MIN;
+    /* dead bit p: no valid encoding of w[0..p) ends a token at p. */
+    size_t dead_words = n / 64 + 1;
+    TRY(ENC_GROW(s->bt_dead, s->bt_dead_cap, dead_words));
+    if (ranks)
+        TRY(ENC_GROW(s->bt_rank, s->bt_rank_cap, 4096));
+    else
+        TRY(ENC_GROW(s->ptok, s->ptok_cap, n < 4096 ? n : 4096));
+    if (!s->bt_valid) {
+        s->bt_valid = lipi_calloc(LIPI_ENC_BT_VALID_CACHE, sizeof *s->bt_valid);
+        if (!s->bt_valid)
+            return LIPI_ENOMEM;
+    }
+    uint64_t *dead = s->bt_dead;
+    /* Nearly always one or two words, where a call to memset cost more
+     * than the stores (a loop here is turned into that call). */
+    if (dead_words <= 2) {
+        dead[0] = 0;
+        dead[dead_words - 1] = 0;
+    } else {
+        memset(dead, 0, dead_words * sizeof *dead);
+    }
+    if (!ranks) {
+        TRY(bt_walk(s, w, n, dead, false, &nt, &pos));
+        *count = pos == n ? nt : 0;
+        if (e->bt_id)
+            for (size_t i = 0; i < nt; i++)
+                s->ptok[i].id = e->bt_id[s->ptok[i].id];
+        goto done;
+    }
+    TRY(bt_walk(s, w, n, dead, true, &nt, &pos));
+    if (pos != n) {
+        *count = 0;
+        goto done;
+    }
+    /* The tokens into s->ptok with their spans. Streamed (the cache takes
+     * only short words from s->ptok), they go to the sink a slice at a
+     * time: they are final, and s->ptok never holds them all. */
+    size_t slice = s->sink ? 4096 : nt;
+    TRY(ENC_GROW(s->ptok, s->ptok_cap, slice ? slice : 1));
+    size_t at = 0;
+    s->ptok_n = 0;
+    for (size_t i = 0; i < nt;) {
+        size_t k = 0;
+        for (; k < slice && i < nt; k++, i++) {
+            uint32_t t = s->bt_rank[i];
+            size_t end = at + bt_len(e, t);
+            s->ptok[k] = (enc_ptok){e->bt_id ? e->bt_id[t] : t, (uint32_t)at, (uint32_t)end};
+            at = end;
+        }
+        s->ptok_n = k;
+        if (i < nt)
+            TRY(lipi_enc_stream_ptok(s)); /* empties s->ptok */
+    }
+    *count = s->ptok_n;
 done:
     return st;
 }

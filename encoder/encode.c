@@ -318,6 +318,7 @@ void lipi_session_free(lipi_session *s)
     if (!s)
         return;
     lipi_normalized_free(&s->norm);
+    lipi_normalized_free(&s->cut_norm);
     lipi_pieces_free(&s->pieces);
     lipi_buf_free(&s->segbuf);
     lipi_free(s->segs);
@@ -330,6 +331,7 @@ void lipi_session_free(lipi_session *s)
     lipi_free(s->sym);
     lipi_free(s->heap);
     lipi_free(s->bt_dead);
+    lipi_free(s->bt_rank);
     lipi_free(s->bt_valid);
     lipi_free(s->pair_cache);
     lipi_buf_free(&s->word);
@@ -945,8 +947,8 @@ static lipi_status refuse_special(const lipi_session *s, uint32_t id, size_t at,
 
 /* Encodes one text segment without raw added tokens: normalizes it, splits
  * it at normalized added tokens, pre-tokenizes the rest. */
-static lipi_status encode_segment(lipi_session *s, enc_toks *d, const char *text, size_t len,
-                                  size_t base, uint8_t seq, bool want_offsets, lipi_error *err)
+static lipi_status encode_part(lipi_session *s, enc_toks *d, const char *text, size_t len,
+                               size_t base, uint8_t seq, bool want_offsets, lipi_error *err)
 {
     const lipi_encoder *e = s->enc;
     lipi_status st = LIPI_OK;
@@ -998,6 +1000,64 @@ static lipi_status encode_segment(lipi_session *s, enc_toks *d, const char *text
         TRY(encode_sub(s, d, &c, base == 0 && g.start == 0, seq, want_offsets, err));
     }
 done:
+    return st;
+}
+
+/* A streamed segment longer than this is encoded a part at a time. */
+#define ENC_STREAM_PART ((size_t)1 << 20)
+
+/* The end of the part of text[0..len) that starts at a: right after the
+ * first character from a + ENC_STREAM_PART on where the whole text's
+ * pieces are cut whatever comes before or after (its normalized form ends
+ * in a character the pre-tokenizer always cuts after, and the normalizer
+ * works character by character); len when there is none in the next
+ * ENC_STREAM_PART bytes (then the text has few cuts: the rest stays whole
+ * rather than be searched to its end for each part). */
+static size_t stream_part_end(lipi_session *s, const char *text, size_t len, size_t a)
+{
+    const lipi_encoder *e = s->enc;
+    if (len - a <= ENC_STREAM_PART)
+        return len;
+    size_t i = a + ENC_STREAM_PART, stop = len - i > ENC_STREAM_PART ? i + ENC_STREAM_PART : len;
+    while (i < len && ((unsigned char)text[i] & 0xC0) == 0x80)
+        i++;
+    while (i < stop) {
+        unsigned char b = (unsigned char)text[i];
+        /* ASCII letters and digits are no pre-tokenizer's cut. */
+        if ((b | 0x20) - 'a' < 26 || b - '0' < 10) {
+            i++;
+            continue;
+        }
+        size_t l = enc_utf8_len(b);
+        uint32_t c = enc_utf8_cp(text + i, l), last;
+        i += l;
+        if (lipi_pretokenizer_cuts_after(e->pretok, c) &&
+            lipi_normalizer_cut_after(e->norm, c, &s->cut_norm, &last) &&
+            lipi_pretokenizer_cuts_after(e->pretok, last))
+            return i;
+    }
+    return len;
+}
+
+/* encode_part, a part at a time when the segment is long and streamed:
+ * the normalized text, its pieces and their list (~7 bytes a byte of
+ * text between them) are then a part's, not the text's. Parts end where
+ * stream_part_end says the pieces are the whole segment's; the setups
+ * where a part's start could still matter are left whole: normalized added
+ * tokens (a match could span the cut), a space put before the text. */
+static lipi_status encode_segment(lipi_session *s, enc_toks *d, const char *text, size_t len,
+                                  size_t base, uint8_t seq, bool want_offsets, lipi_error *err)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_status st = LIPI_OK;
+    if (!s->sink || want_offsets || len <= ENC_STREAM_PART || !e->pretok || e->raw_prefix_space ||
+        policy_matcher(s, &e->norm_added, &e->norm_plain, e->norm_has_special)->n)
+        return encode_part(s, d, text, len, base, seq, want_offsets, err);
+    for (size_t a = 0; a < len && st == LIPI_OK;) {
+        size_t b = stream_part_end(s, text, len, a);
+        st = encode_part(s, d, text + a, b - a, base + a, seq, false, err);
+        a = b;
+    }
     return st;
 }
 

@@ -396,6 +396,8 @@ struct lipi_session {
     lipi_special_policy special; /* of the call being encoded */
     bool utf8_checked;           /* of the call: texts already checked */
     lipi_normalized norm;
+    lipi_normalized cut_norm;    /* one character, to find where a long
+                                    streamed text may be cut */
     lipi_pieces pieces;
     lipi_buf segbuf;             /* a sub-segment with a space put before it */
     enc_seg *segs, *segs2;       /* added-token splits (raw, normalized) */
@@ -412,9 +414,11 @@ struct lipi_session {
     size_t sym_cap;
     bpe_cand *heap;
     size_t heap_cap;
-    uint64_t *bt_dead;           /* backtracking BPE (tokens in ptok): the
-                                    positions that lead nowhere, a bit each */
+    uint64_t *bt_dead;           /* backtracking BPE: the positions that
+                                    lead nowhere, a bit each */
     size_t bt_dead_cap;
+    uint32_t *bt_rank;           /* and the ranks of its tokens so far */
+    size_t bt_rank_cap;
     uint64_t *bt_valid;          /* recent valid-pair answers (backtrack.c) */
     /* Recent pair lookups of a compact merge table, direct-mapped, in its
      * slot format (UINT64_MAX: nothing; a pair that does not merge keeps
@@ -477,7 +481,10 @@ extern int lipi_enc_wide_pairs_for_tests;
 /* backtrack.c: the tables of backtracking BPE when the model is a tiktoken
  * rank file whose tokens all encode to themselves (else e->bt stays false);
  * fails only for memory. lipi_enc_bt_word encodes w[0..n) into
- * s->ptok[0..*count) (*count 0: no encoding, use the merge loop). */
+ * s->ptok[0..*count) (*count 0: no encoding, use the merge loop); under
+ * lipi_encode_stream a word over 64 KiB hands all but its last slice of
+ * tokens to the sink first (lipi_enc_stream_ptok), so the spans in s->ptok
+ * are then of the word, not from 0. */
 lipi_status lipi_enc_bt_init(lipi_encoder *e);
 void lipi_enc_bt_free(lipi_encoder *e);
 lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count);

@@ -1029,27 +1029,68 @@ static char *repeat_text(const char *unit, size_t len, size_t *out_len)
     return t;
 }
 
-/* lipi_encode's ids of text with tokenizer `path` (default options), in
- * a new buffer; *n of them. */
-static uint32_t *ids_of(const char *path, const char *text, size_t len, size_t *n)
+/* Opens tokenizer `path` and its encoder, and sets *opt to its default
+ * options, but no special tokens added when `plain`. */
+static void open_encoder(const char *path, bool plain, lipi_tokenizer **tok, lipi_encoder **enc,
+                         lipi_encode_options *opt)
+{
+    lipi_error err = {0};
+    assert_int_equal(lipi_tokenizer_open(path, NULL, tok, &err), LIPI_OK);
+    assert_int_equal(lipi_encoder_new(*tok, enc, &err), LIPI_OK);
+    lipi_encode_options_default(*enc, opt);
+    if (plain)
+        opt->add_special_tokens = false;
+}
+
+/* lipi_encode's ids of text with tokenizer `path` (default options, but
+ * no special tokens added when `plain`), in a new buffer; *n of them. */
+static uint32_t *ids_of_opt(const char *path, const char *text, size_t len, bool plain,
+                            size_t *n)
 {
     lipi_tokenizer *tok = NULL;
     lipi_encoder *enc = NULL;
     lipi_session *s = NULL;
     lipi_error err = {0};
-    assert_int_equal(lipi_tokenizer_open(path, NULL, &tok, &err), LIPI_OK);
-    assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
+    lipi_encode_options opt;
+    open_encoder(path, plain, &tok, &enc, &opt);
     assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
     lipi_encoding out = {0};
-    assert_int_equal(lipi_encode(s, text, len, NULL, &out, &err), LIPI_OK);
+    assert_int_equal(lipi_encode(s, text, len, &opt, &out, &err), LIPI_OK);
     out.cap = out.len;
     out.ids = malloc((out.len ? out.len : 1) * sizeof *out.ids);
-    assert_int_equal(lipi_encode(s, text, len, NULL, &out, &err), LIPI_OK);
+    assert_int_equal(lipi_encode(s, text, len, &opt, &out, &err), LIPI_OK);
     lipi_session_free(s);
     lipi_encoder_free(enc);
     lipi_tokenizer_free(tok);
     *n = out.len;
     return out.ids;
+}
+
+static uint32_t *ids_of(const char *path, const char *text, size_t len, size_t *n)
+{
+    return ids_of_opt(path, text, len, false, n);
+}
+
+/* Streams text with tokenizer `path` (no special tokens added) into *g,
+ * and returns the largest block asked for meanwhile. */
+static size_t tracked_stream(const char *path, const char *text, size_t len, stream_got *g)
+{
+    lipi_tokenizer *tok = NULL;
+    lipi_encoder *enc = NULL;
+    lipi_session *s = NULL;
+    lipi_error err = {0};
+    lipi_encode_options opt;
+    open_encoder(path, true, &tok, &enc, &opt);
+    lipi_set_alloc_hooks(&track_hooks);
+    assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+    big_alloc = 0;
+    assert_int_equal(lipi_encode_stream(s, text, len, &opt, collect_ids, g, NULL, &err), LIPI_OK);
+    size_t big = big_alloc;
+    lipi_session_free(s);
+    lipi_set_alloc_hooks(NULL);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(tok);
+    return big;
 }
 
 #define LONG_TEXT ((size_t)1200000) /* over the CLI's 1 MiB LONG_RECORD */
@@ -1159,6 +1200,58 @@ static void test_stream_holds_no_block_per_token(void **state)
         free(g.ids);
     }
     free(text);
+}
+
+/* `unit` repeated to `size` bytes, streamed with tokenizer `path`: the
+ * ids of lipi_encode (no special tokens added), more than 300,000 of them,
+ * and no block asked for of `per_id` bytes an id or more (per_id 0) of
+ * `block` bytes or more. */
+static void check_stream_bounded(const char *path, const char *unit, size_t size, size_t per_id,
+                                 size_t block)
+{
+    size_t len, n_ids;
+    char *text = repeat_text(unit, size, &len);
+    uint32_t *want = ids_of_opt(path, text, len, true, &n_ids);
+    assert_true(n_ids > 300000);
+    stream_got g = {0};
+    assert_true(tracked_stream(path, text, len, &g) < (per_id ? per_id * n_ids : block));
+    assert_int_equal(g.n, n_ids);
+    assert_memory_equal(g.ids, want, n_ids * sizeof *want);
+    free(g.ids);
+    free(want);
+    free(text);
+}
+
+/* A streamed long word of tiktoken or byte-level BPE goes through
+ * backtracking, which keeps 4 bytes a token (ranks) and hands the tokens
+ * to the sink in slices: 1.2 MB of 'क' is 400,000 (cl100k) or 800,000
+ * tokens (GPT-2), and no block of 10 bytes a token is asked for (the 12
+ * bytes of piece tokens before). */
+static void test_stream_backtracking_holds_ranks_only(void **state)
+{
+    (void)state;
+    check_stream_bounded("cl100k_base", "क", LONG_TEXT, 10, 0);
+    check_stream_bounded(GPT2, "क", LONG_TEXT, 10, 0);
+}
+
+/* A streamed long text under a pre-tokenizer that always cuts after
+ * whitespace or punctuation (BERT's) is normalized and pre-tokenized a
+ * part of ~1 MiB at a time: 3 MB of words with punctuation (a combining
+ * mark right after it, which NFD and strip_accents see across the cut; a
+ * CJK ideograph the normalizer pads; an accent lowercased) gives
+ * lipi_encode's ids, and no block of 24 MB is asked for (the whole text's
+ * list of pieces, ~48 bytes each, is one of 36 MB and more). */
+static void test_stream_cuts_bert_text_in_parts(void **state)
+{
+    (void)state;
+    static const char *const toks[] = {"tests/fixtures/shared/vocab/bert-base-uncased/vocab.txt",
+                                       "tests/fixtures/shared/vocab/bert-base-cased/vocab.txt"};
+    static const char *const units[] = {
+        "नमस्ते।दुनिया,Hello!\xcc\x81World\xe4\xb8\xad\xc3\x89t\xc3\xa9",
+        "hello world. \xe3\x80\x80x"};
+    for (size_t t = 0; t < sizeof toks / sizeof *toks; t++)
+        for (size_t u = 0; u < sizeof units / sizeof *units; u++)
+            check_stream_bounded(toks[t], units[u], 3000000, 0, (size_t)24 << 20);
 }
 
 /* `lipi encode` streams records of 1 MiB and more (ids, count): its lines
@@ -1271,6 +1364,8 @@ int main(void)
         cmocka_unit_test(test_tiktoken_public_cases),
         cmocka_unit_test(test_stream_gives_the_ids_of_lipi_encode),
         cmocka_unit_test(test_stream_holds_no_block_per_token),
+        cmocka_unit_test(test_stream_backtracking_holds_ranks_only),
+        cmocka_unit_test(test_stream_cuts_bert_text_in_parts),
         cmocka_unit_test(test_encode_long_records_match_the_library),
         cmocka_unit_test(test_long_unigram_words_match_sentencepiece),
         cmocka_unit_test(test_multiline_records_match_tiktoken_and_hugging_face),

@@ -1348,6 +1348,43 @@ static bool op_is_noop(const norm_op *op, const char *s, size_t len, bool ascii)
     }
 }
 
+bool lipi_normalizer_cut_after(const lipi_normalizer *n, uint32_t c, lipi_normalized *out,
+                               uint32_t *last)
+{
+    if (!n) {
+        *last = c;
+        return true;
+    }
+    /* NFD reorders the combining marks after a starter, across any cut:
+     * its input must end in a starter at the cut. The BERT passes that may
+     * come before it give c itself, a space, " c " or nothing. */
+    bool before_nfd = true;
+    for (size_t i = 0; i < n->n_ops; i++) {
+        switch (n->ops[i].kind) {
+        case OP_BERT_CLEAN:
+        case OP_BERT_CJK: break;
+        case OP_LOWERCASE:
+        case OP_FILTER_MARKS:
+        case OP_FILTER_MN:
+        case OP_NMT: before_nfd = false; break;
+        case OP_NF:
+            if (n->ops[i].form != NF_D || !before_nfd ||
+                !unorm2_hasBoundaryAfter(n->nf[NF_D], (UChar32)c))
+                return false;
+            break;
+        default: return false;
+        }
+    }
+    char b[4];
+    size_t l = lipi_utf8_encode(c, b), k;
+    if (lipi_normalize_valid(n, b, l, out, false, NULL) != LIPI_OK || out->len == 0)
+        return false;
+    for (k = out->len - 1; k > 0 && ((unsigned char)out->text[k] & 0xC0) == 0x80; k--)
+        ;
+    *last = u8get(out->text + k, &l);
+    return true;
+}
+
 lipi_status lipi_normalize(const lipi_normalizer *n, const char *s, size_t len,
                            lipi_normalized *out, bool want_align, lipi_error *err)
 {

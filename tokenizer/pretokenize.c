@@ -498,7 +498,7 @@ lipi_status lipi_pretokenizer_new_pattern(const char *pattern, lipi_pretokenizer
 /* Character classes (Rust std and unicode_categories, as Hugging Face uses) */
 /* ======================================================================== */
 
-static bool is_whitespace(uint32_t c) /* char::is_whitespace: White_Space */
+static inline bool is_whitespace(uint32_t c) /* char::is_whitespace: White_Space */
 {
     if (c < 0x80)
         return c == ' ' || (c >= 9 && c <= 13);
@@ -514,7 +514,7 @@ static bool is_numeric(uint32_t c) /* char::is_numeric: Nd, Nl, No */
 
 /* is_ascii_punctuation (which includes ASCII symbols such as $+<=>^`|~) or
  * a Unicode punctuation category P*. */
-static bool is_punctuation(uint32_t c)
+static inline bool is_punctuation(uint32_t c)
 {
     if (c < 0x80)
         return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
@@ -529,6 +529,49 @@ static bool is_rust_word(uint32_t c)
         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
                c == '_';
     return lipi_char_class(c) & LIPI_CC_WORD;
+}
+
+/* Whether leaf node p always ends a piece after character c. */
+static bool leaf_cuts_after(const lipi_pretokenizer *p, uint32_t c)
+{
+    switch (p->kind) {
+    case PT_BERT: return is_whitespace(c) || is_punctuation(c);
+    case PT_WHITESPACE:
+    case PT_WHITESPACE_SPLIT: return is_whitespace(c);
+    default: return false;
+    }
+}
+
+/* Whether leaf node p treats each piece it is given on its own, wherever
+ * the piece stands in the text (Metaspace "first" looks at that). */
+static bool leaf_piecewise(const lipi_pretokenizer *p)
+{
+    switch (p->kind) {
+    case PT_BERT:
+    case PT_WHITESPACE:
+    case PT_WHITESPACE_SPLIT:
+    case PT_PUNCTUATION:
+    case PT_DIGITS:
+    case PT_CHAR_DELIMITER: return true;
+    default: return false;
+    }
+}
+
+bool lipi_pretokenizer_cuts_after(const lipi_pretokenizer *p, uint32_t c)
+{
+    if (!p)
+        return false;
+    if (p->kind != PT_SEQUENCE)
+        return leaf_cuts_after(p, c);
+    /* The first node cuts after c in the whole text as in the parts; the
+     * later ones see the same pieces either way. */
+    if (p->n_children == 0 || p->children[0]->kind == PT_SEQUENCE ||
+        !leaf_cuts_after(p->children[0], c))
+        return false;
+    for (size_t i = 1; i < p->n_children; i++)
+        if (p->children[i]->kind == PT_SEQUENCE || !leaf_piecewise(p->children[i]))
+            return false;
+    return true;
 }
 
 /* GPT-2 bytes_to_unicode: printable Latin-1 bytes map to themselves, the

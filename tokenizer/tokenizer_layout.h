@@ -418,6 +418,27 @@ const struct lipi_scanner *lipi_pretokenizer_scanner(const lipi_pretokenizer *p)
 uint32_t lipi_pretokenizer_meta_split(const lipi_pretokenizer *p);
 
 
+/* Cutting a long text (lipi_encode_stream): whether every piece p makes of
+ * any text ends at or before the end of character c or starts after it, so
+ * that a text cut right after c pre-tokenizes as the two parts do (pieces
+ * in order, offsets shifted). True for c whitespace under BertPreTokenizer,
+ * Whitespace and WhitespaceSplit, and punctuation under BertPreTokenizer;
+ * also when such a node starts a Sequence whose later nodes only cut their
+ * pieces without looking where they stand in the text. */
+bool lipi_pretokenizer_cuts_after(const lipi_pretokenizer *p, uint32_t c);
+
+
+/* The counterpart for normalizers: whether n (NULL: none) maps characters
+ * one by one, so that a text cut after character c normalizes as the two
+ * parts do, when c's own output ends in a starter. True for the BERT
+ * normalizer's passes, Lowercase, StripAccents, Nmt and NFD, and sequences
+ * of them. *last: the last code point of c's normalized form (false when
+ * that form is empty, or could join what follows: NFD where c has no
+ * boundary after it). out: scratch for normalizing c. */
+bool lipi_normalizer_cut_after(const lipi_normalizer *n, uint32_t c, lipi_normalized *out,
+                               uint32_t *last);
+
+
 /* A hand-written scanner for a known split pattern (scanner.c). */
 typedef struct lipi_scanner lipi_scanner;
 
