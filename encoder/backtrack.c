@@ -539,6 +539,7 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
         memset(e->bt_filter, 0, BT_FILTER_WORDS * sizeof *e->bt_filter);
     }
     memset(e->bt_pairs, 0xff, cap * sizeof *e->bt_pairs);
+    TRY(lipi_enc_raw_slots(e)); /* the splits below look halves up */
     TRY(bt_trie(e, e->raw_keys, values, n, &ok));
     if (!ok)
         goto done;

@@ -479,6 +479,9 @@ extern int lipi_enc_wide_pairs_for_tests;
  * fails only for memory. lipi_enc_bt_word encodes w[0..n) into
  * s->ptok[0..*count) (*count 0: no encoding, use the merge loop). */
 lipi_status lipi_enc_bt_init(lipi_encoder *e);
+/* encode.c: builds e->raw_slot when there are raw_keys under ignore_merges
+ * (and it is not built yet); fails only for memory. */
+lipi_status lipi_enc_raw_slots(lipi_encoder *e);
 void lipi_enc_bt_free(lipi_encoder *e);
 lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count);
 
