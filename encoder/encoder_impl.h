@@ -288,6 +288,10 @@ struct lipi_encoder {
     uint16_t *bt_len;                 /* token lengths in bytes */
     uint64_t *bt_pairs;               /* (a * bt_v + b) << bt_bits | merged id */
     uint64_t *bt_filter;              /* a bit per pair hash: maybe in bt_pairs */
+    void *bt_mapped;                  /* the cache file bt_trie, bt_tok, bt_len,
+                                         bt_pairs and bt_filter point into
+                                         (read-only), or NULL: they are owned */
+    size_t bt_mapped_len;
     size_t bt_mask;
     uint64_t bt_v;
     unsigned bt_bits;
