@@ -506,12 +506,13 @@ static lipi_status bt_init_merges(lipi_encoder *e)
     if (!bt_ranks(e, rank_of, keys))
         goto done;
     /* The tables follow from the tokens by rank and where each splits (in
-     * values until bt_trie), which the key covers; the trie and the check
-     * are what take time (about 100 M instructions for GPT-2). */
+     * values until bt_trie), which the key covers (or the snapshot's key,
+     * which covers what they follow from); the trie and the check are what
+     * take time (about 100 M instructions for GPT-2). */
     for (size_t t = 0; t < n; t++)
         values[t] = (uint32_t)keys[bt_left(e, (uint32_t)t)].len;
-    cache = e->tok->table_cache && lipi_tabcache_key("backtrack-hf", keys, n, values,
-                                                     n * sizeof *values, key) == LIPI_OK;
+    cache = e->tok->table_cache && lipi_tabcache_key_of(e->tok, "backtrack-hf", keys, n, values,
+                                                        n * sizeof *values, key) == LIPI_OK;
     if (cache) {
         int got = bt_load(e, "backtrack-hf", key, cap);
         if (got >= 0) {
