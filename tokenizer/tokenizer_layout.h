@@ -21,7 +21,7 @@
  *   ├── model: lipi_vocab_model
  *   │     ├── vocab: id -> token bytes (one arena) + token -> id hash map
  *   │     ├── scores[id]            Unigram only
- *   │     └── merges[rank] = {left, right, result} + (left, right) -> rank map
+ *   │     └── merges[rank] = {left, right, result}
  *   ├── post: lipi_post_processor * (NULL when none)
  *   ├── decoder: lipi_decoder *     (NULL when none)
  *   ├── added[]: lipi_added_token, sorted by id, + content -> index map
