@@ -60,9 +60,12 @@ FAISS_LIBS := $(if $(HAVE_FAISS),-lfaiss,)
 CFLAGS   += $(if $(HAVE_FAISS),-DLIPI_HAVE_FAISS,)
 CXXFLAGS ?= $(OPT)
 CXXFLAGS += -std=c++17 -Wall -Wextra -Wno-unused-parameter $(WERROR) $(PIC) -I.
-LDLIBS   += $(FAISS_LIBS) $(shell pkg-config --libs $(filter-out cmocka,$(PKGS)) 2>/dev/null) \
+# libcurl is not linked: model/hub.c opens it on the first download (its
+# header is all the build needs; the tests that serve HTTP link it).
+LINK_PKGS := $(filter-out cmocka libcurl,$(PKGS))
+LDLIBS   += $(FAISS_LIBS) $(shell pkg-config --libs $(LINK_PKGS) 2>/dev/null) \
             -lpthread -lm $(if $(HAVE_FAISS),-lgomp -lstdc++,)
-TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
+TEST_LIBS = $(shell pkg-config --libs cmocka libcurl 2>/dev/null)
 DEPFLAGS  = -MMD -MP
 
 MODULES  := tokenizer trainer encoder model retrieval report pipeline serve
@@ -245,7 +248,7 @@ $(BUILD)/man/lipi.1: $(BUILD)/lipi packaging/manpages.sh
 	sh packaging/manpages.sh $(BUILD)/lipi $(BUILD)/man $(VERSION)
 
 # pkg-config: static linking needs the libraries liblipi.a calls into.
-PC_REQUIRES := $(filter-out cmocka,$(PKGS))
+PC_REQUIRES := $(LINK_PKGS)
 PC_LIBS_PRIVATE := $(FAISS_LIBS) -lpthread -lm $(if $(HAVE_FAISS),-lgomp -lstdc++,)
 $(BUILD)/lipi.pc: packaging/lipi.pc.in FORCE
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \

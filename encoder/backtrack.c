@@ -298,10 +298,15 @@ static bool bt_encodes_to_itself(lipi_session *s, uint32_t t)
 void lipi_enc_bt_free(lipi_encoder *e)
 {
     lipi_datrie32_free(&e->bt_trie);
-    lipi_free(e->bt_tok);
-    lipi_free(e->bt_len);
-    lipi_free(e->bt_pairs);
-    lipi_free(e->bt_filter);
+    if (e->bt_mapped) {
+        lipi_tabcache_unmap(e->bt_mapped, e->bt_mapped_len);
+        e->bt_mapped = NULL;
+    } else {
+        lipi_free(e->bt_tok);
+        lipi_free(e->bt_len);
+        lipi_free(e->bt_pairs);
+        lipi_free(e->bt_filter);
+    }
     lipi_free(e->bt_id);
     e->bt_filter = NULL;
     e->bt_id = NULL;
@@ -357,40 +362,67 @@ static bool bt_tables_ok(const lipi_encoder *e, size_t cap)
         if (p != UINT32_MAX && (p >= n || e->bt_len[p] == 0 || e->bt_len[p] >= len))
             return false;
     }
+    /* Without an early exit, so that it vectorizes (4 MB for o200k). */
+    uint64_t mask = (UINT64_C(1) << e->bt_bits) - 1, bad = 0;
     for (size_t k = 0; k < cap; k++) {
-        if (e->bt_pairs[k] == UINT64_MAX)
-            continue;
-        used++;
-        if ((e->bt_pairs[k] & ((UINT64_C(1) << e->bt_bits) - 1)) >= n)
-            return false;
+        uint64_t v = e->bt_pairs[k];
+        used += v != UINT64_MAX;
+        bad |= v != UINT64_MAX && (v & mask) >= n;
     }
-    return used < cap;
+    return !bad && used < cap;
 }
 
-/* Reads the tables of (kind, key) into e (arrays allocated by the caller;
- * keys: the tokens by rank); -1: not in the cache (or bad), 0: cached as
- * unusable, 1: read. */
-static int bt_load(lipi_encoder *e, const char *kind, const char key[65], const lipi_strref *keys,
-                   size_t cap)
+/* Maps the tables of (kind, key) into e in place of the arrays the caller
+ * allocated (which are then freed); -1: not in the
+ * cache (or bad: e is as it was), 0: cached as unusable, 1: mapped. The
+ * mapping (read-only, e->bt_mapped) lives as long as the encoder: no copy,
+ * and only the pages a walk touches are read after the checks. */
+static int bt_load(lipi_encoder *e, const char *kind, const char key[65], size_t cap)
 {
-    lipi_tabcache_reader r;
-    uint64_t on = 0;
+    lipi_tabcache_map f;
     size_t n = e->bt_v;
-    if (!lipi_tabcache_open(&r, kind, key))
+    if (!lipi_tabcache_map_open(&f, kind, key))
         return -1;
-    bool ok = lipi_tabcache_get_u64(&r, &on) && on <= 1;
-    if (ok && on)
-        ok = lipi_datrie32_get(&r, &e->bt_trie, keys, n) &&
-             lipi_tabcache_get(&r, e->bt_tok, n * sizeof *e->bt_tok) &&
-             lipi_tabcache_get(&r, e->bt_len, n * sizeof *e->bt_len) &&
-             lipi_tabcache_get(&r, e->bt_pairs, cap * sizeof *e->bt_pairs) &&
-             lipi_tabcache_get(&r, e->bt_filter, BT_FILTER_WORDS * sizeof *e->bt_filter);
-    ok = lipi_tabcache_close(&r) && ok && (!on || bt_tables_ok(e, cap));
-    if (!ok) {
-        lipi_datrie32_free(&e->bt_trie);
+    const uint64_t *on = lipi_tabcache_map_next(&f, 1, sizeof *on);
+    if (on && *on == 0 && f.left == 0) {
+        lipi_tabcache_unmap(f.base, f.size);
+        return 0;
+    }
+    lipi_datrie32 trie;
+    if (!on || *on != 1 || !lipi_datrie32_map(&f, &trie, n)) {
+        lipi_tabcache_unmap(f.base, f.size);
         return -1;
     }
-    return on ? 1 : 0;
+    uint64_t *tok = (uint64_t *)lipi_tabcache_map_next(&f, n, sizeof *e->bt_tok);
+    uint16_t *len = (uint16_t *)lipi_tabcache_map_next(&f, n, sizeof *e->bt_len);
+    uint64_t *pairs = (uint64_t *)lipi_tabcache_map_next(&f, cap, sizeof *e->bt_pairs);
+    uint64_t *filter = (uint64_t *)lipi_tabcache_map_next(&f, BT_FILTER_WORDS, sizeof *e->bt_filter);
+    if (!tok || !len || !pairs || !filter || f.left != 0) {
+        lipi_tabcache_unmap(f.base, f.size);
+        return -1;
+    }
+    uint64_t *own_tok = e->bt_tok, *own_pairs = e->bt_pairs, *own_filter = e->bt_filter;
+    uint16_t *own_len = e->bt_len;
+    e->bt_tok = tok;
+    e->bt_len = len;
+    e->bt_pairs = pairs;
+    e->bt_filter = filter;
+    if (!bt_tables_ok(e, cap)) {
+        e->bt_tok = own_tok;
+        e->bt_len = own_len;
+        e->bt_pairs = own_pairs;
+        e->bt_filter = own_filter;
+        lipi_tabcache_unmap(f.base, f.size);
+        return -1;
+    }
+    lipi_free(own_tok);
+    lipi_free(own_len);
+    lipi_free(own_pairs);
+    lipi_free(own_filter);
+    e->bt_trie = trie;
+    e->bt_mapped = f.base;
+    e->bt_mapped_len = f.size;
+    return 1;
 }
 
 /* Sizes the tables for n ranks; *cap: slots of the pair table. */
@@ -542,20 +574,20 @@ static lipi_status bt_init_merges(lipi_encoder *e)
     if (!bt_ranks(e, rank_of, keys))
         goto done;
     /* The tables follow from the tokens by rank and where each splits (in
-     * values until bt_trie), which the key covers; the trie and the check
-     * are what take time (about 100 M instructions for GPT-2). */
+     * values until bt_trie), which the key covers (or the snapshot's key,
+     * which covers what they follow from); the trie and the check are what
+     * take time (about 100 M instructions for GPT-2). */
     for (size_t t = 0; t < n; t++)
         values[t] = (uint32_t)keys[bt_left(e, (uint32_t)t)].len;
-    cache = e->tok->table_cache && lipi_tabcache_key("backtrack-hf", keys, n, values,
-                                                     n * sizeof *values, key) == LIPI_OK;
+    cache = e->tok->table_cache && lipi_tabcache_key_of(e->tok, "backtrack-hf", keys, n, values,
+                                                        n * sizeof *values, key) == LIPI_OK;
     if (cache) {
-        int got = bt_load(e, "backtrack-hf", key, keys, cap);
+        int got = bt_load(e, "backtrack-hf", key, cap);
         if (got >= 0) {
             e->bt = got == 1;
             cache = false; /* nothing to store */
             goto done;
         }
-        bt_ranks(e, rank_of, keys); /* a bad file may have filled the arrays */
     }
     TRY(bt_trie(e, keys, values, n, &ok));
     if (!ok)
@@ -596,17 +628,15 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     cache = e->tok->table_cache &&
             lipi_tabcache_key_of(e->tok, "backtrack", e->raw_keys, n, NULL, 0, key) == LIPI_OK;
     if (cache) {
-        int got = bt_load(e, "backtrack", key, e->raw_keys, cap);
+        int got = bt_load(e, "backtrack", key, cap);
         if (got >= 0) {
             e->bt = got == 1;
             cache = false; /* nothing to store */
             goto done;
         }
-        /* A bad file may have filled some arrays: the build below sets
-         * each of them but the filter, which it only adds bits to. */
-        memset(e->bt_filter, 0, BT_FILTER_WORDS * sizeof *e->bt_filter);
     }
     memset(e->bt_pairs, 0xff, cap * sizeof *e->bt_pairs);
+    TRY(lipi_enc_raw_slots(e)); /* the splits below look halves up */
     TRY(bt_trie(e, e->raw_keys, values, n, &ok));
     if (!ok)
         goto done;

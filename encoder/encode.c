@@ -115,6 +115,40 @@ static json_t *rewrite_bytelevel(lipi_encoder *e, const json_t *j)
     return json_pack("{s:s, s:o}", "type", "Sequence", "pretokenizers", items);
 }
 
+/* The whole-word table of raw_keys (raw_slot), for byte-level BPE under
+ * ignore_merges: the encoder's whole-word lookup, and the build of
+ * backtracking's tables on a rank file. Not built when backtracking's
+ * tables come from the cache and find whole words themselves (bt_words):
+ * 4 MB of slots and a hash of every token at each load of o200k. Two
+ * tokens cannot decode to the same bytes (the alphabet is a bijection), so
+ * no key is put twice. Load at most 1/2. */
+lipi_status lipi_enc_raw_slots(lipi_encoder *e)
+{
+    size_t n = e->m->vocab.n, cap = 16;
+    if (e->raw_slot || !e->raw_keys || !e->m->opt.ignore_merges)
+        return LIPI_OK;
+    while (cap / 2 < n + 1) {
+        if (cap > SIZE_MAX / 32)
+            return LIPI_ENOMEM;
+        cap *= 2;
+    }
+    e->raw_slot = lipi_calloc(cap, sizeof *e->raw_slot);
+    if (!e->raw_slot)
+        return LIPI_ENOMEM;
+    e->raw_mask = cap - 1;
+    for (size_t i = 0; i < n; i++) {
+        const lipi_strref *k = &e->raw_keys[i];
+        if (!k->s)
+            continue;
+        uint64_t h = lipi_enc_hash(k->s, k->len);
+        size_t j = (size_t)h & e->raw_mask;
+        while (e->raw_slot[j])
+            j = (j + 1) & e->raw_mask;
+        e->raw_slot[j] = (h >> 32) << 32 | (uint64_t)(i + 1);
+    }
+    return LIPI_OK;
+}
+
 static lipi_status setup_raw_bytes(lipi_encoder *e, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
@@ -148,7 +182,7 @@ static lipi_status setup_raw_bytes(lipi_encoder *e, lipi_error *err)
     }
     {
         /* Tokens as raw bytes: backtracking's tables (backtrack.c) and,
-         * under ignore_merges, the whole-word lookup. */
+         * under ignore_merges, the whole-word lookup (lipi_enc_raw_slots). */
         size_t n = m->vocab.n, total = 0;
         keys = lipi_calloc(n ? n : 1, sizeof *keys);
         if (!keys)
@@ -166,8 +200,21 @@ static lipi_status setup_raw_bytes(lipi_encoder *e, lipi_error *err)
             size_t start = off;
             bool ok = true;
             for (size_t k = 0; k < t->len && ok;) {
+                /* The alphabet is below U+0144: one or two bytes each, done
+                 * here (lipi_utf8_decode per character was ~10% of a warm
+                 * o200k load); anything else goes the general way. */
+                const unsigned char *u = (const unsigned char *)t->s + k;
                 uint32_t cp;
-                size_t cl = lipi_utf8_decode(t->s + k, t->len - k, &cp);
+                size_t cl;
+                if (u[0] < 0x80) {
+                    cp = u[0];
+                    cl = 1;
+                } else if (u[0] >= 0xC2 && u[0] < 0xE0 && t->len - k >= 2 && (u[1] & 0xC0) == 0x80) {
+                    cp = (uint32_t)(u[0] & 0x1F) << 6 | (u[1] & 0x3F);
+                    cl = 2;
+                } else {
+                    cl = lipi_utf8_decode(t->s + k, t->len - k, &cp);
+                }
                 int b = cl ? lipi_bytelevel_byte(cp) : -1;
                 ok = b >= 0;
                 if (ok) {
@@ -179,30 +226,6 @@ static lipi_status setup_raw_bytes(lipi_encoder *e, lipi_error *err)
                 keys[i] = (lipi_strref){arena + start, off - start};
             else
                 off = start;
-        }
-        /* The whole-word table. Two tokens cannot decode to the same
-         * bytes (the alphabet is a bijection), so no key is put twice.
-         * Load at most 1/2. */
-        if (m->opt.ignore_merges) {
-            size_t cap = 16;
-            while (cap / 2 < n + 1) {
-                if (cap > SIZE_MAX / 32)
-                    goto nomem;
-                cap *= 2;
-            }
-            e->raw_slot = lipi_calloc(cap, sizeof *e->raw_slot);
-            if (!e->raw_slot)
-                goto nomem;
-            e->raw_mask = cap - 1;
-            for (size_t i = 0; i < n; i++) {
-                if (!keys[i].s)
-                    continue;
-                uint64_t h = lipi_enc_hash(keys[i].s, keys[i].len);
-                size_t k = (size_t)h & e->raw_mask;
-                while (e->raw_slot[k])
-                    k = (k + 1) & e->raw_mask;
-                e->raw_slot[k] = (h >> 32) << 32 | (uint64_t)(i + 1);
-            }
         }
         e->raw_keys = keys;
         e->raw_arena = arena;
@@ -259,7 +282,7 @@ lipi_status lipi_encoder_new(const lipi_tokenizer *tok, lipi_encoder **out, lipi
     }
     TRY(lipi_enc_models_init(e, err));
     TRY(setup_raw_bytes(e, err));
-    if (lipi_enc_bt_init(e) != LIPI_OK) {
+    if (lipi_enc_bt_init(e) != LIPI_OK || (!e->bt_words && lipi_enc_raw_slots(e) != LIPI_OK)) {
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto done;
     }

@@ -288,6 +288,10 @@ struct lipi_encoder {
     uint16_t *bt_len;                 /* token lengths in bytes */
     uint64_t *bt_pairs;               /* (a * bt_v + b) << bt_bits | merged id */
     uint64_t *bt_filter;              /* a bit per pair hash: maybe in bt_pairs */
+    void *bt_mapped;                  /* the cache file bt_trie, bt_tok, bt_len,
+                                         bt_pairs and bt_filter point into
+                                         (read-only), or NULL: they are owned */
+    size_t bt_mapped_len;
     size_t bt_mask;
     uint64_t bt_v;
     unsigned bt_bits;
@@ -486,6 +490,9 @@ extern int lipi_enc_wide_pairs_for_tests;
  * tokens to the sink first (lipi_enc_stream_ptok), so the spans in s->ptok
  * are then of the word, not from 0. */
 lipi_status lipi_enc_bt_init(lipi_encoder *e);
+/* encode.c: builds e->raw_slot when there are raw_keys under ignore_merges
+ * (and it is not built yet); fails only for memory. */
+lipi_status lipi_enc_raw_slots(lipi_encoder *e);
 void lipi_enc_bt_free(lipi_encoder *e);
 lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count);
 

@@ -401,8 +401,10 @@ lipi_status lipi_datrie32_from(lipi_datrie32 *c, const lipi_datrie *t)
 
 void lipi_datrie32_free(lipi_datrie32 *c)
 {
-    lipi_free(c->unit);
-    lipi_free(c->value);
+    if (!c->mapped) {
+        lipi_free(c->unit);
+        lipi_free(c->value);
+    }
     memset(c, 0, sizeof *c);
 }
 
@@ -483,25 +485,32 @@ bad:
     return false;
 }
 
-bool lipi_datrie32_get(lipi_tabcache_reader *r, lipi_datrie32 *t, const lipi_strref *keys,
-                       size_t n)
+/* Whether the cells of a compact trie over n keys can be walked: each base
+ * leaves room for any byte's child, a final cell names a key, another
+ * holds -1. Without an early exit, so that the loop vectorizes (it runs
+ * over every cell at each load). */
+static bool cells32_ok(const uint32_t *unit, const int32_t *value, size_t size, size_t n)
 {
-    size_t size;
-    void *cells;
-    memset(t, 0, sizeof *t);
-    bool got = get_cells(r, LIPI_DATRIE32_MAX, sizeof *t->unit, &cells, &t->value, &t->size);
-    t->unit = cells;
-    size = t->size;
-    if (!got)
-        goto bad;
+    uint32_t bad = 0;
     for (size_t i = 0; i < size; i++) {
-        bool final = (t->unit[i] & 0x200) != 0;
-        if ((size_t)(t->unit[i] >> 10) + 257 >= size ||
-            (final ? t->value[i] < 0 || (size_t)t->value[i] >= n : t->value[i] != -1))
-            goto bad;
+        uint32_t final = unit[i] & 0x200;
+        bad |= (size_t)(unit[i] >> 10) + 257 >= size;
+        bad |= final ? value[i] < 0 || (size_t)value[i] >= n : value[i] != -1;
     }
+    return !bad;
+}
+
+bool lipi_datrie32_map(lipi_tabcache_map *f, lipi_datrie32 *t, size_t n)
+{
+    const uint64_t *size = lipi_tabcache_map_next(f, 1, sizeof *size);
+    memset(t, 0, sizeof *t);
+    if (!size || *size < 258 || *size > LIPI_DATRIE32_MAX)
+        return false;
+    const uint32_t *unit = lipi_tabcache_map_next(f, *size, sizeof *unit);
+    const int32_t *value = lipi_tabcache_map_next(f, *size, sizeof *value);
+    if (!unit || !value || !cells32_ok(unit, value, (size_t)*size, n))
+        return false;
+    /* Read-only pages: nothing writes a trie once built. */
+    *t = (lipi_datrie32){(uint32_t *)unit, (int32_t *)value, (size_t)*size, true};
     return true;
-bad:
-    lipi_datrie32_free(t);
-    return false;
 }

@@ -85,6 +85,7 @@ typedef struct {
     uint32_t *unit;
     int32_t *value;
     size_t size;
+    bool mapped;  /* unit and value point into a mapped cache file (not freed) */
 } lipi_datrie32;
 
 #define LIPI_DATRIE32_MAX ((size_t)1 << 22)
@@ -148,7 +149,9 @@ static inline size_t lipi_datrie32_longest(const lipi_datrie32 *t, const char *s
 void lipi_datrie_put(lipi_tabcache_writer *w, const lipi_datrie *t);
 void lipi_datrie32_put(lipi_tabcache_writer *w, const lipi_datrie32 *t);
 bool lipi_datrie_get(lipi_tabcache_reader *r, lipi_datrie *t, const lipi_strref *keys, size_t n);
-bool lipi_datrie32_get(lipi_tabcache_reader *r, lipi_datrie32 *t, const lipi_strref *keys,
-                       size_t n);
+/* The compact trie's cells used in place in the mapping f, checked as
+ * lipi_datrie_get checks (the trie is t->mapped: the caller keeps the
+ * mapping while t lives). */
+bool lipi_datrie32_map(lipi_tabcache_map *f, lipi_datrie32 *t, size_t n);
 
 #endif

@@ -1,16 +1,21 @@
 /* Hugging Face hub cache: resolving model names to snapshot folders and
- * downloading models into the cache with libcurl, in huggingface_hub's
+ * downloading models into the cache with libcurl (opened on first use, see
+ * lc_open), in huggingface_hub's
  * layout (pipeline.h). libcurl because a hub download is HTTPS with
  * redirects to a CDN, Range requests for resuming and proxies from the
  * environment: what it does well. */
 #include "model/model_impl.h"
 
 #include <ctype.h>
+/* Plain prototypes: the calls go through the pointers below. */
+#define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -236,6 +241,59 @@ static lipi_status sha256_file(const char *path, char out[65], lipi_error *err)
 /* HTTP                                                                      */
 /* ======================================================================== */
 
+/* libcurl is opened on the first download (dlopen), not linked: linked, it
+ * and the ~25 libraries it pulls in (TLS, Kerberos, LDAP, SSH, ...) were
+ * loaded and relocated at the start of every lipi process, ~12 M of the
+ * ~27 M instructions of dynamic linking, for a command that only reads a
+ * tokenizer (issue 20: ready to encode in tens of milliseconds). The same
+ * functions, the same library (Debian's libcurl4), found at run time. */
+static struct {
+    pthread_once_t once;
+    const char *error; /* why it could not be opened, or NULL */
+    CURL *(*easy_init)(void);
+    CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+    CURLcode (*easy_perform)(CURL *);
+    CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+    void (*easy_cleanup)(CURL *);
+    const char *(*easy_strerror)(CURLcode);
+    struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+    void (*slist_free_all)(struct curl_slist *);
+} lc = {.once = PTHREAD_ONCE_INIT};
+
+static void lc_open(void)
+{
+    void *h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        lc.error = "cannot load libcurl.so.4 (Debian package libcurl4)";
+        return;
+    }
+#define LC_SYM(f, name) *(void **)&lc.f = dlsym(h, name)
+    LC_SYM(easy_init, "curl_easy_init");
+    LC_SYM(easy_setopt, "curl_easy_setopt");
+    LC_SYM(easy_perform, "curl_easy_perform");
+    LC_SYM(easy_getinfo, "curl_easy_getinfo");
+    LC_SYM(easy_cleanup, "curl_easy_cleanup");
+    LC_SYM(easy_strerror, "curl_easy_strerror");
+    LC_SYM(slist_append, "curl_slist_append");
+    LC_SYM(slist_free_all, "curl_slist_free_all");
+#undef LC_SYM
+    if (!lc.easy_init || !lc.easy_setopt || !lc.easy_perform || !lc.easy_getinfo ||
+        !lc.easy_cleanup || !lc.easy_strerror || !lc.slist_append || !lc.slist_free_all)
+        lc.error = "libcurl.so.4 lacks a function lipi calls";
+}
+
+/* curl.h defines these two as macros that check the argument count. */
+#undef curl_easy_setopt
+#undef curl_easy_getinfo
+#define curl_easy_init lc.easy_init
+#define curl_easy_setopt lc.easy_setopt
+#define curl_easy_perform lc.easy_perform
+#define curl_easy_getinfo lc.easy_getinfo
+#define curl_easy_cleanup lc.easy_cleanup
+#define curl_easy_strerror lc.easy_strerror
+#define curl_slist_append lc.slist_append
+#define curl_slist_free_all lc.slist_free_all
+
 typedef struct {
     CURL *curl;
     struct curl_slist *headers;
@@ -375,6 +433,9 @@ static lipi_status http_new(http *h, const lipi_hub_download_options *opt, lipi_
     memset(h, 0, sizeof *h);
     h->opt = opt;
     const char *token = opt->token ? opt->token : getenv("HF_TOKEN");
+    pthread_once(&lc.once, lc_open);
+    if (lc.error)
+        return lipi_error_set(err, LIPI_EIO, NULL, 0, 0, "%s", lc.error);
     if (!(h->curl = curl_easy_init()))
         return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "cannot start libcurl");
     char auth[1024];
@@ -409,7 +470,8 @@ static void http_free(http *h)
 {
     if (h->curl)
         curl_easy_cleanup(h->curl);
-    curl_slist_free_all(h->headers);
+    if (h->headers)
+        curl_slist_free_all(h->headers);
     lipi_free(h->mem);
 }
 

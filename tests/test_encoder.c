@@ -879,6 +879,10 @@ static void backtracking_check(const char *path)
     kit bt = kit_from(open_any(path)), merge = kit_from(open_any(path));
     assert_true(bt.enc->bt);
     merge.enc->bt = merge.enc->bt_words = false;
+    /* An encoder whose walk finds whole words skips the whole-word table;
+     * the merge loop's path looks words up there first. */
+    assert_null(merge.enc->raw_slot);
+    assert_int_equal(lipi_enc_raw_slots(merge.enc), LIPI_OK);
     same_on_texts(&bt, &merge, 9, 2000);
     unsigned seed = 9;
     /* Words the pre-tokenizer never makes: any bytes, straight to the model. */

@@ -216,6 +216,9 @@ static void test_shared_tokenizers_round_trip_too(void **state)
         "vocab/laser100k-spm/laser_100k.model",
         "vocab/bert-base-uncased/vocab.txt",
         "vocab/tiktoken/o200k_base.tiktoken",
+        "vectors/llama.cpp/ggml-vocab-llama-spm.gguf",
+        "vectors/llama.cpp/ggml-vocab-gpt-2.gguf",
+        "vectors/llama.cpp/ggml-vocab-bert-bge.gguf",
     };
     size_t done = 0;
     for (size_t i = 0; i < sizeof shared / sizeof *shared; i++) {
@@ -229,6 +232,53 @@ static void test_shared_tokenizers_round_trip_too(void **state)
     }
     if (!done)
         SKIP_BECAUSE("%s", ref_missing("GPT-2 tokenizer.json, laser_100k, bert-base-uncased"));
+}
+
+/* A GGUF snapshot is keyed by the file's metadata, not its tensors (model
+ * files run to gigabytes): bytes appended after the metadata reuse the
+ * snapshot; a changed score in it is another snapshot. */
+static void test_a_gguf_snapshot_is_keyed_by_its_metadata(void **state)
+{
+    (void)state;
+    const char *src = ref_shared("vectors/llama.cpp/ggml-vocab-llama-spm.gguf");
+    if (!src)
+        SKIP_BECAUSE("%s", ref_missing("ggml-vocab-llama-spm.gguf"));
+    size_t len;
+    char *data = cli_slurp(src, &len), path[128], name[320];
+    assert_non_null(data);
+    snprintf(path, sizeof path, "%s/model.gguf", work_dir);
+    md_write(path, data, len);
+    md_empty_dir(cache_dir);
+    char *first = fingerprint_of(path, LIPI_FLAG_ON);
+    assert_int_equal(snapshots(name), 1);
+    ino_t ino = inode_of(name);
+
+    char *grown = malloc(len + 4096);
+    assert_non_null(grown);
+    memcpy(grown, data, len);
+    memset(grown + len, 0x5a, 4096); /* "tensor data" */
+    md_write(path, grown, len + 4096);
+    lipi_tokenizer *t = open_tok(path, LIPI_FLAG_ON);
+    assert_non_null(t->model.mapped); /* read from the snapshot */
+    char *again = fingerprint(t, path);
+    lipi_tokenizer_free(t);
+    assert_string_equal(first, again);
+    assert_int_equal(snapshots(NULL), 1);
+    assert_int_equal(inode_of(name), ino);
+
+    /* The first score: after the key, its type (u32), the element type
+     * (u32) and the count (u64). */
+    const char *key = "tokenizer.ggml.scores";
+    char *at = memmem(grown, len, key, strlen(key));
+    assert_non_null(at);
+    at[strlen(key) + 16] ^= 0x01;
+    md_write(path, grown, len + 4096);
+    lipi_tokenizer_free(open_tok(path, LIPI_FLAG_ON));
+    assert_int_equal(snapshots(NULL), 2);
+    free(first);
+    free(again);
+    free(grown);
+    free(data);
 }
 
 /* In an empty cache: the tokenizer.json text of a plain open of path
@@ -340,10 +390,11 @@ static void test_doctored_snapshots_never_crash(void **state)
         char *fp = fingerprint(t, path);
         free(fp);
         lipi_tokenizer_free(t);
-        /* The counts: each but the two free numbers (max_input_chars_per_word
-         * and the dropout's bits) is then out of range. */
+        /* The counts (15 words since format 2): each but the two free
+         * numbers (max_input_chars_per_word and the dropout's bits) is then
+         * out of range. */
         size_t word = (w - 112) / 8;
-        if (word < 16 && word != 4 && word != 5) {
+        if (word < 15 && word != 4 && word != 5) {
             size_t now_len;
             char *now = cli_slurp(name, &now_len);
             assert_non_null(now);
@@ -439,6 +490,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_snapshot_is_the_tokenizer_a_fresh_open_builds,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_shared_tokenizers_round_trip_too, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_gguf_snapshot_is_keyed_by_its_metadata, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_damaged_snapshots_are_rejected_and_rebuilt, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_doctored_snapshots_never_crash, setup, teardown),

@@ -33,6 +33,14 @@ void *lipi_calloc(size_t n, size_t size)
 {
     if (size && n > SIZE_MAX / size)
         return NULL;
+    /* libc's calloc skips the memset for fresh pages (a snapshot's token
+     * table, the encoder's raw-byte keys: megabytes at each load). */
+    if (hooks.malloc_fn == malloc && hooks.free_fn == free) {
+        void *p = calloc(n ? n : 1, size ? size : 1);
+        if (!p)
+            lipi_alloc_failures++;
+        return p;
+    }
     void *p = lipi_malloc(n * size);
     if (p)
         memset(p, 0, n * size);

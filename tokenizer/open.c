@@ -332,7 +332,7 @@ done:
 }
 
 /* A GGUF file is mapped, not read: model files run to many gigabytes and
- * only the metadata at the start is needed. */
+ * only the metadata at the start is needed (and hashed for the snapshot). */
 static lipi_status open_gguf(const char *path, const lipi_open_options *opt,
                              lipi_tokenizer **out, lipi_error *err)
 {
@@ -355,7 +355,17 @@ static lipi_status open_gguf(const char *path, const lipi_open_options *opt,
         st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot map: %s", strerror(errno));
         goto done;
     }
-    st = lipi_tokenizer_from_gguf(map, (size_t)sb.st_size, path, opt, out, err);
+    /* The snapshot is keyed by the metadata only (and the options the
+     * reader takes: the split pattern, lowercase and accents). */
+    size_t meta = lipi_rd_gguf_metadata_len(map, (size_t)sb.st_size);
+    lipi_strref part = {map, meta};
+    const char *pattern = opt->pattern ? opt->pattern : "";
+    char key[65];
+    if (meta && snap_get(opt, "gguf", &part, 1, pattern, strlen(pattern) + 1, key, out))
+        goto done;
+    if (!meta)
+        key[0] = '\0';
+    st = snap_put(lipi_tokenizer_from_gguf(map, (size_t)sb.st_size, path, opt, out, err), key, out);
 done:
     if (map != MAP_FAILED)
         munmap(map, (size_t)sb.st_size);

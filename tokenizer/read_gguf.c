@@ -62,6 +62,7 @@ typedef struct {
     lipi_error *err;
     gg_kv *kv;
     size_t n_kv;
+    size_t end; /* after gg_parse: the offset just past the metadata */
 } gg;
 
 static lipi_status gg_fail(gg *g, size_t at, const char *fmt, ...)
@@ -232,6 +233,7 @@ static lipi_status gg_parse(gg *g)
         TRY(gg_skip(g, &pos, kv->type, 0, what));
         g->n_kv++;
     }
+    g->end = pos;
 done:
     return st;
 }
@@ -819,6 +821,14 @@ done:
     lipi_strmap_free(&map);
     lipi_rd_added_free(&added);
     return st;
+}
+
+size_t lipi_rd_gguf_metadata_len(const void *data, size_t len)
+{
+    gg g = {.d = data, .len = len, .name = ""};
+    size_t end = gg_parse(&g) == LIPI_OK ? g.end : 0;
+    lipi_free(g.kv);
+    return end;
 }
 
 lipi_status lipi_tokenizer_from_gguf(const void *data, size_t len, const char *name,

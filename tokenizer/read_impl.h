@@ -192,6 +192,11 @@ lipi_status lipi_data_dirs(lipi_buf *list);
 bool lipi_rd_tiktoken_builtin(const char *name, size_t len, const char **pattern,
                               const lipi_special_token **special, size_t *n_special);
 
+/* read_gguf.c: the bytes of a GGUF file's header and metadata (everything
+ * lipi_tokenizer_from_gguf reads; the tensors follow), 0 when they do not
+ * parse. What a GGUF snapshot is keyed by: a model file runs to gigabytes. */
+size_t lipi_rd_gguf_metadata_len(const void *data, size_t len);
+
 /* When name[0..len) is one of those encodings, checks that data[0..data_len)
  * (the rank file read from `path`) is OpenAI's published file by its
  * SHA-256, as tiktoken does: LIPI_EFORMAT naming the file and both

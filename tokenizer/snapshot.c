@@ -12,17 +12,17 @@
  * rename, and the same switch, LIPI_CACHE=0 or table_cache OFF).
  *
  * What is in it: the model (vocabulary spans and arena, the token -> id
- * map, scores, merges and the pair -> rank map, the model's settings) and
+ * map, scores and merges, the model's settings) and
  * the added tokens as arrays, read back into place with one read each;
  * every other part (normalizer, pre-tokenizer, post-processor, decoder,
  * truncation, padding) as the tokenizer.json text of those sections, which
  * is small and goes through the tokenizer.json loader, as the readers of
  * other formats build them (read_impl.h). The file is untrusted: past the
- * header and checksum, every span, map slot, merge and pair is checked to
+ * header and checksum, every span, map slot and merge is checked to
  * point inside its arrays before anything uses it, and the added tokens go
  * through lipi_tokenizer_set_added's checks.
  *
- * Payload: 16 u64 (H_*), the 32 bytes of the two affixes, then the arrays
+ * Payload: 15 u64 (H_*), the 32 bytes of the two affixes, then the arrays
  * in the order lipi_snapshot_write puts them. */
 #include "tokenizer/tokenizer_layout.h"
 
@@ -33,8 +33,10 @@
 
 #define SNAP_KIND "snapshot"
 /* Bump when the layout below changes. (A reader that builds another
- * tokenizer from the same files is another build: build_identity.) */
-#define SNAP_FORMAT 1
+ * tokenizer from the same files is another build: build_identity.)
+ * 2: no pair -> rank map (nothing in the library read it; 8 MB of
+ * o200k's 17 MB). */
+#define SNAP_FORMAT 2
 #ifdef LIPI_VERSION
 #define SNAP_LIPI_VERSION LIPI_VERSION
 #else
@@ -54,7 +56,6 @@ enum {
     H_ARENA,     /* bytes of the vocabulary arena */
     H_SLOTS,     /* token map slots (0: no map) */
     H_MERGES,    /* n_merges */
-    H_PAIRS,     /* pair map slots (0: no map) */
     H_ADDED,     /* added tokens */
     H_ADDED_LEN, /* bytes of their contents */
     H_SCORES,    /* 1: scores[n] follow */
@@ -207,7 +208,6 @@ void lipi_snapshot_write(const char key[65], const lipi_tokenizer *t)
     h[H_ARENA] = arena;
     h[H_SLOTS] = v->map.slot ? v->map.mask + 1 : 0;
     h[H_MERGES] = m->merges ? m->n_merges : 0;
-    h[H_PAIRS] = m->pairs ? m->pair_mask + 1 : 0;
     h[H_ADDED] = t->n_added;
     h[H_ADDED_LEN] = added_len;
     h[H_SCORES] = m->scores != NULL;
@@ -227,7 +227,6 @@ void lipi_snapshot_write(const char key[65], const lipi_tokenizer *t)
     if (m->scores)
         lipi_tabcache_put(&w, m->scores, v->n * sizeof *m->scores);
     lipi_tabcache_put(&w, m->merges, h[H_MERGES] * sizeof *m->merges);
-    lipi_tabcache_put(&w, m->pairs, h[H_PAIRS] * sizeof *m->pairs);
     lipi_tabcache_put(&w, added, t->n_added * sizeof *added);
     lipi_tabcache_put(&w, contents.p, contents.len);
     lipi_tabcache_commit(&w);
@@ -249,10 +248,9 @@ static bool pow2(uint64_t x)
 
 /* Whether the model's arrays hold only what the encoder may index with:
  * spans inside the arena and NUL-terminated there, map slots naming tokens
- * (and at least one free slot, so every probe ends), merges of ids below n,
- * pair slots naming merges. */
+ * (and at least one free slot, so every probe ends), merges of ids below n. */
 static bool model_ok(const uint64_t *h, const snap_span *spans, const char *arena,
-                     const uint32_t *slots, const lipi_merge *merges, const lipi_pair_slot *pairs)
+                     const uint32_t *slots, const lipi_merge *merges)
 {
     uint64_t n = h[H_N], count = 0, used = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -280,15 +278,7 @@ static bool model_ok(const uint64_t *h, const snap_span *spans, const char *aren
     for (uint64_t i = 0; i < h[H_MERGES]; i++)
         if (merges[i].left >= n || merges[i].right >= n || merges[i].result >= n)
             return false;
-    used = 0;
-    for (uint64_t i = 0; i < h[H_PAIRS]; i++) {
-        if (pairs[i].key == LIPI_PAIR_EMPTY)
-            continue;
-        if (pairs[i].rank >= h[H_MERGES])
-            return false;
-        used++;
-    }
-    return !h[H_PAIRS] || used < h[H_PAIRS];
+    return true;
 }
 
 /* The added tokens of the file, contents copied (owned), or NULL. */
@@ -359,7 +349,7 @@ bool lipi_snapshot_read(const char key[65], lipi_tokenizer **out)
     if (affix[15] || affix[31] || h[H_TYPE] < LIPI_MODEL_BPE || h[H_TYPE] > LIPI_MODEL_WORDLEVEL ||
         h[H_FLAGS] & ~(uint64_t)F_ALL || h[H_N] >= UINT32_MAX || h[H_COUNT] > h[H_N] ||
         h[H_ARENA] >= UINT32_MAX || (h[H_SLOTS] && (!pow2(h[H_SLOTS]) || h[H_SLOTS] <= h[H_COUNT])) ||
-        (h[H_PAIRS] && !pow2(h[H_PAIRS])) || h[H_SCORES] > 1 ||
+        h[H_SCORES] > 1 ||
         (h[H_SCORES] != (h[H_TYPE] == LIPI_MODEL_UNIGRAM)) ||
         ((int64_t)h[H_UNK_ID] < -1 || (int64_t)h[H_UNK_ID] >= (int64_t)h[H_N]) ||
         h[H_MERGES] >= UINT32_MAX || h[H_JSON] == 0)
@@ -377,9 +367,8 @@ bool lipi_snapshot_read(const char key[65], lipi_tokenizer **out)
     if (h[H_SCORES])
         m.scores = (double *)next(&f, h[H_N], sizeof *m.scores, &ok);
     m.merges = (lipi_merge *)next(&f, h[H_MERGES], sizeof *m.merges, &ok);
-    m.pairs = (lipi_pair_slot *)next(&f, h[H_PAIRS], sizeof *m.pairs, &ok);
     if (!ok || !(added = get_added(&f, h)) || f.left != 0 ||
-        !model_ok(h, spans, m.vocab.arena, m.vocab.map.slot, m.merges, m.pairs))
+        !model_ok(h, spans, m.vocab.arena, m.vocab.map.slot, m.merges))
         goto fail;
 
     m.type = (lipi_model_type)h[H_TYPE];
@@ -399,7 +388,6 @@ bool lipi_snapshot_read(const char key[65], lipi_tokenizer **out)
     m.suffix_null = h[H_FLAGS] & F_SUFFIX_NULL;
     m.merges_legacy = h[H_FLAGS] & F_MERGES_LEGACY;
     m.n_merges = h[H_MERGES];
-    m.pair_mask = h[H_PAIRS] ? h[H_PAIRS] - 1 : 0;
     m.vocab.n = h[H_N];
     m.vocab.count = h[H_COUNT];
     m.vocab.map.mask = h[H_SLOTS] ? h[H_SLOTS] - 1 : 0;

@@ -147,23 +147,16 @@ lipi_status lipi_merges_build(lipi_vocab_model *m, const uint32_t (*pairs)[2], s
     lipi_status st = LIPI_OK;
     lipi_buf joined = {0};
     lipi_merge *merges = NULL;
-    lipi_pair_slot *slots = NULL;
-    size_t cap = 0;
     size_t prefix_len = strnlen(m->opt.continuing_subword_prefix,
                                 sizeof m->opt.continuing_subword_prefix);
 
     if (n >= UINT32_MAX)
         return LIPI_ENOMEM;
-    TRY(map_capacity(n, &cap));
     merges = lipi_reallocarray(NULL, n ? n : 1, sizeof *merges);
-    /* Zeroed: the slots' padding is written to snapshots as it is. */
-    slots = lipi_calloc(cap, sizeof *slots);
-    if (!merges || !slots) {
+    if (!merges) {
         st = LIPI_ENOMEM;
         goto done;
     }
-    for (size_t i = 0; i < cap; i++)
-        slots[i].key = LIPI_PAIR_EMPTY;
     for (size_t r = 0; r < n; r++) {
         uint32_t a = pairs[r][0], b = pairs[r][1], result;
         *bad_rank = r;
@@ -179,22 +172,12 @@ lipi_status lipi_merges_build(lipi_vocab_model *m, const uint32_t (*pairs)[2], s
             goto done;
         }
         merges[r] = (lipi_merge){a, b, result};
-        uint64_t key = (uint64_t)a << 32 | b;
-        size_t i = (size_t)lipi_hash_bytes((const char *)&key, sizeof key) & (cap - 1);
-        while (slots[i].key != LIPI_PAIR_EMPTY && slots[i].key != key)
-            i = (i + 1) & (cap - 1);
-        slots[i].key = key;
-        slots[i].rank = (uint32_t)r;
     }
     m->merges = merges;
     m->n_merges = n;
-    m->pairs = slots;
-    m->pair_mask = cap - 1;
     merges = NULL;
-    slots = NULL;
 done:
     lipi_free(merges);
-    lipi_free(slots);
     lipi_buf_free(&joined);
     return st;
 }
@@ -208,7 +191,6 @@ void lipi_vocab_model_clear(lipi_vocab_model *m)
         vocab_free(&m->vocab);
         lipi_free(m->scores);
         lipi_free(m->merges);
-        lipi_free(m->pairs);
     }
     lipi_free(m->unk_token);
     memset(m, 0, sizeof *m);

@@ -21,7 +21,7 @@
  *   ├── model: lipi_vocab_model
  *   │     ├── vocab: id -> token bytes (one arena) + token -> id hash map
  *   │     ├── scores[id]            Unigram only
- *   │     └── merges[rank] = {left, right, result} + (left, right) -> rank map
+ *   │     └── merges[rank] = {left, right, result}
  *   ├── post: lipi_post_processor * (NULL when none)
  *   ├── decoder: lipi_decoder *     (NULL when none)
  *   ├── added[]: lipi_added_token, sorted by id, + content -> index map
@@ -125,15 +125,6 @@ typedef struct {
     uint32_t left, right, result;
 } lipi_merge;
 
-/* Slot of the (left, right) -> rank map. key = left << 32 | right;
- * LIPI_PAIR_EMPTY marks a free slot (no real pair has both ids UINT32_MAX). */
-typedef struct {
-    uint64_t key;
-    uint32_t rank;
-} lipi_pair_slot;
-
-#define LIPI_PAIR_EMPTY UINT64_MAX
-
 typedef struct {
     lipi_model_type type;    /* LIPI_MODEL_NONE: no model set yet */
     lipi_model_options opt;  /* opt.unk_id: id of the unknown token, -1 when
@@ -149,12 +140,8 @@ typedef struct {
     bool rank_ids;           /* BPE from a tiktoken rank file: id = rank, and
                                 the merges are tiktoken's (encoder/backtrack.c) */
     lipi_merge *merges;      /* BPE: merges[rank], n_merges of them; else NULL */
-    size_t n_merges;
-    lipi_pair_slot *pairs;   /* BPE: (left, right) -> rank, pair_mask + 1 slots.
-                                A pair listed twice maps to its *last* rank,
-                                as in Hugging Face (its merge map keeps the
-                                last insert). */
-    size_t pair_mask;
+    size_t n_merges;         /* (The encoder keeps its own (left, right) ->
+                                rank table, encoder/models.c.) */
 
     /* BPE, WordPiece, WordLevel: the "unk_token" string (NULL for JSON
      * null). Hugging Face accepts an unk_token that is not in the vocab and
@@ -171,30 +158,26 @@ typedef struct {
     bool merges_legacy;      /* merges were "a b" strings (else ["a", "b"]) */
 
     /* Read from a snapshot (snapshot.c): vocab.arena, vocab.map.slot,
-     * scores, merges and pairs point into this read-only mapping of the
+     * scores and merges point into this read-only mapping of the
      * file, which the model owns (unmapped, not freed, when cleared). */
     void *mapped;
     size_t mapped_len;
 } lipi_vocab_model;
 
-/* Rank of the merge of (left, right), false when the pair does not merge. */
+/* Rank of the merge of (left, right), false when the pair does not merge.
+ * A pair listed twice gives its *last* rank, as Hugging Face's merge map
+ * (it keeps the last insert). A scan of the merges: only tests ask, and a
+ * map here would be built (and snapshotted) for every BPE model while the
+ * encoder keeps its own (encoder/models.c). */
 static inline bool lipi_merge_find(const lipi_vocab_model *m, uint32_t left, uint32_t right,
                                    uint32_t *rank)
 {
-    if (!m->pairs)
-        return false;
-    uint64_t key = (uint64_t)left << 32 | right;
-    size_t i = (size_t)lipi_hash_bytes((const char *)&key, sizeof key) & m->pair_mask;
-    for (;;) {
-        const lipi_pair_slot *p = &m->pairs[i];
-        if (p->key == LIPI_PAIR_EMPTY)
-            return false;
-        if (p->key == key) {
-            *rank = p->rank;
+    for (size_t r = m->merges ? m->n_merges : 0; r-- > 0;)
+        if (m->merges[r].left == left && m->merges[r].right == right) {
+            *rank = (uint32_t)r;
             return true;
         }
-        i = (i + 1) & m->pair_mask;
-    }
+    return false;
 }
 
 /* ======================================================================== */
@@ -346,7 +329,7 @@ void lipi_vocab_model_clear(lipi_vocab_model *m);
 lipi_status lipi_vocab_build(lipi_vocab *v, const lipi_strref *tok, size_t n,
                              size_t *dup_first, size_t *dup_second);
 
-/* Builds m->merges and m->pairs from pairs[r] = {left id, right id} (ids must
+/* Builds m->merges from pairs[r] = {left id, right id} (ids must
  * already be < m->vocab.n with a token; m->vocab and
  * m->opt.continuing_subword_prefix must be set). When the joined string of a
  * merge is not in the vocabulary, returns LIPI_EINVAL with *bad_rank set. */
