@@ -17,6 +17,7 @@
 #include "cli/options.h"
 
 #include <inttypes.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -836,12 +837,12 @@ typedef struct {
     bool offsets;
     lipi_record_options ro; /* --input, --text-field */
     const block *b;  /* the block being encoded */
-    size_t set;      /* into outs[set * n_outs + k] */
-    outbuf *outs;    /* [2 * n_outs]: task k's output, in two sets: one
-                        being written while the other is made */
-    size_t *tokens;  /* [2 * n_outs]: task k's number of ids */
+    outbuf *outs;    /* [n_outs]: task k's output */
+    size_t *tokens;  /* [n_outs]: task k's number of ids */
     size_t n_outs;
-    size_t w_set, w_n; /* the set to write, its number of outputs (0: none) */
+    size_t w_n;      /* outs[0 .. w_n) hold the last block's output, not yet
+                        written */
+    atomic_size_t w_done; /* during a run: outs[0 .. w_done) written */
     feed *fd;        /* the input */
     block *next;     /* the block to read during this run (NULL: none) */
     id_text idt;     /* ids as text, filled as met */
@@ -893,9 +894,14 @@ static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
             err->line += lo;
         return st;
     }
-    outbuf *o = &c->outs[c->set * c->n_outs + k];
+    /* outs[k] may still hold the previous block's output, being written
+     * by task 0 (pipe_task): it runs from the start of the run, and
+     * writing is fast next to encoding, so this seldom waits. */
+    while (atomic_load_explicit(&c->w_done, memory_order_acquire) <= k)
+        sched_yield();
+    outbuf *o = &c->outs[k];
     o->n = 0;
-    c->tokens[c->set * c->n_outs + k] = r.start[m];
+    c->tokens[k] = r.start[m];
     if (c->fmt == FMT_COUNT)
         print_counts(o, &r);
     else if (c->fmt == FMT_IDS && !c->offsets)
@@ -1054,13 +1060,16 @@ static void read_block(encode_ctx *c, feed *fd, block *b)
     }
 }
 
-/* Writes the last encoded block's outputs (set c->w_set), if not yet. */
+/* Writes the last encoded block's outputs, if not yet, telling the tasks
+ * of the run which outs they may reuse (w_done). */
 static void write_outputs(encode_ctx *c)
 {
-    const outbuf *o = c->outs + c->w_set * c->n_outs;
-    for (size_t k = 0; k < c->w_n; k++)
-        fwrite(o[k].p, 1, o[k].n, stdout);
+    for (size_t k = 0; k < c->w_n; k++) {
+        fwrite(c->outs[k].p, 1, c->outs[k].n, stdout);
+        atomic_store_explicit(&c->w_done, k + 1, memory_order_release);
+    }
     c->w_n = 0;
+    atomic_store_explicit(&c->w_done, SIZE_MAX, memory_order_release);
 }
 
 /* A pool run's tasks: 0 writes the previous block's outputs, 1 reads the
@@ -1084,11 +1093,10 @@ static lipi_status pipe_task(void *ctx, size_t k, size_t wi, lipi_error *err)
     return LIPI_OK;
 }
 
-/* Encodes block b (lines of files[b->file]) into output set `set` on the
- * pool, while the pool also writes the previous block's outputs (set
- * c->w_set) and reads the next block into c->next: see pipe_task. Errors
- * name the file and line. */
-static int encode_block(encode_ctx *c, block *b, size_t set)
+/* Encodes block b (lines of files[b->file]) on the pool, while the pool
+ * also writes the previous block's outputs and reads the next block into
+ * c->next: see pipe_task. Errors name the file and line. */
+static int encode_block(encode_ctx *c, block *b)
 {
     lipi_error err = {0};
     for (size_t i = 0; i < b->n; i++)
@@ -1096,7 +1104,7 @@ static int encode_block(encode_ctx *c, block *b, size_t set)
     /* read_block stops at BLOCK_LINES lines a session: n_tasks <= n_outs */
     size_t n_tasks = (b->n + TASK_LINES - 1) / TASK_LINES;
     c->b = b;
-    c->set = set;
+    atomic_store(&c->w_done, 0);
     lipi_status st = lipi_thread_pool_run(c->pool, PIPE_TASKS + n_tasks, pipe_task, c, &err);
     if (st != LIPI_OK) {
         const char *file = c->fd->files[b->file];
@@ -1109,13 +1117,12 @@ static int encode_block(encode_ctx *c, block *b, size_t set)
         return EXIT_FAIL;
     }
     for (size_t k = 0; k < n_tasks; k++)
-        c->n_tokens += c->tokens[set * c->n_outs + k];
+        c->n_tokens += c->tokens[k];
     if (c->total) {
         c->n_records += b->n;
         for (size_t i = 0; i < b->n; i++)
             c->n_bytes += b->lines[i].len;
     }
-    c->w_set = set;
     c->w_n = n_tasks;
     b->n = 0;
     b->len = 0;
@@ -1177,7 +1184,7 @@ static int encode_files(encode_ctx *c, char **files, int nfiles)
             continue;
         }
         c->next = more ? &bl[!cur] : NULL;
-        rc = encode_block(c, b, cur);
+        rc = encode_block(c, b);
         if (rc != EXIT_OK)
             break;
         cur = !cur;
@@ -1290,8 +1297,8 @@ static int run(int argc, char **argv)
     c.stream = ((c.fmt == FMT_IDS && !c.offsets) || c.fmt == FMT_COUNT) &&
                lipi_encode_can_stream(t.enc, &c.opt);
     c.n_outs = (BLOCK_LINES * c.n_sessions + TASK_LINES - 1) / TASK_LINES;
-    c.outs = lipi_calloc(2 * c.n_outs, sizeof *c.outs);
-    c.tokens = lipi_calloc(2 * c.n_outs, sizeof *c.tokens);
+    c.outs = lipi_calloc(c.n_outs, sizeof *c.outs);
+    c.tokens = lipi_calloc(c.n_outs, sizeof *c.tokens);
     /* A pool that cannot start leaves every task to this thread: the same
      * output, one core. */
     if (c.n_sessions > 1)
@@ -1320,7 +1327,7 @@ static int run(int argc, char **argv)
         c.want_tt = c.want & ~(unsigned)LIPI_WANT_TOKENS;
     }
     rc = c.outs && c.tokens && (c.idt.w || !c.idt.n) && (table || !c.tts) ? EXIT_OK : EXIT_FAIL;
-    for (size_t k = 0; c.outs && k < 2 * c.n_outs && rc == EXIT_OK; k++)
+    for (size_t k = 0; c.outs && k < c.n_outs && rc == EXIT_OK; k++)
         if (out_init(&c.outs[k]) != LIPI_OK)
             rc = EXIT_FAIL;
     if (rc != EXIT_OK)
@@ -1336,7 +1343,7 @@ static int run(int argc, char **argv)
                 c.n_records, c.n_tokens, c.n_bytes,
                 c.n_bytes ? 1000.0 * (double)c.n_tokens / (double)c.n_bytes : 0.0);
     lipi_thread_pool_free(c.pool);
-    for (size_t k = 0; c.outs && k < 2 * c.n_outs; k++)
+    for (size_t k = 0; c.outs && k < c.n_outs; k++)
         lipi_free(c.outs[k].p);
     lipi_free(c.outs);
     lipi_free(c.tokens);
