@@ -1,22 +1,26 @@
 /* `lipi encode`: texts -> token ids, one output line per input record
  * (lines, JSONL objects, whole files or NUL-separated records, read by the
- * library's record reader). Records are read in blocks; a block is cut into tasks of TASK_LINES lines
- * that lipi_parallel_for runs on --threads threads, each task encoding its
- * lines (lipi_encode_batch on the thread's session) and formatting them
- * into a buffer of its own; the buffers are then written in order. The
- * output is the same for any number of threads.
+ * library's record reader). Records are read in blocks; a block is cut
+ * into tasks of TASK_LINES lines, each encoding its lines
+ * (lipi_encode_batch on the thread's session) and formatting them into a
+ * buffer of its own; the buffers are then written in order. The output is
+ * the same for any number of threads.
  *
- * What runs where: the calling thread reads a block (the record reader
- * checks its UTF-8, so the encoder is told not to check again), then is
- * worker 0 of the --threads workers that encode and format it, then writes
- * the buffers; nothing else runs meanwhile, so --threads 1 uses one core
- * and --threads N at most N. */
+ * What runs where: one pool of --threads threads (the calling thread is
+ * one of them) runs, for block N, the tasks that encode and format it
+ * together with a task writing block N-1's buffers and one reading block
+ * N+1 (the record reader checks its UTF-8, so the encoder is told not to
+ * check again): no thread waits while another reads or writes, and
+ * --threads N uses at most N cores (--threads 1: the same tasks, one after
+ * the other, on the calling thread). */
 #include "cli/cli.h"
 #include "cli/options.h"
 
 #include <inttypes.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "encoder/encoder.h"
 
@@ -96,6 +100,7 @@ typedef struct {
     size_t *line_no;    /* its record number */
     size_t *xlen;       /* length of its extra members after the text */
     size_t n, lcap;
+    int file;           /* the lines' file (index into the command's files) */
 } block;
 
 static lipi_status block_add(block *b, const char *s, size_t len, const char *x, size_t xlen,
@@ -818,12 +823,20 @@ static bool print_result(outbuf *o, lipi_session *s, const id_text *idt, tok_tex
 
 /* Lines per task: a task encodes them on its thread's session and formats
  * them, so formatting runs on every thread, overlapped with the other
- * threads' encoding, instead of after the block on one. */
-#define TASK_LINES 256
+ * threads' encoding, instead of after the block on one. As few as the
+ * batch's chunks: a block's run ends when its last task does, and the
+ * other threads wait for it, on average half a task (with 256 lines, by
+ * estimate ~4% of the wall time at 2 threads); more calls of
+ * lipi_encode_batch cost 0.2% of the instructions, and a --format jsonl
+ * task's output fits OUT_INIT without growing. */
+#define TASK_LINES 64
+
+typedef struct feed feed;
 
 typedef struct {
     lipi_session **sessions;
     size_t n_sessions;
+    lipi_thread_pool *pool; /* n_sessions threads (NULL: all on the caller) */
     lipi_encode_options opt;
     unsigned want;
     out_format fmt;
@@ -833,6 +846,11 @@ typedef struct {
     outbuf *outs;    /* [n_outs]: task k's output */
     size_t *tokens;  /* [n_outs]: task k's number of ids */
     size_t n_outs;
+    size_t w_n;      /* outs[0 .. w_n) hold the last block's output, not yet
+                        written */
+    atomic_size_t w_done; /* during a run: outs[0 .. w_done) written */
+    feed *fd;        /* the input */
+    block *next;     /* the block to read during this run (NULL: none) */
     id_text idt;     /* ids as text, filled as met */
     tok_text *tts;   /* --format jsonl: token strings by id, one table a
                         session (NULL: strings from the batch) */
@@ -867,6 +885,24 @@ static lipi_status print_with_table(encode_ctx *c, const lipi_batch *r, size_t l
     return LIPI_OK;
 }
 
+/* Waits until outs[k] no longer holds the previous block's output, which
+ * task 0 (pipe_task) is writing since the start of the run. Writing is
+ * fast next to encoding, so this seldom waits, and then briefly; while a
+ * slow reader of the output (a full pipe) holds the writer up, it sleeps,
+ * longer each time up to 2 ms, rather than spin. */
+static void wait_written(encode_ctx *c, size_t k)
+{
+    long ns = 50000;
+    for (unsigned i = 0; atomic_load_explicit(&c->w_done, memory_order_acquire) <= k; i++) {
+        if (i < 64) {
+            sched_yield();
+        } else {
+            nanosleep(&(struct timespec){0, ns}, NULL);
+            ns = ns < 1000000 ? 2 * ns : 2000000;
+        }
+    }
+}
+
 /* Task k: lines [k * TASK_LINES, ...) of the block, encoded and formatted
  * into outs[k]. A failure names the block's line (1-based) in err->line. */
 static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
@@ -882,6 +918,7 @@ static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
             err->line += lo;
         return st;
     }
+    wait_written(c, k);
     outbuf *o = &c->outs[k];
     o->n = 0;
     c->tokens[k] = r.start[m];
@@ -903,41 +940,6 @@ static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
         return lipi_error_set(err, LIPI_ENOMEM, NULL, lo + 1, 0, "out of memory");
     }
     return LIPI_OK;
-}
-
-/* Encodes and prints a block; errors name the file and line. */
-static int flush_block(encode_ctx *c, block *b, const char *file)
-{
-    lipi_error err = {0};
-    if (b->n == 0)
-        return EXIT_OK;
-    for (size_t i = 0; i < b->n; i++)
-        b->lines[i].s = b->text + b->off[i];
-    /* encode_files flushes at BLOCK_LINES lines a session: n_tasks <= n_outs */
-    size_t n_tasks = (b->n + TASK_LINES - 1) / TASK_LINES;
-    c->b = b;
-    lipi_status st = lipi_parallel_for(n_tasks, c->n_sessions, encode_task, c, &err);
-    if (st != LIPI_OK) {
-        size_t idx = err.line ? err.line - 1 : 0;
-        snprintf(err.path, sizeof err.path, "%s", strcmp(file, "-") == 0 ? "<stdin>" : file);
-        err.line = idx < b->n ? b->line_no[idx] : 0;
-        if (c->ro.format != LIPI_RECORDS_LINES && err.line)
-            lipi_error_prefix(&err, "record %zu", err.line);
-        cli_report("encode", &err);
-        return EXIT_FAIL;
-    }
-    for (size_t k = 0; k < n_tasks; k++) {
-        fwrite(c->outs[k].p, 1, c->outs[k].n, stdout);
-        c->n_tokens += c->tokens[k];
-    }
-    if (c->total) {
-        c->n_records += b->n;
-        for (size_t i = 0; i < b->n; i++)
-            c->n_bytes += b->lines[i].len;
-    }
-    b->n = 0;
-    b->len = 0;
-    return EXIT_OK;
 }
 
 /* Lines per block and thread: enough to keep every thread busy (32 of the
@@ -1018,58 +1020,198 @@ static int encode_long(encode_ctx *c, const lipi_record *rec, const char *file)
     return EXIT_OK;
 }
 
+/* The input files, read block by block (read_block). */
+struct feed {
+    char **files;
+    int nfiles, f;         /* f: the file being read */
+    lipi_record_reader *r; /* files[f]'s reader; NULL between files */
+    lipi_record long_rec;  /* text non-NULL: a long record met, encoded once
+                              the blocks before it are written (it points
+                              into r's buffer, valid until the next read) */
+    lipi_status st;        /* a reading error, reported once the blocks
+                              before it are written */
+    lipi_error err;
+    bool done;             /* every file read */
+};
+
+/* Reads records of one file into the empty block b until it is full, the
+ * file ends, a long record comes (see LONG_RECORD) or reading fails; the
+ * lines of a block that reading failed in are dropped (and not written). */
+static void read_block(encode_ctx *c, feed *fd, block *b)
+{
+    while (!fd->done && fd->st == LIPI_OK && !fd->long_rec.text) {
+        if (!fd->r) {
+            if (fd->f == fd->nfiles) {
+                fd->done = true;
+                break;
+            }
+            fd->st = lipi_record_reader_open(fd->files[fd->f], &c->ro, &fd->r, &fd->err);
+            continue;
+        }
+        lipi_record rec;
+        fd->st = lipi_record_reader_next(fd->r, &rec, &fd->err);
+        if (fd->st != LIPI_OK)
+            break;
+        if (!rec.text) {
+            lipi_record_reader_close(fd->r);
+            fd->r = NULL;
+            fd->f++;
+            if (b->n) /* a block holds lines of one file */
+                break;
+            continue;
+        }
+        if (rec.len >= LONG_RECORD && c->stream) {
+            fd->long_rec = rec;
+            break;
+        }
+        lipi_status st = block_add(b, rec.text, rec.len, rec.extra, rec.extra_len, rec.number);
+        if (st != LIPI_OK) {
+            fd->st = lipi_error_set(&fd->err, st, fd->files[fd->f], rec.number, 0,
+                                    "out of memory");
+            break;
+        }
+        b->file = fd->f;
+        if (b->n >= BLOCK_LINES * c->n_sessions || b->len >= BLOCK_BYTES * c->n_sessions)
+            break;
+    }
+    if (fd->st != LIPI_OK) {
+        b->n = 0;
+        b->len = 0;
+    }
+}
+
+/* Writes the last encoded block's outputs, if not yet, telling the tasks
+ * of the run which outs they may reuse (w_done). */
+static void write_outputs(encode_ctx *c)
+{
+    for (size_t k = 0; k < c->w_n; k++) {
+        fwrite(c->outs[k].p, 1, c->outs[k].n, stdout);
+        atomic_store_explicit(&c->w_done, k + 1, memory_order_release);
+    }
+    c->w_n = 0;
+    atomic_store_explicit(&c->w_done, SIZE_MAX, memory_order_release);
+}
+
+/* A pool run's tasks: 0 writes the previous block's outputs, 1 reads the
+ * next block (when c->next), the others encode c->b (encode_task). The
+ * read, the longest of the three kinds, is claimed second, while the
+ * encoding tasks are still there for the other threads. Reading and
+ * writing report their errors through c->fd and ferror(stdout), never to
+ * the pool, which would skip the encoding tasks after them. */
+#define PIPE_TASKS 2
+
+static lipi_status pipe_task(void *ctx, size_t k, size_t wi, lipi_error *err)
+{
+    encode_ctx *c = ctx;
+    if (k == 0)
+        write_outputs(c);
+    else if (k == 1) {
+        if (c->next)
+            read_block(c, c->fd, c->next);
+    } else
+        return encode_task(c, k - PIPE_TASKS, wi, err);
+    return LIPI_OK;
+}
+
+/* Encodes block b (lines of files[b->file]) on the pool, while the pool
+ * also writes the previous block's outputs and reads the next block into
+ * c->next: see pipe_task. Errors name the file and line. */
+static int encode_block(encode_ctx *c, block *b)
+{
+    lipi_error err = {0};
+    for (size_t i = 0; i < b->n; i++)
+        b->lines[i].s = b->text + b->off[i];
+    /* read_block stops at BLOCK_LINES lines a session: n_tasks <= n_outs */
+    size_t n_tasks = (b->n + TASK_LINES - 1) / TASK_LINES;
+    c->b = b;
+    atomic_store(&c->w_done, 0);
+    lipi_status st = lipi_thread_pool_run(c->pool, PIPE_TASKS + n_tasks, pipe_task, c, &err);
+    if (st != LIPI_OK) {
+        const char *file = c->fd->files[b->file];
+        size_t idx = err.line ? err.line - 1 : 0;
+        snprintf(err.path, sizeof err.path, "%s", strcmp(file, "-") == 0 ? "<stdin>" : file);
+        err.line = idx < b->n ? b->line_no[idx] : 0;
+        if (c->ro.format != LIPI_RECORDS_LINES && err.line)
+            lipi_error_prefix(&err, "record %zu", err.line);
+        cli_report("encode", &err);
+        return EXIT_FAIL;
+    }
+    for (size_t k = 0; k < n_tasks; k++)
+        c->n_tokens += c->tokens[k];
+    if (c->total) {
+        c->n_records += b->n;
+        for (size_t i = 0; i < b->n; i++)
+            c->n_bytes += b->lines[i].len;
+    }
+    c->w_n = n_tasks;
+    b->n = 0;
+    b->len = 0;
+    return EXIT_OK;
+}
+
+static void block_free(block *b)
+{
+    lipi_free(b->text);
+    lipi_free(b->lines);
+    lipi_free(b->off);
+    lipi_free(b->line_no);
+    lipi_free(b->xlen);
+}
+
+/* Reads, encodes and writes blocks in a pipeline: while block N is encoded,
+ * block N-1 is written and block N+1 read, all as tasks of one pool run
+ * (pipe_task), so no thread waits for the reading or writing of another.
+ * The output, and what is written before an error, are those of reading,
+ * encoding and writing one block after the other: a block is written only
+ * after every block before it, an encoding error is reported after the
+ * blocks before it are written, and a reading error after the blocks
+ * before the one it interrupts (whose lines are not written). */
 static int encode_files(encode_ctx *c, char **files, int nfiles)
 {
     static char *stdin_only[] = {"-"};
-    block b = {0};
-    int rc = EXIT_OK;
     if (nfiles == 0) {
         files = stdin_only;
         nfiles = 1;
     }
-    for (int f = 0; f < nfiles && rc == EXIT_OK; f++) {
-        lipi_error err = {0};
-        lipi_record_reader *r = NULL;
-        lipi_status st = lipi_record_reader_open(files[f], &c->ro, &r, &err);
-        while (st == LIPI_OK) {
-            lipi_record rec;
-            st = lipi_record_reader_next(r, &rec, &err);
-            if (st != LIPI_OK || !rec.text)
-                break;
-            if (rec.len >= LONG_RECORD && c->stream) {
-                rc = flush_block(c, &b, files[f]);
-                if (rc == EXIT_OK)
-                    rc = encode_long(c, &rec, files[f]);
-                if (rc != EXIT_OK)
-                    break;
+    feed fd = {.files = files, .nfiles = nfiles};
+    block bl[2] = {{0}};
+    size_t cur = 0;
+    int rc = EXIT_OK;
+    c->fd = &fd;
+    c->w_n = 0;
+    for (;;) {
+        block *b = &bl[cur];
+        bool more = !fd.done && fd.st == LIPI_OK && !fd.long_rec.text;
+        if (b->n == 0) {
+            /* Nothing to encode: at the start, after a long record, or at
+             * the end (all read, a long record met, or a reading error). */
+            write_outputs(c);
+            if (more) {
+                read_block(c, &fd, b);
                 continue;
             }
-            st = block_add(&b, rec.text, rec.len, rec.extra, rec.extra_len, rec.number);
-            if (st != LIPI_OK) {
-                lipi_error_set(&err, st, files[f], rec.number, 0, "out of memory");
+            if (fd.st != LIPI_OK) {
+                cli_report("encode", &fd.err);
+                rc = EXIT_FAIL;
                 break;
             }
-            if (b.n >= BLOCK_LINES * c->n_sessions || b.len >= BLOCK_BYTES * c->n_sessions) {
-                rc = flush_block(c, &b, files[f]);
-                if (rc != EXIT_OK)
-                    break;
-            }
+            if (!fd.long_rec.text)
+                break;
+            rc = encode_long(c, &fd.long_rec, files[fd.f]);
+            fd.long_rec.text = NULL;
+            if (rc != EXIT_OK)
+                break;
+            continue;
         }
-        lipi_record_reader_close(r);
+        c->next = more ? &bl[!cur] : NULL;
+        rc = encode_block(c, b);
         if (rc != EXIT_OK)
             break;
-        if (st != LIPI_OK) {
-            cli_report("encode", &err);
-            rc = EXIT_FAIL;
-            break;
-        }
-        rc = flush_block(c, &b, files[f]);
+        cur = !cur;
     }
-    lipi_free(b.text);
-    lipi_free(b.lines);
-    lipi_free(b.off);
-    lipi_free(b.line_no);
-    lipi_free(b.xlen);
+    lipi_record_reader_close(fd.r);
+    block_free(&bl[0]);
+    block_free(&bl[1]);
     return rc;
 }
 
@@ -1177,6 +1319,10 @@ static int run(int argc, char **argv)
     c.n_outs = (BLOCK_LINES * c.n_sessions + TASK_LINES - 1) / TASK_LINES;
     c.outs = lipi_calloc(c.n_outs, sizeof *c.outs);
     c.tokens = lipi_calloc(c.n_outs, sizeof *c.tokens);
+    /* A pool that cannot start leaves every task to this thread: the same
+     * output, one core. */
+    if (c.n_sessions > 1)
+        (void)lipi_thread_pool_new(c.n_sessions, &c.pool, NULL);
     if (c.fmt == FMT_IDS || c.fmt == FMT_JSONL) {
         size_t n = lipi_tokenizer_vocab_size(t.tok);
         if (c.fmt == FMT_JSONL && n < ID_TEXT_MIN)
@@ -1216,6 +1362,7 @@ static int run(int argc, char **argv)
                 " bytes, %.1f tokens per 1,000 bytes\n",
                 c.n_records, c.n_tokens, c.n_bytes,
                 c.n_bytes ? 1000.0 * (double)c.n_tokens / (double)c.n_bytes : 0.0);
+    lipi_thread_pool_free(c.pool);
     for (size_t k = 0; c.outs && k < c.n_outs; k++)
         lipi_free(c.outs[k].p);
     lipi_free(c.outs);
