@@ -1115,14 +1115,11 @@ static void test_stream_gives_the_ids_of_lipi_encode(void **state)
         lipi_encoder *enc = NULL;
         lipi_session *s = NULL;
         lipi_error err = {0};
-        assert_int_equal(lipi_tokenizer_open(toks[t], NULL, &tok, &err), LIPI_OK);
-        assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
-        assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
         /* As `lipi encode` without --add-special-tokens (BERT's [CLS] ...
          * [SEP] would need the whole text first). */
         lipi_encode_options opt;
-        lipi_encode_options_default(enc, &opt);
-        opt.add_special_tokens = false;
+        open_encoder(toks[t], true, &tok, &enc, &opt);
+        assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
         assert_true(lipi_encode_can_stream(enc, &opt));
         for (size_t u = 0; u < sizeof units / sizeof *units; u++) {
             size_t len, n_ids = 0;
