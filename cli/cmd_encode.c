@@ -315,7 +315,8 @@ static __attribute__((noinline)) uint64_t id_text_make(id_text t, char *p, uint3
 static inline __attribute__((always_inline)) char *put_id(id_text t, char *p, uint32_t id)
 {
     uint64_t w;
-    if (id < t.n && (w = atomic_load_explicit(&t.w[id], memory_order_relaxed))) {
+    if (__builtin_expect(id < t.n && (w = atomic_load_explicit(&t.w[id], memory_order_relaxed)),
+                         1)) {
         memcpy(p, &w, 8);
         return p + (w >> 56); /* the length byte, overwritten by what follows */
     }
