@@ -342,6 +342,15 @@ static void bt_store(const lipi_encoder *e, const char *kind, const char key[65]
     lipi_tabcache_commit(&w);
 }
 
+/* The length of token i's raw_keys entry, without building them: 0 when
+ * it has none, as lipi_enc_raw_keys leaves it. */
+static inline size_t raw_len_of(const lipi_encoder *e, size_t i)
+{
+    const lipi_strref *t = &e->m->vocab.tok[i];
+    ptrdiff_t n = t->s ? lipi_enc_raw_len(t->s, t->len) : -1;
+    return n > 0 ? (size_t)n : 0;
+}
+
 /* Whether the tables just read can be walked safely: lengths are the
  * tokens', a token's split is itself (one byte) or two lower ids whose
  * lengths add up, its prefix is shorter and not empty, merged ids are ids
@@ -353,7 +362,8 @@ static bool bt_tables_ok(const lipi_encoder *e, size_t cap)
     for (size_t i = 0; i < n; i++) {
         uint32_t l = bt_left(e, (uint32_t)i), r = bt_right(e, (uint32_t)i);
         uint32_t p = bt_prefix(e, (uint32_t)i);
-        size_t len = bt_key(e, (uint32_t)i)->len;
+        /* A warm rank file has no raw_keys: the length alone, decoded. */
+        size_t len = e->raw_keys ? bt_key(e, (uint32_t)i)->len : raw_len_of(e, i);
         if (e->bt_len[i] != len)
             return false;
         if (!(l == i && r == i) &&
@@ -560,10 +570,11 @@ static lipi_status bt_init_merges(lipi_encoder *e)
     bool ok, cache = false;
     /* The merge loop ignores dropout, but a model that asks for it is not
      * one whose output should be fixed here. */
-    if (m->type != LIPI_MODEL_BPE || !e->raw_bytes || !e->raw_keys || e->prefix_len ||
-        e->suffix_len || (m->has_dropout && m->dropout > 0.0) || nv >= BT_NONE || n >= BT_NONE ||
+    if (m->type != LIPI_MODEL_BPE || !e->raw_bytes || e->prefix_len || e->suffix_len ||
+        (m->has_dropout && m->dropout > 0.0) || nv >= BT_NONE || n >= BT_NONE ||
         3 * enc_bits_for(n) > 63)
         return LIPI_OK;
+    TRY(lipi_enc_raw_keys(e));
     rank_of = lipi_reallocarray(NULL, nv ? nv : 1, sizeof *rank_of);
     keys = lipi_reallocarray(NULL, n, sizeof *keys);
     values = lipi_reallocarray(NULL, n, sizeof *values);
@@ -617,7 +628,7 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     bool cache = false, ok;
     if (!m->rank_ids)
         return bt_init_merges(e);
-    if (!e->raw_bytes || !e->raw_keys || !m->opt.ignore_merges || n == 0 || n >= BT_NONE)
+    if (!e->raw_bytes || !m->opt.ignore_merges || n == 0 || n >= BT_NONE)
         return LIPI_OK;
     if (3 * enc_bits_for(n) > 63)
         return LIPI_OK; /* the pair table's packed slots would not fit */
@@ -625,6 +636,9 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     if (!values)
         TRY(LIPI_ENOMEM);
     TRY(bt_alloc(e, n, &cap));
+    /* The key hashes the raw bytes only without a snapshot's key. */
+    if (e->tok->table_cache && !e->tok->snapshot_key[0])
+        TRY(lipi_enc_raw_keys(e));
     cache = e->tok->table_cache &&
             lipi_tabcache_key_of(e->tok, "backtrack", e->raw_keys, n, NULL, 0, key) == LIPI_OK;
     if (cache) {
@@ -636,6 +650,7 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
         }
     }
     memset(e->bt_pairs, 0xff, cap * sizeof *e->bt_pairs);
+    TRY(lipi_enc_raw_keys(e));
     TRY(lipi_enc_raw_slots(e)); /* the splits below look halves up */
     TRY(bt_trie(e, e->raw_keys, values, n, &ok));
     if (!ok)
