@@ -191,6 +191,12 @@ bt_walk(lipi_session *s, const char *w, size_t n, uint64_t *dead, bool ranks, si
             if (shorter != UINT32_MAX) {
                 t = shorter;
                 len = bt_len(e, t);
+                /* Shorter than the token it shortens, whose length the
+                 * trie gave (bt_tables_ok does not tie bt_len to the
+                 * trie: a damaged table ends the walk here, and the word
+                 * goes to the merge loop). */
+                if (len > n - pos)
+                    goto done;
                 continue;
             }
             /* Nothing fits after last: step back. */
@@ -201,6 +207,8 @@ bt_walk(lipi_session *s, const char *w, size_t n, uint64_t *dead, bool ranks, si
             }
             nt--;
             next_len = ranks ? bt_len(e, last) : pos - s->ptok[nt].start;
+            if (next_len > pos)
+                goto done; /* damaged tables, as above */
             pos -= next_len;
             next = last;
             break;
@@ -250,7 +258,13 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
         goto done;
     }
     TRY(bt_walk(s, w, n, dead, true, &nt, &pos));
-    if (pos != n) {
+    /* The spans below add up the tokens' bt_len: they must end at n
+     * (damaged tables may not, see bt_walk), checked before any slice
+     * goes to the sink. */
+    size_t total = 0;
+    for (size_t i = 0; pos == n && i < nt; i++)
+        total += bt_len(e, s->bt_rank[i]);
+    if (pos != n || total != n) {
         *count = 0;
         goto done;
     }
@@ -342,30 +356,20 @@ static void bt_store(const lipi_encoder *e, const char *kind, const char key[65]
     lipi_tabcache_commit(&w);
 }
 
-/* The length of token i's raw_keys entry, without building them: 0 when
- * it has none, as lipi_enc_raw_keys leaves it. */
-static inline size_t raw_len_of(const lipi_encoder *e, size_t i)
-{
-    const lipi_strref *t = &e->m->vocab.tok[i];
-    ptrdiff_t n = t->s ? lipi_enc_raw_len(t->s, t->len) : -1;
-    return n > 0 ? (size_t)n : 0;
-}
-
-/* Whether the tables just read can be walked safely: lengths are the
- * tokens', a token's split is itself (one byte) or two lower ids whose
- * lengths add up, its prefix is shorter and not empty, merged ids are ids
- * and the pair table has an empty slot (every probe ends). The trie's
- * cells were checked as it was read. */
+/* Whether the tables just read can be walked safely: a token's split is
+ * itself (one byte) or two lower ids whose lengths add up to its own, its
+ * prefix is shorter and not empty, merged ids are ids and the pair table
+ * has an empty slot (every probe ends). The trie's cells were checked as it
+ * was read. Lengths are not compared with the vocabulary's tokens (a pass
+ * over every token at each warm load of o200k): the walk checks each
+ * length it takes against the word instead (bt_walk, lipi_enc_bt_word). */
 static bool bt_tables_ok(const lipi_encoder *e, size_t cap)
 {
     size_t n = e->bt_v, used = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t l = bt_left(e, (uint32_t)i), r = bt_right(e, (uint32_t)i);
         uint32_t p = bt_prefix(e, (uint32_t)i);
-        /* A warm rank file has no raw_keys: the length alone, decoded. */
-        size_t len = e->raw_keys ? bt_key(e, (uint32_t)i)->len : raw_len_of(e, i);
-        if (e->bt_len[i] != len)
-            return false;
+        size_t len = e->bt_len[i];
         if (!(l == i && r == i) &&
             !(l < i && r < i && (size_t)e->bt_len[l] + e->bt_len[r] == len))
             return false;

@@ -93,37 +93,6 @@ static inline int lipi_bytelevel_byte(uint32_t cp)
     return cp == 256 + 67 ? 0xAD : -1;
 }
 
-/* The number of raw bytes that the byte-level token s[0..n) stands for, or
- * -1 when a character of it is not of the alphabet (lipi_bytelevel_byte):
- * the alphabet is '!'..'~' in one UTF-8 byte and U+00A1..U+0143 but U+00AD
- * in two, so a token's raw length is checked without decoding it (every
- * token of o200k at each warm load; test_encoder compares it with the
- * decoding for every one- and two-byte string). */
-static inline ptrdiff_t lipi_enc_raw_len(const char *str, size_t n)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    size_t k = 0, out = 0;
-    while (k < n) {
-        unsigned c = s[k];
-        if (c - 0x21u <= 0x7Eu - 0x21u) {
-            k++;
-            out++;
-            continue;
-        }
-        if (n - k < 2)
-            return -1;
-        unsigned d = s[k + 1];
-        bool ok = c == 0xC2   ? d >= 0xA1 && d <= 0xBF && d != 0xAD
-                  : c == 0xC5 ? d >= 0x80 && d <= 0x83
-                              : (c == 0xC3 || c == 0xC4) && (d & 0xC0) == 0x80;
-        if (!ok)
-            return -1;
-        k += 2;
-        out++;
-    }
-    return (ptrdiff_t)out;
-}
-
 /* Code point -> id map for single-character tokens (open addressing). */
 typedef struct {
     uint64_t *slot; /* cp << 32 | id; UINT64_MAX empty */

@@ -166,9 +166,12 @@ static lipi_status bpe_init(lipi_encoder *e)
     for (int v = 0; v < 4; v++)
         for (int c = 0; c < 128; c++)
             e->ascii_id[v][c] = -1;
+    /* A token longer than a character (4 bytes) with both affixes is none
+     * of them: most tokens, skipped at once. */
+    size_t longest = 4 + e->prefix_len + e->suffix_len;
     for (size_t id = 0; id < m->vocab.n; id++) {
         const lipi_strref *t = &m->vocab.tok[id];
-        if (!t->s)
+        if (!t->s || t->len > longest)
             continue;
         for (int v = 0; v < 4; v++) {
             if (((v & 1) && !e->prefix_len) || ((v & 2) && !e->suffix_len))
