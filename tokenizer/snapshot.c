@@ -249,45 +249,38 @@ static bool pow2(uint64_t x)
 /* Whether the model's arrays hold only what the encoder may index with:
  * spans inside the arena and NUL-terminated there, map slots naming tokens
  * (and at least one free slot, so every probe ends), merges of ids below n.
- * Fills tok[0..n) from the spans on the way (one pass over them). Which
- * ids are tokens is a bitmap (25 KB for o200k, in cache), which the map's
- * 512k slots look up at random instead of the 1.6 MB of spans. */
+ * Fills tok[0..n) from the spans on the way (one pass over them). */
 static bool model_ok(const uint64_t *h, const snap_span *spans, const char *arena,
                      const uint32_t *slots, const lipi_merge *merges, lipi_strref *tok)
 {
-    uint64_t n = h[H_N], count = 0, used = 0, bad = 0;
-    uint64_t *present = lipi_calloc(n / 64 + 1, sizeof *present);
-    if (!present)
-        return false;
+    uint64_t n = h[H_N], count = 0, used = 0;
     for (uint64_t i = 0; i < n; i++) {
         if (spans[i].off == UINT32_MAX) {
-            bad |= spans[i].len;
+            if (spans[i].len)
+                return false;
             continue;
         }
         if ((uint64_t)spans[i].off + spans[i].len >= h[H_ARENA] ||
-            arena[spans[i].off + spans[i].len] != '\0') {
-            lipi_free(present);
+            arena[spans[i].off + spans[i].len] != '\0')
             return false;
-        }
         tok[i] = (lipi_strref){arena + spans[i].off, spans[i].len};
-        present[i / 64] |= UINT64_C(1) << (i % 64);
         count++;
     }
-    /* Without branches: a slot is empty or not at random (o200k's map is
-     * 39% full), which a branch would mispredict half the time. */
+    if (count != h[H_COUNT])
+        return false;
     for (uint64_t i = 0; i < h[H_SLOTS]; i++) {
-        uint32_t v = slots[i];
-        uint64_t full = v != LIPI_MAP_EMPTY, in = v < n;
-        uint64_t at = full & in ? v : 0;
-        used += full;
-        bad |= full & (!in | !(present[at / 64] >> (at % 64) & 1));
+        if (slots[i] == LIPI_MAP_EMPTY)
+            continue;
+        if (slots[i] >= n || spans[slots[i]].off == UINT32_MAX)
+            return false;
+        used++;
     }
-    lipi_free(present);
-    if (bad || count != h[H_COUNT] || (h[H_SLOTS] && used != count))
+    if (h[H_SLOTS] && used != count)
         return false;
     for (uint64_t i = 0; i < h[H_MERGES]; i++)
-        bad |= merges[i].left >= n || merges[i].right >= n || merges[i].result >= n;
-    return !bad;
+        if (merges[i].left >= n || merges[i].right >= n || merges[i].result >= n)
+            return false;
+    return true;
 }
 
 /* The added tokens of the file, contents copied (owned), or NULL. */
