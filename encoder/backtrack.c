@@ -191,6 +191,12 @@ bt_walk(lipi_session *s, const char *w, size_t n, uint64_t *dead, bool ranks, si
             if (shorter != UINT32_MAX) {
                 t = shorter;
                 len = bt_len(e, t);
+                /* Shorter than the token it shortens, whose length the
+                 * trie gave (bt_tables_ok does not tie bt_len to the
+                 * trie: a damaged table ends the walk here, and the word
+                 * goes to the merge loop). */
+                if (len > n - pos)
+                    goto done;
                 continue;
             }
             /* Nothing fits after last: step back. */
@@ -201,6 +207,8 @@ bt_walk(lipi_session *s, const char *w, size_t n, uint64_t *dead, bool ranks, si
             }
             nt--;
             next_len = ranks ? bt_len(e, last) : pos - s->ptok[nt].start;
+            if (next_len > pos)
+                goto done; /* damaged tables, as above */
             pos -= next_len;
             next = last;
             break;
@@ -250,7 +258,13 @@ lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *c
         goto done;
     }
     TRY(bt_walk(s, w, n, dead, true, &nt, &pos));
-    if (pos != n) {
+    /* The spans below add up the tokens' bt_len: they must end at n
+     * (damaged tables may not, see bt_walk), checked before any slice
+     * goes to the sink. */
+    size_t total = 0;
+    for (size_t i = 0; pos == n && i < nt; i++)
+        total += bt_len(e, s->bt_rank[i]);
+    if (pos != n || total != n) {
         *count = 0;
         goto done;
     }
@@ -342,20 +356,20 @@ static void bt_store(const lipi_encoder *e, const char *kind, const char key[65]
     lipi_tabcache_commit(&w);
 }
 
-/* Whether the tables just read can be walked safely: lengths are the
- * tokens', a token's split is itself (one byte) or two lower ids whose
- * lengths add up, its prefix is shorter and not empty, merged ids are ids
- * and the pair table has an empty slot (every probe ends). The trie's
- * cells were checked as it was read. */
+/* Whether the tables just read can be walked safely: a token's split is
+ * itself (one byte) or two lower ids whose lengths add up to its own, its
+ * prefix is shorter and not empty, merged ids are ids and the pair table
+ * has an empty slot (every probe ends). The trie's cells were checked as it
+ * was read. Lengths are not compared with the vocabulary's tokens (a pass
+ * over every token at each warm load of o200k): the walk checks each
+ * length it takes against the word instead (bt_walk, lipi_enc_bt_word). */
 static bool bt_tables_ok(const lipi_encoder *e, size_t cap)
 {
     size_t n = e->bt_v, used = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t l = bt_left(e, (uint32_t)i), r = bt_right(e, (uint32_t)i);
         uint32_t p = bt_prefix(e, (uint32_t)i);
-        size_t len = bt_key(e, (uint32_t)i)->len;
-        if (e->bt_len[i] != len)
-            return false;
+        size_t len = e->bt_len[i];
         if (!(l == i && r == i) &&
             !(l < i && r < i && (size_t)e->bt_len[l] + e->bt_len[r] == len))
             return false;
@@ -560,10 +574,11 @@ static lipi_status bt_init_merges(lipi_encoder *e)
     bool ok, cache = false;
     /* The merge loop ignores dropout, but a model that asks for it is not
      * one whose output should be fixed here. */
-    if (m->type != LIPI_MODEL_BPE || !e->raw_bytes || !e->raw_keys || e->prefix_len ||
-        e->suffix_len || (m->has_dropout && m->dropout > 0.0) || nv >= BT_NONE || n >= BT_NONE ||
+    if (m->type != LIPI_MODEL_BPE || !e->raw_bytes || e->prefix_len || e->suffix_len ||
+        (m->has_dropout && m->dropout > 0.0) || nv >= BT_NONE || n >= BT_NONE ||
         3 * enc_bits_for(n) > 63)
         return LIPI_OK;
+    TRY(lipi_enc_raw_keys(e));
     rank_of = lipi_reallocarray(NULL, nv ? nv : 1, sizeof *rank_of);
     keys = lipi_reallocarray(NULL, n, sizeof *keys);
     values = lipi_reallocarray(NULL, n, sizeof *values);
@@ -617,7 +632,7 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     bool cache = false, ok;
     if (!m->rank_ids)
         return bt_init_merges(e);
-    if (!e->raw_bytes || !e->raw_keys || !m->opt.ignore_merges || n == 0 || n >= BT_NONE)
+    if (!e->raw_bytes || !m->opt.ignore_merges || n == 0 || n >= BT_NONE)
         return LIPI_OK;
     if (3 * enc_bits_for(n) > 63)
         return LIPI_OK; /* the pair table's packed slots would not fit */
@@ -625,6 +640,9 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
     if (!values)
         TRY(LIPI_ENOMEM);
     TRY(bt_alloc(e, n, &cap));
+    /* The key hashes the raw bytes only without a snapshot's key. */
+    if (e->tok->table_cache && !e->tok->snapshot_key[0])
+        TRY(lipi_enc_raw_keys(e));
     cache = e->tok->table_cache &&
             lipi_tabcache_key_of(e->tok, "backtrack", e->raw_keys, n, NULL, 0, key) == LIPI_OK;
     if (cache) {
@@ -636,6 +654,7 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e)
         }
     }
     memset(e->bt_pairs, 0xff, cap * sizeof *e->bt_pairs);
+    TRY(lipi_enc_raw_keys(e));
     TRY(lipi_enc_raw_slots(e)); /* the splits below look halves up */
     TRY(bt_trie(e, e->raw_keys, values, n, &ok));
     if (!ok)

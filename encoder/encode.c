@@ -125,8 +125,10 @@ static json_t *rewrite_bytelevel(lipi_encoder *e, const json_t *j)
 lipi_status lipi_enc_raw_slots(lipi_encoder *e)
 {
     size_t n = e->m->vocab.n, cap = 16;
-    if (e->raw_slot || !e->raw_keys || !e->m->opt.ignore_merges)
+    if (e->raw_slot || !e->raw_bytes || !e->m->opt.ignore_merges)
         return LIPI_OK;
+    if (lipi_enc_raw_keys(e) != LIPI_OK)
+        return LIPI_ENOMEM;
     while (cap / 2 < n + 1) {
         if (cap > SIZE_MAX / 32)
             return LIPI_ENOMEM;
@@ -149,13 +151,73 @@ lipi_status lipi_enc_raw_slots(lipi_encoder *e)
     return LIPI_OK;
 }
 
+/* The raw bytes of byte-level token t into out: their count, or -1 when a
+ * character is not of the byte alphabet (the token has no raw bytes).
+ * lipi_enc_raw_len counts the same without decoding. */
+static ptrdiff_t raw_decode(const lipi_strref *t, char *out)
+{
+    size_t off = 0;
+    for (size_t k = 0; k < t->len;) {
+        /* The alphabet is below U+0144: one or two bytes each, done here
+         * (lipi_utf8_decode per character was ~10% of a warm o200k load);
+         * anything else goes the general way. */
+        const unsigned char *u = (const unsigned char *)t->s + k;
+        uint32_t cp;
+        size_t cl;
+        if (u[0] < 0x80) {
+            cp = u[0];
+            cl = 1;
+        } else if (u[0] >= 0xC2 && u[0] < 0xE0 && t->len - k >= 2 && (u[1] & 0xC0) == 0x80) {
+            cp = (uint32_t)(u[0] & 0x1F) << 6 | (u[1] & 0x3F);
+            cl = 2;
+        } else {
+            cl = lipi_utf8_decode(t->s + k, t->len - k, &cp);
+        }
+        int b = cl ? lipi_bytelevel_byte(cp) : -1;
+        if (b < 0)
+            return -1;
+        out[off++] = (char)b;
+        k += cl;
+    }
+    return (ptrdiff_t)off;
+}
+
+
+lipi_status lipi_enc_raw_keys(lipi_encoder *e)
+{
+    const lipi_vocab_model *m = e->m;
+    size_t n = m->vocab.n, total = 0;
+    if (e->raw_keys || !e->raw_bytes)
+        return LIPI_OK;
+    lipi_strref *keys = lipi_calloc(n ? n : 1, sizeof *keys);
+    if (!keys)
+        return LIPI_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        total += m->vocab.tok[i].s ? m->vocab.tok[i].len : 0;
+    char *arena = lipi_malloc(total ? total : 1);
+    if (!arena) {
+        lipi_free(keys);
+        return LIPI_ENOMEM;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        const lipi_strref *t = &m->vocab.tok[i];
+        ptrdiff_t len = t->s ? raw_decode(t, arena + off) : -1;
+        if (len >= 0) {
+            keys[i] = (lipi_strref){arena + off, (size_t)len};
+            off += (size_t)len;
+        }
+    }
+    e->raw_keys = keys;
+    e->raw_arena = arena;
+    return LIPI_OK;
+}
+
 static lipi_status setup_raw_bytes(lipi_encoder *e, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     const lipi_vocab_model *m = e->m;
     json_t *pj = NULL, *nj = NULL;
-    lipi_strref *keys = NULL;
-    char *arena = NULL;
 
     if (m->type != LIPI_MODEL_BPE || !m->opt.byte_level || e->prefix_len || e->suffix_len ||
         !e->tok->pretokenizer)
@@ -180,58 +242,6 @@ static lipi_status setup_raw_bytes(lipi_encoder *e, lipi_error *err)
         if (st != LIPI_OK)
             goto done;
     }
-    {
-        /* Tokens as raw bytes: backtracking's tables (backtrack.c) and,
-         * under ignore_merges, the whole-word lookup (lipi_enc_raw_slots). */
-        size_t n = m->vocab.n, total = 0;
-        keys = lipi_calloc(n ? n : 1, sizeof *keys);
-        if (!keys)
-            goto nomem;
-        for (size_t i = 0; i < n; i++)
-            total += m->vocab.tok[i].s ? m->vocab.tok[i].len : 0;
-        arena = lipi_malloc(total ? total : 1);
-        if (!arena)
-            goto nomem;
-        size_t off = 0;
-        for (size_t i = 0; i < n; i++) {
-            const lipi_strref *t = &m->vocab.tok[i];
-            if (!t->s)
-                continue;
-            size_t start = off;
-            bool ok = true;
-            for (size_t k = 0; k < t->len && ok;) {
-                /* The alphabet is below U+0144: one or two bytes each, done
-                 * here (lipi_utf8_decode per character was ~10% of a warm
-                 * o200k load); anything else goes the general way. */
-                const unsigned char *u = (const unsigned char *)t->s + k;
-                uint32_t cp;
-                size_t cl;
-                if (u[0] < 0x80) {
-                    cp = u[0];
-                    cl = 1;
-                } else if (u[0] >= 0xC2 && u[0] < 0xE0 && t->len - k >= 2 && (u[1] & 0xC0) == 0x80) {
-                    cp = (uint32_t)(u[0] & 0x1F) << 6 | (u[1] & 0x3F);
-                    cl = 2;
-                } else {
-                    cl = lipi_utf8_decode(t->s + k, t->len - k, &cp);
-                }
-                int b = cl ? lipi_bytelevel_byte(cp) : -1;
-                ok = b >= 0;
-                if (ok) {
-                    arena[off++] = (char)b;
-                    k += cl;
-                }
-            }
-            if (ok)
-                keys[i] = (lipi_strref){arena + start, off - start};
-            else
-                off = start;
-        }
-        e->raw_keys = keys;
-        e->raw_arena = arena;
-        keys = NULL;
-        arena = NULL;
-    }
     e->raw_bytes = true;
     e->bytelevel_pieces = false;
     e->pretok = e->own_pretok;
@@ -246,8 +256,6 @@ done:
     }
     json_decref(pj);
     json_decref(nj);
-    lipi_free(keys);
-    lipi_free(arena);
     return st;
 }
 
@@ -282,7 +290,8 @@ lipi_status lipi_encoder_new(const lipi_tokenizer *tok, lipi_encoder **out, lipi
     }
     TRY(lipi_enc_models_init(e, err));
     TRY(setup_raw_bytes(e, err));
-    if (lipi_enc_bt_init(e) != LIPI_OK || (!e->bt_words && lipi_enc_raw_slots(e) != LIPI_OK)) {
+    if (lipi_enc_bt_init(e) != LIPI_OK || (!e->bt_words && lipi_enc_raw_slots(e) != LIPI_OK) ||
+        (e->type == LIPI_MODEL_BPE && !e->bt && lipi_enc_bpe_pairs(e) != LIPI_OK)) {
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto done;
     }

@@ -14,6 +14,7 @@
 #define LIPI_ENCODER_IMPL_H
 
 #include <math.h>
+#include <stdatomic.h>
 
 #include "encoder/encoder.h"
 #include "encoder/trie_impl.h"
@@ -264,6 +265,8 @@ struct lipi_encoder {
     uint32_t *merge_result;           /* rank -> the merged token */
     bool merge_concat;                /* every merged token is its pair's
                                          strings joined (bpe_merge_scan) */
+    atomic_bool pairs_ready;          /* the four above are built
+                                         (lipi_enc_bpe_pairs) */
     const char *prefix, *suffix;      /* continuing_subword_prefix, end_of_word_suffix */
     size_t prefix_len, suffix_len;
     int64_t ascii_id[4][128];         /* [variant][char]: 0 alone, 1 with
@@ -271,7 +274,8 @@ struct lipi_encoder {
     enc_cpmap char_id[4];
     int64_t byte_fb[256];             /* id of "<0xNN>", -1 */
     uint32_t byte_id[256];            /* raw_bytes: id of each byte */
-    lipi_strref *raw_keys;            /* raw_bytes + ignore_merges: token -> bytes */
+    lipi_strref *raw_keys;            /* raw_bytes: token -> bytes, built on
+                                         need (lipi_enc_raw_keys) */
     char *raw_arena;
     /* Backtracking BPE (backtrack.c), for tiktoken rank files and byte-level
      * Hugging Face merges. Its tables are indexed by rank: the id on a rank
@@ -493,11 +497,22 @@ lipi_status lipi_enc_bt_init(lipi_encoder *e);
 /* encode.c: builds e->raw_slot when there are raw_keys under ignore_merges
  * (and it is not built yet); fails only for memory. */
 lipi_status lipi_enc_raw_slots(lipi_encoder *e);
+/* encode.c: builds e->raw_keys (each token's raw bytes) under raw_bytes,
+ * unless built: only what needs the bytes themselves does (the builds of
+ * backtracking's tables and of raw_slot, a key without a snapshot), not a
+ * warm load of a rank file. Fails only for memory. */
+lipi_status lipi_enc_raw_keys(lipi_encoder *e);
 void lipi_enc_bt_free(lipi_encoder *e);
 lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count);
 
 /* Model tables of the encoder (models.c); freed by lipi_enc_models_free. */
 lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err);
+/* models.c: builds the BPE merge loop's tables (pairs, merge_result,
+ * merge_concat) unless they are built; safe to call from several sessions
+ * at once. lipi_encoder_new calls it unless backtracking encodes the model
+ * (then bpe_word does, on the first word backtracking cannot encode).
+ * Fails only for memory. */
+lipi_status lipi_enc_bpe_pairs(const lipi_encoder *e);
 void lipi_enc_models_free(lipi_encoder *e);
 
 /* added.c */

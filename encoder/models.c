@@ -8,6 +8,7 @@
 #include "encoder/encoder_impl.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -58,10 +59,13 @@ static bool one_char(const char *s, size_t n, uint32_t *cp)
 
 int lipi_enc_wide_pairs_for_tests;
 
-static lipi_status bpe_init(lipi_encoder *e)
+/* The merge loop's tables: the (left, right) -> rank pair table,
+ * merge_result and merge_concat. Built at most once per encoder, by
+ * lipi_enc_bpe_pairs. */
+static lipi_status bpe_pairs_build(lipi_encoder *e)
 {
     const lipi_vocab_model *m = e->m;
-    size_t n = m->n_merges, cap = 16, counts[4] = {0};
+    size_t n = m->n_merges, cap = 16;
     uint64_t v = m->vocab.n ? m->vocab.n : 1;
     unsigned rbits = enc_bits_for(n);
     /* Compact when every key << rbits | rank stays below 2^63. */
@@ -101,11 +105,6 @@ static lipi_status bpe_init(lipi_encoder *e)
             e->wide_pairs[k] = (enc_pair){key, r};
         }
     }
-
-    e->prefix = m->opt.continuing_subword_prefix;
-    e->prefix_len = strnlen(e->prefix, sizeof m->opt.continuing_subword_prefix);
-    e->suffix = m->opt.end_of_word_suffix;
-    e->suffix_len = strnlen(e->suffix, sizeof m->opt.end_of_word_suffix);
     /* Whether bpe_merge_scan may replace the heap (see there). */
     const lipi_strref *tok = m->vocab.tok;
     size_t nv = m->vocab.n;
@@ -117,14 +116,62 @@ static lipi_status bpe_init(lipi_encoder *e)
                           tok[g->right].len &&
                           tok[g->result].len == tok[g->left].len + tok[g->right].len;
     }
+    return LIPI_OK;
+}
+
+/* One lock for every encoder's first build: it is taken at most once per
+ * encoder, and only when backtracking could not encode a word. */
+static pthread_mutex_t pairs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+lipi_status lipi_enc_bpe_pairs(const lipi_encoder *ce)
+{
+    /* The encoder is shared by sessions as const; these tables are the
+     * one part of it made after lipi_encoder_new, once, under the lock,
+     * and published by the release store (the allocation is not const). */
+    lipi_encoder *e = (lipi_encoder *)ce;
+    lipi_status st = LIPI_OK;
+    if (atomic_load_explicit(&e->pairs_ready, memory_order_acquire))
+        return LIPI_OK;
+    pthread_mutex_lock(&pairs_lock);
+    if (!atomic_load_explicit(&e->pairs_ready, memory_order_relaxed)) {
+        lipi_free(e->pairs);
+        lipi_free(e->wide_pairs);
+        lipi_free(e->merge_result);
+        e->pairs = NULL;
+        e->wide_pairs = NULL;
+        e->merge_result = NULL;
+        st = bpe_pairs_build(e);
+        if (st == LIPI_OK)
+            atomic_store_explicit(&e->pairs_ready, true, memory_order_release);
+    }
+    pthread_mutex_unlock(&pairs_lock);
+    return st;
+}
+
+/* The model's settings and its single-character tokens; the pair table
+ * waits for lipi_enc_bpe_pairs (lipi_encoder_new calls it unless
+ * backtracking encodes every word: 4 MB and a pass over 200k merges at
+ * each load of o200k otherwise). */
+static lipi_status bpe_init(lipi_encoder *e)
+{
+    const lipi_vocab_model *m = e->m;
+    size_t counts[4] = {0};
+
+    e->prefix = m->opt.continuing_subword_prefix;
+    e->prefix_len = strnlen(e->prefix, sizeof m->opt.continuing_subword_prefix);
+    e->suffix = m->opt.end_of_word_suffix;
+    e->suffix_len = strnlen(e->suffix, sizeof m->opt.end_of_word_suffix);
 
     /* Single characters, bare or with the prefix and/or suffix, by variant. */
     for (int v = 0; v < 4; v++)
         for (int c = 0; c < 128; c++)
             e->ascii_id[v][c] = -1;
+    /* A token longer than a character (4 bytes) with both affixes is none
+     * of them: most tokens, skipped at once. */
+    size_t longest = 4 + e->prefix_len + e->suffix_len;
     for (size_t id = 0; id < m->vocab.n; id++) {
         const lipi_strref *t = &m->vocab.tok[id];
-        if (!t->s)
+        if (!t->s || t->len > longest)
             continue;
         for (int v = 0; v < 4; v++) {
             if (((v & 1) && !e->prefix_len) || ((v & 2) && !e->suffix_len))
@@ -669,6 +716,7 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
             return LIPI_OK;
         s->ptok_n = 0;
     }
+    TRY(lipi_enc_bpe_pairs(e));
     TRY(bpe_symbols(s, w, n, &ns, err));
     TRY(bpe_merge(s, ns));
     /* Offsets add up the lengths of the symbols left, as Hugging Face does

@@ -609,11 +609,18 @@ static void test_wide_merge_table_gives_the_same_ids(void **state)
     run_fixture("bpe_suffix");
     run_fixture("bytelevel_roberta");
     kit k = kit_from(load(FIXTURES "bytelevel_roberta.json"));
+    /* Backtracking encodes this model: the merge loop's table waits for
+     * a word it cannot encode. */
+    assert_true(k.enc->bt);
+    assert_null(k.enc->wide_pairs);
+    assert_false(atomic_load(&k.enc->pairs_ready));
+    assert_int_equal(lipi_enc_bpe_pairs(k.enc), LIPI_OK);
     assert_int_equal(k.enc->pair_bits, 0);
     assert_non_null(k.enc->wide_pairs);
     kit_free(&k);
     lipi_enc_wide_pairs_for_tests = 0;
     k = kit_from(load(FIXTURES "bytelevel_roberta.json"));
+    assert_int_equal(lipi_enc_bpe_pairs(k.enc), LIPI_OK);
     assert_true(k.enc->pair_bits > 0);
     kit_free(&k);
 }
@@ -973,6 +980,52 @@ static void test_backtracking_bpe_is_the_merge_loop(void **state)
     backtracking_check("data/vocab/tiktoken/o200k_base.tiktoken");
 }
 
+/* Backtracking's walk checks each length it takes against the word (at
+ * load, bt_tables_ok does not tie a cached bt_len to the trie): with
+ * every length times 100, as a doctored cache file could have them (splits
+ * and prefixes still add up), no token ends past its word, and a word of
+ * over 64 KiB, whose tokens' lengths are added up at the end, is refused
+ * (count 0: the merge loop takes it). */
+static void test_backtracking_walk_checks_its_lengths(void **state)
+{
+    (void)state;
+    lipi_open_options o = {.table_cache = LIPI_FLAG_OFF};
+    lipi_tokenizer *t = NULL;
+    assert_int_equal(lipi_tokenizer_open("data/vocab/tiktoken/r50k_base.tiktoken", &o, &t, NULL),
+                     LIPI_OK);
+    kit k = kit_from(t);
+    assert_true(k.enc->bt);
+    assert_null(k.enc->bt_mapped); /* built, so writable */
+    for (size_t i = 0; i < k.enc->bt_v; i++)
+        k.enc->bt_len[i] = (uint16_t)(100 * k.enc->bt_len[i]);
+    size_t long_n = 70000, count;
+    char *w = malloc(long_n);
+    assert_non_null(w);
+    unsigned seed = 5;
+    /* Each word in a block of its own size: a read past it is one that
+     * `make check` (ASan) reports. */
+    for (int i = 0; i < 20000; i++) {
+        size_t n = 1 + (size_t)(seed % 40);
+        char *x = malloc(n);
+        assert_non_null(x);
+        for (size_t j = 0; j < n; j++) {
+            seed = seed * 1103515245u + 12345u;
+            x[j] = "abcde fghij"[(seed >> 16) % 11];
+        }
+        assert_int_equal(lipi_enc_bt_word(k.s, x, n, &count), LIPI_OK);
+        for (size_t j = 0; j < count; j++)
+            assert_true(k.s->ptok[j].start < k.s->ptok[j].end && k.s->ptok[j].end <= n);
+        free(x);
+    }
+    /* Tokens of four a's, each valid after the last: no length is taken
+     * from bt_len during the walk, only at the end. */
+    memset(w, 'a', long_n);
+    assert_int_equal(lipi_enc_bt_word(k.s, w, long_n, &count), LIPI_OK);
+    assert_int_equal(count, 0);
+    free(w);
+    kit_free(&k);
+}
+
 /* Both kits' models give w[0..n) the same ids. */
 static void same_word(kit *a, kit *b, const char *w, size_t n)
 {
@@ -1131,6 +1184,9 @@ static void test_backtracking_on_merges_is_the_merge_loop(void **state)
  * as through the heap. */
 static void merge_scan_check(kit *scan, kit *heap)
 {
+    /* Built now, as a word backtracking cannot encode would build them. */
+    assert_int_equal(lipi_enc_bpe_pairs(scan->enc), LIPI_OK);
+    assert_int_equal(lipi_enc_bpe_pairs(heap->enc), LIPI_OK);
     assert_true(scan->enc->merge_concat);
     heap->enc->merge_concat = false;
     same_on_texts(scan, heap, 13, 2000);
@@ -1873,6 +1929,7 @@ int main(void)
         cmocka_unit_test(test_decode_of_encode_gives_the_text_back),
         cmocka_unit_test(test_scanning_in_the_encoder_is_the_pre_tokenizer),
         cmocka_unit_test(test_backtracking_bpe_is_the_merge_loop),
+        cmocka_unit_test(test_backtracking_walk_checks_its_lengths),
         cmocka_unit_test(test_backtracking_on_merges_is_the_merge_loop),
         cmocka_unit_test(test_merges_out_of_rank_order_keep_the_merge_loop),
         cmocka_unit_test(test_short_words_merge_as_through_the_heap),

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "encoder/encoder.h"
@@ -463,6 +465,139 @@ static void test_foreign_and_stale_snapshots_are_not_used(void **state)
     free(text);
 }
 
+/* The files in the cache folder whose names start with prefix: their
+ * count, and the path of the first in *name (when not NULL). */
+static size_t cache_files_of(const char *prefix, char name[320])
+{
+    size_t n = 0, k = strlen(prefix);
+    DIR *d = opendir(cache_dir);
+    if (!d)
+        return 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strncmp(e->d_name, prefix, k) == 0 && n++ == 0 && name)
+            snprintf(name, 320, "%s/%s", cache_dir, e->d_name);
+    closedir(d);
+    return n;
+}
+
+/* The ids of "!\"" (one line) from the rank file at path. */
+static char *bang_quote_ids(const char *path, lipi_flag cache)
+{
+    lipi_tokenizer *t = open_tok(path, cache);
+    lipi_encoder *enc = NULL;
+    lipi_session *s = NULL;
+    lipi_error err;
+    uint32_t ids[8];
+    lipi_encoding e = {.ids = ids, .cap = 8};
+    char *out = malloc(64);
+    assert_non_null(out);
+    assert_int_equal(lipi_encoder_new(t, &enc, &err), LIPI_OK);
+    assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+    assert_int_equal(lipi_encode(s, "!\"", 2, NULL, &e, &err), LIPI_OK);
+    assert_int_equal(e.len, 2);
+    snprintf(out, 64, "%u %u", ids[0], ids[1]);
+    lipi_session_free(s);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(t);
+    return out;
+}
+
+/* A rank file's snapshot is found by the file's stat identity, through a
+ * record of its SHA-256 (tabcache.c), without reading the file: recorded
+ * once the file's times are settled, never while they are fresh; a file
+ * changed in place (same size, its mtime set back) is another identity,
+ * and a damaged record is ignored and written again. */
+static void test_a_rank_file_is_known_by_its_stat_identity(void **state)
+{
+    (void)state;
+    char ranks[128], meta[128], rec[320];
+    size_t len;
+    char *text = cli_slurp("data/vocab/tiktoken/r50k_base.tiktoken", &len);
+    assert_non_null(text);
+    assert_memory_equal(text, "IQ== 0\nIg== 1\n", 14); /* '!' then '"' */
+    snprintf(ranks, sizeof ranks, "%s/mini.tiktoken", work_dir);
+    snprintf(meta, sizeof meta, "%s/mini.meta.json", work_dir);
+    static const char pat[] = "{\"pat_str\": \".\"}"; /* a piece a character */
+    md_write(meta, pat, sizeof pat - 1);
+    md_write(ranks, text, len);
+
+    /* Fresh times (the default 2 s): no record, the file is hashed. */
+    char *plain = bang_quote_ids(ranks, LIPI_FLAG_OFF);
+    assert_string_equal(plain, "0 1");
+    char *cached = bang_quote_ids(ranks, LIPI_FLAG_ON);
+    assert_string_equal(cached, plain);
+    free(cached);
+    assert_int_equal(cache_files_of("digest-", NULL), 0);
+    assert_int_equal(snapshots(NULL), 1);
+
+    /* Settled (the test's 50 ms, slept): recorded on the next open, then
+     * used, the snapshot the same. */
+    long long settle = lipi_tabcache_settle_ns;
+    lipi_tabcache_settle_ns = 50000000LL;
+    struct timespec nap = {0, 120000000L};
+    nanosleep(&nap, NULL);
+    lipi_tokenizer *t = open_tok(ranks, LIPI_FLAG_ON);
+    char key[65];
+    memcpy(key, t->snapshot_key, 65);
+    lipi_tokenizer_free(t);
+    assert_int_equal(cache_files_of("digest-", rec), 1);
+    size_t rec_len;
+    char *good_rec = cli_slurp(rec, &rec_len);
+    assert_non_null(good_rec);
+    ino_t rec_ino = inode_of(rec);
+    t = open_tok(ranks, LIPI_FLAG_ON);
+    assert_string_equal(t->snapshot_key, key);
+    assert_non_null(t->model.mapped);
+    lipi_tokenizer_free(t);
+    assert_int_equal(inode_of(rec), rec_ino); /* read, not written again */
+    assert_int_equal(snapshots(NULL), 1);
+
+    /* A damaged record: ignored, the file hashed, the record rewritten. */
+    char *bad = malloc(rec_len);
+    assert_non_null(bad);
+    memcpy(bad, good_rec, rec_len);
+    bad[112 + 5] ^= 0x11;
+    md_write(rec, bad, rec_len);
+    cached = bang_quote_ids(ranks, LIPI_FLAG_ON);
+    assert_string_equal(cached, plain);
+    free(cached);
+    size_t now_len;
+    char *now = cli_slurp(rec, &now_len);
+    assert_non_null(now);
+    assert_int_equal(now_len, rec_len);
+    assert_memory_equal(now, good_rec, rec_len);
+    free(now);
+    free(bad);
+
+    /* Changed in place after the nap: '!' and '"' swap ranks, the size
+     * stays and the mtime is set back; the change time moved on. */
+    struct stat before;
+    assert_int_equal(stat(ranks, &before), 0);
+    nanosleep(&nap, NULL);
+    memcpy(text, "Ig== 0\nIQ== 1\n", 14);
+    int fd = open(ranks, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, text, 14, 0), 14);
+    close(fd);
+    struct timespec times[2] = {before.st_atim, before.st_mtim};
+    assert_int_equal(utimensat(AT_FDCWD, ranks, times, 0), 0);
+    char *swapped = bang_quote_ids(ranks, LIPI_FLAG_OFF);
+    assert_string_equal(swapped, "1 0");
+    cached = bang_quote_ids(ranks, LIPI_FLAG_ON);
+    assert_string_equal(cached, swapped);
+    free(cached);
+    assert_int_equal(snapshots(NULL), 2);
+    t = open_tok(ranks, LIPI_FLAG_ON);
+    assert_true(strcmp(t->snapshot_key, key) != 0);
+    lipi_tokenizer_free(t);
+
+    lipi_tabcache_settle_ns = settle;
+    free(swapped);
+    free(good_rec);
+    free(plain);
+    free(text);
+}
+
 /* Opens ctx with the cache on (its snapshot there). */
 static lipi_status open_only(void *ctx, lipi_error *err)
 {
@@ -495,6 +630,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_damaged_snapshots_are_rejected_and_rebuilt, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_doctored_snapshots_never_crash, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_rank_file_is_known_by_its_stat_identity, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_foreign_and_stale_snapshots_are_not_used, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reading_a_snapshot_survives_allocation_failures,

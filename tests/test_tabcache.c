@@ -346,12 +346,110 @@ static void test_reading_the_cache_survives_allocation_failures(void **state)
     }
 }
 
+/* Encodes text with the tokenizer at path (cache as given): LIPI_OK, every
+ * span inside the text; the ids, one string (caller frees). */
+static char *checked_ids(const char *path, lipi_flag cache, const char *text, size_t len)
+{
+    lipi_open_options o = {.table_cache = cache};
+    lipi_tokenizer *tok = NULL;
+    lipi_encoder *enc = NULL;
+    lipi_session *s = NULL;
+    lipi_error err;
+    size_t cap = len + 1;
+    uint32_t *ids = malloc(cap * sizeof *ids);
+    lipi_span *spans = malloc(cap * sizeof *spans);
+    char *out = malloc(cap * 12 + 1);
+    assert_true(ids && spans && out);
+    assert_int_equal(lipi_tokenizer_open(path, &o, &tok, &err), LIPI_OK);
+    assert_int_equal(lipi_encoder_new(tok, &enc, &err), LIPI_OK);
+    assert_int_equal(lipi_session_new(enc, &s), LIPI_OK);
+    lipi_encoding e = {.ids = ids, .offsets = spans, .cap = cap};
+    assert_int_equal(lipi_encode(s, text, len, NULL, &e, &err), LIPI_OK);
+    assert_true(e.len <= cap);
+    size_t at = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < e.len; i++) {
+        assert_true(spans[i].start <= spans[i].end && spans[i].end <= len);
+        at += (size_t)snprintf(out + at, 13, "%u ", ids[i]);
+    }
+    lipi_session_free(s);
+    lipi_encoder_free(enc);
+    lipi_tokenizer_free(tok);
+    free(ids);
+    free(spans);
+    return out;
+}
+
+/* Backtracking's cached lengths are checked against one another, not
+ * against the vocabulary (backtrack.c: bt_tables_ok), so a doctored file
+ * whose lengths are all doubled (a valid checksum; splits and prefixes
+ * still add up) is used: the walk checks every length it takes against the
+ * word, so spans stay inside the text, and a word of over 64 KiB (tokens
+ * kept as ranks, their lengths added up at the end) goes to the merge loop
+ * and gets its own ids. */
+static void test_backtracking_lengths_are_checked_at_use(void **state)
+{
+    (void)state;
+    const char *path = tokenizers[0]; /* r50k_base */
+    size_t long_len = 70000;
+    char *word = malloc(long_len);
+    assert_non_null(word);
+    memset(word, 'a', long_len); /* tokens of four a's, nothing shortened */
+    char *plain_long = checked_ids(path, LIPI_FLAG_OFF, word, long_len);
+    char *cached = checked_ids(path, LIPI_FLAG_ON, word, long_len); /* fills the cache */
+    assert_string_equal(cached, plain_long);
+    free(cached);
+    char names[16][320], *bt = NULL;
+    size_t nf = cache_files(names);
+    for (size_t f = 0; f < nf; f++)
+        if (strstr(names[f], "/backtrack-"))
+            bt = names[f];
+    assert_non_null(bt);
+    size_t len;
+    char *file = cli_slurp(bt, &len);
+    assert_non_null(file);
+    /* From the end: the filter (2^16 words), the pair table (the power of
+     * two above twice n + 1 words), then n lengths (u16, padded). */
+    lipi_tokenizer *tok = NULL;
+    lipi_open_options o = {.table_cache = LIPI_FLAG_OFF};
+    assert_int_equal(lipi_tokenizer_open(path, &o, &tok, NULL), LIPI_OK);
+    size_t n = tok->model.vocab.n, cap = 16;
+    lipi_tokenizer_free(tok);
+    while (cap / 2 < n + 1)
+        cap *= 2;
+    size_t lens = len - ((size_t)1 << 16) * 8 - cap * 8 - ((n * 2 + 7) & ~(size_t)7);
+    assert_true(lens > 112 && lens < len);
+    for (size_t i = 0; i < n; i++) {
+        uint16_t l;
+        memcpy(&l, file + lens + 2 * i, 2);
+        assert_true(l < 1000 && (i >= 256 || l == 1)); /* found the lengths */
+        l = (uint16_t)(2 * l);
+        memcpy(file + lens + 2 * i, &l, 2);
+    }
+    uint64_t sum = lipi_tabcache_sum(file + 112, len - 112);
+    for (int b = 0; b < 8; b++)
+        file[104 + b] = (char)(sum >> (8 * b));
+    md_write(bt, file, len);
+    ino_t ino = inode_of(bt);
+    for (size_t t = 0; t < sizeof texts / sizeof *texts; t++)
+        free(checked_ids(path, LIPI_FLAG_ON, texts[t], strlen(texts[t])));
+    cached = checked_ids(path, LIPI_FLAG_ON, word, long_len);
+    assert_string_equal(cached, plain_long);
+    assert_int_equal(inode_of(bt), ino); /* the doctored file was used */
+    free(cached);
+    free(file);
+    free(plain_long);
+    free(word);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ids_are_the_same_with_and_without_the_cache, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_damaged_cache_files_are_ignored_and_replaced, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_backtracking_lengths_are_checked_at_use, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_unwritable_cache_folder_is_no_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lipi_cache_0_and_the_option_turn_it_off, setup,

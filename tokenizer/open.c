@@ -302,19 +302,46 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
                             (int)(base_len > 64 ? 64 : base_len), base);
         goto done;
     }
-    TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
     /* The name chooses the special tokens (and the check below); a
-     * snapshot is only written after the check passed on these bytes. */
-    lipi_strref parts[2] = {{data, len}, {meta_text, meta_len}};
-    char key[65];
+     * snapshot is only written after the check passed on these bytes.
+     * The key takes the rank file's SHA-256, not its bytes: a warm open
+     * finds it by the file's stat identity (tabcache.c) and reads neither
+     * the file nor hashes it. ("sha256:" in the settings: keys of bytes
+     * and of digests never meet.) */
+    char key[65], known[65], digest[65];
+    struct stat before, after;
+    bool cache = opt->table_cache == LIPI_FLAG_ON && stat(path, &before) == 0;
+    bool have = cache && lipi_tabcache_digest_get(&before, known);
     mb.len = 0;
-    if (lipi_buf_append(&mb, pattern, strlen(pattern) + 1) != LIPI_OK ||
+    if (lipi_buf_append(&mb, "sha256:", 7) != LIPI_OK ||
+        lipi_buf_append(&mb, pattern, strlen(pattern) + 1) != LIPI_OK ||
         lipi_buf_append(&mb, base, base_len) != LIPI_OK) {
         st = oom(path, err);
         goto done;
     }
-    if (snap_get(opt, "tiktoken", parts, 2, mb.p, mb.len, key, out))
+    lipi_strref parts[2] = {{known, 64}, {meta_text, meta_len}};
+    if (have && snap_get(opt, "tiktoken", parts, 2, mb.p, mb.len, key, out))
         goto done;
+    TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
+    {
+        lipi_sha256 c;
+        lipi_sha256_init(&c);
+        lipi_sha256_update(&c, data, len);
+        if (lipi_sha256_final_hex(&c, digest) != LIPI_OK) {
+            st = oom(path, err);
+            goto done;
+        }
+    }
+    /* The bytes read are those of the identity seen before when it still
+     * holds after (a change between would have set the change time). */
+    if (cache && (!have || memcmp(known, digest, 64) != 0) && stat(path, &after) == 0)
+        lipi_tabcache_digest_put(&before, &after, digest);
+    parts[0] = (lipi_strref){digest, 64};
+    /* Known and the same bytes: that snapshot was just looked for. */
+    if (!(have && memcmp(known, digest, 64) == 0)) {
+        if (snap_get(opt, "tiktoken", parts, 2, mb.p, mb.len, key, out))
+            goto done;
+    }
     /* Here, where the file is read, so that a bare name and a path get the
      * same check. */
     TRY(lipi_rd_tiktoken_verify(base, base_len, data, len, path, err));

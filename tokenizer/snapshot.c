@@ -248,9 +248,10 @@ static bool pow2(uint64_t x)
 
 /* Whether the model's arrays hold only what the encoder may index with:
  * spans inside the arena and NUL-terminated there, map slots naming tokens
- * (and at least one free slot, so every probe ends), merges of ids below n. */
+ * (and at least one free slot, so every probe ends), merges of ids below n.
+ * Fills tok[0..n) from the spans on the way (one pass over them). */
 static bool model_ok(const uint64_t *h, const snap_span *spans, const char *arena,
-                     const uint32_t *slots, const lipi_merge *merges)
+                     const uint32_t *slots, const lipi_merge *merges, lipi_strref *tok)
 {
     uint64_t n = h[H_N], count = 0, used = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -262,6 +263,7 @@ static bool model_ok(const uint64_t *h, const snap_span *spans, const char *aren
         if ((uint64_t)spans[i].off + spans[i].len >= h[H_ARENA] ||
             arena[spans[i].off + spans[i].len] != '\0')
             return false;
+        tok[i] = (lipi_strref){arena + spans[i].off, spans[i].len};
         count++;
     }
     if (count != h[H_COUNT])
@@ -367,8 +369,10 @@ bool lipi_snapshot_read(const char key[65], lipi_tokenizer **out)
     if (h[H_SCORES])
         m.scores = (double *)next(&f, h[H_N], sizeof *m.scores, &ok);
     m.merges = (lipi_merge *)next(&f, h[H_MERGES], sizeof *m.merges, &ok);
-    if (!ok || !(added = get_added(&f, h)) || f.left != 0 ||
-        !model_ok(h, spans, m.vocab.arena, m.vocab.map.slot, m.merges))
+    if (!ok || !(added = get_added(&f, h)) || f.left != 0)
+        goto fail;
+    m.vocab.tok = lipi_calloc(h[H_N] ? h[H_N] : 1, sizeof *m.vocab.tok);
+    if (!m.vocab.tok || !model_ok(h, spans, m.vocab.arena, m.vocab.map.slot, m.merges, m.vocab.tok))
         goto fail;
 
     m.type = (lipi_model_type)h[H_TYPE];
@@ -391,12 +395,6 @@ bool lipi_snapshot_read(const char key[65], lipi_tokenizer **out)
     m.vocab.n = h[H_N];
     m.vocab.count = h[H_COUNT];
     m.vocab.map.mask = h[H_SLOTS] ? h[H_SLOTS] - 1 : 0;
-    m.vocab.tok = lipi_calloc(h[H_N] ? h[H_N] : 1, sizeof *m.vocab.tok);
-    if (!m.vocab.tok)
-        goto fail;
-    for (uint64_t i = 0; i < h[H_N]; i++)
-        if (spans[i].off != UINT32_MAX)
-            m.vocab.tok[i] = (lipi_strref){m.vocab.arena + spans[i].off, spans[i].len};
 
     /* The model (and with it the mapping) is stolen whatever happens. */
     if (lipi_tokenizer_load_json_model(json, h[H_JSON], "snapshot", &m, &t, NULL) != LIPI_OK)
