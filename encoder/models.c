@@ -58,6 +58,43 @@ static bool one_char(const char *s, size_t n, uint32_t *cp)
 
 int lipi_enc_wide_pairs_for_tests;
 
+/* The undecorated single chars of the BMP again, ASCII included, as 64-id
+ * blocks found straight from a char's UTF-8 bytes (the payload bits of
+ * all but the last byte are cp >> 6, the last byte's cp & 63; a lone byte
+ * reads as the char of its value, as enc_utf8_cp has it): bpe_symbols'
+ * lookup without decoding or hashing. Only blocks holding a token take
+ * room. Not made (NULL) for ids past INT32_MAX. */
+static lipi_status char_blocks(lipi_encoder *e)
+{
+    const enc_cpmap *m = &e->char_id[0];
+    size_t nb = 3; /* none, then the two of ASCII */
+    if (e->m->vocab.n > INT32_MAX)
+        return LIPI_OK;
+    e->char_blk = lipi_calloc(0x10000 >> 6, sizeof *e->char_blk);
+    if (!e->char_blk)
+        return LIPI_ENOMEM;
+    e->char_blk[0] = 1;
+    e->char_blk[1] = 2;
+    for (size_t k = 0; m->slot && k <= m->mask; k++) {
+        uint32_t cp = (uint32_t)(m->slot[k] >> 32);
+        if (m->slot[k] != UINT64_MAX && cp < 0x10000 && !e->char_blk[cp >> 6])
+            e->char_blk[cp >> 6] = (uint16_t)nb++;
+    }
+    e->char_blk_ids = lipi_reallocarray(NULL, nb * 64, sizeof *e->char_blk_ids);
+    if (!e->char_blk_ids)
+        return LIPI_ENOMEM;
+    memset(e->char_blk_ids, 0xff, nb * 64 * sizeof *e->char_blk_ids);
+    for (uint32_t c = 0; c < 128; c++)
+        e->char_blk_ids[64 + c] = (int32_t)e->ascii_id[0][c];
+    for (size_t k = 0; m->slot && k <= m->mask; k++) {
+        uint32_t cp = (uint32_t)(m->slot[k] >> 32);
+        if (m->slot[k] != UINT64_MAX && cp < 0x10000)
+            e->char_blk_ids[(size_t)e->char_blk[cp >> 6] * 64 + (cp & 63)] =
+                (int32_t)(uint32_t)m->slot[k];
+    }
+    return LIPI_OK;
+}
+
 static lipi_status bpe_init(lipi_encoder *e)
 {
     const lipi_vocab_model *m = e->m;
@@ -156,7 +193,7 @@ static lipi_status bpe_init(lipi_encoder *e)
             }
         }
     }
-    return LIPI_OK;
+    return e->prefix_len || e->suffix_len ? LIPI_OK : char_blocks(e);
 }
 
 /* Id of the single-character token cp in variant v, or -1. */
@@ -294,6 +331,8 @@ void lipi_enc_models_free(lipi_encoder *e)
     lipi_free(e->merge_result);
     for (int v = 0; v < 4; v++)
         lipi_free(e->char_id[v].slot);
+    lipi_free(e->char_blk);
+    lipi_free(e->char_blk_ids);
     lipi_free(e->raw_keys);
     lipi_free(e->raw_arena);
     lipi_free(e->raw_slot);
@@ -602,11 +641,23 @@ static lipi_status bpe_symbols(lipi_session *s, const char *w, size_t n, size_t 
         if (n > s->sym_cap)
             TRY(sym_grow(s, n));
         bpe_sym *sym = s->sym;
-        while (i < n) {
-            size_t cl = enc_utf8_len((unsigned char)w[i]);
+        const unsigned char *u = (const unsigned char *)w;
+        const uint16_t *blk = e->char_blk;
+        const int32_t *ids = e->char_blk_ids;
+        while (blk && i < n) {
+            size_t cl = enc_utf8_len(u[i]);
             if (cl > n - i)
                 break;
-            int64_t id = char_id(e, 0, enc_utf8_cp(w + i, cl));
+            int64_t id;
+            if (cl == 1)
+                id = ids[(size_t)blk[u[i] >> 6] * 64 + (u[i] & 0x3F)];
+            else if (cl == 2)
+                id = ids[(size_t)blk[u[i] & 0x1F] * 64 + (u[i + 1] & 0x3F)];
+            else if (cl == 3)
+                id = ids[(size_t)blk[(u[i] & 0x0F) << 6 | (u[i + 1] & 0x3F)] * 64 +
+                         (u[i + 2] & 0x3F)];
+            else
+                id = char_id(e, 0, enc_utf8_cp(w + i, cl));
             if (id < 0)
                 break;
             sym[ns] = (bpe_sym){(uint32_t)id, (uint32_t)cl, (int32_t)ns - 1, (int32_t)ns + 1};
