@@ -272,6 +272,10 @@ struct lipi_encoder {
     int64_t ascii_id[4][128];         /* [variant][char]: 0 alone, 1 with
                                          prefix, 2 with suffix, 3 both */
     enc_cpmap char_id[4];
+    uint16_t *char_blk;               /* undecorated: BMP cp >> 6 -> its block
+                                         of char_blk_ids, 0 for none */
+    int32_t *char_blk_ids;            /* 64 ids a block (cp & 63), -1 none;
+                                         block 0 is all -1 */
     int64_t byte_fb[256];             /* id of "<0xNN>", -1 */
     uint32_t byte_id[256];            /* raw_bytes: id of each byte */
     lipi_strref *raw_keys;            /* raw_bytes: token -> bytes, built on

@@ -59,6 +59,43 @@ static bool one_char(const char *s, size_t n, uint32_t *cp)
 
 int lipi_enc_wide_pairs_for_tests;
 
+/* The undecorated single chars of the BMP again, ASCII included, as 64-id
+ * blocks found straight from a char's UTF-8 bytes (the payload bits of
+ * all but the last byte are cp >> 6, the last byte's cp & 63; a lone byte
+ * reads as the char of its value, as enc_utf8_cp has it): bpe_symbols'
+ * lookup without decoding or hashing. Only blocks holding a token take
+ * room. Not made (NULL) for ids past INT32_MAX. */
+static lipi_status char_blocks(lipi_encoder *e)
+{
+    const enc_cpmap *m = &e->char_id[0];
+    size_t nb = 3; /* none, then the two of ASCII */
+    if (e->m->vocab.n > INT32_MAX)
+        return LIPI_OK;
+    e->char_blk = lipi_calloc(0x10000 >> 6, sizeof *e->char_blk);
+    if (!e->char_blk)
+        return LIPI_ENOMEM;
+    e->char_blk[0] = 1;
+    e->char_blk[1] = 2;
+    for (size_t k = 0; m->slot && k <= m->mask; k++) {
+        uint32_t cp = (uint32_t)(m->slot[k] >> 32);
+        if (m->slot[k] != UINT64_MAX && cp < 0x10000 && !e->char_blk[cp >> 6])
+            e->char_blk[cp >> 6] = (uint16_t)nb++;
+    }
+    e->char_blk_ids = lipi_reallocarray(NULL, nb * 64, sizeof *e->char_blk_ids);
+    if (!e->char_blk_ids)
+        return LIPI_ENOMEM;
+    memset(e->char_blk_ids, 0xff, nb * 64 * sizeof *e->char_blk_ids);
+    for (uint32_t c = 0; c < 128; c++)
+        e->char_blk_ids[64 + c] = (int32_t)e->ascii_id[0][c];
+    for (size_t k = 0; m->slot && k <= m->mask; k++) {
+        uint32_t cp = (uint32_t)(m->slot[k] >> 32);
+        if (m->slot[k] != UINT64_MAX && cp < 0x10000)
+            e->char_blk_ids[(size_t)e->char_blk[cp >> 6] * 64 + (cp & 63)] =
+                (int32_t)(uint32_t)m->slot[k];
+    }
+    return LIPI_OK;
+}
+
 /* The merge loop's tables: the (left, right) -> rank pair table,
  * merge_result and merge_concat. Built at most once per encoder, by
  * lipi_enc_bpe_pairs. */
@@ -203,7 +240,7 @@ static lipi_status bpe_init(lipi_encoder *e)
             }
         }
     }
-    return LIPI_OK;
+    return e->prefix_len || e->suffix_len ? LIPI_OK : char_blocks(e);
 }
 
 /* Id of the single-character token cp in variant v, or -1. */
@@ -341,6 +378,8 @@ void lipi_enc_models_free(lipi_encoder *e)
     lipi_free(e->merge_result);
     for (int v = 0; v < 4; v++)
         lipi_free(e->char_id[v].slot);
+    lipi_free(e->char_blk);
+    lipi_free(e->char_blk_ids);
     lipi_free(e->raw_keys);
     lipi_free(e->raw_arena);
     lipi_free(e->raw_slot);
@@ -400,15 +439,29 @@ static inline const void *pair_slot_of(const lipi_encoder *e, uint32_t a, uint32
     return e->pair_bits ? (const void *)&e->pairs[k] : (const void *)&e->wide_pairs[k];
 }
 
-/* The rank of merging a and b, if they merge. */
-static inline bool pair_get(lipi_session *s, uint32_t a, uint32_t b, uint32_t *rank)
+/* What pair_rank reads on every call, loaded once for a word: stores to
+ * the pair cache could otherwise alias the encoder's fields. */
+typedef struct {
+    const lipi_encoder *e;
+    uint64_t v;
+    unsigned bits;
+    uint64_t *cache;
+} pair_ctx;
+
+static inline pair_ctx pair_ctx_of(const lipi_session *s)
 {
-    const lipi_encoder *e = s->enc;
-    uint64_t key = pair_key(e, a, b);
-    unsigned bits = e->pair_bits;
+    return (pair_ctx){s->enc, s->enc->pair_v, s->enc->pair_bits, s->pair_cache};
+}
+
+/* The rank of merging a and b, if they merge. */
+static inline bool pair_rank(const pair_ctx *p, uint32_t a, uint32_t b, uint32_t *rank)
+{
+    const lipi_encoder *e = p->e;
+    uint64_t key = (uint64_t)a * p->v + b;
+    unsigned bits = p->bits;
     if (bits) {
         uint64_t all = (UINT64_C(1) << bits) - 1, h = key * 0x9E3779B97F4A7C15ULL;
-        uint64_t *c = &s->pair_cache[(h >> 40) & (LIPI_ENC_PAIR_CACHE - 1)];
+        uint64_t *c = &p->cache[(h >> 40) & (LIPI_ENC_PAIR_CACHE - 1)];
         if (*c >> bits != key) {
             uint64_t r;
             *c = key << bits | (enc_packed_get(e->pairs, e->pair_mask, bits, key, &r) ? r : all);
@@ -417,14 +470,20 @@ static inline bool pair_get(lipi_session *s, uint32_t a, uint32_t b, uint32_t *r
         return *rank != all;
     }
     for (size_t k = enc_slot_home(key, e->pair_mask);; k = (k + 1) & e->pair_mask) {
-        const enc_pair *p = &e->wide_pairs[k];
-        if (p->key == key) {
-            *rank = (uint32_t)p->rank;
+        const enc_pair *q = &e->wide_pairs[k];
+        if (q->key == key) {
+            *rank = (uint32_t)q->rank;
             return true;
         }
-        if (p->key == UINT64_MAX)
+        if (q->key == UINT64_MAX)
             return false;
     }
+}
+
+static inline bool pair_get(lipi_session *s, uint32_t a, uint32_t b, uint32_t *rank)
+{
+    pair_ctx p = pair_ctx_of(s);
+    return pair_rank(&p, a, b, rank);
 }
 
 static inline bool cand_less(const bpe_cand *x, const bpe_cand *y)
@@ -501,9 +560,10 @@ static void bpe_merge_scan(lipi_session *s, size_t n)
     const lipi_encoder *e = s->enc;
     bpe_sym *sym = s->sym;
     const uint32_t none = UINT32_MAX;
+    const pair_ctx pc = pair_ctx_of(s);
     uint32_t rank[BPE_SCAN_MAX]; /* of the pair (i, the symbol after i) */
     for (size_t i = 0; i + 1 < n; i++)
-        if (!pair_get(s, sym[i].id, sym[i + 1].id, &rank[i]))
+        if (!pair_rank(&pc, sym[i].id, sym[i + 1].id, &rank[i]))
             rank[i] = none;
     rank[n - 1] = none;
     for (;;) {
@@ -527,9 +587,9 @@ static void bpe_merge_scan(lipi_session *s, size_t n)
         a->next = b->next;
         if (a->next >= 0)
             sym[a->next].prev = at;
-        if (a->prev >= 0 && !pair_get(s, sym[a->prev].id, a->id, &rank[a->prev]))
+        if (a->prev >= 0 && !pair_rank(&pc, sym[a->prev].id, a->id, &rank[a->prev]))
             rank[a->prev] = none;
-        if (a->next < 0 || !pair_get(s, a->id, sym[a->next].id, &rank[at]))
+        if (a->next < 0 || !pair_rank(&pc, a->id, sym[a->next].id, &rank[at]))
             rank[at] = none;
     }
 }
@@ -623,16 +683,36 @@ static lipi_status bpe_symbols(lipi_session *s, const char *w, size_t n, size_t 
     /* Undecorated (SentencePiece's BPE): each char is looked up as it is,
      * up to the first the vocabulary lacks, which the loop below takes on. */
     if (!e->prefix_len && !e->suffix_len) {
-        while (i < n) {
-            size_t cl = enc_utf8_len((unsigned char)w[i]);
+        /* At most n symbols: room for all at once, each linked forward as
+         * it is written and the last one's link cut after. */
+        if (n > s->sym_cap)
+            TRY(sym_grow(s, n));
+        bpe_sym *sym = s->sym;
+        const unsigned char *u = (const unsigned char *)w;
+        const uint16_t *blk = e->char_blk;
+        const int32_t *ids = e->char_blk_ids;
+        while (blk && i < n) {
+            size_t cl = enc_utf8_len(u[i]);
             if (cl > n - i)
                 break;
-            int64_t id = char_id(e, 0, enc_utf8_cp(w + i, cl));
+            int64_t id;
+            if (cl == 1)
+                id = ids[(size_t)blk[u[i] >> 6] * 64 + (u[i] & 0x3F)];
+            else if (cl == 2)
+                id = ids[(size_t)blk[u[i] & 0x1F] * 64 + (u[i + 1] & 0x3F)];
+            else if (cl == 3)
+                id = ids[(size_t)blk[(u[i] & 0x0F) << 6 | (u[i + 1] & 0x3F)] * 64 +
+                         (u[i + 2] & 0x3F)];
+            else
+                id = char_id(e, 0, enc_utf8_cp(w + i, cl));
             if (id < 0)
                 break;
-            TRY(sym_push(s, &ns, (uint32_t)id, cl));
+            sym[ns] = (bpe_sym){(uint32_t)id, (uint32_t)cl, (int32_t)ns - 1, (int32_t)ns + 1};
+            ns++;
             i += cl;
         }
+        if (ns)
+            sym[ns - 1].next = -1;
     }
     while (i < n) {
         size_t cl = enc_utf8_len((unsigned char)w[i]);

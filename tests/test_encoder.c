@@ -375,14 +375,18 @@ static char *read_all(const char *path, size_t *len)
 }
 
 /* Runs BASE.inp through k and compares with BASE.out (BASE relative to
- * ../shared/data, the files committed); returns mismatches. */
+ * ../shared/data, the files committed or found there); returns
+ * mismatches. */
 static size_t run_vectors(kit *k, const char *base)
 {
     char ip[256], op[256];
     size_t il, ol, bad = 0, cases = 0;
     snprintf(ip, sizeof ip, "%s.inp", base);
     snprintf(op, sizeof op, "%s.out", base);
-    char *inp = read_all(ref_need(ip), &il), *out = read_all(ref_need(op), &ol);
+    const char *ipath = ref_path(ip), *opath = ref_path(op);
+    assert_non_null(ipath);
+    assert_non_null(opath);
+    char *inp = read_all(ipath, &il), *out = read_all(opath, &ol);
     assert_non_null(inp);
     assert_non_null(out);
     static const char SEP[] = "\n__ggml_vocab_test__\n";
@@ -477,6 +481,23 @@ static lipi_tokenizer *bert_from_vocab(const char *vocab_path, bool lowercase)
     lipi_tokenizer *t = load_text(s);
     free(s);
     return t;
+}
+
+/* SentencePiece BPE with byte fallback (llama's GGUF): its chars are
+ * looked up by bpe_symbols' blocks of the BMP, bytes of unknown ones after. */
+static void test_llama_cpp_vectors_llama_spm(void **state)
+{
+    (void)state;
+    const char *g = ref_shared("vectors/llama.cpp/ggml-vocab-llama-spm.gguf");
+    if (!g || !ref_shared("vectors/llama.cpp/ggml-vocab-llama-spm.gguf.inp"))
+        SKIP_BECAUSE("%s", ref_missing("llama.cpp's llama-spm vocabulary and vectors"));
+    lipi_tokenizer *t = NULL;
+    lipi_error err = {0};
+    assert_int_equal(lipi_tokenizer_open(g, NULL, &t, &err), LIPI_OK);
+    kit k = kit_from(t);
+    size_t bad = run_vectors(&k, "vectors/llama.cpp/ggml-vocab-llama-spm.gguf");
+    kit_free(&k);
+    assert_int_equal(bad, 0);
 }
 
 static void test_llama_cpp_vectors_bert_bge(void **state)
@@ -1920,6 +1941,7 @@ int main(void)
         cmocka_unit_test(test_same_as_hugging_face_xlmr_pairs),
         cmocka_unit_test(test_llama_cpp_vectors_gpt2),
         cmocka_unit_test(test_llama_cpp_vectors_bert_bge),
+        cmocka_unit_test(test_llama_cpp_vectors_llama_spm),
         cmocka_unit_test(test_wide_merge_table_gives_the_same_ids),
         cmocka_unit_test(test_corpus_lines_same_as_hugging_face_gpt2),
         cmocka_unit_test(test_corpus_lines_same_as_hugging_face_mbert_cased),

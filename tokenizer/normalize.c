@@ -69,7 +69,18 @@ typedef struct {
     const char *pool;     /* NUL-separated replacements */
     size_t pool_len;
     uint64_t *bmp_starts; /* a bit per BMP char: a key starts with it */
+    /* In bmp_starts' block, after its PC_BMP_WORDS words: a bit per BMP
+     * char that starts a key, is none by itself and goes on to no ASCII
+     * char in any (so it is passed over before an ASCII char); a bit per
+     * BMP char that is a key by itself; then PC_PAIR_BITS bits hashed from
+     * (c, c2) for every key that starts with char c and then char c2 (c and
+     * c2 in the BMP): the filters pc_skip runs on a char that starts a key. */
+    bool astral_second;   /* some key goes on from a BMP char to one outside */
 } pc_map;
+
+#define PC_BMP_WORDS (0x10000 / 64)
+#define PC_PAIR_LOG 16
+#define PC_PAIR_BITS (1u << PC_PAIR_LOG)
 
 typedef struct {
     op_kind kind;
@@ -1116,32 +1127,79 @@ static bool pc_longest(const pc_map *m, const char *key, size_t n, size_t *mlen,
     return found > 0;
 }
 
-/* The end of the run of chars from i that start no key of m (a match must
- * cover its first char whole, so the bitmap of BMP chars says it without a
- * walk): most text is such runs, so this loop is the op's cost. Stops at
- * a char outside the BMP or cut by the end. */
+static inline uint32_t pc_pair_bit(uint32_t c, uint32_t c2)
+{
+    return (uint32_t)(((uint64_t)c << 16 | c2) * UINT64_C(0x9E3779B97F4A7C15) >> (64 - PC_PAIR_LOG));
+}
+
+/* Whether no key matches at s[i], where BMP char c (cl bytes) starts one:
+ * c is no key by itself and no key goes on from c to the char after it (a
+ * hashed bit, so "maybe" sometimes when it does not). A base letter starts
+ * a key when a combining mark could follow it, and mostly none does. */
+static bool pc_no_match(const pc_map *m, const unsigned char *s, size_t len, size_t i,
+                        uint32_t c, size_t cl)
+{
+    const uint64_t *alone = m->bmp_starts + 2 * PC_BMP_WORDS, *pairs = alone + PC_BMP_WORDS;
+    if (alone[c >> 6] >> (c & 63) & 1)
+        return false;
+    size_t j = i + cl;
+    if (j == len)
+        return true;
+    if (s[j] >= 0xF0)
+        return !m->astral_second;
+    if (s[j] < 0xC2 && s[j] >= 0x80) /* not a lead byte: no pair was marked */
+        return false;
+    size_t l2 = u8len(s[j]);
+    if (l2 > len - j)
+        return false;
+    uint32_t k = pc_pair_bit(c, u8get((const char *)s + j, &l2));
+    return !(pairs[k >> 6] >> (k & 63) & 1);
+}
+
+/* Whether no key matches at s[i], where BMP char c (cl bytes) starts one.
+ * Mostly c is a letter that takes combining marks, before a space or
+ * another letter: an ASCII char after c, or the text's end (read as NUL,
+ * which goes on from no char), answers from one bit. */
+static inline bool pc_pass(const pc_map *m, const unsigned char *s, size_t len, size_t i,
+                           uint32_t c, size_t cl)
+{
+    const uint64_t *pass = m->bmp_starts + PC_BMP_WORDS;
+    unsigned next = i + cl < len ? s[i + cl] : 0;
+    if (next < 0x80 && pass[c >> 6] >> (c & 63) & 1)
+        return true;
+    return pc_no_match(m, s, len, i, c, cl);
+}
+
+/* The end of the run of chars from i at which no key of m matches (a match
+ * must cover its first char whole, so the bitmap of BMP chars says it for
+ * most without a walk, and pc_pass for most of the rest): most text is
+ * such runs, so this loop is the op's cost. Stops at a char outside the
+ * BMP or cut by the end. The bitmap's word of a char is cp >> 6 and its
+ * bit cp & 63. */
 static size_t pc_skip(const pc_map *m, const char *text, size_t len, size_t i)
 {
     const unsigned char *s = (const unsigned char *)text;
     const uint64_t *bm = m->bmp_starts;
     if (!bm)
         return i;
-    /* The bitmap's word of a char is cp >> 6 and its bit cp & 63, which are
-     * the lead byte's and the last byte's payload bits (and, for 3 bytes,
-     * the middle one's): no char is decoded. */
     while (i < len) {
         unsigned b = s[i];
         if (b < 0x80) {
-            if (bm[b >> 6] >> (b & 63) & 1)
+            if (bm[b >> 6] >> (b & 63) & 1 && !pc_pass(m, s, len, i, b, 1))
                 break;
             i++;
         } else if (b < 0xE0) {
-            if (len - i < 2 || bm[b & 0x1Fu] >> (s[i + 1] & 0x3Fu) & 1)
+            if (len - i < 2)
+                break;
+            uint32_t c = (b & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu);
+            if (bm[c >> 6] >> (c & 63) & 1 && !pc_pass(m, s, len, i, c, 2))
                 break;
             i += 2;
         } else {
-            if (b >= 0xF0 || len - i < 3 ||
-                bm[(b & 0x0Fu) << 6 | (s[i + 1] & 0x3Fu)] >> (s[i + 2] & 0x3Fu) & 1)
+            if (b >= 0xF0 || len - i < 3)
+                break;
+            uint32_t c = (b & 0x0Fu) << 12 | (s[i + 1] & 0x3Fu) << 6 | (s[i + 2] & 0x3Fu);
+            if (bm[c >> 6] >> (c & 63) & 1 && !pc_pass(m, s, len, i, c, 3))
                 break;
             i += 3;
         }
@@ -1903,15 +1961,60 @@ bool lipi_normalizer_has_spm_ws(const lipi_normalizer *n)
     return n && n->spm_ws != SIZE_MAX;
 }
 
-/* Whether the trie has a path for all of c's UTF-8 bytes. */
-static bool pc_starts(const pc_map *m, uint32_t c)
+/* Whether the trie has a path for all of c's UTF-8 bytes from *pos; then
+ * *pos is the node reached and *last the unit of its last step. */
+static bool pc_walk_char(const pc_map *m, uint32_t c, size_t *pos, uint32_t *last)
 {
     char b[4];
-    size_t l = lipi_utf8_encode(c, b), pos = pc_offset(pc_unit(m, 0));
+    size_t l = lipi_utf8_encode(c, b);
     for (size_t i = 0; i < l; i++)
-        if (!pc_step(m, &pos, (unsigned char)b[i]))
+        if (!(*last = pc_step(m, pos, (unsigned char)b[i])))
             return false;
     return true;
+}
+
+/* Marks every BMP char c2 whose bytes the trie has from node pos (the node
+ * after c): UTF-8 lead bytes, then their continuation bytes. A byte that
+ * leads no char (pc_no_match never trusts the pairs there) is not looked
+ * at, and any lead byte of 4 sets astral_second. Returns whether some c2
+ * is ASCII. */
+static bool pc_mark_seconds(pc_map *m, uint64_t *pairs, uint32_t c, size_t pos)
+{
+    bool ascii = false;
+    for (uint32_t b1 = 1; b1 < 0x100; b1++) {
+        size_t p1 = pos;
+        if ((b1 >= 0x80 && b1 < 0xC2) || !pc_step(m, &p1, (unsigned char)b1))
+            continue;
+        if (b1 < 0x80) {
+            uint32_t k = pc_pair_bit(c, b1);
+            pairs[k >> 6] |= UINT64_C(1) << (k & 63);
+            ascii = true;
+            continue;
+        }
+        if (b1 >= 0xF0) {
+            m->astral_second = true;
+            continue;
+        }
+        for (uint32_t b2 = 0x80; b2 < 0xC0; b2++) {
+            size_t p2 = p1;
+            if (!pc_step(m, &p2, (unsigned char)b2))
+                continue;
+            if (b1 < 0xE0) {
+                uint32_t c2 = (b1 & 0x1F) << 6 | (b2 & 0x3F), k = pc_pair_bit(c, c2);
+                pairs[k >> 6] |= UINT64_C(1) << (k & 63);
+                continue;
+            }
+            for (uint32_t b3 = 0x80; b3 < 0xC0; b3++) {
+                size_t p3 = p2;
+                if (!pc_step(m, &p3, (unsigned char)b3))
+                    continue;
+                uint32_t c2 = (b1 & 0x0F) << 12 | (b2 & 0x3F) << 6 | (b3 & 0x3F);
+                uint32_t k = pc_pair_bit(c, c2);
+                pairs[k >> 6] |= UINT64_C(1) << (k & 63);
+            }
+        }
+    }
+    return ascii;
 }
 
 /* Points each Precompiled op at its (already validated) charsmap. */
@@ -1931,12 +2034,24 @@ static lipi_status view_charsmaps(lipi_normalizer *n)
         m->pool_len = s->charsmap_len - 4 - trie;
         if (n->ops[i].kind != OP_SPM_CHARSMAP || m->n_units == 0)
             continue;
-        m->bmp_starts = lipi_calloc(0x10000 / 64, sizeof *m->bmp_starts);
+        m->bmp_starts = lipi_calloc(3 * PC_BMP_WORDS + PC_PAIR_BITS / 64, sizeof *m->bmp_starts);
         if (!m->bmp_starts)
             return LIPI_ENOMEM;
-        for (uint32_t c = 1; c < 0x10000; c++)
-            if ((c < 0xD800 || c > 0xDFFF) && pc_starts(m, c))
-                m->bmp_starts[c >> 6] |= UINT64_C(1) << (c & 63);
+        uint64_t *pass = m->bmp_starts + PC_BMP_WORDS, *alone = pass + PC_BMP_WORDS;
+        uint64_t *pairs = alone + PC_BMP_WORDS;
+        size_t root = pc_offset(pc_unit(m, 0));
+        for (uint32_t c = 1; c < 0x10000; c++) {
+            size_t pos = root;
+            uint32_t last = 0;
+            if ((c >= 0xD800 && c <= 0xDFFF) || !pc_walk_char(m, c, &pos, &last))
+                continue;
+            m->bmp_starts[c >> 6] |= UINT64_C(1) << (c & 63);
+            /* The pairs of a char that is a key by itself are never asked. */
+            if ((last >> 8) & 1)
+                alone[c >> 6] |= UINT64_C(1) << (c & 63);
+            else if (!pc_mark_seconds(m, pairs, c, pos))
+                pass[c >> 6] |= UINT64_C(1) << (c & 63);
+        }
     }
     return LIPI_OK;
 }
