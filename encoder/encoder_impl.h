@@ -264,6 +264,8 @@ struct lipi_encoder {
     uint32_t *merge_result;           /* rank -> the merged token */
     bool merge_concat;                /* every merged token is its pair's
                                          strings joined (bpe_merge_scan) */
+    size_t bpe_long_min;              /* a word this long goes to bpe_long.c */
+    size_t bpe_long_part;             /* which cuts it into parts this long */
     const char *prefix, *suffix;      /* continuing_subword_prefix, end_of_word_suffix */
     size_t prefix_len, suffix_len;
     int64_t ascii_id[4][128];         /* [variant][char]: 0 alone, 1 with
@@ -430,6 +432,13 @@ struct lipi_session {
      * language's text are a few thousand, which stay in the core's cache
      * here. */
     uint64_t *pair_cache;
+    /* bpe_long.c: the (last char, first char) of every merge's two sides,
+     * code points + 1 in 32 bits each (0: empty slot); built on a session's
+     * first long word. bpe_cross_state 1: built, -1: a merged token is not
+     * its pair's strings joined (long words take the merge loop whole). */
+    uint64_t *bpe_cross;
+    size_t bpe_cross_mask;
+    int bpe_cross_state;
     lipi_buf word;               /* prefix/suffix-decorated strings */
     lipi_lattice lattice;
     /* f32 Unigram (SentencePiece .model): the float32 score of the best
@@ -477,6 +486,16 @@ lipi_status lipi_enc_stream_ptok(lipi_session *s);
  * none, or the piece is 2 GiB or longer. */
 lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64_t hash,
                            const enc_ptok **toks, size_t *n, lipi_error *err);
+
+/* bpe_long.c: when merge_concat holds, BPE takes a word of
+ * e->bpe_long_min bytes or more part by part, cut where no merge can join
+ * the two sides. *b = the end of the part that starts at a (n: the rest;
+ * parts of e->bpe_long_part bytes or more). Under lipi_encode_stream the
+ * tokens of the parts before a go to the sink first (lipi_enc_stream_ptok).
+ * Fails only for memory. */
+#define BPE_LONG_MIN ((size_t)1 << 20)
+#define BPE_LONG_PART ((size_t)1 << 16)
+lipi_status lipi_enc_bpe_part(lipi_session *s, const char *w, size_t n, size_t a, size_t *b);
 
 /* Tests only: nonzero makes every BPE merge table wide (a vocabulary of
  * millions of tokens would be needed to get one otherwise). */
