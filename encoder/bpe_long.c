@@ -74,7 +74,9 @@ static uint32_t first_cp(const char *t, size_t n)
 
 /* Builds s->bpe_cross from the model's merges (once a session); state -1
  * when some merged token is not its pair's strings joined byte for byte
- * (merge_concat compares lengths only). Fails only for memory. */
+ * (merge_concat compares lengths only), 2 when moreover each merged token
+ * is the one its string names (lipi_enc_bpe_compact finds them so), else
+ * 1. Fails only for memory. */
 static lipi_status cross_build(lipi_session *s)
 {
     const lipi_vocab_model *m = s->enc->m;
@@ -88,17 +90,21 @@ static lipi_status cross_build(lipi_session *s)
     s->bpe_cross = set;
     s->bpe_cross_mask = cap - 1;
     s->bpe_cross_state = 1;
+    bool named = true;
     for (size_t r = 0; r < m->n_merges; r++) {
         /* merge_concat: the three are tokens with strings, the sides
          * non-empty and the lengths adding up. */
         const lipi_merge *g = &m->merges[r];
         const lipi_strref *l = &tok[g->left], *rt = &tok[g->right], *t = &tok[g->result];
+        uint32_t id;
         if (memcmp(t->s, l->s, l->len) != 0 || memcmp(t->s + l->len, rt->s, rt->len) != 0) {
             s->bpe_cross_state = -1;
             return LIPI_OK;
         }
+        named = named && lipi_vocab_find(&m->vocab, t->s, t->len, &id) && id == g->result;
         cross_put(set, cap - 1, cross_key(last_cp(l->s, l->len), first_cp(rt->s, rt->len)));
     }
+    s->bpe_cross_state = named ? 2 : 1;
     return LIPI_OK;
 }
 
@@ -140,5 +146,266 @@ lipi_status lipi_enc_bpe_part(lipi_session *s, const char *w, size_t n, size_t a
                 break;
     *b = p;
 done:
+    return st;
+}
+
+/* ======================================================================== */
+/* A part with no cut, in compact memory                                     */
+/* ======================================================================== */
+
+/* When a long stretch has no cut (say "an" repeated), the merge loop's
+ * rule, each time the leftmost of the present pairs of lowest rank, is
+ * computed over 2 bytes and a bit per byte of the part instead of 64:
+ *
+ *   start  bit i: a symbol starts at byte i (bit n set: the end);
+ *   rk[i]  at a symbol's start, the rank of the pair it starts, else NONE;
+ *   tree   the minimum of rk over each block of 64 bytes, and a tournament
+ *          tree over the blocks: the leftmost minimum is a descent.
+ *
+ * A symbol's id is not kept: the pair it starts names it (merges[rk].left),
+ * else the pair before it (merges[rk].right), else its bytes do (one
+ * character: its id; more: a merged token, found by its string, which
+ * cross_build checked names that token). After a merge at p of rank r
+ * everything left of p is above r, so the next merge is one of the two new
+ * pairs when they are r or less, else the first pair of rank r right of
+ * p; only when none is near is the tree brought up to date (the blocks
+ * touched since) and descended. */
+#define RK_NONE UINT16_MAX
+#define RK_NEAR 256
+
+typedef struct {
+    lipi_session *s;
+    const char *w;
+    size_t n;
+    uint64_t *start;
+    uint16_t *rk;
+    uint16_t *tree;      /* tree[1] the root, tree[leaves + b] block b */
+    size_t leaves;
+    uint32_t *dirty;     /* blocks whose minimum may be stale */
+    uint64_t *is_dirty;
+    size_t n_dirty;
+} bpe_compact;
+
+static inline size_t next_start(const bpe_compact *c, size_t i)
+{
+    size_t k = (i + 1) >> 6;
+    uint64_t x = c->start[k] & (~UINT64_C(0) << ((i + 1) & 63));
+    while (!x)
+        x = c->start[++k];
+    return k * 64 + (size_t)__builtin_ctzll(x);
+}
+
+/* The start of the symbol before the one at i > 0. */
+static inline size_t prev_start(const bpe_compact *c, size_t i)
+{
+    size_t k = (i - 1) >> 6;
+    uint64_t x = c->start[k] & (~UINT64_C(0) >> (63 - ((i - 1) & 63)));
+    while (!x)
+        x = c->start[--k];
+    return k * 64 + 63 - (size_t)__builtin_clzll(x);
+}
+
+/* The id of the symbol w[i..j), whose pair rk[i] is not asked (NONE). */
+static uint32_t bytes_id(const bpe_compact *c, size_t i, size_t j)
+{
+    const lipi_encoder *e = c->s->enc;
+    uint32_t cp, id = 0;
+    if (enc_utf8_len((unsigned char)c->w[i]) == j - i) {
+        cp = enc_utf8_cp(c->w + i, j - i);
+        return (uint32_t)(cp < 128 ? e->ascii_id[0][cp] : enc_cpmap_get(&e->char_id[0], cp));
+    }
+    lipi_vocab_find(&e->m->vocab, c->w + i, j - i, &id);
+    return id;
+}
+
+/* The id of the symbol at i (ending at j), the one before at h (or i). */
+static inline uint32_t sym_id(const bpe_compact *c, size_t h, size_t i, size_t j)
+{
+    const lipi_merge *mg = c->s->enc->m->merges;
+    if (c->rk[i] != RK_NONE)
+        return mg[c->rk[i]].left;
+    if (h < i && c->rk[h] != RK_NONE)
+        return mg[c->rk[h]].right;
+    return bytes_id(c, i, j);
+}
+
+static inline uint16_t rank_of(lipi_session *s, uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    return lipi_enc_pair_rank(s, a, b, &r) ? (uint16_t)r : RK_NONE;
+}
+
+static inline void touch(bpe_compact *c, size_t i)
+{
+    size_t b = i >> 6;
+    if (!(c->is_dirty[b >> 6] >> (b & 63) & 1)) {
+        c->is_dirty[b >> 6] |= UINT64_C(1) << (b & 63);
+        c->dirty[c->n_dirty++] = (uint32_t)b;
+    }
+}
+
+static uint16_t block_min(const bpe_compact *c, size_t b)
+{
+    uint16_t m = RK_NONE;
+    size_t end = (b + 1) * 64 < c->n ? (b + 1) * 64 : c->n;
+    for (size_t i = b * 64; i < end; i++)
+        m = c->rk[i] < m ? c->rk[i] : m;
+    return m;
+}
+
+static void tree_flush(bpe_compact *c)
+{
+    for (size_t d = 0; d < c->n_dirty; d++) {
+        size_t b = c->dirty[d];
+        c->is_dirty[b >> 6] &= ~(UINT64_C(1) << (b & 63));
+        size_t k = c->leaves + b;
+        c->tree[k] = block_min(c, b);
+        for (k >>= 1; k; k >>= 1) {
+            uint16_t m = c->tree[2 * k] < c->tree[2 * k + 1] ? c->tree[2 * k] : c->tree[2 * k + 1];
+            if (c->tree[k] == m)
+                break;
+            c->tree[k] = m;
+        }
+    }
+    c->n_dirty = 0;
+}
+
+/* The leftmost position of the lowest rank, or n when nothing merges. */
+static size_t leftmost_min(bpe_compact *c)
+{
+    tree_flush(c);
+    uint16_t m = c->tree[1];
+    if (m == RK_NONE)
+        return c->n;
+    size_t k = 1;
+    while (k < c->leaves)
+        k = c->tree[2 * k] == m ? 2 * k : 2 * k + 1;
+    size_t i = (k - c->leaves) * 64;
+    while (c->rk[i] != m)
+        i++;
+    return i;
+}
+
+static void compact_free(bpe_compact *c)
+{
+    lipi_free(c->start);
+    lipi_free(c->rk);
+    lipi_free(c->tree);
+    lipi_free(c->dirty);
+    lipi_free(c->is_dirty);
+}
+
+/* The merges of w[0..n) (every character in the vocabulary); the tokens
+ * onto s->ptok with spans from base, to the sink as they come under
+ * lipi_encode_stream when whole is the word's length (over the cache's
+ * longest key). */
+static lipi_status compact_run(bpe_compact *c, size_t base, size_t whole)
+{
+    lipi_session *s = c->s;
+    const lipi_encoder *e = s->enc;
+    const lipi_merge *mg = e->m->merges;
+    lipi_status st = LIPI_OK;
+    size_t n = c->n;
+    /* Initial symbols: the characters; their pairs' ranks. */
+    uint32_t prev_id = 0;
+    for (size_t i = 0, j, h = 0; i < n; h = i, i = j) {
+        j = i + enc_utf8_len((unsigned char)c->w[i]);
+        c->start[i >> 6] |= UINT64_C(1) << (i & 63);
+        uint32_t id = bytes_id(c, i, j);
+        if (i)
+            c->rk[h] = rank_of(s, prev_id, id);
+        prev_id = id;
+    }
+    for (size_t b = 0; b < c->leaves; b++)
+        c->tree[c->leaves + b] = b * 64 < n ? block_min(c, b) : RK_NONE;
+    for (size_t k = c->leaves; --k;)
+        c->tree[k] = c->tree[2 * k] < c->tree[2 * k + 1] ? c->tree[2 * k] : c->tree[2 * k + 1];
+
+    size_t p = leftmost_min(c);
+    while (p < n) {
+        uint16_t r = c->rk[p];
+        size_t q = next_start(c, p), t = next_start(c, q), h = p ? prev_start(c, p) : p;
+        uint32_t merged = e->merge_result[r];
+        /* The neighbours' ids before the ranks change. */
+        uint32_t before = h < p ? sym_id(c, h ? prev_start(c, h) : h, h, p) : 0;
+        uint32_t after = 0;
+        if (t < n)
+            after = c->rk[q] != RK_NONE ? mg[c->rk[q]].right : sym_id(c, q, t, next_start(c, t));
+        c->start[q >> 6] &= ~(UINT64_C(1) << (q & 63));
+        c->rk[q] = RK_NONE;
+        c->rk[p] = t < n ? rank_of(s, merged, after) : RK_NONE;
+        touch(c, q);
+        touch(c, p);
+        uint16_t rh = RK_NONE;
+        if (h < p) {
+            c->rk[h] = rh = rank_of(s, before, merged);
+            touch(c, h);
+        }
+        /* The next merge (see above). */
+        uint16_t m = rh < c->rk[p] ? rh : c->rk[p];
+        if (m <= r) {
+            p = rh == m ? h : p;
+            continue;
+        }
+        size_t end = t + RK_NEAR < n ? t + RK_NEAR : n;
+        while (t < end && c->rk[t] > r)
+            t++;
+        p = t < end ? t : leftmost_min(c);
+    }
+    /* The tokens, left to right. */
+    size_t h = 0;
+    for (size_t i = 0, j; i < n; h = i, i = j) {
+        j = next_start(c, i);
+        if (s->ptok_n == s->ptok_cap)
+            TRY(ENC_GROW(s->ptok, s->ptok_cap, s->ptok_n + 1));
+        s->ptok[s->ptok_n++] = (enc_ptok){sym_id(c, h, i, j), (uint32_t)(base + i),
+                                          (uint32_t)(base + j)};
+        if (s->ptok_n >= 4096 && j < n && whole > LIPI_ENC_CACHE_MAX_KEY)
+            TRY(lipi_enc_stream_ptok(s));
+    }
+done:
+    return st;
+}
+
+lipi_status lipi_enc_bpe_compact(lipi_session *s, const char *w, size_t n, size_t base,
+                                 size_t whole, bool *done)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_status st = LIPI_OK;
+    bpe_compact c = {s, w, n, NULL, NULL, NULL, 0, NULL, NULL, 0};
+    *done = false;
+    if (!s->bpe_cross_state)
+        TRY(cross_build(s));
+    /* Ranks in 16 bits; every character a symbol of its own id. */
+    if (s->bpe_cross_state < 2 || e->m->n_merges >= RK_NONE || n > UINT32_MAX / 2)
+        return LIPI_OK;
+    for (size_t i = 0; i < n;) {
+        size_t cl = enc_utf8_len((unsigned char)w[i]);
+        uint32_t cp;
+        if (cl > n - i || lipi_utf8_decode(w + i, cl, &cp) != cl ||
+            (cp < 128 ? e->ascii_id[0][cp] : enc_cpmap_get(&e->char_id[0], cp)) < 0)
+            return LIPI_OK;
+        i += cl;
+    }
+    size_t nb = n / 64 + 1;
+    c.leaves = 1;
+    while (c.leaves < nb)
+        c.leaves *= 2;
+    TRY(lipi_enc_pair_ready(s));
+    c.start = lipi_calloc(n / 64 + 2, sizeof *c.start);
+    c.rk = lipi_reallocarray(NULL, n, sizeof *c.rk);
+    c.tree = lipi_reallocarray(NULL, 2 * c.leaves, sizeof *c.tree);
+    c.dirty = lipi_reallocarray(NULL, nb, sizeof *c.dirty);
+    c.is_dirty = lipi_calloc(nb / 64 + 1, sizeof *c.is_dirty);
+    if (!c.start || !c.rk || !c.tree || !c.dirty || !c.is_dirty) {
+        st = LIPI_ENOMEM;
+        goto done;
+    }
+    memset(c.rk, 0xff, n * sizeof *c.rk);
+    c.start[n >> 6] |= UINT64_C(1) << (n & 63);
+    TRY(compact_run(&c, base, whole));
+    *done = true;
+done:
+    compact_free(&c);
     return st;
 }

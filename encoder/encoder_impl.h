@@ -266,6 +266,7 @@ struct lipi_encoder {
                                          strings joined (bpe_merge_scan) */
     size_t bpe_long_min;              /* a word this long goes to bpe_long.c */
     size_t bpe_long_part;             /* which cuts it into parts this long */
+    size_t bpe_compact_min;           /* a part this long: lipi_enc_bpe_compact */
     const char *prefix, *suffix;      /* continuing_subword_prefix, end_of_word_suffix */
     size_t prefix_len, suffix_len;
     int64_t ascii_id[4][128];         /* [variant][char]: 0 alone, 1 with
@@ -434,8 +435,9 @@ struct lipi_session {
     uint64_t *pair_cache;
     /* bpe_long.c: the (last char, first char) of every merge's two sides,
      * code points + 1 in 32 bits each (0: empty slot); built on a session's
-     * first long word. bpe_cross_state 1: built, -1: a merged token is not
-     * its pair's strings joined (long words take the merge loop whole). */
+     * first long word. bpe_cross_state 1: built, 2: and merged tokens are
+     * named by their strings, -1: a merged token is not its pair's strings
+     * joined (long words take the merge loop whole). */
     uint64_t *bpe_cross;
     size_t bpe_cross_mask;
     int bpe_cross_state;
@@ -496,6 +498,19 @@ lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64
 #define BPE_LONG_MIN ((size_t)1 << 20)
 #define BPE_LONG_PART ((size_t)1 << 16)
 lipi_status lipi_enc_bpe_part(lipi_session *s, const char *w, size_t n, size_t a, size_t *b);
+/* bpe_long.c: a part of e->bpe_compact_min bytes or more (no cut found)
+ * is merged in about 2 bytes a byte instead of 64: w[0..n), the bytes from
+ * base of a word of `whole` bytes, its tokens onto s->ptok as the merge
+ * loop's (under lipi_encode_stream, to the sink as they come). *done false:
+ * it does not apply (ranks over 16 bits, a character the vocabulary lacks,
+ * a merged token its string does not name); use the merge loop. Fails only
+ * for memory. */
+lipi_status lipi_enc_bpe_compact(lipi_session *s, const char *w, size_t n, size_t base,
+                                 size_t whole, bool *done);
+/* models.c, for bpe_long.c: the merge loop's pair lookup (after
+ * lipi_enc_pair_ready, which fails only for memory). */
+lipi_status lipi_enc_pair_ready(lipi_session *s);
+bool lipi_enc_pair_rank(lipi_session *s, uint32_t a, uint32_t b, uint32_t *rank);
 
 /* Tests only: nonzero makes every BPE merge table wide (a vocabulary of
  * millions of tokens would be needed to get one otherwise). */

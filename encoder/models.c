@@ -120,6 +120,7 @@ static lipi_status bpe_init(lipi_encoder *e)
 
     e->bpe_long_min = BPE_LONG_MIN;
     e->bpe_long_part = BPE_LONG_PART;
+    e->bpe_compact_min = BPE_LONG_MIN;
 
     /* Single characters, bare or with the prefix and/or suffix, by variant. */
     for (int v = 0; v < 4; v++)
@@ -647,6 +648,22 @@ done:
     return st;
 }
 
+lipi_status lipi_enc_pair_ready(lipi_session *s)
+{
+    if (s->enc->pair_bits && !s->pair_cache) {
+        s->pair_cache = lipi_reallocarray(NULL, LIPI_ENC_PAIR_CACHE, sizeof *s->pair_cache);
+        if (!s->pair_cache)
+            return LIPI_ENOMEM;
+        memset(s->pair_cache, 0xff, LIPI_ENC_PAIR_CACHE * sizeof *s->pair_cache);
+    }
+    return LIPI_OK;
+}
+
+bool lipi_enc_pair_rank(lipi_session *s, uint32_t a, uint32_t b, uint32_t *rank)
+{
+    return pair_get(s, a, b, rank);
+}
+
 /* A long word, part by part (cut by bpe_long.c where no merge can join the
  * two sides): the merge loop's ids without its 32 bytes a character for the
  * whole word. Out of line, so bpe_word stays as it was for short words. */
@@ -657,6 +674,11 @@ static __attribute__((noinline)) lipi_status bpe_long_word(lipi_session *s, cons
     for (size_t a = 0, b; a < n; a = b) {
         size_t ns = 0;
         TRY(lipi_enc_bpe_part(s, w, n, a, &b));
+        bool done = false;
+        if (b - a >= s->enc->bpe_compact_min)
+            TRY(lipi_enc_bpe_compact(s, w + a, b - a, a, n, &done));
+        if (done)
+            continue;
         TRY(bpe_symbols(s, w + a, b - a, &ns, err));
         TRY(bpe_merge(s, ns));
         size_t off = a;

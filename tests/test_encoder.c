@@ -1177,8 +1177,9 @@ static void test_short_words_merge_as_through_the_heap(void **state)
 }
 
 /* Long words in parts (encoder/bpe_long.c), cut only where no merge joins
- * the two sides: the ids and offsets of the merge loop over the whole word.
- * `lng` takes every word through the parts, `plain` none. */
+ * the two sides, each part by the merge loop or in compact memory: the ids
+ * and offsets of the merge loop over the whole word. `lng` takes every word
+ * through the parts, `plain` none. */
 static void parts_check(kit *lng, kit *plain, unsigned seed, int n_random, size_t max_part)
 {
     assert_true(lng->enc->merge_concat);
@@ -1195,7 +1196,11 @@ static void parts_check(kit *lng, kit *plain, unsigned seed, int n_random, size_
             memcpy(w + n, c, strlen(c));
             n += strlen(c);
         }
-        lng->enc->bpe_long_part = 1 + (size_t)rand_r(&seed) % max_part;
+        /* Parts of 1 to max_part bytes or the whole word, by the merge
+         * loop or in compact memory. */
+        int how = rand_r(&seed) % 4;
+        lng->enc->bpe_long_part = how == 3 ? SIZE_MAX : 1 + (size_t)rand_r(&seed) % max_part;
+        lng->enc->bpe_compact_min = how >= 2 ? 0 : SIZE_MAX;
         same_encoding(lng, plain, w, n, ra, rb);
     }
     free(ra);
@@ -1215,7 +1220,14 @@ static const char *const parts_json[] = {
     "{\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": %s, "
     "\"byte_fallback\": %s, \"vocab\": {\"<unk>\": 0, \"a\": 1, \"b\": 2, "
     "\"\xe0\xa4\x95\": 3, \"aa\": 4, \"aaaa\": 5, \"<0x7A>\": 6}, "
-    "\"merges\": [\"a a\", \"aa aa\"]}}"};
+    "\"merges\": [\"a a\", \"aa aa\"]}}",
+    /* Merges of tokens later merges make ("aa aa" before "a a"): a merge
+     * can make pairs of lower rank on both sides. */
+    "{\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": %s, "
+    "\"byte_fallback\": %s, \"vocab\": {\"<unk>\": 0, \"a\": 1, \"b\": 2, "
+    "\"\xe0\xa4\x95\": 3, \"aa\": 4, \"aaaa\": 5, \"ab\": 6, \"aba\": 7, \"ba\": 8, "
+    "\"baa\": 9, \"<0x7A>\": 10}, "
+    "\"merges\": [\"aa aa\", \"ab a\", \"b aa\", \"a a\", \"a b\", \"b a\"]}}"};
 
 static void test_long_words_in_parts_are_the_merge_loop(void **state)
 {
@@ -1239,16 +1251,24 @@ static void test_long_words_in_parts_are_the_merge_loop(void **state)
             parts_check(&lng, &plain, 23, 1000, 8);
             lng.enc->bpe_long_part = 3;
             same_on_texts(&lng, &plain, 29, 300);
+            lng.enc->bpe_long_part = SIZE_MAX;
+            lng.enc->bpe_compact_min = 0;
+            same_on_texts(&lng, &plain, 31, 300);
         }
         kit_free(&lng);
         kit_free(&plain);
     }
     /* A few hundred KB at the default part size: one character repeated
      * (parts: the merge loop's symbols stay a part's), and pairs of
-     * characters that merge both ways ("an": no cut at all). */
+     * characters that merge both ways ("an": no cut at all, so in compact
+     * memory); and all in compact memory. */
     kit lng = kit_from(open_any("tests/fixtures/readers/bpe_bytes.model")),
-        plain = kit_from(open_any("tests/fixtures/readers/bpe_bytes.model"));
-    lng.enc->bpe_long_min = 0;
+        plain = kit_from(open_any("tests/fixtures/readers/bpe_bytes.model")),
+        cmp = kit_from(open_any("tests/fixtures/readers/bpe_bytes.model"));
+    lng.enc->bpe_long_min = cmp.enc->bpe_long_min = 0;
+    lng.enc->bpe_compact_min = 100000;
+    cmp.enc->bpe_long_part = SIZE_MAX;
+    cmp.enc->bpe_compact_min = 0;
     plain.enc->bpe_long_min = SIZE_MAX;
     static const char *const units[] = {"a", "an", "ab", "the", "\xe0\xa4\x95", "aaaab"};
     size_t big = 300000;
@@ -1259,14 +1279,17 @@ static void test_long_words_in_parts_are_the_merge_loop(void **state)
         for (size_t k = 0; k < n; k += l)
             memcpy(w + k, units[u], l);
         same_word(&lng, &plain, w, n);
-        if (u == 0) {
+        same_word(&cmp, &plain, w, n);
+        if (u <= 1) {
             assert_true(lng.s->sym_cap < big / 2);
-            assert_true(plain.s->sym_cap >= big);
+            assert_true(cmp.s->sym_cap < big / 2);
+            assert_true(plain.s->sym_cap >= big / 2);
         }
     }
     free(w);
     kit_free(&lng);
     kit_free(&plain);
+    kit_free(&cmp);
 }
 
 static void test_batch_is_the_same_on_one_and_two_threads(void **state)
