@@ -89,6 +89,7 @@ static lipi_status cross_build(lipi_session *s)
         return LIPI_ENOMEM;
     s->bpe_cross = set;
     s->bpe_cross_mask = cap - 1;
+    memset(s->bpe_ascii_cut, 0, sizeof s->bpe_ascii_cut);
     s->bpe_cross_state = 1;
     bool named = true;
     for (size_t r = 0; r < m->n_merges; r++) {
@@ -105,6 +106,14 @@ static lipi_status cross_build(lipi_session *s)
         cross_put(set, cap - 1, cross_key(last_cp(l->s, l->len), first_cp(rt->s, rt->len)));
     }
     s->bpe_cross_state = named ? 2 : 1;
+    /* Cuts between two ASCII characters, a bit each (the search for a cut
+     * looks at every character of a word that has none). */
+    const lipi_encoder *e = s->enc;
+    for (uint32_t x = 0; x < 128; x++)
+        for (uint32_t y = 0; y < 128; y++)
+            if (e->ascii_id[0][x] >= 0 && e->ascii_id[0][y] >= 0 &&
+                !cross_has(s, cross_key(x, y)))
+                s->bpe_ascii_cut[x * 2 + y / 64] |= UINT64_C(1) << (y & 63);
     return LIPI_OK;
 }
 
@@ -141,9 +150,12 @@ lipi_status lipi_enc_bpe_part(lipi_session *s, const char *w, size_t n, size_t a
         TRY(lipi_enc_stream_ptok(s));
     size_t part = e->bpe_long_part ? e->bpe_long_part : 1, p = n;
     if (s->bpe_cross_state > 0 && n - a > part)
-        for (p = a + part; p < n; p++)
-            if (((unsigned char)w[p] & 0xC0) != 0x80 && cut_ok(s, w, n, p))
+        for (p = a + part; p < n; p++) {
+            unsigned char x = (unsigned char)w[p - 1], y = (unsigned char)w[p];
+            if ((x | y) < 0x80 ? s->bpe_ascii_cut[x * 2 + y / 64] >> (y & 63) & 1
+                               : (y & 0xC0) != 0x80 && cut_ok(s, w, n, p))
                 break;
+        }
     *b = p;
 done:
     return st;
@@ -206,7 +218,7 @@ static inline size_t prev_start(const bpe_compact *c, size_t i)
 }
 
 /* The id of the symbol w[i..j), whose pair rk[i] is not asked (NONE). */
-static uint32_t bytes_id(const bpe_compact *c, size_t i, size_t j)
+static uint32_t bytes_id_slow(const bpe_compact *c, size_t i, size_t j)
 {
     const lipi_encoder *e = c->s->enc;
     uint32_t cp, id = 0;
@@ -216,6 +228,12 @@ static uint32_t bytes_id(const bpe_compact *c, size_t i, size_t j)
     }
     lipi_vocab_find(&e->m->vocab, c->w + i, j - i, &id);
     return id;
+}
+
+static inline uint32_t bytes_id(const bpe_compact *c, size_t i, size_t j)
+{
+    unsigned char b = (unsigned char)c->w[i];
+    return j - i == 1 && b < 0x80 ? (uint32_t)c->s->enc->ascii_id[0][b] : bytes_id_slow(c, i, j);
 }
 
 /* The id of the symbol at i (ending at j), the one before at h (or i). */
@@ -352,14 +370,17 @@ static lipi_status compact_run(bpe_compact *c, size_t base, size_t whole)
             t++;
         p = t < end ? t : leftmost_min(c);
     }
-    /* The tokens, left to right. */
+    /* The tokens, left to right (a token the same as the one before is
+     * not looked up again: long words repeat). */
     size_t h = 0;
+    uint32_t id = 0;
     for (size_t i = 0, j; i < n; h = i, i = j) {
         j = next_start(c, i);
+        if (!i || j - i != i - h || memcmp(c->w + h, c->w + i, j - i) != 0)
+            id = sym_id(c, h, i, j);
         if (s->ptok_n == s->ptok_cap)
             TRY(ENC_GROW(s->ptok, s->ptok_cap, s->ptok_n + 1));
-        s->ptok[s->ptok_n++] = (enc_ptok){sym_id(c, h, i, j), (uint32_t)(base + i),
-                                          (uint32_t)(base + j)};
+        s->ptok[s->ptok_n++] = (enc_ptok){id, (uint32_t)(base + i), (uint32_t)(base + j)};
         if (s->ptok_n >= 4096 && j < n && whole > LIPI_ENC_CACHE_MAX_KEY)
             TRY(lipi_enc_stream_ptok(s));
     }
@@ -382,6 +403,12 @@ lipi_status lipi_enc_bpe_compact(lipi_session *s, const char *w, size_t n, size_
     for (size_t i = 0; i < n;) {
         size_t cl = enc_utf8_len((unsigned char)w[i]);
         uint32_t cp;
+        if (cl == 1 && (unsigned char)w[i] < 0x80) {
+            if (e->ascii_id[0][(unsigned char)w[i]] < 0)
+                return LIPI_OK;
+            i++;
+            continue;
+        }
         if (cl > n - i || lipi_utf8_decode(w + i, cl, &cp) != cl ||
             (cp < 128 ? e->ascii_id[0][cp] : enc_cpmap_get(&e->char_id[0], cp)) < 0)
             return LIPI_OK;

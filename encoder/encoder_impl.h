@@ -441,6 +441,8 @@ struct lipi_session {
     uint64_t *bpe_cross;
     size_t bpe_cross_mask;
     int bpe_cross_state;
+    uint64_t bpe_ascii_cut[256];  /* bit x * 128 + y: a cut between ASCII x
+                                     and y is allowed */
     lipi_buf word;               /* prefix/suffix-decorated strings */
     lipi_lattice lattice;
     /* f32 Unigram (SentencePiece .model): the float32 score of the best
