@@ -17,6 +17,8 @@
 #           byte offset, so this row times how fast the error comes (exit 1)
 #   randcp  random valid UTF-8: code points uniform in U+0020..U+10FFFF
 #           without surrogates
+#   an      "an" repeated (not in the default WORST_INPUTS): SentencePiece
+#           BPE's merges join a and n both ways, so BPE finds no cut in it
 # Tokenizers: cl100k_base and o200k_base (tiktoken files), GPT-2
 # tokenizer.json (byte-level BPE), mBERT vocab.txt (WordPiece), laser_100k.model
 # (SentencePiece Unigram), a SentencePiece BPE .model (spm_train bpe 8000 on
@@ -59,6 +61,8 @@ PY
     rm -f "$D/word.base" ;;
   aaa)
     /usr/bin/python3 -c 'import sys; open(sys.argv[1], "wb").write(b"a" * int(sys.argv[2]))' "$f.$$" "$N" ;;
+  an)
+    /usr/bin/python3 -c 'import sys; open(sys.argv[1], "wb").write(b"an" * (int(sys.argv[2]) // 2))' "$f.$$" "$N" ;;
   deva)
     /usr/bin/python3 -c 'import sys; open(sys.argv[1], "wb").write("क".encode() * (int(sys.argv[2]) // 3))' "$f.$$" "$N" ;;
   random)

@@ -366,6 +366,7 @@ void lipi_session_free(lipi_session *s)
     lipi_free(s->bt_rank);
     lipi_free(s->bt_valid);
     lipi_free(s->pair_cache);
+    lipi_free(s->bpe_cross);
     lipi_buf_free(&s->word);
     lipi_lattice_free(&s->lattice);
     lipi_enc_cache_free(&s->cache);

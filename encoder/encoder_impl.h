@@ -267,6 +267,9 @@ struct lipi_encoder {
                                          strings joined (bpe_merge_scan) */
     atomic_bool pairs_ready;          /* the four above are built
                                          (lipi_enc_bpe_pairs) */
+    size_t bpe_long_min;              /* a word this long goes to bpe_long.c */
+    size_t bpe_long_part;             /* which cuts it into parts this long */
+    size_t bpe_compact_min;           /* a part this long: lipi_enc_bpe_compact */
     const char *prefix, *suffix;      /* continuing_subword_prefix, end_of_word_suffix */
     size_t prefix_len, suffix_len;
     int64_t ascii_id[4][128];         /* [variant][char]: 0 alone, 1 with
@@ -438,6 +441,16 @@ struct lipi_session {
      * language's text are a few thousand, which stay in the core's cache
      * here. */
     uint64_t *pair_cache;
+    /* bpe_long.c: the (last char, first char) of every merge's two sides,
+     * code points + 1 in 32 bits each (0: empty slot); built on a session's
+     * first long word. bpe_cross_state 1: built, 2: and merged tokens are
+     * named by their strings, -1: a merged token is not its pair's strings
+     * joined (long words take the merge loop whole). */
+    uint64_t *bpe_cross;
+    size_t bpe_cross_mask;
+    int bpe_cross_state;
+    uint64_t bpe_ascii_cut[256];  /* bit x * 128 + y: a cut between ASCII x
+                                     and y is allowed */
     lipi_buf word;               /* prefix/suffix-decorated strings */
     lipi_lattice lattice;
     /* f32 Unigram (SentencePiece .model): the float32 score of the best
@@ -485,6 +498,29 @@ lipi_status lipi_enc_stream_ptok(lipi_session *s);
  * none, or the piece is 2 GiB or longer. */
 lipi_status lipi_enc_model(lipi_session *s, const char *text, size_t len, uint64_t hash,
                            const enc_ptok **toks, size_t *n, lipi_error *err);
+
+/* bpe_long.c: when merge_concat holds, BPE takes a word of
+ * e->bpe_long_min bytes or more part by part, cut where no merge can join
+ * the two sides. *b = the end of the part that starts at a (n: the rest;
+ * parts of e->bpe_long_part bytes or more). Under lipi_encode_stream the
+ * tokens of the parts before a go to the sink first (lipi_enc_stream_ptok).
+ * Fails only for memory. */
+#define BPE_LONG_MIN ((size_t)1 << 20)
+#define BPE_LONG_PART ((size_t)1 << 16)
+lipi_status lipi_enc_bpe_part(lipi_session *s, const char *w, size_t n, size_t a, size_t *b);
+/* bpe_long.c: a part of e->bpe_compact_min bytes or more (no cut found)
+ * is merged in about 2 bytes a byte instead of 64: w[0..n), the bytes from
+ * base of a word of `whole` bytes, its tokens onto s->ptok as the merge
+ * loop's (under lipi_encode_stream, to the sink as they come). *done false:
+ * it does not apply (ranks over 16 bits, a character the vocabulary lacks,
+ * a merged token its string does not name); use the merge loop. Fails only
+ * for memory. */
+lipi_status lipi_enc_bpe_compact(lipi_session *s, const char *w, size_t n, size_t base,
+                                 size_t whole, bool *done);
+/* models.c, for bpe_long.c: the merge loop's pair lookup (after
+ * lipi_enc_pair_ready, which fails only for memory). */
+lipi_status lipi_enc_pair_ready(lipi_session *s);
+bool lipi_enc_pair_rank(lipi_session *s, uint32_t a, uint32_t b, uint32_t *rank);
 
 /* Tests only: nonzero makes every BPE merge table wide (a vocabulary of
  * millions of tokens would be needed to get one otherwise). */

@@ -199,6 +199,10 @@ static lipi_status bpe_init(lipi_encoder *e)
     e->suffix = m->opt.end_of_word_suffix;
     e->suffix_len = strnlen(e->suffix, sizeof m->opt.end_of_word_suffix);
 
+    e->bpe_long_min = BPE_LONG_MIN;
+    e->bpe_long_part = BPE_LONG_PART;
+    e->bpe_compact_min = BPE_LONG_MIN;
+
     /* Single characters, bare or with the prefix and/or suffix, by variant. */
     for (int v = 0; v < 4; v++)
         for (int c = 0; c < 128; c++)
@@ -555,7 +559,7 @@ static inline lipi_status sym_push(lipi_session *s, size_t *n, uint32_t id, size
  * symbols, where a scan costs less than pushing and popping. */
 #define BPE_SCAN_MAX 24
 
-static void bpe_merge_scan(lipi_session *s, size_t n)
+static inline __attribute__((always_inline)) void bpe_merge_scan(lipi_session *s, size_t n)
 {
     const lipi_encoder *e = s->enc;
     bpe_sym *sym = s->sym;
@@ -599,7 +603,7 @@ static void bpe_merge_scan(lipi_session *s, size_t n)
  * since it was pushed is stale; Hugging Face still merges it when the new
  * pair happens to merge into the same token, so only then is the table
  * asked again. */
-static lipi_status bpe_merge(lipi_session *s, size_t n)
+static inline __attribute__((always_inline)) lipi_status bpe_merge(lipi_session *s, size_t n)
 {
     const lipi_encoder *e = s->enc;
     lipi_status st = LIPI_OK;
@@ -664,8 +668,8 @@ done:
  * lookup, then byte fallback or the unknown token for characters the
  * vocabulary lacks, exactly in Hugging Face's order (a pending unknown token
  * is only written when a known character or the end of the word comes). */
-static lipi_status bpe_symbols(lipi_session *s, const char *w, size_t n, size_t *count,
-                               lipi_error *err)
+static inline __attribute__((always_inline)) lipi_status
+bpe_symbols(lipi_session *s, const char *w, size_t n, size_t *count, lipi_error *err)
 {
     const lipi_encoder *e = s->enc;
     lipi_status st = LIPI_OK;
@@ -771,6 +775,50 @@ done:
     return st;
 }
 
+lipi_status lipi_enc_pair_ready(lipi_session *s)
+{
+    if (s->enc->pair_bits && !s->pair_cache) {
+        s->pair_cache = lipi_reallocarray(NULL, LIPI_ENC_PAIR_CACHE, sizeof *s->pair_cache);
+        if (!s->pair_cache)
+            return LIPI_ENOMEM;
+        memset(s->pair_cache, 0xff, LIPI_ENC_PAIR_CACHE * sizeof *s->pair_cache);
+    }
+    return LIPI_OK;
+}
+
+bool lipi_enc_pair_rank(lipi_session *s, uint32_t a, uint32_t b, uint32_t *rank)
+{
+    return pair_get(s, a, b, rank);
+}
+
+/* A long word, part by part (cut by bpe_long.c where no merge can join the
+ * two sides): the merge loop's ids without its 32 bytes a character for the
+ * whole word. Out of line, so bpe_word stays as it was for short words. */
+static __attribute__((noinline)) lipi_status bpe_long_word(lipi_session *s, const char *w,
+                                                           size_t n, lipi_error *err)
+{
+    lipi_status st = LIPI_OK;
+    for (size_t a = 0, b; a < n; a = b) {
+        size_t ns = 0;
+        TRY(lipi_enc_bpe_part(s, w, n, a, &b));
+        bool done = false;
+        if (b - a >= s->enc->bpe_compact_min)
+            TRY(lipi_enc_bpe_compact(s, w + a, b - a, a, n, &done));
+        if (done)
+            continue;
+        TRY(bpe_symbols(s, w + a, b - a, &ns, err));
+        TRY(bpe_merge(s, ns));
+        size_t off = a;
+        for (int32_t i = ns ? 0 : -1; i >= 0; i = s->sym[i].next) {
+            size_t x = off < b ? off : b;
+            off += s->sym[i].len;
+            TRY(ptok_push(s, s->sym[i].id, x, off < b ? off : b, false));
+        }
+    }
+done:
+    return st;
+}
+
 static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h,
                            lipi_error *err)
 {
@@ -797,6 +845,8 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
         s->ptok_n = 0;
     }
     TRY(lipi_enc_bpe_pairs(e));
+    if (n >= e->bpe_long_min && e->merge_concat && !e->raw_bytes)
+        return bpe_long_word(s, w, n, err);
     TRY(bpe_symbols(s, w, n, &ns, err));
     TRY(bpe_merge(s, ns));
     /* Offsets add up the lengths of the symbols left, as Hugging Face does

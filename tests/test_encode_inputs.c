@@ -1158,6 +1158,32 @@ static void test_stream_gives_the_ids_of_lipi_encode(void **state)
     }
 }
 
+/* SentencePiece BPE on one 1.2 MB piece of 'a' (its merges never join two
+ * a's) and of "an" (merges join them both ways: no cut): the merge loop
+ * would hold 16 bytes a character in symbols and 12 in tokens, and its
+ * heap 48 (blocks of 16 MB and more); streamed, 'a' goes through in parts
+ * of 64 KiB and "an" in 2 bytes and a bit a byte (encoder/bpe_long.c), and
+ * no block of 8 MB or more is asked for (the normalized text's is 4 MB). */
+static void test_stream_of_one_long_bpe_piece_holds_a_part(void **state)
+{
+    (void)state;
+    const char *path = "tests/fixtures/readers/bpe_bytes.model";
+    static const char *const units[] = {"a", "an"};
+    for (size_t u = 0; u < 2; u++) {
+        size_t len, n;
+        char *text = repeat_text(units[u], LONG_TEXT, &len);
+        stream_got g = {0};
+        assert_true(tracked_stream(path, text, len, &g) < ((size_t)8 << 20));
+        uint32_t *want = ids_of_opt(path, text, len, true, &n);
+        assert_int_equal(g.n, n);
+        assert_true(n > LONG_TEXT / 16);
+        assert_memory_equal(g.ids, want, n * sizeof *want);
+        free(want);
+        free(g.ids);
+        free(text);
+    }
+}
+
 /* What a streamed text holds: 1.2 MB of short words is 240,000 tokens,
  * which lipi_encode keeps as records of ~50 bytes (a block over 8 MB);
  * streamed, no block of 4 MB or more is asked for (pieces go to the model
@@ -1361,6 +1387,7 @@ int main(void)
         cmocka_unit_test(test_tiktoken_public_cases),
         cmocka_unit_test(test_stream_gives_the_ids_of_lipi_encode),
         cmocka_unit_test(test_stream_holds_no_block_per_token),
+        cmocka_unit_test(test_stream_of_one_long_bpe_piece_holds_a_part),
         cmocka_unit_test(test_stream_backtracking_holds_ranks_only),
         cmocka_unit_test(test_stream_cuts_bert_text_in_parts),
         cmocka_unit_test(test_encode_long_records_match_the_library),

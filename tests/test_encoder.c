@@ -1253,6 +1253,122 @@ static void test_short_words_merge_as_through_the_heap(void **state)
     kit_free(&p);
 }
 
+/* Long words in parts (encoder/bpe_long.c), cut only where no merge joins
+ * the two sides, each part by the merge loop or in compact memory: the ids
+ * and offsets of the merge loop over the whole word. `lng` takes every word
+ * through the parts, `plain` none. */
+static void parts_check(kit *lng, kit *plain, unsigned seed, int n_random, size_t max_part)
+{
+    assert_true(lng->enc->merge_concat);
+    lng->enc->bpe_long_min = 0;
+    plain->enc->bpe_long_min = SIZE_MAX;
+    result *ra = result_new(), *rb = result_new();
+    /* a, b, क and z: z is not in the vocabulary (unknown or byte fallback). */
+    static const char *const chars[] = {"a", "b", "\xe0\xa4\x95", "z"};
+    char w[256];
+    for (int i = 0; i < n_random; i++) {
+        size_t n = 0, chars_n = 1 + (size_t)rand_r(&seed) % 60;
+        for (size_t k = 0; k < chars_n; k++) {
+            const char *c = chars[rand_r(&seed) % (i % 2 ? 4 : 3)];
+            memcpy(w + n, c, strlen(c));
+            n += strlen(c);
+        }
+        /* Parts of 1 to max_part bytes or the whole word, by the merge
+         * loop or in compact memory. */
+        int how = rand_r(&seed) % 4;
+        lng->enc->bpe_long_part = how == 3 ? SIZE_MAX : 1 + (size_t)rand_r(&seed) % max_part;
+        lng->enc->bpe_compact_min = how >= 2 ? 0 : SIZE_MAX;
+        same_encoding(lng, plain, w, n, ra, rb);
+    }
+    free(ra);
+    free(rb);
+}
+
+static const char *const parts_json[] = {
+    /* Chains (aab, abab) and merges across most pairs of characters; cuts
+     * between b and b, a and क, क and b, क and क. */
+    "{\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": %s, "
+    "\"byte_fallback\": %s, \"vocab\": {\"<unk>\": 0, \"a\": 1, \"b\": 2, "
+    "\"\xe0\xa4\x95\": 3, \"aa\": 4, \"ab\": 5, \"aab\": 6, \"abab\": 7, "
+    "\"\xe0\xa4\x95" "a\": 8, \"ba\": 9, \"b\xe0\xa4\x95\": 10, \"aaa\": 11, \"<0x7A>\": 12}, "
+    "\"merges\": [\"a a\", \"a b\", \"aa b\", \"b a\", \"ab ab\", \"\xe0\xa4\x95 a\", \"aa a\", "
+    "\"b \xe0\xa4\x95\"]}}",
+    /* Only "a a" and "aa aa": 'a' repeated cuts nowhere, the rest anywhere. */
+    "{\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": %s, "
+    "\"byte_fallback\": %s, \"vocab\": {\"<unk>\": 0, \"a\": 1, \"b\": 2, "
+    "\"\xe0\xa4\x95\": 3, \"aa\": 4, \"aaaa\": 5, \"<0x7A>\": 6}, "
+    "\"merges\": [\"a a\", \"aa aa\"]}}",
+    /* Merges of tokens later merges make ("aa aa" before "a a"): a merge
+     * can make pairs of lower rank on both sides. */
+    "{\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": %s, "
+    "\"byte_fallback\": %s, \"vocab\": {\"<unk>\": 0, \"a\": 1, \"b\": 2, "
+    "\"\xe0\xa4\x95\": 3, \"aa\": 4, \"aaaa\": 5, \"ab\": 6, \"aba\": 7, \"ba\": 8, "
+    "\"baa\": 9, \"<0x7A>\": 10}, "
+    "\"merges\": [\"aa aa\", \"ab a\", \"b aa\", \"a a\", \"a b\", \"b a\"]}}"};
+
+static void test_long_words_in_parts_are_the_merge_loop(void **state)
+{
+    (void)state;
+    char json[1024];
+    for (size_t j = 0; j < sizeof parts_json / sizeof *parts_json; j++)
+        for (int v = 0; v < 3; v++) {
+            snprintf(json, sizeof json, parts_json[j], v == 1 ? "true" : "false",
+                     v == 2 ? "true" : "false");
+            kit lng = kit_from(load_text(json)), plain = kit_from(load_text(json));
+            parts_check(&lng, &plain, 17 + (unsigned)v, 4000, 8);
+            kit_free(&lng);
+            kit_free(&plain);
+        }
+    const char *paths[] = {"tests/fixtures/readers/bpe_bytes.model", FIXTURES "bpe_bf.json",
+                           FIXTURES "bytelevel_roberta.json"};
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        kit lng = kit_from(open_any(paths[i])), plain = kit_from(open_any(paths[i]));
+        lng.enc->bt = plain.enc->bt = false;
+        if (!lng.enc->raw_bytes) {
+            parts_check(&lng, &plain, 23, 1000, 8);
+            lng.enc->bpe_long_part = 3;
+            same_on_texts(&lng, &plain, 29, 300);
+            lng.enc->bpe_long_part = SIZE_MAX;
+            lng.enc->bpe_compact_min = 0;
+            same_on_texts(&lng, &plain, 31, 300);
+        }
+        kit_free(&lng);
+        kit_free(&plain);
+    }
+    /* A few hundred KB at the default part size: one character repeated
+     * (parts: the merge loop's symbols stay a part's), and pairs of
+     * characters that merge both ways ("an": no cut at all, so in compact
+     * memory); and all in compact memory. */
+    kit lng = kit_from(open_any("tests/fixtures/readers/bpe_bytes.model")),
+        plain = kit_from(open_any("tests/fixtures/readers/bpe_bytes.model")),
+        cmp = kit_from(open_any("tests/fixtures/readers/bpe_bytes.model"));
+    lng.enc->bpe_long_min = cmp.enc->bpe_long_min = 0;
+    lng.enc->bpe_compact_min = 100000;
+    cmp.enc->bpe_long_part = SIZE_MAX;
+    cmp.enc->bpe_compact_min = 0;
+    plain.enc->bpe_long_min = SIZE_MAX;
+    static const char *const units[] = {"a", "an", "ab", "the", "\xe0\xa4\x95", "aaaab"};
+    size_t big = 300000;
+    char *w = malloc(big);
+    assert_non_null(w);
+    for (size_t u = 0; u < sizeof units / sizeof *units; u++) {
+        size_t l = strlen(units[u]), n = big / l * l;
+        for (size_t k = 0; k < n; k += l)
+            memcpy(w + k, units[u], l);
+        same_word(&lng, &plain, w, n);
+        same_word(&cmp, &plain, w, n);
+        if (u <= 1) {
+            assert_true(lng.s->sym_cap < big / 2);
+            assert_true(cmp.s->sym_cap < big / 2);
+            assert_true(plain.s->sym_cap >= big / 2);
+        }
+    }
+    free(w);
+    kit_free(&lng);
+    kit_free(&plain);
+    kit_free(&cmp);
+}
+
 static void test_batch_is_the_same_on_one_and_two_threads(void **state)
 {
     (void)state;
@@ -1955,6 +2071,7 @@ int main(void)
         cmocka_unit_test(test_backtracking_on_merges_is_the_merge_loop),
         cmocka_unit_test(test_merges_out_of_rank_order_keep_the_merge_loop),
         cmocka_unit_test(test_short_words_merge_as_through_the_heap),
+        cmocka_unit_test(test_long_words_in_parts_are_the_merge_loop),
         cmocka_unit_test(test_unreachable_tokens_keep_the_merge_loop),
         cmocka_unit_test(test_batch_is_the_same_on_one_and_two_threads),
         cmocka_unit_test(test_batch_reports_the_first_failing_line),
