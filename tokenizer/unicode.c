@@ -243,22 +243,24 @@ static unsigned char_class_icu(uint32_t cp)
     return f;
 }
 
-static pthread_once_t bmp_class_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t bmp_class_lock = PTHREAD_MUTEX_INITIALIZER;
 uint8_t lipi_bmp_class[0x10000];
-atomic_bool lipi_bmp_class_ready;
+atomic_bool lipi_bmp_class_ready[0x100];
 
-static void bmp_class_build(void)
-{
-    for (uint32_t c = 0; c < 0x10000; c++)
-        lipi_bmp_class[c] = (uint8_t)char_class_icu(c);
-    atomic_store_explicit(&lipi_bmp_class_ready, true, memory_order_release);
-}
-
-/* lipi_char_class before the table is built, and beyond the BMP. */
+/* lipi_char_class before cp's block is built (building it), and beyond the
+ * BMP. The lock keeps two threads from writing a block at once; readers
+ * of a block see it whole once its flag is set (release / acquire). */
 unsigned lipi_char_class_slow(uint32_t cp)
 {
     if (cp >= 0x10000)
         return char_class_icu(cp);
-    pthread_once(&bmp_class_once, bmp_class_build);
+    uint32_t b = cp >> 8;
+    pthread_mutex_lock(&bmp_class_lock);
+    if (!atomic_load_explicit(&lipi_bmp_class_ready[b], memory_order_relaxed)) {
+        for (uint32_t c = b << 8; c < (b + 1) << 8; c++)
+            lipi_bmp_class[c] = (uint8_t)char_class_icu(c);
+        atomic_store_explicit(&lipi_bmp_class_ready[b], true, memory_order_release);
+    }
+    pthread_mutex_unlock(&bmp_class_lock);
     return lipi_bmp_class[cp];
 }
