@@ -332,6 +332,11 @@ static void test_sha256_gives_the_fips_180_digests_in_any_chunks(void **state)
         {"a", 64, "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb"},
         {"a", 119, "31eba51c313a5c08226adf18d4a359cfdfd8d2e816b13f4af952f7ea6584dcfb"},
         {"a", 120, "2f3d335432c70b580af0e8e1b3674a7c020d683aa5f73aaaedfdc55af904c21c"},
+        /* Around where a running hash moves from lipi's code to OpenSSL's
+         * (16 KB; Python's hashlib gave these). */
+        {"a", 16383, "2e1023f5ad46df0d01aa4b73ce3db452ed0a768387949efa5a858b532b763012"},
+        {"a", 16384, "f3336bea752b5a28743033dd2c844a4a63fba08871aaee2586a2bf2d69be83a2"},
+        {"a", 16385, "608b801060d579a7b659a01755259a13dec8853b97d3d8062763c97ffac6ddae"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t n = strlen(cases[i].text) * cases[i].repeat;
