@@ -7,7 +7,8 @@
 #
 # Rows, for --format ids and jsonl on 1 and 2 threads:
 #   library: bench/encode (lipi_encode_batch, text in memory; for jsonl with
-#     --want tokens,offsets, what that output holds), median MB/s;
+#     --want tokens,offsets, what that output holds), one run a round right
+#     after the CLI's runs of its row, median MB/s of the RUNS rounds;
 #   CLI: `lipi encode -t cl100k_base --threads T --format F TEXT > /dev/null`
 #     minus the same on an empty file (the load), medians of RUNS alternating
 #     runs: MB/s after load, and CLI ÷ library;
@@ -52,6 +53,17 @@ node bench/cli_anchor.js cl100k_base "$TEXT" > "$ANCHOR_IDS"
 "$BUILD/lipi" encode -t cl100k_base "$TEXT" | cmp -s - "$ANCHOR_IDS" ||
   { echo "bench/cli.sh: lipi encode and npm tiktoken give different ids" >&2; exit 1; }
 
+# The library's runs alternate with the CLI's, one each a round: this VM's
+# speed drifts by tens of percent over minutes, and a library measured
+# after all the CLI runs read that drift as the CLI's ratio.
+lib_run() {
+  want=
+  [ "$2" = jsonl ] && want="--want tokens,offsets"
+  # shellcheck disable=SC2086
+  "$BUILD/bench_encode" -t cl100k_base --threads "$1" --runs 1 $want "$TEXT" |
+    awk -v f="$2" -v t="$1" '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+      print "lib_" f "_" t, v["MB/s"], v["peak_rss_MB"], v["MB/s_per_cpu_second"] }' >> "$LIB"
+}
 r=0
 while [ "$r" -lt "$RUNS" ]; do
   r=$((r + 1))
@@ -59,20 +71,11 @@ while [ "$r" -lt "$RUNS" ]; do
     for fmt in ids jsonl; do
       timed "cli_${fmt}_${th}_load" "$BUILD/lipi" encode -t cl100k_base --threads "$th" --format "$fmt" "$EMPTY"
       timed "cli_${fmt}_${th}" "$BUILD/lipi" encode -t cl100k_base --threads "$th" --format "$fmt" "$TEXT"
+      lib_run "$th" "$fmt"
     done
   done
   timed tiktoken_load node bench/cli_anchor.js cl100k_base "$EMPTY"
   timed tiktoken node bench/cli_anchor.js cl100k_base "$TEXT"
-done
-for th in 1 2; do
-  for fmt in ids jsonl; do
-    want=
-    [ "$fmt" = jsonl ] && want="--want tokens,offsets"
-    # shellcheck disable=SC2086
-    "$BUILD/bench_encode" -t cl100k_base --threads "$th" --runs "$RUNS" $want "$TEXT" |
-      awk -v f="$fmt" -v t="$th" '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-        print "lib_" f "_" t, v["MB/s"], v["peak_rss_MB"], v["MB/s_per_cpu_second"] }' >> "$LIB"
-  done
 done
 
 echo "# text: $TEXT ($(wc -l < "$TEXT") lines, $BYTES bytes without newlines), cl100k_base, $RUNS runs" \
@@ -83,7 +86,9 @@ awk -v bytes="$BYTES" -v lib="$LIB" '
     for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
     return (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
   }
-  BEGIN { while ((getline line < lib) > 0) { split(line, fl, " "); lmbs[fl[1]] = fl[2]; lrss[fl[1]] = fl[3]; lcpu[fl[1]] = fl[4] } }
+  BEGIN { while ((getline line < lib) > 0) { split(line, fl, " "); lm[fl[1]] = lm[fl[1]] " " fl[2]; lc[fl[1]] = lc[fl[1]] " " fl[4]
+            if (fl[3] + 0 > lrss[fl[1]] + 0) lrss[fl[1]] = fl[3] }
+          for (k in lm) { lmbs[k] = median(lm[k]); lcpu[k] = median(lc[k]) } }
   { wall[$1] = wall[$1] " " $2; cpu[$1] = cpu[$1] " " ($3 + $4); rss[$1] = rss[$1] " " $5 }
   END {
     mb = bytes / 1e6
