@@ -489,14 +489,18 @@ static void out_json_string(outbuf *o, const char *s, size_t len)
 }
 
 /* The number of ids of each text. */
+/* A record's line of --format count. */
+static void put_count(outbuf *o, size_t n)
+{
+    char *p = fmt_num(out_room(o, OUT_SLACK), n);
+    *p++ = '\n';
+    o->n = (size_t)(p - o->p);
+}
+
 static void print_counts(outbuf *o, const lipi_batch *r)
 {
-    for (size_t i = 0; i < r->n; i++) {
-        char *p = out_room(o, OUT_SLACK);
-        p = fmt_num(p, r->start[i + 1] - r->start[i]);
-        *p++ = '\n';
-        o->n = (size_t)(p - o->p);
-    }
+    for (size_t i = 0; i < r->n; i++)
+        put_count(o, r->start[i + 1] - r->start[i]);
 }
 
 /* Writers that keep their place in a local pointer p and check it against
@@ -511,34 +515,41 @@ static void print_counts(outbuf *o, const lipi_batch *r)
         }                                                                          \
     } while (0)
 
-/* Ids only, the common case, in one tight loop: each id and its space
- * (t->sep, in its entry), the last space of a line turned into its
- * newline; room for a whole line is asked for once. */
+/* Ids only, the common case: ids[0..n) each with its separator (t.sep, in
+ * its entry), in one tight loop; room for all of them is asked for once
+ * when it can be. */
+static void put_ids(outbuf *o, id_text t, const uint32_t *ids, size_t n)
+{
+    enum { MOST = 16 }; /* an id and its separator (16 bytes written) */
+    char *p = out_room(o, MOST), *lim = o->p + o->cap - MOST;
+    if ((size_t)(lim - p) / MOST > n)
+        for (size_t k = 0; k < n; k++)
+            p = put_id(t, p, ids[k]);
+    else
+        for (size_t k = 0; k < n; k++) {
+            OUT_STEP(o, p, lim, MOST);
+            p = put_id(t, p, ids[k]);
+        }
+    o->n = (size_t)(p - o->p);
+}
+
+/* Ends a record's line after put_ids wrote n ids: its last separator
+ * becomes the newline. */
+static void end_ids_line(outbuf *o, size_t n)
+{
+    if (n && !o->oom)
+        o->p[o->n - 1] = '\n';
+    else
+        OUT_LIT(o, "\n");
+}
+
 static void print_ids(outbuf *o, const id_text *idt, const lipi_batch *r)
 {
-    enum { MOST = 16 }; /* an id and its space (16 bytes written), a newline */
-    char *p = out_room(o, MOST), *lim = o->p + o->cap - MOST;
-    const id_text t = *idt;
-    const uint32_t *ids = r->ids;
-    size_t k = 0;
     for (size_t i = 0; i < r->n; i++) {
-        size_t end = r->start[i + 1];
-        OUT_STEP(o, p, lim, MOST);
-        if (k == end) {
-            *p++ = '\n';
-            continue;
-        }
-        if ((size_t)(lim - p) / MOST > end - k)
-            for (; k < end; k++)
-                p = put_id(t, p, ids[k]);
-        else
-            for (; k < end; k++) {
-                OUT_STEP(o, p, lim, MOST);
-                p = put_id(t, p, ids[k]);
-            }
-        p[-1] = '\n';
+        size_t n = r->start[i + 1] - r->start[i];
+        put_ids(o, *idt, r->ids + r->start[i], n);
+        end_ids_line(o, n);
     }
-    o->n = (size_t)(p - o->p);
 }
 
 /* --format jsonl's token strings by id, made the first time an id is met,
@@ -915,20 +926,8 @@ typedef struct {
 
 static lipi_status ids_sink(void *ctx, const uint32_t *ids, size_t n)
 {
-    enum { MOST = 16 }; /* as print_ids */
     ids_out *x = ctx;
-    outbuf *o = x->o;
-    const id_text t = x->t;
-    char *p = out_room(o, MOST), *lim = o->p + o->cap - MOST;
-    if ((size_t)(lim - p) / MOST > n)
-        for (size_t k = 0; k < n; k++)
-            p = put_id(t, p, ids[k]);
-    else
-        for (size_t k = 0; k < n; k++) {
-            OUT_STEP(o, p, lim, MOST);
-            p = put_id(t, p, ids[k]);
-        }
-    o->n = (size_t)(p - o->p);
+    put_ids(x->o, x->t, ids, n);
     return LIPI_OK;
 }
 
@@ -943,11 +942,11 @@ static lipi_status count_sink(void *ctx, const uint32_t *ids, size_t n)
  * command's instructions on cl100k. The same ids, by lipi_encode_stream's
  * promise. */
 static lipi_status ids_task(encode_ctx *c, size_t lo, size_t m, outbuf *o, size_t wi,
-                            lipi_error *err)
+                            size_t *total, lipi_error *err)
 {
     ids_out x = {o, c->idt};
     bool count = c->fmt == FMT_COUNT;
-    size_t total = 0;
+    *total = 0;
     for (size_t i = 0; i < m; i++) {
         const lipi_text *t = &c->b->lines[lo + i];
         size_t n = 0;
@@ -957,18 +956,12 @@ static lipi_status ids_task(encode_ctx *c, size_t lo, size_t m, outbuf *o, size_
             err->line = lo + i + 1;
             return st;
         }
-        total += n;
-        if (count) {
-            char *p = fmt_num(out_room(o, OUT_SLACK), n);
-            *p++ = '\n';
-            o->n = (size_t)(p - o->p);
-        } else if (n && !o->oom) {
-            o->p[o->n - 1] = '\n'; /* the last separator */
-        } else {
-            out_lit(o, "\n", 1);
-        }
+        *total += n;
+        if (count)
+            put_count(o, n);
+        else
+            end_ids_line(o, n);
     }
-    c->tokens[lo / TASK_LINES] = total;
     return LIPI_OK;
 }
 
@@ -984,7 +977,7 @@ static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
         wait_written(c, k);
         outbuf *o = &c->outs[k];
         o->n = 0;
-        lipi_status st = ids_task(c, lo, m, o, wi, err);
+        lipi_status st = ids_task(c, lo, m, o, wi, &c->tokens[k], err);
         if (st == LIPI_OK && o->oom) {
             o->oom = false;
             st = lipi_error_set(err, LIPI_ENOMEM, NULL, lo + 1, 0, "out of memory");
