@@ -232,17 +232,28 @@ static void test_hf_steps_match_reference_text_and_alignments(void **state)
     assert_int_equal(failures, 0);
 }
 
-/* SentencePiece's own normalizer with the same charsmap: the Precompiled
- * step in longest-match mode must agree on every string. */
-static void test_precompiled_longest_match_agrees_with_sentencepiece(void **state)
+/* The test model's charsmap as a Precompiled step in longest-match mode
+ * (SentencePiece's own normalizer). */
+static lipi_normalizer *spm_precompiled(void)
 {
-    (void)state;
     char *b64 = model_charsmap_b64();
     json_t *pc = json_pack("{s:s, s:s, s:b}", "type", "Precompiled", "precompiled_charsmap", b64,
                            "lipi_longest_match", 1);
     lipi_normalizer *n = NULL;
     lipi_error err = {0};
     assert_int_equal(lipi_normalizer_from_json(pc, "normalizer", &n, &err), LIPI_OK);
+    json_decref(pc);
+    free(b64);
+    return n;
+}
+
+/* SentencePiece's own normalizer with the same charsmap: the Precompiled
+ * step in longest-match mode must agree on every string. */
+static void test_precompiled_longest_match_agrees_with_sentencepiece(void **state)
+{
+    (void)state;
+    lipi_normalizer *n = spm_precompiled();
+    lipi_error err = {0};
     json_error_t je;
     json_t *doc = json_load_file(SPM_REFERENCE, 0, &je);
     assert_non_null(doc);
@@ -264,8 +275,6 @@ static void test_precompiled_longest_match_agrees_with_sentencepiece(void **stat
     lipi_normalized_free(&out);
     lipi_normalizer_free(n);
     json_decref(doc);
-    json_decref(pc);
-    free(b64);
 }
 
 /* pc_skip passes over a char that starts a key when the char after it
@@ -275,12 +284,7 @@ static void test_precompiled_longest_match_agrees_with_sentencepiece(void **stat
 static void test_precompiled_base_letters_compose_only_with_their_marks(void **state)
 {
     (void)state;
-    char *b64 = model_charsmap_b64();
-    json_t *pc = json_pack("{s:s, s:s, s:b}", "type", "Precompiled", "precompiled_charsmap", b64,
-                           "lipi_longest_match", 1);
-    lipi_normalizer *n = NULL;
-    lipi_error err = {0};
-    assert_int_equal(lipi_normalizer_from_json(pc, "normalizer", &n, &err), LIPI_OK);
+    lipi_normalizer *n = spm_precompiled();
     expect_norm(n, "\xE0\xA4\xA8\xE0\xA4\xBC", "\xE0\xA4\xA9");     /* न + ़ -> ऩ */
     expect_norm(n, "\xE0\xA4\xA8\xE0\xA4\xBE", "\xE0\xA4\xA8\xE0\xA4\xBE"); /* ना */
     expect_norm(n, "\xE0\xA4\xA8", "\xE0\xA4\xA8");
@@ -288,8 +292,6 @@ static void test_precompiled_base_letters_compose_only_with_their_marks(void **s
     expect_norm(n, "\xE0\xA4\xA8\xF0\x9F\x98\x80\xE0\xA4\xA8\xE0\xA4\xBC",
                 "\xE0\xA4\xA8\xF0\x9F\x98\x80\xE0\xA4\xA9");
     lipi_normalizer_free(n);
-    json_decref(pc);
-    free(b64);
 }
 
 /* ======================================================================== */
