@@ -315,6 +315,13 @@ struct lipi_encoder {
                                          Unigram: only when trie32 is empty) */
     lipi_datrie32 trie32;             /* Unigram: the same, compact (size 0:
                                          too big, use trie) */
+    uint64_t *uni;                    /* f32 Unigram: trie32's units (then freed)
+                                         with each piece's float score in the
+                                         high half, so the lattice's walk reads
+                                         one array (see unigram_units) */
+    void *uni_mapped;                 /* the cache file uni and trie32.value
+                                         point into, or NULL (they are owned) */
+    size_t uni_mapped_len;
     lipi_datrie trie_cont;            /* WordPiece: prefixed tokens, prefix cut */
     double unk_score;                 /* Unigram: min score - 10 */
     bool f32_viterbi;                 /* Unigram with SentencePiece's float32

@@ -288,6 +288,129 @@ done:
     return st;
 }
 
+/* f32 Unigram: trie32's units with each piece's float score beside its
+ * unit, so that the lattice's walk reads one array where it read three
+ * (unit, value, score: a cache miss each on a 100k vocabulary). A unit
+ * keeps its final bit only where a piece ends. The unknown token's own
+ * piece, whose score is added in float (lipi_lattice_relax), and a NaN
+ * score get a NaN, which sends the walk to the general step. The 32-bit
+ * units are freed: nothing else walks them. */
+static lipi_status unigram_units(lipi_encoder *e)
+{
+    lipi_datrie32 *t = &e->trie32;
+    uint64_t *u = lipi_reallocarray(NULL, t->size, sizeof *u);
+    if (!u)
+        return LIPI_ENOMEM;
+    for (size_t i = 0; i < t->size; i++) {
+        uint32_t unit = t->unit[i], bits;
+        int32_t id = t->value[i];
+        float score = NAN;
+        if (!(unit & 0x200) || id < 0 || (size_t)id >= e->m->vocab.n)
+            unit &= ~UINT32_C(0x200);
+        else if ((int64_t)id != e->unk_id)
+            score = (float)e->m->scores[id];
+        memcpy(&bits, &score, sizeof bits);
+        u[i] = (uint64_t)bits << 32 | unit;
+    }
+    lipi_free(t->unit);
+    t->unit = NULL;
+    e->uni = u;
+    return LIPI_OK;
+}
+
+/* The f32 Unigram tables in the table cache, kind "unigram-f32": size,
+ * uni[size], trie32.value[size]. The key covers the scores and the unknown
+ * id, which uni holds: the model file's, or else the vocabulary's with
+ * them. */
+#define UNI_KIND "unigram-f32"
+
+static lipi_status unigram_units_key(const lipi_encoder *e, char key[65])
+{
+    const lipi_vocab_model *m = e->m;
+    size_t n = m->vocab.n;
+    if (e->tok->snapshot_key[0])
+        return lipi_tabcache_key_of(e->tok, UNI_KIND, m->vocab.tok, n, NULL, 0, key);
+    float *extra = lipi_reallocarray(NULL, n + 2, sizeof *extra);
+    if (!extra)
+        return LIPI_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        extra[i] = (float)m->scores[i];
+    memcpy(extra + n, &e->unk_id, sizeof e->unk_id);
+    lipi_status st = lipi_tabcache_key_of(e->tok, UNI_KIND, m->vocab.tok, n, extra,
+                                          (n + 2) * sizeof *extra, key);
+    lipi_free(extra);
+    return st;
+}
+
+/* Whether the cached tables can be walked: every child slot a unit points
+ * to is inside, and a unit is final exactly where the value is an id (as
+ * lipi_datrie32_map checks the 32-bit units). Scores need no check: any
+ * float is a score, and a NaN makes the walk read the id. Without an early
+ * exit, so that it vectorizes (it runs at every load). */
+static bool units_ok(const uint64_t *uni, const int32_t *value, size_t size, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < size; i++) {
+        uint32_t unit = (uint32_t)uni[i];
+        bad |= (size_t)(unit >> 10) + 257 >= size;
+        bad |= unit & 0x200 ? value[i] < 0 || (size_t)value[i] >= n : value[i] != -1;
+    }
+    return !bad;
+}
+
+/* Maps the cached tables into e (read-only, for the encoder's life: no copy
+ * and no conversion at load); false when absent or bad. */
+static bool unigram_units_map(lipi_encoder *e, const char key[65])
+{
+    lipi_tabcache_map f;
+    if (!lipi_tabcache_map_open(&f, UNI_KIND, key))
+        return false;
+    const uint64_t *size = lipi_tabcache_map_next(&f, 1, sizeof *size);
+    const uint64_t *uni = NULL;
+    const int32_t *value = NULL;
+    if (size && *size >= 258 && *size <= LIPI_DATRIE32_MAX) {
+        uni = lipi_tabcache_map_next(&f, *size, sizeof *uni);
+        value = lipi_tabcache_map_next(&f, *size, sizeof *value);
+    }
+    if (!uni || !value || f.left != 0 || !units_ok(uni, value, (size_t)*size, e->m->vocab.n)) {
+        lipi_tabcache_unmap(f.base, f.size);
+        return false;
+    }
+    e->uni = (uint64_t *)uni;
+    e->trie32 = (lipi_datrie32){NULL, (int32_t *)value, (size_t)*size, true};
+    e->uni_mapped = f.base;
+    e->uni_mapped_len = f.size;
+    return true;
+}
+
+/* f32 Unigram's trie: mapped from the table cache, or built (the wide
+ * trie, its compact copy, then uni) and stored. A vocabulary too big for
+ * the compact trie keeps the wide one, which the general walk takes. */
+static lipi_status unigram_f32_tries(lipi_encoder *e, const uint32_t *values, size_t n)
+{
+    lipi_status st = LIPI_OK;
+    char key[65];
+    bool cache = e->tok->table_cache && unigram_units_key(e, key) == LIPI_OK;
+    if (cache && unigram_units_map(e, key))
+        return LIPI_OK;
+    TRY(lipi_datrie_build(&e->trie, e->m->vocab.tok, values, n));
+    st = lipi_datrie32_from(&e->trie32, &e->trie);
+    if (st == LIPI_EINVAL)
+        return LIPI_OK; /* too many cells: walk the wide one */
+    TRY(st);
+    lipi_datrie_free(&e->trie); /* nothing else walks it */
+    TRY(unigram_units(e));
+    lipi_tabcache_writer w;
+    if (cache && lipi_tabcache_create(&w, UNI_KIND, key)) {
+        lipi_tabcache_put_u64(&w, e->trie32.size);
+        lipi_tabcache_put(&w, e->uni, e->trie32.size * sizeof *e->uni);
+        lipi_tabcache_put(&w, e->trie32.value, e->trie32.size * sizeof *e->trie32.value);
+        lipi_tabcache_commit(&w);
+    }
+done:
+    return st;
+}
+
 lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
@@ -338,8 +461,11 @@ lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err)
             e->prefix = m->opt.continuing_subword_prefix;
             e->prefix_len = pl;
         }
-        TRY(vocab_tries(e, cut, values, n));
-        if (m->type == LIPI_MODEL_UNIGRAM) {
+        if (e->f32_viterbi)
+            TRY(unigram_f32_tries(e, values, n));
+        else
+            TRY(vocab_tries(e, cut, values, n));
+        if (m->type == LIPI_MODEL_UNIGRAM && !e->f32_viterbi) {
             /* The lattice walks the trie from every char: the compact copy
              * keeps more of it in cache. */
             st = lipi_datrie32_from(&e->trie32, &e->trie);
@@ -348,6 +474,8 @@ lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err)
             else if (st == LIPI_EINVAL)
                 st = LIPI_OK; /* too many cells: walk the wide one */
             TRY(st);
+        }
+        if (m->type == LIPI_MODEL_UNIGRAM) {
             double min = 0.0;
             bool any = false;
             for (size_t i = 0; i < n; i++)
@@ -389,6 +517,12 @@ void lipi_enc_models_free(lipi_encoder *e)
     lipi_free(e->raw_slot);
     lipi_datrie_free(&e->trie);
     lipi_datrie32_free(&e->trie32);
+    if (e->uni_mapped)
+        lipi_tabcache_unmap(e->uni_mapped, e->uni_mapped_len);
+    else
+        lipi_free(e->uni);
+    e->uni = NULL;
+    e->uni_mapped = NULL;
     lipi_datrie_free(&e->trie_cont);
 }
 
@@ -949,7 +1083,7 @@ static void unigram_run_replayable(lipi_session *s)
 static inline __attribute__((always_inline)) lipi_status
 unigram_viterbi(const lipi_encoder *e, lipi_lattice *lat, const char *w, size_t n, bool f32)
 {
-    const uint32_t *unit = e->trie32.size ? e->trie32.unit : NULL;
+    const uint32_t *unit = e->trie32.unit; /* NULL: no compact trie */
     const int32_t *tval = e->trie32.value;
     const double *scores = e->m->scores;
     double *ps = lat->pos_score, margin = lat->f32_margin;
@@ -1008,15 +1142,114 @@ unigram_viterbi(const lipi_encoder *e, lipi_lattice *lat, const char *w, size_t 
     return LIPI_OK;
 }
 
+/* A node that unigram_viterbi_units settled holds its piece's trie unit
+ * (UNI_AT | unit) in place of its id, which costs another memory trip;
+ * unigram_resolve puts the ids in for the nodes that are read. */
+#define UNI_AT 0x80000000u
+
+/* unigram_viterbi for f32 over e->uni: a piece's score comes with its
+ * unit, and the step is lipi_lattice_relax's f32 arithmetic written out
+ * (the piece is not the unknown token: that one's NaN takes the general
+ * step). The same choices and margin as unigram_viterbi, and after
+ * unigram_resolve the same nodes: a node's score is its float score
+ * widened, which is scores[id] (the model's scores are floats). */
+static lipi_status unigram_viterbi_units(const lipi_encoder *e, lipi_lattice *lat, const char *w,
+                                         size_t n)
+{
+    const uint64_t *uni = e->uni;
+    const int32_t *tval = e->trie32.value;
+    const double *scores = e->m->scores;
+    double *ps = lat->pos_score, margin = lat->f32_margin;
+    int64_t *pn = lat->pos_node, unk = lat->f32_unk;
+    lipi_lattice_node *win = lat->pos_win;
+    for (size_t pos = 0; pos < n;) {
+        size_t cl = enc_utf8_len((unsigned char)w[pos]);
+        bool single = false;
+        double from = ps[pos];
+        float f = (float)from;
+        if (cl > n - pos)
+            cl = n - pos;
+        uint64_t u = uni[0];
+        for (size_t k = pos; k < n; k++) {
+            unsigned c = (unsigned char)w[k];
+            size_t at = ((uint32_t)u >> 10) + c + 1;
+            uint64_t v = uni[at];
+            u = v;
+            if (((uint32_t)v & 0x1ff) != (0x100u | c))
+                break;
+            if (!(v & 0x200))
+                continue;
+            uint32_t bits = (uint32_t)(v >> 32);
+            float score;
+            size_t len = k + 1 - pos, end = k + 1;
+            memcpy(&score, &bits, sizeof score);
+            single |= len == cl;
+            if (__builtin_expect(score != score, 0)) {
+                uint32_t id = (uint32_t)tval[at];
+                if (lipi_lattice_relax(ps, pn, true, unk, &margin, from, end, id, scores[id])) {
+                    pn[end] = (int64_t)end;
+                    win[end] = (lipi_lattice_node){(uint32_t)pos, (uint32_t)len, id, scores[id]};
+                }
+                continue;
+            }
+            double cand = (double)f + (double)score;
+            if (pn[end] != -1) {
+                double d = fabs(cand - ps[end]);
+                if (d < margin)
+                    margin = d;
+                if (!(cand > ps[end]))
+                    continue;
+            }
+            ps[end] = (double)(float)cand;
+            pn[end] = (int64_t)end;
+            win[end] =
+                (lipi_lattice_node){(uint32_t)pos, (uint32_t)len, UNI_AT | (uint32_t)at, (double)score};
+        }
+        if (!single) {
+            if (e->unk_id < 0)
+                return LIPI_EINVAL;
+            size_t end = pos + cl;
+            if (lipi_lattice_relax(ps, pn, true, unk, &margin, from, end, (uint32_t)e->unk_id,
+                                   e->unk_score)) {
+                pn[end] = (int64_t)end;
+                win[end] =
+                    (lipi_lattice_node){(uint32_t)pos, (uint32_t)cl, (uint32_t)e->unk_id, e->unk_score};
+            }
+        }
+        pos += cl;
+    }
+    lat->f32_margin = margin;
+    return LIPI_OK;
+}
+
 /* Offers the nodes of w[0..n) to the lattice (over n bytes), each settled
  * as the trie walk finds it; unknown characters get unknown nodes. */
 static lipi_status unigram_fill(lipi_session *s, const char *w, size_t n, lipi_error *err)
 {
     const lipi_encoder *e = s->enc;
     lipi_lattice *lat = &s->lattice;
-    lipi_status st =
-        lat->f32 ? unigram_viterbi(e, lat, w, n, true) : unigram_viterbi(e, lat, w, n, false);
+    lipi_status st = e->uni && lat->f32 ? unigram_viterbi_units(e, lat, w, n)
+                     : lat->f32         ? unigram_viterbi(e, lat, w, n, true)
+                                        : unigram_viterbi(e, lat, w, n, false);
     return st == LIPI_OK ? LIPI_OK : no_unk(e, err);
+}
+
+/* The ids of the nodes on the best path to p (unigram_fill done), or of
+ * every settled node when p is SIZE_MAX (see UNI_AT). */
+static void unigram_resolve(const lipi_encoder *e, lipi_lattice *lat, size_t p)
+{
+    lipi_lattice_node *win = lat->pos_win;
+    if (!e->uni)
+        return;
+    if (p != SIZE_MAX) {
+        for (; p > 0; p = win[p].pos)
+            if (win[p].id & UNI_AT)
+                win[p].id = (uint32_t)e->trie32.value[win[p].id & ~UNI_AT];
+        return;
+    }
+    for (size_t q = 1; q <= lat->len; q++)
+        if (lat->pos_node[q] != -1 && (win[q].id & UNI_AT))
+            win[q].id = (uint32_t)e->trie32.value[win[q].id & ~UNI_AT];
 }
 
 /* Pushes the tokens of the lattice's path (nodes[0..n_nodes)), which covers
@@ -1095,6 +1328,7 @@ static lipi_status unigram_long_word(lipi_session *s, const char *w, size_t n, l
         lat->f32_unk = e->unk_id;
         TRY(lipi_lattice_best_start(lat));
         TRY(unigram_fill(s, w + base, len, err));
+        unigram_resolve(e, lat, SIZE_MAX);
         if (base + len == n) {
             TRY(lipi_lattice_best_end(lat, &found));
             if (!found) {
@@ -1174,6 +1408,7 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
         st = no_unk(e, err);
         goto done;
     }
+    unigram_resolve(e, lat, n);
     if (lat->f32) {
         s->f32_run = (float)lat->pos_score[n];
         /* The word's tokens may be cached, to be reused from another
