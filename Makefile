@@ -147,12 +147,12 @@ MANDIR     ?= $(PREFIX)/share/man
 DATADIR    ?= $(PREFIX)/share/lipi
 $(BUILD)/tokenizer/datadir.o: CFLAGS += -DLIPI_DATADIR='"$(DATADIR)"'
 
-# `lipi serve` is the one user of GNU libmicrohttpd: the command links it,
-# the library does not (serve/ holds the HTTP-free half).
-HTTPD_LIBS = $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
+# `lipi serve` is the one user of GNU libmicrohttpd: the command opens it
+# when it starts (cli/cmd_serve.c says why it is not linked); the library
+# does not use it (serve/ holds the HTTP-free half).
 $(BUILD)/cli/cmd_serve.o: CFLAGS += $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
 $(BUILD)/lipi: $(CLI_OBJ) $(BUILD)/liblipi.a
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(HTTPD_LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER_OBJ) $(BUILD)/liblipi.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(TEST_LIBS) $(LDLIBS)
