@@ -53,7 +53,8 @@ CFLAGS   ?= $(OPT)
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter $(WERROR) $(PIC) \
             -I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -DLIPI_VERSION='"$(VERSION)"'
 # FAISS is optional: its one C++ binding file is compiled, and the static
-# libfaiss.a (which needs BLAS/LAPACK from OpenBLAS and libgomp) linked, only
+# libfaiss.a (which needs libgomp, and BLAS/LAPACK: OpenBLAS, opened at run
+# time by retrieval/blas_lazy.c) linked, only
 # when the headers are installed; otherwise lipi reports "built without FAISS".
 HAVE_FAISS := $(wildcard /usr/include/faiss/Index.h)
 FAISS_LIBS := $(if $(HAVE_FAISS),-lfaiss,)
@@ -62,7 +63,8 @@ CXXFLAGS ?= $(OPT)
 CXXFLAGS += -std=c++17 -Wall -Wextra -Wno-unused-parameter $(WERROR) $(PIC) -I.
 # libcurl is not linked: model/hub.c opens it on the first download (its
 # header is all the build needs; the tests that serve HTTP link it).
-LINK_PKGS := $(filter-out cmocka libcurl,$(PKGS))
+# OpenBLAS is not linked either: retrieval/blas_lazy.c opens it for FAISS.
+LINK_PKGS := $(filter-out cmocka libcurl openblas,$(PKGS))
 LDLIBS   += $(FAISS_LIBS) $(shell pkg-config --libs $(LINK_PKGS) 2>/dev/null) \
             -lpthread -lm $(if $(HAVE_FAISS),-lgomp -lstdc++,)
 TEST_LIBS = $(shell pkg-config --libs cmocka libcurl 2>/dev/null)

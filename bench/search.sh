@@ -42,7 +42,9 @@ DIR=${SEARCH_BENCH_DIR:-${TMPDIR:-/tmp}/lipi-bench-search-$N-$D-$NQ}
 BIN="$BUILD/bench_search"
 
 make --no-print-directory BUILD="$BUILD" "$BUILD/liblipi.a" >/dev/null
-cc -O2 -std=c11 -D_GNU_SOURCE -I. bench/search.c "$BUILD/liblipi.a" -o "$BIN" $(make -s --no-print-directory print-libs)
+# OpenBLAS by name: bench/search.c asks it for its kernel (lipi itself opens it at run time).
+cc -O2 -std=c11 -D_GNU_SOURCE -I. bench/search.c "$BUILD/liblipi.a" -o "$BIN" $(make -s --no-print-directory print-libs) \
+  $(pkg-config --libs openblas)
 
 if [ ! -f "$DIR/index/meta.json" ] || [ ! -f "$DIR/queries.npy" ]; then
   echo "generating $N x $D random unit vectors and $NQ queries in $DIR ..."

@@ -2,7 +2,6 @@
 #include "cli/cli.h"
 #include "cli/signals.h"
 
-#include <dlfcn.h>
 #include <string.h>
 
 /* Only subcommands that work are registered here. */
@@ -45,24 +44,8 @@ static void usage(FILE *f)
             "there are none or a FILE is '-'. Text must be UTF-8.\n");
 }
 
-/* OpenBLAS (the BLAS under FAISS) starts a thread per core before main()
- * that spins in sched_yield() for ~0.1 s waiting for work: on a two-core
- * machine it took the second core from every short command (a warm load's
- * CPU time was 1.6x its wall time) and from encoding's second thread. Only
- * FAISS's searches call BLAS, and OpenBLAS starts its threads again on its
- * first threaded call (as after a fork), so they are stopped here. Looked
- * up rather than linked: another BLAS under FAISS has no such function. */
-static void blas_threads_stop(void)
-{
-    int (*stop)(void);
-    *(void **)&stop = dlsym(RTLD_DEFAULT, "blas_thread_shutdown_");
-    if (stop)
-        stop();
-}
-
 int main(int argc, char **argv)
 {
-    blas_threads_stop();
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;

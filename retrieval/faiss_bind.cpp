@@ -86,6 +86,8 @@ extern "C" lipi_status lipi_faiss_build(const char *spec, const float *x, size_t
     if (!dim || dim > (size_t)INT32_MAX || n > (size_t)INT64_MAX)
         return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "FAISS: bad shape (%zu, %zu)", n,
                               dim);
+    if (const char *why = lipi_blas_open())
+        return lipi_error_set(err, LIPI_EIO, NULL, 0, 0, "%s", why);
     lipi_faiss *f = (lipi_faiss *)lipi_calloc(1, sizeof *f);
     if (!f)
         return lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
@@ -162,6 +164,8 @@ extern "C" lipi_status lipi_faiss_read(const char *path, lipi_faiss **out, lipi_
     if (!probe)
         return lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
     fclose(probe);
+    if (const char *why = lipi_blas_open())
+        return lipi_error_set(err, LIPI_EIO, NULL, 0, 0, "%s", why);
     lipi_faiss *f = (lipi_faiss *)lipi_calloc(1, sizeof *f);
     if (!f)
         return lipi_error_set(err, LIPI_ENOMEM, path, 0, 0, "out of memory");

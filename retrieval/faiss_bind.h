@@ -39,6 +39,11 @@ typedef struct lipi_faiss lipi_faiss;
 /* Whether this lipi was built with FAISS. */
 bool lipi_faiss_available(void);
 
+/* Opens the BLAS/LAPACK library FAISS computes with (retrieval/blas_lazy.c;
+ * once per process, thread-safe): NULL, or why it cannot be. Building and
+ * reading an index call it first. */
+const char *lipi_blas_open(void);
+
 /* Builds an index from an index_factory string ("Flat", "IVF1024,Flat",
  * "HNSW32", "IVF4096,PQ32", ...) over the n rows of x (n, dim): trains it
  * on x when the index type needs training, then adds all rows (row i gets
