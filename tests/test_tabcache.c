@@ -97,14 +97,15 @@ static char *ids_of(const char *path, lipi_flag cache)
     return out;
 }
 
-/* The cache files (names, sorted by nothing), up to 16. */
-static size_t cache_files(char names[16][320])
+/* The cache files (names, sorted by nothing), up to MAX_FILES. */
+#define MAX_FILES 32
+static size_t cache_files(char names[MAX_FILES][320])
 {
     size_t n = 0;
     DIR *d = opendir(cache_dir);
     if (!d)
         return 0;
-    for (struct dirent *e; (e = readdir(d)) && n < 16;)
+    for (struct dirent *e; (e = readdir(d)) && n < MAX_FILES;)
         if (e->d_name[0] != '.')
             snprintf(names[n++], 320, "%s/%s", cache_dir, e->d_name);
     closedir(d);
@@ -114,7 +115,7 @@ static size_t cache_files(char names[16][320])
 /* Removes the snapshots (tokenizer/snapshot.c) from the cache folder. */
 static void drop_snapshots(void)
 {
-    char names[16][320];
+    char names[MAX_FILES][320];
     size_t n = cache_files(names);
     for (size_t i = 0; i < n; i++)
         if (strstr(names[i], "/snapshot-"))
@@ -135,14 +136,14 @@ static void test_ids_are_the_same_with_and_without_the_cache(void **state)
         const char *path = tokenizers[k];
         if (access(path, R_OK) != 0)
             fail_msg("missing committed tokenizer %s", path);
-        char names[16][320];
+        char names[MAX_FILES][320];
         size_t before = cache_files(names);
         char *plain = ids_of(path, LIPI_FLAG_OFF);
         assert_int_equal(cache_files(names), before); /* OFF writes nothing */
         char *first = ids_of(path, LIPI_FLAG_AUTO);  /* builds and stores */
         size_t after = cache_files(names);
         assert_true(after > before);
-        ino_t ino[16];
+        ino_t ino[MAX_FILES];
         for (size_t f = 0; f < after; f++)
             ino[f] = inode_of(names[f]);
         char *again = ids_of(path, LIPI_FLAG_ON); /* reads */
@@ -172,7 +173,7 @@ static void test_damaged_cache_files_are_ignored_and_replaced(void **state)
         char *plain = ids_of(path, LIPI_FLAG_OFF);
         char *first = ids_of(path, LIPI_FLAG_ON);
         assert_string_equal(plain, first);
-        char names[16][320];
+        char names[MAX_FILES][320];
         size_t n = cache_files(names);
         assert_true(n > 0);
         for (size_t f = 0; f < n; f++) {
@@ -260,14 +261,14 @@ static void test_unwritable_cache_folder_is_no_error(void **state)
 static void test_lipi_cache_0_and_the_option_turn_it_off(void **state)
 {
     (void)state;
-    char names[16][320];
+    char names[MAX_FILES][320];
     setenv("LIPI_CACHE", "0", 1);
     free(ids_of(tokenizers[2], LIPI_FLAG_AUTO));
     assert_int_equal(cache_files(names), 0);
-    /* The option overrides the variable: the tokenizer's snapshot and its
-     * Unigram trie. */
+    /* The option overrides the variable: the tokenizer's snapshot, its
+     * Unigram trie and the model file's digest record. */
     free(ids_of(tokenizers[2], LIPI_FLAG_ON));
-    assert_int_equal(cache_files(names), 2);
+    assert_int_equal(cache_files(names), 3);
     unsetenv("LIPI_CACHE");
     lipi_open_options o = {.table_cache = (lipi_flag)7};
     lipi_tokenizer *tok = NULL;
@@ -299,7 +300,7 @@ static void test_the_folder_is_made_under_xdg_cache_home(void **state)
             n++;
         }
     closedir(d);
-    assert_int_equal(n, 2); /* the snapshot and the trie */
+    assert_int_equal(n, 3); /* the snapshot, the trie and the digest record */
     assert_int_equal(rmdir(lipi_dir), 0);
     assert_int_equal(rmdir(xdg), 0);
     if (old)
@@ -399,7 +400,7 @@ static void test_backtracking_lengths_are_checked_at_use(void **state)
     char *cached = checked_ids(path, LIPI_FLAG_ON, word, long_len); /* fills the cache */
     assert_string_equal(cached, plain_long);
     free(cached);
-    char names[16][320], *bt = NULL;
+    char names[MAX_FILES][320], *bt = NULL;
     size_t nf = cache_files(names);
     for (size_t f = 0; f < nf; f++)
         if (strstr(names[f], "/backtrack-"))

@@ -119,20 +119,76 @@ static lipi_status snap_put(lipi_status st, const char key[65], lipi_tokenizer *
     return st;
 }
 
+/* A tokenizer file's part of a snapshot key is its SHA-256, not its bytes:
+ * a warm open finds the digest by the file's stat identity (tabcache.c)
+ * and reads the snapshot without reading or hashing the file (reading and
+ * hashing mBERT's 1 MB vocab.txt, OpenSSL's start included, was ~4 ms of a
+ * 33 ms load). The reader's setting starts with "sha256:", so keys of bytes
+ * and of digests never meet. Use: file_known, then (when the snapshot was
+ * not there) read the file and file_hashed, then look again unless the
+ * digest is the one just tried. */
+typedef struct {
+    struct stat before;
+    bool on;    /* snapshots are on */
+    bool cache; /* and the file could be stat()ed */
+    bool have;  /* known holds the recorded digest of this identity */
+    char known[65];
+    char digest[65]; /* file_hashed: of the bytes read */
+} file_id;
+
+static void file_known(const char *path, const lipi_open_options *opt, file_id *id)
+{
+    id->on = opt->table_cache == LIPI_FLAG_ON;
+    id->cache = id->on && stat(path, &id->before) == 0;
+    id->have = id->cache && lipi_tabcache_digest_get(&id->before, id->known);
+}
+
+/* Hashes the bytes read and records their digest for the identity seen
+ * before, when it still holds after (a change between would have set the
+ * change time). *look: the snapshot of this digest is still to be looked
+ * for (snapshots are on and it was not the known one). */
+static lipi_status file_hashed(const char *path, file_id *id, const char *data, size_t len,
+                               bool *look, lipi_error *err)
+{
+    lipi_sha256 c;
+    struct stat after;
+    *look = false;
+    if (!id->on)
+        return LIPI_OK;
+    lipi_sha256_init(&c);
+    lipi_sha256_update(&c, data, len);
+    if (lipi_sha256_final_hex(&c, id->digest) != LIPI_OK)
+        return oom(path, err);
+    bool same = id->have && memcmp(id->known, id->digest, 64) == 0;
+    if (id->cache && !same && stat(path, &after) == 0)
+        lipi_tabcache_digest_put(&id->before, &after, id->digest);
+    *look = !same;
+    return LIPI_OK;
+}
+
 /* ======================================================================== */
 /* Readers on files                                                          */
 /* ======================================================================== */
+
+#define SHA_SETTING "sha256:"
 
 /* tokenizer.json: the snapshot when there is one, else the file. */
 static lipi_status open_json(const char *path, const lipi_open_options *opt,
                              lipi_tokenizer **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    char *text = NULL, key[65];
+    char *text = NULL, key[65] = "";
     size_t len = 0;
+    file_id id;
+    bool look;
+    file_known(path, opt, &id);
+    lipi_strref part = {id.known, 64};
+    if (id.have && snap_get(opt, "json", &part, 1, SHA_SETTING, 7, key, out))
+        goto done;
     TRY(lipi_read_file(path, LIPI_READ_MAX, &text, &len, err));
-    lipi_strref part = {text, len};
-    if (!snap_get(opt, "json", &part, 1, "", 0, key, out))
+    TRY(file_hashed(path, &id, text, len, &look, err));
+    part = (lipi_strref){id.digest, 64};
+    if (!(look && snap_get(opt, "json", &part, 1, SHA_SETTING, 7, key, out)))
         st = snap_put(lipi_tokenizer_load_json(text, len, path, out, err), key, out);
 done:
     lipi_free(text);
@@ -143,11 +199,18 @@ static lipi_status open_spm(const char *path, const lipi_open_options *opt,
                             lipi_tokenizer **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    char *data = NULL, key[65];
+    char *data = NULL, key[65] = "";
     size_t len = 0;
+    file_id id;
+    bool look;
+    file_known(path, opt, &id);
+    lipi_strref part = {id.known, 64};
+    if (id.have && snap_get(opt, "spm", &part, 1, SHA_SETTING, 7, key, out))
+        goto done;
     TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
-    lipi_strref part = {data, len};
-    if (!snap_get(opt, "spm", &part, 1, "", 0, key, out))
+    TRY(file_hashed(path, &id, data, len, &look, err));
+    part = (lipi_strref){id.digest, 64};
+    if (!(look && snap_get(opt, "spm", &part, 1, SHA_SETTING, 7, key, out)))
         st = snap_put(lipi_tokenizer_from_spm(data, len, path, out, err), key, out);
 done:
     lipi_free(data);
@@ -160,18 +223,34 @@ static lipi_status open_vocab_txt(const char *path, const lipi_open_options *opt
     lipi_status st = LIPI_OK;
     char *data = NULL, *cfg = NULL, *cfg_path = beside(path, "tokenizer_config.json");
     size_t len = 0, cfg_len = 0;
+    lipi_buf setting = {0};
     if (!cfg_path)
         return oom(path, err);
-    TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
+    /* The config (small, optional) by its bytes, the vocabulary by its
+     * digest; the path is a setting: without a config, "uncased" in it
+     * lowercases. */
     TRY(read_optional(cfg_path, &cfg, &cfg_len, err));
-    /* The path is a setting: without a config, "uncased" in it lowercases. */
-    lipi_strref parts[2] = {{data, len}, {cfg, cfg_len}};
-    char key[65];
-    if (!snap_get(opt, "vocab_txt", parts, 2, path, strlen(path), key, out))
+    file_id id;
+    bool look;
+    char key[65] = "";
+    if (lipi_buf_append(&setting, SHA_SETTING, 7) != LIPI_OK ||
+        lipi_buf_append(&setting, path, strlen(path)) != LIPI_OK) {
+        st = oom(path, err);
+        goto done;
+    }
+    file_known(path, opt, &id);
+    lipi_strref parts[2] = {{id.known, 64}, {cfg, cfg_len}};
+    if (id.have && snap_get(opt, "vocab_txt", parts, 2, setting.p, setting.len, key, out))
+        goto done;
+    TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
+    TRY(file_hashed(path, &id, data, len, &look, err));
+    parts[0] = (lipi_strref){id.digest, 64};
+    if (!(look && snap_get(opt, "vocab_txt", parts, 2, setting.p, setting.len, key, out)))
         st = snap_put(lipi_tokenizer_from_vocab_txt(data, len, path, cfg, cfg_len, opt->lowercase,
                                                     opt->strip_accents, out, err),
                       key, out);
 done:
+    lipi_buf_free(&setting);
     lipi_free(data);
     lipi_free(cfg);
     lipi_free(cfg_path);
@@ -303,45 +382,27 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
         goto done;
     }
     /* The name chooses the special tokens (and the check below); a
-     * snapshot is only written after the check passed on these bytes.
-     * The key takes the rank file's SHA-256, not its bytes: a warm open
-     * finds it by the file's stat identity (tabcache.c) and reads neither
-     * the file nor hashes it. ("sha256:" in the settings: keys of bytes
-     * and of digests never meet.) */
-    char key[65], known[65], digest[65];
-    struct stat before, after;
-    bool cache = opt->table_cache == LIPI_FLAG_ON && stat(path, &before) == 0;
-    bool have = cache && lipi_tabcache_digest_get(&before, known);
+     * snapshot is only written after the check passed on these bytes. The
+     * key takes the rank file's digest (file_known). */
+    char key[65] = "";
+    file_id id;
+    bool look;
     mb.len = 0;
-    if (lipi_buf_append(&mb, "sha256:", 7) != LIPI_OK ||
+    if (lipi_buf_append(&mb, SHA_SETTING, 7) != LIPI_OK ||
         lipi_buf_append(&mb, pattern, strlen(pattern) + 1) != LIPI_OK ||
         lipi_buf_append(&mb, base, base_len) != LIPI_OK) {
         st = oom(path, err);
         goto done;
     }
-    lipi_strref parts[2] = {{known, 64}, {meta_text, meta_len}};
-    if (have && snap_get(opt, "tiktoken", parts, 2, mb.p, mb.len, key, out))
+    file_known(path, opt, &id);
+    lipi_strref parts[2] = {{id.known, 64}, {meta_text, meta_len}};
+    if (id.have && snap_get(opt, "tiktoken", parts, 2, mb.p, mb.len, key, out))
         goto done;
     TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
-    {
-        lipi_sha256 c;
-        lipi_sha256_init(&c);
-        lipi_sha256_update(&c, data, len);
-        if (lipi_sha256_final_hex(&c, digest) != LIPI_OK) {
-            st = oom(path, err);
-            goto done;
-        }
-    }
-    /* The bytes read are those of the identity seen before when it still
-     * holds after (a change between would have set the change time). */
-    if (cache && (!have || memcmp(known, digest, 64) != 0) && stat(path, &after) == 0)
-        lipi_tabcache_digest_put(&before, &after, digest);
-    parts[0] = (lipi_strref){digest, 64};
-    /* Known and the same bytes: that snapshot was just looked for. */
-    if (!(have && memcmp(known, digest, 64) == 0)) {
-        if (snap_get(opt, "tiktoken", parts, 2, mb.p, mb.len, key, out))
-            goto done;
-    }
+    TRY(file_hashed(path, &id, data, len, &look, err));
+    parts[0] = (lipi_strref){id.digest, 64};
+    if (look && snap_get(opt, "tiktoken", parts, 2, mb.p, mb.len, key, out))
+        goto done;
     /* Here, where the file is read, so that a bare name and a path get the
      * same check. */
     TRY(lipi_rd_tiktoken_verify(base, base_len, data, len, path, err));
