@@ -123,46 +123,49 @@ static lipi_status snap_put(lipi_status st, const char key[65], lipi_tokenizer *
  * a warm open finds the digest by the file's stat identity (tabcache.c)
  * and reads the snapshot without reading or hashing the file (reading and
  * hashing mBERT's 1 MB vocab.txt, OpenSSL's start included, was ~4 ms of a
- * 33 ms load). The reader's setting starts with "sha256:", so keys of bytes
- * and of digests never meet. Use: file_known, then (when the snapshot was
- * not there) read the file and file_hashed, then look again unless the
- * digest is the one just tried. */
-typedef struct {
-    struct stat before;
-    bool on;    /* snapshots are on */
-    bool cache; /* and the file could be stat()ed */
-    bool have;  /* known holds the recorded digest of this identity */
-    char known[65];
-    char digest[65]; /* file_hashed: of the bytes read */
-} file_id;
+ * 33 ms load). The reader's setting starts with SHA_SETTING, so keys of
+ * bytes and of digests never meet. */
+#define SHA_SETTING "sha256:"
 
-static void file_known(const char *path, const lipi_open_options *opt, file_id *id)
+/* The snapshot of what `reader` builds from the file at path (key part
+ * parts[0], its digest) and parts[1..n) (bytes) under `setting`: *found
+ * with *out read from it; else *data (len bytes, the caller frees) holds
+ * the file for the reader to build from, and key is what snap_put stores
+ * it under ("" when snapshots are off). */
+static lipi_status file_snapshot(const char *path, const lipi_open_options *opt,
+                                 const char *reader, lipi_strref *parts, size_t n,
+                                 const char *setting, size_t setting_len, char key[65],
+                                 lipi_tokenizer **out, bool *found, char **data, size_t *len,
+                                 lipi_error *err)
 {
-    id->on = opt->table_cache == LIPI_FLAG_ON;
-    id->cache = id->on && stat(path, &id->before) == 0;
-    id->have = id->cache && lipi_tabcache_digest_get(&id->before, id->known);
-}
-
-/* Hashes the bytes read and records their digest for the identity seen
- * before, when it still holds after (a change between would have set the
- * change time). *look: the snapshot of this digest is still to be looked
- * for (snapshots are on and it was not the known one). */
-static lipi_status file_hashed(const char *path, file_id *id, const char *data, size_t len,
-                               bool *look, lipi_error *err)
-{
-    lipi_sha256 c;
-    struct stat after;
-    *look = false;
-    if (!id->on)
+    struct stat before, after;
+    char known[65], digest[65];
+    bool on = opt->table_cache == LIPI_FLAG_ON, cache = on && stat(path, &before) == 0;
+    bool have = cache && lipi_tabcache_digest_get(&before, known);
+    key[0] = '\0';
+    *data = NULL;
+    parts[0] = (lipi_strref){known, 64};
+    *found = have && snap_get(opt, reader, parts, n, setting, setting_len, key, out);
+    parts[0] = (lipi_strref){NULL, 0};
+    if (*found)
         return LIPI_OK;
+    lipi_status st = lipi_read_file(path, LIPI_READ_MAX, data, len, err);
+    if (st != LIPI_OK || !on)
+        return st;
+    lipi_sha256 c;
     lipi_sha256_init(&c);
-    lipi_sha256_update(&c, data, len);
-    if (lipi_sha256_final_hex(&c, id->digest) != LIPI_OK)
+    lipi_sha256_update(&c, *data, *len);
+    if (lipi_sha256_final_hex(&c, digest) != LIPI_OK)
         return oom(path, err);
-    bool same = id->have && memcmp(id->known, id->digest, 64) == 0;
-    if (id->cache && !same && stat(path, &after) == 0)
-        lipi_tabcache_digest_put(&id->before, &after, id->digest);
-    *look = !same;
+    /* The bytes read are those of the identity seen before when it still
+     * holds after (a change between would have set the change time). */
+    bool same = have && memcmp(known, digest, 64) == 0;
+    if (cache && !same && stat(path, &after) == 0)
+        lipi_tabcache_digest_put(&before, &after, digest);
+    parts[0] = (lipi_strref){digest, 64};
+    /* The same digest: that snapshot was just looked for. */
+    *found = !same && snap_get(opt, reader, parts, n, setting, setting_len, key, out);
+    parts[0] = (lipi_strref){NULL, 0}; /* the digest was a local */
     return LIPI_OK;
 }
 
@@ -170,25 +173,18 @@ static lipi_status file_hashed(const char *path, file_id *id, const char *data, 
 /* Readers on files                                                          */
 /* ======================================================================== */
 
-#define SHA_SETTING "sha256:"
-
 /* tokenizer.json: the snapshot when there is one, else the file. */
 static lipi_status open_json(const char *path, const lipi_open_options *opt,
                              lipi_tokenizer **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    char *text = NULL, key[65] = "";
+    char *text = NULL, key[65];
     size_t len = 0;
-    file_id id;
-    bool look;
-    file_known(path, opt, &id);
-    lipi_strref part = {id.known, 64};
-    if (id.have && snap_get(opt, "json", &part, 1, SHA_SETTING, 7, key, out))
-        goto done;
-    TRY(lipi_read_file(path, LIPI_READ_MAX, &text, &len, err));
-    TRY(file_hashed(path, &id, text, len, &look, err));
-    part = (lipi_strref){id.digest, 64};
-    if (!(look && snap_get(opt, "json", &part, 1, SHA_SETTING, 7, key, out)))
+    lipi_strref part;
+    bool found;
+    TRY(file_snapshot(path, opt, "json", &part, 1, SHA_SETTING, 7, key, out, &found, &text, &len,
+                      err));
+    if (!found)
         st = snap_put(lipi_tokenizer_load_json(text, len, path, out, err), key, out);
 done:
     lipi_free(text);
@@ -199,18 +195,13 @@ static lipi_status open_spm(const char *path, const lipi_open_options *opt,
                             lipi_tokenizer **out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    char *data = NULL, key[65] = "";
+    char *data = NULL, key[65];
     size_t len = 0;
-    file_id id;
-    bool look;
-    file_known(path, opt, &id);
-    lipi_strref part = {id.known, 64};
-    if (id.have && snap_get(opt, "spm", &part, 1, SHA_SETTING, 7, key, out))
-        goto done;
-    TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
-    TRY(file_hashed(path, &id, data, len, &look, err));
-    part = (lipi_strref){id.digest, 64};
-    if (!(look && snap_get(opt, "spm", &part, 1, SHA_SETTING, 7, key, out)))
+    lipi_strref part;
+    bool found;
+    TRY(file_snapshot(path, opt, "spm", &part, 1, SHA_SETTING, 7, key, out, &found, &data, &len,
+                      err));
+    if (!found)
         st = snap_put(lipi_tokenizer_from_spm(data, len, path, out, err), key, out);
 done:
     lipi_free(data);
@@ -230,22 +221,17 @@ static lipi_status open_vocab_txt(const char *path, const lipi_open_options *opt
      * digest; the path is a setting: without a config, "uncased" in it
      * lowercases. */
     TRY(read_optional(cfg_path, &cfg, &cfg_len, err));
-    file_id id;
-    bool look;
-    char key[65] = "";
+    char key[65];
+    bool found;
     if (lipi_buf_append(&setting, SHA_SETTING, 7) != LIPI_OK ||
         lipi_buf_append(&setting, path, strlen(path)) != LIPI_OK) {
         st = oom(path, err);
         goto done;
     }
-    file_known(path, opt, &id);
-    lipi_strref parts[2] = {{id.known, 64}, {cfg, cfg_len}};
-    if (id.have && snap_get(opt, "vocab_txt", parts, 2, setting.p, setting.len, key, out))
-        goto done;
-    TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
-    TRY(file_hashed(path, &id, data, len, &look, err));
-    parts[0] = (lipi_strref){id.digest, 64};
-    if (!(look && snap_get(opt, "vocab_txt", parts, 2, setting.p, setting.len, key, out)))
+    lipi_strref parts[2] = {{NULL, 0}, {cfg, cfg_len}};
+    TRY(file_snapshot(path, opt, "vocab_txt", parts, 2, setting.p, setting.len, key, out, &found,
+                      &data, &len, err));
+    if (!found)
         st = snap_put(lipi_tokenizer_from_vocab_txt(data, len, path, cfg, cfg_len, opt->lowercase,
                                                     opt->strip_accents, out, err),
                       key, out);
@@ -382,11 +368,9 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
         goto done;
     }
     /* The name chooses the special tokens (and the check below); a
-     * snapshot is only written after the check passed on these bytes. The
-     * key takes the rank file's digest (file_known). */
-    char key[65] = "";
-    file_id id;
-    bool look;
+     * snapshot is only written after the check passed on these bytes. */
+    char key[65];
+    bool found;
     mb.len = 0;
     if (lipi_buf_append(&mb, SHA_SETTING, 7) != LIPI_OK ||
         lipi_buf_append(&mb, pattern, strlen(pattern) + 1) != LIPI_OK ||
@@ -394,14 +378,10 @@ static lipi_status open_tiktoken(const char *path, const lipi_open_options *opt,
         st = oom(path, err);
         goto done;
     }
-    file_known(path, opt, &id);
-    lipi_strref parts[2] = {{id.known, 64}, {meta_text, meta_len}};
-    if (id.have && snap_get(opt, "tiktoken", parts, 2, mb.p, mb.len, key, out))
-        goto done;
-    TRY(lipi_read_file(path, LIPI_READ_MAX, &data, &len, err));
-    TRY(file_hashed(path, &id, data, len, &look, err));
-    parts[0] = (lipi_strref){id.digest, 64};
-    if (look && snap_get(opt, "tiktoken", parts, 2, mb.p, mb.len, key, out))
+    lipi_strref parts[2] = {{NULL, 0}, {meta_text, meta_len}};
+    TRY(file_snapshot(path, opt, "tiktoken", parts, 2, mb.p, mb.len, key, out, &found, &data, &len,
+                      err));
+    if (found)
         goto done;
     /* Here, where the file is read, so that a bare name and a path get the
      * same check. */
