@@ -141,7 +141,7 @@ static lipi_status file_snapshot(const char *path, const lipi_open_options *opt,
     struct stat before, after;
     char known[65], digest[65];
     bool on = opt->table_cache == LIPI_FLAG_ON, cache = on && stat(path, &before) == 0;
-    bool have = cache && lipi_tabcache_digest_get(&before, known);
+    bool have = cache && lipi_tabcache_digest_get(&before, "", known);
     key[0] = '\0';
     *data = NULL;
     parts[0] = (lipi_strref){known, 64};
@@ -161,7 +161,7 @@ static lipi_status file_snapshot(const char *path, const lipi_open_options *opt,
      * holds after (a change between would have set the change time). */
     bool same = have && memcmp(known, digest, 64) == 0;
     if (cache && !same && stat(path, &after) == 0)
-        lipi_tabcache_digest_put(&before, &after, digest);
+        lipi_tabcache_digest_put(&before, &after, "", digest);
     parts[0] = (lipi_strref){digest, 64};
     /* The same digest: that snapshot was just looked for. */
     *found = !same && snap_get(opt, reader, parts, n, setting, setting_len, key, out);
@@ -407,6 +407,7 @@ static lipi_status open_gguf(const char *path, const lipi_open_options *opt,
     lipi_status st = LIPI_OK;
     struct stat sb;
     void *map = MAP_FAILED;
+    lipi_buf setting = {0};
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot open: %s", strerror(errno));
@@ -423,18 +424,44 @@ static lipi_status open_gguf(const char *path, const lipi_open_options *opt,
         st = lipi_error_set(err, LIPI_EIO, path, 0, 0, "cannot map: %s", strerror(errno));
         goto done;
     }
-    /* The snapshot is keyed by the metadata only (and the options the
-     * reader takes: the split pattern, lowercase and accents). */
-    size_t meta = lipi_rd_gguf_metadata_len(map, (size_t)sb.st_size);
-    lipi_strref part = {map, meta};
+    /* The snapshot is keyed by the metadata's SHA-256 (and the options the
+     * reader takes: the split pattern, lowercase and accents), found by
+     * the file's stat identity on a warm open, as file_snapshot does for
+     * whole files: the metadata is then neither parsed nor hashed. */
     const char *pattern = opt->pattern ? opt->pattern : "";
-    char key[65];
-    if (meta && snap_get(opt, "gguf", &part, 1, pattern, strlen(pattern) + 1, key, out))
+    bool on = opt->table_cache == LIPI_FLAG_ON, same = false;
+    char key[65] = "", known[65], digest[65];
+    bool have = on && lipi_tabcache_digest_get(&sb, "gguf metadata", known);
+    lipi_strref part = {known, 64};
+    if (lipi_buf_append(&setting, SHA_SETTING, 7) != LIPI_OK ||
+        lipi_buf_append(&setting, pattern, strlen(pattern) + 1) != LIPI_OK) {
+        st = oom(path, err);
         goto done;
+    }
+    if (have && snap_get(opt, "gguf", &part, 1, setting.p, setting.len, key, out))
+        goto done;
+    size_t meta = lipi_rd_gguf_metadata_len(map, (size_t)sb.st_size);
+    if (meta && on) {
+        struct stat after;
+        lipi_sha256 c;
+        lipi_sha256_init(&c);
+        lipi_sha256_update(&c, map, meta);
+        if (lipi_sha256_final_hex(&c, digest) != LIPI_OK) {
+            st = oom(path, err);
+            goto done;
+        }
+        same = have && memcmp(known, digest, 64) == 0;
+        if (!same && fstat(fd, &after) == 0)
+            lipi_tabcache_digest_put(&sb, &after, "gguf metadata", digest);
+        part = (lipi_strref){digest, 64};
+        if (!same && snap_get(opt, "gguf", &part, 1, setting.p, setting.len, key, out))
+            goto done;
+    }
     if (!meta)
         key[0] = '\0';
     st = snap_put(lipi_tokenizer_from_gguf(map, (size_t)sb.st_size, path, opt, out, err), key, out);
 done:
+    lipi_buf_free(&setting);
     if (map != MAP_FAILED)
         munmap(map, (size_t)sb.st_size);
     close(fd);

@@ -505,15 +505,15 @@ void lipi_tabcache_abort(lipi_tabcache_writer *w)
 
 long long lipi_tabcache_settle_ns = 2000000000LL;
 
-/* The identity's cache key. */
-static bool identity_key(const struct stat *sb, char key[65])
+/* The identity's cache key (and what was hashed). */
+static bool identity_key(const struct stat *sb, const char *what, char key[65])
 {
     uint64_t id[7] = {(uint64_t)sb->st_dev,          (uint64_t)sb->st_ino,
                       (uint64_t)sb->st_size,         (uint64_t)sb->st_mtim.tv_sec,
                       (uint64_t)sb->st_mtim.tv_nsec, (uint64_t)sb->st_ctim.tv_sec,
                       (uint64_t)sb->st_ctim.tv_nsec};
     lipi_strref k = {(const char *)id, sizeof id};
-    return make_key("digest", false, &k, 1, NULL, 0, key) == LIPI_OK;
+    return make_key("digest", false, &k, 1, what, strlen(what), key) == LIPI_OK;
 }
 
 static bool same_identity(const struct stat *a, const struct stat *b)
@@ -531,11 +531,11 @@ static bool is_hex64(const char *s)
     return true;
 }
 
-bool lipi_tabcache_digest_get(const struct stat *sb, char hex[65])
+bool lipi_tabcache_digest_get(const struct stat *sb, const char *what, char hex[65])
 {
     char key[65], got[64];
     lipi_tabcache_reader r;
-    if (!identity_key(sb, key) || !lipi_tabcache_open(&r, "digest", key))
+    if (!identity_key(sb, what, key) || !lipi_tabcache_open(&r, "digest", key))
         return false;
     bool ok = lipi_tabcache_get(&r, got, 64);
     ok = lipi_tabcache_close(&r) && ok && is_hex64(got);
@@ -547,7 +547,7 @@ bool lipi_tabcache_digest_get(const struct stat *sb, char hex[65])
 }
 
 void lipi_tabcache_digest_put(const struct stat *before, const struct stat *after,
-                              const char hex[65])
+                              const char *what, const char hex[65])
 {
     struct timespec now;
     char key[65];
@@ -560,7 +560,7 @@ void lipi_tabcache_digest_put(const struct stat *before, const struct stat *afte
     long long c = (long long)before->st_ctim.tv_sec * 1000000000LL + before->st_ctim.tv_nsec;
     if (t - m < lipi_tabcache_settle_ns || t - c < lipi_tabcache_settle_ns)
         return; /* may still be changing within its clock's tick */
-    if (!identity_key(before, key) || !lipi_tabcache_create(&w, "digest", key))
+    if (!identity_key(before, what, key) || !lipi_tabcache_create(&w, "digest", key))
         return;
     lipi_tabcache_put(&w, hex, 64);
     lipi_tabcache_commit(&w);

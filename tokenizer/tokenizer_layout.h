@@ -528,14 +528,15 @@ void lipi_tabcache_abort(lipi_tabcache_writer *w);
 
 /* A file's SHA-256 (64 hex digits) by its stat identity (device, inode,
  * size, mtime and ctime in ns), when recorded; see tabcache.c for when a
- * record can be trusted. */
+ * record can be trusted. `what` names the bytes hashed: "" the whole
+ * file, else a part of it ("gguf metadata"), each recorded apart. */
 struct stat;
-bool lipi_tabcache_digest_get(const struct stat *sb, char hex[65]);
+bool lipi_tabcache_digest_get(const struct stat *sb, const char *what, char hex[65]);
 /* Records hex for a file stat()ed before (before) and after (after) the
  * read that hex is the SHA-256 of: nothing when the identity changed or the
  * file's times are less than lipi_tabcache_settle_ns old. */
 void lipi_tabcache_digest_put(const struct stat *before, const struct stat *after,
-                              const char hex[65]);
+                              const char *what, const char hex[65]);
 /* 2 s; tests lower it to record files they have just written. */
 extern long long lipi_tabcache_settle_ns;
 
