@@ -63,8 +63,9 @@ CXXFLAGS ?= $(OPT)
 CXXFLAGS += -std=c++17 -Wall -Wextra -Wno-unused-parameter $(WERROR) $(PIC) -I.
 # libcurl is not linked: model/hub.c opens it on the first download (its
 # header is all the build needs; the tests that serve HTTP link it).
-# OpenBLAS is not linked either: retrieval/blas_lazy.c opens it for FAISS.
-LINK_PKGS := $(filter-out cmocka libcurl openblas,$(PKGS))
+# OpenBLAS and libcrypto are not linked either: retrieval/blas_lazy.c opens
+# OpenBLAS for FAISS, tokenizer/sha256.c libcrypto for long messages.
+LINK_PKGS := $(filter-out cmocka libcurl openblas libcrypto,$(PKGS))
 LDLIBS   += $(FAISS_LIBS) $(shell pkg-config --libs $(LINK_PKGS) 2>/dev/null) \
             -lpthread -lm $(if $(HAVE_FAISS),-lgomp -lstdc++,)
 TEST_LIBS = $(shell pkg-config --libs cmocka libcurl 2>/dev/null)
