@@ -313,15 +313,17 @@ struct lipi_encoder {
     /* WordPiece, Unigram */
     lipi_datrie trie;                 /* all tokens (WordPiece: without prefix;
                                          Unigram: only when trie32 is empty) */
-    lipi_datrie32 trie32;             /* Unigram: the same, compact (size 0:
-                                         too big, use trie) */
+    lipi_datrie32 trie32;             /* the same, compact (size 0: too big,
+                                         use trie) */
     uint64_t *uni;                    /* f32 Unigram: trie32's units (then freed)
                                          with each piece's float score in the
                                          high half, so the lattice's walk reads
                                          one array (see unigram_units) */
-    void *uni_mapped;                 /* the cache file uni and trie32.value
-                                         point into, or NULL (they are owned) */
-    size_t uni_mapped_len;
+    lipi_datrie32 trie32_cont;        /* WordPiece: trie_cont, compact */
+    void *tries_mapped;               /* the cache file that uni, trie32 and
+                                         trie32_cont point into, or NULL (they
+                                         are owned) */
+    size_t tries_mapped_len;
     lipi_datrie trie_cont;            /* WordPiece: prefixed tokens, prefix cut */
     double unk_score;                 /* Unigram: min score - 10 */
     bool f32_viterbi;                 /* Unigram with SentencePiece's float32

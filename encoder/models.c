@@ -253,35 +253,28 @@ static inline int64_t char_id(const lipi_encoder *e, int v, uint32_t cp)
     return cp < 128 ? e->ascii_id[v][cp] : enc_cpmap_get(&e->char_id[v], cp);
 }
 
-/* The trie of the vocabulary (and, for WordPiece, cut[]: the tokens with
- * the continuing prefix, without it), read from the table cache when the
- * tokenizer allows it and the cache has them, else built (and stored). */
-static lipi_status vocab_tries(lipi_encoder *e, const lipi_strref *cut, const uint32_t *values,
-                               size_t n)
+/* The trie of the vocabulary (a Unigram model's with double scores), read
+ * from the table cache when the tokenizer allows it and the cache has it,
+ * else built (and stored). */
+static lipi_status vocab_trie(lipi_encoder *e, const uint32_t *values, size_t n)
 {
     lipi_status st = LIPI_OK;
     const lipi_strref *tok = e->m->vocab.tok;
-    const char *kind = cut ? "wordpiece" : "unigram";
+    const char *kind = "unigram";
     char key[65];
     lipi_tabcache_reader r;
     lipi_tabcache_writer w;
     bool cache = e->tok->table_cache &&
                  lipi_tabcache_key_of(e->tok, kind, tok, n, e->prefix, e->prefix_len, key) == LIPI_OK;
     if (cache && lipi_tabcache_open(&r, kind, key)) {
-        bool ok = lipi_datrie_get(&r, &e->trie, tok, n) &&
-                  (!cut || lipi_datrie_get(&r, &e->trie_cont, cut, n));
+        bool ok = lipi_datrie_get(&r, &e->trie, tok, n);
         if (lipi_tabcache_close(&r) && ok)
             return LIPI_OK;
         lipi_datrie_free(&e->trie);
-        lipi_datrie_free(&e->trie_cont);
     }
     TRY(lipi_datrie_build(&e->trie, tok, values, n));
-    if (cut)
-        TRY(lipi_datrie_build(&e->trie_cont, cut, values, n));
     if (cache && lipi_tabcache_create(&w, kind, key)) {
         lipi_datrie_put(&w, &e->trie);
-        if (cut)
-            lipi_datrie_put(&w, &e->trie_cont);
         lipi_tabcache_commit(&w);
     }
 done:
@@ -378,8 +371,8 @@ static bool unigram_units_map(lipi_encoder *e, const char key[65])
     }
     e->uni = (uint64_t *)uni;
     e->trie32 = (lipi_datrie32){NULL, (int32_t *)value, (size_t)*size, true};
-    e->uni_mapped = f.base;
-    e->uni_mapped_len = f.size;
+    e->tries_mapped = f.base;
+    e->tries_mapped_len = f.size;
     return true;
 }
 
@@ -405,6 +398,56 @@ static lipi_status unigram_f32_tries(lipi_encoder *e, const uint32_t *values, si
         lipi_tabcache_put_u64(&w, e->trie32.size);
         lipi_tabcache_put(&w, e->uni, e->trie32.size * sizeof *e->uni);
         lipi_tabcache_put(&w, e->trie32.value, e->trie32.size * sizeof *e->trie32.value);
+        lipi_tabcache_commit(&w);
+    }
+done:
+    return st;
+}
+
+/* WordPiece's two tries, compact (8 bytes a cell, not 12), mapped from the
+ * table cache (kind "wordpiece32": trie32, then trie32_cont) or built and
+ * stored. Mapped, a warm load neither reads them into memory nor converts
+ * them: the cells are checked in place (lipi_datrie32_map). A vocabulary
+ * too big for compact tries keeps the wide ones. */
+#define WP_KIND "wordpiece32"
+
+static lipi_status wordpiece_tries(lipi_encoder *e, const lipi_strref *cut,
+                                   const uint32_t *values, size_t n)
+{
+    lipi_status st = LIPI_OK;
+    const lipi_strref *tok = e->m->vocab.tok;
+    char key[65];
+    lipi_tabcache_map f;
+    lipi_tabcache_writer w;
+    bool cache = e->tok->table_cache && lipi_tabcache_key_of(e->tok, WP_KIND, tok, n, e->prefix,
+                                                             e->prefix_len, key) == LIPI_OK;
+    if (cache && lipi_tabcache_map_open(&f, WP_KIND, key)) {
+        lipi_datrie32 a, b;
+        if (lipi_datrie32_map(&f, &a, n) && lipi_datrie32_map(&f, &b, n) && f.left == 0) {
+            e->trie32 = a;
+            e->trie32_cont = b;
+            e->tries_mapped = f.base;
+            e->tries_mapped_len = f.size;
+            return LIPI_OK;
+        }
+        lipi_tabcache_unmap(f.base, f.size);
+    }
+    TRY(lipi_datrie_build(&e->trie, tok, values, n));
+    TRY(lipi_datrie_build(&e->trie_cont, cut, values, n));
+    st = lipi_datrie32_from(&e->trie32, &e->trie);
+    if (st == LIPI_OK)
+        st = lipi_datrie32_from(&e->trie32_cont, &e->trie_cont);
+    if (st == LIPI_EINVAL) { /* too many cells: walk the wide ones */
+        lipi_datrie32_free(&e->trie32);
+        lipi_datrie32_free(&e->trie32_cont);
+        return LIPI_OK;
+    }
+    TRY(st);
+    lipi_datrie_free(&e->trie);
+    lipi_datrie_free(&e->trie_cont);
+    if (cache && lipi_tabcache_create(&w, WP_KIND, key)) {
+        lipi_datrie32_put(&w, &e->trie32);
+        lipi_datrie32_put(&w, &e->trie32_cont);
         lipi_tabcache_commit(&w);
     }
 done:
@@ -463,8 +506,10 @@ lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err)
         }
         if (e->f32_viterbi)
             TRY(unigram_f32_tries(e, values, n));
+        else if (cut)
+            TRY(wordpiece_tries(e, cut, values, n));
         else
-            TRY(vocab_tries(e, cut, values, n));
+            TRY(vocab_trie(e, values, n));
         if (m->type == LIPI_MODEL_UNIGRAM && !e->f32_viterbi) {
             /* The lattice walks the trie from every char: the compact copy
              * keeps more of it in cache. */
@@ -517,12 +562,13 @@ void lipi_enc_models_free(lipi_encoder *e)
     lipi_free(e->raw_slot);
     lipi_datrie_free(&e->trie);
     lipi_datrie32_free(&e->trie32);
-    if (e->uni_mapped)
-        lipi_tabcache_unmap(e->uni_mapped, e->uni_mapped_len);
+    lipi_datrie32_free(&e->trie32_cont);
+    if (e->tries_mapped)
+        lipi_tabcache_unmap(e->tries_mapped, e->tries_mapped_len);
     else
         lipi_free(e->uni);
     e->uni = NULL;
-    e->uni_mapped = NULL;
+    e->tries_mapped = NULL;
     lipi_datrie_free(&e->trie_cont);
 }
 
@@ -1010,8 +1056,11 @@ static lipi_status wordpiece_word(lipi_session *s, const char *w, size_t n, lipi
         size_t start = 0, first = s->ptok_n;
         while (start < n) {
             int32_t id = -1;
-            size_t l = lipi_datrie_longest(start == 0 ? &e->trie : &e->trie_cont, w + start,
-                                           n - start, &id);
+            size_t l = e->trie32.size ? lipi_datrie32_longest(start == 0 ? &e->trie32
+                                                                          : &e->trie32_cont,
+                                                              w + start, n - start, &id)
+                                      : lipi_datrie_longest(start == 0 ? &e->trie : &e->trie_cont,
+                                                            w + start, n - start, &id);
             if (l == 0) {
                 s->ptok_n = first;
                 goto unknown;
