@@ -281,7 +281,7 @@ static void test_lipi_cache_0_and_the_option_turn_it_off(void **state)
 static void test_the_folder_is_made_under_xdg_cache_home(void **state)
 {
     (void)state;
-    char xdg[160], names[16][320];
+    char xdg[160], names[MAX_FILES][320];
     snprintf(xdg, sizeof xdg, "%s/xdg", cache_dir);
     unsetenv("LIPI_CACHE_DIR");
     char *old = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
