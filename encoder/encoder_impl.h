@@ -553,6 +553,12 @@ lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err);
  * (then bpe_word does, on the first word backtracking cannot encode).
  * Fails only for memory. */
 lipi_status lipi_enc_bpe_pairs(const lipi_encoder *e);
+/* The merge scan's lowest pair of a word whose ranks fit 16 bits: of
+ * r16[0..8 * nv) (16-byte aligned, rank - 32768 each, INT16_MAX for no
+ * pair; nv of 1 .. 3), the leftmost lowest entry's index and its rank in
+ * *best, or -1 when all are INT16_MAX. _ref is the plain loop (tests). */
+int lipi_enc_scan_min16(const int16_t *r16, size_t nv, uint32_t *best);
+int lipi_enc_scan_min16_ref(const int16_t *r16, size_t nv, uint32_t *best);
 void lipi_enc_models_free(lipi_encoder *e);
 
 /* added.c */

@@ -9,6 +9,9 @@
 
 #include <math.h>
 #include <pthread.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <stdio.h>
 #include <string.h>
 
@@ -559,42 +562,137 @@ static inline lipi_status sym_push(lipi_session *s, size_t *n, uint32_t id, size
  * symbols, where a scan costs less than pushing and popping. */
 #define BPE_SCAN_MAX 24
 
-static inline __attribute__((always_inline)) void bpe_merge_scan(lipi_session *s, size_t n)
+/* The pair ranks of a scanned word, indexed by the pair's left symbol.
+ * With at most 65535 merges they are 16 bits, stored as rank - 32768 so
+ * that SSE2's signed 16-bit min orders them (BPE_RANK16_NONE: no pair),
+ * eight to a vector: finding the leftmost lowest rank then takes a few
+ * instructions for the whole word, not a pass over its pairs. Else 32
+ * bits, scanned one by one. */
+#define BPE_RANK16_MAX 65535u
+#define BPE_RANK16_NONE INT16_MAX
+
+typedef struct {
+    _Alignas(16) int16_t r16[BPE_SCAN_MAX];
+    uint32_t r32[BPE_SCAN_MAX];
+} bpe_scan_ranks;
+
+static inline __attribute__((always_inline)) void scan_rank_set(bpe_scan_ranks *r, bool narrow,
+                                                                 size_t i, uint32_t rank)
+{
+    if (narrow)
+        r->r16[i] = rank == UINT32_MAX ? BPE_RANK16_NONE : (int16_t)((int32_t)rank - 32768);
+    else
+        r->r32[i] = rank;
+}
+
+/* The leftmost of the lowest ranks in r16[0..8 * nv) (nv of 1 .. 3), its
+ * rank in *best; -1 when there is no pair. Entries past the word's pairs
+ * hold BPE_RANK16_NONE. */
+static inline __attribute__((always_inline)) int scan_min16(const int16_t *r16, size_t nv,
+                                                            uint32_t *best)
+{
+#ifdef __SSE2__
+    const __m128i *v = (const __m128i *)(const void *)r16;
+    __m128i a = _mm_load_si128(v), b = a, c = a, m = a;
+    if (nv > 1)
+        m = _mm_min_epi16(m, b = _mm_load_si128(v + 1));
+    if (nv > 2)
+        m = _mm_min_epi16(m, c = _mm_load_si128(v + 2));
+    /* The lowest of the eight lanes, into lane 0. */
+    m = _mm_min_epi16(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm_min_epi16(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+    m = _mm_min_epi16(m, _mm_shufflelo_epi16(m, _MM_SHUFFLE(2, 3, 0, 1)));
+    int16_t lo = (int16_t)_mm_cvtsi128_si32(m);
+    if (lo == BPE_RANK16_NONE)
+        return -1;
+    m = _mm_set1_epi16(lo);
+    /* Two mask bits a lane, lanes in index order: the lowest set bit is
+     * the leftmost. */
+    uint64_t at = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi16(a, m));
+    if (nv > 1)
+        at |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi16(b, m)) << 16;
+    if (nv > 2)
+        at |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi16(c, m)) << 32;
+    *best = (uint32_t)((int32_t)lo + 32768);
+    return __builtin_ctzll(at) / 2;
+#else
+    return lipi_enc_scan_min16_ref(r16, nv, best);
+#endif
+}
+
+int lipi_enc_scan_min16(const int16_t *r16, size_t nv, uint32_t *best)
+{
+    return scan_min16(r16, nv, best);
+}
+
+int lipi_enc_scan_min16_ref(const int16_t *r16, size_t nv, uint32_t *best)
+{
+    int at = -1;
+    for (size_t i = 0; i < 8 * nv; i++)
+        if (r16[i] != BPE_RANK16_NONE && (at < 0 || r16[i] < r16[at]))
+            at = (int)i;
+    if (at >= 0)
+        *best = (uint32_t)((int32_t)r16[at] + 32768);
+    return at;
+}
+
+/* bpe_merge for a short word when merge_concat: the same merges in the
+ * same order, found by scanning the pairs instead of through a heap. The
+ * heap merges the entry of lowest (rank, position) whose pair is still
+ * there or, if the pair changed since it was pushed, whose position now
+ * holds a pair that makes the same token. The second never happens when
+ * every merged token is its pair's strings joined: the pair at a position
+ * only changes by one of its symbols growing, so the joined string there
+ * only grows, and a token has one length. So both merge, each time, the
+ * leftmost of the present pairs of lowest rank. Words are mostly a few
+ * symbols, where a scan costs less than pushing and popping. narrow: the
+ * ranks fit 16 bits (a constant where this is inlined). */
+static inline __attribute__((always_inline)) void bpe_merge_scan(lipi_session *s, size_t n,
+                                                                 bool narrow)
 {
     const lipi_encoder *e = s->enc;
     bpe_sym *sym = s->sym;
     const uint32_t none = UINT32_MAX;
     const pair_ctx pc = pair_ctx_of(s);
-    uint32_t rank[BPE_SCAN_MAX]; /* of the pair (i, the symbol after i) */
-    for (size_t i = 0; i + 1 < n; i++)
-        if (!pair_rank(&pc, sym[i].id, sym[i + 1].id, &rank[i]))
-            rank[i] = none;
-    rank[n - 1] = none;
+    bpe_scan_ranks r;
+    size_t nv = (n + 7) / 8; /* vectors of 16-bit ranks in use */
+    for (size_t i = 0; i + 1 < n; i++) {
+        uint32_t rank;
+        scan_rank_set(&r, narrow, i, pair_rank(&pc, sym[i].id, sym[i + 1].id, &rank) ? rank : none);
+    }
+    for (size_t i = n - 1; i < (narrow ? 8 * nv : n); i++)
+        scan_rank_set(&r, narrow, i, none);
     for (;;) {
         /* A symbol merged into its left neighbour has rank none, so the
          * array in index order is the list in order, scanned without
          * following its links. */
-        uint32_t best = none;
+        uint32_t best = none, rank;
         int32_t at = -1;
-        for (size_t i = 0; i + 1 < n; i++)
-            if (rank[i] < best) {
-                best = rank[i];
-                at = (int32_t)i;
-            }
+        if (narrow) {
+            at = scan_min16(r.r16, nv, &best);
+        } else {
+            for (size_t i = 0; i + 1 < n; i++)
+                if (r.r32[i] < best) {
+                    best = r.r32[i];
+                    at = (int32_t)i;
+                }
+        }
         if (at < 0)
             return;
         bpe_sym *a = &sym[at], *b = &sym[a->next];
-        rank[a->next] = none;
+        scan_rank_set(&r, narrow, (size_t)a->next, none);
         a->id = e->merge_result[best];
         a->len += b->len;
         b->len = 0;
         a->next = b->next;
         if (a->next >= 0)
             sym[a->next].prev = at;
-        if (a->prev >= 0 && !pair_rank(&pc, sym[a->prev].id, a->id, &rank[a->prev]))
-            rank[a->prev] = none;
-        if (a->next < 0 || !pair_rank(&pc, a->id, sym[a->next].id, &rank[at]))
-            rank[at] = none;
+        if (a->prev >= 0)
+            scan_rank_set(&r, narrow, (size_t)a->prev,
+                          pair_rank(&pc, sym[a->prev].id, a->id, &rank) ? rank : none);
+        scan_rank_set(&r, narrow, (size_t)at,
+                      a->next >= 0 && pair_rank(&pc, a->id, sym[a->next].id, &rank) ? rank
+                                                                                     : none);
     }
 }
 
@@ -618,7 +716,10 @@ static inline __attribute__((always_inline)) lipi_status bpe_merge(lipi_session 
         memset(s->pair_cache, 0xff, LIPI_ENC_PAIR_CACHE * sizeof *s->pair_cache);
     }
     if (e->merge_concat && n <= BPE_SCAN_MAX) {
-        bpe_merge_scan(s, n);
+        if (e->m->n_merges <= BPE_RANK16_MAX)
+            bpe_merge_scan(s, n, true);
+        else
+            bpe_merge_scan(s, n, false);
         return LIPI_OK;
     }
     /* At most n - 1 initial pairs and two new ones per merge (n - 1 merges). */

@@ -1253,6 +1253,60 @@ static void test_short_words_merge_as_through_the_heap(void **state)
     kit_free(&p);
 }
 
+/* The merge scan's vector search for the lowest rank (16-bit ranks, eight
+ * to a vector) against the plain loop: ties (the leftmost wins), no pair
+ * at all, the lowest at every position including the vector edges, the
+ * extreme ranks, and entries past nv * 8 that must not count. */
+static void test_merge_scan_lowest_rank_is_the_plain_loop(void **state)
+{
+    (void)state;
+    _Alignas(16) int16_t r[24];
+    uint32_t best = 0, best_ref = 0;
+    /* By hand: ranks 5, 3, 3 (stored as rank - 32768): the first 3. */
+    for (size_t i = 0; i < 24; i++)
+        r[i] = INT16_MAX;
+    r[0] = 5 - 32768;
+    r[1] = r[2] = 3 - 32768;
+    assert_int_equal(lipi_enc_scan_min16(r, 1, &best), 1);
+    assert_int_equal(best, 3);
+    r[1] = r[2] = INT16_MAX;
+    r[9] = -32768; /* rank 0, past the one vector asked for */
+    assert_int_equal(lipi_enc_scan_min16(r, 1, &best), 0);
+    assert_int_equal(best, 5);
+    assert_int_equal(lipi_enc_scan_min16(r, 2, &best), 9);
+    assert_int_equal(best, 0);
+    for (size_t i = 0; i < 24; i++)
+        r[i] = INT16_MAX;
+    for (size_t nv = 1; nv <= 3; nv++)
+        assert_int_equal(lipi_enc_scan_min16(r, nv, &best), -1);
+    /* One low entry at every position, over a field of none and of rank
+     * 65534 (the highest a 16-bit rank can be). */
+    for (size_t nv = 1; nv <= 3; nv++)
+        for (size_t at = 0; at < 8 * nv; at++)
+            for (int field = 0; field < 2; field++) {
+                for (size_t i = 0; i < 24; i++)
+                    r[i] = field ? 32766 : INT16_MAX;
+                r[at] = (int16_t)(at * 7 % 13 - 32768);
+                assert_int_equal(lipi_enc_scan_min16(r, nv, &best), (int)at);
+                assert_int_equal(lipi_enc_scan_min16_ref(r, nv, &best_ref), (int)at);
+                assert_int_equal(best, best_ref);
+                assert_int_equal(best, at * 7 % 13);
+            }
+    /* Random ranks from a few values (many ties) with none among them. */
+    unsigned seed = 11;
+    static const int16_t vals[] = {-32768, -32767, -1, 0, 1, 32766, INT16_MAX, INT16_MAX};
+    for (int t = 0; t < 20000; t++) {
+        size_t nv = 1 + (size_t)rand_r(&seed) % 3;
+        for (size_t i = 0; i < 24; i++)
+            r[i] = vals[rand_r(&seed) % 8];
+        int got = lipi_enc_scan_min16(r, nv, &best);
+        int want = lipi_enc_scan_min16_ref(r, nv, &best_ref);
+        assert_int_equal(got, want);
+        if (want >= 0)
+            assert_int_equal(best, best_ref);
+    }
+}
+
 /* Long words in parts (encoder/bpe_long.c), cut only where no merge joins
  * the two sides, each part by the merge loop or in compact memory: the ids
  * and offsets of the merge loop over the whole word. `lng` takes every word
@@ -2071,6 +2125,7 @@ int main(void)
         cmocka_unit_test(test_backtracking_on_merges_is_the_merge_loop),
         cmocka_unit_test(test_merges_out_of_rank_order_keep_the_merge_loop),
         cmocka_unit_test(test_short_words_merge_as_through_the_heap),
+        cmocka_unit_test(test_merge_scan_lowest_rank_is_the_plain_loop),
         cmocka_unit_test(test_long_words_in_parts_are_the_merge_loop),
         cmocka_unit_test(test_unreachable_tokens_keep_the_merge_loop),
         cmocka_unit_test(test_batch_is_the_same_on_one_and_two_threads),
