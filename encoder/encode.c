@@ -717,7 +717,8 @@ static inline lipi_status stream_put(lipi_session *s, uint32_t id)
 /* Streams the added tokens waiting in d (they come before the piece), then
  * the piece's ids, which never enter d: one piece's tokens at a time are
  * all a streamed text holds. */
-static lipi_status stream_piece(lipi_session *s, enc_toks *d, const enc_ptok *toks, size_t nt)
+static __attribute__((noinline)) lipi_status stream_piece_slow(lipi_session *s, enc_toks *d,
+                                                               const enc_ptok *toks, size_t nt)
 {
     lipi_status st = LIPI_OK;
     for (size_t k = 0; k < d->n && st == LIPI_OK; k++)
@@ -727,6 +728,21 @@ static lipi_status stream_piece(lipi_session *s, enc_toks *d, const enc_ptok *to
     for (size_t k = 0; k < nt && st == LIPI_OK; k++)
         st = stream_put(s, toks[k].id);
     return st;
+}
+
+/* Inline, as append_ids: mostly nothing waits in d and the piece's ids
+ * fit the slice, which takes them in one tight loop. */
+static inline lipi_status stream_piece(lipi_session *s, enc_toks *d, const enc_ptok *toks,
+                                       size_t nt)
+{
+    size_t at = s->sink_n;
+    if (d->n || nt >= LIPI_STREAM_IDS - at)
+        return stream_piece_slow(s, d, toks, nt);
+    uint32_t *out = s->sink_ids + at;
+    for (size_t k = 0; k < nt; k++)
+        out[k] = toks[k].id;
+    s->sink_n = at + nt;
+    return LIPI_OK;
 }
 
 lipi_status lipi_enc_stream_ptok(lipi_session *s)
@@ -1610,19 +1626,12 @@ bool lipi_encode_can_stream(const lipi_encoder *e, const lipi_encode_options *op
     return opt->max_length == 0 && (!pp || post_is_noop(pp, opt->add_special_tokens, true, 0));
 }
 
-lipi_status lipi_encode_stream(lipi_session *s, const char *text, size_t len,
-                               const lipi_encode_options *opt, lipi_ids_sink sink, void *ctx,
-                               size_t *n_ids, lipi_error *err)
+lipi_status lipi_enc_stream_run(lipi_session *s, const char *text, size_t len,
+                                const lipi_encode_options *opt, lipi_ids_sink sink, void *ctx,
+                                size_t *n_ids, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
-    if (n_ids)
-        *n_ids = 0;
-    if (!s || !sink || (!text && len))
-        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "no session, text or sink given");
-    if (!lipi_encode_can_stream(s->enc, opt))
-        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
-                              "ids depend on the whole text (truncation or special tokens "
-                              "added): encode it with lipi_encode");
+    *n_ids = 0;
     if (!s->sink_ids) {
         s->sink_ids = lipi_reallocarray(NULL, LIPI_STREAM_IDS, sizeof *s->sink_ids);
         if (!s->sink_ids)
@@ -1644,10 +1653,28 @@ lipi_status lipi_encode_stream(lipi_session *s, const char *text, size_t len,
     s->sink = NULL;
     s->sink_ctx = NULL;
     s->seq[0].n = 0;
-    if (n_ids)
-        *n_ids = s->sink_total;
+    *n_ids = s->sink_total;
     if (st == LIPI_ENOMEM)
         lipi_error_set(err, st, NULL, 0, 0, "out of memory");
+    return st;
+}
+
+lipi_status lipi_encode_stream(lipi_session *s, const char *text, size_t len,
+                               const lipi_encode_options *opt, lipi_ids_sink sink, void *ctx,
+                               size_t *n_ids, lipi_error *err)
+{
+    size_t n = 0;
+    if (n_ids)
+        *n_ids = 0;
+    if (!s || !sink || (!text && len))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0, "no session, text or sink given");
+    if (!lipi_encode_can_stream(s->enc, opt))
+        return lipi_error_set(err, LIPI_EINVAL, NULL, 0, 0,
+                              "ids depend on the whole text (truncation or special tokens "
+                              "added): encode it with lipi_encode");
+    lipi_status st = lipi_enc_stream_run(s, text, len, opt, sink, ctx, &n, err);
+    if (n_ids)
+        *n_ids = n;
     return st;
 }
 

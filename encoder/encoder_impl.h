@@ -612,6 +612,12 @@ lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char
                          size_t blen, bool pair, const lipi_encode_options *opt,
                          bool want_offsets, lipi_error *err);
 
+/* lipi_encode_stream without its checks: the caller knows that
+ * lipi_encode_can_stream holds and s, text and sink are given. */
+lipi_status lipi_enc_stream_run(lipi_session *s, const char *text, size_t len,
+                                const lipi_encode_options *opt, lipi_ids_sink sink, void *ctx,
+                                size_t *n_ids, lipi_error *err);
+
 /* The string of a result token and its length. */
 static inline const char *lipi_enc_tok_str(const lipi_session *s, const enc_tok *t, size_t *len)
 {

@@ -783,15 +783,18 @@ static void batch_check(const char *path)
                     LIPI_WANT_SPECIAL_MASK;
     lipi_encode_options o;
     lipi_encode_options_default(k.enc, &o);
-    lipi_batch b1, b2;
+    lipi_batch b0, b1, b2;
     lipi_error err = {0};
     lipi_session *one[] = {k.s}, *two[] = {k.s, s2};
     /* Sessions keep their batch arrays: an ids-only batch first, so that the
-     * next one needs arrays the sessions never grew. */
-    assert_int_equal(lipi_encode_batch(two, 2, texts, n, &o, 0, &b1, &err), LIPI_OK);
-    assert_null(b1.offsets);
-    lipi_batch_free(&b1);
+     * next one needs arrays the sessions never grew. Its ids are streamed
+     * when the post-processor adds nothing: the same ids as with tokens. */
+    assert_int_equal(lipi_encode_batch(two, 2, texts, n, &o, 0, &b0, &err), LIPI_OK);
+    assert_null(b0.offsets);
     assert_int_equal(lipi_encode_batch(one, 1, texts, n, &o, want, &b1, &err), LIPI_OK);
+    assert_memory_equal(b0.start, b1.start, (n + 1) * sizeof *b0.start);
+    assert_memory_equal(b0.ids, b1.ids, b1.start[n] * sizeof *b0.ids);
+    lipi_batch_free(&b0);
     assert_int_equal(lipi_encode_batch(two, 2, texts, n, &o, want, &b2, &err), LIPI_OK);
     assert_int_equal(b1.n, n);
     size_t total = b1.start[n];
