@@ -262,10 +262,15 @@ struct lipi_encoder {
     size_t pair_mask;
     unsigned pair_bits;               /* rank bits of a compact slot */
     uint64_t pair_v;                  /* V of the key */
+    uint64_t *pair_filter;            /* compact tables of few merges: bit
+                                         (key * 0x9E3779B97F4A7C15) >>
+                                         pair_filter_shift set for each
+                                         pair that merges; else NULL */
+    unsigned pair_filter_shift;
     uint32_t *merge_result;           /* rank -> the merged token */
     bool merge_concat;                /* every merged token is its pair's
                                          strings joined (bpe_merge_scan) */
-    atomic_bool pairs_ready;          /* the four above are built
+    atomic_bool pairs_ready;          /* the tables above are built
                                          (lipi_enc_bpe_pairs) */
     size_t bpe_long_min;              /* a word this long goes to bpe_long.c */
     size_t bpe_long_part;             /* which cuts it into parts this long */

@@ -1256,6 +1256,53 @@ static void test_short_words_merge_as_through_the_heap(void **state)
     kit_free(&p);
 }
 
+/* The pair filter of a model with few merges (a bit per hashed pair that
+ * merges, asked before the pair cache) never hides a merge: every pair of
+ * the merge list, and random pairs of tokens, get the rank a search of the
+ * list gives (the last rank of a pair listed twice, as the table keeps). */
+static void test_pair_filter_never_hides_a_merge(void **state)
+{
+    (void)state;
+    const char *paths[] = {FIXTURES "bpe_bf.json", "tests/fixtures/readers/bpe_bytes.model",
+                           FIXTURES "bpe_suffix.json"};
+    for (size_t p = 0; p < sizeof paths / sizeof *paths; p++) {
+        kit k = kit_from(open_any(paths[p]));
+        assert_int_equal(lipi_enc_bpe_pairs(k.enc), LIPI_OK);
+        assert_int_equal(lipi_enc_pair_ready(k.s), LIPI_OK);
+        const lipi_vocab_model *m = k.enc->m;
+        assert_true(m->n_merges > 10);
+        assert_non_null(k.enc->pair_filter);
+        uint32_t rank;
+        for (size_t r = 0; r < m->n_merges; r++) {
+            const lipi_merge *g = &m->merges[r];
+            assert_true(lipi_enc_pair_rank(k.s, g->left, g->right, &rank));
+            assert_int_equal(m->merges[rank].left, g->left);
+            assert_int_equal(m->merges[rank].right, g->right);
+            assert_true(rank >= r);
+        }
+        unsigned seed = 3;
+        size_t merging = 0;
+        for (int t = 0; t < 20000; t++) {
+            /* Half the pairs from merges' sides, so that some merge. */
+            const lipi_merge *g = &m->merges[(size_t)rand_r(&seed) % m->n_merges];
+            const lipi_merge *h = &m->merges[(size_t)rand_r(&seed) % m->n_merges];
+            uint32_t a = t % 2 ? g->left : (uint32_t)((size_t)rand_r(&seed) % m->vocab.n);
+            uint32_t b = t % 2 ? h->right : (uint32_t)((size_t)rand_r(&seed) % m->vocab.n);
+            int64_t want = -1;
+            for (size_t r = 0; r < m->n_merges; r++)
+                if (m->merges[r].left == a && m->merges[r].right == b)
+                    want = (int64_t)r;
+            bool got = lipi_enc_pair_rank(k.s, a, b, &rank);
+            assert_int_equal(got, want >= 0);
+            if (got)
+                assert_int_equal(rank, want);
+            merging += got;
+        }
+        assert_true(merging > 0);
+        kit_free(&k);
+    }
+}
+
 /* The merge scan's vector search for the lowest rank (16-bit ranks, eight
  * to a vector) against the plain loop: ties (the leftmost wins), no pair
  * at all, the lowest at every position including the vector edges, the
@@ -2129,6 +2176,7 @@ int main(void)
         cmocka_unit_test(test_merges_out_of_rank_order_keep_the_merge_loop),
         cmocka_unit_test(test_short_words_merge_as_through_the_heap),
         cmocka_unit_test(test_merge_scan_lowest_rank_is_the_plain_loop),
+        cmocka_unit_test(test_pair_filter_never_hides_a_merge),
         cmocka_unit_test(test_long_words_in_parts_are_the_merge_loop),
         cmocka_unit_test(test_unreachable_tokens_keep_the_merge_loop),
         cmocka_unit_test(test_batch_is_the_same_on_one_and_two_threads),
