@@ -525,7 +525,8 @@ static inline __attribute__((always_inline)) bool pair_rank(const pair_ctx *p, u
     }
 }
 
-static inline bool pair_get(lipi_session *s, uint32_t a, uint32_t b, uint32_t *rank)
+static inline __attribute__((always_inline)) bool pair_get(lipi_session *s, uint32_t a,
+                                                           uint32_t b, uint32_t *rank)
 {
     pair_ctx p = pair_ctx_of(s);
     return pair_rank(&p, a, b, rank);
