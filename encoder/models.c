@@ -615,13 +615,15 @@ typedef struct {
     uint32_t r32[BPE_SCAN_MAX];
 } bpe_scan_ranks;
 
+/* The rank of pair i: `rank` if the pair merges, else none. */
 static inline __attribute__((always_inline)) void scan_rank_set(bpe_scan_ranks *r, bool narrow,
-                                                                 size_t i, uint32_t rank)
+                                                                 size_t i, bool merges,
+                                                                 uint32_t rank)
 {
     if (narrow)
-        r->r16[i] = rank == UINT32_MAX ? BPE_RANK16_NONE : (int16_t)((int32_t)rank - 32768);
+        r->r16[i] = merges ? (int16_t)((int32_t)rank - 32768) : BPE_RANK16_NONE;
     else
-        r->r32[i] = rank;
+        r->r32[i] = merges ? rank : UINT32_MAX;
 }
 
 /* The leftmost of the lowest ranks in r16[0..8 * nv) (nv of 1 .. 3), its
@@ -695,17 +697,20 @@ static inline __attribute__((always_inline)) void bpe_merge_scan(lipi_session *s
     const pair_ctx pc = pair_ctx_of(s);
     bpe_scan_ranks r;
     size_t nv = (n + 7) / 8; /* vectors of 16-bit ranks in use */
+    uint32_t rank = 0;
+    if (narrow) /* a fixed count: a few vector stores */
+        for (size_t i = 0; i < BPE_SCAN_MAX; i++)
+            r.r16[i] = BPE_RANK16_NONE;
     for (size_t i = 0; i + 1 < n; i++) {
-        uint32_t rank;
-        scan_rank_set(&r, narrow, i, pair_rank(&pc, sym[i].id, sym[i + 1].id, &rank) ? rank : none);
+        bool merges = pair_rank(&pc, sym[i].id, sym[i + 1].id, &rank);
+        scan_rank_set(&r, narrow, i, merges, rank);
     }
-    for (size_t i = n - 1; i < (narrow ? 8 * nv : n); i++)
-        scan_rank_set(&r, narrow, i, none);
+    scan_rank_set(&r, narrow, n - 1, false, 0);
     for (;;) {
         /* A symbol merged into its left neighbour has rank none, so the
          * array in index order is the list in order, scanned without
          * following its links. */
-        uint32_t best = none, rank;
+        uint32_t best = none;
         int32_t at = -1;
         if (narrow) {
             at = scan_min16(r.r16, nv, &best);
@@ -719,19 +724,19 @@ static inline __attribute__((always_inline)) void bpe_merge_scan(lipi_session *s
         if (at < 0)
             return;
         bpe_sym *a = &sym[at], *b = &sym[a->next];
-        scan_rank_set(&r, narrow, (size_t)a->next, none);
+        scan_rank_set(&r, narrow, (size_t)a->next, false, 0);
         a->id = e->merge_result[best];
         a->len += b->len;
         b->len = 0;
         a->next = b->next;
         if (a->next >= 0)
             sym[a->next].prev = at;
-        if (a->prev >= 0)
-            scan_rank_set(&r, narrow, (size_t)a->prev,
-                          pair_rank(&pc, sym[a->prev].id, a->id, &rank) ? rank : none);
-        scan_rank_set(&r, narrow, (size_t)at,
-                      a->next >= 0 && pair_rank(&pc, a->id, sym[a->next].id, &rank) ? rank
-                                                                                     : none);
+        if (a->prev >= 0) {
+            bool merges = pair_rank(&pc, sym[a->prev].id, a->id, &rank);
+            scan_rank_set(&r, narrow, (size_t)a->prev, merges, rank);
+        }
+        bool merges = a->next >= 0 && pair_rank(&pc, a->id, sym[a->next].id, &rank);
+        scan_rank_set(&r, narrow, (size_t)at, merges, rank);
     }
 }
 
