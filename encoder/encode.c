@@ -812,8 +812,8 @@ static inline void piece_prefetch(const lipi_session *s, uint64_t h)
 
 /* Adds piece [a, b) of c->sub to s->pw / s->pw_src and starts fetching its
  * slots. */
-static inline lipi_status scanned_piece(lipi_session *s, const chain *c, size_t *np, size_t a,
-                                        size_t b)
+static inline __attribute__((always_inline)) lipi_status
+scanned_piece(lipi_session *s, const chain *c, size_t *np, size_t a, size_t b)
 {
     if (*np == s->pw_cap || *np == s->pw_src_cap) {
         lipi_status st = ENC_GROW(s->pw, s->pw_cap, *np + 1);

@@ -733,8 +733,8 @@ static inline size_t lipi_enc_cache_off(cache_slot sl)
     return ((size_t)(sl & ((UINT32_C(1) << LIPI_ENC_CACHE_OFF_BITS) - 1)) - 1) * 4;
 }
 
-static inline const enc_ptok *lipi_enc_cache_get(const lipi_session *s, const char *key,
-                                                 size_t len, uint64_t hash, size_t *n)
+static inline __attribute__((always_inline)) const enc_ptok *
+lipi_enc_cache_get(const lipi_session *s, const char *key, size_t len, uint64_t hash, size_t *n)
 {
     const enc_cache *c = &s->cache;
     if (!c->slot)
