@@ -995,14 +995,20 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
     TRY(bpe_symbols(s, w, n, &ns, err));
     TRY(bpe_merge(s, ns));
     /* Offsets add up the lengths of the symbols left, as Hugging Face does
-     * (byte fallback of a decorated character can run past the word: clamp). */
-    size_t off = 0;
-    for (int32_t i = ns ? 0 : -1; i >= 0; i = s->sym[i].next) {
+     * (byte fallback of a decorated character can run past the word: clamp).
+     * At most ns tokens: room for all first, then a plain loop. */
+    if (s->ptok_n + ns > s->ptok_cap)
+        TRY(ENC_GROW(s->ptok, s->ptok_cap, s->ptok_n + ns));
+    enc_ptok *out = s->ptok + s->ptok_n;
+    const bpe_sym *sym = s->sym;
+    size_t off = 0, nt = 0;
+    for (int32_t i = ns ? 0 : -1; i >= 0; i = sym[i].next) {
         size_t a = off < n ? off : n;
-        off += s->sym[i].len;
+        off += sym[i].len;
         size_t b = off < n ? off : n;
-        TRY(ptok_push(s, s->sym[i].id, a, b, false));
+        out[nt++] = (enc_ptok){sym[i].id, (uint32_t)a, (uint32_t)b};
     }
+    s->ptok_n += nt;
 done:
     return st;
 }
