@@ -989,7 +989,10 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
             return LIPI_OK;
         s->ptok_n = 0;
     }
-    TRY(lipi_enc_bpe_pairs(e));
+    /* Built by lipi_encoder_new unless backtracking encodes every word:
+     * the call (and its lock) only for the first word that needs them. */
+    if (!atomic_load_explicit(&e->pairs_ready, memory_order_acquire))
+        TRY(lipi_enc_bpe_pairs(e));
     if (n >= e->bpe_long_min && e->merge_concat && !e->raw_bytes)
         return bpe_long_word(s, w, n, err);
     TRY(bpe_symbols(s, w, n, &ns, err));
