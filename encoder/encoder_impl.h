@@ -383,7 +383,7 @@ typedef struct {
  * load was 10% of spm_bpe8k's time (perf, bench/encode.c), 6.5% with 4
  * bytes; a tag of 11 bits costs an entry compare once in 2048 probes. */
 typedef uint32_t cache_slot;
-#define LIPI_ENC_CACHE_OFF_BITS 21 /* an arena of at most 4 MB */
+#define LIPI_ENC_CACHE_OFF_BITS 21 /* arenas under 8 MB (cache.c's: 4 MB) */
 #define LIPI_ENC_CACHE_TAG_BITS (32 - LIPI_ENC_CACHE_OFF_BITS)
 
 static inline uint32_t lipi_enc_cache_tag(uint64_t hash)
