@@ -495,17 +495,18 @@ static inline __attribute__((always_inline)) bool pair_rank(const pair_ctx *p, u
                                                             uint32_t b, uint32_t *rank)
 {
     const lipi_encoder *e = p->e;
-    uint64_t key = (uint64_t)a * p->v + b;
+    uint64_t key = (uint64_t)a * p->v + b, h = key * 0x9E3779B97F4A7C15ULL;
     unsigned bits = p->bits;
-    if (bits) {
-        uint64_t all = (UINT64_C(1) << bits) - 1, h = key * 0x9E3779B97F4A7C15ULL;
-        /* Most pairs asked for merge nowhere (64% on spm_bpe8k's bench
-         * text): the filter says so without reading the pair cache. */
-        if (p->filter) {
-            uint64_t f = h >> p->filter_shift;
-            if (!(p->filter[f >> 6] >> (f & 63) & 1))
-                return false;
-        }
+    /* Most pairs asked for merge nowhere (64% on spm_bpe8k's bench text):
+     * the filter says so without reading the pair cache. A filter means
+     * a compact table: one test for both. */
+    if (p->filter) {
+        uint64_t f = h >> p->filter_shift;
+        if (!(p->filter[f >> 6] >> (f & 63) & 1))
+            return false;
+    }
+    if (p->filter || bits) {
+        uint64_t all = (UINT64_C(1) << bits) - 1;
         uint64_t *c = &p->cache[(h >> 40) & (LIPI_ENC_PAIR_CACHE - 1)];
         if (*c >> bits != key) {
             uint64_t r;
