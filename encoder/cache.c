@@ -16,6 +16,8 @@
 
 /* Entry layout: see lipi_enc_cache_get in encoder_impl.h. */
 #define HDR LIPI_ENC_CACHE_HDR
+/* A slot holds an entry's offset / 4 + 1 in LIPI_ENC_CACHE_OFF_BITS. */
+_Static_assert(CACHE_MAX_BYTES / 4 < (1u << LIPI_ENC_CACHE_OFF_BITS), "cache slot offsets");
 
 static void cache_clear(enc_cache *c)
 {
@@ -53,9 +55,9 @@ void lipi_enc_cache_put(lipi_session *s, const char *key, size_t len, uint64_t h
         memcpy(en + HDR, s->ptok, nt * sizeof *s->ptok);
     memcpy(en + HDR + nt * sizeof *s->ptok, key, len);
     size_t i = (size_t)hash & c->mask;
-    while (c->slot[i].off)
+    while (c->slot[i])
         i = (i + 1) & c->mask;
-    c->slot[i] = (cache_slot){(uint32_t)(hash >> 32), (uint32_t)(c->len + 1)};
+    c->slot[i] = lipi_enc_cache_tag(hash) << LIPI_ENC_CACHE_OFF_BITS | (uint32_t)(c->len / 4 + 1);
     c->len += need;
     c->n_ent++;
 }

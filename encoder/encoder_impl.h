@@ -262,10 +262,15 @@ struct lipi_encoder {
     size_t pair_mask;
     unsigned pair_bits;               /* rank bits of a compact slot */
     uint64_t pair_v;                  /* V of the key */
+    uint64_t *pair_filter;            /* compact tables of few merges: bit
+                                         (key * 0x9E3779B97F4A7C15) >>
+                                         pair_filter_shift set for each
+                                         pair that merges; else NULL */
+    unsigned pair_filter_shift;
     uint32_t *merge_result;           /* rank -> the merged token */
     bool merge_concat;                /* every merged token is its pair's
                                          strings joined (bpe_merge_scan) */
-    atomic_bool pairs_ready;          /* the four above are built
+    atomic_bool pairs_ready;          /* the tables above are built
                                          (lipi_enc_bpe_pairs) */
     size_t bpe_long_min;              /* a word this long goes to bpe_long.c */
     size_t bpe_long_part;             /* which cuts it into parts this long */
@@ -379,13 +384,21 @@ typedef struct {
     size_t n, cap;
 } enc_toks;
 
-/* Word -> tokens cache: bounded, cleared whole when full. A slot keeps 32
- * bits of the hash and where the entry starts in one arena; an entry is a
- * header, its tokens and its key, side by side, so a hit touches two cache
- * lines at most. */
-typedef struct {
-    uint32_t tag, off;   /* off: entry offset + 1 in the arena, 0 empty */
-} cache_slot;
+/* Word -> tokens cache: bounded, cleared whole when full. A slot is 32
+ * bits: the top LIPI_ENC_CACHE_TAG_BITS of the hash, then where the entry
+ * starts in one arena (offset / 4 + 1; 0: empty). An entry is a header,
+ * its tokens and its key, side by side, so a hit touches two cache lines
+ * at most. Slots of 8 bytes (a 32-bit tag) made the table 1 MB: the slot
+ * load was 10% of spm_bpe8k's time (perf, bench/encode.c), 6.5% with 4
+ * bytes; a tag of 11 bits costs an entry compare once in 2048 probes. */
+typedef uint32_t cache_slot;
+#define LIPI_ENC_CACHE_OFF_BITS 21 /* arenas under 8 MB (cache.c's: 4 MB) */
+#define LIPI_ENC_CACHE_TAG_BITS (32 - LIPI_ENC_CACHE_OFF_BITS)
+
+static inline uint32_t lipi_enc_cache_tag(uint64_t hash)
+{
+    return (uint32_t)(hash >> (64 - LIPI_ENC_CACHE_TAG_BITS));
+}
 
 typedef struct {
     cache_slot *slot;
@@ -562,6 +575,12 @@ lipi_status lipi_enc_models_init(lipi_encoder *e, lipi_error *err);
  * (then bpe_word does, on the first word backtracking cannot encode).
  * Fails only for memory. */
 lipi_status lipi_enc_bpe_pairs(const lipi_encoder *e);
+/* The merge scan's lowest pair of a word whose ranks fit 16 bits: of
+ * r16[0..8 * nv) (16-byte aligned, rank - 32768 each, INT16_MAX for no
+ * pair; nv of 1 .. 3), the leftmost lowest entry's index and its rank in
+ * *best, or -1 when all are INT16_MAX. _ref is the plain loop (tests). */
+int lipi_enc_scan_min16(const int16_t *r16, size_t nv, uint32_t *best);
+int lipi_enc_scan_min16_ref(const int16_t *r16, size_t nv, uint32_t *best);
 void lipi_enc_models_free(lipi_encoder *e);
 
 /* added.c */
@@ -606,6 +625,12 @@ void lipi_enc_cache_free(enc_cache *c);
 lipi_status lipi_enc_run(lipi_session *s, const char *a, size_t alen, const char *b,
                          size_t blen, bool pair, const lipi_encode_options *opt,
                          bool want_offsets, lipi_error *err);
+
+/* lipi_encode_stream without its checks: the caller knows that
+ * lipi_encode_can_stream holds and s, text and sink are given. */
+lipi_status lipi_enc_stream_run(lipi_session *s, const char *text, size_t len,
+                                const lipi_encode_options *opt, lipi_ids_sink sink, void *ctx,
+                                size_t *n_ids, lipi_error *err);
 
 /* The string of a result token and its length. */
 static inline const char *lipi_enc_tok_str(const lipi_session *s, const enc_tok *t, size_t *len)
@@ -711,20 +736,26 @@ static inline bool lipi_enc_raw_find(const lipi_encoder *e, const char *s, size_
  * token count (2 bytes), the tokens, the key. Inline: it runs once per piece. */
 #define LIPI_ENC_CACHE_HDR 4
 
-static inline const enc_ptok *lipi_enc_cache_get(const lipi_session *s, const char *key,
-                                                 size_t len, uint64_t hash, size_t *n)
+/* The arena offset of the entry of a slot that is not empty. */
+static inline size_t lipi_enc_cache_off(cache_slot sl)
+{
+    return ((size_t)(sl & ((UINT32_C(1) << LIPI_ENC_CACHE_OFF_BITS) - 1)) - 1) * 4;
+}
+
+static inline __attribute__((always_inline)) const enc_ptok *
+lipi_enc_cache_get(const lipi_session *s, const char *key, size_t len, uint64_t hash, size_t *n)
 {
     const enc_cache *c = &s->cache;
     if (!c->slot)
         return NULL;
-    uint32_t tag = (uint32_t)(hash >> 32);
+    uint32_t tag = lipi_enc_cache_tag(hash);
     size_t i = (size_t)hash & c->mask;
     for (;;) {
         cache_slot sl = c->slot[i];
-        if (sl.off == 0)
+        if (sl == 0)
             return NULL;
-        if (sl.tag == tag) {
-            const unsigned char *en = c->arena + sl.off - 1;
+        if (sl >> LIPI_ENC_CACHE_OFF_BITS == tag) {
+            const unsigned char *en = c->arena + lipi_enc_cache_off(sl);
             uint16_t klen, nt;
             memcpy(&klen, en, 2);
             memcpy(&nt, en + 2, 2);
@@ -753,8 +784,8 @@ static inline void lipi_enc_cache_prefetch_entry(const lipi_session *s, uint64_t
     if (!c->slot)
         return;
     cache_slot sl = c->slot[(size_t)hash & c->mask];
-    if (sl.off && sl.tag == (uint32_t)(hash >> 32))
-        __builtin_prefetch(c->arena + sl.off - 1);
+    if (sl && sl >> LIPI_ENC_CACHE_OFF_BITS == lipi_enc_cache_tag(hash))
+        __builtin_prefetch(c->arena + lipi_enc_cache_off(sl));
 }
 
 #endif

@@ -9,6 +9,9 @@
 
 #include <math.h>
 #include <pthread.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <stdio.h>
 #include <string.h>
 
@@ -96,6 +99,9 @@ static lipi_status char_blocks(lipi_encoder *e)
     return LIPI_OK;
 }
 
+/* 2^17 bits: 16 KB, the filter of 8192 merges. */
+#define PAIR_FILTER_MAX_BITS ((size_t)1 << 17)
+
 /* The merge loop's tables: the (left, right) -> rank pair table,
  * merge_result and merge_concat. Built at most once per encoder, by
  * lipi_enc_bpe_pairs. */
@@ -142,6 +148,25 @@ static lipi_status bpe_pairs_build(lipi_encoder *e)
             e->wide_pairs[k] = (enc_pair){key, r};
         }
     }
+    /* The pair filter: a bit per hashed pair that merges, 16 to 32 bits a
+     * merge (3-6% of the pairs that do not merge find a bit set). Made
+     * for up to 8192 merges (16 KB); models with more keep the pair
+     * cache alone (a bigger filter was not measured). */
+    size_t fbits = 64;
+    while (fbits < 16 * n && fbits < PAIR_FILTER_MAX_BITS)
+        fbits *= 2;
+    if (compact && fbits >= 16 * n) {
+        e->pair_filter = lipi_calloc(fbits / 64, sizeof *e->pair_filter);
+        if (!e->pair_filter)
+            return LIPI_ENOMEM;
+        e->pair_filter_shift = 64 - (unsigned)__builtin_ctzll(fbits);
+        for (size_t r = 0; r < n; r++) {
+            const lipi_merge *g = &m->merges[r];
+            uint64_t f = ((uint64_t)g->left * v + g->right) * 0x9E3779B97F4A7C15ULL >>
+                         e->pair_filter_shift;
+            e->pair_filter[f >> 6] |= UINT64_C(1) << (f & 63);
+        }
+    }
     /* Whether bpe_merge_scan may replace the heap (see there). */
     const lipi_strref *tok = m->vocab.tok;
     size_t nv = m->vocab.n;
@@ -174,6 +199,8 @@ lipi_status lipi_enc_bpe_pairs(const lipi_encoder *ce)
         lipi_free(e->pairs);
         lipi_free(e->wide_pairs);
         lipi_free(e->merge_result);
+        lipi_free(e->pair_filter);
+        e->pair_filter = NULL;
         e->pairs = NULL;
         e->wide_pairs = NULL;
         e->merge_result = NULL;
@@ -551,6 +578,7 @@ void lipi_enc_models_free(lipi_encoder *e)
 {
     lipi_enc_bt_free(e);
     lipi_free(e->pairs);
+    lipi_free(e->pair_filter);
     lipi_free(e->wide_pairs);
     lipi_free(e->merge_result);
     for (int v = 0; v < 4; v++)
@@ -630,21 +658,35 @@ typedef struct {
     uint64_t v;
     unsigned bits;
     uint64_t *cache;
+    const uint64_t *filter;
+    unsigned filter_shift;
 } pair_ctx;
 
 static inline pair_ctx pair_ctx_of(const lipi_session *s)
 {
-    return (pair_ctx){s->enc, s->enc->pair_v, s->enc->pair_bits, s->pair_cache};
+    const lipi_encoder *e = s->enc;
+    return (pair_ctx){e, e->pair_v, e->pair_bits, s->pair_cache, e->pair_filter,
+                      e->pair_filter_shift};
 }
 
-/* The rank of merging a and b, if they merge. */
-static inline bool pair_rank(const pair_ctx *p, uint32_t a, uint32_t b, uint32_t *rank)
+/* The rank of merging a and b, if they merge. Inlined: it runs several
+ * times for each char of a word the cache lacks. */
+static inline __attribute__((always_inline)) bool pair_rank(const pair_ctx *p, uint32_t a,
+                                                            uint32_t b, uint32_t *rank)
 {
     const lipi_encoder *e = p->e;
-    uint64_t key = (uint64_t)a * p->v + b;
+    uint64_t key = (uint64_t)a * p->v + b, h = key * 0x9E3779B97F4A7C15ULL;
     unsigned bits = p->bits;
-    if (bits) {
-        uint64_t all = (UINT64_C(1) << bits) - 1, h = key * 0x9E3779B97F4A7C15ULL;
+    /* Most pairs asked for merge nowhere (64% on spm_bpe8k's bench text):
+     * the filter says so without reading the pair cache. A filter means
+     * a compact table: one test for both. */
+    if (p->filter) {
+        uint64_t f = h >> p->filter_shift;
+        if (!(p->filter[f >> 6] >> (f & 63) & 1))
+            return false;
+    }
+    if (p->filter || bits) {
+        uint64_t all = (UINT64_C(1) << bits) - 1;
         uint64_t *c = &p->cache[(h >> 40) & (LIPI_ENC_PAIR_CACHE - 1)];
         if (*c >> bits != key) {
             uint64_t r;
@@ -664,7 +706,8 @@ static inline bool pair_rank(const pair_ctx *p, uint32_t a, uint32_t b, uint32_t
     }
 }
 
-static inline bool pair_get(lipi_session *s, uint32_t a, uint32_t b, uint32_t *rank)
+static inline __attribute__((always_inline)) bool pair_get(lipi_session *s, uint32_t a,
+                                                           uint32_t b, uint32_t *rank)
 {
     pair_ctx p = pair_ctx_of(s);
     return pair_rank(&p, a, b, rank);
@@ -739,42 +782,142 @@ static inline lipi_status sym_push(lipi_session *s, size_t *n, uint32_t id, size
  * symbols, where a scan costs less than pushing and popping. */
 #define BPE_SCAN_MAX 24
 
-static inline __attribute__((always_inline)) void bpe_merge_scan(lipi_session *s, size_t n)
+/* The pair ranks of a scanned word, indexed by the pair's left symbol.
+ * With at most 65535 merges they are 16 bits, stored as rank - 32768 so
+ * that SSE2's signed 16-bit min orders them (BPE_RANK16_NONE: no pair),
+ * eight to a vector: finding the leftmost lowest rank then takes a few
+ * instructions for the whole word, not a pass over its pairs. Else 32
+ * bits, scanned one by one. */
+#define BPE_RANK16_MAX 65535u
+#define BPE_RANK16_NONE INT16_MAX
+
+typedef struct {
+    _Alignas(16) int16_t r16[BPE_SCAN_MAX];
+    uint32_t r32[BPE_SCAN_MAX];
+} bpe_scan_ranks;
+
+/* The rank of pair i: `rank` if the pair merges, else none. */
+static inline __attribute__((always_inline)) void scan_rank_set(bpe_scan_ranks *r, bool narrow,
+                                                                 size_t i, bool merges,
+                                                                 uint32_t rank)
+{
+    if (narrow)
+        r->r16[i] = merges ? (int16_t)((int32_t)rank - 32768) : BPE_RANK16_NONE;
+    else
+        r->r32[i] = merges ? rank : UINT32_MAX;
+}
+
+/* The leftmost of the lowest ranks in r16[0..8 * nv) (nv of 1 .. 3), its
+ * rank in *best; -1 when there is no pair. Entries past the word's pairs
+ * hold BPE_RANK16_NONE. */
+static inline __attribute__((always_inline)) int scan_min16(const int16_t *r16, size_t nv,
+                                                            uint32_t *best)
+{
+#ifdef __SSE2__
+    const __m128i *v = (const __m128i *)(const void *)r16;
+    __m128i a = _mm_load_si128(v), b = a, c = a, m = a;
+    if (nv > 1)
+        m = _mm_min_epi16(m, b = _mm_load_si128(v + 1));
+    if (nv > 2)
+        m = _mm_min_epi16(m, c = _mm_load_si128(v + 2));
+    /* The lowest of the eight lanes, into lane 0. */
+    m = _mm_min_epi16(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm_min_epi16(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+    m = _mm_min_epi16(m, _mm_shufflelo_epi16(m, _MM_SHUFFLE(2, 3, 0, 1)));
+    int16_t lo = (int16_t)_mm_cvtsi128_si32(m);
+    if (lo == BPE_RANK16_NONE)
+        return -1;
+    m = _mm_set1_epi16(lo);
+    /* Two mask bits a lane, lanes in index order: the lowest set bit is
+     * the leftmost. */
+    uint64_t at = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi16(a, m));
+    if (nv > 1)
+        at |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi16(b, m)) << 16;
+    if (nv > 2)
+        at |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi16(c, m)) << 32;
+    *best = (uint32_t)((int32_t)lo + 32768);
+    return __builtin_ctzll(at) / 2;
+#else
+    return lipi_enc_scan_min16_ref(r16, nv, best);
+#endif
+}
+
+int lipi_enc_scan_min16(const int16_t *r16, size_t nv, uint32_t *best)
+{
+    return scan_min16(r16, nv, best);
+}
+
+int lipi_enc_scan_min16_ref(const int16_t *r16, size_t nv, uint32_t *best)
+{
+    int at = -1;
+    for (size_t i = 0; i < 8 * nv; i++)
+        if (r16[i] != BPE_RANK16_NONE && (at < 0 || r16[i] < r16[at]))
+            at = (int)i;
+    if (at >= 0)
+        *best = (uint32_t)((int32_t)r16[at] + 32768);
+    return at;
+}
+
+/* bpe_merge for a short word when merge_concat: the same merges in the
+ * same order, found by scanning the pairs instead of through a heap. The
+ * heap merges the entry of lowest (rank, position) whose pair is still
+ * there or, if the pair changed since it was pushed, whose position now
+ * holds a pair that makes the same token. The second never happens when
+ * every merged token is its pair's strings joined: the pair at a position
+ * only changes by one of its symbols growing, so the joined string there
+ * only grows, and a token has one length. So both merge, each time, the
+ * leftmost of the present pairs of lowest rank. Words are mostly a few
+ * symbols, where a scan costs less than pushing and popping. narrow: the
+ * ranks fit 16 bits (a constant where this is inlined). */
+static inline __attribute__((always_inline)) void bpe_merge_scan(lipi_session *s, size_t n,
+                                                                 bool narrow)
 {
     const lipi_encoder *e = s->enc;
     bpe_sym *sym = s->sym;
     const uint32_t none = UINT32_MAX;
     const pair_ctx pc = pair_ctx_of(s);
-    uint32_t rank[BPE_SCAN_MAX]; /* of the pair (i, the symbol after i) */
-    for (size_t i = 0; i + 1 < n; i++)
-        if (!pair_rank(&pc, sym[i].id, sym[i + 1].id, &rank[i]))
-            rank[i] = none;
-    rank[n - 1] = none;
+    bpe_scan_ranks r;
+    size_t nv = (n + 7) / 8; /* vectors of 16-bit ranks in use */
+    uint32_t rank = 0;
+    if (narrow) /* a fixed count: a few vector stores */
+        for (size_t i = 0; i < BPE_SCAN_MAX; i++)
+            r.r16[i] = BPE_RANK16_NONE;
+    for (size_t i = 0; i + 1 < n; i++) {
+        bool merges = pair_rank(&pc, sym[i].id, sym[i + 1].id, &rank);
+        scan_rank_set(&r, narrow, i, merges, rank);
+    }
+    scan_rank_set(&r, narrow, n - 1, false, 0);
     for (;;) {
         /* A symbol merged into its left neighbour has rank none, so the
          * array in index order is the list in order, scanned without
          * following its links. */
         uint32_t best = none;
         int32_t at = -1;
-        for (size_t i = 0; i + 1 < n; i++)
-            if (rank[i] < best) {
-                best = rank[i];
-                at = (int32_t)i;
-            }
+        if (narrow) {
+            at = scan_min16(r.r16, nv, &best);
+        } else {
+            for (size_t i = 0; i + 1 < n; i++)
+                if (r.r32[i] < best) {
+                    best = r.r32[i];
+                    at = (int32_t)i;
+                }
+        }
         if (at < 0)
             return;
         bpe_sym *a = &sym[at], *b = &sym[a->next];
-        rank[a->next] = none;
+        scan_rank_set(&r, narrow, (size_t)a->next, false, 0);
         a->id = e->merge_result[best];
         a->len += b->len;
         b->len = 0;
         a->next = b->next;
         if (a->next >= 0)
             sym[a->next].prev = at;
-        if (a->prev >= 0 && !pair_rank(&pc, sym[a->prev].id, a->id, &rank[a->prev]))
-            rank[a->prev] = none;
-        if (a->next < 0 || !pair_rank(&pc, a->id, sym[a->next].id, &rank[at]))
-            rank[at] = none;
+        if (a->prev >= 0) {
+            bool merges = pair_rank(&pc, sym[a->prev].id, a->id, &rank);
+            scan_rank_set(&r, narrow, (size_t)a->prev, merges, rank);
+        }
+        bool merges = a->next >= 0 && pair_rank(&pc, a->id, sym[a->next].id, &rank);
+        scan_rank_set(&r, narrow, (size_t)at, merges, rank);
     }
 }
 
@@ -798,7 +941,10 @@ static inline __attribute__((always_inline)) lipi_status bpe_merge(lipi_session 
         memset(s->pair_cache, 0xff, LIPI_ENC_PAIR_CACHE * sizeof *s->pair_cache);
     }
     if (e->merge_concat && n <= BPE_SCAN_MAX) {
-        bpe_merge_scan(s, n);
+        if (e->m->n_merges <= BPE_RANK16_MAX)
+            bpe_merge_scan(s, n, true);
+        else
+            bpe_merge_scan(s, n, false);
         return LIPI_OK;
     }
     /* At most n - 1 initial pairs and two new ones per merge (n - 1 merges). */
@@ -1024,20 +1170,29 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
             return LIPI_OK;
         s->ptok_n = 0;
     }
-    TRY(lipi_enc_bpe_pairs(e));
+    /* Built by lipi_encoder_new unless backtracking encodes every word:
+     * the call (and its lock) only for the first word that needs them. */
+    if (!atomic_load_explicit(&e->pairs_ready, memory_order_acquire))
+        TRY(lipi_enc_bpe_pairs(e));
     if (n >= e->bpe_long_min && e->merge_concat && !e->raw_bytes)
         return bpe_long_word(s, w, n, err);
     TRY(bpe_symbols(s, w, n, &ns, err));
     TRY(bpe_merge(s, ns));
     /* Offsets add up the lengths of the symbols left, as Hugging Face does
-     * (byte fallback of a decorated character can run past the word: clamp). */
-    size_t off = 0;
-    for (int32_t i = ns ? 0 : -1; i >= 0; i = s->sym[i].next) {
+     * (byte fallback of a decorated character can run past the word: clamp).
+     * At most ns tokens: room for all first, then a plain loop. */
+    if (s->ptok_n + ns > s->ptok_cap)
+        TRY(ENC_GROW(s->ptok, s->ptok_cap, s->ptok_n + ns));
+    enc_ptok *out = s->ptok + s->ptok_n;
+    const bpe_sym *sym = s->sym;
+    size_t off = 0, nt = 0;
+    for (int32_t i = ns ? 0 : -1; i >= 0; i = sym[i].next) {
         size_t a = off < n ? off : n;
-        off += s->sym[i].len;
+        off += sym[i].len;
         size_t b = off < n ? off : n;
-        TRY(ptok_push(s, s->sym[i].id, a, b, false));
+        out[nt++] = (enc_ptok){sym[i].id, (uint32_t)a, (uint32_t)b};
     }
+    s->ptok_n += nt;
 done:
     return st;
 }

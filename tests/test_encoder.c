@@ -783,15 +783,18 @@ static void batch_check(const char *path)
                     LIPI_WANT_SPECIAL_MASK;
     lipi_encode_options o;
     lipi_encode_options_default(k.enc, &o);
-    lipi_batch b1, b2;
+    lipi_batch b0, b1, b2;
     lipi_error err = {0};
     lipi_session *one[] = {k.s}, *two[] = {k.s, s2};
     /* Sessions keep their batch arrays: an ids-only batch first, so that the
-     * next one needs arrays the sessions never grew. */
-    assert_int_equal(lipi_encode_batch(two, 2, texts, n, &o, 0, &b1, &err), LIPI_OK);
-    assert_null(b1.offsets);
-    lipi_batch_free(&b1);
+     * next one needs arrays the sessions never grew. Its ids are streamed
+     * when the post-processor adds nothing: the same ids as with tokens. */
+    assert_int_equal(lipi_encode_batch(two, 2, texts, n, &o, 0, &b0, &err), LIPI_OK);
+    assert_null(b0.offsets);
     assert_int_equal(lipi_encode_batch(one, 1, texts, n, &o, want, &b1, &err), LIPI_OK);
+    assert_memory_equal(b0.start, b1.start, (n + 1) * sizeof *b0.start);
+    assert_memory_equal(b0.ids, b1.ids, b1.start[n] * sizeof *b0.ids);
+    lipi_batch_free(&b0);
     assert_int_equal(lipi_encode_batch(two, 2, texts, n, &o, want, &b2, &err), LIPI_OK);
     assert_int_equal(b1.n, n);
     size_t total = b1.start[n];
@@ -1251,6 +1254,107 @@ static void test_short_words_merge_as_through_the_heap(void **state)
     kit p = kit_from(load(FIXTURES "bpe_prefix.json"));
     assert_false(p.enc->merge_concat);
     kit_free(&p);
+}
+
+/* The pair filter of a model with few merges (a bit per hashed pair that
+ * merges, asked before the pair cache) never hides a merge: every pair of
+ * the merge list, and random pairs of tokens, get the rank a search of the
+ * list gives (the last rank of a pair listed twice, as the table keeps). */
+static void test_pair_filter_never_hides_a_merge(void **state)
+{
+    (void)state;
+    const char *paths[] = {FIXTURES "bpe_bf.json", "tests/fixtures/readers/bpe_bytes.model",
+                           FIXTURES "bpe_suffix.json"};
+    for (size_t p = 0; p < sizeof paths / sizeof *paths; p++) {
+        kit k = kit_from(open_any(paths[p]));
+        assert_int_equal(lipi_enc_bpe_pairs(k.enc), LIPI_OK);
+        assert_int_equal(lipi_enc_pair_ready(k.s), LIPI_OK);
+        const lipi_vocab_model *m = k.enc->m;
+        assert_true(m->n_merges > 10);
+        assert_non_null(k.enc->pair_filter);
+        uint32_t rank;
+        for (size_t r = 0; r < m->n_merges; r++) {
+            const lipi_merge *g = &m->merges[r];
+            assert_true(lipi_enc_pair_rank(k.s, g->left, g->right, &rank));
+            assert_int_equal(m->merges[rank].left, g->left);
+            assert_int_equal(m->merges[rank].right, g->right);
+            assert_true(rank >= r);
+        }
+        unsigned seed = 3;
+        size_t merging = 0;
+        for (int t = 0; t < 20000; t++) {
+            /* Half the pairs from merges' sides, so that some merge. */
+            const lipi_merge *g = &m->merges[(size_t)rand_r(&seed) % m->n_merges];
+            const lipi_merge *h = &m->merges[(size_t)rand_r(&seed) % m->n_merges];
+            uint32_t a = t % 2 ? g->left : (uint32_t)((size_t)rand_r(&seed) % m->vocab.n);
+            uint32_t b = t % 2 ? h->right : (uint32_t)((size_t)rand_r(&seed) % m->vocab.n);
+            int64_t want = -1;
+            for (size_t r = 0; r < m->n_merges; r++)
+                if (m->merges[r].left == a && m->merges[r].right == b)
+                    want = (int64_t)r;
+            bool got = lipi_enc_pair_rank(k.s, a, b, &rank);
+            assert_int_equal(got, want >= 0);
+            if (got)
+                assert_int_equal(rank, want);
+            merging += got;
+        }
+        assert_true(merging > 0);
+        kit_free(&k);
+    }
+}
+
+/* The merge scan's vector search for the lowest rank (16-bit ranks, eight
+ * to a vector) against the plain loop: ties (the leftmost wins), no pair
+ * at all, the lowest at every position including the vector edges, the
+ * extreme ranks, and entries past nv * 8 that must not count. */
+static void test_merge_scan_lowest_rank_is_the_plain_loop(void **state)
+{
+    (void)state;
+    _Alignas(16) int16_t r[24];
+    uint32_t best = 0, best_ref = 0;
+    /* By hand: ranks 5, 3, 3 (stored as rank - 32768): the first 3. */
+    for (size_t i = 0; i < 24; i++)
+        r[i] = INT16_MAX;
+    r[0] = 5 - 32768;
+    r[1] = r[2] = 3 - 32768;
+    assert_int_equal(lipi_enc_scan_min16(r, 1, &best), 1);
+    assert_int_equal(best, 3);
+    r[1] = r[2] = INT16_MAX;
+    r[9] = -32768; /* rank 0, past the one vector asked for */
+    assert_int_equal(lipi_enc_scan_min16(r, 1, &best), 0);
+    assert_int_equal(best, 5);
+    assert_int_equal(lipi_enc_scan_min16(r, 2, &best), 9);
+    assert_int_equal(best, 0);
+    for (size_t i = 0; i < 24; i++)
+        r[i] = INT16_MAX;
+    for (size_t nv = 1; nv <= 3; nv++)
+        assert_int_equal(lipi_enc_scan_min16(r, nv, &best), -1);
+    /* One low entry at every position, over a field of none and of rank
+     * 65534 (the highest a 16-bit rank can be). */
+    for (size_t nv = 1; nv <= 3; nv++)
+        for (size_t at = 0; at < 8 * nv; at++)
+            for (int field = 0; field < 2; field++) {
+                for (size_t i = 0; i < 24; i++)
+                    r[i] = field ? 32766 : INT16_MAX;
+                r[at] = (int16_t)(at * 7 % 13 - 32768);
+                assert_int_equal(lipi_enc_scan_min16(r, nv, &best), (int)at);
+                assert_int_equal(lipi_enc_scan_min16_ref(r, nv, &best_ref), (int)at);
+                assert_int_equal(best, best_ref);
+                assert_int_equal(best, at * 7 % 13);
+            }
+    /* Random ranks from a few values (many ties) with none among them. */
+    unsigned seed = 11;
+    static const int16_t vals[] = {-32768, -32767, -1, 0, 1, 32766, INT16_MAX, INT16_MAX};
+    for (int t = 0; t < 20000; t++) {
+        size_t nv = 1 + (size_t)rand_r(&seed) % 3;
+        for (size_t i = 0; i < 24; i++)
+            r[i] = vals[rand_r(&seed) % 8];
+        int got = lipi_enc_scan_min16(r, nv, &best);
+        int want = lipi_enc_scan_min16_ref(r, nv, &best_ref);
+        assert_int_equal(got, want);
+        if (want >= 0)
+            assert_int_equal(best, best_ref);
+    }
 }
 
 /* Long words in parts (encoder/bpe_long.c), cut only where no merge joins
@@ -2071,6 +2175,8 @@ int main(void)
         cmocka_unit_test(test_backtracking_on_merges_is_the_merge_loop),
         cmocka_unit_test(test_merges_out_of_rank_order_keep_the_merge_loop),
         cmocka_unit_test(test_short_words_merge_as_through_the_heap),
+        cmocka_unit_test(test_merge_scan_lowest_rank_is_the_plain_loop),
+        cmocka_unit_test(test_pair_filter_never_hides_a_merge),
         cmocka_unit_test(test_long_words_in_parts_are_the_merge_loop),
         cmocka_unit_test(test_unreachable_tokens_keep_the_merge_loop),
         cmocka_unit_test(test_batch_is_the_same_on_one_and_two_threads),

@@ -294,6 +294,53 @@ static void test_precompiled_base_letters_compose_only_with_their_marks(void **s
     lipi_normalizer_free(n);
 }
 
+/* pc_skip's loop (a char at a time while three bytes are left, then the
+ * last two) against no skipping at all, where every char goes through the
+ * trie walk as in SentencePiece's NormalizePrefix: random valid texts of
+ * chars of one to four bytes, chars the charsmap maps, base letters before
+ * and away from their marks, at lengths that end the text on every kind
+ * of char; normalized text and alignments alike. */
+static void test_charsmap_skip_is_the_plain_walk(void **state)
+{
+    (void)state;
+    static const char *const parts[] = {
+        "a", "e", " ", "x", "\t", "\xC3\xA9" /* é */, "e\xCC\x81" /* e + acute */,
+        "\xCC\x81", "\xC2\xA0" /* no-break space */, "\xCE\xA9" /* Ω */,
+        "\xEF\xAC\x81" /* ﬁ */, "\xEF\xBC\xA1" /* full-width A */,
+        "\xE0\xA4\xA8" /* न */, "\xE0\xA4\xBC" /* nukta */, "\xE0\xA4\xA9" /* ऩ */,
+        "\xE0\xA5\x98" /* क़ */, "\xE0\xA4\xBE" /* ा */, "\xE0\xA7\x87\xE0\xA6\xBE" /* ে া */,
+        "\xE1\x84\x92" /* jamo ᄒ */, "\xE1\x85\xA1" /* jamo ᅡ */, "\xED\x95\x9C" /* 한 */,
+        "\xE2\x91\xA0" /* ① */, "\xE2\x96\x81" /* ▁ */, "\xF0\x9F\x98\x80" /* 😀 */,
+        "\xF0\x9D\x90\x80" /* bold A */};
+    const size_t np = sizeof parts / sizeof *parts;
+    lipi_normalizer *n = spm_precompiled();
+    lipi_normalized fast = {0}, plain = {0};
+    lipi_error err = {0};
+    char text[256];
+    unsigned seed = 7;
+    for (int t = 0; t < 20000; t++) {
+        size_t len = 0, k = (size_t)rand_r(&seed) % 14;
+        for (size_t j = 0; j < k; j++) {
+            const char *p = parts[(size_t)rand_r(&seed) % np];
+            memcpy(text + len, p, strlen(p));
+            len += strlen(p);
+        }
+        bool align = t % 2;
+        assert_int_equal(lipi_normalize(n, text, len, &fast, align, &err), LIPI_OK);
+        lipi_ns_plain_charsmap_for_tests = 1;
+        assert_int_equal(lipi_normalize(n, text, len, &plain, align, &err), LIPI_OK);
+        lipi_ns_plain_charsmap_for_tests = 0;
+        if (fast.len != plain.len || memcmp(fast.text, plain.text, fast.len) != 0)
+            fail_msg("\"%.*s\": skipping gave \"%s\", the plain walk \"%s\"", (int)len, text,
+                     fast.text, plain.text);
+        if (align)
+            assert_memory_equal(fast.align, plain.align, fast.len * sizeof *fast.align);
+    }
+    lipi_normalized_free(&fast);
+    lipi_normalized_free(&plain);
+    lipi_normalizer_free(n);
+}
+
 /* ======================================================================== */
 /* Named normalizers                                                         */
 /* ======================================================================== */
@@ -884,6 +931,7 @@ int main(void)
         cmocka_unit_test(test_spm_whitespace_in_one_pass_is_the_steps),
         cmocka_unit_test(test_precompiled_longest_match_agrees_with_sentencepiece),
         cmocka_unit_test(test_precompiled_base_letters_compose_only_with_their_marks),
+        cmocka_unit_test(test_charsmap_skip_is_the_plain_walk),
         cmocka_unit_test(test_nfc_makes_nukta_letters_consonant_plus_nukta),
         cmocka_unit_test(test_nfkc_folds_full_width_and_ligatures),
         cmocka_unit_test(test_strip_accents_keeps_indic_matras_and_drops_latin_accents),

@@ -1170,39 +1170,55 @@ static inline bool pc_pass(const pc_map *m, const unsigned char *s, size_t len, 
     return pc_no_match(m, s, len, i, c, cl);
 }
 
+int lipi_ns_plain_charsmap_for_tests;
+
 /* The end of the run of chars from i at which no key of m matches (a match
  * must cover its first char whole, so the bitmap of BMP chars says it for
  * most without a walk, and pc_pass for most of the rest): most text is
  * such runs, so this loop is the op's cost. Stops at a char outside the
  * BMP or cut by the end. The bitmap's word of a char is cp >> 6 and its
- * bit cp & 63. */
+ * bit cp & 63: for a char of 2 or 3 bytes, the bits of its lead bytes and
+ * those of its last byte, so c itself is only put together for pc_pass. */
 static size_t pc_skip(const pc_map *m, const char *text, size_t len, size_t i)
 {
     const unsigned char *s = (const unsigned char *)text;
     const uint64_t *bm = m->bmp_starts;
-    if (!bm)
+    if (!bm || lipi_ns_plain_charsmap_for_tests)
         return i;
-    while (i < len) {
+    /* With 3 bytes left, any char but one outside the BMP has all its
+     * bytes: no length check per char. */
+    while (len - i >= 3) {
         unsigned b = s[i];
         if (b < 0x80) {
             if (bm[b >> 6] >> (b & 63) & 1 && !pc_pass(m, s, len, i, b, 1))
-                break;
+                return i;
             i++;
         } else if (b < 0xE0) {
-            if (len - i < 2)
-                break;
-            uint32_t c = (b & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu);
-            if (bm[c >> 6] >> (c & 63) & 1 && !pc_pass(m, s, len, i, c, 2))
-                break;
+            unsigned w = b & 0x1Fu, lo = s[i + 1] & 0x3Fu;
+            if (bm[w] >> lo & 1 && !pc_pass(m, s, len, i, w << 6 | lo, 2))
+                return i;
             i += 2;
         } else {
-            if (b >= 0xF0 || len - i < 3)
-                break;
-            uint32_t c = (b & 0x0Fu) << 12 | (s[i + 1] & 0x3Fu) << 6 | (s[i + 2] & 0x3Fu);
-            if (bm[c >> 6] >> (c & 63) & 1 && !pc_pass(m, s, len, i, c, 3))
-                break;
+            if (b >= 0xF0)
+                return i;
+            unsigned w = (b & 0x0Fu) << 6 | (s[i + 1] & 0x3Fu), lo = s[i + 2] & 0x3Fu;
+            if (bm[w] >> lo & 1 && !pc_pass(m, s, len, i, w << 6 | lo, 3))
+                return i;
             i += 3;
         }
+    }
+    /* The last two bytes at most: an ASCII char or one of two bytes. */
+    while (i < len) {
+        unsigned b = s[i], c = b, cl = 1;
+        if (b >= 0x80) {
+            if (b >= 0xE0 || len - i < 2)
+                break;
+            c = (b & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu);
+            cl = 2;
+        }
+        if (bm[c >> 6] >> (c & 63) & 1 && !pc_pass(m, s, len, i, c, cl))
+            break;
+        i += cl;
     }
     return i;
 }

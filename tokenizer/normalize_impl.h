@@ -87,4 +87,9 @@ const lipi_ns_step *lipi_ns_root(const lipi_normalizer *n);
  * when no alignment is wanted. */
 bool lipi_normalizer_has_spm_ws(const lipi_normalizer *n);
 
+/* Tests: nonzero makes SentencePiece's charsmap walk the trie at every
+ * char (no run is skipped by the bitmaps), the plain loop pc_skip must
+ * agree with. */
+extern int lipi_ns_plain_charsmap_for_tests;
+
 #endif
