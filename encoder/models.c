@@ -1181,12 +1181,14 @@ static lipi_status bpe_word(lipi_session *s, const char *w, size_t n, uint64_t h
     /* Offsets add up the lengths of the symbols left, as Hugging Face does
      * (byte fallback of a decorated character can run past the word: clamp).
      * At most ns tokens: room for all first, then a plain loop. */
+    if (ns == 0)
+        return LIPI_OK; /* (s->ptok may still be NULL: no offset from it) */
     if (s->ptok_n + ns > s->ptok_cap)
         TRY(ENC_GROW(s->ptok, s->ptok_cap, s->ptok_n + ns));
     enc_ptok *out = s->ptok + s->ptok_n;
     const bpe_sym *sym = s->sym;
     size_t off = 0, nt = 0;
-    for (int32_t i = ns ? 0 : -1; i >= 0; i = sym[i].next) {
+    for (int32_t i = 0; i >= 0; i = sym[i].next) {
         size_t a = off < n ? off : n;
         off += sym[i].len;
         size_t b = off < n ? off : n;
