@@ -155,29 +155,39 @@ static size_t ascii_prefix(const unsigned char *s, size_t len)
 #define TWO_CONTS (1 << 7)  /* a continuation, then a continuation */
 #define CARRY (TOO_SHORT | TOO_LONG | TWO_CONTS)
 
+/* The lookup tables of valid_ssse3 and valid_avx2 (which holds them in
+ * both 16-byte lanes), indexed by a nibble: the first byte's high and low
+ * nibbles, the second byte's high nibble. */
+static const char utf8_B1_HIGH[16] = {
+    TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG,
+    (char)TWO_CONTS, (char)TWO_CONTS, (char)TWO_CONTS, (char)TWO_CONTS, TOO_SHORT | OVERLONG_2,
+    TOO_SHORT, TOO_SHORT | OVERLONG_3 | SURROGATE,
+    (char)(TOO_SHORT | TOO_LARGE | TOO_LARGE_1000 | OVERLONG_4)
+};
+static const char utf8_B1_LOW[16] = {
+    (char)(CARRY | OVERLONG_3 | OVERLONG_2 | OVERLONG_4), (char)(CARRY | OVERLONG_2), (char)CARRY,
+    (char)CARRY, (char)(CARRY | TOO_LARGE), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
+    (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
+    (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
+    (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
+    (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
+    (char)(CARRY | TOO_LARGE | TOO_LARGE_1000 | SURROGATE),
+    (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000)
+};
+static const char utf8_B2_HIGH[16] = {
+    TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT,
+    (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | OVERLONG_3 | TOO_LARGE_1000 | OVERLONG_4),
+    (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | OVERLONG_3 | TOO_LARGE),
+    (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | SURROGATE | TOO_LARGE),
+    (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | SURROGATE | TOO_LARGE), TOO_SHORT, TOO_SHORT,
+    TOO_SHORT, TOO_SHORT
+};
+
 __attribute__((target("ssse3"))) static bool valid_ssse3(const unsigned char *s, size_t len)
 {
-    const __m128i b1_high = _mm_setr_epi8(
-        TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG,
-        (char)TWO_CONTS, (char)TWO_CONTS, (char)TWO_CONTS, (char)TWO_CONTS,
-        TOO_SHORT | OVERLONG_2, TOO_SHORT, TOO_SHORT | OVERLONG_3 | SURROGATE,
-        (char)(TOO_SHORT | TOO_LARGE | TOO_LARGE_1000 | OVERLONG_4));
-    const __m128i b1_low = _mm_setr_epi8(
-        (char)(CARRY | OVERLONG_3 | OVERLONG_2 | OVERLONG_4), (char)(CARRY | OVERLONG_2),
-        (char)CARRY, (char)CARRY, (char)(CARRY | TOO_LARGE),
-        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
-        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
-        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
-        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
-        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000 | SURROGATE),
-        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000));
-    const __m128i b2_high = _mm_setr_epi8(
-        TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT,
-        (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | OVERLONG_3 | TOO_LARGE_1000 | OVERLONG_4),
-        (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | OVERLONG_3 | TOO_LARGE),
-        (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | SURROGATE | TOO_LARGE),
-        (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | SURROGATE | TOO_LARGE), TOO_SHORT, TOO_SHORT,
-        TOO_SHORT, TOO_SHORT);
+    const __m128i b1_high = _mm_loadu_si128((const __m128i *)(const void *)utf8_B1_HIGH);
+    const __m128i b1_low = _mm_loadu_si128((const __m128i *)(const void *)utf8_B1_LOW);
+    const __m128i b2_high = _mm_loadu_si128((const __m128i *)(const void *)utf8_B2_HIGH);
     /* Bytes that need 1, 2 or 3 more bytes after them at the end. */
     const __m128i incomplete_max =
         _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, (char)(0xF0 - 1),
@@ -222,27 +232,10 @@ __attribute__((target("ssse3"))) static bool valid_ssse3(const unsigned char *s,
  * and the bytes before each lane's first ones from the lane before. */
 __attribute__((target("avx2"))) static bool valid_avx2(const unsigned char *s, size_t len)
 {
-    const __m256i b1_high = _mm256_broadcastsi128_si256(_mm_setr_epi8(
-        TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG, TOO_LONG,
-        (char)TWO_CONTS, (char)TWO_CONTS, (char)TWO_CONTS, (char)TWO_CONTS,
-        TOO_SHORT | OVERLONG_2, TOO_SHORT, TOO_SHORT | OVERLONG_3 | SURROGATE,
-        (char)(TOO_SHORT | TOO_LARGE | TOO_LARGE_1000 | OVERLONG_4)));
-    const __m256i b1_low = _mm256_broadcastsi128_si256(_mm_setr_epi8(
-        (char)(CARRY | OVERLONG_3 | OVERLONG_2 | OVERLONG_4), (char)(CARRY | OVERLONG_2),
-        (char)CARRY, (char)CARRY, (char)(CARRY | TOO_LARGE),
-        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
-        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
-        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
-        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000),
-        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000 | SURROGATE),
-        (char)(CARRY | TOO_LARGE | TOO_LARGE_1000), (char)(CARRY | TOO_LARGE | TOO_LARGE_1000)));
-    const __m256i b2_high = _mm256_broadcastsi128_si256(_mm_setr_epi8(
-        TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT, TOO_SHORT,
-        (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | OVERLONG_3 | TOO_LARGE_1000 | OVERLONG_4),
-        (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | OVERLONG_3 | TOO_LARGE),
-        (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | SURROGATE | TOO_LARGE),
-        (char)(TOO_LONG | OVERLONG_2 | TWO_CONTS | SURROGATE | TOO_LARGE), TOO_SHORT, TOO_SHORT,
-        TOO_SHORT, TOO_SHORT));
+#define LANES(t) _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)t))
+    const __m256i b1_high = LANES(utf8_B1_HIGH), b1_low = LANES(utf8_B1_LOW),
+                  b2_high = LANES(utf8_B2_HIGH);
+#undef LANES
     /* Bytes that need 1, 2 or 3 more bytes after them at the end. */
     const __m256i incomplete_max = _mm256_setr_epi8(
         -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
