@@ -295,11 +295,13 @@ static void test_precompiled_base_letters_compose_only_with_their_marks(void **s
 }
 
 /* pc_skip's loop (a char at a time while three bytes are left, then the
- * last two) against no skipping at all, where every char goes through the
- * trie walk as in SentencePiece's NormalizePrefix: random valid texts of
- * chars of one to four bytes, chars the charsmap maps, base letters before
- * and away from their marks, at lengths that end the text on every kind
- * of char; normalized text and alignments alike. */
+ * last two, and runs of printable ASCII 16 bytes at a time) against no
+ * skipping at all, where every char goes through the trie walk as in
+ * SentencePiece's NormalizePrefix: random valid texts of chars of one to
+ * four bytes, chars the charsmap maps, base letters before and away from
+ * their marks (also at the end of a long ASCII run, where the 16-byte step
+ * stops), at lengths that end the text on every kind of char; normalized
+ * text and alignments alike. */
 static void test_charsmap_skip_is_the_plain_walk(void **state)
 {
     (void)state;
@@ -311,15 +313,16 @@ static void test_charsmap_skip_is_the_plain_walk(void **state)
         "\xE0\xA5\x98" /* क़ */, "\xE0\xA4\xBE" /* ा */, "\xE0\xA7\x87\xE0\xA6\xBE" /* ে া */,
         "\xE1\x84\x92" /* jamo ᄒ */, "\xE1\x85\xA1" /* jamo ᅡ */, "\xED\x95\x9C" /* 한 */,
         "\xE2\x91\xA0" /* ① */, "\xE2\x96\x81" /* ▁ */, "\xF0\x9F\x98\x80" /* 😀 */,
-        "\xF0\x9D\x90\x80" /* bold A */};
+        "\xF0\x9D\x90\x80" /* bold A */, "the quick brown fox e", "0123456789abcdefghijklmno",
+        "ASCII, all of it: ~!@#$%^&*()_+{}|<>?e"};
     const size_t np = sizeof parts / sizeof *parts;
     lipi_normalizer *n = spm_precompiled();
     lipi_normalized fast = {0}, plain = {0};
     lipi_error err = {0};
-    char text[256];
+    char text[1024];
     unsigned seed = 7;
     for (int t = 0; t < 20000; t++) {
-        size_t len = 0, k = (size_t)rand_r(&seed) % 14;
+        size_t len = 0, k = (size_t)rand_r(&seed) % 24;
         for (size_t j = 0; j < k; j++) {
             const char *p = parts[(size_t)rand_r(&seed) % np];
             memcpy(text + len, p, strlen(p));

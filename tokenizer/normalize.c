@@ -31,6 +31,9 @@
 
 #include <string.h>
 #include <unicode/uchar.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
 
@@ -76,6 +79,9 @@ typedef struct {
      * (c, c2) for every key that starts with char c and then char c2 (c and
      * c2 in the BMP): the filters pc_skip runs on a char that starts a key. */
     bool astral_second;   /* some key goes on from a BMP char to one outside */
+    bool ascii_runs;      /* every printable ASCII char starts no key or is
+                             passed over before an ASCII char: pc_skip may
+                             pass such runs 16 bytes at a time */
 } pc_map;
 
 #define PC_BMP_WORDS (0x10000 / 64)
@@ -1190,6 +1196,21 @@ static size_t pc_skip(const pc_map *m, const char *text, size_t len, size_t i)
     while (len - i >= 3) {
         unsigned b = s[i];
         if (b < 0x80) {
+#ifdef __SSE2__
+            /* Printable ASCII up to the first other byte (a control char,
+             * DEL or a non-ASCII byte), less the last one, whose next byte
+             * is not known to be ASCII: pc_pass's answer for each. */
+            if (m->ascii_runs && len - i >= 16) {
+                __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+                unsigned stop = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+                    _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)), _mm_cmpeq_epi8(x, _mm_set1_epi8(0x7F))));
+                unsigned j = (unsigned)__builtin_ctz(stop | 0x10000u);
+                if (j >= 2) {
+                    i += j - 1;
+                    continue;
+                }
+            }
+#endif
             if (bm[b >> 6] >> (b & 63) & 1 && !pc_pass(m, s, len, i, b, 1))
                 return i;
             i++;
@@ -2068,6 +2089,10 @@ static lipi_status view_charsmaps(lipi_normalizer *n)
             else if (!pc_mark_seconds(m, pairs, c, pos))
                 pass[c >> 6] |= UINT64_C(1) << (c & 63);
         }
+        m->ascii_runs = true;
+        for (unsigned c = 0x20; c < 0x7F; c++)
+            if ((m->bmp_starts[c >> 6] & ~pass[c >> 6]) >> (c & 63) & 1)
+                m->ascii_runs = false;
     }
     return LIPI_OK;
 }
