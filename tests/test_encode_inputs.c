@@ -1337,7 +1337,7 @@ static void test_encode_long_records_match_the_library(void **state)
     free(word);
 }
 
-/* Unigram words over 1 MiB are encoded a window at a time (models.c):
+/* Unigram words over 64 KiB are encoded a window at a time (models.c):
  * the ids equal SentencePiece's own on 1.2 MB words of mixed letters, one
  * letter, unknown characters fused into runs across windows, and a run of
  * unknown characters longer than a window (make_long_spm.py). */
