@@ -1033,25 +1033,30 @@ static lipi_status encode_task(void *ctx, size_t k, size_t wi, lipi_error *err)
 typedef struct {
     char buf[1 << 16];
     size_t n;
-    bool count, first;
+    bool count;
+    id_text t; /* each id is followed by its separator, ' ' */
 } long_out;
 
+/* The buffer is written out before an id that might not fit, so the last
+ * id's separator is still in it at the end (encode_long makes it the
+ * newline). */
 static lipi_status long_sink(void *ctx, const uint32_t *ids, size_t n)
 {
     long_out *o = ctx;
     if (o->count)
         return LIPI_OK;
+    const id_text t = o->t;
+    char *p = o->buf + o->n, *lim = o->buf + sizeof o->buf - 16;
     for (size_t k = 0; k < n; k++) {
-        if (o->n + 12 > sizeof o->buf) {
-            if (fwrite(o->buf, 1, o->n, stdout) != o->n)
+        if (p > lim) {
+            size_t len = (size_t)(p - o->buf);
+            if (fwrite(o->buf, 1, len, stdout) != len)
                 return LIPI_EIO;
-            o->n = 0;
+            p = o->buf;
         }
-        if (!o->first)
-            o->buf[o->n++] = ' ';
-        o->first = false;
-        o->n = (size_t)(fmt_num(o->buf + o->n, ids[k]) - o->buf);
+        p = put_id(t, p, ids[k]);
     }
+    o->n = (size_t)(p - o->buf);
     return LIPI_OK;
 }
 
@@ -1067,12 +1072,14 @@ static int encode_long(encode_ctx *c, const lipi_record *rec, const char *file)
     }
     o->n = 0;
     o->count = c->fmt == FMT_COUNT;
-    o->first = true;
+    o->t = c->idt;
     lipi_status st = lipi_encode_stream(c->sessions[0], rec->text, rec->len, &c->opt, long_sink, o,
                                         &n_ids, &err);
     if (st == LIPI_OK && o->count)
         o->n = (size_t)(fmt_num(o->buf, n_ids) - o->buf);
     if (st == LIPI_OK) {
+        if (!o->count && n_ids) /* the last separator */
+            o->n--;
         o->buf[o->n++] = '\n';
         if (fwrite(o->buf, 1, o->n, stdout) != o->n)
             st = LIPI_EIO;
