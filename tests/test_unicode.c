@@ -243,8 +243,8 @@ static void test_script_of_code_points(void **state)
     assert_int_equal(lipi_script_of(0x110000), USCRIPT_INVALID_CODE);
 }
 
-/* The cached classes are ICU's, for every code point (the table's first
- * use builds it; beyond the BMP they are computed). */
+/* The cached classes are ICU's, for every code point (the tables are built
+ * as blocks are first asked for; beyond the BMP, blocks share rows). */
 static void test_char_classes_are_icus(void **state)
 {
     (void)state;
