@@ -731,16 +731,26 @@ static void heap_push(bpe_cand *h, size_t *n, bpe_cand c)
     h[i] = c;
 }
 
+/* (rank, pos) as one number: the heap's order, compared without a branch. */
+static inline uint64_t cand_key(const bpe_cand *x)
+{
+    return (uint64_t)x->rank << 32 | x->pos;
+}
+
+/* Which child is smaller is data a predictor cannot learn, so it is
+ * computed, not branched on; h[len] (the entry just taken off the end) may
+ * be read as a right child that is not there, and is then never taken. */
 static bpe_cand heap_pop(bpe_cand *h, size_t *n)
 {
     bpe_cand top = h[0], last = h[--(*n)];
     size_t i = 0, len = *n;
+    uint64_t lk = cand_key(&last);
     for (;;) {
         size_t l = 2 * i + 1;
         if (l >= len)
             break;
-        size_t c = (l + 1 < len && cand_less(&h[l + 1], &h[l])) ? l + 1 : l;
-        if (!cand_less(&h[c], &last))
+        size_t c = l + ((l + 1 < len) & (cand_key(&h[l + 1]) < cand_key(&h[l])));
+        if (cand_key(&h[c]) >= lk)
             break;
         h[i] = h[c];
         i = c;
