@@ -1531,6 +1531,41 @@ done:
     return st;
 }
 
+/* The tokens of the best path to p of a window at base (unigram_fill
+ * done): straight from each position's winner, back from p, when no
+ * unknown node is on the path (as unigram_word writes them), else through
+ * unigram_path_to and unigram_emit, which fuse unknown runs. */
+static lipi_status unigram_emit_to(lipi_session *s, const char *w, size_t base, size_t p,
+                                   lipi_error *err)
+{
+    const lipi_encoder *e = s->enc;
+    lipi_lattice *lat = &s->lattice;
+    const lipi_lattice_node *win = lat->pos_win;
+    size_t count = 0;
+    bool unk = false;
+    for (size_t q = p; q > 0; q = win[q].pos) {
+        count++;
+        unk |= (int64_t)win[q].id == e->unk_id;
+    }
+    if (unk) {
+        lipi_status st = unigram_path_to(e, lat, p);
+        return st == LIPI_OK ? unigram_emit(s, w, base, base + p, err) : st;
+    }
+    lipi_status st = ENC_GROW(s->ptok, s->ptok_cap, s->ptok_n + count);
+    if (st != LIPI_OK)
+        return st;
+    const int32_t *tval = e->trie32.value;
+    enc_ptok *out = s->ptok + s->ptok_n;
+    for (size_t q = p, k = count; q > 0; q = win[q].pos) {
+        uint32_t id = win[q].id;
+        if (e->uni && (id & UNI_AT))
+            id = (uint32_t)tval[id & ~UNI_AT];
+        out[--k] = (enc_ptok){id, (uint32_t)(base + win[q].pos), (uint32_t)(base + q)};
+    }
+    s->ptok_n += count;
+    return LIPI_OK;
+}
+
 /* Words longer than this are encoded a window at a time (below). The
  * lattice is ~40 bytes a byte: 2.6 MB for 64 KiB stays in cache, and the
  * walks back over it are cheap. With 1 MiB windows (40 MB) laser_100k took
@@ -1580,8 +1615,7 @@ static lipi_status unigram_long_word(lipi_session *s, const char *w, size_t n, l
                 st = no_unk(e, err);
                 goto done;
             }
-            TRY(unigram_path_to(e, lat, len));
-            TRY(unigram_emit(s, w, base, n, err));
+            TRY(unigram_emit_to(s, w, base, len, err));
             score = lat->pos_score[len];
             break;
         }
@@ -1616,8 +1650,7 @@ static lipi_status unigram_long_word(lipi_session *s, const char *w, size_t n, l
             window *= 2;
             continue;
         }
-        TRY(unigram_path_to(e, lat, c));
-        TRY(unigram_emit(s, w, base, base + c, err));
+        TRY(unigram_emit_to(s, w, base, c, err));
         /* Those tokens are final: a streamed text need not hold them. */
         TRY(lipi_enc_stream_ptok(s));
         score = lat->pos_score[c];
