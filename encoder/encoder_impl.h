@@ -565,6 +565,12 @@ lipi_status lipi_enc_raw_slots(lipi_encoder *e);
  * warm load of a rank file. Fails only for memory. */
 lipi_status lipi_enc_raw_keys(lipi_encoder *e);
 void lipi_enc_bt_free(lipi_encoder *e);
+/* Whether the pair table pairs: (cap) names merged ids below n only (the
+ * low bits bits of each slot but the empty ones, UINT64_MAX) and has an
+ * empty slot (so every probe ends). _ref is the portable loop; the other
+ * takes AVX2 where there is one, with the same answer. */
+bool lipi_enc_bt_pairs_ok(const uint64_t *pairs, size_t cap, unsigned bits, size_t n);
+bool lipi_enc_bt_pairs_ok_ref(const uint64_t *pairs, size_t cap, unsigned bits, size_t n);
 lipi_status lipi_enc_bt_word(lipi_session *s, const char *w, size_t n, size_t *count);
 
 /* Model tables of the encoder (models.c); freed by lipi_enc_models_free. */

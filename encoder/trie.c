@@ -487,17 +487,62 @@ bad:
 
 /* Whether the cells of a compact trie over n keys can be walked: each base
  * leaves room for any byte's child, a final cell names a key, another
- * holds -1. Without an early exit, so that the loop vectorizes (it runs
- * over every cell at each load). */
-static bool cells32_ok(const uint32_t *unit, const int32_t *value, size_t size, size_t n)
+ * holds -1. Without an early exit. GCC -O2 does not vectorize it (9.5M of
+ * o200k's warm load under callgrind): lipi_datrie32_cells_ok runs 8 cells
+ * at a time with AVX2. */
+static bool cells_ok_from(const uint32_t *unit, const int32_t *value, size_t from, size_t size,
+                          size_t n)
 {
     uint32_t bad = 0;
-    for (size_t i = 0; i < size; i++) {
+    for (size_t i = from; i < size; i++) {
         uint32_t final = unit[i] & 0x200;
         bad |= (size_t)(unit[i] >> 10) + 257 >= size;
         bad |= final ? value[i] < 0 || (size_t)value[i] >= n : value[i] != -1;
     }
     return !bad;
+}
+
+bool lipi_datrie32_cells_ok_ref(const uint32_t *unit, const int32_t *value, size_t size, size_t n)
+{
+    return cells_ok_from(unit, value, 0, size, n);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* unit, value: (size); 258 <= size <= LIPI_DATRIE32_MAX, 1 <= n <= INT32_MAX,
+ * so bases and bounds compare as signed 32-bit numbers. */
+__attribute__((target("avx2"))) static bool cells_ok_avx2(const uint32_t *unit,
+                                                          const int32_t *value, size_t size,
+                                                          size_t n)
+{
+    const __m256i base_max = _mm256_set1_epi32((int)(size - 258)),
+                  id_max = _mm256_set1_epi32((int)(n - 1)), fin = _mm256_set1_epi32(0x200),
+                  none = _mm256_set1_epi32(-1), zero = _mm256_setzero_si256();
+    __m256i bad = zero;
+    size_t i = 0;
+    for (; i + 8 <= size; i += 8) {
+        __m256i u = _mm256_loadu_si256((const __m256i *)(unit + i));
+        __m256i v = _mm256_loadu_si256((const __m256i *)(value + i));
+        __m256i is_final = _mm256_cmpeq_epi32(_mm256_and_si256(u, fin), fin);
+        __m256i out_of_ids = _mm256_or_si256(_mm256_cmpgt_epi32(zero, v),
+                                             _mm256_cmpgt_epi32(v, id_max));
+        __m256i not_none = _mm256_xor_si256(_mm256_cmpeq_epi32(v, none), none);
+        bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(_mm256_srli_epi32(u, 10), base_max));
+        bad = _mm256_or_si256(bad, _mm256_blendv_epi8(not_none, out_of_ids, is_final));
+    }
+    return _mm256_testz_si256(bad, bad) && cells_ok_from(unit, value, i, size, n);
+}
+#endif
+
+bool lipi_datrie32_cells_ok(const uint32_t *unit, const int32_t *value, size_t size, size_t n)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (size >= 258 && size <= LIPI_DATRIE32_MAX && n >= 1 && n <= INT32_MAX &&
+        __builtin_cpu_supports("avx2"))
+        return cells_ok_avx2(unit, value, size, n);
+#endif
+    return lipi_datrie32_cells_ok_ref(unit, value, size, n);
 }
 
 bool lipi_datrie32_map(lipi_tabcache_map *f, lipi_datrie32 *t, size_t n)
@@ -508,7 +553,7 @@ bool lipi_datrie32_map(lipi_tabcache_map *f, lipi_datrie32 *t, size_t n)
         return false;
     const uint32_t *unit = lipi_tabcache_map_next(f, *size, sizeof *unit);
     const int32_t *value = lipi_tabcache_map_next(f, *size, sizeof *value);
-    if (!unit || !value || !cells32_ok(unit, value, (size_t)*size, n))
+    if (!unit || !value || !lipi_datrie32_cells_ok(unit, value, (size_t)*size, n))
         return false;
     /* Read-only pages: nothing writes a trie once built. */
     *t = (lipi_datrie32){(uint32_t *)unit, (int32_t *)value, (size_t)*size, true};

@@ -90,6 +90,13 @@ typedef struct {
 
 #define LIPI_DATRIE32_MAX ((size_t)1 << 22)
 
+/* Whether the cells unit, value: (size) of a compact trie over n keys can
+ * be walked (each base leaves room for any byte's child, a final cell
+ * names a key, another holds -1). _ref is the portable loop; the other
+ * takes AVX2 where there is one, with the same answer. */
+bool lipi_datrie32_cells_ok(const uint32_t *unit, const int32_t *value, size_t size, size_t n);
+bool lipi_datrie32_cells_ok_ref(const uint32_t *unit, const int32_t *value, size_t size, size_t n);
+
 /* Copies t into c; LIPI_EINVAL when t has more than LIPI_DATRIE32_MAX
  * cells (or none), LIPI_ENOMEM. */
 lipi_status lipi_datrie32_from(lipi_datrie32 *c, const lipi_datrie *t);

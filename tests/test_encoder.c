@@ -2137,9 +2137,81 @@ static void test_cli_decode(void **state)
     cli_result_free(&r);
 }
 
+static uint64_t rnd_state = 0x2545F4914F6CDD1DULL;
+static uint64_t rnd(void)
+{
+    rnd_state ^= rnd_state << 13, rnd_state ^= rnd_state >> 7, rnd_state ^= rnd_state << 17;
+    return rnd_state;
+}
+
+/* The checks of a mapped trie's cells and a mapped pair table take AVX2
+ * where there is one: same answers as the portable loops, for good tables
+ * and for tables with one bad entry anywhere (the vector part or the
+ * tail), of sizes that are and are not whole vectors. */
+static void test_mapped_table_checks_agree_with_their_portable_loops(void **state)
+{
+    (void)state;
+    enum { MAX = 1200 };
+    uint32_t *unit = malloc(MAX * sizeof *unit);
+    int32_t *value = malloc(MAX * sizeof *value);
+    uint64_t *pairs = malloc(MAX * sizeof *pairs);
+    assert_non_null(unit);
+    assert_non_null(value);
+    assert_non_null(pairs);
+    size_t sizes[] = {258, 259, 263, 264, 265, 300, 511, 512, 1024, 1031, MAX};
+    size_t runs = 0, bad_seen = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        size_t size = sizes[si], n = 1 + rnd() % 500;
+        for (int trial = 0; trial < 40; trial++) {
+            for (size_t i = 0; i < size; i++) {
+                bool fin = rnd() & 1;
+                unit[i] = (uint32_t)(rnd() % (size - 257)) << 10 | (fin ? 0x200u : 0) |
+                          (uint32_t)(rnd() & 0x1ff & ~0x200u);
+                value[i] = fin ? (int32_t)(rnd() % n) : -1;
+            }
+            if (trial) { /* one fault of each kind, at a random cell */
+                size_t at = trial < 20 ? rnd() % size : size - 1 - rnd() % 8;
+                switch (trial % 5) {
+                case 0: unit[at] = (uint32_t)(size - 257) << 10 | (unit[at] & 0x3ff); break;
+                case 1: unit[at] |= 0x200, value[at] = (int32_t)n; break;
+                case 2: unit[at] |= 0x200, value[at] = -1 - (int32_t)(rnd() % 3); break;
+                case 3: unit[at] &= ~0x200u, value[at] = (int32_t)(rnd() % n); break;
+                default: unit[at] = 0xffffffffu; break;
+                }
+            }
+            bool want = lipi_datrie32_cells_ok_ref(unit, value, size, n);
+            assert_int_equal(lipi_datrie32_cells_ok(unit, value, size, n), want);
+            assert_true(want == (trial == 0));
+            runs++;
+        }
+        /* Pairs: merged ids in the low 18 bits, some slots empty. */
+        for (int trial = 0; trial < 40; trial++) {
+            unsigned bits = 18;
+            for (size_t i = 0; i < size; i++)
+                pairs[i] = rnd() % 4 == 0 ? UINT64_MAX : (rnd() << bits) | (rnd() % n);
+            if (trial % 4 == 1)
+                pairs[rnd() % size] = (rnd() << bits) | n;
+            else if (trial % 4 == 2)
+                pairs[size - 1 - rnd() % 3] = (rnd() << bits) | ((1u << bits) - 1);
+            else if (trial % 4 == 3)
+                for (size_t i = 0; i < size; i++)
+                    pairs[i] = (uint64_t)(i % n); /* no empty slot */
+            bool want = lipi_enc_bt_pairs_ok_ref(pairs, size, bits, n);
+            assert_int_equal(lipi_enc_bt_pairs_ok(pairs, size, bits, n), want);
+            assert_true(want == (trial % 4 == 0));
+            bad_seen += !want;
+        }
+    }
+    assert_true(runs > 0 && bad_seen > 0);
+    free(unit);
+    free(value);
+    free(pairs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mapped_table_checks_agree_with_their_portable_loops),
         cmocka_unit_test(test_same_as_hugging_face_wordpiece),
         cmocka_unit_test(test_same_as_hugging_face_unigram),
         cmocka_unit_test(test_same_as_hugging_face_unigram_bf),

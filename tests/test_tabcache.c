@@ -443,9 +443,133 @@ static void test_backtracking_lengths_are_checked_at_use(void **state)
     free(word);
 }
 
+/* The checksum the way its format defines it, one word at a time. */
+static uint64_t sum_by_definition(const unsigned char *p, size_t n)
+{
+    uint64_t lane[16], r;
+    for (int k = 0; k < 16; k++)
+        lane[k] = 0x243F6A8885A308D3ULL + (uint64_t)k;
+    for (size_t i = 0; i < n / 8; i++) {
+        uint64_t w, k;
+        memcpy(&w, p + 8 * i, 8);
+        k = lane[i % 16] ^ w ^ 0x9E3779B97F4A7C15ULL;
+        lane[i % 16] = (k & 0xffffffffu) * (k >> 32) + (k << 32 | k >> 32);
+    }
+    r = n / 8;
+    for (int k = 0; k < 16; k++) {
+        r = (r ^ lane[k]) * 0x9E3779B97F4A7C15ULL;
+        r ^= r >> 29;
+    }
+    return r;
+}
+
+/* data[0..n) through path in chunks of chunk bytes (the last one shorter). */
+static bool sum_in_chunks(int path, const unsigned char *data, size_t n, size_t chunk,
+                          uint64_t *out)
+{
+    lipi_tabcache_sum_state h;
+    lipi_tabcache_sum_start(&h);
+    for (size_t at = 0; at < n; at += chunk)
+        if (!lipi_tabcache_sum_words(&h, data + at, n - at < chunk ? n - at : chunk, path))
+            return false;
+    *out = lipi_tabcache_sum_end(&h);
+    return true;
+}
+
+/* Every code path of the checksum gives the format's value (a cache file
+ * written on one CPU is read on another), at any length and alignment,
+ * whole or in chunks of whole words; a length that is no whole number of
+ * words counts its whole words only. */
+static void test_checksum_paths_give_the_same_value(void **state)
+{
+    (void)state;
+    enum { MAX = 4096 + 64 };
+    unsigned char *buf = malloc(MAX + 8);
+    assert_non_null(buf);
+    uint64_t x = 88172645463325252ULL;
+    for (size_t i = 0; i < MAX + 8; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        buf[i] = (unsigned char)x;
+    }
+    /* Pinned: the format's values must not drift (a changed definition
+     * needs a new TC_VERSION in tokenizer/tabcache.c). */
+    unsigned char pin[1024];
+    for (size_t i = 0; i < sizeof pin; i++)
+        pin[i] = (unsigned char)(i * 7 + 3);
+    assert_true(sum_by_definition(pin, 1024) == 0xf1fbf9a69c700230ULL);
+    assert_true(lipi_tabcache_sum(pin, 1024) == 0xf1fbf9a69c700230ULL);
+    assert_true(lipi_tabcache_sum(pin, 0) == 0xa769efad5b1607a7ULL);
+    static const size_t chunks[] = {8, 16, 24, 120, 128, 136, 256, 1000, 4096};
+    int paths_run = 0;
+    for (int path = LIPI_TABCACHE_SUM_PORTABLE; path <= LIPI_TABCACHE_SUM_AVX2; path++) {
+        uint64_t got;
+        if (!sum_in_chunks(path, buf, 8, 8, &got))
+            continue; /* this CPU lacks it */
+        paths_run++;
+        for (size_t n = 0; n <= MAX; n += n < 600 ? 1 : 61)
+            for (size_t off = 0; off < 8; off += n < 600 ? 3 : 1) {
+                uint64_t want = sum_by_definition(buf + off, n);
+                assert_true(sum_in_chunks(path, buf + off, n, n ? n : 1, &got));
+                if (got != want)
+                    fail_msg("path %d, %zu bytes at offset %zu: %016llx, want %016llx", path, n,
+                             off, (unsigned long long)got, (unsigned long long)want);
+                if (n % 97 != 0)
+                    continue;
+                for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
+                    assert_true(sum_in_chunks(path, buf + off, n & ~(size_t)7, chunks[c], &got));
+                    if (got != want)
+                        fail_msg("path %d, %zu bytes in chunks of %zu: differs", path, n,
+                                 chunks[c]);
+                }
+            }
+    }
+    assert_true(paths_run >= 1);
+#if defined(__x86_64__)
+    assert_true(paths_run >= 2); /* SSE2 is part of x86-64 */
+#endif
+    free(buf);
+}
+
+/* One flipped bit anywhere, and two words swapped (next to each other or
+ * in the same lane), change the checksum; so do more zero words. */
+static void test_checksum_sees_flips_and_swaps(void **state)
+{
+    (void)state;
+    enum { WORDS = 300 };
+    unsigned char buf[WORDS * 8];
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (unsigned char)(i * 131 + (i >> 8));
+    uint64_t good = lipi_tabcache_sum(buf, sizeof buf);
+    for (size_t bit = 0; bit < sizeof buf * 8; bit += 5) {
+        buf[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+        assert_true(lipi_tabcache_sum(buf, sizeof buf) != good);
+        buf[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+    }
+    for (size_t i = 0; i + 16 < WORDS; i += 7)
+        for (size_t d = 1; d <= 16; d += 15) {
+            unsigned char t[8];
+            memcpy(t, buf + 8 * i, 8);
+            memcpy(buf + 8 * i, buf + 8 * (i + d), 8);
+            memcpy(buf + 8 * (i + d), t, 8);
+            assert_true(lipi_tabcache_sum(buf, sizeof buf) != good);
+            memcpy(buf + 8 * (i + d), buf + 8 * i, 8);
+            memcpy(buf + 8 * i, t, 8);
+        }
+    assert_true(lipi_tabcache_sum(buf, sizeof buf) == good);
+    static unsigned char zeros[4096];
+    uint64_t seen[4096 / 8 + 1];
+    for (size_t w = 0; w <= 4096 / 8; w++) {
+        seen[w] = lipi_tabcache_sum(zeros, 8 * w);
+        for (size_t v = 0; v < w; v++)
+            assert_true(seen[v] != seen[w]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_checksum_paths_give_the_same_value),
+        cmocka_unit_test(test_checksum_sees_flips_and_swaps),
         cmocka_unit_test_setup_teardown(test_ids_are_the_same_with_and_without_the_cache, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_damaged_cache_files_are_ignored_and_replaced, setup,

@@ -63,6 +63,14 @@ void lipi_buf_free(lipi_buf *b);
  * unsupported. */
 void lipi_huge_pages(void *p, size_t len);
 
+/* Whether every a[i] of a: (count) is below n or equal to skip (what a
+ * check of mapped ids needs: 8 at a time with AVX2 where there is one);
+ * *skipped: how many equal skip. _ref is the portable loop, same answer. */
+bool lipi_u32_all_below(const uint32_t *a, size_t count, uint64_t n, uint32_t skip,
+                        size_t *skipped);
+bool lipi_u32_all_below_ref(const uint32_t *a, size_t count, uint64_t n, uint32_t skip,
+                            size_t *skipped);
+
 /* Standard padded base64 (RFC 4648) of s[0..n), appended to out. */
 lipi_status lipi_base64_encode(const uint8_t *s, size_t n, lipi_buf *out);
 

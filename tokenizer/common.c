@@ -11,6 +11,66 @@
 
 _Thread_local int lipi_hash_oom_flag;
 
+/* [from, count) of a; without an early exit. */
+static bool u32_below_from(const uint32_t *a, size_t from, size_t count, uint64_t n, uint32_t skip,
+                           size_t *skipped)
+{
+    uint32_t bad = 0;
+    for (size_t i = from; i < count; i++) {
+        *skipped += a[i] == skip;
+        bad |= a[i] != skip && a[i] >= n;
+    }
+    return !bad;
+}
+
+bool lipi_u32_all_below_ref(const uint32_t *a, size_t count, uint64_t n, uint32_t skip,
+                            size_t *skipped)
+{
+    *skipped = 0;
+    return u32_below_from(a, 0, count, n, skip, skipped);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* n <= UINT32_MAX. a[i] >= n is max(a[i], n) == a[i] (AVX2 compares
+ * 32-bit lanes as signed only). */
+__attribute__((target("avx2"))) static bool u32_below_avx2(const uint32_t *a, size_t count,
+                                                           uint32_t n, uint32_t skip,
+                                                           size_t *skipped)
+{
+    const __m256i vn = _mm256_set1_epi32((int)n), vs = _mm256_set1_epi32((int)skip);
+    __m256i bad = _mm256_setzero_si256(), skips = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 8 <= count; i += 8) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(a + i));
+        __m256i is_skip = _mm256_cmpeq_epi32(v, vs);
+        skips = _mm256_sub_epi32(skips, is_skip);
+        bad = _mm256_or_si256(
+            bad, _mm256_andnot_si256(is_skip, _mm256_cmpeq_epi32(_mm256_max_epu32(v, vn), v)));
+    }
+    uint32_t l[8];
+    _mm256_storeu_si256((__m256i *)l, skips);
+    for (int k = 0; k < 8; k++)
+        *skipped += l[k];
+    bool tail_ok = u32_below_from(a, i, count, n, skip, skipped); /* counted either way */
+    return _mm256_testz_si256(bad, bad) && tail_ok;
+}
+#endif
+
+bool lipi_u32_all_below(const uint32_t *a, size_t count, uint64_t n, uint32_t skip,
+                        size_t *skipped)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    /* A lane counts up to count / 8 skips: below 2^32. */
+    if (count >= 64 && count >> 34 == 0 && n <= UINT32_MAX && __builtin_cpu_supports("avx2")) {
+        *skipped = 0;
+        return u32_below_avx2(a, count, (uint32_t)n, skip, skipped);
+    }
+#endif
+    return lipi_u32_all_below_ref(a, count, n, skip, skipped);
+}
+
 _Noreturn void lipi_assert_fail(const char *what, const char *file, int line)
 {
     /* A broken invariant is a lipi bug, not bad input: stop loudly. */

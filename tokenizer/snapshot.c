@@ -253,7 +253,7 @@ static bool pow2(uint64_t x)
 static bool model_ok(const uint64_t *h, const snap_span *spans, const char *arena,
                      const uint32_t *slots, const lipi_merge *merges, lipi_strref *tok)
 {
-    uint64_t n = h[H_N], count = 0, used = 0;
+    uint64_t n = h[H_N], count = 0;
     for (uint64_t i = 0; i < n; i++) {
         if (spans[i].off == UINT32_MAX) {
             if (spans[i].len)
@@ -268,19 +268,22 @@ static bool model_ok(const uint64_t *h, const snap_span *spans, const char *aren
     }
     if (count != h[H_COUNT])
         return false;
-    for (uint64_t i = 0; i < h[H_SLOTS]; i++) {
-        if (slots[i] == LIPI_MAP_EMPTY)
-            continue;
-        if (slots[i] >= n || spans[slots[i]].off == UINT32_MAX)
-            return false;
-        used++;
-    }
-    if (h[H_SLOTS] && used != count)
+    /* Ids first, 8 at a time (the scalar loops were 7M of o200k's warm
+     * load under callgrind); whether a slot names a hole only when there
+     * are holes. */
+    size_t empty, none;
+    if (!lipi_u32_all_below(slots, (size_t)h[H_SLOTS], n, LIPI_MAP_EMPTY, &empty))
         return false;
-    for (uint64_t i = 0; i < h[H_MERGES]; i++)
-        if (merges[i].left >= n || merges[i].right >= n || merges[i].result >= n)
+    for (uint64_t i = 0; count != n && i < h[H_SLOTS]; i++)
+        if (slots[i] != LIPI_MAP_EMPTY && spans[slots[i]].off == UINT32_MAX)
             return false;
-    return true;
+    if (h[H_SLOTS] && h[H_SLOTS] - empty != count)
+        return false;
+    /* A merge is three ids: the array is 3 * H_MERGES of them. */
+    _Static_assert(sizeof(lipi_merge) == 3 * sizeof(uint32_t), "merges are id triples");
+    return !h[H_MERGES] || (lipi_u32_all_below((const uint32_t *)merges, 3 * (size_t)h[H_MERGES],
+                                               n, UINT32_MAX, &none) &&
+                            none == 0);
 }
 
 /* The added tokens of the file, contents copied (owned), or NULL. */

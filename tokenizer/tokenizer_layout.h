@@ -455,10 +455,19 @@ bool lipi_tabcache_env_on(void);
 lipi_status lipi_tabcache_key(const char *kind, const lipi_strref *keys, size_t n,
                               const void *extra, size_t extra_len, char out[65]);
 
-/* The running checksum (four lanes and the word count). */
+/* The running checksum (16 lanes and the word count). */
 typedef struct {
-    uint64_t lane[4], words;
+    uint64_t lane[16], words;
 } lipi_tabcache_sum_state;
+
+/* The checksum in steps, by one code path (PORTABLE anywhere; SSE2 and
+ * AVX2 on x86-64), for tests: every path gives the same value. _words
+ * takes the whole 8-byte words of data[0..n) (a partial one is ignored)
+ * and returns false, doing nothing, when this build or CPU lacks path. */
+enum { LIPI_TABCACHE_SUM_PORTABLE, LIPI_TABCACHE_SUM_SSE2, LIPI_TABCACHE_SUM_AVX2 };
+void lipi_tabcache_sum_start(lipi_tabcache_sum_state *h);
+bool lipi_tabcache_sum_words(lipi_tabcache_sum_state *h, const void *data, size_t n, int path);
+uint64_t lipi_tabcache_sum_end(const lipi_tabcache_sum_state *h);
 
 /* lipi_tabcache_key, but for tables built from tokenizer t: when t has a
  * snapshot key, the key is made from it (hashing a few bytes instead of
