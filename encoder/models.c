@@ -721,17 +721,23 @@ static inline __attribute__((always_inline)) bool pair_get(lipi_session *s, uint
     return pair_rank(&p, a, b, rank);
 }
 
-static inline bool cand_less(const bpe_cand *x, const bpe_cand *y)
+/* (rank, pos) as one number: the heap's order, compared without a branch. */
+static inline uint64_t cand_key(const bpe_cand *x)
 {
-    return x->rank != y->rank ? x->rank < y->rank : x->pos < y->pos;
+    return (uint64_t)x->rank << 32 | x->pos;
 }
 
+/* The merge loop's heap is 4-ary (children of i: 4i + 1 .. 4i + 4): half
+ * the levels of a binary heap, and a node's children share a cache line.
+ * Which child is smallest is data a predictor cannot learn, so it is
+ * computed with selects, not branches. */
 static void heap_push(bpe_cand *h, size_t *n, bpe_cand c)
 {
     size_t i = (*n)++;
+    uint64_t ck = cand_key(&c);
     while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!cand_less(&c, &h[p]))
+        size_t p = (i - 1) / 4;
+        if (ck >= cand_key(&h[p]))
             break;
         h[i] = h[p];
         i = p;
@@ -739,29 +745,35 @@ static void heap_push(bpe_cand *h, size_t *n, bpe_cand c)
     h[i] = c;
 }
 
-/* (rank, pos) as one number: the heap's order, compared without a branch. */
-static inline uint64_t cand_key(const bpe_cand *x)
-{
-    return (uint64_t)x->rank << 32 | x->pos;
-}
-
-/* Which child is smaller is data a predictor cannot learn, so it is
- * computed, not branched on; h[len] (the entry just taken off the end) may
- * be read as a right child that is not there, and is then never taken. */
 static bpe_cand heap_pop(bpe_cand *h, size_t *n)
 {
     bpe_cand top = h[0], last = h[--(*n)];
     size_t i = 0, len = *n;
     uint64_t lk = cand_key(&last);
     for (;;) {
-        size_t l = 2 * i + 1;
-        if (l >= len)
+        size_t c = 4 * i + 1, m = c;
+        if (c >= len)
             break;
-        size_t c = l + ((l + 1 < len) & (cand_key(&h[l + 1]) < cand_key(&h[l])));
-        if (cand_key(&h[c]) >= lk)
+        uint64_t mk = cand_key(&h[c]);
+        if (c + 3 < len) {
+            uint64_t k1 = cand_key(&h[c + 1]), k2 = cand_key(&h[c + 2]), k3 = cand_key(&h[c + 3]);
+            size_t m01 = k1 < mk ? c + 1 : c, m23 = k3 < k2 ? c + 3 : c + 2;
+            uint64_t k01 = k1 < mk ? k1 : mk, k23 = k3 < k2 ? k3 : k2;
+            m = k23 < k01 ? m23 : m01;
+            mk = k23 < k01 ? k23 : k01;
+        } else {
+            for (size_t j = c + 1; j < len; j++) {
+                uint64_t kj = cand_key(&h[j]);
+                if (kj < mk) {
+                    mk = kj;
+                    m = j;
+                }
+            }
+        }
+        if (mk >= lk)
             break;
-        h[i] = h[c];
-        i = c;
+        h[i] = h[m];
+        i = m;
     }
     if (len)
         h[i] = last;
