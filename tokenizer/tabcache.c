@@ -200,6 +200,8 @@ static void sum_words_with(lipi_tabcache_sum_state *h, const void *data, size_t 
 {
     const unsigned char *p = data;
     size_t i = 0;
+    if (n < 8) /* no whole word; and data may be NULL, where p + 0 is not C */
+        return;
     for (; i + 8 <= n && h->words % TC_LANES; i += 8, h->words++) {
         uint64_t w, *l = &h->lane[h->words % TC_LANES];
         memcpy(&w, p + i, 8);
