@@ -1380,14 +1380,14 @@ unigram_viterbi(const lipi_encoder *e, lipi_lattice *lat, const char *w, size_t 
 
 /* A node that unigram_viterbi_units settled holds its piece's trie unit
  * (UNI_AT | unit) in place of its id, which costs another memory trip;
- * unigram_resolve puts the ids in for the nodes that are read. */
+ * unigram_node_id puts the ids in for the nodes that are read. */
 #define UNI_AT 0x80000000u
 
 /* unigram_viterbi for f32 over e->uni: a piece's score comes with its
  * unit, and the step is lipi_lattice_relax's f32 arithmetic written out
  * (the piece is not the unknown token: that one's NaN takes the general
  * step). The same choices and margin as unigram_viterbi, and after
- * unigram_resolve the same nodes: a node's score is its float score
+ * unigram_node_id the same nodes: a node's score is its float score
  * widened, which is scores[id] (the model's scores are floats). */
 static lipi_status unigram_viterbi_units(const lipi_encoder *e, lipi_lattice *lat, const char *w,
                                          size_t n)
@@ -1470,50 +1470,10 @@ static lipi_status unigram_fill(lipi_session *s, const char *w, size_t n, lipi_e
     return st == LIPI_OK ? LIPI_OK : no_unk(e, err);
 }
 
-/* The ids of the nodes on the best path to p (unigram_fill done; see
- * UNI_AT). */
-static void unigram_resolve(const lipi_encoder *e, lipi_lattice *lat, size_t p)
+/* A settled node's id (see UNI_AT). */
+static inline uint32_t unigram_node_id(const lipi_encoder *e, uint32_t id)
 {
-    lipi_lattice_node *win = lat->pos_win;
-    if (!e->uni)
-        return;
-    for (; p > 0; p = win[p].pos)
-        if (win[p].id & UNI_AT)
-            win[p].id = (uint32_t)e->trie32.value[win[p].id & ~UNI_AT];
-}
-
-/* lipi_lattice_best_to(lat, p) for a reached p, with the nodes' ids put in
- * (UNI_AT) on the way: one walk back, not three (count, copy, resolve).
- * The nodes are written back from slot p (no node is shorter than a
- * byte), then moved to the front. */
-static lipi_status unigram_path_to(const lipi_encoder *e, lipi_lattice *lat, size_t p)
-{
-    if (p > lat->nodes_cap || p > lat->path_cap) {
-        void *a = lat->nodes;
-        lipi_status st = lipi_grow(&a, &lat->nodes_cap, p, sizeof *lat->nodes);
-        lat->nodes = a;
-        if (st != LIPI_OK)
-            return st;
-        a = lat->path;
-        st = lipi_grow(&a, &lat->path_cap, p, sizeof *lat->path);
-        lat->path = a;
-        if (st != LIPI_OK)
-            return st;
-    }
-    const int32_t *tval = e->trie32.value;
-    size_t k = p;
-    for (size_t q = p; q > 0; q = lat->pos_win[q].pos) {
-        lipi_lattice_node nd = lat->pos_win[q];
-        if (e->uni && (nd.id & UNI_AT))
-            nd.id = (uint32_t)tval[nd.id & ~UNI_AT];
-        lat->nodes[--k] = nd;
-    }
-    size_t count = p - k;
-    memmove(lat->nodes, lat->nodes + k, count * sizeof *lat->nodes);
-    for (size_t i = 0; i < count; i++)
-        lat->path[i] = (uint32_t)i;
-    lat->n_nodes = lat->path_len = count;
-    return LIPI_OK;
+    return e->uni && (id & UNI_AT) ? (uint32_t)e->trie32.value[id & ~UNI_AT] : id;
 }
 
 /* Pushes the tokens of the lattice's path (nodes[0..n_nodes)), which covers
@@ -1552,9 +1512,9 @@ done:
 }
 
 /* The tokens of the best path to p of a window at base (unigram_fill
- * done): straight from each position's winner, back from p, when no
- * unknown node is on the path (as unigram_word writes them), else through
- * unigram_path_to and unigram_emit, which fuse unknown runs. */
+ * done; p reached): straight from each position's winner, back from p,
+ * when no unknown node is on the path, else through the lattice's path
+ * and unigram_emit, which fuse unknown runs. */
 static lipi_status unigram_emit_to(lipi_session *s, const char *w, size_t base, size_t p,
                                    lipi_error *err)
 {
@@ -1562,26 +1522,24 @@ static lipi_status unigram_emit_to(lipi_session *s, const char *w, size_t base, 
     lipi_lattice *lat = &s->lattice;
     const lipi_lattice_node *win = lat->pos_win;
     size_t count = 0;
-    bool unk = false;
+    bool unk = false, found;
     for (size_t q = p; q > 0; q = win[q].pos) {
         count++;
-        unk |= (int64_t)win[q].id == e->unk_id;
+        unk |= (int64_t)unigram_node_id(e, win[q].id) == e->unk_id;
     }
     if (unk) {
-        lipi_status st = unigram_path_to(e, lat, p);
+        lipi_status st = lipi_lattice_best_to(lat, p, &found);
+        for (size_t k = 0; st == LIPI_OK && k < lat->n_nodes; k++)
+            lat->nodes[k].id = unigram_node_id(e, lat->nodes[k].id);
         return st == LIPI_OK ? unigram_emit(s, w, base, base + p, err) : st;
     }
     lipi_status st = ENC_GROW(s->ptok, s->ptok_cap, s->ptok_n + count);
     if (st != LIPI_OK)
         return st;
-    const int32_t *tval = e->trie32.value;
     enc_ptok *out = s->ptok + s->ptok_n;
-    for (size_t q = p, k = count; q > 0; q = win[q].pos) {
-        uint32_t id = win[q].id;
-        if (e->uni && (id & UNI_AT))
-            id = (uint32_t)tval[id & ~UNI_AT];
-        out[--k] = (enc_ptok){id, (uint32_t)(base + win[q].pos), (uint32_t)(base + q)};
-    }
+    for (size_t q = p, k = count; q > 0; q = win[q].pos)
+        out[--k] = (enc_ptok){unigram_node_id(e, win[q].id), (uint32_t)(base + win[q].pos),
+                              (uint32_t)(base + q)};
     s->ptok_n += count;
     return LIPI_OK;
 }
@@ -1590,7 +1548,7 @@ static lipi_status unigram_emit_to(lipi_session *s, const char *w, size_t base, 
  * lattice is ~40 bytes a byte: 2.6 MB for 64 KiB stays in cache, and the
  * walks back over it are cheap. With 1 MiB windows (40 MB) laser_100k took
  * 1.16 s on 20 MB of 'a' and 0.75 s on 'क', against 0.8 and 0.37 s here
- * (whole `lipi encode`, with unigram_path_to). */
+ * (whole `lipi encode`, with unigram_emit_to). */
 #define UNI_WINDOW ((size_t)1 << 16)
 
 /* A long word's lattice, a window at a time, with the ids of one lattice
@@ -1690,7 +1648,6 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
     const lipi_encoder *e = s->enc;
     lipi_lattice *lat = &s->lattice;
     lipi_status st = LIPI_OK;
-    bool found;
 
     if (n > UNI_WINDOW)
         return unigram_long_word(s, w, n, err);
@@ -1707,7 +1664,6 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
         st = no_unk(e, err);
         goto done;
     }
-    unigram_resolve(e, lat, n);
     if (lat->f32) {
         s->f32_run = (float)lat->pos_score[n];
         /* The word's tokens may be cached, to be reused from another
@@ -1722,29 +1678,7 @@ static lipi_status unigram_word(lipi_session *s, const char *w, size_t n, lipi_e
                            lat->f32_margin >
                                (double)(n + 2) * (double)ENC_F32_CACHE_LIMIT / 16777216.0;
     }
-    /* Most paths have no unknown node: their tokens are written straight
-     * from each position's winner, back from the end (as best_end reads
-     * them), into their places. */
-    const lipi_lattice_node *win = lat->pos_win;
-    size_t count = 0;
-    bool unk_on_path = false;
-    for (size_t p = n; p > 0; p = win[p].pos) {
-        count++;
-        unk_on_path |= (int64_t)win[p].id == e->unk_id;
-    }
-    if (!unk_on_path) {
-        TRY(ENC_GROW(s->ptok, s->ptok_cap, count));
-        for (size_t p = n, k = count; p > 0; p = win[p].pos)
-            s->ptok[--k] = (enc_ptok){win[p].id, win[p].pos, win[p].pos + win[p].len};
-        s->ptok_n = count;
-        goto done;
-    }
-    TRY(lipi_lattice_best_end(lat, &found));
-    if (!found) {
-        st = no_unk(e, err);
-        goto done;
-    }
-    TRY(unigram_emit(s, w, 0, n, err));
+    TRY(unigram_emit_to(s, w, 0, n, err));
 done:
     return st;
 }
