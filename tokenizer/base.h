@@ -71,6 +71,14 @@ bool lipi_u32_all_below(const uint32_t *a, size_t count, uint64_t n, uint32_t sk
 bool lipi_u32_all_below_ref(const uint32_t *a, size_t count, uint64_t n, uint32_t skip,
                             size_t *skipped);
 
+/* The row of row_len bytes just written at rows + *n_rows * row_len, kept
+ * once: the number (index + 1) of an equal row already kept, whose place
+ * the new one leaves free, or else the new row's, counted in *n_rows.
+ * slot: (slots) row numbers, 0 empty, slots a power of two above the most
+ * rows; the caller holds the lock its tables are written under. */
+unsigned lipi_row_intern(const uint8_t *rows, size_t row_len, uint16_t *slot, size_t slots,
+                         unsigned *n_rows);
+
 /* Standard padded base64 (RFC 4648) of s[0..n), appended to out. */
 lipi_status lipi_base64_encode(const uint8_t *s, size_t n, lipi_buf *out);
 

@@ -71,6 +71,24 @@ bool lipi_u32_all_below(const uint32_t *a, size_t count, uint64_t n, uint32_t sk
     return lipi_u32_all_below_ref(a, count, n, skip, skipped);
 }
 
+unsigned lipi_row_intern(const uint8_t *rows, size_t row_len, uint16_t *slot, size_t slots,
+                         unsigned *n_rows)
+{
+    const uint8_t *out = rows + (size_t)*n_rows * row_len;
+    uint64_t h = 0;
+    for (size_t i = 0; i + 8 <= row_len; i += 8) {
+        uint64_t w;
+        memcpy(&w, out + i, 8);
+        h = (h ^ w) * UINT64_C(0x9E3779B97F4A7C15);
+    }
+    size_t at = (size_t)(h >> 32) & (slots - 1);
+    while (slot[at] && memcmp(rows + (size_t)(slot[at] - 1) * row_len, out, row_len) != 0)
+        at = (at + 1) & (slots - 1);
+    if (!slot[at])
+        slot[at] = (uint16_t)++*n_rows;
+    return slot[at];
+}
+
 _Noreturn void lipi_assert_fail(const char *what, const char *file, int line)
 {
     /* A broken invariant is a lipi bug, not bad input: stop loudly. */

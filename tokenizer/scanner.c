@@ -52,8 +52,7 @@ static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned n_rows, n_kinds = 1; /* kind 0: no class, no script */
 /* Blocks with the same kinds share a row (most of the planes above the
  * BMP are unassigned or private use): a text of random code points reads
- * a few rows, which stay in cache, not one of 8704. Open addressing on a
- * hash of the row; row + 1, 0 empty. */
+ * a few rows, which stay in cache, not one of 8704 (lipi_row_intern). */
 #define ROW_SLOTS 16384u
 static uint16_t row_slot[ROW_SLOTS];
 static int clip;                     /* see classify */
@@ -175,22 +174,7 @@ static uint16_t block_build(uint32_t k)
                 last = kind_id(f, sc);
             out[c & (BLOCK - 1)] = (uint8_t)last;
         }
-        uint64_t h = 0;
-        for (unsigned i = 0; i < BLOCK; i += 8) {
-            uint64_t w;
-            memcpy(&w, out + i, 8);
-            h = (h ^ w) * UINT64_C(0x9E3779B97F4A7C15);
-        }
-        size_t at = (size_t)(h >> 50) & (ROW_SLOTS - 1);
-        while (row_slot[at] &&
-               memcmp(stage2 + (size_t)(row_slot[at] - 1) * BLOCK, out, BLOCK) != 0)
-            at = (at + 1) & (ROW_SLOTS - 1);
-        if (row_slot[at]) {
-            row = row_slot[at]; /* out is scratch again for the next row */
-        } else {
-            row = (uint16_t)(++n_rows);
-            row_slot[at] = row;
-        }
+        row = (uint16_t)lipi_row_intern(stage2, BLOCK, row_slot, ROW_SLOTS, &n_rows);
         __atomic_store_n(&stage1[k], row, __ATOMIC_RELEASE);
         for (uint32_t c = k * BLOCK; c < (k + 1) * BLOCK && c < 0x10000; c++)
             __atomic_store_n(&bmp_kind[c], out[c & (BLOCK - 1)], __ATOMIC_RELEASE);

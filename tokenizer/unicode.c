@@ -1,7 +1,6 @@
 /* Unicode helpers: extended grapheme clusters (ICU character break
  * iterator) and script lookup. */
 #include <pthread.h>
-#include <string.h>
 #include <unicode/ubrk.h>
 #include <unicode/uchar.h>
 #include <unicode/utf16.h>
@@ -250,9 +249,9 @@ atomic_bool lipi_bmp_class_ready[0x100];
 
 /* Beyond the BMP, blocks of 256 chars with the same classes share a row
  * (most of those planes are unassigned or private use): a block's entry
- * is its row + 1, 0 until built; rows are found again by a hash of their
- * bytes. ICU's lookups cost ~0.15 us a char, 53% of mBERT's time on random
- * code points. At most one row a block, in BSS (touched when made). */
+ * is its row + 1, 0 until built (lipi_row_intern). ICU's lookups cost
+ * ~0.15 us a char, 53% of mBERT's time on random code points. At most one
+ * row a block, in BSS (touched when made). */
 #define ASTRAL_BLOCKS 0x1000u /* (0x110000 - 0x10000) >> 8 */
 #define ASTRAL_SLOTS 8192u
 static _Atomic uint16_t astral_row[ASTRAL_BLOCKS];
@@ -270,21 +269,9 @@ static unsigned astral_class_of(uint32_t cp)
     row = atomic_load_explicit(&astral_row[b], memory_order_relaxed);
     if (!row) {
         uint8_t *out = astral_class + (size_t)astral_rows * 256;
-        uint64_t h = 0;
         for (uint32_t c = 0; c < 256; c++)
             out[c] = (uint8_t)char_class_icu(0x10000 + (b << 8) + c);
-        for (unsigned i = 0; i < 256; i += 8) {
-            uint64_t w;
-            memcpy(&w, out + i, 8);
-            h = (h ^ w) * UINT64_C(0x9E3779B97F4A7C15);
-        }
-        size_t at = (size_t)(h >> 51) & (ASTRAL_SLOTS - 1);
-        while (astral_slot[at] &&
-               memcmp(astral_class + (size_t)(astral_slot[at] - 1) * 256, out, 256) != 0)
-            at = (at + 1) & (ASTRAL_SLOTS - 1);
-        if (!astral_slot[at]) /* a new row; else out is scratch again */
-            astral_slot[at] = (uint16_t)++astral_rows;
-        row = astral_slot[at];
+        row = lipi_row_intern(astral_class, 256, astral_slot, ASTRAL_SLOTS, &astral_rows);
         atomic_store_explicit(&astral_row[b], (uint16_t)row, memory_order_release);
     }
     pthread_mutex_unlock(&bmp_class_lock);
