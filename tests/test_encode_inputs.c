@@ -165,7 +165,8 @@ static void test_encode_count_and_total(void **state)
                                "176.5 tokens per 1,000 bytes\n");
     cli_result_free(&r);
     /* Counts of many records on 2 threads equal the ids' (several tasks
-     * and blocks). */
+     * and blocks), and the ids are those of 2 threads (one thread formats
+     * them on its writing thread, two in their encoding tasks). */
     static char big[600000];
     size_t n = 0;
     for (size_t i = 0; n + 64 < sizeof big; i++)
@@ -173,8 +174,12 @@ static void test_encode_count_and_total(void **state)
                               "aaaa bbbb cccc dddd eeee ffff gggg hhhh ");
     cli_result ids = cli_run("encode -t " GPT2, big, n);
     cli_result counts = cli_run("encode -t " GPT2 " --format count --threads 2", big, n);
+    cli_result ids2 = cli_run("encode -t " GPT2 " --threads 2", big, n);
     assert_int_equal(ids.code, 0);
     assert_int_equal(counts.code, 0);
+    assert_int_equal(ids2.code, 0);
+    assert_string_equal(ids.out, ids2.out);
+    cli_result_free(&ids2);
     const char *p = ids.out, *q = counts.out;
     size_t lines = 0;
     while (*p) {
@@ -253,9 +258,13 @@ static void test_encode_jsonl_and_ids_match_the_batch(void **state)
         cli_result j1 = cli_runf("encode -t %s --format jsonl %s", toks[t], path);
         cli_result j2 = cli_runf("encode -t %s --format jsonl --threads 2 %s", toks[t], path);
         cli_result ids = cli_runf("encode -t %s --threads 2 %s", toks[t], path);
-        if (j1.code || j2.code || ids.code)
-            fail_msg("lipi encode -t %s failed: %s%s%s", toks[t], j1.err, j2.err, ids.err);
+        cli_result ids1 = cli_runf("encode -t %s --threads 1 %s", toks[t], path);
+        if (j1.code || j2.code || ids.code || ids1.code)
+            fail_msg("lipi encode -t %s failed: %s%s%s%s", toks[t], j1.err, j2.err, ids.err,
+                     ids1.err);
         assert_string_equal(j1.out, j2.out);
+        assert_string_equal(ids.out, ids1.out);
+        cli_result_free(&ids1);
         const char *p = j1.out, *q = ids.out;
         for (size_t i = 0; i < n_lines; i++) {
             const char *e = strchr(p, '\n');
