@@ -486,20 +486,28 @@ void lipi_attention_tiled(lipi_gemm_kind g, size_t L, size_t D, size_t i0, size_
 LIPI_CLONES
 void lipi_quantize_row(const float *x, size_t K, uint8_t *q, float *scale)
 {
-    float mx[16] = {0};
-    size_t k = 0;
-    for (; k + 16 <= K; k += 16)
-        for (int l = 0; l < 16; l++) {
-            float a = x[k + l] < 0 ? -x[k + l] : x[k + l];
-            mx[l] = a > mx[l] ? a : mx[l];
-        }
-    float amax = 0;
-    for (int l = 0; l < 16; l++)
-        amax = mx[l] > amax ? mx[l] : amax;
-    for (; k < K; k++) {
-        float a = x[k] < 0 ? -x[k] : x[k];
-        amax = a > amax ? a : amax;
+    /* max |x| on the bits: the order of non-negative floats is that of
+     * their bits as integers, and an integer maximum vectorizes (a float
+     * one, for its NaN and -0 rules, did not: this row's scalar loop was
+     * 18% of an INT8 forward pass). A NaN (bits above infinity's) is
+     * skipped, as a float comparison skips it: a second, plain pass. */
+    uint32_t mb = 0;
+    for (size_t k = 0; k < K; k++) {
+        uint32_t b;
+        memcpy(&b, x + k, sizeof b);
+        b &= 0x7fffffffu;
+        mb = b > mb ? b : mb;
     }
+    float amax;
+    memcpy(&amax, &mb, sizeof amax);
+    if (mb > 0x7f800000u) {
+        amax = 0;
+        for (size_t k = 0; k < K; k++) {
+            float a = x[k] < 0 ? -x[k] : x[k];
+            amax = a > amax ? a : amax;
+        }
+    }
+    size_t k;
     float sc = amax > 0 ? amax / 127.0f : 1.0f, inv = 1.0f / sc;
     /* |x * inv| <= 127, so adding and subtracting 1.5 * 2^23 rounds to the
      * nearest integer (ties to even, like rintf) in a form that vectorizes. */

@@ -1187,6 +1187,22 @@ static void test_int8_gemm_backends_are_exact(void **state)
         back[k] = ((float)q[k] - 128) * sc;
         assert_true(fabsf(back[k] - x[k]) <= sc / 2 + 1e-6f);
     }
+    /* The scale is max |x| / 127 exactly, found on the floats' bits: a NaN
+     * is skipped as a float comparison skips it, -0 counts as 0, and a row
+     * of zeros has scale 1. */
+    x[20] = NAN;
+    lipi_quantize_row(x, 37, q, &sc);
+    assert_true(sc == 3.5f / 127.0f);
+    x[20] = -1e30f;
+    lipi_quantize_row(x, 37, q, &sc);
+    assert_true(sc == 1e30f / 127.0f);
+    assert_int_equal(q[20], 1);
+    for (size_t k = 0; k < 37; k++)
+        x[k] = k % 2 ? -0.0f : 0.0f;
+    lipi_quantize_row(x, 37, q, &sc);
+    assert_true(sc == 1.0f);
+    assert_int_equal(q[0], 128);
+    assert_int_equal(q[1], 128);
 }
 
 /* ======================================================================== */
