@@ -79,7 +79,7 @@ while [ "$r" -lt "$RUNS" ]; do
 done
 
 echo "# text: $TEXT ($(wc -l < "$TEXT") lines, $BYTES bytes without newlines), cl100k_base, $RUNS runs" \
-     "a row; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+     "a row; load average: $(cut -d' ' -f1-3 /proc/loadavg); host steal during the runs: $(bench_steal)"
 awk -v bytes="$BYTES" -v lib="$LIB" '
   function median(s,   a, k, i, j, t) {
     k = split(s, a, " ")

@@ -5,6 +5,8 @@
 #   bench_time NAME CMD -> runs CMD once, appends "NAME wall user sys rss_kb" to $TIMES
 #   bench_libs          -> the libraries to link after liblipi.a (the Makefile's own list)
 #   bench_encode_bin B  -> compiles bench/encode.c into B/bench_encode
+#   bench_steal         -> share of the machine's CPU time its host took
+#                          (steal) since the script began, e.g. "3.1%"
 set -eu
 BENCH_TMP=${BENCH_TMP:-/tmp/lipi-bench}
 ANCHORS=${ANCHORS:-$BENCH_TMP/anchors}
@@ -13,6 +15,15 @@ RUNS=${RUNS:-3}
 mkdir -p "$BENCH_TMP"
 TIMES=$BENCH_TMP/times.$$
 : > "$TIMES"
+# On a virtual machine the host can take CPU time from it ("steal" in
+# /proc/stat); wall-clock ratios taken while it does say little about lipi.
+BENCH_STEAL0=$(head -1 /proc/stat 2>/dev/null || true)
+bench_steal() {
+  printf '%s\n%s\n' "$BENCH_STEAL0" "$(head -1 /proc/stat 2>/dev/null || true)" | awk '
+    NR == 1 { for (i = 2; i <= NF; i++) a[i] = $i }
+    NR == 2 { for (i = 2; i <= NF; i++) { d = $i - a[i]; t += d; if (i == 9) s = d } }
+    END { if (t > 0) printf "%.1f%%", 100 * s / t; else printf "unknown" }'
+}
 
 bench_corpus() {
   c=$BENCH_TMP/corpus.txt

@@ -75,7 +75,7 @@ echo "# lipi embed, MiniLM-L6-H384 shape (random weights, mBERT vocab), whole pr
   "short: $(wc -l < "$D/short.txt") lines, $(toks "$D/short.txt") tokens;" \
   "long: $(wc -l < "$D/long.txt") lines, $(toks "$D/long.txt") tokens; RUNS=$RUNS;" \
   "$(nproc) CPUs ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1));" \
-  "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  "load average $(cut -d' ' -f1-3 /proc/loadavg); host steal during the runs: $(bench_steal)"
 echo
 echo "| dtype | set | 1 thread wall s | 2 threads wall s | speed-up | CPU s 1 / 2 threads | vcs 1 / 2 threads |"
 echo "|---|---|---|---|---|---|---|"

@@ -132,7 +132,7 @@ lipi spm_bpe8k "$SPM_BPE.model" "$IDS/spm_bpe8k.spm"
 done
 
 echo "# text: $TEXT ($(wc -l < "$TEXT") lines); compiler: $($CC --version | head -1); flags: $FLAGS;" \
-     "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+     "load average: $(cut -d' ' -f1-3 /proc/loadavg); host steal during the runs: $(bench_steal)"
 # Each row's fastest round; the ratio of every round (1 thread, wall).
 awk '
   { for (i = 2; i <= NF; i++) { split($i, kv, "="); q[NR, kv[1]] = kv[2] }

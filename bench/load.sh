@@ -107,7 +107,7 @@ row spm-test-model "$SHARED/vectors/sentencepiece/test_model.model" spm
 row gguf-llama-spm "$SHARED/vectors/llama.cpp/ggml-vocab-llama-spm.gguf"
 row gguf-gpt-2 "$SHARED/vectors/llama.cpp/ggml-vocab-gpt-2.gguf"
 row lipi-indic-64k data/vocab/lipi-indic-64k
-echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg); host steal during the runs: $(bench_steal)"
 echo
 echo "Medians of $LOAD_RUNS interleaved runs, milliseconds; CPU = user + system."
 echo "warm: snapshot and tables in the cache; cold: empty cache (built, then"

@@ -44,3 +44,4 @@ bench_ratios lipi-char hf-bytelevel
 bench_ratios lipi-char hf-nfkc-metaspace
 echo
 echo "Ratios below 1 mean that tool took less wall time than lipi-char."
+echo "Host steal during the runs: $(bench_steal)."

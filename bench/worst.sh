@@ -118,7 +118,7 @@ row() {
   fi
 }
 
-echo "worst-case inputs: $MB MB each, one line, timeout $TO s per run ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
+echo "worst-case inputs: $MB MB each, one line, timeout $TO s per run ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), host steal during the runs $(bench_steal))"
 echo
 echo "| run | wall s | CPU s | peak RSS MB | exit |"
 echo "|---|---|---|---|---|"
