@@ -1402,7 +1402,7 @@ static int encode_files(encode_ctx *c, char **files, int nfiles)
     c->fd = &fd;
     c->w_n = 0;
     c->rt = !c->pool && reader_start(&rt, c) ? &rt : NULL;
-    c->raw = c->rt && c->stream && c->fmt == FMT_IDS && c->wtext.p;
+    c->raw = c->rt && c->wtext.p; /* run() makes wtext for the streamed ids only */
     for (;;) {
         block *b = &bl[cur];
         bool more = !fd.done && fd.st == LIPI_OK && !fd.long_rec.text;

@@ -1523,9 +1523,11 @@ static lipi_status unigram_emit_to(lipi_session *s, const char *w, size_t base, 
     const lipi_lattice_node *win = lat->pos_win;
     size_t count = 0;
     bool unk = false, found;
+    /* An unknown node holds its id, never a unit (unigram_units gives the
+     * unknown piece a NaN, which takes the general step): no id lookup. */
     for (size_t q = p; q > 0; q = win[q].pos) {
         count++;
-        unk |= (int64_t)unigram_node_id(e, win[q].id) == e->unk_id;
+        unk |= (int64_t)win[q].id == e->unk_id;
     }
     if (unk) {
         lipi_status st = lipi_lattice_best_to(lat, p, &found);

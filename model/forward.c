@@ -507,11 +507,10 @@ void lipi_quantize_row(const float *x, size_t K, uint8_t *q, float *scale)
             amax = a > amax ? a : amax;
         }
     }
-    size_t k;
     float sc = amax > 0 ? amax / 127.0f : 1.0f, inv = 1.0f / sc;
     /* |x * inv| <= 127, so adding and subtracting 1.5 * 2^23 rounds to the
      * nearest integer (ties to even, like rintf) in a form that vectorizes. */
-    for (k = 0; k < K; k++) {
+    for (size_t k = 0; k < K; k++) {
         float r = (x[k] * inv + 12582912.0f) - 12582912.0f;
         q[k] = (uint8_t)((int32_t)r + 128);
     }
