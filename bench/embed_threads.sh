@@ -18,6 +18,14 @@
 # (/usr/bin/time %w): how often a thread slept waiting for the other, the
 # synchronization a 2-thread run pays. The 1- and 2-thread .npy outputs are
 # checked byte-identical first.
+#
+# What two cores of the machine allow: each run also starts two 1-thread
+# processes at once, on the first and the second half of the set ("2
+# procs"). They share nothing but the machine (its caches, memory and
+# clock, and the host's other tenants) and never wait for each other, so
+# their speed-up over one thread is a yardstick for what a 2-thread process
+# can reach on that machine at that time; "2 thr / 2 procs" is the 2-thread
+# process's wall over theirs (1.00: as fast as two separate processes).
 set -eu
 BUILD=${1:-build}
 . bench/common.sh
@@ -56,6 +64,23 @@ one() { # dtype set threads tag -> appends "dtype set threads wall cpu vcs" to $
   read -r w u s v < "$D/time.txt"
   [ "$4" = warm ] || echo "$1 $2 $3 $w $(awk -v a="$u" -v b="$s" 'BEGIN { print a + b }') $v" >> "$R"
 }
+# pair dtype set: two 1-thread processes on the set's halves at once ->
+# appends "dtype set P wall cpu vcs" (wall until both are done, CPU of both).
+pair() {
+  [ -s "$D/$2.half2" ] || {
+    h=$(($(wc -l < "$D/$2.txt") / 2))
+    head -n "$h" "$D/$2.txt" > "$D/$2.half1"
+    tail -n +"$((h + 1))" "$D/$2.txt" > "$D/$2.half2"
+  }
+  /usr/bin/time -o "$D/time.txt" -f '%e %U %S %w' sh -c '
+    "$1" embed -m "$2" --dtype "$3" --threads 1 --max-length 128 --quiet -o "$4.1.npy" "$5.half1" &
+    p=$!
+    "$1" embed -m "$2" --dtype "$3" --threads 1 --max-length 128 --quiet -o "$4.2.npy" "$5.half2" || exit 1
+    wait "$p"' sh "$LIPI" "$M" "$1" "$D/out_$1_$2_P" "$D/$2" 2> "$D/embed.err" ||
+    { cat "$D/embed.err" >&2; exit 1; }
+  read -r w u s v < "$D/time.txt"
+  echo "$1 $2 P $w $(awk -v a="$u" -v b="$s" 'BEGIN { print a + b }') $v" >> "$R"
+}
 for dt in ${DTYPES:-int8 f32}; do
   for set in short long; do
     one "$dt" "$set" 1 warm
@@ -65,6 +90,7 @@ for dt in ${DTYPES:-int8 f32}; do
     for r in $(seq "$RUNS"); do
       one "$dt" "$set" 1 run
       one "$dt" "$set" 2 run
+      pair "$dt" "$set"
     done
   done
 done
@@ -77,20 +103,21 @@ echo "# lipi embed, MiniLM-L6-H384 shape (random weights, mBERT vocab), whole pr
   "$(nproc) CPUs ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1));" \
   "load average $(cut -d' ' -f1-3 /proc/loadavg); host steal during the runs: $(bench_steal)"
 echo
-echo "| dtype | set | 1 thread wall s | 2 threads wall s | speed-up | CPU s 1 / 2 threads | vcs 1 / 2 threads |"
-echo "|---|---|---|---|---|---|---|"
+echo "| dtype | set | 1 thread wall s | 2 threads wall s | speed-up | CPU s 1 / 2 threads | vcs 1 / 2 threads | 2 procs wall s (speed-up) | 2 thr / 2 procs |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for dt in ${DTYPES:-int8 f32}; do
   for set in short long; do
     awk -v d="$dt" -v s="$set" '
       function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
           if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-      $1 == d && $2 == s { k = $3; n[k]++; w[k, n[k]] = $4; c[k, n[k]] = $5; v[k, n[k]] = $6 }
+      $1 == d && $2 == s { k = $3 == "P" ? 3 : $3; n[k]++; w[k, n[k]] = $4; c[k, n[k]] = $5; v[k, n[k]] = $6 }
       END {
-        for (k = 1; k <= 2; k++) { for (i = 1; i <= n[k]; i++) { x[i] = w[k, i]; y[i] = c[k, i]; z[i] = v[k, i] }
+        for (k = 1; k <= 3; k++) { for (i = 1; i <= n[k]; i++) { x[i] = w[k, i]; y[i] = c[k, i]; z[i] = v[k, i] }
           W[k] = med(x, n[k]); C[k] = med(y, n[k]); V[k] = med(z, n[k]) }
-        printf "| %s | %s | %.2f | %.2f | %.2fx | %.2f / %.2f | %d / %d |\n", toupper(d), s,
-          W[1], W[2], W[1] / W[2], C[1], C[2], V[1], V[2]
+        printf "| %s | %s | %.2f | %.2f | %.2fx | %.2f / %.2f | %d / %d | %.2f (%.2fx) | %.2f |\n",
+          toupper(d), s, W[1], W[2], W[1] / W[2], C[1], C[2], V[1], V[2], W[3], W[1] / W[3],
+          W[2] / W[3]
       }' "$R"
   done
 done
