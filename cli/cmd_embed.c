@@ -182,15 +182,16 @@ static int run(int argc, char **argv)
         goto report;
     ctx.dim = lipi_embedder_dim(e);
     ctx.emit = eo.emit;
-    if (!(ctx.out = lipi_calloc(a.eo.batch, ctx.dim * sizeof *ctx.out)) ||
-        !(ctx.cut = lipi_calloc(a.eo.batch, sizeof *ctx.cut))) {
+    size_t lines = lipi_embedder_session_texts(ctx.s);
+    if (!(ctx.out = lipi_calloc(lines, ctx.dim * sizeof *ctx.out)) ||
+        !(ctx.cut = lipi_calloc(lines, sizeof *ctx.cut))) {
         lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto report;
     }
     if (jsonl ? cli_output_open(out, &o, &ctx.jsonl, &slot, &err)
               : cli_npy_writer_open(out, ctx.dim, &ctx.npy, &slot, &err))
         goto report;
-    rc = cli_for_each_batch("embed", argv + optind, argc - optind, a.mode, a.eo.batch, !a.quiet,
+    rc = cli_for_each_batch("embed", argv + optind, argc - optind, a.mode, lines, !a.quiet,
                             embed_batch, &ctx);
     if (rc == EXIT_OK) {
         lipi_status st = jsonl ? lipi_output_commit(o, &err) : lipi_npy_writer_close(ctx.npy, &err);

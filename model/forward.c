@@ -1093,11 +1093,11 @@ static lipi_status check_inputs(lipi_model_session *s, const lipi_sequence *seqs
 }
 
 /* Plans the groups of a batch (see GROUP_ROWS) from its shape only into
- * s->groups (n + 1 slots): returns their number G, groups[G] = n, or 0 when
- * the batch runs whole (a lane, one sequence, or a sequence longer than a
- * group). */
-static size_t plan_groups(lipi_model_session *s, const lipi_sequence *seqs, size_t n, size_t T,
-                          size_t Lmax)
+ * groups[0..n] (n + 1 slots): returns their number G, groups[G] = n, or 0
+ * when the batch runs whole (a lane, one sequence, or a sequence longer
+ * than a group). */
+static size_t plan_groups(const lipi_model_session *s, size_t *groups, const lipi_sequence *seqs,
+                          size_t n, size_t T, size_t Lmax)
 {
     if (s->lane || s->whole || n < 2 || Lmax > GROUP_ROWS || T < 2 * GROUP_MIN)
         return 0;
@@ -1105,22 +1105,46 @@ static size_t plan_groups(lipi_model_session *s, const lipi_sequence *seqs, size
     G = G < n ? G : n;
     /* Group g closes at the first sequence end at or past (g + 1) T / G. */
     size_t g = 0, cum = 0, start = 0;
-    s->groups[0] = 0;
+    groups[0] = 0;
     for (size_t i = 0; i + 1 < n && g + 1 < G; i++) {
         cum += seqs[i].len;
         if (cum * G >= (g + 1) * T && cum - start >= GROUP_MIN) {
-            s->groups[++g] = i + 1;
+            groups[++g] = i + 1;
             start = cum;
         }
     }
     if (g && T - start < GROUP_MIN) /* too small a last group joins the one before */
         g--;
-    s->groups[++g] = n;
+    groups[++g] = n;
     return g >= 2 ? g : 0;
 }
 
-static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t n, size_t *T_out,
-                       lipi_error *err);
+/* plan_groups for each run of `chunk` sequences (the last may be shorter)
+ * as if each were a batch of its own, the groups one list in groups[0..n]
+ * (n + 1 slots); 0 when some run would not be grouped. */
+static size_t plan_chunks(const lipi_model_session *s, size_t *groups, const lipi_sequence *seqs,
+                          size_t n, size_t chunk)
+{
+    size_t G = 0;
+    for (size_t i0 = 0; i0 < n; i0 += chunk) {
+        size_t m = n - i0 < chunk ? n - i0 : chunk, T = 0, Lmax = 0;
+        for (size_t i = i0; i < i0 + m; i++) {
+            T += seqs[i].len;
+            Lmax = seqs[i].len > Lmax ? seqs[i].len : Lmax;
+        }
+        /* groups[G] is i0 (the last run's end) and is rewritten as 0 + i0 */
+        size_t g = plan_groups(s, groups + G, seqs + i0, m, T, Lmax);
+        if (!g)
+            return 0;
+        for (size_t k = 0; k <= g; k++)
+            groups[G + k] += i0;
+        G += g;
+    }
+    return G;
+}
+
+static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t n, size_t chunk,
+                       size_t *T_out, lipi_error *err);
 
 typedef struct {
     lipi_model_session *s;
@@ -1134,7 +1158,7 @@ static void group_task(void *p, size_t g, size_t worker)
     const group_job *j = p;
     lipi_model_session *s = j->s, *lane = s->lanes[worker];
     size_t first = s->groups[g], C = s->m->cfg.hidden, T = 0;
-    lipi_status st = run(lane, j->seqs + first, s->groups[g + 1] - first, &T, NULL);
+    lipi_status st = run(lane, j->seqs + first, s->groups[g + 1] - first, 0, &T, NULL);
     LIPI_ASSERT(st == LIPI_OK); /* inputs checked and scratch reserved before */
     memcpy(s->x + s->off[first] * C, lane->x, T * C * sizeof(float));
 }
@@ -1185,9 +1209,11 @@ static void swap_x_tmp(lipi_model_session *s)
 }
 
 /* Runs the encoder; the last hidden states end in s->x (T, C) with
- * sequence offsets s->off. */
-static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t n, size_t *T_out,
-                       lipi_error *err)
+ * sequence offsets s->off. chunk > 0: the groups are planned run by run
+ * of `chunk` sequences (plan_chunks; the caller made sure every run is
+ * grouped). */
+static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t n, size_t chunk,
+                       size_t *T_out, lipi_error *err)
 {
     lipi_status st = LIPI_OK;
     const lipi_model *m = s->m;
@@ -1198,7 +1224,8 @@ static lipi_status run(lipi_model_session *s, const lipi_sequence *seqs, size_t 
     size_t G = 0;
     if (!s->lane && (st = ensure((void **)&s->groups, &s->cap_groups, n + 1,
                                  sizeof *s->groups)) == LIPI_OK)
-        G = plan_groups(s, seqs, n, T, Lmax);
+        G = chunk ? plan_chunks(s, s->groups, seqs, n, chunk)
+                  : plan_groups(s, s->groups, seqs, n, T, Lmax);
     s->last_groups = G;
     if (st == LIPI_OK && G)
         st = run_groups(s, seqs, n, T, Lmax, G);
@@ -1316,14 +1343,15 @@ lipi_status lipi_model_forward(lipi_model_session *s, const lipi_sequence *seqs,
                                float *hidden, lipi_error *err)
 {
     size_t T = 0;
-    lipi_status st = run(s, seqs, n, &T, err);
+    lipi_status st = run(s, seqs, n, 0, &T, err);
     if (st == LIPI_OK && T)
         memcpy(hidden, s->x, T * s->m->cfg.hidden * sizeof(float));
     return st;
 }
 
-lipi_status lipi_model_embed(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
-                             const lipi_embed_options *opt, float *out, lipi_error *err)
+static lipi_status embed_run(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
+                             size_t chunk, const lipi_embed_options *opt, float *out,
+                             lipi_error *err)
 {
     const lipi_config *c = &s->m->cfg;
     unsigned flags = opt && opt->pooling ? opt->pooling : c->pooling;
@@ -1341,7 +1369,7 @@ lipi_status lipi_model_embed(lipi_model_session *s, const lipi_sequence *seqs, s
                               "expects %zu",
                               pooled, c->dense[0].path, c->dense[0].in);
     size_t T = 0;
-    lipi_status st = run(s, seqs, n, &T, err);
+    lipi_status st = run(s, seqs, n, chunk, &T, err);
     if (st != LIPI_OK || n == 0)
         return st;
     if (!c->n_dense) {
@@ -1372,6 +1400,41 @@ lipi_status lipi_model_embed(lipi_model_session *s, const lipi_sequence *seqs, s
     return LIPI_OK;
 }
 
+lipi_status lipi_model_embed(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
+                             const lipi_embed_options *opt, float *out, lipi_error *err)
+{
+    return embed_run(s, seqs, n, 0, opt, out, err);
+}
+
+lipi_status lipi_model_embed_chunks(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
+                                    size_t chunk, const lipi_embed_options *opt, float *out,
+                                    lipi_error *err)
+{
+    if (!chunk || chunk >= n)
+        return embed_run(s, seqs, n, 0, opt, out, err);
+    /* All inputs first, so that a bad sequence is named by its index in
+     * seqs whichever way the runs go. */
+    size_t T, Lmax;
+    lipi_status st = check_inputs(s, seqs, n, &T, &Lmax, err);
+    if (st != LIPI_OK)
+        return st;
+    /* One region for all the runs' groups when each run is grouped (the
+     * groups are those of a call per run, so are the vectors); else a
+     * call per run. */
+    bool together = s->nthreads > 1 &&
+                    ensure((void **)&s->groups, &s->cap_groups, n + 1, sizeof *s->groups) ==
+                        LIPI_OK &&
+                    plan_chunks(s, s->groups, seqs, n, chunk) != 0;
+    if (together)
+        return embed_run(s, seqs, n, chunk, opt, out, err);
+    size_t dim = lipi_model_embed_dim(s->m, opt ? opt->pooling : 0);
+    for (size_t i0 = 0; i0 < n && st == LIPI_OK; i0 += chunk) {
+        size_t m = n - i0 < chunk ? n - i0 : chunk;
+        st = embed_run(s, seqs + i0, m, 0, opt, out + i0 * dim, err);
+    }
+    return st;
+}
+
 lipi_status lipi_model_classify(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
                                 float *logits, float *probs, lipi_error *err)
 {
@@ -1381,7 +1444,7 @@ lipi_status lipi_model_classify(lipi_model_session *s, const lipi_sequence *seqs
                               "the model has no classifier head (expected a "
                               "*ForSequenceClassification checkpoint)");
     size_t T = 0, NL = m->cfg.num_labels;
-    lipi_status st = run(s, seqs, n, &T, err);
+    lipi_status st = run(s, seqs, n, 0, &T, err);
     if (st != LIPI_OK || n == 0)
         return st;
     /* Scratch: one hidden vector, then the logits when the caller wants
@@ -1427,7 +1490,7 @@ lipi_status lipi_model_token_weights(lipi_model_session *s, const lipi_sequence 
     size_t T = 0;
     lipi_status st = need_m3(m->sparse_w, "sparse_linear.pt", err);
     if (st == LIPI_OK)
-        st = run(s, seqs, n, &T, err);
+        st = run(s, seqs, n, 0, &T, err);
     if (st == LIPI_OK && n)
         lipi_token_weights(s->x, T, m->cfg.hidden, m->sparse_w, m->sparse_b[0], weights);
     return st;
@@ -1440,7 +1503,7 @@ lipi_status lipi_model_colbert(lipi_model_session *s, const lipi_sequence *seqs,
     size_t T = 0, C = m->cfg.hidden, D = m->colbert_dim;
     lipi_status st = need_m3(m->colbert_w, "colbert_linear.pt", err);
     if (st == LIPI_OK)
-        st = run(s, seqs, n, &T, err);
+        st = run(s, seqs, n, 0, &T, err);
     if (st != LIPI_OK || !n)
         return st;
     /* Every sequence's tokens but the first: rows off[i] + 1 .. off[i + 1].

@@ -149,6 +149,17 @@ lipi_status lipi_model_forward(lipi_model_session *s, const lipi_sequence *seqs,
 lipi_status lipi_model_embed(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
                              const lipi_embed_options *opt, float *out, lipi_error *err);
 
+/* lipi_model_embed on each run of `chunk` sequences (the last run may be
+ * shorter), bit for bit, written one after the other into out; when every
+ * run is grouped (short sentences) and the session has threads, the groups
+ * of all the runs share one parallel region, so that threads that finish
+ * early take more groups (a call per 32-sentence batch gives each thread
+ * one group of the two). Inputs are checked first: an error names a
+ * sequence by its index in seqs. */
+lipi_status lipi_model_embed_chunks(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
+                                    size_t chunk, const lipi_embed_options *opt, float *out,
+                                    lipi_error *err);
+
 /* Runs the classifier head of a *ForSequenceClassification checkpoint:
  * logits and probabilities (softmax, or sigmoid for multi-label problems),
  * each (n, num_labels); either pointer may be NULL. LIPI_EINVAL if the

@@ -37,13 +37,20 @@ struct lipi_embedder {
     const char *prompt_name;  /* its name (one of prompt_names), or NULL */
 };
 
+/* With threads, embeddings are run EMBED_JOIN batches at a time, joined
+ * while their tokens stay within EMBED_JOIN_TOKENS (see run). */
+#define EMBED_JOIN 4
+#define EMBED_JOIN_TOKENS 4096
+
 struct lipi_embedder_session {
     const lipi_embedder *e;
     lipi_session **sessions;  /* one per encoding thread */
     size_t nsess;
     lipi_model_session *ms;
-    lipi_sequence *seqs;      /* (batch) entries of the chunk being run */
-    lipi_text *tx;            /* (batch) */
+    size_t span;              /* texts encoded at a time: batch, or with
+                                 threads EMBED_JOIN batches (see run) */
+    lipi_sequence *seqs;      /* (span) entries of the texts being run */
+    lipi_text *tx;            /* (span) */
     lipi_batch b;             /* the chunk's tokens (single texts) */
     uint32_t *pair_ids;       /* (batch, max_len), pairs only: made on first use */
     uint32_t *pair_types;     /* (batch, max_len) */
@@ -321,9 +328,10 @@ lipi_status lipi_embedder_session_new(const lipi_embedder *e, size_t threads,
     s->e = e;
     if ((st = lipi_model_session_new(e->model, threads, &s->ms, err)) != LIPI_OK)
         goto done;
+    s->span = threads > 1 && e->batch <= SIZE_MAX / EMBED_JOIN ? e->batch * EMBED_JOIN : e->batch;
     if (!(s->sessions = lipi_calloc(threads, sizeof *s->sessions)) ||
-        !(s->seqs = lipi_calloc(e->batch, sizeof *s->seqs)) ||
-        !(s->tx = lipi_calloc(e->batch, sizeof *s->tx)) ||
+        !(s->seqs = lipi_calloc(s->span, sizeof *s->seqs)) ||
+        !(s->tx = lipi_calloc(s->span, sizeof *s->tx)) ||
         (e->dim < e->full_dim &&
          !(s->full = lipi_reallocarray(NULL, e->batch, e->full_dim * sizeof *s->full)))) {
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
@@ -341,6 +349,11 @@ done:
     }
     *out = s;
     return LIPI_OK;
+}
+
+size_t lipi_embedder_session_texts(const lipi_embedder_session *s)
+{
+    return s->span;
 }
 
 void lipi_embedder_session_free(lipi_embedder_session *s)
@@ -514,8 +527,38 @@ static void sigmoid_in_place(float *x, size_t n)
         x[i] = (float)(1.0 / (1.0 + exp(-(double)x[i])));
 }
 
+/* Embeds seqs[0..m) (encoded) into o, batch by batch of e->batch
+ * sequences: batches whose tokens together stay within EMBED_JOIN_TOKENS
+ * go to the model in one call, which runs all their groups of short
+ * sentences in one parallel region (lipi_model_embed_chunks: the vectors
+ * of a call per batch). */
+static lipi_status embed_joined(lipi_embedder_session *s, size_t m, float *o, size_t out_dim,
+                                lipi_error *err)
+{
+    const lipi_embedder *e = s->e;
+    for (size_t j0 = 0; j0 < m;) {
+        size_t take = 0, tokens = 0;
+        while (j0 + take < m) {
+            size_t next = m - j0 - take < e->batch ? m - j0 - take : e->batch, nt = 0;
+            for (size_t i = j0 + take; i < j0 + take + next; i++)
+                nt += s->seqs[i].len;
+            if (take && tokens + nt > EMBED_JOIN_TOKENS)
+                break;
+            take += next;
+            tokens += nt;
+        }
+        lipi_status st = lipi_model_embed_chunks(s->ms, s->seqs + j0, take, e->batch, &e->mopt,
+                                                 o + j0 * out_dim, err);
+        if (st != LIPI_OK)
+            return st;
+        j0 += take;
+    }
+    return LIPI_OK;
+}
+
 /* Runs encode + the model over chunks of e->batch texts (or pairs, when b
- * is not NULL); `out_dim` floats per text. */
+ * is not NULL), or for plain embeddings with threads, of s->span texts
+ * (embed_joined); `out_dim` floats per text. */
 static lipi_status run(lipi_embedder_session *s, run_mode mode, const char *const *a,
                        const size_t *alens, const char *const *b, const size_t *blens,
                        size_t n, float *out, size_t out_dim, uint8_t *truncated,
@@ -523,15 +566,19 @@ static lipi_status run(lipi_embedder_session *s, run_mode mode, const char *cons
 {
     const lipi_embedder *e = s->e;
     lipi_status st = LIPI_OK;
-    for (size_t i0 = 0; i0 < n; i0 += e->batch) {
-        size_t m = i0 + e->batch < n ? e->batch : n - i0;
+    bool cut = mode == RUN_EMBED && e->dim < e->full_dim;
+    bool join = mode == RUN_EMBED && !b && !cut && s->span > e->batch;
+    size_t step = join ? s->span : e->batch;
+    for (size_t i0 = 0; i0 < n; i0 += step) {
+        size_t m = i0 + step < n ? step : n - i0;
         uint8_t *t = truncated ? truncated + i0 : NULL;
         st = b ? encode_pairs(s, a + i0, alens + i0, b + i0, blens + i0, m, t, err)
                : encode(s, a + i0, alens + i0, m, t, err);
-        bool cut = mode == RUN_EMBED && e->dim < e->full_dim;
         bool one_label = mode != RUN_EMBED && out_dim == 1;
         float *o = out + i0 * out_dim;
-        if (st == LIPI_OK && mode == RUN_EMBED)
+        if (st == LIPI_OK && join)
+            st = embed_joined(s, m, o, out_dim, err);
+        else if (st == LIPI_OK && mode == RUN_EMBED)
             st = lipi_model_embed(s->ms, s->seqs, m, &e->mopt, cut ? s->full : o, err);
         else if (st == LIPI_OK && (mode == RUN_LOGITS || one_label))
             st = lipi_model_classify(s->ms, s->seqs, m, o, NULL, err);

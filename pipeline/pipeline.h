@@ -38,10 +38,12 @@ typedef struct {
     int normalize;       /* 0 (zero-initialized): always L2-normalize, as an
                             index needs; -1: the model's default; 1: always;
                             -2: never */
-    size_t batch;        /* sentences per forward pass; 0: 32. Part of the
+    size_t batch;        /* sentences per batch; 0: 32. Part of the
                             embedder, not the session: the packed GEMM's
                             shapes follow the batch, so a different batch
-                            may change the last bits of a vector. */
+                            may change the last bits of a vector. (A session
+                            with threads runs the short sentences of a few
+                            batches in one pass, with the same shapes.) */
     size_t max_length;   /* 0: the model's */
     lipi_dtype dtype;
     const char *revision; /* hub names: the revision (NULL: main) */
@@ -86,6 +88,11 @@ void lipi_embedder_free(lipi_embedder *e); /* NULL: no-op; free its sessions fir
 lipi_status lipi_embedder_session_new(const lipi_embedder *e, size_t threads,
                                       lipi_embedder_session **out, lipi_error *err);
 void lipi_embedder_session_free(lipi_embedder_session *s); /* NULL: no-op */
+
+/* How many texts to hand lipi_embedder_embed at a time (fewer is fine,
+ * more are taken in steps): the batch, or with threads several batches,
+ * whose short sentences then share the threads' parallel regions. */
+size_t lipi_embedder_session_texts(const lipi_embedder_session *s);
 
 /* Embeds texts[i] (lens[i] bytes of UTF-8, not NUL-terminated) for i < n
  * into out (n, lipi_embedder_dim), row i = text i. A text longer than

@@ -140,6 +140,52 @@ static void test_api_embed_equals_lipi_embed_npy_bit_for_bit_on_1_and_3_threads(
     }
 }
 
+/* With threads a session takes several batches at a time
+ * (lipi_embedder_session_texts) and runs their short sentences' groups
+ * together, as many batches a call as stay within a token budget: the
+ * vectors are those of one batch at a time on one thread. 450 texts in
+ * batches of 100: 400 taken at once, ~5,500 tokens, so two model calls. */
+#define NJOIN 450
+static void test_batches_joined_on_threads_give_the_vectors_of_one_batch_at_a_time(void **state)
+{
+    static const char *const fixtures[] = {"bert", "st_mean"};
+    lines l;
+    make_lines(&l);
+    const char *texts[NJOIN];
+    size_t lens[NJOIN];
+    for (size_t i = 0; i < NJOIN; i++) {
+        texts[i] = l.ptrs[i % NLINES];
+        lens[i] = l.lens[i % NLINES];
+    }
+    lipi_embedder_options o = {.batch = 100, .normalize = -1};
+    for (size_t f = 0; f < 2; f++) {
+        const char *dir = md_model(fixtures[f]);
+        lipi_embedder *e = NULL;
+        lipi_embedder_session *one = NULL, *two = NULL;
+        lipi_error err = {0};
+        open_api(dir, &o, 1, &e, &one);
+        assert_int_equal(lipi_embedder_session_new(e, 2, &two, &err), LIPI_OK);
+        assert_int_equal(lipi_embedder_session_texts(one), 100);
+        assert_int_equal(lipi_embedder_session_texts(two), 400);
+        size_t dim = lipi_embedder_dim(e);
+        float *ref = malloc(NJOIN * dim * sizeof *ref), *got = malloc(NJOIN * dim * sizeof *got);
+        assert_non_null(ref);
+        assert_non_null(got);
+        for (size_t i0 = 0; i0 < NJOIN; i0 += 100) {
+            size_t m = NJOIN - i0 < 100 ? NJOIN - i0 : 100;
+            assert_int_equal(
+                lipi_embedder_embed(one, texts + i0, lens + i0, m, ref + i0 * dim, NULL, &err),
+                LIPI_OK);
+        }
+        assert_int_equal(lipi_embedder_embed(two, texts, lens, NJOIN, got, NULL, &err), LIPI_OK);
+        assert_same_floats(ref, got, NJOIN * dim, fixtures[f]);
+        free(ref);
+        free(got);
+        lipi_embedder_session_free(one);
+        close_api(e, two);
+    }
+}
+
 static void test_truncation_flags_mark_exactly_the_texts_over_the_limit(void **state)
 {
     /* st_mean takes 16 tokens (sentence_bert_config.json); the word-level
@@ -742,6 +788,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_api_embed_equals_lipi_embed_npy_bit_for_bit_on_1_and_3_threads),
+        cmocka_unit_test(test_batches_joined_on_threads_give_the_vectors_of_one_batch_at_a_time),
         cmocka_unit_test(test_truncation_flags_mark_exactly_the_texts_over_the_limit),
         cmocka_unit_test(test_one_embedder_shared_by_two_threads_gives_identical_vectors),
         cmocka_unit_test(test_api_classify_equals_lipi_classify),

@@ -907,6 +907,16 @@ static void test_classifiers_give_pytorch_logits_and_labels(void **state)
     lipi_model_free(m);
 }
 
+static lipi_model *load_fixture_dtype(const char *name, lipi_dtype dtype)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, FIXTURES "/%s", name);
+    lipi_model_load_options opt = {dtype};
+    lipi_model *m = NULL;
+    assert_int_equal(lipi_model_load(dir, &opt, &m, NULL), LIPI_OK);
+    return m;
+}
+
 /* A batch big enough for several GEMM tiles and attention tasks. */
 static void random_batch(size_t n, size_t maxlen, uint32_t seed, uint32_t vocab,
                          uint32_t **ids_out, lipi_sequence **seqs_out, size_t *T)
@@ -990,6 +1000,67 @@ static void test_packed_batch_equals_sequences_run_alone(void **state)
     lipi_model_free(m);
 }
 
+/* lipi_model_embed_chunks gives, bit for bit, what a lipi_model_embed call
+ * per run of `chunk` sequences gives (F32 and INT8, 1 and 2 threads): with
+ * threads and every run grouped, in one region holding every run's groups
+ * (last_groups: their sum); with a run that is not grouped (the last, one
+ * sequence), a call per run. A bad sequence is named by its index in the
+ * whole call. */
+static void test_embed_chunks_equal_a_call_per_chunk(void **state)
+{
+    static const char *names[] = {"bert", "modernbert"};
+    for (size_t f = 0; f < 2; f++)
+        for (int q = 0; q < 2; q++) {
+            lipi_model *m = load_fixture_dtype(names[f], q ? LIPI_DTYPE_INT8 : LIPI_DTYPE_F32);
+            const lipi_model_info *info = lipi_model_get_info(m);
+            size_t T, C = info->hidden_size, chunk = 16;
+            uint32_t *ids;
+            lipi_sequence *seqs;
+            random_batch(97, 30, 71 + (uint32_t)f, (uint32_t)info->vocab_size, &ids, &seqs, &T);
+            lipi_embed_options mean = {LIPI_POOL_MEAN, 0};
+            float *ref = malloc(97 * C * sizeof(float)), *got = malloc(97 * C * sizeof(float));
+            for (size_t n = 96; n <= 97; n++) { /* 97: a last run of one */
+                lipi_model_session *s = NULL;
+                assert_int_equal(lipi_model_session_new(m, 2, &s, NULL), LIPI_OK);
+                size_t groups = 0;
+                for (size_t i0 = 0; i0 < n; i0 += chunk) {
+                    size_t k = n - i0 < chunk ? n - i0 : chunk;
+                    assert_int_equal(lipi_model_embed(s, seqs + i0, k, &mean, ref + i0 * C, NULL),
+                                     LIPI_OK);
+                    groups += lipi_model_session_last_groups(s);
+                }
+                for (size_t threads = 1; threads <= 2; threads++) {
+                    lipi_model_session *t = NULL;
+                    assert_int_equal(lipi_model_session_new(m, threads, &t, NULL), LIPI_OK);
+                    memset(got, 0, n * C * sizeof(float));
+                    assert_int_equal(lipi_model_embed_chunks(t, seqs, n, chunk, &mean, got, NULL),
+                                     LIPI_OK);
+                    assert_memory_equal(ref, got, n * C * sizeof(float));
+                    if (threads == 2)
+                        assert_int_equal(lipi_model_session_last_groups(t), n == 96 ? groups : 0);
+                    lipi_model_session_free(t);
+                }
+                lipi_model_session_free(s);
+            }
+            /* A bad id in the fifth run: named by its index in the call. */
+            lipi_model_session *s = NULL;
+            assert_int_equal(lipi_model_session_new(m, 2, &s, NULL), LIPI_OK);
+            uint32_t keep = ids[70 * 30];
+            ids[70 * 30] = (uint32_t)info->vocab_size;
+            lipi_error err = {0};
+            assert_int_equal(lipi_model_embed_chunks(s, seqs, 96, chunk, &mean, got, &err),
+                             LIPI_EINVAL);
+            assert_non_null(strstr(err.msg, "sequence 70, token 0"));
+            ids[70 * 30] = keep;
+            lipi_model_session_free(s);
+            free(ref);
+            free(got);
+            free(ids);
+            free(seqs);
+            lipi_model_free(m);
+        }
+}
+
 /* Short sentences run in groups of whole sequences, one group per task on
  * a lane: on 1, 2 and 3 threads the grouped batch is bit-identical, and it
  * gives what the whole batch (layer by layer over tiles) gives: INT8
@@ -1000,11 +1071,7 @@ static void test_short_sentences_run_in_groups_like_the_whole_batch(void **state
     static const char *names[] = {"bert", "modernbert", "albert"};
     for (size_t f = 0; f < 3; f++)
         for (int q = 0; q < 2; q++) {
-            char dir[256];
-            snprintf(dir, sizeof dir, FIXTURES "/%s", names[f]);
-            lipi_model_load_options opt = {q ? LIPI_DTYPE_INT8 : LIPI_DTYPE_F32};
-            lipi_model *m = NULL;
-            assert_int_equal(lipi_model_load(dir, &opt, &m, NULL), LIPI_OK);
+            lipi_model *m = load_fixture_dtype(names[f], q ? LIPI_DTYPE_INT8 : LIPI_DTYPE_F32);
             const lipi_model_info *info = lipi_model_get_info(m);
             size_t T, C = info->hidden_size, n = 90;
             uint32_t *ids;
@@ -1880,6 +1947,7 @@ int main(void)
         cmocka_unit_test(test_sentence_transformers_transformer_subfolder),
         cmocka_unit_test(test_classifiers_give_pytorch_logits_and_labels),
         cmocka_unit_test(test_one_and_two_threads_are_bit_identical),
+        cmocka_unit_test(test_embed_chunks_equal_a_call_per_chunk),
         cmocka_unit_test(test_short_sentences_run_in_groups_like_the_whole_batch),
         cmocka_unit_test(test_packed_batch_equals_sequences_run_alone),
         cmocka_unit_test(test_bad_sequences_are_rejected_with_position),
