@@ -61,8 +61,12 @@ one() { # dtype set threads tag -> appends "dtype set threads wall cpu vcs" to $
   /usr/bin/time -o "$D/time.txt" -f '%e %U %S %w' "$LIPI" embed -m "$M" --dtype "$1" \
     --threads "$3" --max-length 128 --quiet -o "$D/out_$1_$2_$3.npy" "$D/$2.txt" \
     2> "$D/embed.err" || { cat "$D/embed.err" >&2; exit 1; }
+  [ "$4" = warm ] || record "$1 $2 $3"
+}
+# record "dtype set threads": appends it with the wall, CPU and vcs of time.txt to $R.
+record() {
   read -r w u s v < "$D/time.txt"
-  [ "$4" = warm ] || echo "$1 $2 $3 $w $(awk -v a="$u" -v b="$s" 'BEGIN { print a + b }') $v" >> "$R"
+  echo "$1 $w $(awk -v a="$u" -v b="$s" 'BEGIN { print a + b }') $v" >> "$R"
 }
 # pair dtype set: two 1-thread processes on the set's halves at once ->
 # appends "dtype set P wall cpu vcs" (wall until both are done, CPU of both).
@@ -78,8 +82,7 @@ pair() {
     "$1" embed -m "$2" --dtype "$3" --threads 1 --max-length 128 --quiet -o "$4.2.npy" "$5.half2" || exit 1
     wait "$p"' sh "$LIPI" "$M" "$1" "$D/out_$1_$2_P" "$D/$2" 2> "$D/embed.err" ||
     { cat "$D/embed.err" >&2; exit 1; }
-  read -r w u s v < "$D/time.txt"
-  echo "$1 $2 P $w $(awk -v a="$u" -v b="$s" 'BEGIN { print a + b }') $v" >> "$R"
+  record "$1 $2 P"
 }
 for dt in ${DTYPES:-int8 f32}; do
   for set in short long; do

@@ -1412,21 +1412,17 @@ lipi_status lipi_model_embed_chunks(lipi_model_session *s, const lipi_sequence *
 {
     if (!chunk || chunk >= n)
         return embed_run(s, seqs, n, 0, opt, out, err);
-    /* All inputs first, so that a bad sequence is named by its index in
-     * seqs whichever way the runs go. */
+    /* One region for all the runs' groups when each run is grouped (the
+     * groups are those of a call per run, so are the vectors). run checks
+     * the inputs before it uses the plan, naming a bad sequence by its
+     * index in seqs. */
+    if (s->nthreads > 1 &&
+        ensure((void **)&s->groups, &s->cap_groups, n + 1, sizeof *s->groups) == LIPI_OK &&
+        plan_chunks(s, s->groups, seqs, n, chunk) != 0)
+        return embed_run(s, seqs, n, chunk, opt, out, err);
+    /* Else a call per run, all inputs checked first for the same naming. */
     size_t T, Lmax;
     lipi_status st = check_inputs(s, seqs, n, &T, &Lmax, err);
-    if (st != LIPI_OK)
-        return st;
-    /* One region for all the runs' groups when each run is grouped (the
-     * groups are those of a call per run, so are the vectors); else a
-     * call per run. */
-    bool together = s->nthreads > 1 &&
-                    ensure((void **)&s->groups, &s->cap_groups, n + 1, sizeof *s->groups) ==
-                        LIPI_OK &&
-                    plan_chunks(s, s->groups, seqs, n, chunk) != 0;
-    if (together)
-        return embed_run(s, seqs, n, chunk, opt, out, err);
     size_t dim = lipi_model_embed_dim(s->m, opt ? opt->pooling : 0);
     for (size_t i0 = 0; i0 < n && st == LIPI_OK; i0 += chunk) {
         size_t m = n - i0 < chunk ? n - i0 : chunk;
