@@ -98,7 +98,7 @@ int cli_for_each_batch(const char *sub, char **files, int nfiles, lipi_invalid_m
     return EXIT_OK;
 }
 
-int cli_write_batches(const char *sub, char **files, int nfiles, const cli_args *a,
+int cli_write_batches(const char *sub, char **files, int nfiles, const cli_args *a, size_t lines,
                       const char *out, cli_batch_fn fn, void *ctx, FILE **f)
 {
     lipi_output *o = NULL;
@@ -108,8 +108,7 @@ int cli_write_batches(const char *sub, char **files, int nfiles, const cli_args 
         cli_report(sub, &err);
         return EXIT_FAIL;
     }
-    int rc = cli_for_each_batch(sub, files, nfiles, a->mode, a->eo.batch, !a->quiet && out, fn,
-                                ctx);
+    int rc = cli_for_each_batch(sub, files, nfiles, a->mode, lines, !a->quiet && out, fn, ctx);
     if (rc != EXIT_OK) {
         lipi_output_abort(o);
         cli_cleanup_done(slot);

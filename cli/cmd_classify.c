@@ -57,12 +57,12 @@ void cli_write_label_probs(FILE *f, const char *const *labels, size_t k, const f
 typedef struct {
     lipi_embedder_session *s;
     bool pairs;              /* --pairs */
-    const char **a, **b;     /* (batch) the halves of the pairs */
-    size_t *alens, *blens;   /* (batch) */
+    const char **a, **b;     /* (lines) the halves of the pairs */
+    size_t *alens, *blens;   /* (lines) */
     const char **labels;
     size_t k;
-    float *probs;   /* (batch, k) */
-    uint8_t *cut;   /* (batch) truncation flags */
+    float *probs;   /* (lines, k) */
+    uint8_t *cut;   /* (lines) truncation flags */
     size_t truncated;
     FILE *f;
 } classify_ctx;
@@ -126,20 +126,21 @@ static int run(int argc, char **argv)
     }
     if (lipi_embedder_session_new(e, a.threads, &ctx.s, &err) != LIPI_OK)
         goto report;
-    if (!(ctx.probs = lipi_calloc(a.eo.batch, ctx.k * sizeof *ctx.probs)) ||
-        !(ctx.cut = lipi_calloc(a.eo.batch, sizeof *ctx.cut)) ||
+    size_t lines = lipi_embedder_session_texts(ctx.s);
+    if (!(ctx.probs = lipi_calloc(lines, ctx.k * sizeof *ctx.probs)) ||
+        !(ctx.cut = lipi_calloc(lines, sizeof *ctx.cut)) ||
         !(ctx.labels = lipi_calloc(ctx.k, sizeof *ctx.labels)) ||
-        !(ctx.a = lipi_calloc(a.eo.batch, sizeof *ctx.a)) ||
-        !(ctx.b = lipi_calloc(a.eo.batch, sizeof *ctx.b)) ||
-        !(ctx.alens = lipi_calloc(a.eo.batch, sizeof *ctx.alens)) ||
-        !(ctx.blens = lipi_calloc(a.eo.batch, sizeof *ctx.blens))) {
+        !(ctx.a = lipi_calloc(lines, sizeof *ctx.a)) ||
+        !(ctx.b = lipi_calloc(lines, sizeof *ctx.b)) ||
+        !(ctx.alens = lipi_calloc(lines, sizeof *ctx.alens)) ||
+        !(ctx.blens = lipi_calloc(lines, sizeof *ctx.blens))) {
         lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto report;
     }
     for (size_t j = 0; j < ctx.k; j++)
         ctx.labels[j] = lipi_embedder_label(e, j);
-    rc = cli_write_batches("classify", argv + optind, argc - optind, &a, out, classify_batch,
-                           &ctx, &ctx.f);
+    rc = cli_write_batches("classify", argv + optind, argc - optind, &a, lines, out,
+                           classify_batch, &ctx, &ctx.f);
     if (rc == EXIT_OK)
         cli_report_truncated("classify", ctx.truncated, lipi_embedder_max_length(e));
     goto done;

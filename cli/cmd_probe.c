@@ -306,16 +306,18 @@ static int predict(probe_args *pa, char **files, int nfiles)
                        lipi_embedder_dim(ctx.e));
         goto report;
     }
+    size_t lines = lipi_embedder_session_texts(ctx.s);
     if (!(ctx.labels = lipi_calloc(k, sizeof *ctx.labels)) ||
-        !(ctx.x = lipi_calloc(pa->a.eo.batch, dim * sizeof *ctx.x)) ||
+        !(ctx.x = lipi_calloc(lines, dim * sizeof *ctx.x)) ||
         !(ctx.probs = lipi_calloc(k, sizeof *ctx.probs)) ||
-        !(ctx.cut = lipi_calloc(pa->a.eo.batch, sizeof *ctx.cut))) {
+        !(ctx.cut = lipi_calloc(lines, sizeof *ctx.cut))) {
         lipi_error_set(&err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto report;
     }
     for (size_t c = 0; c < k; c++)
         ctx.labels[c] = lipi_probe_label(p, c);
-    rc = cli_write_batches("probe", files, nfiles, &pa->a, pa->a.output, predict_batch, &ctx, &ctx.f);
+    rc = cli_write_batches("probe", files, nfiles, &pa->a, lines, pa->a.output, predict_batch, &ctx,
+                           &ctx.f);
     if (rc == EXIT_OK)
         cli_report_truncated("probe", ctx.truncated, lipi_embedder_max_length(ctx.e));
     goto done;

@@ -24,10 +24,11 @@ typedef lipi_status (*cli_batch_fn)(const char *const *texts, const size_t *lens
 int cli_for_each_batch(const char *sub, char **files, int nfiles, lipi_invalid_mode mode,
                        size_t batch, bool progress, cli_batch_fn fn, void *ctx);
 
-/* cli_for_each_batch writing to `out` (standard output when NULL or "-";
- * a file is written atomically): *f is set to where fn must write before
- * the first batch. Reports errors itself; returns EXIT_OK or EXIT_FAIL. */
-int cli_write_batches(const char *sub, char **files, int nfiles, const cli_args *a,
+/* cli_for_each_batch of `lines` lines (lipi_embedder_session_texts)
+ * writing to `out` (standard output when NULL or "-"; a file is written
+ * atomically): *f is set to where fn must write before the first batch.
+ * Reports errors itself; returns EXIT_OK or EXIT_FAIL. */
+int cli_write_batches(const char *sub, char **files, int nfiles, const cli_args *a, size_t lines,
                       const char *out, cli_batch_fn fn, void *ctx, FILE **f);
 
 /* Adds the n truncation flags lipi_embedder_embed / _classify set to *count:

@@ -1406,19 +1406,25 @@ lipi_status lipi_model_embed(lipi_model_session *s, const lipi_sequence *seqs, s
     return embed_run(s, seqs, n, 0, opt, out, err);
 }
 
+/* Whether the runs of chunk sequences of seqs[0..n) can share one
+ * parallel region: with threads, when each run is grouped. The groups are
+ * those of a call per run, so are the outputs. */
+static bool chunks_join(lipi_model_session *s, const lipi_sequence *seqs, size_t n, size_t chunk)
+{
+    return s->nthreads > 1 &&
+           ensure((void **)&s->groups, &s->cap_groups, n + 1, sizeof *s->groups) == LIPI_OK &&
+           plan_chunks(s, s->groups, seqs, n, chunk) != 0;
+}
+
 lipi_status lipi_model_embed_chunks(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
                                     size_t chunk, const lipi_embed_options *opt, float *out,
                                     lipi_error *err)
 {
     if (!chunk || chunk >= n)
         return embed_run(s, seqs, n, 0, opt, out, err);
-    /* One region for all the runs' groups when each run is grouped (the
-     * groups are those of a call per run, so are the vectors). run checks
-     * the inputs before it uses the plan, naming a bad sequence by its
-     * index in seqs. */
-    if (s->nthreads > 1 &&
-        ensure((void **)&s->groups, &s->cap_groups, n + 1, sizeof *s->groups) == LIPI_OK &&
-        plan_chunks(s, s->groups, seqs, n, chunk) != 0)
+    /* run checks the inputs before it uses the plan, naming a bad sequence
+     * by its index in seqs. */
+    if (chunks_join(s, seqs, n, chunk))
         return embed_run(s, seqs, n, chunk, opt, out, err);
     /* Else a call per run, all inputs checked first for the same naming. */
     size_t T, Lmax;
@@ -1431,8 +1437,10 @@ lipi_status lipi_model_embed_chunks(lipi_model_session *s, const lipi_sequence *
     return st;
 }
 
-lipi_status lipi_model_classify(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
-                                float *logits, float *probs, lipi_error *err)
+/* lipi_model_classify with the forward pass planned per run of chunk
+ * sequences (0: the whole call), as embed_run. */
+static lipi_status classify_run(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
+                                size_t chunk, float *logits, float *probs, lipi_error *err)
 {
     const lipi_model *m = s->m;
     if (m->head == LIPI_HEAD_NONE)
@@ -1440,7 +1448,7 @@ lipi_status lipi_model_classify(lipi_model_session *s, const lipi_sequence *seqs
                               "the model has no classifier head (expected a "
                               "*ForSequenceClassification checkpoint)");
     size_t T = 0, NL = m->cfg.num_labels;
-    lipi_status st = run(s, seqs, n, 0, &T, err);
+    lipi_status st = run(s, seqs, n, chunk, &T, err);
     if (st != LIPI_OK || n == 0)
         return st;
     /* Scratch: one hidden vector, then the logits when the caller wants
@@ -1469,6 +1477,30 @@ lipi_status lipi_model_classify(lipi_model_session *s, const lipi_sequence *seqs
     }
     lipi_free(scratch);
     return LIPI_OK;
+}
+
+lipi_status lipi_model_classify(lipi_model_session *s, const lipi_sequence *seqs, size_t n,
+                                float *logits, float *probs, lipi_error *err)
+{
+    return classify_run(s, seqs, n, 0, logits, probs, err);
+}
+
+lipi_status lipi_model_classify_chunks(lipi_model_session *s, const lipi_sequence *seqs,
+                                       size_t n, size_t chunk, float *logits, float *probs,
+                                       lipi_error *err)
+{
+    if (!chunk || chunk >= n || s->m->head == LIPI_HEAD_NONE)
+        return classify_run(s, seqs, n, 0, logits, probs, err);
+    if (chunks_join(s, seqs, n, chunk))
+        return classify_run(s, seqs, n, chunk, logits, probs, err);
+    size_t T, Lmax, NL = s->m->cfg.num_labels;
+    lipi_status st = check_inputs(s, seqs, n, &T, &Lmax, err);
+    for (size_t i0 = 0; i0 < n && st == LIPI_OK; i0 += chunk) {
+        size_t m = n - i0 < chunk ? n - i0 : chunk;
+        st = classify_run(s, seqs + i0, m, 0, logits ? logits + i0 * NL : NULL,
+                          probs ? probs + i0 * NL : NULL, err);
+    }
+    return st;
 }
 
 static lipi_status need_m3(const float *w, const char *file, lipi_error *err)

@@ -167,6 +167,12 @@ lipi_status lipi_model_embed_chunks(lipi_model_session *s, const lipi_sequence *
 lipi_status lipi_model_classify(lipi_model_session *s, const lipi_sequence *seqs,
                                 size_t n, float *logits, float *probs, lipi_error *err);
 
+/* lipi_model_classify on each run of `chunk` sequences, bit for bit, as
+ * lipi_model_embed_chunks runs lipi_model_embed. */
+lipi_status lipi_model_classify_chunks(lipi_model_session *s, const lipi_sequence *seqs,
+                                       size_t n, size_t chunk, float *logits, float *probs,
+                                       lipi_error *err);
+
 /* bge-m3's lexical and multi-vector outputs, as FlagEmbedding's BGEM3Model
  * computes them from the last hidden states h (sparse_linear.pt and
  * colbert_linear.pt in the folder, read as torch state dicts):

@@ -37,8 +37,8 @@ struct lipi_embedder {
     const char *prompt_name;  /* its name (one of prompt_names), or NULL */
 };
 
-/* With threads, embeddings are run EMBED_JOIN batches at a time, joined
- * while their tokens stay within EMBED_JOIN_TOKENS (see run). */
+/* With threads, texts are run EMBED_JOIN batches at a time, joined while
+ * their tokens stay within EMBED_JOIN_TOKENS (see run). */
 #define EMBED_JOIN 4
 #define EMBED_JOIN_TOKENS 4096
 
@@ -52,11 +52,11 @@ struct lipi_embedder_session {
     lipi_sequence *seqs;      /* (span) entries of the texts being run */
     lipi_text *tx;            /* (span) */
     lipi_batch b;             /* the chunk's tokens (single texts) */
-    uint32_t *pair_ids;       /* (batch, max_len), pairs only: made on first use */
-    uint32_t *pair_types;     /* (batch, max_len) */
+    uint32_t *pair_ids;       /* (span, max_len), pairs only: made on first use */
+    uint32_t *pair_types;     /* (span, max_len) */
     char *joined;             /* prompt + text of the chunk's texts */
     size_t joined_cap;
-    float *full;              /* (batch, full_dim), truncate_dim only */
+    float *full;              /* (span, full_dim), truncate_dim only */
 };
 
 void lipi_pooling_name(unsigned flags, char *out, size_t cap)
@@ -333,7 +333,7 @@ lipi_status lipi_embedder_session_new(const lipi_embedder *e, size_t threads,
         !(s->seqs = lipi_calloc(s->span, sizeof *s->seqs)) ||
         !(s->tx = lipi_calloc(s->span, sizeof *s->tx)) ||
         (e->dim < e->full_dim &&
-         !(s->full = lipi_reallocarray(NULL, e->batch, e->full_dim * sizeof *s->full)))) {
+         !(s->full = lipi_reallocarray(NULL, s->span, e->full_dim * sizeof *s->full)))) {
         st = lipi_error_set(err, LIPI_ENOMEM, NULL, 0, 0, "out of memory");
         goto done;
     }
@@ -457,7 +457,7 @@ static lipi_status encode_pairs(lipi_embedder_session *s, const char *const *a,
     const lipi_embedder *e = s->e;
     if (!s->pair_ids) {
         size_t cells;
-        if (__builtin_mul_overflow(e->batch, e->max_len, &cells) ||
+        if (__builtin_mul_overflow(s->span, e->max_len, &cells) ||
             !(s->pair_ids = lipi_reallocarray(NULL, cells, sizeof *s->pair_ids)) ||
             !(s->pair_types = lipi_reallocarray(NULL, cells, sizeof *s->pair_types))) {
             lipi_free(s->pair_ids);
@@ -527,13 +527,27 @@ static void sigmoid_in_place(float *x, size_t n)
         x[i] = (float)(1.0 / (1.0 + exp(-(double)x[i])));
 }
 
-/* Embeds seqs[0..m) (encoded) into o, batch by batch of e->batch
- * sequences: batches whose tokens together stay within EMBED_JOIN_TOKENS
- * go to the model in one call, which runs all their groups of short
- * sentences in one parallel region (lipi_model_embed_chunks: the vectors
- * of a call per batch). */
-static lipi_status embed_joined(lipi_embedder_session *s, size_t m, float *o, size_t out_dim,
-                                lipi_error *err)
+/* The model on seqs[0..m) (at most a batch, or runs of e->batch when
+ * joined): vectors, or logits (also for one label, whose probability the
+ * caller makes) or probabilities, into o. */
+static lipi_status model_call(lipi_embedder_session *s, run_mode mode, bool one_label,
+                              const lipi_sequence *seqs, size_t m, float *o, lipi_error *err)
+{
+    const lipi_embedder *e = s->e;
+    if (mode == RUN_EMBED)
+        return lipi_model_embed_chunks(s->ms, seqs, m, e->batch, &e->mopt, o, err);
+    if (mode == RUN_LOGITS || one_label)
+        return lipi_model_classify_chunks(s->ms, seqs, m, e->batch, o, NULL, err);
+    return lipi_model_classify_chunks(s->ms, seqs, m, e->batch, NULL, o, err);
+}
+
+/* Runs the model on s->seqs[0..m) (encoded) into o (dim floats a text),
+ * batch by batch of e->batch sequences: batches whose tokens together stay
+ * within EMBED_JOIN_TOKENS go to the model in one call, which runs all
+ * their groups of short sentences in one parallel region
+ * (lipi_model_embed_chunks: the outputs of a call per batch). */
+static lipi_status model_joined(lipi_embedder_session *s, run_mode mode, bool one_label, size_t m,
+                                float *o, size_t dim, lipi_error *err)
 {
     const lipi_embedder *e = s->e;
     for (size_t j0 = 0; j0 < m;) {
@@ -547,8 +561,7 @@ static lipi_status embed_joined(lipi_embedder_session *s, size_t m, float *o, si
             take += next;
             tokens += nt;
         }
-        lipi_status st = lipi_model_embed_chunks(s->ms, s->seqs + j0, take, e->batch, &e->mopt,
-                                                 o + j0 * out_dim, err);
+        lipi_status st = model_call(s, mode, one_label, s->seqs + j0, take, o + j0 * dim, err);
         if (st != LIPI_OK)
             return st;
         j0 += take;
@@ -556,9 +569,9 @@ static lipi_status embed_joined(lipi_embedder_session *s, size_t m, float *o, si
     return LIPI_OK;
 }
 
-/* Runs encode + the model over chunks of e->batch texts (or pairs, when b
- * is not NULL), or for plain embeddings with threads, of s->span texts
- * (embed_joined); `out_dim` floats per text. */
+/* Runs encode + the model over chunks of s->span texts (or pairs, when b
+ * is not NULL): a batch, or with threads several (model_joined);
+ * `out_dim` floats per text. */
 static lipi_status run(lipi_embedder_session *s, run_mode mode, const char *const *a,
                        const size_t *alens, const char *const *b, const size_t *blens,
                        size_t n, float *out, size_t out_dim, uint8_t *truncated,
@@ -567,27 +580,20 @@ static lipi_status run(lipi_embedder_session *s, run_mode mode, const char *cons
     const lipi_embedder *e = s->e;
     lipi_status st = LIPI_OK;
     bool cut = mode == RUN_EMBED && e->dim < e->full_dim;
-    bool join = mode == RUN_EMBED && !b && !cut && s->span > e->batch;
-    size_t step = join ? s->span : e->batch;
-    for (size_t i0 = 0; i0 < n; i0 += step) {
-        size_t m = i0 + step < n ? step : n - i0;
+    bool one_label = mode != RUN_EMBED && out_dim == 1;
+    for (size_t i0 = 0; i0 < n; i0 += s->span) {
+        size_t m = i0 + s->span < n ? s->span : n - i0;
         uint8_t *t = truncated ? truncated + i0 : NULL;
         st = b ? encode_pairs(s, a + i0, alens + i0, b + i0, blens + i0, m, t, err)
                : encode(s, a + i0, alens + i0, m, t, err);
-        bool one_label = mode != RUN_EMBED && out_dim == 1;
         float *o = out + i0 * out_dim;
-        if (st == LIPI_OK && join)
-            st = embed_joined(s, m, o, out_dim, err);
-        else if (st == LIPI_OK && mode == RUN_EMBED)
-            st = lipi_model_embed(s->ms, s->seqs, m, &e->mopt, cut ? s->full : o, err);
-        else if (st == LIPI_OK && (mode == RUN_LOGITS || one_label))
-            st = lipi_model_classify(s->ms, s->seqs, m, o, NULL, err);
-        else if (st == LIPI_OK)
-            st = lipi_model_classify(s->ms, s->seqs, m, NULL, o, err);
+        if (st == LIPI_OK)
+            st = model_joined(s, mode, one_label, m, cut ? s->full : o,
+                              cut ? e->full_dim : out_dim, err);
         if (st == LIPI_OK && one_label && mode == RUN_PROBS)
             sigmoid_in_place(o, m);
         if (st == LIPI_OK && cut)
-            truncate_dim(e, s->full, m, out + i0 * out_dim);
+            truncate_dim(e, s->full, m, o);
         if (st != LIPI_OK) {
             if (err && err->line)
                 err->line += i0;

@@ -89,9 +89,10 @@ lipi_status lipi_embedder_session_new(const lipi_embedder *e, size_t threads,
                                       lipi_embedder_session **out, lipi_error *err);
 void lipi_embedder_session_free(lipi_embedder_session *s); /* NULL: no-op */
 
-/* How many texts to hand lipi_embedder_embed at a time (fewer is fine,
- * more are taken in steps): the batch, or with threads several batches,
- * whose short sentences then share the threads' parallel regions. */
+/* How many texts (or pairs) to hand lipi_embedder_embed, _classify,
+ * _classify_pairs and _score_pairs at a time (fewer is fine, more are
+ * taken in steps): the batch, or with threads several batches, whose short
+ * sentences then share the threads' parallel regions. */
 size_t lipi_embedder_session_texts(const lipi_embedder_session *s);
 
 /* Embeds texts[i] (lens[i] bytes of UTF-8, not NUL-terminated) for i < n

@@ -186,6 +186,68 @@ static void test_batches_joined_on_threads_give_the_vectors_of_one_batch_at_a_ti
     }
 }
 
+/* One call of case `what` on texts (or pairs) [i0, i0 + m): 0 classify,
+ * 1 classify_pairs, 2 score_pairs' logits, 3 embed (with dimensions). */
+static lipi_status joined_case(int what, lipi_embedder_session *s, const char *const *a,
+                               const size_t *alens, const char *const *b, const size_t *blens,
+                               size_t m, float *out)
+{
+    switch (what) {
+    case 0: return lipi_embedder_classify(s, a, alens, m, out, NULL, NULL);
+    case 1: return lipi_embedder_classify_pairs(s, a, alens, b, blens, m, out, NULL, NULL);
+    case 2: return lipi_embedder_score_pairs(s, a, alens, b, blens, m, 0, true, out, NULL, NULL);
+    default: return lipi_embedder_embed(s, a, alens, m, out, NULL, NULL);
+    }
+}
+
+/* Classify, pairs and --dimensions take several batches at a time on
+ * threads too: what one batch at a time gives, bit for bit. */
+static void test_classify_pairs_and_dimensions_joined_on_threads_give_one_batch_at_a_time(
+    void **state)
+{
+    static const struct {
+        const char *model;
+        int what;
+    } cases[] = {{"bert_cls", 0}, {"bert_cls", 1}, {"bert_rerank", 2}, {"st_mean", 3}};
+    lines l;
+    make_lines(&l);
+    const char *a[NJOIN], *b[NJOIN];
+    size_t alens[NJOIN], blens[NJOIN];
+    for (size_t i = 0; i < NJOIN; i++) {
+        a[i] = l.ptrs[i % NLINES];
+        alens[i] = l.lens[i % NLINES];
+        b[i] = l.ptrs[(i + 7) % NLINES];
+        blens[i] = l.lens[(i + 7) % NLINES];
+    }
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int what = cases[c].what;
+        lipi_embedder_options o = {.batch = 100, .normalize = -1, .dimensions = what == 3 ? 8 : 0};
+        lipi_embedder *e = NULL;
+        lipi_embedder_session *one = NULL, *two = NULL;
+        lipi_error err = {0};
+        open_api(md_model(cases[c].model), &o, 1, &e, &one);
+        assert_int_equal(lipi_embedder_session_new(e, 2, &two, &err), LIPI_OK);
+        assert_int_equal(lipi_embedder_session_texts(two), 400);
+        size_t k = what == 3 ? lipi_embedder_dim(e) : what == 2 ? 1 : lipi_embedder_label_count(e);
+        assert_true(k >= 1);
+        float *ref = malloc(NJOIN * k * sizeof *ref), *got = malloc(NJOIN * k * sizeof *got);
+        assert_non_null(ref);
+        assert_non_null(got);
+        for (size_t i0 = 0; i0 < NJOIN; i0 += 100) {
+            size_t m = NJOIN - i0 < 100 ? NJOIN - i0 : 100;
+            assert_int_equal(joined_case(what, one, a + i0, alens + i0, b + i0, blens + i0, m,
+                                         ref + i0 * k),
+                             LIPI_OK);
+        }
+        assert_int_equal(joined_case(what, two, a, alens, b, blens, NJOIN, got), LIPI_OK);
+        assert_same_floats(ref, got, NJOIN * k, cases[c].model);
+        free(ref);
+        free(got);
+        lipi_embedder_session_free(one);
+        close_api(e, two);
+    }
+}
+
 static void test_truncation_flags_mark_exactly_the_texts_over_the_limit(void **state)
 {
     /* st_mean takes 16 tokens (sentence_bert_config.json); the word-level
@@ -789,6 +851,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_api_embed_equals_lipi_embed_npy_bit_for_bit_on_1_and_3_threads),
         cmocka_unit_test(test_batches_joined_on_threads_give_the_vectors_of_one_batch_at_a_time),
+        cmocka_unit_test(test_classify_pairs_and_dimensions_joined_on_threads_give_one_batch_at_a_time),
         cmocka_unit_test(test_truncation_flags_mark_exactly_the_texts_over_the_limit),
         cmocka_unit_test(test_one_embedder_shared_by_two_threads_gives_identical_vectors),
         cmocka_unit_test(test_api_classify_equals_lipi_classify),

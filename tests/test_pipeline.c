@@ -1061,6 +1061,73 @@ static void test_embed_chunks_equal_a_call_per_chunk(void **state)
         }
 }
 
+/* lipi_model_classify_chunks is lipi_model_classify on each run, bit for
+ * bit (logits and probabilities, F32 and INT8, 1 and 2 threads), and with
+ * 2 threads runs all the runs' groups in one region; a model without a
+ * head says so. */
+static void test_classify_chunks_equal_a_call_per_chunk(void **state)
+{
+    static const char *names[] = {"bert_cls", "distilbert_cls"};
+    for (size_t f = 0; f < 2; f++)
+        for (int q = 0; q < 2; q++) {
+            lipi_model *m = load_fixture_dtype(names[f], q ? LIPI_DTYPE_INT8 : LIPI_DTYPE_F32);
+            const lipi_model_info *info = lipi_model_get_info(m);
+            size_t T, NL = info->num_labels, n = 97, chunk = 16, cells = n * NL;
+            assert_true(NL >= 2);
+            uint32_t *ids;
+            lipi_sequence *seqs;
+            random_batch(n, 30, 83 + (uint32_t)f, (uint32_t)info->vocab_size, &ids, &seqs, &T);
+            float *ref = malloc(2 * cells * sizeof(float)), *got = malloc(2 * cells * sizeof(float));
+            lipi_model_session *s = NULL;
+            assert_int_equal(lipi_model_session_new(m, 2, &s, NULL), LIPI_OK);
+            size_t groups = 0;
+            for (size_t i0 = 0; i0 + chunk <= 96; i0 += chunk) {
+                assert_int_equal(lipi_model_classify(s, seqs + i0, chunk, ref + i0 * NL,
+                                                     ref + cells + i0 * NL, NULL),
+                                 LIPI_OK);
+                groups += lipi_model_session_last_groups(s);
+            }
+            assert_true(groups > 0); /* the runs are grouped: the join is tested */
+            assert_int_equal(lipi_model_classify(s, seqs + 96, 1, ref + 96 * NL,
+                                                 ref + cells + 96 * NL, NULL),
+                             LIPI_OK);
+            for (size_t threads = 1; threads <= 2; threads++) {
+                lipi_model_session *t = NULL;
+                assert_int_equal(lipi_model_session_new(m, threads, &t, NULL), LIPI_OK);
+                memset(got, 0, 2 * cells * sizeof(float));
+                /* 96: every run grouped, one region; 97: a last run of one. */
+                assert_int_equal(lipi_model_classify_chunks(t, seqs, 96, chunk, got, got + cells,
+                                                            NULL),
+                                 LIPI_OK);
+                if (threads == 2)
+                    assert_int_equal(lipi_model_session_last_groups(t), groups);
+                assert_int_equal(lipi_model_classify_chunks(t, seqs, n, chunk, NULL, got + cells,
+                                                            NULL),
+                                 LIPI_OK);
+                assert_memory_equal(ref, got, 96 * NL * sizeof(float));
+                assert_memory_equal(ref + cells, got + cells, cells * sizeof(float));
+                lipi_model_session_free(t);
+            }
+            lipi_model_session_free(s);
+            free(ref);
+            free(got);
+            free(ids);
+            free(seqs);
+            lipi_model_free(m);
+        }
+    lipi_model *m = load_fixture_dtype("bert", LIPI_DTYPE_F32);
+    lipi_model_session *s = NULL;
+    assert_int_equal(lipi_model_session_new(m, 2, &s, NULL), LIPI_OK);
+    uint32_t ids[] = {5, 6};
+    lipi_sequence seqs[] = {{ids, NULL, 2}, {ids, NULL, 1}, {ids, NULL, 2}};
+    float p[12];
+    lipi_error err = {0};
+    assert_int_equal(lipi_model_classify_chunks(s, seqs, 3, 1, NULL, p, &err), LIPI_EINVAL);
+    assert_non_null(strstr(err.msg, "no classifier head"));
+    lipi_model_session_free(s);
+    lipi_model_free(m);
+}
+
 /* Short sentences run in groups of whole sequences, one group per task on
  * a lane: on 1, 2 and 3 threads the grouped batch is bit-identical, and it
  * gives what the whole batch (layer by layer over tiles) gives: INT8
@@ -1948,6 +2015,7 @@ int main(void)
         cmocka_unit_test(test_classifiers_give_pytorch_logits_and_labels),
         cmocka_unit_test(test_one_and_two_threads_are_bit_identical),
         cmocka_unit_test(test_embed_chunks_equal_a_call_per_chunk),
+        cmocka_unit_test(test_classify_chunks_equal_a_call_per_chunk),
         cmocka_unit_test(test_short_sentences_run_in_groups_like_the_whole_batch),
         cmocka_unit_test(test_packed_batch_equals_sequences_run_alone),
         cmocka_unit_test(test_bad_sequences_are_rejected_with_position),
