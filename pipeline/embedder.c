@@ -528,15 +528,14 @@ static void sigmoid_in_place(float *x, size_t n)
 }
 
 /* The model on seqs[0..m) (at most a batch, or runs of e->batch when
- * joined): vectors, or logits (also for one label, whose probability the
- * caller makes) or probabilities, into o. */
-static lipi_status model_call(lipi_embedder_session *s, run_mode mode, bool one_label,
-                              const lipi_sequence *seqs, size_t m, float *o, lipi_error *err)
+ * joined): vectors, logits or probabilities, into o. */
+static lipi_status model_call(lipi_embedder_session *s, run_mode mode, const lipi_sequence *seqs,
+                              size_t m, float *o, lipi_error *err)
 {
     const lipi_embedder *e = s->e;
     if (mode == RUN_EMBED)
         return lipi_model_embed_chunks(s->ms, seqs, m, e->batch, &e->mopt, o, err);
-    if (mode == RUN_LOGITS || one_label)
+    if (mode == RUN_LOGITS)
         return lipi_model_classify_chunks(s->ms, seqs, m, e->batch, o, NULL, err);
     return lipi_model_classify_chunks(s->ms, seqs, m, e->batch, NULL, o, err);
 }
@@ -546,8 +545,8 @@ static lipi_status model_call(lipi_embedder_session *s, run_mode mode, bool one_
  * within EMBED_JOIN_TOKENS go to the model in one call, which runs all
  * their groups of short sentences in one parallel region
  * (lipi_model_embed_chunks: the outputs of a call per batch). */
-static lipi_status model_joined(lipi_embedder_session *s, run_mode mode, bool one_label, size_t m,
-                                float *o, size_t dim, lipi_error *err)
+static lipi_status model_joined(lipi_embedder_session *s, run_mode mode, size_t m, float *o,
+                                size_t dim, lipi_error *err)
 {
     const lipi_embedder *e = s->e;
     for (size_t j0 = 0; j0 < m;) {
@@ -561,7 +560,7 @@ static lipi_status model_joined(lipi_embedder_session *s, run_mode mode, bool on
             take += next;
             tokens += nt;
         }
-        lipi_status st = model_call(s, mode, one_label, s->seqs + j0, take, o + j0 * dim, err);
+        lipi_status st = model_call(s, mode, s->seqs + j0, take, o + j0 * dim, err);
         if (st != LIPI_OK)
             return st;
         j0 += take;
@@ -581,6 +580,8 @@ static lipi_status run(lipi_embedder_session *s, run_mode mode, const char *cons
     lipi_status st = LIPI_OK;
     bool cut = mode == RUN_EMBED && e->dim < e->full_dim;
     bool one_label = mode != RUN_EMBED && out_dim == 1;
+    /* One label's probability is the sigmoid of its logit (below). */
+    run_mode model_mode = one_label ? RUN_LOGITS : mode;
     for (size_t i0 = 0; i0 < n; i0 += s->span) {
         size_t m = i0 + s->span < n ? s->span : n - i0;
         uint8_t *t = truncated ? truncated + i0 : NULL;
@@ -588,8 +589,8 @@ static lipi_status run(lipi_embedder_session *s, run_mode mode, const char *cons
                : encode(s, a + i0, alens + i0, m, t, err);
         float *o = out + i0 * out_dim;
         if (st == LIPI_OK)
-            st = model_joined(s, mode, one_label, m, cut ? s->full : o,
-                              cut ? e->full_dim : out_dim, err);
+            st = model_joined(s, model_mode, m, cut ? s->full : o, cut ? e->full_dim : out_dim,
+                              err);
         if (st == LIPI_OK && one_label && mode == RUN_PROBS)
             sigmoid_in_place(o, m);
         if (st == LIPI_OK && cut)
